@@ -1,0 +1,53 @@
+# ringleader — the commands README.md promises. `make help` lists them.
+#
+# The Python environment lives in a cache keyed by pyproject.toml's hash, so a fresh clone reuses it
+# and a dependency change builds a new one. Override with VENV=... to use your own.
+
+SHELL := /bin/bash
+CACHE ?= $(HOME)/.cache/ringleader
+DEPS_HASH := $(shell sha256sum pyproject.toml | cut -c1-12)
+VENV ?= $(CACHE)/venv-$(DEPS_HASH)
+PY := $(VENV)/bin/python
+export RINGLEADER_CACHE := $(CACHE)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help venv install crds crds-check unit integration test run clean
+
+help:  ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+
+$(VENV)/.deps-installed: pyproject.toml
+	@echo ">> creating $(VENV) (first time: downloads torch and mlflow, several minutes)"
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet --progress-bar off -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.deps-installed  ## create the Python environment (cached) and install ringleader into it
+	@$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e . >/dev/null
+	@echo ">> environment: $(VENV)"
+
+install: venv  ## alias of venv
+
+crds: venv  ## regenerate crds/ (and the chart's copy) from the pydantic models
+	$(PY) -m ringleader.api.crd --out crds/
+
+crds-check: venv  ## fail if crds/ is not what the models generate
+	$(PY) -m ringleader.api.crd --check crds/
+
+unit: venv  ## unit tests
+	$(PY) -m pytest tests/unit -q
+
+integration: venv  ## integration tests: real torch.distributed processes on loopback, a real MLflow store
+	$(PY) -m pytest tests/integration -q
+
+test: venv crds-check  ## everything CI runs: unit, integration
+	$(PY) -m pytest tests/unit tests/integration -q
+
+run: venv  ## the main job: run the quickstart experiment locally into ./mlflow.db
+	$(VENV)/bin/ringleader run examples/quickstart.yaml
+
+clean:  ## remove local run outputs (not the cache)
+	rm -rf mlflow.db mlruns ringleader-runs .pytest_cache
+
+-include mk/*.mk

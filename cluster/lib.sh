@@ -1,0 +1,35 @@
+# shellcheck shell=bash
+# Common settings for the ringleader cluster harness. Sourced, not executed.
+set -euo pipefail
+
+CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+. "$CLUSTER_DIR/versions.env"
+
+RINGLEADER_CACHE="${RINGLEADER_CACHE:-$HOME/.cache/ringleader}"
+CACHE="$RINGLEADER_CACHE/cluster"
+RUN_DIR="${RINGLEADER_CLUSTER_RUN:-$CACHE/run}"
+# Go build/module caches live under the cluster cache too, so one `rm -rf` resets everything.
+export GOCACHE="$CACHE/go-build"
+export GOMODCACHE="$CACHE/go-mod"
+export GOFLAGS="-mod=readonly -buildvcs=false"
+# k8s.io/kubernetes >= v1.34.11 is on the proxy but not (yet) in sum.golang.org; go.sum pins its hash.
+export GONOSUMDB="k8s.io/kubernetes"
+export GOTOOLCHAIN=local
+export CGO_ENABLED=0
+NICE=(nice -n "${RINGLEADER_NICE:-10}")
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# wait_for DESCRIPTION TIMEOUT_S CMD...: poll CMD every second until it succeeds or time runs out.
+wait_for() {
+  local what="$1" timeout="$2"; shift 2
+  local start=$SECONDS n=0
+  until "$@" >/dev/null 2>&1; do
+    if (( SECONDS - start >= timeout )); then log "timeout after ${timeout}s waiting for $what"; return 1; fi
+    n=$((n + 1)); (( n % 10 == 0 )) && log "still waiting for $what ($((SECONDS - start))s)"
+    sleep 1
+  done
+  log "ok: $what ($((SECONDS - start))s)"
+}

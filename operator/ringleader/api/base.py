@@ -1,0 +1,53 @@
+"""The base of every API model: camelCase on the wire, unknown keys refused, rules checked and published."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pydantic
+import pydantic.alias_generators
+import pydantic_core
+
+from ringleader.api import rules as rules_
+
+
+def _publish_rules(schema: dict[str, Any], model: type[ApiModel]) -> None:
+    validations = [rule.schema() for rule in model.rules]
+    if validations:
+        schema["x-kubernetes-validations"] = validations
+
+
+class ApiModel(pydantic.BaseModel):
+    """Frozen, so a resolved trial is a value; attribute docstrings become the CRD's descriptions."""
+
+    model_config = pydantic.ConfigDict(
+        alias_generator=pydantic.alias_generators.to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        json_schema_extra=_publish_rules,
+    )
+
+    rules: ClassVar[tuple[rules_.Rule, ...]] = ()
+
+    @pydantic.model_validator(mode="after")
+    def _check_rules(self) -> ApiModel:
+        # Report every broken rule at once, each at its field, so one `validate` run shows all fixes.
+        broken = [
+            pydantic_core.InitErrorDetails(
+                type=pydantic_core.PydanticCustomError("rule", rule.message.replace("{", "(").replace("}", ")")),
+                loc=tuple(part for part in rule.field_path.split(".") if part),
+                input=None,
+            )
+            for rule in type(self).rules
+            if not rule.holds(self)
+        ]
+        if broken:
+            raise pydantic.ValidationError.from_exception_data(type(self).__name__, broken)
+        return self
+
+    def wire(self) -> dict[str, Any]:
+        """The object as it appears in a CR: camelCase keys, unset optional fields left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+

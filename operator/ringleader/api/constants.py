@@ -1,0 +1,29 @@
+"""Names of the API: group, version, kind, and the label and annotation keys every part uses."""
+
+GROUP = "ringleader.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "DistributedTrainingExperiment"
+PLURAL = "distributedtrainingexperiments"
+SINGULAR = "distributedtrainingexperiment"
+SHORT_NAMES = ("dte", "dtes")
+CATEGORIES = ("ringleader",)
+
+# Labels tie every rendered object to its experiment, trial and role; selectors use them.
+LABEL_EXPERIMENT = f"{GROUP}/experiment"
+LABEL_TRIAL = f"{GROUP}/trial"
+LABEL_TRIAL_INDEX = f"{GROUP}/trial-index"
+LABEL_ROLE = f"{GROUP}/role"
+LABEL_RANK = f"{GROUP}/rank"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "ringleader"
+
+# Annotations carry what labels cannot (free text, run ids).
+ANNOTATION_MLFLOW_RUN_ID = f"{GROUP}/mlflow-run-id"
+ANNOTATION_TRIAL_PARAMETERS = f"{GROUP}/trial-parameters"
+
+# Kubernetes limits names of most objects (and label values) to 63 characters.
+MAX_NAME_LENGTH = 63
+
+ROLE_PS = "ps"
+ROLE_WORKER = "worker"

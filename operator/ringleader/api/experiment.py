@@ -1,0 +1,101 @@
+"""The DistributedTrainingExperiment resource as a whole, read from a file or a CR body, with readable errors."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Annotated, Any, Literal
+
+import pydantic
+import yaml
+
+from ringleader.api import constants
+from ringleader.api.spec import ExperimentSpec
+from ringleader.api.status import ExperimentStatus
+
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Metadata(pydantic.BaseModel):
+    """The part of ObjectMeta that ringleader reads; the rest is kept but not interpreted."""
+
+    model_config = pydantic.ConfigDict(extra="allow", frozen=True)
+
+    name: Annotated[str, pydantic.StringConstraints(pattern=NAME_PATTERN, max_length=253)]
+    namespace: Annotated[str, pydantic.StringConstraints(pattern=NAME_PATTERN, max_length=63)] = "default"
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = {}
+
+
+class DistributedTrainingExperiment(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    api_version: Literal["ringleader.dev/v1alpha1"] = pydantic.Field(constants.API_VERSION, alias="apiVersion")
+    kind: Literal["DistributedTrainingExperiment"] = constants.KIND
+    metadata: Metadata
+    spec: ExperimentSpec = ExperimentSpec()
+    status: ExperimentStatus | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace
+
+    def mlflow_experiment_name(self) -> str:
+        return self.spec.tracking.experiment_name or f"{self.namespace}/{self.name}"
+
+
+class SpecError(ValueError):
+    """An experiment file or CR is invalid; `problems` lists each as 'path: what to change'."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source} is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def problems_of(error: pydantic.ValidationError) -> list[str]:
+    """Pydantic errors in the API's own wording: "`spec.workers.replicas` must be greater than or equal to 1"."""
+    problems = []
+    for item in error.errors():
+        path = ".".join(str(part) for part in item["loc"])
+        message = item["msg"]
+        if item["type"] == "rule":
+            problems.append(f"{path}: {message}")
+            continue
+        message = message.replace("Input should be", "must be").replace("Value error, ", "")
+        if item["type"] == "extra_forbidden":
+            message = "is not a field of this object: check its spelling (fields are camelCase)"
+        elif item["type"] == "missing":
+            message = "is required"
+        got = item.get("input")
+        detail = f" (got {got!r})" if item["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict) else ""
+        problems.append(f"`{path}` {message}{detail}")
+    return problems
+
+
+def parse(document: Any, source: str = "experiment") -> DistributedTrainingExperiment:
+    """Validate a CR body (a dict) against the models, or raise SpecError listing every problem."""
+    if not isinstance(document, dict):
+        raise SpecError(source, ["the document must be a mapping with apiVersion, kind, metadata and spec"])
+    try:
+        return DistributedTrainingExperiment.model_validate(document)
+    except pydantic.ValidationError as error:
+        raise SpecError(source, problems_of(error)) from None
+
+
+def load(path: str | pathlib.Path) -> DistributedTrainingExperiment:
+    """Read one experiment from a YAML file."""
+    path = pathlib.Path(path)
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except FileNotFoundError:
+        raise SpecError(str(path), ["file not found"]) from None
+    except yaml.YAMLError as error:
+        raise SpecError(str(path), [f"not valid YAML: {error}"]) from None
+    if len(documents) != 1:
+        raise SpecError(str(path), [f"expected exactly one YAML document, found {len(documents)}"])
+    return parse(documents[0], str(path))

@@ -1,0 +1,531 @@
+"""The desired state of a DistributedTrainingExperiment: the one source of truth for its CRD schema and rules."""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Annotated
+
+import pydantic
+
+from ringleader.api import rules
+from ringleader.api.base import ApiModel
+
+# Kubernetes quantities, restricted to the forms people write for these fields.
+CPU_PATTERN = r"^([0-9]+m|[0-9]+(\.[0-9]{1,3})?)$"
+MEMORY_PATTERN = r"^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+BANDWIDTH_PATTERN = r"^[1-9][0-9]*(Kbit|Mbit|Gbit|Tbit)$"
+DNS_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+BUILTIN_MODELS = ("mlp", "cnn", "resnet18", "resnet50", "vgg16", "transformer")
+MODEL_PATTERN = r"^(" + "|".join(BUILTIN_MODELS) + r"|[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*)$"
+MAX_TRIALS = 256
+
+CpuQuantity = Annotated[str, pydantic.StringConstraints(pattern=CPU_PATTERN, max_length=16)]
+MemoryQuantity = Annotated[str, pydantic.StringConstraints(pattern=MEMORY_PATTERN, max_length=16)]
+Bandwidth = Annotated[str, pydantic.StringConstraints(pattern=BANDWIDTH_PATTERN, max_length=16)]
+ModelName = Annotated[str, pydantic.StringConstraints(pattern=MODEL_PATTERN, max_length=253)]
+LabelMap = Annotated[dict[str, Annotated[str, pydantic.StringConstraints(max_length=63)]], pydantic.Field(max_length=32)]
+
+
+class Architecture(str, enum.Enum):
+    PARAMETER_SERVER = "ParameterServer"
+    PEER_TO_PEER = "PeerToPeer"
+    RING_ALL_REDUCE = "RingAllReduce"
+
+
+class Paradigm(str, enum.Enum):
+    BSP = "BSP"
+    ASP = "ASP"
+    SSP = "SSP"
+    DSSP = "DSSP"
+
+
+STALE_PARADIGMS = (Paradigm.SSP, Paradigm.DSSP)
+
+
+class SyncSpec(ApiModel):
+    """sync is how workers are kept in step: the synchronization paradigm and its staleness bounds."""
+
+    paradigm: Paradigm = Paradigm.BSP
+    """paradigm is BSP (wait for every worker each iteration), ASP (never wait), SSP (the fastest worker
+    may run at most `staleness` iterations ahead of the slowest) or DSSP (SSP whose threshold moves
+    between `staleness` and `maxStaleness` from the workers' push intervals). Default BSP.
+    RingAllReduce supports BSP only."""
+    staleness: Annotated[int, pydantic.Field(ge=0, le=1000)] | None = None
+    """staleness is SSP's bound s, or DSSP's lower bound s_L, in iterations. Required for SSP and DSSP,
+    ignored by BSP and ASP. 0 makes SSP behave as BSP."""
+    max_staleness: Annotated[int, pydantic.Field(ge=1, le=1000)] | None = None
+    """maxStaleness is DSSP's upper bound s_U, in iterations; must be greater than `staleness`.
+    Required for DSSP, ignored otherwise. The server grants a fast worker up to maxStaleness - staleness
+    extra iterations."""
+
+    rules = (
+        rules.Rule(
+            cel="!has(self.maxStaleness) || !has(self.staleness) || self.maxStaleness > self.staleness",
+            message="`sync.maxStaleness` must be greater than `sync.staleness`: DSSP moves its threshold "
+            "between the two; raise maxStaleness or lower staleness",
+            holds=lambda s: s.max_staleness is None or s.staleness is None or s.max_staleness > s.staleness,
+            field_path=".maxStaleness",
+        ),
+    )
+
+
+class Resources(ApiModel):
+    """resources are what each pod of a role requests (and is limited to)."""
+
+    cpu: CpuQuantity = "1"
+    """cpu is the CPU request and limit, a Kubernetes quantity ("500m", "2"). Default "1"."""
+    memory: MemoryQuantity = "2Gi"
+    """memory is the memory request and limit, a Kubernetes quantity ("512Mi", "4Gi"). Default "2Gi"."""
+    gpu: Annotated[int, pydantic.Field(ge=0, le=16)] = 0
+    """gpu is the number of GPUs per pod (requested as the operator's GPU resource name,
+    nvidia.com/gpu by default). Default 0: CPU pods, gloo everywhere. With GPUs, tensors live on the
+    GPU and ring allreduce uses NCCL."""
+
+
+class ParameterServers(ApiModel):
+    """parameterServers are the servers of a ParameterServer job, each holding a shard of the parameters."""
+
+    replicas: Annotated[int, pydantic.Field(ge=1, le=64)] = 1
+    """replicas is the number of parameter servers (k). Default 1. Parameters are sharded across them by
+    tensor, balancing bytes. Ignored by PeerToPeer and RingAllReduce."""
+    resources: Resources = Resources()
+    """resources of each parameter-server pod. Default 1 CPU, 2Gi, no GPU."""
+
+
+class WorkerGroup(ApiModel):
+    """A group of workers with their own placement, size and speed, for heterogeneous clusters."""
+
+    name: Annotated[str, pydantic.StringConstraints(pattern=DNS_LABEL_PATTERN, max_length=20)]
+    """name identifies the group in pod labels and reports; a DNS label of at most 20 characters."""
+    replicas: Annotated[int, pydantic.Field(ge=1, le=1024)]
+    """replicas is the number of workers in this group. The groups' replicas add up to `workers.replicas`."""
+    resources: Resources | None = None
+    """resources of this group's pods. Default: `workers.resources`."""
+    node_selector: LabelMap = {}
+    """nodeSelector places this group's pods, merged over `scheduling.nodeSelector`."""
+    slowdown_percent: Annotated[int, pydantic.Field(ge=100, le=10000)] = 100
+    """slowdownPercent stretches this group's compute to emulate stragglers: 300 makes every
+    forward and backward pass take three times as long as measured. Default 100 (no slowdown)."""
+
+
+class Workers(ApiModel):
+    """workers compute gradients; in PeerToPeer they are also the servers of their own shard."""
+
+    replicas: Annotated[int, pydantic.Field(ge=1, le=1024)] = 2
+    """replicas is the number of workers (N). Default 2."""
+    resources: Resources = Resources()
+    """resources of each worker pod, unless its group sets its own. Default 1 CPU, 2Gi, no GPU."""
+    groups: Annotated[list[WorkerGroup], pydantic.Field(max_length=16)] = []
+    """groups split the workers into heterogeneous groups (placement, resources, slowdown), in rank
+    order. Empty (default): one homogeneous group. When set, their replicas add up to `replicas`."""
+
+    rules = (
+        rules.Rule(
+            cel="size(self.groups) == 0 || self.groups.map(g, g.replicas).sum() == self.replicas",
+            message="`workers.groups` replicas must add up to `workers.replicas`: change a group's replicas "
+            "or workers.replicas so that the sums match",
+            holds=lambda w: not w.groups or sum(g.replicas for g in w.groups) == w.replicas,
+            field_path=".groups",
+        ),
+        rules.Rule(
+            cel="self.groups.all(g, self.groups.exists_one(h, h.name == g.name))",
+            message="`workers.groups` names must be unique: rename the repeated group",
+            holds=lambda w: len({g.name for g in w.groups}) == len(w.groups),
+            field_path=".groups",
+        ),
+    )
+
+
+class OptimizerName(str, enum.Enum):
+    SGD = "SGD"
+    ADAM = "Adam"
+
+
+class Optimizer(ApiModel):
+    """optimizer applies aggregated gradients; on a parameter server it runs on the server."""
+
+    name: OptimizerName = OptimizerName.SGD
+    """name is SGD (with optional momentum) or Adam. Default SGD."""
+    learning_rate: Annotated[float, pydantic.Field(gt=0, le=10)] = 0.01
+    """learningRate is the step size. Default 0.01."""
+    momentum: Annotated[float, pydantic.Field(ge=0, lt=1)] = 0.0
+    """momentum is SGD's momentum factor, in [0, 1). Default 0 (plain SGD). Ignored by Adam."""
+    weight_decay: Annotated[float, pydantic.Field(ge=0, le=1)] = 0.0
+    """weightDecay is L2 regularization. Default 0."""
+
+
+class ModelSpec(ApiModel):
+    """model is what is trained, on what batch, for how long."""
+
+    name: ModelName = "mlp"
+    """name is a built-in model (mlp, cnn, resnet18, resnet50, vgg16, transformer) or the user's own
+    as "package.module:factory", a callable returning a torch.nn.Module, importable in the image. Default mlp."""
+    batch_size: Annotated[int, pydantic.Field(ge=1, le=65536)] = 32
+    """batchSize is the per-worker minibatch, in samples. Default 32."""
+    iterations: Annotated[int, pydantic.Field(ge=1, le=10_000_000)] = 100
+    """iterations is the number of training iterations each worker runs. Default 100."""
+    warmup_iterations: Annotated[int, pydantic.Field(ge=0, le=10_000_000)] = 5
+    """warmupIterations are run first and left out of the summary timings (but not of the per-iteration
+    metrics). Default 5; must be less than `iterations`."""
+    optimizer: Optimizer = Optimizer()
+    """optimizer and its hyperparameters. Default SGD, learning rate 0.01."""
+
+    rules = (
+        rules.Rule(
+            cel="self.warmupIterations < self.iterations",
+            message="`model.warmupIterations` must be less than `model.iterations`: lower warmupIterations "
+            "or raise iterations",
+            holds=lambda m: m.warmup_iterations < m.iterations,
+            field_path=".warmupIterations",
+        ),
+    )
+
+
+class SyntheticData(ApiModel):
+    """synthetic data: a fixed, seeded set of samples of the model's input shape, with learnable labels."""
+
+    samples: Annotated[int, pydantic.Field(ge=1, le=10_000_000)] = 4096
+    """samples is the size of the synthetic dataset; batches cycle through it. Default 4096."""
+    num_classes: Annotated[int, pydantic.Field(ge=2, le=100_000)] = 10
+    """numClasses is the number of label classes (vocabulary size for transformer). Default 10."""
+    image_size: Annotated[int, pydantic.Field(ge=8, le=1024)] = 32
+    """imageSize is the side of square RGB images, in pixels, for the convolutional models. Default 32."""
+    sequence_length: Annotated[int, pydantic.Field(ge=2, le=8192)] = 64
+    """sequenceLength is the number of tokens per sample, for transformer. Default 64."""
+    seed: Annotated[int, pydantic.Field(ge=0, le=2**31 - 1)] = 0
+    """seed makes the dataset and the initial weights reproducible. Default 0."""
+
+
+class DataSpec(ApiModel):
+    """data feeds the workers; only synthetic data exists today, so runs measure the system, not I/O."""
+
+    synthetic: SyntheticData = SyntheticData()
+    """synthetic data settings."""
+
+
+class Network(ApiModel):
+    """network shapes what workers see of the network, for what-if studies."""
+
+    bandwidth: Bandwidth | None = None
+    """bandwidth caps each rank's communication rate ("1Gbit", "10Gbit", "100Mbit"), emulated in the
+    runtime: a transfer of S bytes takes at least 8*S/bandwidth seconds. Unset (default): no cap."""
+
+    def bits_per_second(self) -> int | None:
+        return None if self.bandwidth is None else parse_bandwidth(self.bandwidth)
+
+
+class SecretReference(ApiModel):
+    """A Secret in the experiment's namespace."""
+
+    name: Annotated[str, pydantic.StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)]
+    """name of the Secret."""
+
+
+class Tracking(ApiModel):
+    """tracking says where timings go: an MLflow tracking server."""
+
+    uri: Annotated[str, pydantic.StringConstraints(max_length=2048)] | None = None
+    """uri of the MLflow tracking server ("http://mlflow.ringleader:5000"). Default: the operator's
+    configured server in a cluster; `sqlite:///mlflow.db` (or $MLFLOW_TRACKING_URI) for `ringleader run`."""
+    experiment_name: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=256)] | None = None
+    """experimentName is the MLflow experiment that holds this experiment's runs. Default: the
+    namespace and name of the DistributedTrainingExperiment ("default/quickstart")."""
+    credentials_secret: SecretReference | None = None
+    """credentialsSecret names a Secret whose keys (MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD or
+    MLFLOW_TRACKING_TOKEN) are given to the pods as environment variables; never copied into specs or logs."""
+
+
+class CleanPodPolicy(str, enum.Enum):
+    NONE = "None"
+    RUNNING = "Running"
+    ALL = "All"
+
+
+class RunPolicy(ApiModel):
+    """runPolicy governs retries, deadlines, clean-up and suspension."""
+
+    backoff_limit: Annotated[int, pydantic.Field(ge=0, le=100)] = 3
+    """backoffLimit is how many times a trial is restarted (all its pods) after a pod fails, before the
+    trial fails. Default 3; 0 fails at the first pod failure."""
+    active_deadline_seconds: Annotated[int, pydantic.Field(ge=1)] | None = None
+    """activeDeadlineSeconds bounds each trial's running time, in seconds, from its start; past it the
+    trial fails with reason DeadlineExceeded. Unset (default): no deadline."""
+    ttl_seconds_after_finished: Annotated[int, pydantic.Field(ge=0)] | None = None
+    """ttlSecondsAfterFinished deletes the finished experiment this many seconds after it completes.
+    Unset (default): kept until deleted."""
+    clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING
+    """cleanPodPolicy says which pods are deleted when a trial ends: None (keep all, for logs), Running
+    (delete those still running, such as parameter servers; default) or All."""
+    suspend: bool = False
+    """suspend stops the experiment: running trials' pods are deleted and the trials restart from the
+    beginning when suspend is set back to false. Default false."""
+
+
+class TolerationOperator(str, enum.Enum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class TaintEffect(str, enum.Enum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Toleration(ApiModel):
+    """A toleration of a node taint, as in a pod spec."""
+
+    key: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
+    """key of the taint; unset with operator Exists tolerates every taint."""
+    operator: TolerationOperator = TolerationOperator.EQUAL
+    """operator is Equal (default) or Exists."""
+    value: Annotated[str, pydantic.StringConstraints(max_length=63)] | None = None
+    """value of the taint, for operator Equal."""
+    effect: TaintEffect | None = None
+    """effect to tolerate; unset tolerates every effect."""
+    toleration_seconds: Annotated[int, pydantic.Field(ge=0)] | None = None
+    """tolerationSeconds bounds how long a NoExecute taint is tolerated."""
+
+    rules = (
+        rules.Rule(
+            cel="self.operator != 'Exists' || !has(self.value)",
+            message="`value` must be empty when a toleration's `operator` is Exists: remove value or use Equal",
+            holds=lambda t: t.operator != TolerationOperator.EXISTS or t.value is None,
+            field_path=".value",
+        ),
+    )
+
+
+class PodGroupScheduler(str, enum.Enum):
+    NONE = "None"
+    VOLCANO = "Volcano"
+    SCHEDULER_PLUGINS = "SchedulerPlugins"
+
+
+class Scheduling(ApiModel):
+    """scheduling places the pods and keeps a trial from half-running."""
+
+    gang: bool = True
+    """gang starts a trial's pods together or not at all: the operator waits until every pod of the trial
+    is scheduled before it reports the trial Running, and no rank trains before all have joined.
+    Default true."""
+    pod_group: PodGroupScheduler = PodGroupScheduler.NONE
+    """podGroup also creates a PodGroup (minMember = all pods of the trial) for a gang scheduler:
+    Volcano or SchedulerPlugins (coscheduling). Default None. Requires gang."""
+    scheduler_name: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
+    """schedulerName of the pods. Default: the cluster's default scheduler ("volcano" when podGroup is
+    Volcano)."""
+    priority_class_name: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
+    """priorityClassName of the pods."""
+    node_selector: LabelMap = {}
+    """nodeSelector of every pod of the experiment."""
+    tolerations: Annotated[list[Toleration], pydantic.Field(max_length=32)] = []
+    """tolerations of every pod of the experiment (GPU taints, dedicated nodes)."""
+
+    rules = (
+        rules.Rule(
+            cel="self.podGroup == 'None' || self.gang",
+            message="`scheduling.podGroup` requires `scheduling.gang` to be true: set gang to true or podGroup to None",
+            holds=lambda s: s.pod_group == PodGroupScheduler.NONE or s.gang,
+            field_path=".podGroup",
+        ),
+    )
+
+
+def _axis(item, max_items: int = 16):
+    return Annotated[list[item], pydantic.Field(min_length=1, max_length=max_items)] | None
+
+
+class SweepMatrix(ApiModel):
+    """matrix lists values per field; the trials are every combination (the cartesian product).
+
+    Combinations of RingAllReduce with a paradigm other than BSP are skipped, and reported as skipped."""
+
+    architecture: _axis(Architecture, 3) = None
+    """architecture values to sweep; replaces `architecture`."""
+    paradigm: _axis(Paradigm, 4) = None
+    """paradigm values to sweep; replaces `sync.paradigm`."""
+    workers: _axis(Annotated[int, pydantic.Field(ge=1, le=1024)]) = None
+    """workers values (worker counts) to sweep; replaces `workers.replicas`. Cannot be combined with
+    `workers.groups`."""
+    parameter_servers: _axis(Annotated[int, pydantic.Field(ge=1, le=64)]) = None
+    """parameterServers values (server counts) to sweep; replaces `parameterServers.replicas`."""
+    staleness: _axis(Annotated[int, pydantic.Field(ge=0, le=1000)]) = None
+    """staleness values to sweep; replaces `sync.staleness`."""
+    batch_size: _axis(Annotated[int, pydantic.Field(ge=1, le=65536)]) = None
+    """batchSize values to sweep; replaces `model.batchSize`."""
+    model: _axis(ModelName) = None
+    """model names to sweep; replaces `model.name`."""
+    bandwidth: _axis(Bandwidth) = None
+    """bandwidth caps to sweep; replaces `network.bandwidth`."""
+
+    def axes(self) -> dict[str, list]:
+        """The swept fields (wire names) with their values, in declaration order: the order of trials."""
+        return {
+            field.alias: list(getattr(self, name))
+            for name, field in type(self).model_fields.items()
+            if getattr(self, name) is not None
+        }
+
+
+def _axis_size(name: str) -> str:
+    return f"(has(self.matrix.{name}) ? size(self.matrix.{name}) : 1)"
+
+
+class Sweep(ApiModel):
+    """sweep runs one trial per combination of the matrix, each `repetitions` times."""
+
+    matrix: SweepMatrix = SweepMatrix()
+    """matrix of values to combine. Empty: the experiment's own spec, repeated."""
+    repetitions: Annotated[int, pydantic.Field(ge=1, le=100)] = 1
+    """repetitions runs every combination this many times, for error bars. Default 1."""
+    max_parallel: Annotated[int, pydantic.Field(ge=1, le=64)] = 1
+    """maxParallel is how many trials run at once. Default 1, so trials do not disturb each other's timings."""
+
+    rules = (
+        rules.Rule(
+            cel=" * ".join(_axis_size(field.alias) for field in SweepMatrix.model_fields.values())
+            + f" * self.repetitions <= {MAX_TRIALS}",
+            message=f"`sweep` must expand to at most {MAX_TRIALS} trials (values per axis multiplied, times "
+            "repetitions): drop values from the matrix or lower repetitions",
+            holds=lambda s: s.trial_count() <= MAX_TRIALS,
+            field_path=".matrix",
+        ),
+    )
+
+    def trial_count(self) -> int:
+        count = self.repetitions
+        for values in self.matrix.axes().values():
+            count *= len(values)
+        return count
+
+
+def _swept(name: str) -> str:
+    return f"(has(self.sweep) && has(self.sweep.matrix.{name}))"
+
+
+def _uses(paradigms: tuple[Paradigm, ...]) -> str:
+    """CEL: the base paradigm (when not swept) or any swept paradigm is one of `paradigms`."""
+    names = ", ".join(f"'{p.value}'" for p in paradigms)
+    return (
+        f"((!{_swept('paradigm')} && self.sync.paradigm in [{names}]) || "
+        f"({_swept('paradigm')} && self.sweep.matrix.paradigm.exists(p, p in [{names}])))"
+    )
+
+
+def _paradigms_used(spec: ExperimentSpec) -> set[Paradigm]:
+    if spec.sweep is not None and spec.sweep.matrix.paradigm is not None:
+        return set(spec.sweep.matrix.paradigm)
+    return {spec.sync.paradigm}
+
+
+def _swept_py(spec: ExperimentSpec, name: str) -> bool:
+    return spec.sweep is not None and getattr(spec.sweep.matrix, name) is not None
+
+
+class ExperimentSpec(ApiModel):
+    """spec of a DistributedTrainingExperiment: one topology, or a sweep of them."""
+
+    architecture: Architecture = Architecture.PARAMETER_SERVER
+    """architecture is ParameterServer (servers hold parameter shards; workers pull, compute, push),
+    PeerToPeer (every worker is also the server of a 1/N shard) or RingAllReduce (workers allreduce
+    gradients, overlapping backward and communication; BSP only). Default ParameterServer."""
+    sync: SyncSpec = SyncSpec()
+    """sync is the synchronization paradigm. Default BSP."""
+    parameter_servers: ParameterServers = ParameterServers()
+    """parameterServers of a ParameterServer job. Default one server."""
+    workers: Workers = Workers()
+    """workers of the job. Default two homogeneous workers."""
+    model: ModelSpec = ModelSpec()
+    """model, batch size, iterations and optimizer. Default mlp, batch 32, 100 iterations, SGD."""
+    data: DataSpec = DataSpec()
+    """data the workers train on. Default: synthetic."""
+    network: Network = Network()
+    """network shaping for what-if studies. Default: none."""
+    image: Annotated[str, pydantic.StringConstraints(pattern=r"^[^\s]+$", max_length=512)] | None = None
+    """image of the training pods. Default: the operator's configured worker image."""
+    tracking: Tracking = Tracking()
+    """tracking is where timings are recorded (MLflow)."""
+    run_policy: RunPolicy = RunPolicy()
+    """runPolicy: retries, deadline, clean-up, suspension."""
+    scheduling: Scheduling = Scheduling()
+    """scheduling: gang semantics, scheduler, priority, placement."""
+    sweep: Sweep | None = None
+    """sweep turns the experiment into several trials. Unset (default): a single trial."""
+
+    rules = (
+        rules.Rule(
+            cel="self.architecture != 'RingAllReduce' || self.sync.paradigm == 'BSP' || "
+            f"{_swept('architecture')} || {_swept('paradigm')}",
+            message="`sync.paradigm` must be BSP when `architecture` is RingAllReduce: allreduce is a collective "
+            "in which every worker waits for all; use ParameterServer or PeerToPeer for ASP, SSP or DSSP",
+            holds=lambda s: s.architecture != Architecture.RING_ALL_REDUCE
+            or s.sync.paradigm == Paradigm.BSP
+            or _swept_py(s, "architecture")
+            or _swept_py(s, "paradigm"),
+            field_path=".sync.paradigm",
+        ),
+        rules.Rule(
+            cel=f"!{_uses(STALE_PARADIGMS)} || has(self.sync.staleness) || {_swept('staleness')}",
+            message="`sync.staleness` is required when `sync.paradigm` is SSP or DSSP: set it to how many "
+            "iterations the fastest worker may run ahead of the slowest (e.g. 3)",
+            holds=lambda s: not (_paradigms_used(s) & set(STALE_PARADIGMS))
+            or s.sync.staleness is not None
+            or _swept_py(s, "staleness"),
+            field_path=".sync.staleness",
+        ),
+        rules.Rule(
+            cel=f"!{_uses((Paradigm.DSSP,))} || has(self.sync.maxStaleness)",
+            message="`sync.maxStaleness` is required when `sync.paradigm` is DSSP: set it to the upper bound "
+            "s_U of the threshold (e.g. staleness 3, maxStaleness 12)",
+            holds=lambda s: Paradigm.DSSP not in _paradigms_used(s) or s.sync.max_staleness is not None,
+            field_path=".sync.maxStaleness",
+        ),
+        rules.Rule(
+            cel=f"!{_swept('staleness')} || !has(self.sync.maxStaleness) || "
+            "self.sweep.matrix.staleness.all(v, v < self.sync.maxStaleness)",
+            message="`sweep.matrix.staleness` values must be less than `sync.maxStaleness`: drop the larger "
+            "values or raise maxStaleness",
+            holds=lambda s: not _swept_py(s, "staleness")
+            or s.sync.max_staleness is None
+            or all(v < s.sync.max_staleness for v in s.sweep.matrix.staleness),
+            field_path=".sweep.matrix.staleness",
+        ),
+        rules.Rule(
+            cel=f"!{_swept('workers')} || size(self.workers.groups) == 0",
+            message="`sweep.matrix.workers` cannot be combined with `workers.groups`: sweep without groups, or "
+            "write one experiment per group layout",
+            holds=lambda s: not _swept_py(s, "workers") or not s.workers.groups,
+            field_path=".sweep.matrix.workers",
+        ),
+        rules.Rule(
+            cel=f"!{_swept('architecture')} || !{_swept('paradigm')} || "
+            "self.sweep.matrix.architecture.exists(a, a != 'RingAllReduce') || "
+            "self.sweep.matrix.paradigm.exists(p, p == 'BSP')",
+            message="`sweep.matrix` has no valid combination: RingAllReduce runs BSP only; add BSP to "
+            "paradigm or another architecture",
+            holds=lambda s: not (_swept_py(s, "architecture") and _swept_py(s, "paradigm"))
+            or any(a != Architecture.RING_ALL_REDUCE for a in s.sweep.matrix.architecture)
+            or Paradigm.BSP in s.sweep.matrix.paradigm,
+            field_path=".sweep.matrix",
+        ),
+    )
+
+def combination_problem(architecture: str, paradigm: str) -> str | None:
+    """Why a sweep combination is skipped rather than run, or None when it is runnable."""
+    if architecture == Architecture.RING_ALL_REDUCE.value and paradigm != Paradigm.BSP.value:
+        return f"RingAllReduce runs BSP only, not {paradigm}"
+    return None
+
+
+_BANDWIDTH_UNITS = {"Kbit": 10**3, "Mbit": 10**6, "Gbit": 10**9, "Tbit": 10**12}
+
+
+def parse_bandwidth(text: str) -> int:
+    """'10Gbit' -> 10_000_000_000 bits per second."""
+    match = re.fullmatch(BANDWIDTH_PATTERN, text)
+    if match is None:
+        raise ValueError(f"bandwidth {text!r} must look like 100Mbit, 1Gbit or 10Gbit")
+    unit = match.group(1)
+    return int(text[: -len(unit)]) * _BANDWIDTH_UNITS[unit]

@@ -1,0 +1,166 @@
+"""The observed state of a DistributedTrainingExperiment: conditions are the contract, phase a summary."""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from typing import Annotated
+
+import pydantic
+
+from ringleader.api.base import ApiModel
+
+
+class ConditionType(str, enum.Enum):
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+class ConditionStatus(str, enum.Enum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Phase(str, enum.Enum):
+    """A one-word summary for printer columns, derived from the conditions; never the contract."""
+
+    PENDING = "Pending"
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+TERMINAL_PHASES = (Phase.SUCCEEDED, Phase.FAILED)
+
+
+class Condition(ApiModel):
+    """A condition, as in the Kubernetes API conventions (metav1.Condition)."""
+
+    type: ConditionType
+    """type of the condition: Created, Running, Restarting, Succeeded, Failed or Suspended."""
+    status: ConditionStatus
+    """status is True, False or Unknown."""
+    reason: Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
+    """reason is a CamelCase word for machines ("PodFailed", "BackoffLimitExceeded")."""
+    message: Annotated[str, pydantic.StringConstraints(max_length=32768)] = ""
+    """message says what happened, for people: which pod, which exit code, what to do."""
+    last_transition_time: datetime.datetime
+    """lastTransitionTime is when status last changed."""
+    observed_generation: int | None = None
+    """observedGeneration is the spec generation this condition was computed from."""
+
+
+class ReplicaStatus(ApiModel):
+    """Counts of one role's pods, summed over the running trials."""
+
+    active: int = 0
+    """active pods (pending or running)."""
+    ready: int = 0
+    """ready pods (running and ready)."""
+    succeeded: int = 0
+    """succeeded pods."""
+    failed: int = 0
+    """failed pods."""
+
+
+class Progress(ApiModel):
+    """How far the experiment is."""
+
+    iteration: int = 0
+    """iteration reached by the slowest worker of the running trial (the latest, with several)."""
+    iterations: int = 0
+    """iterations each worker runs in a trial."""
+    trials_completed: int = 0
+    """trialsCompleted counts trials that succeeded or failed."""
+    trials: int = 0
+    """trials in the experiment (1 without a sweep)."""
+
+
+class Summary(ApiModel):
+    """Timings of a trial, after warm-up: where the iteration time went."""
+
+    throughput: float | None = None
+    """throughput in samples per second, all workers together."""
+    iteration_time_p50_seconds: float | None = None
+    """iterationTimeP50Seconds is the median iteration time over workers and iterations."""
+    iteration_time_p95_seconds: float | None = None
+    """iterationTimeP95Seconds is the 95th percentile iteration time."""
+    compute_fraction: float | None = None
+    """computeFraction of the iteration time spent in data, forward, backward and update."""
+    comm_fraction: float | None = None
+    """commFraction of the iteration time spent moving bytes."""
+    wait_fraction: float | None = None
+    """waitFraction of the iteration time spent waiting for other workers (barrier or staleness bound)."""
+    straggler_rank: int | None = None
+    """stragglerRank is the worker with the largest mean compute time."""
+
+
+class MlflowStatus(ApiModel):
+    """Where the experiment is recorded."""
+
+    experiment_id: str | None = None
+    """experimentId of the MLflow experiment."""
+    run_id: str | None = None
+    """runId of the experiment's parent run (trials are its children)."""
+    url: str | None = None
+    """url of the MLflow experiment page."""
+
+
+class TrialStatus(ApiModel):
+    """One trial of the experiment."""
+
+    name: str
+    """name of the trial, the prefix of its objects' names."""
+    index: int
+    """index of the trial in the sweep's expansion order."""
+    parameters: dict[str, str] = {}
+    """parameters are the swept values of this trial ("architecture": "RingAllReduce")."""
+    phase: Phase = Phase.PENDING
+    """phase of the trial."""
+    reason: str | None = None
+    """reason for the phase, CamelCase."""
+    message: str | None = None
+    """message: what happened, for people (on failure: which pod, exit code, reason)."""
+    restarts: int = 0
+    """restarts of the trial so far, bounded by runPolicy.backoffLimit."""
+    run_id: str | None = None
+    """runId of the trial's MLflow run."""
+    start_time: datetime.datetime | None = None
+    """startTime of the trial's current attempt."""
+    completion_time: datetime.datetime | None = None
+    """completionTime of the trial."""
+    summary: Summary | None = None
+    """summary timings of the trial, once it succeeded."""
+
+
+class ExperimentStatus(ApiModel):
+    """status of a DistributedTrainingExperiment, written by the operator only."""
+
+    phase: Phase = Phase.PENDING
+    """phase summarizes the conditions for `kubectl get`."""
+    conditions: list[Condition] = []
+    """conditions are the status contract, keyed by type."""
+    observed_generation: int | None = None
+    """observedGeneration is the spec generation the operator last acted on."""
+    start_time: datetime.datetime | None = None
+    """startTime is when the first trial started."""
+    completion_time: datetime.datetime | None = None
+    """completionTime is when the experiment succeeded or failed."""
+    replica_statuses: dict[str, ReplicaStatus] = {}
+    """replicaStatuses by role ("ps", "worker")."""
+    progress: Progress = Progress()
+    """progress of the experiment."""
+    mlflow: MlflowStatus = MlflowStatus()
+    """mlflow ids and URL."""
+    summary: Summary | None = None
+    """summary of the latest succeeded trial (the printer column shows its throughput)."""
+    trials: list[TrialStatus] = []
+    """trials, in expansion order."""

@@ -1,0 +1,168 @@
+"""Sweeps expanded into trials, and each trial's rank layout: the unit that topology/, launch/ and runtime/ share."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import itertools
+from typing import Any
+
+import pydantic
+
+from ringleader.api import constants
+from ringleader.api.base import ApiModel
+from ringleader.api.experiment import DistributedTrainingExperiment, SpecError, problems_of
+from ringleader.api import spec as spec_
+from ringleader.api.spec import Architecture, ExperimentSpec, Resources
+
+# Where each sweep axis lands in the spec (wire names).
+AXIS_PATHS: dict[str, tuple[str, ...]] = {
+    "architecture": ("architecture",),
+    "paradigm": ("sync", "paradigm"),
+    "workers": ("workers", "replicas"),
+    "parameterServers": ("parameterServers", "replicas"),
+    "staleness": ("sync", "staleness"),
+    "batchSize": ("model", "batchSize"),
+    "model": ("model", "name"),
+    "bandwidth": ("network", "bandwidth"),
+}
+# A trial's objects are named "<trial>-worker-<i>"; keep room for the longest suffix within 63.
+MAX_TRIAL_NAME = constants.MAX_NAME_LENGTH - len("-worker-1023")
+
+
+def bounded_name(name: str, limit: int) -> str:
+    """`name` if it fits in `limit`, else a prefix plus a short hash, so distinct long names stay distinct."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+    return f"{name[: limit - 7].rstrip('-')}-{digest}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One rank of a trial: its role, place in the role, and what its pod gets."""
+
+    role: str
+    index: int
+    rank: int
+    resources: Resources
+    group: str | None = None
+    node_selector: dict[str, str] = dataclasses.field(default_factory=dict)
+    slowdown_percent: int = 100
+
+    @property
+    def hostname(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+class Trial(ApiModel):
+    """One runnable topology: an experiment's spec with one combination of the sweep applied."""
+
+    experiment: str
+    """experiment is the DistributedTrainingExperiment's name."""
+    namespace: str = "default"
+    """namespace of the experiment."""
+    name: str
+    """name of the trial, at most 51 characters: the prefix of its objects' names."""
+    index: int
+    """index of the trial in expansion order."""
+    repetition: int = 0
+    """repetition of this combination, from 0."""
+    parameters: dict[str, str] = {}
+    """parameters are the swept values that made this trial (wire names), and the repetition."""
+    spec: ExperimentSpec
+    """spec is resolved: no sweep, every swept value applied."""
+
+    def slots(self) -> list[Slot]:
+        """Ranks in order: parameter servers first (rank 0 is ps-0 in a PS job), then workers by group."""
+        spec = self.spec
+        slots: list[Slot] = []
+        if spec.architecture == Architecture.PARAMETER_SERVER:
+            for i in range(spec.parameter_servers.replicas):
+                slots.append(Slot(constants.ROLE_PS, i, len(slots), spec.parameter_servers.resources,
+                                  node_selector=dict(spec.scheduling.node_selector)))
+        groups = spec.workers.groups
+        if not groups:
+            for i in range(spec.workers.replicas):
+                slots.append(Slot(constants.ROLE_WORKER, i, len(slots), spec.workers.resources,
+                                  node_selector=dict(spec.scheduling.node_selector)))
+            return slots
+        index = 0
+        for group in groups:
+            for _ in range(group.replicas):
+                slots.append(Slot(
+                    constants.ROLE_WORKER, index, len(slots), group.resources or spec.workers.resources,
+                    group=group.name,
+                    node_selector={**spec.scheduling.node_selector, **group.node_selector},
+                    slowdown_percent=group.slowdown_percent,
+                ))
+                index += 1
+        return slots
+
+    def worker_slots(self) -> list[Slot]:
+        return [s for s in self.slots() if s.role == constants.ROLE_WORKER]
+
+    @property
+    def world_size(self) -> int:
+        return len(self.slots())
+
+
+@dataclasses.dataclass(frozen=True)
+class Expansion:
+    """A sweep's trials, and the combinations skipped as invalid with the reason for each."""
+
+    trials: list[Trial]
+    skipped: list[tuple[dict[str, str], str]]
+
+
+def _set_path(document: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        document = document.setdefault(key, {})
+    document[path[-1]] = value
+
+
+def expand(experiment: DistributedTrainingExperiment) -> Expansion:
+    """Every trial of the experiment, in a stable order (matrix axes in declaration order, then repetition).
+
+    Raises SpecError if a combination is invalid for a reason other than ring allreduce's BSP-only rule,
+    or if nothing is left to run."""
+    spec = experiment.spec
+    base = spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"sweep"})
+    axes = spec.sweep.matrix.axes() if spec.sweep else {}
+    repetitions = spec.sweep.repetitions if spec.sweep else 1
+    trials: list[Trial] = []
+    skipped: list[tuple[dict[str, str], str]] = []
+    problems: list[str] = []
+    for combination in itertools.product(*axes.values()):
+        chosen = dict(zip(axes.keys(), combination))
+        document = copy.deepcopy(base)
+        for axis, value in chosen.items():
+            _set_path(document, AXIS_PATHS[axis], value.value if hasattr(value, "value") else value)
+        parameters = {axis: str(getattr(value, "value", value)) for axis, value in chosen.items()}
+        reason = spec_.combination_problem(document["architecture"], document["sync"]["paradigm"])
+        if reason:
+            skipped.append((parameters, reason))
+            continue
+        try:
+            resolved = ExperimentSpec.model_validate(document)
+        except pydantic.ValidationError as error:
+            label = ", ".join(f"{k}={v}" for k, v in parameters.items()) or "the experiment"
+            problems += [f"trial ({label}): {p}" for p in problems_of(error)]
+            continue
+        for repetition in range(repetitions):
+            index = len(trials)
+            name = bounded_name(f"{experiment.name}-{index}", MAX_TRIAL_NAME)
+            trials.append(Trial(
+                experiment=experiment.name, namespace=experiment.namespace, name=name, index=index,
+                repetition=repetition,
+                parameters={**parameters, **({"repetition": str(repetition)} if repetitions > 1 else {})},
+                spec=resolved,
+            ))
+    if problems:
+        raise SpecError(experiment.name, problems)
+    if not trials:
+        raise SpecError(experiment.name, ["`spec.sweep.matrix` leaves no valid trial: "
+                                          + "; ".join(reason for _, reason in skipped)])
+    return Expansion(trials, skipped)
+

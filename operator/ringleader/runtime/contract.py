@@ -1,0 +1,92 @@
+"""The pod environment contract: what every rank is told, by the operator's pods and the local launcher alike.
+
+Defined once here; `topology/` renders it into pod specs, `launch/` into local process
+environments, and `runtime/` reads it back with `PodEnvironment.from_environ`. No torch import,
+so the operator can use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Mapping
+
+ROLE = "RINGLEADER_ROLE"
+RANK = "RANK"
+WORLD_SIZE = "WORLD_SIZE"
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+TRIAL_FILE = "RINGLEADER_TRIAL_FILE"
+OUTPUT_DIR = "RINGLEADER_OUTPUT_DIR"
+RUN_ID = "RINGLEADER_MLFLOW_RUN_ID"
+TRACKING_URI = "MLFLOW_TRACKING_URI"
+
+DEFAULT_MASTER_PORT = 29500
+# In a pod the ConfigMap holding the trial is mounted here.
+TRIAL_MOUNT_DIR = "/etc/ringleader"
+TRIAL_FILE_NAME = "trial.json"
+POD_OUTPUT_DIR = "/tmp/ringleader"
+
+
+class ContractError(ValueError):
+    """The environment does not follow the contract; the message names the variable and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PodEnvironment:
+    role: str
+    rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    trial_file: str
+    output_dir: str
+    run_id: str | None = None
+    tracking_uri: str | None = None
+
+    def to_environ(self) -> dict[str, str]:
+        env = {
+            ROLE: self.role,
+            RANK: str(self.rank),
+            WORLD_SIZE: str(self.world_size),
+            MASTER_ADDR: self.master_addr,
+            MASTER_PORT: str(self.master_port),
+            TRIAL_FILE: self.trial_file,
+            OUTPUT_DIR: self.output_dir,
+        }
+        if self.run_id:
+            env[RUN_ID] = self.run_id
+        if self.tracking_uri:
+            env[TRACKING_URI] = self.tracking_uri
+        return env
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> PodEnvironment:
+        def required(name: str) -> str:
+            value = environ.get(name)
+            if not value:
+                raise ContractError(f"environment variable {name} is not set: ringleader pods and "
+                                    f"`ringleader run` set it; set it when starting a rank by hand")
+            return value
+
+        def integer(name: str) -> int:
+            text = required(name)
+            try:
+                return int(text)
+            except ValueError:
+                raise ContractError(f"environment variable {name}={text!r} must be an integer") from None
+
+        env = cls(
+            role=required(ROLE),
+            rank=integer(RANK),
+            world_size=integer(WORLD_SIZE),
+            master_addr=required(MASTER_ADDR),
+            master_port=integer(MASTER_PORT),
+            trial_file=required(TRIAL_FILE),
+            output_dir=environ.get(OUTPUT_DIR) or POD_OUTPUT_DIR,
+            run_id=environ.get(RUN_ID) or None,
+            tracking_uri=environ.get(TRACKING_URI) or None,
+        )
+        if not 0 <= env.rank < env.world_size:
+            raise ContractError(f"{RANK}={env.rank} must be in [0, {WORLD_SIZE}={env.world_size})")
+        return env
