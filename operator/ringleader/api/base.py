@@ -17,6 +17,11 @@ def _publish_rules(schema: dict[str, Any], model: type[ApiModel]) -> None:
         schema["x-kubernetes-validations"] = validations
 
 
+def list_map(*keys: str) -> dict[str, Any]:
+    """Schema extras of a list keyed by `keys`: server-side apply merges its items by key, and keys stay unique."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
 class ApiModel(pydantic.BaseModel):
     """Frozen, so a resolved trial is a value; attribute docstrings become the CRD's descriptions."""
 

@@ -15,6 +15,7 @@ LABEL_TRIAL = f"{GROUP}/trial"
 LABEL_TRIAL_INDEX = f"{GROUP}/trial-index"
 LABEL_ROLE = f"{GROUP}/role"
 LABEL_RANK = f"{GROUP}/rank"
+LABEL_WORKER_GROUP = f"{GROUP}/worker-group"  # only on workers of a `workers.groups` entry
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "ringleader"
 

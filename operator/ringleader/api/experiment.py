@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import pathlib
+import re
 from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
 
 from ringleader.api import constants
+from ringleader.api import spec as spec_
 from ringleader.api.spec import ExperimentSpec
 from ringleader.api.status import ExperimentStatus
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# The API server accepts any DNS subdomain as a custom resource's name; trials derive DNS labels from it.
+SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+# What each pattern means, for error messages; a regular expression is not a fix.
+PATTERN_HINTS = {
+    **spec_.PATTERN_HINTS,
+    NAME_PATTERN: "a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit",
+    SUBDOMAIN_PATTERN: "a DNS subdomain: lower-case letters, digits, '-' and '.', starting and ending with a "
+    "letter or digit",
+}
 
 
 class Metadata(pydantic.BaseModel):
@@ -20,7 +32,7 @@ class Metadata(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="allow", frozen=True)
 
-    name: Annotated[str, pydantic.StringConstraints(pattern=NAME_PATTERN, max_length=253)]
+    name: Annotated[str, pydantic.StringConstraints(pattern=SUBDOMAIN_PATTERN, max_length=253)]
     namespace: Annotated[str, pydantic.StringConstraints(pattern=NAME_PATTERN, max_length=63)] = "default"
     uid: str | None = None
     generation: int | None = None
@@ -28,6 +40,9 @@ class Metadata(pydantic.BaseModel):
 
 
 class DistributedTrainingExperiment(pydantic.BaseModel):
+    """DistributedTrainingExperiment runs a distributed-training job (parameter server, peer-to-peer or ring
+    allreduce, under BSP, ASP, SSP or DSSP), or a sweep of them, and records per-iteration timings in MLflow."""
+
     model_config = pydantic.ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
     api_version: Literal["ringleader.dev/v1alpha1"] = pydantic.Field(constants.API_VERSION, alias="apiVersion")
@@ -66,7 +81,10 @@ def problems_of(error: pydantic.ValidationError) -> list[str]:
         if item["type"] == "rule":
             problems.append(f"{path}: {message}")
             continue
-        message = message.replace("Input should be", "must be").replace("Value error, ", "")
+        message = re.sub(r"^(Input|String|List|Dictionary|Object) should", "must", message.replace("Value error, ", ""))
+        if item["type"] == "string_pattern_mismatch":
+            pattern = item.get("ctx", {}).get("pattern", "")
+            message = f"must be {PATTERN_HINTS.get(pattern, f'a string matching {pattern}')}"
         if item["type"] == "extra_forbidden":
             message = "is not a field of this object: check its spelling (fields are camelCase)"
         elif item["type"] == "missing":
@@ -82,7 +100,8 @@ def parse(document: Any, source: str = "experiment") -> DistributedTrainingExper
     if not isinstance(document, dict):
         raise SpecError(source, ["the document must be a mapping with apiVersion, kind, metadata and spec"])
     try:
-        return DistributedTrainingExperiment.model_validate(document)
+        # Wire names only, as the API server sees them: `batch_size` in a file is a typo there, so here too.
+        return DistributedTrainingExperiment.model_validate(document, by_alias=True, by_name=False)
     except pydantic.ValidationError as error:
         raise SpecError(source, problems_of(error)) from None
 

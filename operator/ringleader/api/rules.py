@@ -41,3 +41,13 @@ def immutable(name: str) -> dict[str, str]:
         "rule": "self == oldSelf",
         "message": f"`{name}` is immutable: create a new experiment to change it",
     }
+
+
+def immutable_presence(name: str) -> dict[str, str]:
+    """A transition rule on the parent: an optional field cannot be added or removed after creation.
+
+    `self == oldSelf` on the field itself only runs when the field exists in both versions."""
+    return {
+        "rule": f"has(self.{name}) == has(oldSelf.{name})",
+        "message": f"`spec.{name}` cannot be added or removed after creation: create a new experiment to change it",
+    }

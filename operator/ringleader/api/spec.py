@@ -8,7 +8,7 @@ from typing import Annotated
 
 import pydantic
 
-from ringleader.api import rules
+from ringleader.api import base, rules
 from ringleader.api.base import ApiModel
 
 # Kubernetes quantities, restricted to the forms people write for these fields.
@@ -19,6 +19,18 @@ DNS_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 BUILTIN_MODELS = ("mlp", "cnn", "resnet18", "resnet50", "vgg16", "transformer")
 MODEL_PATTERN = r"^(" + "|".join(BUILTIN_MODELS) + r"|[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*)$"
 MAX_TRIALS = 256
+IMAGE_PATTERN = r"^[^\s]+$"
+SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+# What each pattern means, for error messages (`experiment.problems_of`).
+PATTERN_HINTS = {
+    CPU_PATTERN: 'a CPU quantity such as "500m", "1" or "2.5"',
+    MEMORY_PATTERN: 'a memory quantity such as "512Mi" or "4Gi"',
+    BANDWIDTH_PATTERN: 'a bandwidth such as "100Mbit", "1Gbit" or "10Gbit"',
+    DNS_LABEL_PATTERN: "a DNS label: lower-case letters, digits and '-', starting with a letter",
+    MODEL_PATTERN: f"a built-in model ({', '.join(BUILTIN_MODELS)}) or \"package.module:factory\"",
+    IMAGE_PATTERN: "an image reference without spaces",
+    SECRET_NAME_PATTERN: "the name of a Secret: lower-case letters, digits, '-' and '.'",
+}
 
 CpuQuantity = Annotated[str, pydantic.StringConstraints(pattern=CPU_PATTERN, max_length=16)]
 MemoryQuantity = Annotated[str, pydantic.StringConstraints(pattern=MEMORY_PATTERN, max_length=16)]
@@ -116,7 +128,7 @@ class Workers(ApiModel):
     """replicas is the number of workers (N). Default 2."""
     resources: Resources = Resources()
     """resources of each worker pod, unless its group sets its own. Default 1 CPU, 2Gi, no GPU."""
-    groups: Annotated[list[WorkerGroup], pydantic.Field(max_length=16)] = []
+    groups: Annotated[list[WorkerGroup], pydantic.Field(max_length=16, json_schema_extra=base.list_map("name"))] = []
     """groups split the workers into heterogeneous groups (placement, resources, slowdown), in rank
     order. Empty (default): one homogeneous group. When set, their replicas add up to `replicas`."""
 
@@ -218,7 +230,7 @@ class Network(ApiModel):
 class SecretReference(ApiModel):
     """A Secret in the experiment's namespace."""
 
-    name: Annotated[str, pydantic.StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)]
+    name: Annotated[str, pydantic.StringConstraints(pattern=SECRET_NAME_PATTERN, max_length=253)]
     """name of the Secret."""
 
 
@@ -314,8 +326,9 @@ class Scheduling(ApiModel):
     """podGroup also creates a PodGroup (minMember = all pods of the trial) for a gang scheduler:
     Volcano or SchedulerPlugins (coscheduling). Default None. Requires gang."""
     scheduler_name: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
-    """schedulerName of the pods. Default: the cluster's default scheduler ("volcano" when podGroup is
-    Volcano)."""
+    """schedulerName of the pods. Default: the cluster's default scheduler; "volcano" when podGroup is
+    Volcano, and the operator's scheduler-plugins scheduler name ("scheduler-plugins-scheduler" unless
+    configured) when podGroup is SchedulerPlugins."""
     priority_class_name: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
     """priorityClassName of the pods."""
     node_selector: LabelMap = {}
@@ -340,7 +353,9 @@ def _axis(item, max_items: int = 16):
 class SweepMatrix(ApiModel):
     """matrix lists values per field; the trials are every combination (the cartesian product).
 
-    Combinations of RingAllReduce with a paradigm other than BSP are skipped, and reported as skipped."""
+    Skipped, and reported as skipped: RingAllReduce with a paradigm other than BSP, and combinations
+    that would repeat another trial (parameterServers values beyond the first for PeerToPeer and
+    RingAllReduce, staleness values beyond the first for BSP and ASP)."""
 
     architecture: _axis(Architecture, 3) = None
     """architecture values to sweep; replaces `architecture`."""
@@ -443,7 +458,7 @@ class ExperimentSpec(ApiModel):
     """data the workers train on. Default: synthetic."""
     network: Network = Network()
     """network shaping for what-if studies. Default: none."""
-    image: Annotated[str, pydantic.StringConstraints(pattern=r"^[^\s]+$", max_length=512)] | None = None
+    image: Annotated[str, pydantic.StringConstraints(pattern=IMAGE_PATTERN, max_length=512)] | None = None
     """image of the training pods. Default: the operator's configured worker image."""
     tracking: Tracking = Tracking()
     """tracking is where timings are recorded (MLflow)."""

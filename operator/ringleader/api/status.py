@@ -8,7 +8,12 @@ from typing import Annotated
 
 import pydantic
 
+from ringleader.api import base
 from ringleader.api.base import ApiModel
+from ringleader.api.spec import MAX_TRIALS
+
+# Every condition type appears at most once (the list is keyed by type); room for types added later.
+MAX_CONDITIONS = 16
 
 
 class ConditionType(str, enum.Enum):
@@ -83,6 +88,11 @@ class Progress(ApiModel):
     trials: int = 0
     """trials in the experiment (1 without a sweep)."""
 
+    def text(self) -> str:
+        """The printer column's summary: "37/200" iterations, prefixed by "2/6 trials, " in a sweep."""
+        iterations = f"{self.iteration}/{self.iterations}"
+        return iterations if self.trials <= 1 else f"{self.trials_completed}/{self.trials} trials, {iterations}"
+
 
 class Summary(ApiModel):
     """Timings of a trial, after warm-up: where the iteration time went."""
@@ -146,8 +156,10 @@ class ExperimentStatus(ApiModel):
 
     phase: Phase = Phase.PENDING
     """phase summarizes the conditions for `kubectl get`."""
-    conditions: list[Condition] = []
-    """conditions are the status contract, keyed by type."""
+    conditions: Annotated[list[Condition], pydantic.Field(max_length=MAX_CONDITIONS,
+                                                          json_schema_extra=base.list_map("type"))] = []
+    """conditions are the status contract, keyed by type: Created, Running, Restarting, Succeeded, Failed,
+    Suspended."""
     observed_generation: int | None = None
     """observedGeneration is the spec generation the operator last acted on."""
     start_time: datetime.datetime | None = None
@@ -158,9 +170,13 @@ class ExperimentStatus(ApiModel):
     """replicaStatuses by role ("ps", "worker")."""
     progress: Progress = Progress()
     """progress of the experiment."""
+    progress_text: str | None = None
+    """progressText is `progress` in a few characters for `kubectl get` ("37/200", or "2/6 trials, 37/200"
+    in a sweep), as written by `Progress.text()`."""
     mlflow: MlflowStatus = MlflowStatus()
     """mlflow ids and URL."""
     summary: Summary | None = None
     """summary of the latest succeeded trial (the printer column shows its throughput)."""
-    trials: list[TrialStatus] = []
-    """trials, in expansion order."""
+    trials: Annotated[list[TrialStatus], pydantic.Field(max_length=MAX_TRIALS,
+                                                        json_schema_extra=base.list_map("name"))] = []
+    """trials, in expansion order, keyed by name."""

@@ -31,12 +31,29 @@ AXIS_PATHS: dict[str, tuple[str, ...]] = {
 MAX_TRIAL_NAME = constants.MAX_NAME_LENGTH - len("-worker-1023")
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
 def bounded_name(name: str, limit: int) -> str:
     """`name` if it fits in `limit`, else a prefix plus a short hash, so distinct long names stay distinct."""
     if len(name) <= limit:
         return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:6]
-    return f"{name[: limit - 7].rstrip('-')}-{digest}"
+    return f"{name[: limit - 7].rstrip('-.')}-{_digest(name)}"
+
+
+def trial_name(experiment: str, index: int) -> str:
+    """`<experiment>-<index>`, made a DNS-1035 label of at most MAX_TRIAL_NAME characters.
+
+    The trial's Service is named after it, and Service names must start with a letter and have no dots,
+    while an experiment's name may be any DNS subdomain; a name that had to change gets a hash of the
+    original, so "a.b" and "a-b" still get different trials."""
+    label = experiment.replace(".", "-")
+    if not label[0].isalpha():
+        label = f"dte-{label}"
+    if label != experiment:
+        label = f"{label}-{_digest(experiment)}"
+    return bounded_name(f"{label}-{index}", MAX_TRIAL_NAME)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +139,28 @@ def _set_path(document: dict[str, Any], path: tuple[str, ...], value: Any) -> No
     document[path[-1]] = value
 
 
+def _repeats_another(document: dict[str, Any], chosen: dict[str, Any], axes: dict[str, list]) -> str | None:
+    """Why a combination would run the same trial as another (it sets a value its topology ignores), or None.
+
+    Sweeping parameterServers next to PeerToPeer, or staleness next to BSP, would otherwise run
+    identical trials; only the combination with the axis's first value is kept."""
+    architecture, paradigm = document["architecture"], document["sync"]["paradigm"]
+    ignored = []
+    if architecture != Architecture.PARAMETER_SERVER.value:
+        ignored.append(("parameterServers", f"{architecture} has no parameter servers"))
+    if paradigm not in (spec_.Paradigm.SSP.value, spec_.Paradigm.DSSP.value):
+        ignored.append(("staleness", f"{paradigm} has no staleness bound"))
+    for axis, why in ignored:
+        if axis in chosen and chosen[axis] != axes[axis][0]:
+            return f"{why}: the same trial as {axis}={axes[axis][0]}"
+    return None
+
+
 def expand(experiment: DistributedTrainingExperiment) -> Expansion:
     """Every trial of the experiment, in a stable order (matrix axes in declaration order, then repetition).
+
+    Skipped, with the reason: RingAllReduce with a paradigm other than BSP, and combinations that
+    would repeat another trial (a swept value that the combination's topology ignores).
 
     Raises SpecError if a combination is invalid for a reason other than ring allreduce's BSP-only rule,
     or if nothing is left to run."""
@@ -140,7 +177,8 @@ def expand(experiment: DistributedTrainingExperiment) -> Expansion:
         for axis, value in chosen.items():
             _set_path(document, AXIS_PATHS[axis], value.value if hasattr(value, "value") else value)
         parameters = {axis: str(getattr(value, "value", value)) for axis, value in chosen.items()}
-        reason = spec_.combination_problem(document["architecture"], document["sync"]["paradigm"])
+        reason = (spec_.combination_problem(document["architecture"], document["sync"]["paradigm"])
+                  or _repeats_another(document, chosen, axes))
         if reason:
             skipped.append((parameters, reason))
             continue
@@ -152,7 +190,7 @@ def expand(experiment: DistributedTrainingExperiment) -> Expansion:
             continue
         for repetition in range(repetitions):
             index = len(trials)
-            name = bounded_name(f"{experiment.name}-{index}", MAX_TRIAL_NAME)
+            name = trial_name(experiment.name, index)
             trials.append(Trial(
                 experiment=experiment.name, namespace=experiment.namespace, name=name, index=index,
                 repetition=repetition,

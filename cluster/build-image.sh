@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Build a Dockerfile on the cluster's Debian base image WITHOUT a Docker engine (buildah, chroot isolation,
+# vfs storage) and import the result into containerd's k8s.io namespace (when the cluster is up; cluster-up
+# re-imports every image built here). Use the image with imagePullPolicy: IfNotPresent or Never.
+#
+#   cluster/build-image.sh DOCKERFILE CONTEXT TAG [--build-arg K=V ...]
+#
+# The Dockerfile gets --build-arg BASE_IMAGE=<debian base ref> (FROM ${BASE_IMAGE}); RUN steps have the host's
+# network (pip install from PyPI works). Cached by content hash (Dockerfile, build args, context files not in
+# .dockerignore, base image): an unchanged build is a no-op. Output: $CACHE/built-images/<tag>/image.tar.
+. "$(dirname "$0")/lib.sh"
+(( $# >= 3 )) || die "usage: $0 DOCKERFILE CONTEXT TAG [--build-arg K=V ...]"
+DOCKERFILE="$(realpath "$1")"; CONTEXT="$(realpath "$2")"; TAG="$3"; shift 3
+[[ -f "$DOCKERFILE" ]] || die "no Dockerfile $DOCKERFILE"; [[ -d "$CONTEXT" ]] || die "no context dir $CONTEXT"
+[[ "$TAG" == */* ]] || TAG="localhost/$TAG"   # keep it off docker.io: nothing is ever pulled
+[[ "$TAG" == *:* ]] || TAG="$TAG:latest"
+BUILD_ARGS=()
+while (( $# )); do
+  case "$1" in
+    --build-arg) BUILD_ARGS+=("$2"); shift 2 ;;
+    --build-arg=*) BUILD_ARGS+=("${1#*=}"); shift ;;
+    *) die "unknown option $1" ;;
+  esac
+done
+
+"$CLUSTER_DIR/build-images.sh" debian-base
+BASE_DIR="$(ls -d "$CACHE"/images/debian-base-* | head -1)"
+BASE_REF="$(cat "$BASE_DIR/ref")"
+have_base_arg=0; for a in "${BUILD_ARGS[@]}"; do [[ "$a" == BASE_IMAGE=* ]] && have_base_arg=1; done
+(( have_base_arg )) || BUILD_ARGS=("BASE_IMAGE=$BASE_REF" "${BUILD_ARGS[@]}")
+
+OUT="$CACHE/built-images/$(echo "$TAG" | tr '/:' '__')"
+mkdir -p "$OUT"
+KEY="$(python3 "$CLUSTER_DIR/ctxhash.py" "$DOCKERFILE" "$CONTEXT" "$TAG" "$BASE_REF" "${BUILD_ARGS[@]}")"
+CTR=(ctr --address "$RUN_DIR/containerd/containerd.sock" --namespace k8s.io --timeout 120s)
+cluster_running() { [[ -S "$RUN_DIR/containerd/containerd.sock" ]] && "${CTR[@]}" version >/dev/null 2>&1; }
+import_image() {
+  if cluster_running; then
+    "${CTR[@]}" images import "$OUT/image.tar" >/dev/null
+    log "imported $TAG into containerd (k8s.io)"
+  else
+    log "cluster not running: $TAG will be imported by the next cluster-up"
+  fi
+}
+
+if [[ -s "$OUT/image.tar" && "$(cat "$OUT/key" 2>/dev/null)" == "$KEY" ]]; then
+  log "$TAG: up to date (content hash ${KEY:0:12})"
+  if cluster_running && [[ -z "$("${CTR[@]}" images ls -q "name==$TAG")" ]]; then import_image; fi
+  echo "$TAG"; exit 0
+fi
+
+command -v buildah >/dev/null || "$CLUSTER_DIR/install-deps.sh"
+BH_ROOT="$CACHE/buildah"
+mkdir -p "$BH_ROOT"/{root,runroot,tmp}
+export TMPDIR="$BH_ROOT/tmp" BUILDAH_ISOLATION=chroot
+BH=(buildah --root "$BH_ROOT/root" --runroot "$BH_ROOT/runroot" --storage-driver vfs)
+if ! "${BH[@]}" inspect --type image "$BASE_REF" >/dev/null 2>&1; then
+  log "loading base image $BASE_REF into buildah storage"
+  id="$("${BH[@]}" pull -q "oci-archive:$BASE_DIR/image.tar")"
+  "${BH[@]}" tag "$id" "$BASE_REF"
+fi
+ba=(); for a in "${BUILD_ARGS[@]}"; do ba+=(--build-arg "$a"); done
+# RUN steps trust what the host trusts (e.g. a TLS-inspecting egress proxy in front of PyPI): the host CA
+# bundle and a pip.conf pointing at it are bind-mounted for the build only, not copied into the image.
+if [[ -s /etc/ssl/certs/ca-certificates.crt ]]; then
+  printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' > "$BH_ROOT/pip.conf"
+  ba+=(--volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro
+       --volume "$BH_ROOT/pip.conf:/etc/pip.conf:ro")
+fi
+log "building $TAG from $DOCKERFILE (context $CONTEXT)"
+start=$SECONDS
+timeout "${RINGLEADER_IMAGE_BUILD_TIMEOUT:-1800}" "${NICE[@]}" "${BH[@]}" bud --isolation chroot --network host \
+  --pull=never --layers --format oci -f "$DOCKERFILE" -t "$TAG" "${ba[@]}" "$CONTEXT"
+rm -f "$OUT/image.tar.tmp"
+"${BH[@]}" push -q "$TAG" "docker-archive:$OUT/image.tar.tmp:$TAG"
+mv "$OUT/image.tar.tmp" "$OUT/image.tar"
+echo "$KEY" > "$OUT/key"; echo "$TAG" > "$OUT/ref"
+log "built $TAG in $((SECONDS - start))s ($(du -sh "$OUT/image.tar" | cut -f1))"
+import_image
+echo "$TAG"

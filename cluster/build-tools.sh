@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Build the pinned Go tools (etcd+etcdctl, coredns, crictl, helm), each from its wrapper module in cluster/go/.
+# Output: $CACHE/<tool>-<version>/bin/. Usage: build-tools.sh [etcd|coredns|crictl|helm ...]
+. "$(dirname "$0")/lib.sh"
+export GONOSUMDB="$GONOSUMDB,sigs.k8s.io/cri-tools"
+
+build() { # NAME VERSION "BIN..." LDFLAGS PKG...
+  local name="$1" ver="$2" bins="$3" ld="$4"; shift 4
+  local out="$CACHE/$name-$ver"
+  local b missing=0
+  for b in $bins; do [[ -x "$out/bin/$b" ]] || missing=1; done
+  if (( !missing )); then log "$name $ver: cached in $out/bin"; return 0; fi
+  log "building $name $ver"
+  local start=$SECONDS tmp="$out/bin.tmp"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  ( cd "$CLUSTER_DIR/go/$name" && "${NICE[@]}" go build -trimpath -ldflags "-s -w $ld" -o "$tmp/" "$@" )
+  # `go build` names a module-root main package after the module's last path element (etcdctl/v3 -> v3).
+  [[ -e "$tmp/v3" ]] && mv "$tmp/v3" "$tmp/etcdctl"
+  rm -rf "$out/bin"; mv "$tmp" "$out/bin"
+  log "$name built in $((SECONDS - start))s"
+}
+
+want=("$@"); (( ${#want[@]} )) || want=(etcd coredns crictl helm)
+for t in "${want[@]}"; do
+  case "$t" in
+    etcd) build etcd "$ETCD_VERSION" "etcd etcdctl" "" . go.etcd.io/etcd/etcdctl/v3 ;;
+    coredns) build coredns "$COREDNS_VERSION" coredns "" . ;;
+    crictl) build crictl "$CRICTL_VERSION" crictl "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl ;;
+    helm) build helm "$HELM_VERSION" helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" helm.sh/helm/v3/cmd/helm ;;
+    *) die "unknown tool $t" ;;
+  esac
+done

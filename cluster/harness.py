@@ -1,0 +1,127 @@
+"""Python entry points to the single-node test cluster (stdlib only), for e2e fixtures.
+
+    import sys; sys.path.insert(0, "<repo>/cluster")
+    import harness
+    harness.up()                     # idempotent; builds what is missing (cold: ~30 min, warm: ~1 min)
+    os.environ["KUBECONFIG"] = harness.kubeconfig_path()
+    ...
+    harness.down()                   # removes every process, mount, interface, rule it created
+
+Everything shells out to the scripts in this directory (the same ones `make cluster-up` runs).
+Cache root: $RINGLEADER_CACHE (default ~/.cache/ringleader); see docs/cluster.md.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CLUSTER_DIR = Path(__file__).resolve().parent
+_VERSIONS = CLUSTER_DIR / "versions.env"
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for line in _VERSIONS.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+def cache_dir() -> Path:
+    """$RINGLEADER_CACHE/cluster (default ~/.cache/ringleader/cluster)."""
+    root = os.environ.get("RINGLEADER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ringleader")
+    return Path(root) / "cluster"
+
+
+def run_dir() -> Path:
+    return Path(os.environ.get("RINGLEADER_CLUSTER_RUN") or cache_dir() / "run")
+
+
+def kubeconfig_path() -> str:
+    """Admin kubeconfig of the running cluster (exists only while it is up)."""
+    return str(run_dir() / "kubeconfig")
+
+
+def bin_dir() -> Path:
+    """Directory holding kubectl (and the other Kubernetes binaries) built for the cluster."""
+    return cache_dir() / f"kubernetes-{_versions()['K8S_VERSION']}" / "bin"
+
+
+def kubectl_path() -> str:
+    return str(bin_dir() / "kubectl")
+
+
+def helm_path() -> str:
+    return str(cache_dir() / f"helm-{_versions()['HELM_VERSION']}" / "bin" / "helm")
+
+
+def env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of the environment with KUBECONFIG set and kubectl/helm first on PATH."""
+    e = dict(os.environ if base is None else base)
+    e["KUBECONFIG"] = kubeconfig_path()
+    e["PATH"] = os.pathsep.join([str(bin_dir()), str(Path(helm_path()).parent), e.get("PATH", "")])
+    return e
+
+
+def _run(script: str, *args: str, timeout: float) -> None:
+    cmd = [str(CLUSTER_DIR / script), *args]
+    try:
+        subprocess.run(cmd, check=True, timeout=timeout, stdout=sys.stderr, stderr=sys.stderr)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"{script} did not finish in {timeout:.0f}s") from e
+    except subprocess.CalledProcessError as e:
+        raise RuntimeError(f"{script} failed with exit code {e.returncode} (logs: {run_dir() / 'logs'})") from e
+
+
+def up(timeout: float = 3600) -> str:
+    """Start the cluster if it is not up (building what is missing); return the kubeconfig path."""
+    _run("up.sh", timeout=timeout)
+    return kubeconfig_path()
+
+
+def down(timeout: float = 600) -> None:
+    """Stop the cluster and remove everything it created on the host."""
+    _run("down.sh", timeout=timeout)
+
+
+def check_clean(timeout: float = 120) -> bool:
+    """True when no trace of the cluster is left on the host (see check-clean.sh)."""
+    return subprocess.run([str(CLUSTER_DIR / "check-clean.sh")], timeout=timeout,
+                          stdout=subprocess.DEVNULL, stderr=sys.stderr).returncode == 0
+
+
+def is_up() -> bool:
+    """True when the API server answers and the node is Ready."""
+    if not Path(kubeconfig_path()).exists():
+        return False
+    try:
+        out = subprocess.run(
+            [kubectl_path(), "--kubeconfig", kubeconfig_path(), "--request-timeout=5s", "get", "nodes",
+             "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}"],
+            capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "True" in out.stdout
+
+
+def build_image(dockerfile: str, context: str, tag: str, build_args: dict[str, str] | None = None,
+                timeout: float = 1800) -> str:
+    """Build DOCKERFILE (FROM ${BASE_IMAGE}) without a Docker engine and import it; return the image ref."""
+    args = [dockerfile, context, tag]
+    for k, v in (build_args or {}).items():
+        args += ["--build-arg", f"{k}={v}"]
+    out = subprocess.run([str(CLUSTER_DIR / "build-image.sh"), *args], check=True, timeout=timeout,
+                         stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+if __name__ == "__main__":
+    cmds = {"up": lambda: print(up()), "down": down, "kubeconfig": lambda: print(kubeconfig_path()),
+            "is-up": lambda: sys.exit(0 if is_up() else 1)}
+    if len(sys.argv) != 2 or sys.argv[1] not in cmds:
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(cmds)}")
+    cmds[sys.argv[1]]()

@@ -1,0 +1,32 @@
+# Single-node Kubernetes test cluster built from pinned upstream sources (see docs/cluster.md).
+# Included by the top-level Makefile (`include mk/*.mk`).
+RL_CLUSTER_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../cluster)
+
+.PHONY: cluster-deps cluster-build cluster-up cluster-down cluster-check-clean cluster-status cluster-image cluster-kubeconfig
+
+cluster-deps: ## install the host packages the cluster needs (apt)
+	$(RL_CLUSTER_DIR)/install-deps.sh
+
+cluster-build: cluster-deps ## build Kubernetes, etcd, CoreDNS, crictl, helm and the images (cached)
+	$(RL_CLUSTER_DIR)/build-kubernetes.sh
+	$(RL_CLUSTER_DIR)/build-tools.sh
+	$(RL_CLUSTER_DIR)/build-images.sh
+
+cluster-up: ## start the cluster (idempotent; builds what is missing); prints KUBECONFIG
+	$(RL_CLUSTER_DIR)/up.sh
+
+cluster-down: ## stop the cluster and remove everything it created on the host
+	$(RL_CLUSTER_DIR)/down.sh
+
+cluster-check-clean: ## fail if any process, mount, interface, netns, iptables rule... of the cluster is left
+	$(RL_CLUSTER_DIR)/check-clean.sh
+
+cluster-status: ## show node and pods of the running cluster
+	$(RL_CLUSTER_DIR)/status.sh
+
+cluster-kubeconfig: ## print the path of the admin kubeconfig
+	@$(RL_CLUSTER_DIR)/status.sh --kubeconfig
+
+# make cluster-image DOCKERFILE=Dockerfile CONTEXT=. TAG=localhost/ringleader/operator:dev [BUILD_ARGS="K=V ..."]
+cluster-image: ## build a Dockerfile on the Debian base image without a Docker engine, import into containerd
+	$(RL_CLUSTER_DIR)/build-image.sh $(or $(DOCKERFILE),Dockerfile) $(or $(CONTEXT),.) $(or $(TAG),localhost/ringleader/operator:dev) $(foreach a,$(BUILD_ARGS),--build-arg $(a))

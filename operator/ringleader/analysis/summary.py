@@ -1,0 +1,173 @@
+"""A trial's summary from its ranks' iteration records: throughput, iteration-time percentiles, where time went.
+
+Called by runtime/main.py on the lowest worker rank at the end of a trial (written to
+`<output>/<trial>/summary.json`, the pod's termination message, and from there the
+DistributedTrainingExperiment status), and by anyone holding the records files.
+
+Keys are camelCase, as on the wire: `to_status(summary)` picks api.status.Summary's fields
+(throughput, iterationTimeP50Seconds, iterationTimeP95Seconds, computeFraction, commFraction,
+waitFraction, stragglerRank); the others are extras (see `summarize`). Only records after
+warm-up count; when a trial has none (every step was warm-up), all records count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable
+
+from ringleader.api import constants, status
+from ringleader.api import trial as trial_
+from ringleader.runtime import interfaces
+
+COMPUTE_PHASES = (interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_BACKWARD, interfaces.TIME_UPDATE)
+STATUS_KEYS = ("throughput", "iterationTimeP50Seconds", "iterationTimeP95Seconds", "computeFraction",
+               "commFraction", "waitFraction", "stragglerRank")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0..100) with linear interpolation between order statistics, as numpy's default."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _value(record: dict, key: str) -> float:
+    value = record.get(key)
+    return 0.0 if value is None else float(value)
+
+
+def measured(records: list[dict], role: str | None = None) -> list[dict]:
+    """The records that count: of `role` (any when None), after warm-up, or all of them if none is."""
+    of_role = [r for r in records if role is None or r.get("role", constants.ROLE_WORKER) == role]
+    after_warmup = [r for r in of_role if not r.get("warmup", False)]
+    return after_warmup or of_role
+
+
+def rank_summary(records: list[dict]) -> dict[str, float]:
+    """One rank's means after warm-up, per metric (metric names as keys), plus iteration counts."""
+    counted = measured(records)
+    metrics = sorted({key for record in counted for key, value in record.items()
+                      if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ("step", "timestamp")})
+    summary: dict[str, float] = {"iterations": float(len(records)), "measuredIterations": float(len(counted))}
+    for metric in metrics:
+        mean = _mean(record.get(metric) for record in counted)
+        if mean is not None:
+            summary[metric] = mean
+    losses = [r[interfaces.LOSS] for r in records if r.get(interfaces.LOSS) is not None]
+    if losses:
+        summary["lossFirst"], summary["lossLast"] = float(losses[0]), float(losses[-1])
+    return summary
+
+
+def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> dict[str, Any]:
+    """The trial summary. Besides the api.status.Summary keys (see the module docstring):
+
+    workers, measuredIterations (worker iterations counted, all workers), batchSize,
+    computeSeconds / commSeconds / waitSeconds (means per worker iteration), bytesPerIteration
+    (mean bytes sent per worker iteration), stalenessMean / stalenessMax (when recorded),
+    serverAggregationSeconds / serverQueueDepthMean (parameter servers), networkUtilization
+    (bytes sent per second over the emulated bandwidth, when spec.network.bandwidth is set),
+    lossFirst / lossLast (mean over workers of their first and last recorded loss),
+    perRank {rank: {iterations, iterationSeconds, computeSeconds, commSeconds, waitSeconds}}.
+    """
+    batch_size = trial.spec.model.batch_size
+    worker_ranks = sorted(rank for rank, records in records_by_rank.items()
+                          if any(r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER for r in records))
+    per_rank: dict[str, dict[str, float]] = {}
+    iteration_times: list[float] = []
+    throughput = 0.0
+    totals = dict.fromkeys(("iteration", "compute", "comm", "wait", "bytes"), 0.0)
+    count = 0
+    mean_compute: dict[int, float] = {}
+    staleness: list[float] = []
+    first_losses, last_losses = [], []
+    for rank in worker_ranks:
+        all_records = [r for r in records_by_rank[rank] if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER]
+        records = measured(all_records)
+        times = [_value(r, interfaces.TIME_ITERATION) for r in records]
+        compute = [sum(_value(r, phase) for phase in COMPUTE_PHASES) for r in records]
+        comm = [_value(r, interfaces.TIME_COMM) for r in records]
+        wait = [_value(r, interfaces.TIME_WAIT) for r in records]
+        elapsed = sum(times)
+        if elapsed > 0:
+            throughput += batch_size * len(records) / elapsed
+        iteration_times += times
+        totals["iteration"] += elapsed
+        totals["compute"] += sum(compute)
+        totals["comm"] += sum(comm)
+        totals["wait"] += sum(wait)
+        totals["bytes"] += sum(_value(r, interfaces.BYTES_SENT) for r in records)
+        count += len(records)
+        mean_compute[rank] = sum(compute) / len(records) if records else 0.0
+        staleness += [float(r[interfaces.STALENESS]) for r in records if r.get(interfaces.STALENESS) is not None]
+        losses = [r[interfaces.LOSS] for r in all_records if r.get(interfaces.LOSS) is not None]
+        if losses:
+            first_losses.append(losses[0])
+            last_losses.append(losses[-1])
+        per_rank[str(rank)] = {
+            "iterations": len(records),
+            "iterationSeconds": _mean(times),
+            "computeSeconds": mean_compute[rank],
+            "commSeconds": _mean(comm),
+            "waitSeconds": _mean(wait),
+        }
+
+    def fraction(part: str) -> float | None:
+        return totals[part] / totals["iteration"] if totals["iteration"] > 0 else None
+
+    summary: dict[str, Any] = {
+        "throughput": throughput if count else None,
+        "iterationTimeP50Seconds": percentile(iteration_times, 50),
+        "iterationTimeP95Seconds": percentile(iteration_times, 95),
+        "computeFraction": fraction("compute"),
+        "commFraction": fraction("comm"),
+        "waitFraction": fraction("wait"),
+        "stragglerRank": max(mean_compute, key=mean_compute.get) if mean_compute else None,
+        "workers": len(worker_ranks),
+        "measuredIterations": count,
+        "batchSize": batch_size,
+        "computeSeconds": totals["compute"] / count if count else None,
+        "commSeconds": totals["comm"] / count if count else None,
+        "waitSeconds": totals["wait"] / count if count else None,
+        "bytesPerIteration": totals["bytes"] / count if count else None,
+    }
+    if staleness:
+        summary["stalenessMean"] = sum(staleness) / len(staleness)
+        summary["stalenessMax"] = max(staleness)
+    server_records = [r for records in records_by_rank.values() for r in measured(records, constants.ROLE_PS)
+                      if r.get("role") == constants.ROLE_PS]
+    if server_records:
+        summary["serverAggregationSeconds"] = _mean(r.get(interfaces.SERVER_AGGREGATION) for r in server_records)
+        summary["serverQueueDepthMean"] = _mean(r.get(interfaces.SERVER_QUEUE_DEPTH) for r in server_records)
+    bits_per_second = trial.spec.network.bits_per_second()
+    if bits_per_second and totals["iteration"] > 0:
+        summary["networkUtilization"] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
+    if first_losses:
+        summary["lossFirst"] = sum(first_losses) / len(first_losses)
+        summary["lossLast"] = sum(last_losses) / len(last_losses)
+    summary["perRank"] = per_rank
+    return summary
+
+
+def to_status(summary: dict[str, Any]) -> status.Summary:
+    """The api.status.Summary part of a summary, for the experiment's status."""
+    return status.Summary.model_validate({key: summary.get(key) for key in STATUS_KEYS})
+
+
+def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
+    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank goes first."""
+    if len(json.dumps(summary)) <= limit:
+        return summary
+    smaller = {key: value for key, value in summary.items() if key != "perRank"}
+    if len(json.dumps(smaller)) <= limit:
+        return smaller
+    return {key: summary.get(key) for key in STATUS_KEYS}

@@ -1,0 +1,175 @@
+"""The `ringleader` command: validate, render and crd here; run and operator delegated to launch/ and controller/.
+
+    ringleader validate examples/*.yaml           # every problem with its field and fix; the trials
+    ringleader render examples/quickstart.yaml    # the Kubernetes objects of every trial, as YAML
+    ringleader crd | kubectl apply -f -           # the CustomResourceDefinition
+    ringleader run examples/quickstart.yaml       # run locally into ./mlflow.db (ringleader.launch)
+    ringleader operator                           # the operator (ringleader.controller)
+
+validate, render and crd import neither torch nor kopf, so they answer in a moment; run and
+operator import their modules only when called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pathlib
+import signal
+import sys
+from typing import Callable, TextIO
+
+import yaml
+
+import ringleader
+from ringleader import api, topology
+
+# Subcommands owned by other packages: name -> (module with add_arguments(parser) and run(args) -> int, help).
+DELEGATED = {
+    "run": ("ringleader.launch.cli", "run an experiment as local processes, recording into a local MLflow store"),
+    "operator": ("ringleader.controller.cli", "run the Kubernetes operator (kopf) that reconciles experiments"),
+}
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+def _experiments(paths: list[str], out: TextIO) -> list[tuple[str, api.Expansion | None]]:
+    """Each file with its expansion, or None after printing its problems."""
+    results: list[tuple[str, api.Expansion | None]] = []
+    for path in paths:
+        try:
+            results.append((path, api.expand(api.load(path))))
+        except api.SpecError as error:
+            print(f"{path}: invalid", file=out)
+            for problem in error.problems:
+                print(f"  - {problem}", file=out)
+            results.append((path, None))
+    return results
+
+
+def validate(args: argparse.Namespace) -> int:
+    """Exit 0 when every file is valid, 1 when any is not; the trials of each valid file are listed."""
+    out = sys.stdout
+    results = _experiments(args.files, out)
+    for path, expansion in results:
+        if expansion is None:
+            continue
+        trials = expansion.trials
+        print(f"{path}: valid, {len(trials)} trial{'s' if len(trials) != 1 else ''}", file=out)
+        for trial in trials:
+            spec = trial.spec
+            described = ", ".join(f"{k}={v}" for k, v in trial.parameters.items()) or "no sweep"
+            print(f"  {trial.name}: {spec.architecture.value} {spec.sync.paradigm.value}, "
+                  f"{trial.world_size} pod{'s' if trial.world_size != 1 else ''} ({described})", file=out)
+        for parameters, reason in expansion.skipped:
+            combination = ", ".join(f"{k}={v}" for k, v in parameters.items())
+            print(f"  skipped ({combination}): {reason}", file=out)
+    return 1 if any(expansion is None for _, expansion in results) else 0
+
+
+def render(args: argparse.Namespace) -> int:
+    """Print every trial's objects (or one trial's, with --trial) as one YAML multi-document stream."""
+    [(path, expansion)] = _experiments([args.file], sys.stderr)
+    if expansion is None:
+        return 1
+    trials = expansion.trials
+    if args.trial is not None:
+        if not 0 <= args.trial < len(trials):
+            print(f"{path}: --trial {args.trial} does not exist: the experiment has trials 0 to {len(trials) - 1}",
+                  file=sys.stderr)
+            return 1
+        trials = [trials[args.trial]]
+    settings = topology.RenderSettings(**{
+        name: value for name, value in (
+            ("image", args.image), ("default_tracking_uri", args.tracking_uri),
+            ("templates_dir", args.templates_dir), ("gpu_resource_name", args.gpu_resource_name),
+        ) if value is not None
+    })
+    documents = [document for trial in trials for document in topology.render(trial, settings, args.run_id)]
+    sys.stdout.write(yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False, width=120))
+    return 0
+
+
+def crd(args: argparse.Namespace) -> int:
+    from ringleader.api import crd as crd_
+
+    sys.stdout.write(crd_.to_yaml())
+    return 0
+
+
+def _delegate(command: str, argv: list[str]) -> int:
+    """Import the subcommand's module now, so validate and render never pay for torch or kopf."""
+    module_name, help_text = DELEGATED[command]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is None or not module_name.startswith(error.name):
+            raise  # a dependency of the module is missing: let the real error show
+        print(f"ringleader {command} is not available in this installation: {module_name} is missing; "
+              "reinstall ringleader (pip install ringleader)", file=sys.stderr)
+        return 2
+    parser = argparse.ArgumentParser(prog=f"ringleader {command}", description=help_text)
+    module.add_arguments(parser)
+    return module.run(parser.parse_args(argv))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ringleader",
+        description="Distributed-training experiments (parameter server, peer-to-peer, ring allreduce; "
+                    "BSP/ASP/SSP/DSSP) on Kubernetes or locally.",
+        epilog="`ringleader COMMAND --help` shows a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"ringleader {ringleader.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    check = commands.add_parser("validate", help="check experiment files; list their trials",
+                                description="Check experiment files against the API. Prints every problem with "
+                                            "its field and fix; for valid files, the trials and skipped "
+                                            "sweep combinations. Exit status 1 if any file is invalid.")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.set_defaults(handler=validate)
+
+    show = commands.add_parser("render", help="print the Kubernetes objects of an experiment's trials",
+                               description="Print the Service, ConfigMap, PodGroup and Pods the operator creates "
+                                           "for each trial, as a YAML multi-document stream.")
+    show.add_argument("file", metavar="FILE")
+    show.add_argument("--trial", type=int, metavar="N", help="only trial N (0-based, as `validate` lists them)")
+    show.add_argument("--image", help="training image when the experiment sets none "
+                                      f"(default: {topology.RenderSettings().image})")
+    show.add_argument("--run-id", help="MLflow run id given to the pods (RINGLEADER_MLFLOW_RUN_ID)")
+    show.add_argument("--tracking-uri", help="MLFLOW_TRACKING_URI when the experiment sets no tracking.uri")
+    show.add_argument("--gpu-resource-name", help="extended resource requested for GPUs (default: nvidia.com/gpu)")
+    show.add_argument("--templates-dir", type=pathlib.Path, help="directory of templates replacing the packaged ones")
+    show.set_defaults(handler=render)
+
+    definition = commands.add_parser("crd", help="print the CustomResourceDefinition",
+                                     description="Print the DistributedTrainingExperiment CRD as YAML.")
+    definition.set_defaults(handler=crd)
+
+    for command, (_, help_text) in DELEGATED.items():
+        # Options are the delegate's own (`ringleader run --help`); main() hands it the rest of the line.
+        commands.add_parser(command, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        return _delegate(argv[0], argv[1:])
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        # `ringleader render ... | head` closed the pipe early: exit as Unix tools killed by SIGPIPE do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

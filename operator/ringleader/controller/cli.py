@@ -1,0 +1,48 @@
+"""`ringleader operator`: runs the kopf operator with the controller's handlers; `ringleader.cli` delegates here.
+
+    ringleader operator                         # cluster-wide, in-cluster config or ~/.kube/config
+    ringleader operator -n team-a -n team-b     # only these namespaces
+    ringleader operator --tracking-uri http://mlflow.ringleader:5000 --liveness none
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import kopf
+
+from ringleader.controller import settings as settings_
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    settings_.add_arguments(parser)
+    parser.add_argument("--verbose", "-v", action="store_true", help="log kopf's and the controller's debug messages")
+    parser.add_argument("--log-format", choices=("plain", "full", "json"), default="full",
+                        help="log line format (json for log collectors)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the operator until SIGINT/SIGTERM; returns the exit status."""
+    settings = settings_.from_args(args)
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
+    # Importing the module registers its handlers with kopf's default registry.
+    from ringleader.controller import handlers  # noqa: F401
+
+    namespaces = list(settings.scope.namespaces)
+    logging.getLogger(__name__).info("watching %s", ", ".join(namespaces) if namespaces else "the whole cluster")
+    kopf.run(
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        standalone=settings.standalone,
+        liveness_endpoint=settings.liveness_endpoint,
+        memo=kopf.Memo(settings=settings),
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ringleader operator", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,73 @@
+"""Conditions as the Kubernetes API conventions keep them, and the phase summarized from them; used by `plan`.
+
+Pure functions over api.status models: no clock reads (callers pass `now`), no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from ringleader.api import status as status_
+
+ConditionType = status_.ConditionType
+ConditionStatus = status_.ConditionStatus
+Phase = status_.Phase
+
+# Which condition, when True, names the phase; earlier entries win (a failed experiment that was
+# suspended is Failed; a restarting one is not Running).
+_PHASE_ORDER = (
+    (ConditionType.FAILED, Phase.FAILED),
+    (ConditionType.SUCCEEDED, Phase.SUCCEEDED),
+    (ConditionType.SUSPENDED, Phase.SUSPENDED),
+    (ConditionType.RESTARTING, Phase.RESTARTING),
+    (ConditionType.RUNNING, Phase.RUNNING),
+    (ConditionType.CREATED, Phase.CREATED),
+)
+
+
+def find(conditions: list[status_.Condition], type_: ConditionType) -> status_.Condition | None:
+    return next((c for c in conditions if c.type == type_), None)
+
+
+def is_true(conditions: list[status_.Condition], type_: ConditionType) -> bool:
+    condition = find(conditions, type_)
+    return condition is not None and condition.status == ConditionStatus.TRUE
+
+
+def set_condition(
+    conditions: list[status_.Condition],
+    type_: ConditionType,
+    status: bool | ConditionStatus,
+    reason: str,
+    message: str,
+    *,
+    now: datetime.datetime,
+    generation: int | None,
+) -> list[status_.Condition]:
+    """A new list with `type_` set; lastTransitionTime moves only when the status flips (as in metav1)."""
+    if isinstance(status, bool):
+        status = ConditionStatus.TRUE if status else ConditionStatus.FALSE
+    old = find(conditions, type_)
+    transition = now if old is None or old.status != status else old.last_transition_time
+    new = status_.Condition(
+        type=type_, status=status, reason=reason, message=message,
+        last_transition_time=transition, observed_generation=generation,
+    )
+    if old is not None and old.model_dump() == new.model_dump():
+        return conditions
+    others = [c for c in conditions if c.type != type_]
+    # Keep the conventional order (the enum's), so `kubectl get -o yaml` reads the same every time.
+    order = list(ConditionType)
+    return sorted([*others, new], key=lambda c: order.index(c.type))
+
+
+def phase_of(conditions: list[status_.Condition]) -> Phase:
+    """The one-word summary of the conditions, for printer columns."""
+    for type_, phase in _PHASE_ORDER:
+        if is_true(conditions, type_):
+            return phase
+    return Phase.PENDING
+
+
+def became_true(old: list[status_.Condition], new: list[status_.Condition], type_: ConditionType) -> bool:
+    return is_true(new, type_) and not is_true(old, type_)

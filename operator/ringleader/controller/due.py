@@ -1,0 +1,53 @@
+"""When an experiment must next be looked at: deadlines, TTL expiry, progress polls; used by `reconciler`.
+
+The work queue sleeps until the earliest of these times (not a periodic sweep), so a deadline or a
+TTL is enforced when it falls due. Pure: times in, seconds out.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from ringleader.api import spec as spec_
+from ringleader.api import status as status_
+from ringleader.controller import plan
+from ringleader.controller import settings as settings_
+from ringleader.controller import trials
+
+Phase = status_.Phase
+
+
+def expiry_of(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy) -> datetime.datetime | None:
+    """When a finished experiment is deleted under ttlSecondsAfterFinished, or None."""
+    if run_policy.ttl_seconds_after_finished is None or not plan.is_finished(status) or status.completion_time is None:
+        return None
+    return status.completion_time + datetime.timedelta(seconds=run_policy.ttl_seconds_after_finished)
+
+
+def _waiting_on_pods(status: status_.ExperimentStatus) -> bool:
+    return any(
+        (t.phase == Phase.CREATED)
+        or (t.phase == Phase.RESTARTING)
+        or (t.phase == Phase.PENDING and t.reason == trials.WAITING_FOR_OLD_PODS)
+        for t in status.trials
+    )
+
+
+def next_wake(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy, now: datetime.datetime,
+              timing: settings_.TimingSettings, *, retry_tracking_in: float | None = None) -> float | None:
+    """Seconds until the experiment must be reconciled again without any event, or None to wait for one."""
+    times: list[float] = []
+    for trial in status.trials:
+        deadline = trials.deadline_of(trial, run_policy)
+        if deadline is not None:
+            times.append((deadline - now).total_seconds())
+    expiry = expiry_of(status, run_policy)
+    if expiry is not None:
+        times.append((expiry - now).total_seconds())
+    if any(t.phase == Phase.RUNNING for t in status.trials):
+        times.append(timing.progress_poll_seconds)
+    if _waiting_on_pods(status):
+        times.append(timing.recheck_seconds)
+    if retry_tracking_in is not None:
+        times.append(retry_tracking_in)
+    return max(0.0, min(times)) if times else None

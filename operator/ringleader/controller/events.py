@@ -1,0 +1,62 @@
+"""The Kubernetes Events an experiment's status change deserves: one per trial transition and per experiment milestone.
+
+Pure: `reconciler` computes them from the old and new status and posts them with kopf.event, so every
+transition is announced exactly once, whichever handler or restart caused it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ringleader.api import status as status_
+from ringleader.controller import conditions
+from ringleader.controller import trials
+
+Type = status_.ConditionType
+Phase = status_.Phase
+NORMAL, WARNING = "Normal", "Warning"
+# Pending trials announce nothing until they wait on something unusual: a 256-trial sweep would
+# otherwise open with 256 identical events.
+_QUIET_PENDING = (None, trials.WAITING_FOR_SLOT, trials.RESUMED)
+_WARNING_PHASES = (Phase.FAILED, Phase.RESTARTING)
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+def _trial_events(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> list[Event]:
+    before = {t.name: t for t in old.trials}
+    found = []
+    for trial in new.trials:
+        previous = before.get(trial.name)
+        if previous is not None and (previous.phase, previous.reason) == (trial.phase, trial.reason):
+            continue
+        if trial.phase == Phase.PENDING and trial.reason in _QUIET_PENDING:
+            continue
+        kind = WARNING if trial.phase in _WARNING_PHASES else NORMAL
+        reason = trial.reason or f"Trial{trial.phase.value}"
+        found.append(Event(kind, reason, f"trial {trial.name}: {trial.message or trial.phase.value}"))
+    return found
+
+
+def _condition_events(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> list[Event]:
+    found = []
+    for type_, kind in ((Type.CREATED, NORMAL), (Type.SUSPENDED, NORMAL), (Type.SUCCEEDED, NORMAL), (Type.FAILED, WARNING)):
+        if conditions.became_true(old.conditions, new.conditions, type_):
+            condition = conditions.find(new.conditions, type_)
+            found.append(Event(kind, condition.reason, condition.message))
+    resumed = conditions.is_true(old.conditions, Type.SUSPENDED) and not conditions.is_true(new.conditions, Type.SUSPENDED)
+    if resumed:
+        condition = conditions.find(new.conditions, Type.SUSPENDED)
+        found.append(Event(NORMAL, condition.reason if condition else trials.RESUMED,
+                           condition.message if condition else "resumed"))
+    return found
+
+
+def transitions(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> list[Event]:
+    """Events for what changed between two statuses, experiment milestones after the trial transitions behind them."""
+    return _trial_events(old, new) + _condition_events(old, new)

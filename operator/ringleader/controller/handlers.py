@@ -1,0 +1,66 @@
+"""The kopf handlers: each turns one kind of news into a reconcile of the experiment concerned; registered on import by `cli`.
+
+The handlers stay thin on purpose. Whatever triggers them (a new or changed experiment, an
+operator restart, any event of a trial's pods), the same level-based pass runs (`reconciler`),
+serialized per experiment by the work queue, which also wakes it at deadlines and TTL expiries.
+No handler needs a finalizer: deleting an experiment never waits for the operator.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import kopf
+
+from ringleader.api import constants
+from ringleader.controller import kube, reconciler, recording
+from ringleader.controller import settings as settings_
+
+EXPERIMENTS = (constants.GROUP, constants.VERSION, constants.PLURAL)
+# kopf's own bookkeeping (which handlers ran, the last handled spec) goes into annotations under this
+# prefix: the status belongs to the API's schema, which would prune kopf's fields anyway.
+KOPF_PREFIX = f"kopf.{constants.GROUP}"
+TRIAL_PODS = {constants.LABEL_MANAGED_BY: constants.MANAGED_BY}
+
+
+@kopf.on.startup()
+async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_) -> None:
+    ours: settings_.Settings = memo.settings
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
+    # Only the trials' pods are watched, filtered by the API server: a cluster's other pods never reach us.
+    settings.watching.label_selectors["v1", "pods"] = ",".join(f"{k}={v}" for k, v in TRIAL_PODS.items())
+    settings.posting.level = logging.INFO
+    memo.controller = reconciler.Controller(ours, kube.Kube(kube.configure()), recording.Recorder(ours.tracking))
+    logger.info("ringleader operator settings: %s", settings_.describe(ours))
+
+
+@kopf.on.cleanup()
+async def stop_reconciling(memo: kopf.Memo, **_) -> None:
+    await memo.controller.close()
+
+
+@kopf.on.resume(*EXPERIMENTS)
+@kopf.on.create(*EXPERIMENTS)
+@kopf.on.update(*EXPERIMENTS, field="spec")
+async def reconcile_experiment(namespace: str, name: str, memo: kopf.Memo, **_) -> None:
+    """A new, changed or (after an operator restart) existing experiment: reconcile it now."""
+    memo.controller.queue.request((namespace, name))
+
+
+@kopf.on.event("v1", "pods", labels=TRIAL_PODS)
+async def watch_trial_pods(body: kopf.Body, namespace: str, memo: kopf.Memo, **_) -> None:
+    """Any change of a trial's pod (scheduled, running, failed, deleted): reconcile the experiment owning it."""
+    for owner in body.metadata.get("ownerReferences") or []:
+        if owner.get("kind") == constants.KIND and owner.get("apiVersion", "").startswith(f"{constants.GROUP}/"):
+            memo.controller.queue.request((namespace, owner["name"]))
+
+
+@kopf.on.event(*EXPERIMENTS)
+async def mark_runs_killed_on_delete(type: str, body: kopf.Body, memo: kopf.Memo, **_) -> None:
+    """An experiment is gone (its pods follow by garbage collection): end its open MLflow runs as KILLED.
+
+    A watch event instead of a deletion handler: a deletion handler would need a finalizer, and a
+    finalizer makes `kubectl delete` hang whenever the operator is down."""
+    if type == "DELETED":
+        memo.controller.forget(dict(body))

@@ -1,0 +1,136 @@
+"""The few Kubernetes API calls the controller makes, as JSON in and out; used by `reconciler` and `handlers`.
+
+Every call here is one verb the Helm chart's RBAC grants (get/list/create/delete/patch, pods/log get),
+so the chart and this module can be read side by side. Calls run the blocking `kubernetes` client in
+threads; errors become kopf's retry types: a 5xx, 429 or broken connection is a TemporaryError;
+409 AlreadyExists on create and 404 on delete are successes (idempotent, never a duplicate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import urllib.parse
+from typing import Any
+
+import kopf
+import kubernetes
+import urllib3
+
+from ringleader.api import constants
+
+logger = logging.getLogger(__name__)
+
+# Plurals of the kinds the topology renders (no discovery round-trips at startup).
+PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "PodGroup": "podgroups"}
+REQUEST_TIMEOUT = (5.0, 30.0)  # seconds: connect, read
+RETRY_DELAY = 5.0  # seconds before retrying a failed API call
+FORBIDDEN_RETRY_DELAY = 60.0  # seconds: RBAC changes take an administrator, not a moment
+
+
+class InvalidObject(Exception):
+    """The API server refused an object as invalid (400/422): retrying the same object cannot succeed."""
+
+
+def configure() -> kubernetes.client.ApiClient:
+    """An API client from the pod's service account, or else from $KUBECONFIG / ~/.kube/config."""
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()
+    return kubernetes.client.ApiClient()
+
+
+def collection_path(api_version: str, kind: str, namespace: str) -> str:
+    plural = PLURALS.get(kind) or (constants.PLURAL if kind == constants.KIND else None)
+    if plural is None:
+        raise ValueError(f"ringleader does not create objects of kind {kind}")
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    return f"{prefix}/namespaces/{namespace}/{plural}"
+
+
+def experiment_path(namespace: str, name: str) -> str:
+    return f"{collection_path(constants.API_VERSION, constants.KIND, namespace)}/{name}"
+
+
+class Kube:
+    """Async JSON access to the API server over one shared client."""
+
+    def __init__(self, client: kubernetes.client.ApiClient) -> None:
+        self._client = client
+
+    def _call(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
+              content_type: str = "application/json", raw: bool = False) -> tuple[int, Any]:
+        if query:
+            path = f"{path}?{urllib.parse.urlencode(query)}"
+        headers = {"Accept": "application/json, */*", "Content-Type": content_type}
+        request = self._client.param_serialize(method, path, header_params=headers, body=body,
+                                               auth_settings=["BearerToken"])
+        try:
+            response = self._client.call_api(*request, _request_timeout=REQUEST_TIMEOUT)
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise kopf.TemporaryError(f"{method} {path}: API server unreachable: {error}", delay=RETRY_DELAY) from error
+        if raw:
+            return response.status, data.decode("utf-8", "replace") if data else ""
+        try:
+            return response.status, json.loads(data) if data else None
+        except json.JSONDecodeError:
+            return response.status, {"message": data.decode("utf-8", "replace")}
+
+    async def _request(self, method: str, path: str, *, ok: tuple[int, ...] = (), **kwargs) -> tuple[int, Any]:
+        status, data = await asyncio.to_thread(self._call, method, path, **kwargs)
+        if 200 <= status < 300 or status in ok:
+            return status, data
+        message = data.get("message", "") if isinstance(data, dict) else str(data)
+        if status in (400, 422):
+            raise InvalidObject(message)
+        if status == 403:
+            raise kopf.TemporaryError(f"{method} {path} is forbidden: {message}; check the operator's RBAC "
+                                      "(the Helm chart grants exactly what it needs)", delay=FORBIDDEN_RETRY_DELAY)
+        raise kopf.TemporaryError(f"{method} {path} failed with HTTP {status}: {message}", delay=RETRY_DELAY)
+
+    async def get_experiment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        status, data = await self._request("GET", experiment_path(namespace, name), ok=(404,))
+        return None if status == 404 else data
+
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        _, data = await self._request("GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": selector})
+        return list(data.get("items") or [])
+
+    async def create(self, obj: dict[str, Any]) -> bool:
+        """Create `obj`; True if created, False if it already existed. Raises InvalidObject if refused."""
+        metadata = obj["metadata"]
+        path = collection_path(obj["apiVersion"], obj["kind"], metadata["namespace"])
+        status, _ = await self._request("POST", path, body=obj, ok=(409,))
+        return status != 409
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        # Background propagation and the pod's own grace period: the kubelet stops it as it would any pod.
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        await self._request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body, ok=(404, 409))
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        await self._request("PATCH", f"{experiment_path(namespace, name)}/status", body={"status": status},
+                            content_type="application/merge-patch+json", ok=(404,))
+
+    async def delete_experiment(self, namespace: str, name: str, uid: str) -> None:
+        # The uid precondition: never delete a newer experiment that took the same name.
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background",
+                "preconditions": {"uid": uid}}
+        await self._request("DELETE", experiment_path(namespace, name), body=body, ok=(404, 409))
+
+    async def read_log(self, namespace: str, name: str, container: str | None, *, tail_lines: int,
+                       limit_bytes: int) -> str | None:
+        """The tail of a container's log, or None when it cannot be read (no node yet, kubelet away)."""
+        query: dict[str, Any] = {"tailLines": tail_lines, "limitBytes": limit_bytes}
+        if container:
+            query["container"] = container
+        try:
+            status, text = await asyncio.to_thread(
+                self._call, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query=query, raw=True)
+        except kopf.TemporaryError as error:
+            logger.debug("log of %s/%s unreadable: %s", namespace, name, error)
+            return None
+        return text if status == 200 else None

@@ -1,0 +1,230 @@
+"""An experiment's next status and the pod work to reach it, from its recorded status and its observed pods; used by `reconciler`.
+
+Pure: the reconciler observes (API reads, log reads, the clock), calls `decide`, then acts. Everything
+`kubectl get dte -o yaml` shows is computed here: trial phases, the sweep's parallelism, the
+conditions (the contract), the phase (their summary), progress, replica counts and the summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+from ringleader.api import spec as spec_
+from ringleader.api import status as status_
+from ringleader.api import trial as trial_
+from ringleader.controller import conditions
+from ringleader.controller import pods as pods_
+from ringleader.controller import trials
+
+Type = status_.ConditionType
+Phase = status_.Phase
+
+EXPERIMENT_CREATED = "ExperimentCreated"
+TRIAL_RUNNING = "TrialRunning"
+EXPERIMENT_FINISHED = "ExperimentFinished"
+TRIALS_PENDING = "TrialsPending"
+TRIALS_SUCCEEDED = "TrialsSucceeded"
+TRIALS_FAILED = "TrialsFailed"
+NO_RESTART = "NoRestartInProgress"
+INVALID_SPEC = "InvalidSpec"
+# Failed reasons that a corrected spec clears (nothing ran, so nothing is lost by trying again).
+SPEC_REASONS = (INVALID_SPEC, "PodGroupsDisabled")
+MAX_LISTED_FAILURES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What the reconciler saw of the cluster for one experiment."""
+
+    now: datetime.datetime
+    generation: int | None
+    pods: dict[str, list[pods_.Pod]]
+    """Pods by trial name (the trial label)."""
+    expected: dict[str, tuple[trials.ExpectedPod, ...]]
+    """Pods each trial's topology renders, by trial name."""
+    progress: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Iteration of the slowest worker, by trial name, for the trials whose logs were read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    status: status_.ExperimentStatus
+    delete: tuple[str, ...] = ()
+    create: tuple[int, ...] = ()
+    """Indices of the trials whose objects to create (409 AlreadyExists counts as created)."""
+
+
+def _initial_trials(expansion: trial_.Expansion, old: status_.ExperimentStatus) -> list[status_.TrialStatus]:
+    recorded = {t.name: t for t in old.trials}
+    return [
+        recorded.get(t.name) or status_.TrialStatus(name=t.name, index=t.index, parameters=dict(t.parameters))
+        for t in expansion.trials
+    ]
+
+
+def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus, seen: Observation) -> Plan:
+    """The experiment's next status; pods to delete and trials to create on the way there."""
+    spec: spec_.ExperimentSpec = experiment.spec
+    suspended = spec.run_policy.suspend
+    max_parallel = spec.sweep.max_parallel if spec.sweep else 1
+    statuses = _initial_trials(expansion, old)
+    steps: dict[int, trials.Step] = {}
+
+    def run(position: int, may_start: bool = False) -> None:
+        status = statuses[position]
+        ctx = trials.Context(now=seen.now, run_policy=spec.run_policy, expected=seen.expected.get(status.name, ()),
+                             suspended=suspended, may_start=may_start)
+        steps[position] = trials.step(status, seen.pods.get(status.name, []), ctx)
+
+    # Started trials first, so those that finish now free their slot for a pending one in the same pass.
+    for position, status in enumerate(statuses):
+        if status.phase != Phase.PENDING:
+            run(position)
+    active = sum(1 for s in steps.values() if s.status.phase in trials.ACTIVE_PHASES)
+    for position, status in enumerate(statuses):
+        if status.phase == Phase.PENDING:
+            may_start = not suspended and active < max_parallel
+            active += int(may_start)
+            run(position, may_start)
+
+    new_trials = [steps[i].status for i in range(len(statuses))]
+    status = _experiment_status(experiment, expansion, old, new_trials, seen)
+    delete = tuple(name for i in range(len(statuses)) for name in steps[i].delete)
+    create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
+    return Plan(status=status, delete=delete, create=create)
+
+
+def invalid(old: status_.ExperimentStatus, reason: str, message: str, *, now: datetime.datetime,
+            generation: int | None) -> status_.ExperimentStatus:
+    """The status of an experiment that can never run as written (its spec must change)."""
+    found = conditions.set_condition(old.conditions, Type.FAILED, True, reason, message, now=now, generation=generation)
+    found = conditions.set_condition(found, Type.RUNNING, False, reason, "the experiment cannot run as written",
+                                     now=now, generation=generation)
+    return old.model_copy(update=dict(
+        conditions=found, phase=conditions.phase_of(found), observed_generation=generation,
+        completion_time=old.completion_time or now,
+    ))
+
+
+def is_finished(status: status_.ExperimentStatus) -> bool:
+    return conditions.is_true(status.conditions, Type.SUCCEEDED) or conditions.is_true(status.conditions, Type.FAILED)
+
+
+def _describe(trial: status_.TrialStatus) -> str:
+    return f"trial {trial.name}: {trial.message}" if trial.message else f"trial {trial.name}"
+
+
+def _conditions(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus,
+                new_trials: list[status_.TrialStatus], seen: Observation) -> list[status_.Condition]:
+    now, generation = seen.now, seen.generation
+    found = list(old.conditions)
+    if conditions.find(found, Type.FAILED) and conditions.find(found, Type.FAILED).reason in SPEC_REASONS:
+        found = [c for c in found if c.type != Type.FAILED]  # the spec was corrected
+
+    def put(type_: Type, value: bool, reason: str, message: str) -> None:
+        nonlocal found
+        found = conditions.set_condition(found, type_, value, reason, message, now=now, generation=generation)
+
+    count = len(new_trials)
+    planned = f"{count} trial{'s' * (count != 1)} planned"
+    if expansion.skipped:
+        planned += f"; {len(expansion.skipped)} combination{'s' * (len(expansion.skipped) != 1)} skipped (" + \
+            "; ".join(sorted({reason for _, reason in expansion.skipped})) + ")"
+    put(Type.CREATED, True, EXPERIMENT_CREATED, planned)
+
+    suspended = experiment.spec.run_policy.suspend
+    if suspended:
+        put(Type.SUSPENDED, True, trials.SUSPENDED, "runPolicy.suspend is true: running trials' pods were deleted; "
+            "they restart from the beginning when it is set back to false")
+    elif conditions.find(found, Type.SUSPENDED):
+        put(Type.SUSPENDED, False, trials.RESUMED, "runPolicy.suspend is false: trials run again")
+
+    restarting = [t for t in new_trials if t.phase == Phase.RESTARTING]
+    if restarting:
+        put(Type.RESTARTING, True, restarting[0].reason or trials.POD_FAILED, _describe(restarting[0]))
+    elif conditions.find(found, Type.RESTARTING):
+        put(Type.RESTARTING, False, NO_RESTART, "no trial is restarting")
+
+    finished = all(t.phase in trials.TERMINAL_PHASES for t in new_trials)
+    failed = [t for t in new_trials if t.phase == Phase.FAILED]
+    running = [t for t in new_trials if t.phase == Phase.RUNNING]
+    if finished:
+        put(Type.RUNNING, False, EXPERIMENT_FINISHED, f"all {count} trial{'s' * (count != 1)} finished")
+        if failed:
+            put(Type.FAILED, True, *_failure(failed, count))
+        else:
+            message = _describe(new_trials[0]) if count == 1 else f"all {count} trials succeeded"
+            put(Type.SUCCEEDED, True, TRIALS_SUCCEEDED, message)
+    elif suspended:
+        put(Type.RUNNING, False, trials.SUSPENDED, "the experiment is suspended")
+    elif running:
+        message = _describe(running[0]) if len(running) == 1 else \
+            f"{len(running)} trials running: " + ", ".join(t.name for t in running)
+        put(Type.RUNNING, True, TRIAL_RUNNING, message)
+    else:
+        # The trial closest to running says what the experiment waits for.
+        by_phase = {phase: next((t for t in new_trials if t.phase == phase), None)
+                    for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING)}
+        if by_phase[Phase.CREATED]:
+            put(Type.RUNNING, False, trials.WAITING_FOR_PODS, _describe(by_phase[Phase.CREATED]))
+        elif by_phase[Phase.RESTARTING]:
+            waiting = by_phase[Phase.RESTARTING]
+            put(Type.RUNNING, False, waiting.reason or trials.POD_FAILED, _describe(waiting))
+        else:
+            put(Type.RUNNING, False, TRIALS_PENDING, _describe(by_phase[Phase.PENDING]) if by_phase[Phase.PENDING]
+                else "no trial is running")
+    return found
+
+
+def _failure(failed: list[status_.TrialStatus], count: int) -> tuple[str, str]:
+    if count == 1:
+        return failed[0].reason or TRIALS_FAILED, _describe(failed[0])
+    listed = "; ".join(f"{t.name} ({t.reason}: {t.message})" for t in failed[:MAX_LISTED_FAILURES])
+    more = f"; and {len(failed) - MAX_LISTED_FAILURES} more" if len(failed) > MAX_LISTED_FAILURES else ""
+    reason = failed[0].reason if len({t.reason for t in failed}) == 1 else TRIALS_FAILED
+    return reason or TRIALS_FAILED, f"{len(failed)} of {count} trials failed: {listed}{more}"
+
+
+def _progress(expansion: trial_.Expansion, old: status_.ExperimentStatus, new_trials: list[status_.TrialStatus],
+              seen: Observation, succeeded: bool) -> status_.Progress:
+    by_name = {t.name: t for t in expansion.trials}
+    completed = sum(1 for t in new_trials if t.phase in trials.TERMINAL_PHASES)
+    running = [t for t in new_trials if t.phase == Phase.RUNNING]
+    if running:
+        latest = max(running, key=lambda t: t.index)
+        iteration, iterations = seen.progress.get(latest.name, 0), by_name[latest.name].spec.model.iterations
+    elif succeeded:
+        last = by_name[new_trials[-1].name].spec.model.iterations
+        iteration, iterations = last, last
+    elif any(t.phase in (Phase.CREATED, Phase.RESTARTING) for t in new_trials):
+        # A trial whose pods are (re)starting is at iteration 0 of its own iterations.
+        starting = max((t for t in new_trials if t.phase in (Phase.CREATED, Phase.RESTARTING)), key=lambda t: t.index)
+        iteration, iterations = 0, by_name[starting.name].spec.model.iterations
+    else:
+        iteration = old.progress.iteration
+        iterations = old.progress.iterations or by_name[new_trials[0].name].spec.model.iterations
+    return status_.Progress(iteration=iteration, iterations=iterations, trials_completed=completed, trials=len(new_trials))
+
+
+def _experiment_status(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus,
+                       new_trials: list[status_.TrialStatus], seen: Observation) -> status_.ExperimentStatus:
+    found = _conditions(experiment, expansion, old, new_trials, seen)
+    succeeded = [t for t in new_trials if t.phase == Phase.SUCCEEDED and t.summary is not None]
+    latest = max(succeeded, key=lambda t: (t.completion_time, t.index), default=None)
+    starts = [t.start_time for t in new_trials if t.start_time is not None]
+    all_pods = [p for pods in seen.pods.values() for p in pods]
+    done = conditions.is_true(found, Type.SUCCEEDED) or conditions.is_true(found, Type.FAILED)
+    progress = _progress(expansion, old, new_trials, seen, conditions.is_true(found, Type.SUCCEEDED))
+    return old.model_copy(update=dict(
+        phase=conditions.phase_of(found),
+        conditions=found,
+        observed_generation=seen.generation,
+        start_time=old.start_time or (min(starts) if starts else None),
+        completion_time=(old.completion_time or seen.now) if done else None,
+        replica_statuses=pods_.replica_counts(all_pods),
+        progress=progress,
+        progress_text=progress.text(),
+        summary=latest.summary if latest else old.summary,
+        trials=new_trials,
+    ))

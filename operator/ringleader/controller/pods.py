@@ -1,0 +1,204 @@
+"""What a trial's pods say: scheduled or not, failed how, waiting on what, and the summary they left; used by `trials`.
+
+Pods are the API server's JSON (dicts), read as is. Pure functions: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Iterable
+
+import pydantic
+
+from ringleader.api import constants
+from ringleader.api import status as status_
+
+Pod = dict[str, Any]
+FINISHED_PHASES = ("Succeeded", "Failed")
+# A termination message is at most 4 KiB (kubelet's limit); a failure message keeps only its start.
+MESSAGE_EXCERPT = 200
+
+
+def name(pod: Pod) -> str:
+    return pod["metadata"]["name"]
+
+
+def labels(pod: Pod) -> dict[str, str]:
+    return pod["metadata"].get("labels") or {}
+
+
+def role(pod: Pod) -> str:
+    return labels(pod).get(constants.LABEL_ROLE, "")
+
+
+def rank(pod: Pod) -> int:
+    try:
+        return int(labels(pod).get(constants.LABEL_RANK, ""))
+    except ValueError:
+        return 1 << 30  # unlabelled pods sort last
+
+
+def phase(pod: Pod) -> str:
+    return (pod.get("status") or {}).get("phase") or "Pending"
+
+
+def is_terminating(pod: Pod) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def is_finished(pod: Pod) -> bool:
+    return phase(pod) in FINISHED_PHASES
+
+
+def _condition(pod: Pod, type_: str) -> dict[str, Any] | None:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == type_), None)
+
+
+def is_scheduled(pod: Pod) -> bool:
+    """Bound to a node: spec.nodeName is set, or the scheduler reported PodScheduled=True."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return True
+    condition = _condition(pod, "PodScheduled")
+    return condition is not None and condition.get("status") == "True"
+
+
+def is_ready(pod: Pod) -> bool:
+    condition = _condition(pod, "Ready")
+    return phase(pod) == "Running" and condition is not None and condition.get("status") == "True"
+
+
+def _containers(pod: Pod) -> list[dict[str, Any]]:
+    return list((pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def _excerpt(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= MESSAGE_EXCERPT else text[: MESSAGE_EXCERPT - 1] + "…"
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """Why one pod failed, in the words `kubectl describe pod` would use."""
+
+    pod: str
+    rank: int
+    container: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None  # OOMKilled, Error, Evicted, DeadlineExceeded, ...
+    message: str | None = None
+    finished_at: str = ""  # RFC 3339: sorts in time order
+
+    def describe(self) -> str:
+        if self.container is not None:
+            text = f"pod {self.pod}: container {self.container} exited with code {self.exit_code}"
+            if self.reason:
+                text += f" ({self.reason})"
+        else:
+            text = f"pod {self.pod} failed: {self.reason or 'Failed'}"
+        if self.message:
+            text += f": {self.message}"
+        return text
+
+
+def failure_of(pod: Pod) -> Failure | None:
+    """The failure of a pod (phase Failed, or a container that exited non-zero), or None if it has not failed.
+
+    A pod-level reason (Evicted, DeadlineExceeded, NodeLost) names the cause better than the exit code of a
+    container killed because of it, so it wins; the container is then mentioned in the message."""
+    status = pod.get("status") or {}
+    failed_containers = []
+    for container in _containers(pod):
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated and terminated.get("exitCode", 0) != 0:
+            failed_containers.append((container.get("name"), terminated))
+    if phase(pod) != "Failed" and not failed_containers:
+        return None
+    pod_reason = status.get("reason")
+    if pod_reason or not failed_containers:
+        detail = status.get("message") or ""
+        if failed_containers:
+            container, terminated = failed_containers[0]
+            detail = f"{detail}; " if detail else ""
+            detail += f"container {container} exited with code {terminated.get('exitCode')}"
+        return Failure(pod=name(pod), rank=rank(pod), reason=pod_reason or "Failed", message=_excerpt(detail) or None,
+                       finished_at=_finished_at(failed_containers) or status.get("startTime") or "")
+    container, terminated = failed_containers[0]
+    message = terminated.get("message")
+    return Failure(
+        pod=name(pod), rank=rank(pod), container=container, exit_code=terminated.get("exitCode"),
+        reason=terminated.get("reason"), message=_excerpt(message) or None,
+        finished_at=terminated.get("finishedAt") or "",
+    )
+
+
+def _finished_at(failed_containers: list[tuple[str, dict[str, Any]]]) -> str:
+    return min((t.get("finishedAt") or "" for _, t in failed_containers), default="")
+
+
+def first_failure(pods: Iterable[Pod]) -> tuple[Failure | None, int]:
+    """The failure that came first (the likely cause: the others often fail because it did), and how many failed.
+
+    Ties (or missing times) go to the lowest rank."""
+    failures = [f for f in (failure_of(p) for p in pods) if f is not None]
+    if not failures:
+        return None, 0
+    failures.sort(key=lambda f: (f.finished_at or "~", f.rank, f.pod))
+    return failures[0], len(failures)
+
+
+def waiting_reason(pod: Pod) -> str:
+    """Why a pod is not running yet, as a short phrase: "unschedulable (0/1 nodes are available: ...)"."""
+    if not is_scheduled(pod):
+        condition = _condition(pod, "PodScheduled")
+        if condition and condition.get("reason") == "Unschedulable":
+            return f"unschedulable ({_excerpt(condition.get('message'))})" if condition.get("message") else "unschedulable"
+        return "not scheduled yet"
+    for container in _containers(pod):
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason"):
+            detail = _excerpt(waiting.get("message"))
+            return f"{waiting['reason']} ({detail})" if detail else waiting["reason"]
+    return phase(pod)
+
+
+_SUMMARY_KEYS = {
+    key for name_, field in status_.Summary.model_fields.items() for key in (name_, field.alias) if key
+}
+
+
+def summary_of(pod: Pod) -> status_.Summary | None:
+    """The trial summary the aggregating worker wrote to its termination message, or None if it left none."""
+    for container in _containers(pod):
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        try:
+            document = json.loads(terminated.get("message") or "")
+        except (json.JSONDecodeError, TypeError):
+            continue
+        if not isinstance(document, dict):
+            continue
+        # The runtime may add keys of its own; the status keeps the ones its schema knows.
+        known = {k: v for k, v in document.items() if k in _SUMMARY_KEYS}
+        try:
+            return status_.Summary.model_validate(known)
+        except pydantic.ValidationError:
+            continue
+    return None
+
+
+def replica_counts(pods: Iterable[Pod]) -> dict[str, status_.ReplicaStatus]:
+    """Pods per role, counted the way a Job counts them (terminating pods left out)."""
+    counts: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        if is_terminating(pod):
+            continue
+        entry = counts.setdefault(role(pod) or "unknown", {"active": 0, "ready": 0, "succeeded": 0, "failed": 0})
+        current = phase(pod)
+        if current == "Succeeded":
+            entry["succeeded"] += 1
+        elif current == "Failed":
+            entry["failed"] += 1
+        else:
+            entry["active"] += 1
+            entry["ready"] += int(is_ready(pod))
+    return {role_: status_.ReplicaStatus(**entry) for role_, entry in sorted(counts.items())}

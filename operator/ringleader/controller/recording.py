@@ -1,0 +1,109 @@
+"""The operator's side of MLflow: experiment, parent run, trial runs, their end, the sweep's comparison; used by `reconciler`.
+
+A thin async wrapper over `ringleader.tracking.runs`, with one rule: MLflow never blocks an experiment.
+Calls run in their own small thread pool, bounded by a timeout; after a failure the URI is left alone
+for `retry_seconds` (the reconciler comes back then), and `Unavailable` tells the caller to go on
+without it. Runs are created with tokens derived from the experiment's uid, so a retry, or an
+operator restart between "create run" and "write status", finds the run instead of creating another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from typing import Any, Callable
+
+from ringleader.controller import settings as settings_
+
+logger = logging.getLogger(__name__)
+FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
+
+
+class Unavailable(Exception):
+    """The tracking server did not answer (or refused); the experiment goes on and the call is retried later."""
+
+
+def parent_token(uid: str) -> str:
+    return f"{uid}.parent"
+
+
+def trial_token(uid: str, trial_name: str) -> str:
+    # One run per trial, restarts included: a restarted trial's ranks log into the same run.
+    return f"{uid}.{trial_name}"
+
+
+class Recorder:
+    def __init__(self, settings: settings_.TrackingSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._down_until: dict[str, float] = {}
+        # Its own threads: a hung MLflow call must not take the threads the API calls need.
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="mlflow")
+
+    def uri_for(self, spec_uri: str | None) -> str | None:
+        return spec_uri or self._settings.default_uri
+
+    def ui_url(self, uri: str, experiment_id: str) -> str | None:
+        base = self._settings.ui_url or (uri if uri.startswith(("http://", "https://")) else None)
+        return f"{base.rstrip('/')}/#/experiments/{experiment_id}" if base else None
+
+    def retry_in(self, uri: str) -> float | None:
+        """Seconds until `uri` may be tried again, or None if it is not known to be down."""
+        remaining = self._down_until.get(uri, 0.0) - self._clock()
+        return remaining if remaining > 0 else None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _call(self, uri: str, what: str, function: Callable[[Any], Any]) -> Any:
+        """`function(runs)` in the tracking threads, `runs` being ringleader.tracking.runs; Unavailable on failure."""
+        if self.retry_in(uri) is not None:
+            raise Unavailable(f"MLflow at {uri} was unreachable moments ago; retrying later")
+
+        def call() -> Any:
+            # Imported here: mlflow takes seconds to import, and an operator without tracking never needs it.
+            from ringleader.tracking import runs
+
+            return function(runs)
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self._pool, call),
+                                          timeout=self._settings.timeout_seconds)
+        except asyncio.TimeoutError:
+            problem = f"no answer within {self._settings.timeout_seconds:g}s"
+        except Exception as error:  # noqa: BLE001 -- any failure of the tracking server; the caller goes on
+            text = str(error).strip()
+            problem = text.splitlines()[0][:300] if text else type(error).__name__
+        self._down_until[uri] = self._clock() + self._settings.retry_seconds
+        logger.warning("MLflow at %s: %s failed: %s", uri, what, problem)
+        raise Unavailable(f"MLflow at {uri}: {what} failed: {problem}")
+
+    async def start_parent(self, uri: str, experiment, uid: str) -> tuple[str, str]:
+        """(MLflow experiment id, parent run id) of a DistributedTrainingExperiment."""
+        experiment_id = await self._call(uri, "create experiment", lambda runs: runs.ensure_experiment(
+            experiment.mlflow_experiment_name(), tracking_uri=uri))
+        run_id = await self._call(uri, "create parent run", lambda runs: runs.start_parent_run(
+            experiment_id, experiment, token=parent_token(uid), source="operator", tracking_uri=uri))
+        return experiment_id, run_id
+
+    async def start_trial(self, uri: str, experiment_id: str, parent_run_id: str | None, trial, uid: str) -> str:
+        return await self._call(uri, f"create run of trial {trial.name}", lambda runs: runs.start_trial_run(
+            experiment_id, parent_run_id, trial, token=trial_token(uid, trial.name), tracking_uri=uri))
+
+    async def finish(self, uri: str, run_id: str, status: str, *, summary=None, reason: str | None = None,
+                     message: str | None = None) -> None:
+        await self._call(uri, f"end run {run_id}", lambda runs: runs.finish_run(
+            run_id, status, summary, reason=reason, message=message, tracking_uri=uri))
+
+    async def compare(self, uri: str, parent_run_id: str, entries: list[tuple[Any, dict | None, str, str | None]]) -> None:
+        """The sweep's comparison table on the parent run; `entries` are (trial, summary wire dict, status, message)."""
+        def log(runs) -> None:
+            from ringleader.analysis import report
+
+            rows = [report.row_for(trial, summary, status, message) for trial, summary, status, message in entries]
+            runs.log_comparison(parent_run_id, rows, tracking_uri=uri)
+
+        await self._call(uri, "log the comparison", log)

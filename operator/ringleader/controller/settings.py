@@ -1,0 +1,184 @@
+"""The operator's settings: one grouped object read once at startup from flags and RINGLEADER_* variables; used by every handler.
+
+Each field says its unit and why its default was chosen. `add_arguments` declares the flags (the Helm
+chart passes them as container args); `from_args` builds the frozen Settings once, in `cli.run`.
+Nothing else in the controller reads the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+from ringleader import __version__ as _version
+
+DEFAULT_IMAGE = f"localhost/ringleader/ringleader:{_version}"
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScopeSettings:
+    namespaces: tuple[str, ...] = ()
+    """Namespaces the operator watches. Empty (default): the whole cluster, which needs a ClusterRole;
+    one or more: only those, with a Role in each (the chart's single-namespace mode)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PodSettings:
+    default_image: str = DEFAULT_IMAGE
+    """Image of training pods whose experiment sets no `spec.image`. Default: the operator's own image
+    (one image holds the operator and the runtime), as the cluster harness imports it."""
+    image_pull_policy: str = "IfNotPresent"
+    """imagePullPolicy of training pods. IfNotPresent by default: images imported into containerd
+    without a registry must never be pulled; use Always with mutable tags in a registry."""
+    gpu_resource_name: str = "nvidia.com/gpu"
+    """Extended resource requested for `resources.gpu`. NVIDIA's device plugin name by default;
+    amd.com/gpu or a MIG profile name on other clusters."""
+    gpu_tolerations: tuple[dict[str, Any], ...] = ()
+    """Tolerations added to pods that request GPUs, so they land on tainted GPU nodes. None by default:
+    untainted clusters need none."""
+    pod_groups: bool = False
+    """Whether PodGroups may be created (`scheduling.podGroup`). Off by default: it needs a gang scheduler
+    (Volcano or scheduler-plugins) and RBAC on podgroups, which the chart grants only when enabled."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackingSettings:
+    default_uri: str | None = None
+    """MLflow tracking URI of experiments that set no `spec.tracking.uri`. None (default): such
+    experiments are not recorded; the chart sets it to its in-cluster MLflow when that is enabled."""
+    ui_url: str | None = None
+    """Base URL people open for the MLflow UI (status.mlflow.url). Default: the tracking URI when it is
+    http(s), which is right for port-forwarding; set it when an Ingress serves the UI."""
+    timeout_seconds: float = 10.0
+    """Longest wait for one tracking call, in seconds. 10 s: a healthy server answers in milliseconds,
+    and an operator waiting longer delays other experiments' transitions."""
+    retry_seconds: float = 30.0
+    """After a failed tracking call, seconds before the server is tried again. 30 s: an outage is not
+    hammered, and a restarted server is picked up within a minute."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingSettings:
+    progress_poll_seconds: float = 15.0
+    """How often the workers' `progress:` log lines are read while a trial runs, in seconds. 15 s costs
+    one pods/log call per worker per poll, which a cluster shrugs off, and keeps `kubectl get dte` fresh."""
+    recheck_seconds: float = 60.0
+    """Longest sleep while waiting on pods (terminating or pending), in seconds: pod watch events wake the
+    operator at once; this only bounds the harm of a lost watch event."""
+    error_backoff_seconds: float = 5.0
+    """First delay after an unexpected error in a reconcile, in seconds, doubled per consecutive error."""
+    max_error_retries: int = 8
+    """Consecutive unexpected errors after which an experiment is left alone until its next change or pod
+    event (with a warning Event), instead of retrying forever. 8 doublings of 5 s span about 20 minutes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything the operator is told at startup, grouped by concern."""
+
+    scope: ScopeSettings = ScopeSettings()
+    pods: PodSettings = PodSettings()
+    tracking: TrackingSettings = TrackingSettings()
+    timing: TimingSettings = TimingSettings()
+    liveness_endpoint: str | None = "http://0.0.0.0:8080/healthz"
+    """kopf's liveness endpoint, probed by the Deployment. None disables it (tests, local runs)."""
+    standalone: bool = True
+    """Run without kopf peering: the chart runs exactly one replica with strategy Recreate, so peering's
+    extra CRD and its RBAC buy nothing."""
+
+
+def _env(environ: Mapping[str, str], name: str, default: Any = None) -> Any:
+    value = environ.get(f"RINGLEADER_{name}")
+    return default if value in (None, "") else value
+
+
+def _tolerations(text: str) -> tuple[dict[str, Any], ...]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"--gpu-tolerations must be a JSON list of tolerations: {error}") from None
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise argparse.ArgumentTypeError("--gpu-tolerations must be a JSON list of toleration objects")
+    return tuple(value)
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.environ) -> None:
+    """Declare the operator's flags; each defaults to its RINGLEADER_* variable, then to Settings' default."""
+    defaults = Settings()
+    env_namespaces = [n for n in _env(environ, "NAMESPACES", "").split(",") if n]
+    parser.add_argument("--namespace", "-n", dest="namespaces", action="append", default=None,
+                        help="watch only this namespace (repeatable; RINGLEADER_NAMESPACES, comma-separated). "
+                             f"Default: cluster-wide{f' (env: {env_namespaces})' if env_namespaces else ''}")
+    parser.set_defaults(env_namespaces=env_namespaces)
+    parser.add_argument("--default-image", default=_env(environ, "DEFAULT_IMAGE", defaults.pods.default_image),
+                        help="image of training pods whose experiment sets none (RINGLEADER_DEFAULT_IMAGE)")
+    parser.add_argument("--image-pull-policy", choices=PULL_POLICIES,
+                        default=_env(environ, "IMAGE_PULL_POLICY", defaults.pods.image_pull_policy),
+                        help="imagePullPolicy of training pods (RINGLEADER_IMAGE_PULL_POLICY)")
+    parser.add_argument("--gpu-resource-name", default=_env(environ, "GPU_RESOURCE_NAME", defaults.pods.gpu_resource_name),
+                        help="extended resource requested for GPUs (RINGLEADER_GPU_RESOURCE_NAME)")
+    parser.add_argument("--gpu-tolerations", type=_tolerations, default=_tolerations(_env(environ, "GPU_TOLERATIONS", "[]")),
+                        help="JSON list of tolerations added to GPU pods (RINGLEADER_GPU_TOLERATIONS)")
+    parser.add_argument("--pod-groups", action=argparse.BooleanOptionalAction,
+                        default=_env(environ, "POD_GROUPS", "false").lower() == "true",
+                        help="allow PodGroups for gang schedulers (RINGLEADER_POD_GROUPS)")
+    parser.add_argument("--tracking-uri", default=_env(environ, "TRACKING_URI", defaults.tracking.default_uri),
+                        help="MLflow tracking URI of experiments that set none (RINGLEADER_TRACKING_URI)")
+    parser.add_argument("--tracking-ui-url", default=_env(environ, "TRACKING_UI_URL", defaults.tracking.ui_url),
+                        help="base URL of the MLflow UI shown in status.mlflow.url (RINGLEADER_TRACKING_UI_URL)")
+    parser.add_argument("--tracking-timeout", type=_positive, metavar="SECONDS",
+                        default=float(_env(environ, "TRACKING_TIMEOUT", defaults.tracking.timeout_seconds)),
+                        help="longest wait for one MLflow call (RINGLEADER_TRACKING_TIMEOUT)")
+    parser.add_argument("--tracking-retry", type=_positive, metavar="SECONDS",
+                        default=float(_env(environ, "TRACKING_RETRY", defaults.tracking.retry_seconds)),
+                        help="pause before retrying an unreachable MLflow (RINGLEADER_TRACKING_RETRY)")
+    parser.add_argument("--progress-poll-interval", type=_positive, metavar="SECONDS",
+                        default=float(_env(environ, "PROGRESS_POLL_INTERVAL", defaults.timing.progress_poll_seconds)),
+                        help="how often running workers' progress is read (RINGLEADER_PROGRESS_POLL_INTERVAL)")
+    parser.add_argument("--recheck-interval", type=_positive, metavar="SECONDS",
+                        default=float(_env(environ, "RECHECK_INTERVAL", defaults.timing.recheck_seconds)),
+                        help="longest sleep while waiting on pods (RINGLEADER_RECHECK_INTERVAL)")
+    parser.add_argument("--liveness", default=_env(environ, "LIVENESS", defaults.liveness_endpoint),
+                        help="kopf liveness endpoint URL, or 'none' (RINGLEADER_LIVENESS)")
+
+
+def from_args(args: argparse.Namespace) -> Settings:
+    """The frozen Settings of a parsed command line (flags first, then RINGLEADER_* variables)."""
+    liveness = None if str(args.liveness).lower() in ("", "none", "off") else args.liveness
+    return Settings(
+        scope=ScopeSettings(namespaces=tuple(args.namespaces or args.env_namespaces or ())),
+        pods=PodSettings(
+            default_image=args.default_image,
+            image_pull_policy=args.image_pull_policy,
+            gpu_resource_name=args.gpu_resource_name,
+            gpu_tolerations=tuple(args.gpu_tolerations),
+            pod_groups=args.pod_groups,
+        ),
+        tracking=TrackingSettings(
+            default_uri=args.tracking_uri or None,
+            ui_url=args.tracking_ui_url or None,
+            timeout_seconds=args.tracking_timeout,
+            retry_seconds=args.tracking_retry,
+        ),
+        timing=TimingSettings(
+            progress_poll_seconds=args.progress_poll_interval,
+            recheck_seconds=args.recheck_interval,
+        ),
+        liveness_endpoint=liveness,
+    )
+
+
+def describe(settings: Settings) -> str:
+    """One log line with every setting, written once at startup."""
+    return json.dumps(dataclasses.asdict(settings), sort_keys=True, default=str)

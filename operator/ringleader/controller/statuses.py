@@ -1,0 +1,46 @@
+"""Reading an experiment's recorded status from its body, and writing a new one as a minimal merge patch; used by `reconciler`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pydantic
+
+from ringleader.api import status as status_
+
+_MISSING = object()
+
+
+def read(body: dict[str, Any]) -> status_.ExperimentStatus:
+    """The status the operator last wrote. An unreadable one is a PermanentError: starting over would
+    delete running pods, so the experiment is left alone until a person looks."""
+    raw = dict(body.get("status") or {})
+    raw.pop("kopf", None)  # kopf's own bookkeeping, should an older kopf setting have left some
+    try:
+        return status_.ExperimentStatus.model_validate(raw)
+    except pydantic.ValidationError as error:
+        raise kopf.PermanentError(f"status of the experiment is unreadable ({error.error_count()} problems: "
+                                  f"{error.errors()[0]['loc']} {error.errors()[0]['msg']}); delete and recreate it")
+
+
+def dump(status: status_.ExperimentStatus) -> dict[str, Any]:
+    """The status as it appears on the wire: camelCase, unset fields left out."""
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def merge_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`; empty when they are equal.
+
+    Lists are replaced whole (as merge patches do), maps key by key, and keys that disappeared are
+    sent as null so stale fields (an old summary, a vanished role's counts) do not linger."""
+    patch: dict[str, Any] = {key: None for key in old.keys() - new.keys()}
+    for key, value in new.items():
+        before = old.get(key, _MISSING)
+        if isinstance(value, dict) and isinstance(before, dict):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif before != value:
+            patch[key] = value
+    return patch

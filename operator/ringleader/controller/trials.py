@@ -1,0 +1,247 @@
+"""One trial's next state from its recorded status and its observed pods: the per-trial rules of `plan`.
+
+Level-based: the step depends only on what is recorded (phase, restarts, start time) and what is
+observed now, so running it twice, or after an operator restart, gives the same answer. The
+status is written before the pods are touched, so a crash in between never counts a restart twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+
+from ringleader.api import constants
+from ringleader.api import spec as spec_
+from ringleader.api import status as status_
+from ringleader.controller import pods as pods_
+
+Phase = status_.Phase
+TrialStatus = status_.TrialStatus
+ACTIVE_PHASES = (Phase.CREATED, Phase.RUNNING, Phase.RESTARTING)
+TERMINAL_PHASES = status_.TERMINAL_PHASES
+
+# Reasons a trial gives for its phase (TrialStatus.reason); events and conditions reuse them.
+WAITING_FOR_SLOT = "WaitingForSlot"
+WAITING_FOR_OLD_PODS = "WaitingForOldPods"
+PODS_CREATED = "PodsCreated"
+WAITING_FOR_PODS = "WaitingForPods"
+ALL_PODS_RUNNING = "AllPodsRunning"
+POD_FAILED = "PodFailed"
+POD_DELETED = "PodDeleted"
+WORKERS_SUCCEEDED = "WorkersSucceeded"
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+CREATE_FAILED = "CreateFailed"
+SUSPENDED = "Suspended"
+RESUMED = "Resumed"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpectedPod:
+    """A pod the trial's topology renders."""
+
+    name: str
+    role: str
+    rank: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What a step needs besides the trial's own status and pods."""
+
+    now: datetime.datetime
+    run_policy: spec_.RunPolicy
+    expected: tuple[ExpectedPod, ...]
+    suspended: bool = False
+    may_start: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """The trial's next status, and what to do to its pods to get there."""
+
+    status: TrialStatus
+    delete: tuple[str, ...] = ()
+    create: bool = False
+
+
+def deadline_of(trial: TrialStatus, run_policy: spec_.RunPolicy) -> datetime.datetime | None:
+    """When an active trial exceeds activeDeadlineSeconds, counted from its start (restarts included, as a Job's)."""
+    if run_policy.active_deadline_seconds is None or trial.start_time is None or trial.phase not in ACTIVE_PHASES:
+        return None
+    return trial.start_time + datetime.timedelta(seconds=run_policy.active_deadline_seconds)
+
+
+def _with(trial: TrialStatus, **changes) -> TrialStatus:
+    return trial.model_copy(update=changes)
+
+
+def _live(pods: list[pods_.Pod]) -> list[pods_.Pod]:
+    return [p for p in pods if not pods_.is_terminating(p)]
+
+
+def cleanup(pods: list[pods_.Pod], policy: spec_.CleanPodPolicy, *, workers_done: bool, stop_running: bool) -> tuple[str, ...]:
+    """Pods of a finished trial to delete under cleanPodPolicy.
+
+    Parameter servers are stopped once the workers are done whatever the policy: nothing is left for them
+    to serve. `stop_running` (a deadline) stops every running pod, as a Job's deadline does."""
+    live = _live(pods)
+    if policy == spec_.CleanPodPolicy.ALL:
+        chosen = live
+    else:
+        running = [p for p in live if not pods_.is_finished(p)]
+        if policy == spec_.CleanPodPolicy.RUNNING or stop_running:
+            chosen = running
+        elif workers_done:
+            chosen = [p for p in running if pods_.role(p) == constants.ROLE_PS]
+        else:
+            chosen = []
+    return tuple(sorted(pods_.name(p) for p in chosen))
+
+
+def _count(expected: tuple[ExpectedPod, ...], role: str) -> int:
+    return sum(1 for e in expected if e.role == role)
+
+
+def _pods_phrase(expected: tuple[ExpectedPod, ...]) -> str:
+    ps, workers = _count(expected, constants.ROLE_PS), _count(expected, constants.ROLE_WORKER)
+    parts = ([f"{ps} parameter server{'s' * (ps != 1)}"] if ps else []) + [f"{workers} worker{'s' * (workers != 1)}"]
+    return f"{len(expected)} pods ({', '.join(parts)})"
+
+
+def _finish(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, phase: Phase, reason: str, message: str,
+            *, workers_done: bool = False, stop_running: bool = False, summary: status_.Summary | None = None) -> Step:
+    status = _with(trial, phase=phase, reason=reason, message=message, completion_time=ctx.now,
+                   summary=summary if summary is not None else trial.summary)
+    return Step(status, delete=cleanup(pods, ctx.run_policy.clean_pod_policy,
+                                       workers_done=workers_done, stop_running=stop_running))
+
+
+def _fail_or_restart(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, reason: str, cause: str) -> Step:
+    limit = ctx.run_policy.backoff_limit
+    if trial.restarts < limit:
+        restarts = trial.restarts + 1
+        message = f"{cause}; restarting the trial (restart {restarts} of at most {limit})"
+        status = _with(trial, phase=Phase.RESTARTING, reason=reason, message=message, restarts=restarts)
+        # Every pod goes, finished ones included: the new attempt reuses their names and ranks.
+        return Step(status, delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
+    message = f"{cause}; backoffLimit {limit} reached after {trial.restarts} restart{'s' * (trial.restarts != 1)}"
+    return _finish(trial, pods, ctx, Phase.FAILED, BACKOFF_LIMIT_EXCEEDED, message)
+
+
+def step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+    """The next status of one trial, and the pod deletions or creation that lead there."""
+    if trial.phase in TERMINAL_PHASES:
+        return _finished(trial, pods, ctx)
+    if ctx.suspended:
+        return _suspend(trial, pods)
+    if trial.phase == Phase.SUSPENDED:
+        trial = _with(trial, phase=Phase.PENDING, reason=RESUMED, message="resumed: restarts from the beginning",
+                      start_time=None)
+    if trial.phase == Phase.PENDING:
+        return _start(trial, pods, ctx)
+    if trial.phase == Phase.RESTARTING:
+        return _recreate(trial, pods, ctx)
+    return _watch(trial, pods, ctx)
+
+
+def _finished(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+    # Clean-up is repeated at every pass (idempotent), so one interrupted by an operator restart completes.
+    workers_done = trial.phase == Phase.SUCCEEDED
+    stop_running = trial.reason == DEADLINE_EXCEEDED
+    return Step(trial, delete=cleanup(pods, ctx.run_policy.clean_pod_policy,
+                                      workers_done=workers_done, stop_running=stop_running))
+
+
+def _suspend(trial: TrialStatus, pods: list[pods_.Pod]) -> Step:
+    delete = tuple(sorted(pods_.name(p) for p in _live(pods)))
+    if trial.phase in (Phase.PENDING, Phase.SUSPENDED):
+        return Step(trial, delete=delete)
+    message = "suspended: its pods were deleted; it restarts from the beginning when the experiment resumes"
+    return Step(_with(trial, phase=Phase.SUSPENDED, reason=SUSPENDED, message=message), delete=delete)
+
+
+def _start(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+    if not ctx.may_start:
+        message = "waiting for a running trial to finish (sweep.maxParallel)"
+        return Step(_with(trial, reason=WAITING_FOR_SLOT, message=message))
+    if pods:
+        # Pods left by an earlier run (suspended, or an interrupted clean-up) hold the names it needs.
+        message = f"waiting for {len(pods)} pod{'s' * (len(pods) != 1)} of an earlier run to terminate"
+        return Step(_with(trial, reason=WAITING_FOR_OLD_PODS, message=message),
+                    delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
+    message = f"created {_pods_phrase(ctx.expected)}; waiting for all of them to be scheduled"
+    status = _with(trial, phase=Phase.CREATED, reason=PODS_CREATED, message=message,
+                   start_time=trial.start_time or ctx.now, completion_time=None)
+    return Step(status, create=True)
+
+
+def _recreate(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+    deadline = deadline_of(trial, ctx.run_policy)
+    if deadline is not None and ctx.now >= deadline:
+        return _deadline(trial, pods, ctx)
+    if pods:
+        return Step(trial, delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
+    message = f"recreated {_pods_phrase(ctx.expected)} (restart {trial.restarts}); waiting for all of them to be scheduled"
+    return Step(_with(trial, phase=Phase.CREATED, reason=PODS_CREATED, message=message), create=True)
+
+
+def _deadline(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+    seconds = ctx.run_policy.active_deadline_seconds
+    message = (f"the trial ran longer than activeDeadlineSeconds={seconds} "
+               f"(started {trial.start_time.isoformat()}); its running pods were stopped")
+    return _finish(trial, pods, ctx, Phase.FAILED, DEADLINE_EXCEEDED, message, stop_running=True)
+
+
+def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+    """A trial whose pods were created (Created) or all ran (Running)."""
+    deadline = deadline_of(trial, ctx.run_policy)
+    if deadline is not None and ctx.now >= deadline:
+        return _deadline(trial, pods, ctx)
+    live = {pods_.name(p): p for p in _live(pods)}
+    failure, failed = pods_.first_failure(live.values())
+    if failure is not None:
+        cause = failure.describe() + (f" (and {failed - 1} more pod{'s' * (failed > 2)} failed)" if failed > 1 else "")
+        return _fail_or_restart(trial, pods, ctx, POD_FAILED, cause)
+    going = sorted(pods_.name(p) for p in pods if pods_.is_terminating(p))
+    missing = [e.name for e in ctx.expected if e.name not in live]
+    # Before all pods ran, a missing one is simply (re)created; after, a rank is gone and the gang is broken.
+    if going or (missing and trial.phase == Phase.RUNNING):
+        gone = going + [m for m in missing if m not in going]
+        cause = f"pod {gone[0]} was deleted" + (f" (and {len(gone) - 1} more)" if len(gone) > 1 else "")
+        return _fail_or_restart(trial, pods, ctx, POD_DELETED, cause)
+    if missing:
+        return Step(trial, create=True)
+    workers = [live[e.name] for e in ctx.expected if e.role == constants.ROLE_WORKER]
+    if workers and all(pods_.phase(p) == "Succeeded" for p in workers):
+        aggregator = min(workers, key=pods_.rank)
+        summary = pods_.summary_of(aggregator)
+        message = f"all {len(workers)} workers succeeded"
+        if summary is not None and summary.throughput is not None:
+            message += f": {summary.throughput:.1f} samples/s"
+        elif summary is None:
+            message += f" (pod {pods_.name(aggregator)} left no summary in its termination message)"
+        return _finish(trial, pods, ctx, Phase.SUCCEEDED, WORKERS_SUCCEEDED, message,
+                       workers_done=True, summary=summary)
+    waiting = [p for p in (live[e.name] for e in ctx.expected)
+               if not (pods_.is_scheduled(p) and pods_.phase(p) in ("Running", "Succeeded"))]
+    if not waiting:
+        if trial.phase == Phase.RUNNING:
+            return Step(trial)
+        message = f"all {_pods_phrase(ctx.expected)} are running"
+        return Step(_with(trial, phase=Phase.RUNNING, reason=ALL_PODS_RUNNING, message=message))
+    # Gang semantics: a trial with any pod not yet running is not Running, and says which pod waits on what.
+    total = len(ctx.expected)
+    scheduled = sum(1 for e in ctx.expected if pods_.is_scheduled(live[e.name]))
+    first = waiting[0]
+    message = (f"{total - len(waiting)} of {total} pods running, {scheduled} of {total} scheduled; "
+               f"pod {pods_.name(first)}: {pods_.waiting_reason(first)}")
+    if len(waiting) > 1:
+        message += f" (and {len(waiting) - 1} more waiting)"
+    return Step(_with(trial, reason=WAITING_FOR_PODS, message=message))
+
+
+def create_failed(trial: TrialStatus, error: str, now: datetime.datetime) -> TrialStatus:
+    """A trial whose objects the API server refused as invalid: retrying cannot help."""
+    return _with(trial, phase=Phase.FAILED, reason=CREATE_FAILED, completion_time=now,
+                 message=f"the API server refused the trial's objects: {error}")

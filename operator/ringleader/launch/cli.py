@@ -1,0 +1,120 @@
+"""`ringleader run FILE`: an experiment's trials as local processes, recorded into MLflow; cli.py delegates here.
+
+    ringleader run examples/quickstart.yaml                   # into ./mlflow.db, records in ringleader-runs/
+    ringleader run sweep.yaml --trial 2 --timeout-seconds 300 # one trial, with a deadline
+    ringleader run sweep.yaml --tracking-uri http://127.0.0.1:5000
+    mlflow ui --backend-store-uri sqlite:///mlflow.db         # then compare the runs
+
+Exit status: 0 when every trial finished, 1 when any failed, 2 when the file or the options are
+wrong, 128 + N after signal N (Ctrl-C: 130). Importing this module is cheap (the `ringleader`
+parser is built with it); torch, MLflow and matplotlib are imported when `run` is called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import pathlib
+import sys
+from typing import TextIO
+
+from ringleader.launch import settings as settings_
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = settings_.LaunchSettings()
+    parser.add_argument("file", metavar="FILE", help="experiment file (a DistributedTrainingExperiment in YAML)")
+    parser.add_argument("--output-dir", metavar="DIR", default=defaults.output_dir,
+                        help="where each run keeps its records, logs and traces, in a new subdirectory "
+                             f"(default: {defaults.output_dir})")
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="MLflow tracking URI (default: the experiment's tracking.uri, else "
+                             "$MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this directory)")
+    parser.add_argument("--trial", metavar="N", type=int, action="append",
+                        help="run only trial N (0-based, as `ringleader validate` lists them); repeatable")
+    parser.add_argument("--timeout-seconds", metavar="S", type=float,
+                        help="fail a trial that runs longer than S seconds (also spec.runPolicy.activeDeadlineSeconds)")
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
+    from ringleader.analysis import report
+    from ringleader.api import experiment as experiment_
+    from ringleader.api import trial as trial_
+    from ringleader.launch import sweep
+    from ringleader.tracking import settings as tracking_settings_
+
+    try:
+        experiment = experiment_.load(args.file)
+        expansion = trial_.expand(experiment)
+    except experiment_.SpecError as error:
+        print(str(error), file=err)
+        return 2
+    trials = expansion.trials
+    if args.trial:
+        wrong = [n for n in args.trial if not 0 <= n < len(trials)]
+        if wrong:
+            print(f"{args.file}: --trial {wrong[0]} does not exist: the experiment has trials 0 to {len(trials) - 1}",
+                  file=err)
+            return 2
+        trials = [trials[n] for n in sorted(set(args.trial))]
+    if args.timeout_seconds is not None and args.timeout_seconds <= 0:
+        print("--timeout-seconds must be greater than 0", file=err)
+        return 2
+
+    settings = settings_.LaunchSettings(output_dir=args.output_dir)
+    tracking_settings = tracking_settings_.TrackingSettings()
+    tracking_uri = tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri)
+    session_dir = new_session_dir(pathlib.Path(settings.output_dir), experiment.name)
+
+    print(f"{args.file}: {len(trials)} trial{'s' if len(trials) != 1 else ''} of {experiment.name}; "
+          f"records in {session_dir}; MLflow: {tracking_uri}", file=out)
+    for parameters, reason in expansion.skipped:
+        print(f"  skipped ({', '.join(f'{k}={v}' for k, v in parameters.items())}): {reason}", file=out)
+    out.flush()
+
+    result = sweep.run_sweep(experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
+                             os.environ, args.timeout_seconds, source=str(pathlib.Path(args.file).resolve()), out=out)
+
+    print("", file=out)
+    print(report.format_table(result.rows), end="", file=out)
+    (session_dir / "comparison.txt").write_text(report.format_table(result.rows))
+    print("", file=out)
+    publishing = result.tracker
+    if publishing.away is None and publishing.parent_run_id:
+        print(f'MLflow: experiment "{experiment.mlflow_experiment_name()}" (id {publishing.experiment_id}), '
+              f"sweep run {publishing.parent_run_id}", file=out)
+        print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id)}", file=out)
+    else:
+        print(f"MLflow at {tracking_uri} did not answer; nothing is lost: the records are in {session_dir}. "
+              f"When it is back: ringleader publish {session_dir}", file=out)
+    return result.exit_code
+
+
+def new_session_dir(output_dir: pathlib.Path, experiment_name: str) -> pathlib.Path:
+    """<output>/<experiment>-<YYYYmmdd-HHMMSS>[-n]: a fresh directory per run, so records never mix."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1000):
+        candidate = output_dir / (f"{experiment_name}-{stamp}" + (f"-{attempt}" if attempt else ""))
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free session directory name in {output_dir}")
+
+
+def how_to_open(tracking_uri: str, experiment_id: str | None) -> str:
+    """The command (sqlite) or the page (a server) that shows the runs."""
+    if tracking_uri.startswith("sqlite:///"):
+        path = pathlib.Path(tracking_uri[len("sqlite:///"):])
+        try:
+            shown = "sqlite:///" + str(path.relative_to(pathlib.Path.cwd()))
+        except ValueError:
+            shown = tracking_uri
+        return f"mlflow ui --backend-store-uri {shown}   (then http://127.0.0.1:5000)"
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}"
+    return f"mlflow ui --backend-store-uri {tracking_uri}"

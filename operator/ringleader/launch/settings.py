@@ -1,0 +1,27 @@
+"""Launcher settings in one object: where records go, how often to look, how long to wait; built once by launch/cli.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSettings:
+    output_dir: str = "ringleader-runs"
+    """output_dir holds one session directory per `ringleader run` (records, logs, publish cursors);
+    ignored by git in this repository."""
+    poll_seconds: float = 0.05
+    """poll_seconds between checks of the ranks: a crash is noticed within this, before the peers that lose
+    contact with the crashed rank exit too, so the first failure is reported, not its echoes."""
+    grace_seconds: float = 5.0
+    """grace_seconds between SIGTERM and SIGKILL when ranks are stopped: time to flush a record line."""
+    progress_seconds: float = 10.0
+    """progress_seconds between progress lines when the output is not a terminal (a log file, CI)."""
+    redraw_seconds: float = 0.5
+    """redraw_seconds between redraws of the progress line on a terminal."""
+    stderr_tail_lines: int = 5
+    """stderr_tail_lines of a failed rank's stderr quoted in the failure message."""
+    cores: int = dataclasses.field(default_factory=lambda: len(os.sched_getaffinity(0)))
+    """cores available to the ranks: trials run in parallel (sweep.maxParallel) only while their ranks
+    fit, so parallel trials do not skew each other's timings by oversubscribing the CPU."""

@@ -1,0 +1,66 @@
+"""The launcher's side of MLflow: it is the one writer, publishing each trial as it starts and ends; used by sweep.py.
+
+When the store does not answer, trials go on, the records stay in the session directory, and the
+user is told once how to replay them (`ringleader publish DIR`); each later trial tries again.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Callable
+
+from ringleader.tracking import publisher
+from ringleader.tracking import settings as tracking_settings_
+from ringleader.tracking import store as store_
+
+
+class Tracker:
+    def __init__(self, session: publisher.Session, settings: tracking_settings_.TrackingSettings,
+                 say: Callable[[str], None]):
+        self.session = session
+        self.settings = settings
+        self.say = say
+        self.store: store_.Store | None = None
+        self.experiment_id: str | None = None
+        self.parent_run_id: str | None = None
+        self.away: str | None = None
+        """away is the last error while the store does not answer; None once it does."""
+
+    def _attempt(self, what: str, action: Callable[[], None]) -> bool:
+        try:
+            if self.store is None:
+                self.store = store_.Store(self.session.tracking_uri, self.settings)
+            if self.parent_run_id is None:
+                self.experiment_id, self.parent_run_id, _ = publisher.open_session(self.store, self.session)
+            action()
+        except store_.TrackingUnavailable as error:
+            if self.away is None:
+                self.say(f"MLflow did not answer ({what}); records stay in {self.session.directory} and are "
+                         f"published after the next trial, or with `ringleader publish {self.session.directory}`: "
+                         f"{error}")
+            self.away = str(error)
+            return False
+        if self.away is not None:
+            self.say(f"MLflow answers again; records published ({what})")
+            self.away = None
+        return True
+
+    def open(self) -> bool:
+        """The MLflow experiment and parent run of the session."""
+        return self._attempt("opening the experiment", lambda: None)
+
+    def trial_started(self, trial_dir: pathlib.Path) -> None:
+        # The RUNNING trial run (params, trial.json) is a convenience; while the store is away, skip it
+        # rather than delay the trial by the retries.
+        if self.away is None:
+            self._attempt(f"trial {trial_dir.name} started", lambda: self._publish_trial(trial_dir))
+
+    def trial_ended(self, trial_dir: pathlib.Path) -> bool:
+        return self._attempt(f"trial {trial_dir.name}", lambda: self._publish_trial(trial_dir))
+
+    def session_ended(self) -> bool:
+        """Everything left: trials not yet published (after an outage), the comparison, the parent's status."""
+        return self._attempt("the sweep's comparison", lambda: publisher.publish_session(self.store, self.session))
+
+    def _publish_trial(self, trial_dir: pathlib.Path) -> None:
+        publisher.publish_trial(self.store, trial_dir, self.experiment_id, self.parent_run_id)

@@ -1,0 +1,173 @@
+"""One trial as local processes: its files, its ranks with the pod contract, its end (success, a failed rank, a deadline).
+
+Used by sweep.py, which polls several of these. A trial fails at its first failed rank; the others
+are stopped and marked KILLED, and the outcome says which rank failed and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import socket
+import time
+from typing import Mapping
+
+import ringleader
+from ringleader.api import constants
+from ringleader.api import trial as trial_
+from ringleader.launch import processes
+from ringleader.launch import settings as settings_
+from ringleader.runtime import contract
+from ringleader.tracking import layout, schema
+
+LOOPBACK = "127.0.0.1"
+# Set in the user's shell for other tools, these would make every rank write to MLflow itself; the
+# launcher is the one writer (sqlite allows no other), so the ranks never see them.
+WITHHELD_VARIABLES = (contract.RUN_ID, contract.TRACKING_URI)
+PACKAGE_ROOT = pathlib.Path(ringleader.__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A port nobody listens on now; rank 0 binds it a moment later (a rare race, as with torchrun)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def rank_environ(base: Mapping[str, str], slot: trial_.Slot, world_size: int, port: int,
+                 trial_file: pathlib.Path, output_dir: pathlib.Path) -> dict[str, str]:
+    """The user's environment, minus tracking variables, plus the pod contract and an importable ringleader."""
+    environ = {k: v for k, v in base.items() if k not in WITHHELD_VARIABLES}
+    python_path = [str(PACKAGE_ROOT)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    environ["PYTHONPATH"] = os.pathsep.join(python_path)
+    environ["PYTHONUNBUFFERED"] = "1"  # the logs show what a rank printed right before it died
+    environ.update(contract.PodEnvironment(
+        role=slot.role, rank=slot.rank, world_size=world_size, master_addr=LOOPBACK, master_port=port,
+        trial_file=str(trial_file), output_dir=str(output_dir),
+    ).to_environ())
+    return environ
+
+
+def worker_progress(trial_dir: pathlib.Path, worker_ranks: list[int], counts: dict[int, tuple[int, int]]) -> int:
+    """Iterations done by the slowest worker: lines in its iterations.jsonl, counted incrementally.
+
+    `counts` carries (bytes read, lines) per rank between calls, so each call reads only what is new."""
+    slowest = None
+    for rank in worker_ranks:
+        path = layout.rank_dir(trial_dir, rank) / layout.ITERATIONS_FILE
+        offset, lines = counts.get(rank, (0, 0))
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            chunk = b""
+        lines += chunk.count(b"\n")
+        counts[rank] = (offset + len(chunk), lines)
+        slowest = lines if slowest is None else min(slowest, lines)
+    return slowest or 0
+
+
+class TrialRun:
+    """A trial being run: start() its ranks, poll() until it returns the outcome, stop() on an interrupt."""
+
+    def __init__(self, trial: trial_.Trial, session_dir: pathlib.Path, settings: settings_.LaunchSettings,
+                 environ: Mapping[str, str], deadline_seconds: float | None = None):
+        self.trial = trial
+        self.session_dir = session_dir
+        self.directory = session_dir / trial.name
+        self.settings = settings
+        self.environ = environ
+        self.deadline_seconds = deadline_seconds
+        self.processes: list[processes.RankProcess] = []
+        self.started_at = 0.0
+        self.outcome: layout.Outcome | None = None
+        self._monotonic_start = 0.0
+        self._counts: dict[int, tuple[int, int]] = {}
+
+    @property
+    def total_iterations(self) -> int:
+        return self.trial.spec.model.iterations
+
+    def write_files(self) -> None:
+        """trial.json and a RUNNING outcome: enough for the publisher to open the trial's run."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        layout.write_json(self.directory / layout.TRIAL_FILE, self.trial.model_dump(mode="json", by_alias=True))
+        self.started_at = time.time()
+        layout.write_outcome(self.directory, layout.Outcome(schema.RUNNING, self.started_at))
+
+    def start(self) -> None:
+        if not self.started_at:
+            self.write_files()
+        self._monotonic_start = time.monotonic()
+        port = free_port()
+        slots = self.trial.slots()
+        cwd = pathlib.Path.cwd()
+        try:
+            for slot in slots:
+                environ = rank_environ(self.environ, slot, len(slots), port, self.directory / layout.TRIAL_FILE,
+                                       self.session_dir)
+                stdout_path, stderr_path = layout.log_paths(self.directory, slot.rank)
+                self.processes.append(processes.start(slot, environ, cwd, stdout_path, stderr_path))
+        except BaseException:
+            processes.stop(self.processes, self.settings.grace_seconds)
+            raise
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._monotonic_start
+
+    def progress(self) -> int:
+        workers = [slot.rank for slot in self.trial.worker_slots()]
+        return worker_progress(self.directory, workers, self._counts)
+
+    def poll(self) -> layout.Outcome | None:
+        """None while running; else the outcome (also written to outcome.json), after stopping what is left."""
+        if self.outcome is not None:
+            return self.outcome
+        failed = [p for p in self.processes if p.poll() not in (None, 0)]
+        if failed:
+            # Peers of a crashed rank fail too, moments later; the cause is a rank that did not just lose contact.
+            cause = next((p for p in failed if not p.is_echo()), failed[0])
+            processes.stop(self.processes, self.settings.grace_seconds)
+            return self._finish(schema.FAILED, "RankFailed", cause.failure_reason(self.settings.stderr_tail_lines),
+                                failed_rank=cause.slot.rank)
+        if all(p.poll() == 0 for p in self.processes):
+            return self._finish(schema.FINISHED, "Succeeded", None)
+        if self.deadline_seconds is not None and self.elapsed() > self.deadline_seconds:
+            processes.stop(self.processes, self.settings.grace_seconds)
+            return self._finish(schema.FAILED, "DeadlineExceeded",
+                                f"trial ran longer than its deadline of {self.deadline_seconds:g} s "
+                                f"(slowest worker at iteration {self.progress()}/{self.total_iterations}); "
+                                "all ranks were stopped")
+        return None
+
+    def stop(self, reason: str = "Interrupted", message: str = "stopped by the user (interrupt)") -> layout.Outcome:
+        """Stop every rank now and record the trial as KILLED (unless it already ended)."""
+        if self.outcome is not None:
+            return self.outcome
+        processes.stop(self.processes, self.settings.grace_seconds)
+        return self._finish(schema.KILLED, reason, message)
+
+    def _finish(self, status: str, reason: str, message: str | None, failed_rank: int | None = None) -> layout.Outcome:
+        ranks = []
+        for process in self.processes:
+            code = process.popen.returncode
+            if process.slot.rank == failed_rank:
+                rank_status = schema.FAILED
+            elif code == 0:
+                rank_status = schema.FINISHED
+            else:  # stopped by the launcher, or failed only because the failed rank did
+                rank_status = schema.KILLED
+            ranks.append(layout.RankOutcome(process.slot.rank, process.slot.role, rank_status,
+                                            exit_code=code if code is not None and code >= 0 else None,
+                                            signal=process.signal_name()))
+        self.outcome = layout.Outcome(status, self.started_at, time.time(), reason, message, ranks)
+        layout.write_outcome(self.directory, self.outcome)
+        return self.outcome
+
+    @property
+    def label(self) -> str:
+        spec = self.trial.spec
+        workers = len([s for s in self.trial.slots() if s.role == constants.ROLE_WORKER])
+        return f"{self.trial.name} ({spec.architecture.value}, {spec.sync.paradigm.value}, {workers} workers)"

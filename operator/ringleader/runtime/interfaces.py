@@ -1,0 +1,72 @@
+"""The seams inside a rank: how the training loop, the synchronizers and the recorder talk.
+
+The worker loop (`worker.py`) owns data, forward and backward; a `Synchronizer` (ring.py,
+parameter_server.py, peer_to_peer.py) owns everything after backward that makes the next
+iteration's parameters; a `Timer` (timing.py) records where the time went; a `Recorder`
+(tracking/) keeps the records. Metric names are the MLflow schema of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Protocol
+
+import torch
+
+# Per worker, per iteration (seconds, bytes, iterations).
+TIME_DATA = "time/data"
+TIME_FORWARD = "time/forward"
+TIME_BACKWARD = "time/backward"
+TIME_COMM = "time/comm"
+TIME_WAIT = "time/wait"
+TIME_UPDATE = "time/update"
+TIME_ITERATION = "time/iteration"
+BYTES_SENT = "bytes/sent"
+BYTES_RECEIVED = "bytes/received"
+STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the server's clock
+LOSS = "loss"
+# Per server, per aggregation.
+SERVER_AGGREGATION = "server/aggregation"
+SERVER_QUEUE_DEPTH = "server/queue_depth"
+SERVER_THRESHOLD = "server/threshold"  # DSSP: the staleness threshold granted (s_L + r)
+
+COMPUTE_PHASES = (TIME_DATA, TIME_FORWARD, TIME_BACKWARD, TIME_UPDATE)
+
+
+class Timer(Protocol):
+    """Times the phases of one iteration; cheap enough to leave on (see bench/overhead)."""
+
+    def phase(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Time a block into `name` (a TIME_* key); on GPU with CUDA events, synchronized once per iteration."""
+
+    def add(self, name: str, value: float) -> None:
+        """Add to a metric of the current iteration (seconds measured elsewhere, bytes, counts)."""
+
+    def set(self, name: str, value: float) -> None:
+        """Set a metric of the current iteration (staleness, loss)."""
+
+
+class Synchronizer(Protocol):
+    """Turns this iteration's local gradients into the next iteration's parameters."""
+
+    def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
+        """Called once before training: register gradient hooks (ring overlap), pull initial weights."""
+
+    def synchronize(self, step: int, timer: Timer) -> None:
+        """Called after backward: communicate, wait as the paradigm says, update parameters in place.
+
+        Records TIME_COMM, TIME_WAIT, TIME_UPDATE, BYTES_SENT, BYTES_RECEIVED and STALENESS via `timer`."""
+
+    def close(self) -> None:
+        """Called once after the last iteration: release servers, flush, no process left waiting."""
+
+
+class Recorder(Protocol):
+    """Keeps one rank's records: never loses one, even when the tracking server is away."""
+
+    def log_iteration(self, step: int, metrics: dict[str, float]) -> None: ...
+
+    def log_summary(self, metrics: dict[str, float]) -> None: ...
+
+    def close(self) -> None: ...
+

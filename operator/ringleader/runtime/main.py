@@ -1,0 +1,259 @@
+"""Entry point of every rank, in a pod or started by `ringleader run`: read the contract, train or serve, summarize.
+
+Runbook (what `ringleader run` and the operator's pods do for you; from the repository root):
+
+    # 1. a trial file: the first trial of an experiment, resolved
+    PYTHONPATH=operator python -c 'import sys; from ringleader.api import experiment, trial; \
+        print(trial.expand(experiment.load(sys.argv[1])).trials[0].model_dump_json(by_alias=True))' \
+        examples/quickstart.yaml > /tmp/trial.json
+
+    # 2. one process per rank (RingAllReduce with 2 workers: ranks 0 and 1; ParameterServer: ps first)
+    for rank in 0 1; do
+      RINGLEADER_ROLE=worker RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+      RINGLEADER_TRIAL_FILE=/tmp/trial.json RINGLEADER_OUTPUT_DIR=/tmp/ringleader \
+      PYTHONPATH=operator python -m ringleader.runtime &
+    done; wait
+
+    # 3. the records (format: runtime/records.py)
+    cat /tmp/ringleader/<trial>/summary.json; wc -l /tmp/ringleader/<trial>/rank-*/iterations.jsonl
+
+Optional knobs (runtime/settings.py): RINGLEADER_TIMEOUT_SECONDS (300), RINGLEADER_BUCKET_BYTES
+(25 MiB), RINGLEADER_TRACE_ITERATIONS (20). Exit status 0 on success; otherwise 1 and one line
+on stderr saying which rank failed and why (also the pod's termination message).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import inspect
+import json
+import math
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+from ringleader.analysis import summary as summary_
+from ringleader.api import constants
+from ringleader.api import spec as spec_
+from ringleader.api import trial as trial_
+from ringleader.runtime import contract, records, settings, worker
+
+TERMINATION_LOG = "/dev/termination-log"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class RankError(RuntimeError):
+    """This rank cannot go on; the message is the one-line reason reported to the operator."""
+
+
+def load_trial(path: str) -> trial_.Trial:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return trial_.Trial.model_validate_json(file.read())
+    except FileNotFoundError:
+        raise RankError(f"trial file {path} not found ({contract.TRIAL_FILE})") from None
+    except ValueError as error:
+        raise RankError(f"trial file {path} is not a valid trial: {str(error).splitlines()[0]}") from None
+
+
+def pick_device(slot: trial_.Slot) -> torch.device:
+    """CUDA when the slot asked for GPUs and one is visible; otherwise the CPU, with a warning if GPUs were asked for."""
+    if slot.resources.gpu > 0:
+        if torch.cuda.is_available():
+            index = slot.index % torch.cuda.device_count()
+            torch.cuda.set_device(index)
+            return torch.device("cuda", index)
+        print(f"warning: {slot.hostname} asked for {slot.resources.gpu} GPU(s) but CUDA is not available; "
+              "running on the CPU", file=sys.stderr, flush=True)
+    return torch.device("cpu")
+
+
+def cpu_threads(slot: trial_.Slot) -> int:
+    """Intra-op threads: the slot's whole CPUs, at least one ("500m" -> 1, "2" -> 2)."""
+    quantity = slot.resources.cpu
+    cores = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+    return max(1, math.floor(cores))
+
+
+def backend_for(trial: trial_.Trial, device: torch.device) -> str:
+    # NCCL only where it helps: ring allreduce of CUDA tensors. Everything on CPU tensors stays on gloo.
+    if device.type == "cuda" and trial.spec.architecture == spec_.Architecture.RING_ALL_REDUCE:
+        return "cpu:gloo,cuda:nccl"
+    return "gloo"
+
+
+PUBLISHER_MODULES = ("ringleader.tracking.live", "ringleader.tracking.publisher")
+
+
+def start_publisher(env: contract.PodEnvironment, trial: trial_.Trial, rank_dir):
+    """tracking/'s LivePublisher of this rank's records, when there is a run to publish to and it is installed."""
+    if not (env.run_id and env.tracking_uri):
+        return None
+    for name in PUBLISHER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name and error.name.startswith("ringleader.tracking"):
+                continue
+            raise
+        publisher_class = getattr(module, "LivePublisher", None)
+        if publisher_class is not None:
+            publisher = publisher_class(env, trial, rank_dir)
+            publisher.start()
+            return publisher
+    return None
+
+
+def stop_publisher(publisher, failed: bool) -> None:
+    """Publish what is left and end the rank's MLflow run, FAILED or FINISHED."""
+    if publisher is None:
+        return
+    if "status" in inspect.signature(publisher.stop).parameters:
+        publisher.stop(status="FAILED" if failed else "FINISHED")
+    else:
+        publisher.stop()
+
+
+def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slot, recorder: records.RankRecorder,
+             device: torch.device) -> None:
+    """Serve or train, by role and architecture; other engineers' roles are imported only when used."""
+    architecture = trial.spec.architecture
+    if slot.role == constants.ROLE_PS:
+        parameter_server = importlib.import_module("ringleader.runtime.parameter_server")
+        parameter_server.serve(trial, env, recorder)
+        return
+    if architecture == spec_.Architecture.PARAMETER_SERVER:
+        parameter_server = importlib.import_module("ringleader.runtime.parameter_server")
+        synchronizer = parameter_server.WorkerSynchronizer(trial, env, device)
+    elif architecture == spec_.Architecture.PEER_TO_PEER:
+        peer_to_peer = importlib.import_module("ringleader.runtime.peer_to_peer")
+        synchronizer = peer_to_peer.PeerSynchronizer(trial, env, device)
+    else:
+        ring = importlib.import_module("ringleader.runtime.ring")
+        synchronizer = ring.RingSynchronizer(trial, env, device)
+    worker.train(trial, env, synchronizer, recorder, device)
+
+
+def gather_records(recorder: records.RankRecorder, destination: int, group) -> dict[int, list[dict]] | None:
+    """Every rank's iteration records, on `destination` only (None elsewhere)."""
+    everything = [None] * dist.get_world_size() if dist.get_rank() == destination else None
+    dist.gather_object((recorder.rank, recorder.iterations), everything, dst=destination, group=group)
+    if everything is None:
+        return None
+    return {rank: iterations for rank, iterations in everything}
+
+
+def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summary: dict) -> None:
+    records.write_json(records.trial_dir(env.output_dir, trial.name) / records.SUMMARY_FILE, summary)
+    # In a pod, the operator reads the summary from the termination message (at most 4 KiB).
+    if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
+        with open(TERMINATION_LOG, "w", encoding="utf-8") as file:
+            file.write(json.dumps(summary_.compact(summary)))
+
+
+def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device, backend: str) -> None:
+    spec = trial.spec
+    config = {
+        "trial": trial.name,
+        "architecture": spec.architecture.value,
+        "paradigm": spec.sync.paradigm.value,
+        "ranks": env.world_size,
+        "workers": len(trial.worker_slots()),
+        "model": spec.model.name,
+        "batchSize": spec.model.batch_size,
+        "iterations": spec.model.iterations,
+        "warmupIterations": spec.model.warmup_iterations,
+        "optimizer": f"{spec.model.optimizer.name.value} lr={spec.model.optimizer.learning_rate}",
+        "bandwidth": spec.network.bandwidth or "unshaped",
+        "device": str(device),
+        "backend": backend,
+        "timeoutSeconds": settings.current().timeout_seconds,
+        "bucketBytes": settings.current().bucket_bytes,
+        "outputDir": str(records.trial_dir(env.output_dir, trial.name)),
+    }
+    print("config: " + json.dumps(config), flush=True)
+
+
+def fail(env: contract.PodEnvironment | None, reason: str) -> None:
+    """Report the one-line reason on stderr (and as the pod's termination message), then exit at once.
+
+    os._exit: a process group with a dead peer can block in its destructor; nothing is left to flush."""
+    who = f"rank {env.rank} ({env.role})" if env else "rank"
+    line = f"ringleader: {who} failed: {reason}"
+    print(line, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
+        with open(TERMINATION_LOG, "w", encoding="utf-8") as file:
+            file.write(line[:4000])
+    os._exit(1)
+
+
+def describe(error: BaseException) -> str:
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if isinstance(error, dist.DistError) or "Connection" in first or "Timed out" in first or "timeout" in first:
+        return f"lost contact with a peer rank (it died, hung or is unreachable): {first}"
+    return f"{type(error).__name__}: {first}"
+
+
+def main(environ=os.environ) -> int:
+    env = None
+    try:
+        env = contract.PodEnvironment.from_environ(environ)
+        settings.use(settings.Settings.from_environ(environ))
+        trial = load_trial(env.trial_file)
+        slots = trial.slots()
+        if env.world_size != len(slots):
+            raise RankError(f"WORLD_SIZE={env.world_size} but trial {trial.name} has {len(slots)} ranks")
+        slot = slots[env.rank]
+        if slot.role != env.role:
+            raise RankError(f"{contract.ROLE}={env.role} but rank {env.rank} of trial {trial.name} is a {slot.role}")
+    except (contract.ContractError, RankError, ValueError) as error:
+        fail(env, str(error))
+
+    torch.set_num_threads(cpu_threads(slot))
+    device = pick_device(slot)
+    backend = backend_for(trial, device)
+    timeout = datetime.timedelta(seconds=settings.current().timeout_seconds)
+    first_worker = trial.worker_slots()[0].rank
+    if env.master_addr in LOOPBACK:
+        # Keep gloo's pairs on loopback too: by default it binds to the address the hostname resolves to.
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    recorder = None
+    publisher = None
+    try:
+        os.environ[contract.MASTER_ADDR], os.environ[contract.MASTER_PORT] = env.master_addr, str(env.master_port)
+        dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+                                timeout=timeout)
+        # The end-of-run gather moves Python objects: keep it on gloo even when gradients go over NCCL.
+        control = dist.new_group(backend="gloo", timeout=timeout) if "nccl" in backend else None
+        if env.rank == first_worker:
+            log_configuration(trial, env, device, backend)
+        print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
+        recorder = records.RankRecorder(env.output_dir, trial.name, env.rank, slot.role,
+                                        trial.spec.model.warmup_iterations)
+        publisher = start_publisher(env, trial, recorder.directory)
+
+        run_role(trial, env, slot, recorder, device)
+        recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras})
+
+        gathered = gather_records(recorder, first_worker, control)
+        if gathered is not None:
+            summary = summary_.summarize(gathered, trial)
+            write_trial_summary(trial, env, summary)
+            print("summary: " + json.dumps({key: summary.get(key) for key in summary_.STATUS_KEYS}), flush=True)
+    except Exception as error:  # any failure ends this rank; the reason goes to the operator
+        traceback.print_exc(file=sys.stdout)
+        if recorder is not None:
+            recorder.close()
+        try:
+            stop_publisher(publisher, failed=True)
+        finally:
+            fail(env, describe(error))
+    recorder.close()
+    stop_publisher(publisher, failed=False)
+    dist.destroy_process_group()
+    return 0

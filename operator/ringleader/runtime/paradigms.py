@@ -1,0 +1,198 @@
+"""The sync paradigms' server-side decisions: after each push, which workers get their OK (BSP, ASP, SSP, DSSP).
+
+Pure and deterministic (no torch, no clock of its own: callers pass `now`), so the decisions are
+unit-tested on scripted push sequences (tests/unit/test_paradigms.py). `ps_shard_server.py` runs one
+gate: on parameter server 0 in a ParameterServer job, on peer 0's shard server in a PeerToPeer job.
+
+Workers are indices 0..N-1. Every gate keeps t[i] (pushes received from worker i) and the set of
+workers whose OK it holds. `clock` (min t) is the global clock: every worker has pushed at least
+that many gradients, so weights released at clock c lack at most t[p] - c iterations of anyone's
+updates, which is the staleness a worker records.
+
+DSSP follows papers.md section 4 to the letter, with these readings of what it leaves open:
+argmin/argmax take the lowest index among ties (numpy's rule); before a worker's first push its
+push times A[i] are both the time of its initial pull (`begin`), so its first interval runs from
+the initial pull, and a worker never heard from has interval 0. As stated, a grant of r lets p
+push r more times past the push that triggered it without a check, so observed staleness can
+reach s_L + 1 + r, and a fast worker whose grant ran out can be granted again; the granted
+threshold s_L + r itself always lies in [s_L, s_U].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ringleader.api import spec as spec_
+
+
+class ProtocolError(RuntimeError):
+    """A worker broke the push/OK protocol (pushed while its OK was held): a bug, never retried."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Grant:
+    """One DSSP controller decision: `extra` iterations (r) granted to `worker` past s_L."""
+
+    worker: int
+    extra: int
+    threshold: int  # s_L + r, in [s_L, s_U]
+
+
+class Gate:
+    """Push counts and held OKs; each paradigm says who is released after a push."""
+
+    averages_rounds = False
+    """True when the server must average a round's N gradients before releasing anyone (BSP);
+    False when it applies every push at once."""
+
+    def __init__(self, workers: int):
+        if workers < 1:
+            raise ValueError(f"a gate needs at least one worker, got {workers}")
+        self.t = [0] * workers
+        self.blocked: list[int] = []  # held OKs, in the order they were held
+        self.pushed_at = [(0.0, 0.0)] * workers  # A[i] = (latest, previous) push times
+        self.last_grant: Grant | None = None  # set by the push that made a DSSP grant
+
+    @property
+    def workers(self) -> int:
+        return len(self.t)
+
+    @property
+    def clock(self) -> int:
+        return min(self.t)
+
+    def begin(self, worker: int, now: float) -> None:
+        """The worker pulled its initial weights at `now`: its iteration intervals count from here."""
+        self.pushed_at[worker] = (now, now)
+
+    def on_push(self, worker: int, now: float) -> list[int]:
+        """Worker `worker` pushed a gradient at `now`; returns the workers to OK now, in index order."""
+        if worker in self.blocked:
+            raise ProtocolError(f"worker {worker} pushed again while its OK was held")
+        self.last_grant = None
+        self.pushed_at[worker] = (now, self.pushed_at[worker][0])
+        self.t[worker] += 1
+        return sorted(self._decide(worker))
+
+    def _decide(self, worker: int) -> list[int]:
+        raise NotImplementedError
+
+    def _hold(self, worker: int) -> None:
+        self.blocked.append(worker)
+
+    def _release_where(self, may_go) -> list[int]:
+        released = [w for w in self.blocked if may_go(w)]
+        self.blocked = [w for w in self.blocked if w not in released]
+        return released
+
+
+class BSP(Gate):
+    """Bulk synchronous: hold every OK until all N workers pushed this iteration, then release all together."""
+
+    averages_rounds = True
+
+    def _decide(self, worker: int) -> list[int]:
+        self._hold(worker)
+        if min(self.t) != max(self.t):
+            return []
+        # Each worker pushes once per round, so equal counts mean the round is complete.
+        return self._release_where(lambda w: True)
+
+
+class ASP(Gate):
+    """Asynchronous: OK at once, always."""
+
+    def _decide(self, worker: int) -> list[int]:
+        return [worker]
+
+
+class SSP(Gate):
+    """Stale synchronous: only a worker more than `staleness` pushes ahead of the slowest waits."""
+
+    def __init__(self, workers: int, staleness: int):
+        super().__init__(workers)
+        if staleness < 0:
+            raise ValueError(f"SSP staleness must be >= 0, got {staleness}")
+        self.staleness = staleness
+
+    def _within(self, worker: int) -> bool:
+        return self.t[worker] - min(self.t) <= self.staleness
+
+    def _decide(self, worker: int) -> list[int]:
+        released = self._release_where(self._within)
+        if self._within(worker):
+            released.append(worker)
+        else:
+            self._hold(worker)
+        return released
+
+
+class DSSP(Gate):
+    """Dynamic SSP (papers.md section 4): a fast worker past s_L may get r in [0, s_U - s_L] extra
+    iterations, r chosen by matching its predicted push times to the slowest worker's."""
+
+    def __init__(self, workers: int, lower: int, upper: int):
+        super().__init__(workers)
+        if not 0 <= lower < upper:
+            raise ValueError(f"DSSP needs 0 <= s_L < s_U, got s_L={lower}, s_U={upper}")
+        self.lower = lower
+        self.upper = upper
+        self.r = [0] * workers
+
+    @property
+    def r_max(self) -> int:
+        return self.upper - self.lower
+
+    def _slow(self) -> int:
+        return self.t.index(min(self.t))
+
+    def _fast(self) -> int:
+        return self.t.index(max(self.t))
+
+    def _decide(self, p: int) -> list[int]:
+        ok = False
+        if self.r[p] > 0:
+            self.r[p] -= 1
+            ok = True
+        else:
+            slow = self._slow()
+            if self.t[p] - self.t[slow] <= self.lower:
+                ok = True
+            elif p == self._fast():
+                self.r[p] = self.controller(p, slow)
+                self.last_grant = Grant(p, self.r[p], self.lower + self.r[p])
+                ok = self.r[p] > 0
+        # A push can make the slowest worker less slow, which may free workers held before.
+        released = self._release_where(lambda w: self.t[w] - self.t[self._slow()] <= self.lower)
+        if ok:
+            released.append(p)
+        else:
+            self._hold(p)
+        return released
+
+    def controller(self, p: int, slow: int) -> int:
+        """r in [0, r_max]: how many extra iterations p may run before syncing; 0 means wait now."""
+        p_latest, p_previous = self.pushed_at[p]
+        s_latest, s_previous = self.pushed_at[slow]
+        interval_p = p_latest - p_previous
+        interval_s = s_latest - s_previous
+        sim_p = [p_latest + i * interval_p for i in range(self.r_max + 1)]
+        sim_s = [s_latest + interval_s + k * interval_s for k in range(self.r_max + 1)]
+        gaps = [min(abs(s - predicted) for s in sim_s) for predicted in sim_p]
+        return gaps.index(min(gaps))  # lowest r among equal gaps
+
+
+def make_gate(sync: spec_.SyncSpec, workers: int) -> Gate:
+    """The gate of a trial's sync spec for `workers` workers."""
+    paradigm = spec_.Paradigm(sync.paradigm)
+    if paradigm == spec_.Paradigm.BSP:
+        return BSP(workers)
+    if paradigm == spec_.Paradigm.ASP:
+        return ASP(workers)
+    if sync.staleness is None:
+        raise ValueError(f"{paradigm.value} needs sync.staleness")
+    if paradigm == spec_.Paradigm.SSP:
+        return SSP(workers, sync.staleness)
+    if sync.max_staleness is None:
+        raise ValueError("DSSP needs sync.maxStaleness")
+    return DSSP(workers, sync.staleness, sync.max_staleness)

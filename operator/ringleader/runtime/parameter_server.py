@@ -1,0 +1,103 @@
+"""A ParameterServer trial's two roles: `serve` (a ps rank's loop) and `WorkerSynchronizer` (a worker's exchange).
+
+main.py calls `serve(trial, env, recorder)` on ranks 0..k-1 (ps-0..ps-k-1) and gives workers a
+`WorkerSynchronizer(trial, env, device)`. The k servers hold whole-tensor shards balanced by bytes
+(ps_shards.py); ps-0 also holds the paradigm's gate, the one place where OKs are decided
+(ps_shard_server.py says why); the messages travel as gloo point-to-point on a process group of
+their own (ps_link.py). A server exits when every worker has said it is done, and raises a
+ServerError naming the worker when one dies (its socket closes) or stays silent past
+RINGLEADER_TIMEOUT_SECONDS; main.py turns that into exit status 1 with the reason on stderr.
+
+Bandwidth emulation (spec.network.bandwidth) applies to every rank's NIC, both ways: a server's
+N replies leave one after another at that rate, and N pushes arriving at once queue on its
+ingress, which is the congestion the 1PS-vs-kPS study measures.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import torch
+import torch.distributed as dist
+
+from ringleader.api import constants
+from ringleader.api import trial as trial_
+from ringleader.runtime import (contract, interfaces, models, optimizers, paradigms, ps_client, ps_link, ps_shards,
+                                ps_shard_server, settings, shaping)
+
+
+def group_for(trial: trial_.Trial) -> object:
+    """This protocol's own gloo process group, created collectively by every rank of the trial.
+
+    Its timeout outlasts the application's own (RINGLEADER_TIMEOUT_SECONDS), so a silent peer is reported
+    by the server's or worker's clear message first, not by a gloo receive timing out."""
+    seconds = 2 * settings.current().timeout_seconds + 30
+    return dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=seconds))
+
+
+def server_ranks(trial: trial_.Trial) -> list[int]:
+    return [s.rank for s in trial.slots() if s.role == constants.ROLE_PS]
+
+
+def server_device(slot: trial_.Slot) -> torch.device:
+    """The GPU main.py selected when the server's slot asked for one; otherwise the CPU."""
+    if slot.resources.gpu > 0 and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interfaces.Recorder) -> None:
+    """Serve this rank's shard until every worker is done; records one line per aggregation."""
+    spec = trial.spec
+    timeout = settings.current().timeout_seconds
+    servers = server_ranks(trial)
+    workers = [s.rank for s in trial.worker_slots()]
+    owner = servers.index(env.rank)
+    device = server_device(trial.slots()[env.rank])
+    group = group_for(trial)
+
+    # The shard: the same seeded model every rank builds, cut by the plan every rank computes.
+    parameters = ps_client.trainable(models.build(spec.model, spec.data.synthetic))
+    plan = ps_shards.Plan.of(parameters, len(servers))
+    shard = [p.detach().to(device) for p in plan.shard(owner, parameters)]
+    gate = paradigms.make_gate(spec.sync, len(workers))
+
+    link = ps_link.Link(group, env.rank, requests_from=workers, replies_from=[],
+                        shaper=shaping.Shaper(spec.network.bits_per_second()), timeout_seconds=timeout).start()
+    server = ps_shard_server.ShardServer(
+        rank=env.rank, shard=shard, optimizer_factory=optimizers.factory(spec.model.optimizer), workers=workers,
+        gate=gate if owner == 0 else None, averages_rounds=gate.averages_rounds, link=link,
+        warmup_iterations=spec.model.warmup_iterations, name=f"parameter server ps-{owner}",
+    )
+    print(f"ps-{owner}: {len(shard)} tensor(s), {server.layout.nbytes} bytes, {len(workers)} worker(s), "
+          f"{spec.sync.paradigm.value}{' (gate)' if owner == 0 else ''}", flush=True)
+    ps_shard_server.run(server, link.inbox, timeout, recorder.log_iteration)
+    link.close(timeout)
+
+
+class WorkerSynchronizer:
+    """interfaces.Synchronizer of a ParameterServer worker: push to every server, wait for ps-0's OK, pull."""
+
+    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device):
+        spec = trial.spec
+        self.device = device
+        self.timeout = settings.current().timeout_seconds
+        servers = server_ranks(trial)
+        group = group_for(trial)
+        self.link = ps_link.Link(group, env.rank, requests_from=[], replies_from=servers,
+                                 shaper=shaping.Shaper(spec.network.bits_per_second()),
+                                 timeout_seconds=self.timeout).start()
+        self.client = ps_client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout)
+
+    def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
+        # The optimizer runs on the servers; the worker only computes gradients.
+        self.client.attach(model)
+
+    def synchronize(self, step: int, timer: interfaces.Timer) -> None:
+        self.client.synchronize(step, timer)
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        finally:
+            self.link.close(self.timeout if self.client.steps >= self.client.iterations else 0.0)

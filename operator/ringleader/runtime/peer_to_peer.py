@@ -1,0 +1,102 @@
+"""PeerToPeer synchronization (interfaces.Synchronizer): every peer is a worker and the server of a 1/N shard.
+
+main.py gives each worker rank a `PeerSynchronizer(trial, env, device)`. Gradient shards go straight
+to their owners (an all-to-all of N(N-1) flows), owners update their shard and send it back. The
+shard server runs in a thread of the peer's process (ps_shard_server.run over the link's inbox);
+the worker side (ps_client.py) runs in the training loop. Peer 0's shard server holds the gate, so
+the paradigm's decisions are made once for all shards, as in a ParameterServer trial; a peer's
+push to its own shard skips the network. Both threads share one gloo process group of this
+protocol's own: one sender thread sends for both, one receiver thread per remote peer receives
+for both (ps_link.py), so no two threads ever wait on the same (peer, tag).
+
+A peer's close() waits for its own server to hear DONE from every peer: the last peer to finish
+still needs everyone's shard. If the server thread fails (a peer died or went silent), the worker
+is told at its next wait and the rank fails with the server's reason.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+import torch
+
+from ringleader.api import trial as trial_
+from ringleader.runtime import (contract, interfaces, paradigms, ps_client, ps_link, ps_shard_server, ps_shards,
+                                settings, shaping)
+from ringleader.runtime import parameter_server
+
+
+class PeerSynchronizer:
+    """A peer: pushes shards to every peer, serves its own shard in a thread."""
+
+    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device):
+        self.spec = trial.spec
+        self.rank = env.rank
+        self.device = device
+        self.timeout = settings.current().timeout_seconds
+        self.peers = [s.rank for s in trial.worker_slots()]
+        group = parameter_server.group_for(trial)
+        self.link = ps_link.Link(group, env.rank, requests_from=self.peers, replies_from=self.peers,
+                                 shaper=shaping.Shaper(self.spec.network.bits_per_second()),
+                                 timeout_seconds=self.timeout).start()
+        self.client = ps_client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout)
+        self.server: ps_shard_server.ShardServer | None = None
+        self.server_thread: threading.Thread | None = None
+        self.server_error: BaseException | None = None
+        # The shard server's aggregations since the worker's last iteration (appended by the server thread).
+        self.aggregations: collections.deque[dict[str, float]] = collections.deque()
+
+    def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
+        owner = self.peers.index(self.rank)
+        parameters = ps_client.trainable(model)
+        plan = ps_shards.Plan.of(parameters, len(self.peers))
+        gate = paradigms.make_gate(self.spec.sync, len(self.peers))
+        self.server = ps_shard_server.ShardServer(
+            rank=self.rank, shard=plan.shard(owner, parameters), optimizer_factory=optimizer_factory,
+            workers=self.peers, gate=gate if owner == 0 else None, averages_rounds=gate.averages_rounds,
+            link=self.link, warmup_iterations=self.spec.model.warmup_iterations, name=f"peer {owner}'s shard server",
+        )
+        self.server_thread = threading.Thread(target=self._serve, daemon=True, name="ringleader-shard-server")
+        self.server_thread.start()
+        self.client.attach(model)
+
+    def _serve(self) -> None:
+        try:
+            ps_shard_server.run(self.server, self.link.inbox, self.timeout,
+                                lambda _step, metrics: self.aggregations.append(metrics))
+        except BaseException as error:  # the worker must hear, or it would wait for replies that never come
+            self.server_error = error
+            self.link.fail_worker(str(error))
+
+    def synchronize(self, step: int, timer: interfaces.Timer) -> None:
+        self.client.synchronize(step, timer)
+        self._record_server(timer)
+
+    def _record_server(self, timer: interfaces.Timer) -> None:
+        """Fold this peer's shard-server work since the last iteration into the iteration's record:
+        aggregation seconds summed, the deepest queue, and (peer 0, DSSP) the last threshold granted."""
+        seconds, depth, threshold = 0.0, None, None
+        while self.aggregations:
+            metrics = self.aggregations.popleft()
+            seconds += metrics[interfaces.SERVER_AGGREGATION]
+            depth = max(depth or 0.0, metrics[interfaces.SERVER_QUEUE_DEPTH])
+            threshold = metrics.get(interfaces.SERVER_THRESHOLD, threshold)
+        if depth is None:
+            return
+        timer.set(interfaces.SERVER_AGGREGATION, seconds)
+        timer.set(interfaces.SERVER_QUEUE_DEPTH, depth)
+        if threshold is not None:
+            timer.set(interfaces.SERVER_THRESHOLD, threshold)
+
+    def close(self) -> None:
+        finished = self.client.steps >= self.client.iterations
+        try:
+            self.client.close()
+            if finished and self.server_thread is not None:
+                # The others may still be training and need this peer's shard until they are done.
+                self.server_thread.join()
+                if self.server_error is not None:
+                    raise ps_link.LinkError(f"this peer's shard server failed: {self.server_error}")
+        finally:
+            self.link.close(self.timeout if finished else 0.0)

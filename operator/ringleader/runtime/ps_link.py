@@ -1,0 +1,188 @@
+"""This rank's messaging with its parameter servers, workers or peers: gloo point-to-point on a process group.
+
+Used by parameter_server.py and peer_to_peer.py. One sender thread sends every outgoing message
+in order (so an emulated NIC is shared, as a real one is); one receiver thread per remote rank
+posts a blocking receive from that rank and sorts what arrives: requests (PUSH, PULL, DONE) into
+`inbox` for this rank's shard server, responses (REPLY, BYE) into `mailboxes[rank]` for its worker.
+Servers thus handle pushes in arrival order, and a peer that dies is noticed at once: a
+receive from a specific rank fails when that rank's socket closes (an any-source receive would
+not notice, and a gloo wait that times out closes the pair, so timeouts are used only as
+the last word, never to poll). Messages to this rank itself (a peer's own shard) skip gloo.
+
+A receiver stops after the last message its peer will send: DONE when the peer's worker asks
+this rank's server, and BYE when this rank's worker asks the peer's server; so no receive is
+left pending at the end. Every thread is a daemon: a failing rank exits without waiting for them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import queue
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from ringleader.runtime import ps_wire, shaping
+
+# Tags of this protocol on its own process group; gloo matches messages per (peer, tag) in order.
+TAG_HEADER = 71
+TAG_PAYLOAD = 72
+
+
+class _Ingress:
+    """The emulated receiving NIC: messages from all peers share its bandwidth, one after another."""
+
+    def __init__(self, shaper: shaping.Shaper):
+        self.shaper = shaper
+        self.lock = threading.Lock()
+        self.free_at = 0.0
+
+    def arrive(self, nbytes: int, started: float) -> None:
+        if not self.shaper.active:
+            return
+        with self.lock:
+            self.free_at = max(self.free_at, started) + self.shaper.seconds(nbytes)
+            until = self.free_at
+        pause = until - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+
+
+class Link:
+    """Messages between this rank and `requests_from` (whose workers ask this rank's server) and
+    `replies_from` (whose servers answer this rank's worker), on `group`."""
+
+    def __init__(self, group, rank: int, *, requests_from: list[int], replies_from: list[int],
+                 shaper: shaping.Shaper, timeout_seconds: float):
+        self.group = group
+        self.rank = rank
+        self.requests_from = set(requests_from)
+        self.replies_from = set(replies_from)
+        self.timeout = datetime.timedelta(seconds=timeout_seconds)
+        self.shaper = shaper
+        self.ingress = _Ingress(shaper)
+        self.inbox: queue.Queue[ps_wire.Message] = queue.Queue()
+        self.mailboxes: dict[int, queue.Queue[ps_wire.Message]] = {r: queue.Queue() for r in self.replies_from}
+        self._outgoing: queue.Queue = queue.Queue()
+        self._broken: set[int] = set()
+        remote = sorted((self.requests_from | self.replies_from) - {rank})
+        self._receivers = [threading.Thread(target=self._receive_from, args=(peer,), daemon=True,
+                                            name=f"ringleader-recv-{peer}") for peer in remote]
+        self._sender = threading.Thread(target=self._send_all, daemon=True, name="ringleader-send")
+
+    def start(self) -> Link:
+        for thread in self._receivers:
+            thread.start()
+        self._sender.start()
+        return self
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def send(self, destination: int, message: ps_wire.Message) -> None:
+        """Queue `message` for `destination` (delivered in order per destination); never blocks."""
+        if destination == self.rank:
+            message.received_at = time.perf_counter()
+            self._route(message)
+        else:
+            self._outgoing.put((destination, message))
+
+    def _send_all(self) -> None:
+        while True:
+            item = self._outgoing.get()
+            if item is None:
+                return
+            destination, message = item
+            if destination in self._broken:
+                continue
+            started = time.perf_counter()
+            try:
+                dist.send(ps_wire.encode_header(message), destination, group=self.group, tag=TAG_HEADER)
+                if message.payload is not None and message.payload.numel():
+                    dist.send(message.payload, destination, group=self.group, tag=TAG_PAYLOAD)
+            except Exception as error:  # the destination died: everyone waiting on it must hear
+                self._broken.add(destination)
+                self._lost(destination, f"sending to rank {destination} failed: {_first_line(error)}")
+                continue
+            self.shaper.pace(message.wire_bytes, started)
+
+    # -- receiving -----------------------------------------------------------------------------
+
+    def _receive_from(self, peer: int) -> None:
+        awaiting = set()
+        if peer in self.requests_from:
+            awaiting.add(ps_wire.Kind.DONE)
+        if peer in self.replies_from:
+            awaiting.add(ps_wire.Kind.BYE)
+        try:
+            while awaiting:
+                header = ps_wire.empty_header()
+                dist.recv(header, peer, group=self.group, tag=TAG_HEADER)
+                started = time.perf_counter()
+                message, payload_bytes = ps_wire.decode_header(header)
+                if payload_bytes:
+                    message.payload = torch.empty(payload_bytes, dtype=torch.uint8)
+                    dist.recv(message.payload, peer, group=self.group, tag=TAG_PAYLOAD)
+                self.ingress.arrive(message.wire_bytes, started)
+                message.received_at = time.perf_counter()
+                self._route(message)
+                awaiting.discard(message.kind)
+        except Exception as error:  # the peer died or hung past the timeout
+            self._lost(peer, f"receiving from rank {peer} failed: {_first_line(error)}")
+
+    def _route(self, message: ps_wire.Message) -> None:
+        if message.kind in ps_wire.REQUESTS:
+            self.inbox.put(message)
+        else:
+            self.mailboxes[message.sender].put(message)
+
+    def _lost(self, peer: int, reason: str) -> None:
+        lost = ps_wire.Message(ps_wire.Kind.LOST, peer, reason=reason)
+        self.inbox.put(lost)
+        for mailbox in self.mailboxes.values():
+            mailbox.put(lost)
+
+    def fail_worker(self, reason: str) -> None:
+        """Tell this rank's worker that its own shard server failed (peer-to-peer)."""
+        failed = ps_wire.Message(ps_wire.Kind.FAILED, self.rank, reason=reason)
+        for mailbox in self.mailboxes.values():
+            mailbox.put(failed)
+
+    # -- ending --------------------------------------------------------------------------------
+
+    def close(self, timeout_seconds: float) -> None:
+        """Send what is queued, then stop; receivers have stopped by themselves after their peers' last message."""
+        self._outgoing.put(None)
+        deadline = time.monotonic() + timeout_seconds
+        self._sender.join(max(0.0, deadline - time.monotonic()))
+        for thread in self._receivers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    @property
+    def quiet(self) -> bool:
+        """True when no thread of this link is still running."""
+        return not self._sender.is_alive() and not any(t.is_alive() for t in self._receivers)
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def wait(mailbox: queue.Queue, timeout_seconds: float, what: str) -> ps_wire.Message:
+    """The next message of `mailbox`; raises LinkError when the peer was lost, the server failed, or
+    nothing came within the timeout. `what` names what was awaited, for the message."""
+    try:
+        message = mailbox.get(timeout=timeout_seconds)
+    except queue.Empty:
+        raise LinkError(f"no {what} within {timeout_seconds:.0f}s (RINGLEADER_TIMEOUT_SECONDS): "
+                        "the sender hangs or is far slower than expected") from None
+    if message.kind == ps_wire.Kind.LOST:
+        raise LinkError(f"lost rank {message.sender} while waiting for {what}: {message.reason}")
+    if message.kind == ps_wire.Kind.FAILED:
+        raise LinkError(f"this rank's shard server failed: {message.reason}")
+    return message
+
+
+class LinkError(RuntimeError):
+    """A peer is gone or silent past the timeout: the trial cannot go on."""

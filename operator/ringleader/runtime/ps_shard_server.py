@@ -1,0 +1,204 @@
+"""One owner's shard of the parameters: applies pushed gradients with the spec's optimizer, answers workers as the gate says.
+
+Run by parameter_server.serve (a ParameterServer's ps rank) and by peer_to_peer's server thread
+(every peer owns a shard). Exactly one shard server in a trial holds the paradigm's gate: owner 0
+(ps-0, or peer 0). It alone decides when a worker gets its OK, so every decision, DSSP's grants
+included, is made once, from one ordered stream of pushes, exactly as papers.md's server does.
+The OK carries owner 0's shard and the gate's clock c; the worker then pulls every other shard
+"as of clock c", and their owners answer once they too have applied everything the gate had
+counted (each worker's c pushes, and the puller's own push). Workers send a push to every owner
+before waiting, so those pushes are already on their way: the pull's wait is transport, not policy.
+
+Aggregation: BSP averages a round's N gradients and applies them once, so everyone gets the same
+new weights; ASP, SSP and DSSP apply every push at once with the learning rate divided by N, so N
+pushes move the weights as far as one BSP round does (Adam included, whose step does not scale
+with the gradient), keeping loss-per-sample comparable across paradigms.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+
+import torch
+
+from ringleader.runtime import interfaces, paradigms, ps_link, ps_wire
+
+
+class ServerError(RuntimeError):
+    """This shard server cannot go on (a worker died, went silent, or broke the protocol)."""
+
+
+class ShardServer:
+    """The state of one owner's shard: weights, optimizer, push counts, held OKs and pending pulls."""
+
+    def __init__(self, *, rank: int, shard: list[torch.Tensor], optimizer_factory, workers: list[int],
+                 gate: paradigms.Gate | None, averages_rounds: bool, link: ps_link.Link,
+                 warmup_iterations: int = 0, name: str = "shard server"):
+        self.rank = rank
+        self.name = name
+        self.workers = list(workers)
+        self.index = {worker: i for i, worker in enumerate(self.workers)}
+        self.gate = gate
+        self.averages_rounds = averages_rounds
+        self.link = link
+        self.warmup_iterations = warmup_iterations
+        # The shard's own leaf tensors: the optimizer updates these in place.
+        self.parameters = [torch.nn.Parameter(t.detach().clone(), requires_grad=True) for t in shard]
+        self.layout = ps_wire.Layout(self.parameters)
+        self.optimizer = optimizer_factory(self.parameters) if self.parameters else None
+        if self.optimizer is not None and not averages_rounds:
+            for group in self.optimizer.param_groups:
+                group["lr"] /= len(self.workers)
+        self.pushes = {worker: 0 for worker in self.workers}  # t[i] as this owner has seen them
+        self.pushed_at = {worker: 0.0 for worker in self.workers}  # arrival of each worker's latest push
+        self.pending_pulls: list[ps_wire.Message] = []
+        self.done: set[int] = set()
+        self.version = 0  # updates applied
+        self.round_sum = [torch.zeros_like(p) for p in self.parameters] if averages_rounds else []
+        self.round_seconds = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return len(self.done) == len(self.workers)
+
+    @property
+    def clock(self) -> int:
+        return min(self.pushes.values())
+
+    @property
+    def held(self) -> list[int]:
+        """Workers waiting on this server: OKs the gate holds, and pulls not yet answerable."""
+        blocked = [self.workers[i] for i in self.gate.blocked] if self.gate else []
+        return blocked + [m.sender for m in self.pending_pulls]
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def handle(self, message: ps_wire.Message) -> dict[str, float] | None:
+        """Act on one message; returns the metrics of an aggregation when one was applied."""
+        if message.kind == ps_wire.Kind.PUSH:
+            return self._push(message)
+        if message.kind == ps_wire.Kind.PULL:
+            self._pull(message)
+        elif message.kind == ps_wire.Kind.DONE:
+            self._done(message)
+        elif message.kind == ps_wire.Kind.LOST:
+            if message.sender not in self.done:
+                raise ServerError(f"{self.name} (rank {self.rank}) lost worker rank {message.sender} before it "
+                                  f"finished: {message.reason}")
+        else:
+            raise ServerError(f"{self.name} (rank {self.rank}) got an unexpected {message.kind.name} "
+                              f"from rank {message.sender}")
+        return None
+
+    def _push(self, message: ps_wire.Message) -> dict[str, float] | None:
+        worker = message.sender
+        if message.count != self.pushes[worker] + 1:
+            raise ServerError(f"{self.name} (rank {self.rank}): push {message.count} from worker rank {worker} "
+                              f"after {self.pushes[worker]} pushes; pushes must arrive in order")
+        self.pushes[worker] = message.count
+        self.pushed_at[worker] = message.received_at
+
+        # aggregate: apply at once, or add to the round (BSP) and apply when it is complete
+        started = time.perf_counter()
+        gradients = self.layout.views(message.payload) if self.parameters else []
+        applied = False
+        if self.averages_rounds:
+            for total, gradient in zip(self.round_sum, gradients):
+                total.add_(gradient.to(total.device))
+            if min(self.pushes.values()) == max(self.pushes.values()):
+                self._apply([total.div_(len(self.workers)) for total in self.round_sum])
+                for total in self.round_sum:
+                    total.zero_()
+                applied = True
+        else:
+            self._apply(gradients)
+            applied = True
+        self.round_seconds += time.perf_counter() - started
+
+        # decide: the gate (owner 0 only) says who gets an OK now
+        if self.gate is not None:
+            released = self.gate.on_push(self.index[worker], message.received_at)
+            now = time.perf_counter()
+            if released:
+                payload = self._weights()
+                for i in released:
+                    w = self.workers[i]
+                    self._reply(w, self.gate.clock, now - self.pushed_at[w], payload)
+        self._answer_pulls()
+
+        if not applied:
+            return None
+        metrics = {
+            interfaces.SERVER_AGGREGATION: self.round_seconds,
+            interfaces.SERVER_QUEUE_DEPTH: float(len(self.held)),
+            "warmup": message.count <= self.warmup_iterations,
+        }
+        self.round_seconds = 0.0
+        grant = getattr(self.gate, "last_grant", None)
+        if grant is not None:
+            metrics[interfaces.SERVER_THRESHOLD] = float(grant.threshold)
+        return metrics
+
+    def _pull(self, message: ps_wire.Message) -> None:
+        if message.count == 0 and self.gate is not None:
+            # The initial pull starts the worker's first iteration interval (DSSP's push times).
+            self.gate.begin(self.index[message.sender], message.received_at)
+        self.pending_pulls.append(message)
+        self._answer_pulls()
+
+    def _done(self, message: ps_wire.Message) -> None:
+        worker = message.sender
+        if worker in self.held:
+            raise ServerError(f"{self.name} (rank {self.rank}): worker rank {worker} sent done while waiting")
+        self.done.add(worker)
+        self.link.send(worker, ps_wire.Message(ps_wire.Kind.BYE, self.rank, count=self.pushes[worker]))
+
+    # -- updates and replies ---------------------------------------------------------------------
+
+    def _apply(self, gradients: list[torch.Tensor]) -> None:
+        if self.optimizer is not None:
+            for parameter, gradient in zip(self.parameters, gradients):
+                parameter.grad = gradient.to(parameter.device)
+            self.optimizer.step()
+        self.version += 1
+
+    def _weights(self) -> torch.Tensor | None:
+        # One CPU copy serves every worker released together (they get the very same weights).
+        return self.layout.pack(list(self.parameters)) if self.parameters else None
+
+    def _reply(self, worker: int, clock: int, held: float, payload: torch.Tensor | None) -> None:
+        self.link.send(worker, ps_wire.Message(ps_wire.Kind.REPLY, self.rank, count=self.pushes[worker], clock=clock,
+                                               held=held, version=self.version, payload=payload))
+
+    def _answer_pulls(self) -> None:
+        ready = [m for m in self.pending_pulls if self.pushes[m.sender] >= m.count and self.clock >= m.clock]
+        if not ready:
+            return
+        self.pending_pulls = [m for m in self.pending_pulls if m not in ready]
+        payload = self._weights()
+        for message in ready:
+            self._reply(message.sender, self.clock, 0.0, payload)
+
+    # -- diagnosis -------------------------------------------------------------------------------
+
+    def silence(self, seconds: float) -> str:
+        """Why nothing arrived for `seconds`: the workers that owe this server a message."""
+        waiting = set(self.held)
+        owing = [w for w in self.workers if w not in self.done and w not in waiting]
+        suspects = owing or [w for w in self.workers if w not in self.done]
+        return (f"{self.name} (rank {self.rank}) heard nothing for {seconds:.0f}s "
+                f"(RINGLEADER_TIMEOUT_SECONDS); waiting on worker rank(s) {', '.join(map(str, suspects))}, "
+                f"which died or hang (pushes so far: {self.pushes})")
+
+
+def run(server: ShardServer, inbox: queue.Queue, timeout_seconds: float, record) -> None:
+    """Handle messages until every worker is done; `record(step, metrics)` gets each aggregation."""
+    while not server.finished:
+        try:
+            message = inbox.get(timeout=timeout_seconds)
+        except queue.Empty:
+            raise ServerError(server.silence(timeout_seconds)) from None
+        metrics = server.handle(message)
+        if metrics is not None:
+            record(server.version - 1, metrics)

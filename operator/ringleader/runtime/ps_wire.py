@@ -1,0 +1,118 @@
+"""The messages of parameter-server and peer-to-peer synchronization, and how tensors become their bytes.
+
+Used by ps_link.py (which moves them), ps_shard_server.py (servers) and ps_client.py (workers).
+A message is a fixed header of float64 fields (exact for integers below 2**53) and, for pushes
+and replies, a payload: the shard's tensors packed back to back in one uint8 buffer, each at an
+8-byte-aligned offset so it can be viewed in its own dtype without a copy. Both ends build the
+same `Layout` from the same model, so shapes and dtypes never travel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import torch
+
+ALIGNMENT = 8  # bytes: the largest element size we view a payload slice as
+
+
+class Kind(enum.IntEnum):
+    PUSH = 1  # worker -> owner: a gradient shard
+    PULL = 2  # worker -> owner: "send me your shard once it holds what the gate released"
+    DONE = 3  # worker -> owner: no more requests from this worker
+    REPLY = 4  # owner -> worker: OK (from the gate) or the pulled shard, with its weights
+    BYE = 5  # owner -> worker: DONE received; nothing more will come from this owner
+    LOST = 6  # local only: the link to `sender` broke (the peer died or hung); `reason` says how
+    FAILED = 7  # local only: this process's shard server failed; `reason` says why
+
+
+REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE)  # handled by a shard server
+RESPONSES = (Kind.REPLY, Kind.BYE)  # handled by a worker
+
+_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "payload_bytes")
+HEADER_BYTES = len(_FIELDS) * 8
+
+
+@dataclasses.dataclass
+class Message:
+    kind: Kind
+    sender: int  # the rank that sent it (for LOST: the rank lost)
+    count: int = 0  # PUSH: the sender's pushes so far, this one included; PULL: the puller's pushes
+    clock: int = 0  # PULL: the gate's clock to wait for; REPLY: the clock of the weights sent
+    held: float = 0.0  # REPLY: seconds the gate held this OK back (the paradigm's wait)
+    version: int = 0  # REPLY: updates the shard has applied so far
+    payload: torch.Tensor | None = None  # uint8 (bytes,) on the CPU, or None
+    received_at: float = 0.0  # time.perf_counter() when the whole message had arrived (set by the link)
+    reason: str = ""  # LOST and FAILED: what happened
+
+    @property
+    def payload_bytes(self) -> int:
+        return 0 if self.payload is None else self.payload.numel()
+
+    @property
+    def wire_bytes(self) -> int:
+        return HEADER_BYTES + self.payload_bytes
+
+
+def encode_header(message: Message) -> torch.Tensor:
+    """The header as a float64 tensor (len(_FIELDS),)."""
+    values = [float(int(message.kind)), float(message.sender), float(message.count), float(message.clock),
+              float(message.held), float(message.version), float(message.payload_bytes)]
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def empty_header() -> torch.Tensor:
+    return torch.empty(len(_FIELDS), dtype=torch.float64)
+
+
+def decode_header(header: torch.Tensor) -> tuple[Message, int]:
+    """The message a header describes (payload not yet attached) and its payload size in bytes."""
+    kind, sender, count, clock, held, version, payload_bytes = header.tolist()
+    message = Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version))
+    return message, int(payload_bytes)
+
+
+def _aligned(offset: int) -> int:
+    return (offset + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+class Layout:
+    """Where each tensor of a fixed list (shapes and dtypes) sits in one flat byte buffer."""
+
+    def __init__(self, like: list[torch.Tensor]):
+        self.shapes = [tuple(t.shape) for t in like]
+        self.dtypes = [t.dtype for t in like]
+        self.offsets: list[int] = []
+        self.sizes: list[int] = []  # bytes of each tensor
+        offset = 0
+        for t in like:
+            offset = _aligned(offset)
+            self.offsets.append(offset)
+            self.sizes.append(t.numel() * t.element_size())
+            offset += self.sizes[-1]
+        self.nbytes = _aligned(offset)
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    def empty(self, pin: bool = False) -> torch.Tensor:
+        """A CPU buffer for this layout (pinned when copies to or from a GPU will use it)."""
+        return torch.zeros(self.nbytes, dtype=torch.uint8, pin_memory=pin)
+
+    def views(self, buffer: torch.Tensor) -> list[torch.Tensor]:
+        """The tensors inside `buffer` (uint8 (nbytes,)), as views of it: no copy."""
+        if buffer.numel() != self.nbytes:
+            raise ValueError(f"payload of {buffer.numel()} bytes where this shard layout has {self.nbytes}")
+        return [buffer[offset:offset + size].view(dtype).view(shape)
+                for offset, size, dtype, shape in zip(self.offsets, self.sizes, self.dtypes, self.shapes)]
+
+    def pack(self, tensors: list[torch.Tensor | None], out: torch.Tensor | None = None) -> torch.Tensor:
+        """Copy `tensors` (any device; None counts as zeros) into `out` or a new CPU buffer."""
+        out = self.empty() if out is None else out
+        for view, tensor in zip(self.views(out), tensors):
+            if tensor is None:
+                view.zero_()
+            else:
+                view.copy_(tensor.detach(), non_blocking=view.is_pinned())
+        return out

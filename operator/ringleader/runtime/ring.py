@@ -1,0 +1,168 @@
+"""Ring allreduce under BSP (interfaces.Synchronizer): bucketed gradients, allreduced while backward still runs.
+
+As in PyTorch DDP: gradients are packed, in reverse parameter order, into buckets of about
+`bucket_bytes`; a post-accumulate-grad hook copies each gradient into its bucket, and the
+bucket's asynchronous allreduce is launched as soon as its last gradient is in, so
+communication of the last layers overlaps the backward of the first. Buckets are launched in
+bucket order on every rank (a bucket ready early waits for its predecessors) because the
+collectives of all ranks must match one to one. `synchronize()` waits for the buckets still in
+flight (that wait, not the hidden part, is time/comm), averages, and steps the local optimizer
+(time/update). Bytes per rank and iteration: 2*(N-1)/N * M, the ring's traffic for M bytes.
+
+gloo on CPU tensors, NCCL on CUDA tensors (main.py initializes "cpu:gloo,cuda:nccl" on GPU).
+Buffers (batch-norm statistics) are broadcast once at start, not kept in sync.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from ringleader.api import trial as trial_
+from ringleader.runtime import contract, interfaces, settings, shaping, timing
+
+
+class Bucket:
+    """Gradients of consecutive parameters (in backward order), reduced as one flat tensor."""
+
+    def __init__(self, index: int, parameters: list[torch.nn.Parameter]):
+        self.index = index
+        self.parameters = parameters
+        self.sizes = [p.numel() for p in parameters]
+        first = parameters[0]
+        self.buffer = torch.zeros(sum(self.sizes), dtype=first.dtype, device=first.device)  # (numel,)
+        self.views = list(self.buffer.split(self.sizes))
+        self.bytes = self.buffer.numel() * self.buffer.element_size()
+        self.missing = len(parameters)  # gradients not yet in, this iteration
+        self.work = None
+        self.launched_at = 0.0
+        self.completed_at: float | None = None
+        self.emulated_end = 0.0
+
+    def reset(self) -> None:
+        self.missing = len(self.parameters)
+        self.work = None
+        self.completed_at = None
+
+
+def make_buckets(parameters: list[torch.nn.Parameter], bucket_bytes: int) -> list[Bucket]:
+    """Reverse parameter order (roughly the order backward produces gradients), closed at `bucket_bytes`,
+    never mixing dtypes or devices."""
+    buckets, current, size = [], [], 0
+    for parameter in reversed(parameters):
+        if current and (size >= bucket_bytes or parameter.dtype != current[0].dtype
+                        or parameter.device != current[0].device):
+            buckets.append(Bucket(len(buckets), current))
+            current, size = [], 0
+        current.append(parameter)
+        size += parameter.numel() * parameter.element_size()
+    if current:
+        buckets.append(Bucket(len(buckets), current))
+    return buckets
+
+
+class RingSynchronizer:
+    """BSP ring allreduce with bucketing and backward/communication overlap."""
+
+    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
+                 bucket_bytes: int | None = None, group=None):
+        self.world = len(trial.worker_slots())
+        self.device = device
+        self.bucket_bytes = bucket_bytes or settings.current().bucket_bytes
+        self.group = group
+        self.shaper = shaping.Shaper(trial.spec.network.bits_per_second())
+        self.buckets: list[Bucket] = []
+        self.where: dict[torch.nn.Parameter, tuple[Bucket, int]] = {}
+        self.next_launch = 0  # buckets are launched strictly in index order
+        self.channel_free = 0.0  # emulated link: when the previous bucket's transfer ends
+        self.optimizer = None
+
+    @property
+    def bytes_per_iteration(self) -> float:
+        """Bytes each rank sends (and receives) per iteration: 2*(N-1)/N * M."""
+        total = sum(bucket.bytes for bucket in self.buckets)
+        return 2.0 * (self.world - 1) / self.world * total
+
+    def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
+        parameters = [p for p in model.parameters() if p.requires_grad]
+        # Same initial weights everywhere: the seeded build already gives them; rank 0's copy makes sure.
+        if self.world > 1:
+            broadcast_from_first(list(model.parameters()) + list(model.buffers()), self.group)
+        self.buckets = make_buckets(parameters, self.bucket_bytes)
+        for bucket in self.buckets:
+            for position, parameter in enumerate(bucket.parameters):
+                self.where[parameter] = (bucket, position)
+                if self.world > 1:
+                    parameter.register_post_accumulate_grad_hook(self._gradient_ready)
+        self.optimizer = optimizer_factory(parameters)
+
+    def _gradient_ready(self, parameter: torch.nn.Parameter) -> None:
+        # Runs inside backward, once per parameter: pack the gradient, launch the buckets now complete.
+        bucket, position = self.where[parameter]
+        bucket.views[position].copy_(parameter.grad.reshape(-1))
+        bucket.missing -= 1
+        self._launch_ready()
+
+    def _launch_ready(self, flush: bool = False) -> None:
+        while self.next_launch < len(self.buckets):
+            bucket = self.buckets[self.next_launch]
+            if bucket.missing > 0 and not flush:
+                return
+            if bucket.missing > 0:
+                # Parameters that got no gradient this iteration contribute zeros, on every rank alike.
+                for view, parameter in zip(bucket.views, bucket.parameters):
+                    if parameter.grad is None:
+                        view.zero_()
+            bucket.launched_at = now = time.perf_counter()
+            bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
+            bucket.work.get_future().add_done_callback(lambda _future, b=bucket: setattr(b, "completed_at", time.perf_counter()))
+            # The emulated link carries buckets one after another (FIFO), each from when it is ready.
+            self.channel_free = max(self.channel_free, now) + self.shaper.seconds(2.0 * (self.world - 1) / self.world * bucket.bytes)
+            bucket.emulated_end = self.channel_free
+            self.next_launch += 1
+
+    def synchronize(self, step: int, timer: interfaces.Timer) -> None:
+        if self.world > 1:
+            # communicate: launch what backward left (unused parameters), wait for every bucket, average
+            with timer.phase(interfaces.TIME_COMM):
+                self._launch_ready(flush=True)
+                for bucket in self.buckets:
+                    bucket.work.wait()  # CPU: blocks until reduced; GPU: the compute stream waits for NCCL
+                self.shaper.pace(0, self.channel_free)  # sleep until the emulated link has carried it all
+                for bucket in self.buckets:
+                    bucket.buffer.div_(self.world)
+                    for view, parameter in zip(bucket.views, bucket.parameters):
+                        if parameter.grad is None:
+                            parameter.grad = view.view_as(parameter).clone()
+                        else:
+                            parameter.grad.copy_(view.view_as(parameter))
+            for bucket in self.buckets:
+                done = bucket.completed_at or time.perf_counter()
+                timer.span(f"allreduce bucket {bucket.index}", bucket.launched_at, max(done, bucket.launched_at),
+                           timing.TRACK_COMM, {"bytes": bucket.bytes})
+                bucket.reset()
+            self.next_launch = 0
+            timer.add(interfaces.BYTES_SENT, self.bytes_per_iteration)
+            timer.add(interfaces.BYTES_RECEIVED, self.bytes_per_iteration)
+        # update: every rank applies the same averaged gradient to the same weights
+        with timer.phase(interfaces.TIME_UPDATE):
+            self.optimizer.step()
+
+    def close(self) -> None:
+        # Nothing is left in flight after synchronize(); on a failure mid-iteration the process exits.
+        self.where.clear()
+
+
+def broadcast_from_first(tensors: list[torch.Tensor], group=None) -> None:
+    """Overwrite `tensors` with the lowest rank's values: one flat broadcast per dtype and device."""
+    source = dist.get_global_rank(group, 0) if group is not None else 0
+    by_kind: dict[tuple, list[torch.Tensor]] = {}
+    for tensor in tensors:
+        by_kind.setdefault((tensor.dtype, tensor.device), []).append(tensor)
+    for same in by_kind.values():
+        flat = torch.cat([t.detach().reshape(-1) for t in same])
+        dist.broadcast(flat, src=source, group=group)
+        for tensor, value in zip(same, flat.split([t.numel() for t in same])):
+            tensor.data.copy_(value.view_as(tensor))

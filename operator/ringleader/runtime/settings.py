@@ -1,0 +1,76 @@
+"""Tuning knobs of a rank that are not part of the experiment spec, read once at startup by `main.py`.
+
+They are operational settings (how long to wait for a dead peer, how big a gradient bucket is),
+not what the experiment measures, so they live in environment variables with safe defaults
+rather than in the CRD. Everything else in runtime/ reads them from `current()`, never from os.environ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Mapping
+
+TIMEOUT_SECONDS = "RINGLEADER_TIMEOUT_SECONDS"
+BUCKET_BYTES = "RINGLEADER_BUCKET_BYTES"
+TRACE_ITERATIONS = "RINGLEADER_TRACE_ITERATIONS"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    timeout_seconds: float = 300.0
+    """Longest wait for any peer (rendezvous, a collective, a message, the final gather), in seconds.
+    A dead peer is usually noticed at once (its sockets close); this bounds a hung one. 300 s leaves
+    room for a slow straggler finishing its last iterations while the others wait at the end."""
+    bucket_bytes: int = 25 * 1024 * 1024
+    """Ring allreduce bucket size, in bytes: 25 MiB, DDP's default, trades per-message latency for overlap."""
+    trace_iterations: int = 20
+    """Iterations kept in the Chrome trace and per-layer timings, from the end of warm-up: enough to see
+    the steady state, small enough to open in chrome://tracing."""
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        defaults = cls()
+
+        def number(name: str, default: float, kind: type) -> float:
+            text = environ.get(name)
+            if not text:
+                return default
+            try:
+                value = kind(text)
+            except ValueError:
+                raise ValueError(f"environment variable {name}={text!r} must be a number") from None
+            if value <= 0:
+                raise ValueError(f"environment variable {name}={text!r} must be greater than 0")
+            return value
+
+        return cls(
+            timeout_seconds=number(TIMEOUT_SECONDS, defaults.timeout_seconds, float),
+            bucket_bytes=int(number(BUCKET_BYTES, defaults.bucket_bytes, int)),
+            trace_iterations=int(number(TRACE_ITERATIONS, defaults.trace_iterations, int)),
+        )
+
+    def to_environ(self) -> dict[str, str]:
+        """The variables that reproduce these settings in another process (tests, the local launcher)."""
+        return {
+            TIMEOUT_SECONDS: str(self.timeout_seconds),
+            BUCKET_BYTES: str(self.bucket_bytes),
+            TRACE_ITERATIONS: str(self.trace_iterations),
+        }
+
+
+_current: Settings | None = None
+
+
+def current() -> Settings:
+    """The settings of this process, read from the environment on first use."""
+    global _current
+    if _current is None:
+        _current = Settings.from_environ()
+    return _current
+
+
+def use(settings: Settings) -> None:
+    """Make `settings` current (main.py at startup, tests in-process)."""
+    global _current
+    _current = settings

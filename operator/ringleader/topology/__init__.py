@@ -1,0 +1,6 @@
+"""Topology: one trial -> its Kubernetes objects (Service, ConfigMap, PodGroup, Pods), through the Jinja2 templates."""
+
+from ringleader.topology.rendering import TemplateError, render
+from ringleader.topology.settings import RenderSettings
+
+__all__ = ["RenderSettings", "TemplateError", "render"]

@@ -1,0 +1,40 @@
+"""The PodGroup that makes a gang scheduler start a trial's pods all together; rendering.py calls it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ringleader.api import spec as spec_
+from ringleader.api import trial as trial_
+from ringleader.topology import names
+from ringleader.topology import settings as settings_
+
+VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+SCHEDULER_PLUGINS_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+SCHEDULER_PLUGINS_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+@dataclasses.dataclass(frozen=True)
+class PodGroup:
+    """A PodGroup object and how each pod joins it (Volcano reads an annotation, coscheduling a label)."""
+
+    api_version: str
+    name: str
+    min_member: int
+    pod_labels: dict[str, str]
+    pod_annotations: dict[str, str]
+    scheduler_name: str
+
+
+def pod_group(trial: trial_.Trial, world_size: int, settings: settings_.RenderSettings) -> PodGroup | None:
+    """The trial's PodGroup, with minMember = every rank, or None when `scheduling.podGroup` is None."""
+    scheduling = trial.spec.scheduling
+    name = names.pod_group(trial)
+    if scheduling.pod_group == spec_.PodGroupScheduler.VOLCANO:
+        return PodGroup(VOLCANO_API_VERSION, name, world_size, {}, {VOLCANO_GROUP_ANNOTATION: name},
+                        scheduling.scheduler_name or settings.volcano_scheduler_name)
+    if scheduling.pod_group == spec_.PodGroupScheduler.SCHEDULER_PLUGINS:
+        return PodGroup(SCHEDULER_PLUGINS_API_VERSION, name, world_size, {SCHEDULER_PLUGINS_GROUP_LABEL: name}, {},
+                        scheduling.scheduler_name or settings.scheduler_plugins_scheduler_name)
+    return None

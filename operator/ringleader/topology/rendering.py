@@ -1,0 +1,163 @@
+"""Renders one trial into its Kubernetes objects through the architecture's Jinja2 template; the operator and CLI call it.
+
+Python works out the values (names, labels, the pod environment contract, the PodGroup);
+the templates in `ringleader/templates/` own every object's shape. Every value reaches the
+YAML through the `tojson` filter, and JSON is YAML: a value from the CR stays one scalar (or
+one flow mapping) whatever characters it holds, so it can never add keys or objects.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+from typing import Any
+
+import jinja2
+import yaml
+
+from ringleader.api import constants
+from ringleader.api import trial as trial_
+from ringleader.api.spec import Architecture
+from ringleader.runtime import contract
+from ringleader.topology import gang, names
+from ringleader.topology import settings as settings_
+
+TEMPLATES = {
+    Architecture.PARAMETER_SERVER: "parameter_server.yaml.j2",
+    Architecture.PEER_TO_PEER: "peer_to_peer.yaml.j2",
+    Architecture.RING_ALL_REDUCE: "ring_allreduce.yaml.j2",
+}
+PACKAGED_TEMPLATES = pathlib.Path(__file__).resolve().parent.parent / "templates"
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class TemplateError(ValueError):
+    """A template (usually an override in `templates_dir`) produced something that is not a list of objects."""
+
+
+def _to_json(value: Any) -> str:
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises here, naming the variable
+    # ASCII-only, so no character of a value can act as a YAML line break or indicator.
+    return json.dumps(value, ensure_ascii=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(directory: pathlib.Path) -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(directory)),
+        undefined=jinja2.StrictUndefined,  # a misspelt variable fails the render instead of vanishing
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    environment.filters["tojson"] = _to_json
+    return environment
+
+
+def _trial_labels(trial: trial_.Trial) -> dict[str, str]:
+    return {
+        constants.LABEL_EXPERIMENT: names.label_value(trial.experiment),
+        constants.LABEL_TRIAL: trial.name,
+        constants.LABEL_TRIAL_INDEX: str(trial.index),
+        constants.LABEL_MANAGED_BY: constants.MANAGED_BY,
+    }
+
+
+def _pods(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str | None,
+          labels: dict[str, str], annotations: dict[str, str],
+          pod_group: gang.PodGroup | None) -> list[dict[str, Any]]:
+    slots = trial.slots()
+    service = names.service(trial)
+    pods = []
+    for slot in slots:
+        environment = contract.PodEnvironment(
+            role=slot.role,
+            rank=slot.rank,
+            world_size=len(slots),
+            master_addr=f"{slots[0].hostname}.{service}",
+            master_port=contract.DEFAULT_MASTER_PORT,
+            trial_file=f"{contract.TRIAL_MOUNT_DIR}/{contract.TRIAL_FILE_NAME}",
+            output_dir=contract.POD_OUTPUT_DIR,
+            run_id=run_id,
+            tracking_uri=trial.spec.tracking.uri or settings.default_tracking_uri,
+        )
+        pod_labels = {**labels, constants.LABEL_ROLE: slot.role, constants.LABEL_RANK: str(slot.rank)}
+        if slot.group:
+            pod_labels[constants.LABEL_WORKER_GROUP] = slot.group
+        if pod_group:
+            pod_labels.update(pod_group.pod_labels)
+        pods.append({
+            "name": names.pod(trial, slot),
+            "hostname": slot.hostname,
+            "role": slot.role,
+            "labels": pod_labels,
+            "annotations": {**annotations, **(pod_group.pod_annotations if pod_group else {})},
+            "env": environment.to_environ(),
+            "resources": slot.resources.wire(),
+            "node_selector": slot.node_selector,
+        })
+    return pods
+
+
+def context(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str | None = None) -> dict[str, Any]:
+    """The values a template sees; each is data, never YAML text."""
+    spec = trial.spec
+    labels = _trial_labels(trial)
+    annotations = {constants.ANNOTATION_TRIAL_PARAMETERS: json.dumps(trial.parameters, sort_keys=True)}
+    if run_id:
+        annotations[constants.ANNOTATION_MLFLOW_RUN_ID] = run_id
+    world_size = len(trial.slots())
+    pod_group = gang.pod_group(trial, world_size, settings)
+    secret = spec.tracking.credentials_secret
+    return {
+        "namespace": trial.namespace,
+        "labels": labels,
+        "annotations": annotations,
+        "selector": {constants.LABEL_EXPERIMENT: labels[constants.LABEL_EXPERIMENT],
+                     constants.LABEL_TRIAL: labels[constants.LABEL_TRIAL]},
+        "service": {"name": names.service(trial), "port": contract.DEFAULT_MASTER_PORT},
+        "config_map": {"name": names.config_map(trial), "key": contract.TRIAL_FILE_NAME,
+                       "trial_json": trial.model_dump_json(by_alias=True)},
+        "pod_group": None if pod_group is None else {
+            "api_version": pod_group.api_version, "name": pod_group.name, "min_member": pod_group.min_member},
+        "pods": _pods(trial, settings, run_id, labels, annotations, pod_group),
+        "image": spec.image or settings.image,
+        "image_pull_policy": settings.image_pull_policy,
+        "gpu_resource_name": settings.gpu_resource_name,
+        "service_account_name": settings.service_account_name,
+        "scheduler_name": pod_group.scheduler_name if pod_group else spec.scheduling.scheduler_name,
+        "priority_class_name": spec.scheduling.priority_class_name,
+        "tolerations": [toleration.wire() for toleration in spec.scheduling.tolerations],
+        "credentials_secret": secret.name if secret else None,
+        "run_as_user": settings.run_as_user,
+        "shared_memory_limit": settings.shared_memory_limit,
+        "command": ["python", "-m", "ringleader.runtime"],
+        "trial_mount_dir": contract.TRIAL_MOUNT_DIR,
+        "output_dir": contract.POD_OUTPUT_DIR,
+    }
+
+
+def render(trial: trial_.Trial, settings: settings_.RenderSettings = settings_.RenderSettings(),
+           run_id: str | None = None) -> list[dict[str, Any]]:
+    """The trial's objects in creation order: Service, ConfigMap, PodGroup (when gang-scheduled), then Pods by rank."""
+    directory = pathlib.Path(settings.templates_dir) if settings.templates_dir else PACKAGED_TEMPLATES
+    name = TEMPLATES[trial.spec.architecture]
+    try:
+        text = _environment(directory.resolve()).get_template(name).render(context(trial, settings, run_id))
+    except jinja2.TemplateNotFound as error:
+        raise TemplateError(f"template {error.name} not found in {directory}: copy it from {PACKAGED_TEMPLATES} "
+                            "into your templates directory") from None
+    try:
+        documents = [d for d in yaml.load_all(text, Loader=_YAML_LOADER) if d is not None]
+    except yaml.YAMLError as error:
+        raise TemplateError(f"{directory / name} did not render valid YAML ({error}); "
+                            "pass every value through `| tojson`") from None
+    for document in documents:
+        if not (isinstance(document, dict) and "apiVersion" in document and "kind" in document
+                and isinstance(document.get("metadata"), dict) and "name" in document["metadata"]):
+            raise TemplateError(f"{directory / name} rendered a document that is not a Kubernetes object: "
+                                f"{str(document)[:200]}")
+    return documents

@@ -1,0 +1,66 @@
+"""The publish cursor: a small JSON file beside the records saying what already reached MLflow; used by publisher.py.
+
+Written atomically (temporary file, fsync, rename) after every batch that MLflow accepted, so a crash
+or an outage at any point replays at most the batch in flight, and the store drops exact repeats
+of that (metrics carry deterministic timestamps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import time
+import uuid
+
+FILE_NAME = "mlflow-cursor.json"
+
+
+@dataclasses.dataclass
+class Cursor:
+    path: pathlib.Path
+    token: str
+    """token tags the run this cursor publishes into; saved before the run is created (see Store.create_run_once)."""
+    created_ms: int
+    """created_ms stands in for a record's timestamp when the record has none, so a replay logs identical points."""
+    run_id: str | None = None
+    offset: int = 0
+    """offset is how many bytes of iterations.jsonl are published (always at a line end)."""
+    records: int = 0
+    """records is how many lines those bytes hold."""
+    done: list[str] = dataclasses.field(default_factory=list)
+    """done names the one-shot steps already published: "params", "summary", "artifact:<name>", "status"."""
+    extra: dict[str, str] = dataclasses.field(default_factory=dict)
+    """extra ids kept by the owner (a session cursor keeps its experiment id here)."""
+
+    @classmethod
+    def load(cls, path: pathlib.Path) -> Cursor:
+        """The saved cursor, or a fresh one (not yet saved) when there is none."""
+        try:
+            state = json.loads(path.read_text())
+        except FileNotFoundError:
+            return cls(path=path, token=uuid.uuid4().hex, created_ms=int(time.time() * 1000))
+        return cls(
+            path=path, token=state["token"], created_ms=state["createdMs"], run_id=state.get("runId"),
+            offset=state.get("offset", 0), records=state.get("records", 0), done=list(state.get("done", [])),
+            extra=dict(state.get("extra", {})),
+        )
+
+    def save(self) -> None:
+        state = {"token": self.token, "createdMs": self.created_ms, "runId": self.run_id, "offset": self.offset,
+                 "records": self.records, "done": self.done, "extra": self.extra}
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(temporary, "w") as handle:
+            json.dump(state, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+
+    def is_done(self, step: str) -> bool:
+        return step in self.done
+
+    def mark_done(self, step: str) -> None:
+        if step not in self.done:
+            self.done.append(step)
+        self.save()

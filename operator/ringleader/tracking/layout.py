@@ -1,0 +1,158 @@
+"""Where a run's records lie on disk: the layout the launcher writes and the publisher and reports read.
+
+    <session>/session.json              what ran: experiment, tracking URI, trial names (launcher)
+    <session>/outcome.json              how the sweep ended (launcher)
+    <session>/<trial>/trial.json        the resolved trial (RINGLEADER_TRIAL_FILE)
+    <session>/<trial>/outcome.json      how the trial ended, per rank (launcher)
+    <session>/<trial>/summary.json      the trial's summary (the lowest worker rank, runtime)
+    <session>/<trial>/logs/rank-<r>.stdout, .stderr   the ranks' output (launcher)
+    <session>/<trial>/rank-<r>/         iterations.jsonl, summary.json, trace.json, layers.json (runtime,
+                                        format in runtime/records.py)
+    mlflow-cursor.json in the session, trial and rank directories: what is published (publisher)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import re
+from typing import Any
+
+from ringleader.runtime import contract, records
+
+SESSION_FILE = "session.json"
+OUTCOME_FILE = "outcome.json"
+TRIAL_FILE = contract.TRIAL_FILE_NAME
+# The runtime's own files (runtime/records.py has their format).
+SUMMARY_FILE = records.SUMMARY_FILE
+ITERATIONS_FILE = records.ITERATIONS_FILE
+TRACE_FILE = records.TRACE_FILE
+LAYERS_FILE = records.LAYERS_FILE
+TOPOLOGY_FILE = "topology.yaml"
+LOGS_DIR = "logs"
+RANK_DIR_PATTERN = re.compile(r"^rank-(\d+)$")
+
+
+def rank_dir(trial_dir: pathlib.Path, rank: int) -> pathlib.Path:
+    return trial_dir / f"rank-{rank}"
+
+
+def rank_dirs(trial_dir: pathlib.Path) -> dict[int, pathlib.Path]:
+    """The trial's rank directories by rank, in rank order."""
+    found = {}
+    if trial_dir.is_dir():
+        for child in trial_dir.iterdir():
+            match = RANK_DIR_PATTERN.match(child.name)
+            if match and child.is_dir():
+                found[int(match.group(1))] = child
+    return dict(sorted(found.items()))
+
+
+def log_paths(trial_dir: pathlib.Path, rank: int) -> tuple[pathlib.Path, pathlib.Path]:
+    logs = trial_dir / LOGS_DIR
+    return logs / f"rank-{rank}.stdout", logs / f"rank-{rank}.stderr"
+
+
+@dataclasses.dataclass
+class RankOutcome:
+    rank: int
+    role: str
+    status: str
+    """status is the rank's MLflow run status: FINISHED, FAILED or KILLED (stopped by the launcher)."""
+    exit_code: int | None = None
+    signal: str | None = None
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How a trial or a sweep ended (or that it is still running), in MLflow's status words."""
+
+    status: str
+    start_time: float
+    """start_time in seconds since the epoch."""
+    end_time: float | None = None
+    reason: str | None = None
+    """reason in CamelCase, as in the API's conditions ("RankFailed", "DeadlineExceeded", "Interrupted")."""
+    message: str | None = None
+    ranks: list[RankOutcome] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "startTime": self.start_time, "endTime": self.end_time,
+            "reason": self.reason, "message": self.message,
+            "ranks": [{"rank": r.rank, "role": r.role, "status": r.status, "exitCode": r.exit_code,
+                       "signal": r.signal} for r in self.ranks],
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> Outcome:
+        return cls(
+            status=document["status"], start_time=document["startTime"], end_time=document.get("endTime"),
+            reason=document.get("reason"), message=document.get("message"),
+            ranks=[RankOutcome(rank=r["rank"], role=r["role"], status=r["status"], exit_code=r.get("exitCode"),
+                               signal=r.get("signal")) for r in document.get("ranks", [])],
+        )
+
+
+def write_json(path: pathlib.Path, document: Any) -> None:
+    """Atomically, so a reader (the publisher, a later `ringleader publish`) never sees half a file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(document, indent=2))
+    os.replace(temporary, path)
+
+
+def read_json(path: pathlib.Path) -> Any | None:
+    """The document, or None when the file is absent or not (yet) valid JSON."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def read_outcome(directory: pathlib.Path) -> Outcome | None:
+    document = read_json(directory / OUTCOME_FILE)
+    return Outcome.from_json(document) if document else None
+
+
+def write_outcome(directory: pathlib.Path, outcome: Outcome) -> None:
+    write_json(directory / OUTCOME_FILE, outcome.to_json())
+
+
+def read_records(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20) -> tuple[list[tuple[dict, int]], int]:
+    """Complete JSON lines of a .jsonl file from `offset`: [(record, end offset)], and the offset reached.
+
+    A last line without its newline is being written: it is left for the next read. A line that is not
+    JSON (a torn write before a crash) is skipped, so it cannot block the lines after it."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read(limit_bytes)
+    except FileNotFoundError:
+        return [], offset
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    records = []
+    position = offset
+    for line in chunk[: end + 1].splitlines(keepends=True):
+        position += len(line)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append((record, position))
+    return records, position
+
+
+def read_all_records(path: pathlib.Path) -> list[dict]:
+    records: list[dict] = []
+    offset = 0
+    while True:
+        batch, reached = read_records(path, offset)
+        if reached == offset:
+            return records
+        records += [record for record, _ in batch]
+        offset = reached

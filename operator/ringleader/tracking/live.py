@@ -1,0 +1,109 @@
+"""Live publishing from inside a rank: a daemon thread sends the rank's new records to MLflow every few seconds.
+
+The runtime starts a LivePublisher when RINGLEADER_MLFLOW_RUN_ID (the trial run, created by the
+operator) and MLFLOW_TRACKING_URI are set, i.e. in pods against a remote tracking server; the local
+launcher never sets them and publishes after each trial instead (one writer for sqlite). While
+the server is away the records wait on disk and the next round sends them; `stop()` flushes.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import threading
+import time
+
+import mlflow.entities
+
+from ringleader.api import constants
+from ringleader.api import trial as trial_
+from ringleader.runtime import contract
+from ringleader.tracking import cursor as cursor_
+from ringleader.tracking import layout, publisher, schema
+from ringleader.tracking import settings as settings_
+from ringleader.tracking import store as store_
+
+log = logging.getLogger(__name__)
+
+
+class LivePublisher:
+    def __init__(self, env: contract.PodEnvironment, trial: trial_.Trial, rank_dir: str | pathlib.Path,
+                 settings: settings_.TrackingSettings | None = None):
+        if not env.run_id or not env.tracking_uri:
+            raise ValueError(f"live publishing needs {contract.RUN_ID} and {contract.TRACKING_URI} in the environment")
+        self.env = env
+        self.trial = trial
+        self.rank_dir = pathlib.Path(rank_dir)
+        self.settings = settings or settings_.TrackingSettings()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._store: store_.Store | None = None
+        self._experiment_id: str | None = None
+        self._away_since: float | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=f"mlflow-rank-{self.env.rank}", daemon=True)
+        self._thread.start()
+
+    def stop(self, status: str = schema.FINISHED, timeout_seconds: float = 60.0) -> bool:
+        """Stop the thread, publish what is left, end the rank run with `status`; the lowest worker also
+        logs the trial summary. False if the store stayed away: the records remain on disk (the rank
+        directory), nothing is lost but this pod's view of them."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_seconds)
+        try:
+            self._publish(final_status=status)
+            self._publish_trial_outputs()
+            return True
+        except store_.TrackingUnavailable as error:
+            log.warning("MLflow stayed away; this rank's records remain in %s: %s", self.rank_dir, error)
+            return False
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.settings.live_interval_seconds):
+            try:
+                self._publish()
+                if self._away_since is not None:
+                    log.info("MLflow is back after %.0f s; spooled records sent", time.time() - self._away_since)
+                    self._away_since = None
+            except store_.TrackingUnavailable as error:
+                if self._away_since is None:
+                    self._away_since = time.time()
+                    log.warning("MLflow is away, records wait in %s: %s", self.rank_dir, error)
+            except Exception:  # noqa: BLE001 - never let a tracking bug kill training; logged, retried next round
+                log.exception("publishing rank %d's records failed", self.env.rank)
+
+    def _connect(self) -> tuple[store_.Store, str]:
+        if self._store is None:
+            self._store = store_.Store(self.env.tracking_uri, self.settings)
+        if self._experiment_id is None:
+            self._experiment_id = self._store.experiment_of(self.env.run_id)
+        return self._store, self._experiment_id
+
+    def _publish(self, final_status: str | None = None) -> int:
+        store, experiment_id = self._connect()
+        role = self.env.role
+        rank_publisher = publisher.RankPublisher(store, self.rank_dir, experiment_id, self.env.run_id,
+                                                 self.trial.name, self.env.rank, role)
+        return rank_publisher.publish(final_status, time.time() if final_status else None)
+
+    def _publish_trial_outputs(self) -> None:
+        """This rank's trace and layer timings on the trial run; the trial summary if this rank wrote it."""
+        store, _ = self._connect()
+        run_id = self.env.run_id
+        # The trial-level cursor lives beside the rank's, so it is this rank's own and never shared.
+        cursor = cursor_.Cursor.load(self.rank_dir / "mlflow-cursor-trial.json")
+        rank = self.env.rank
+        publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.TRACE_FILE, "traces",
+                                 f"rank-{rank}.trace.json")
+        publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.LAYERS_FILE, "layers",
+                                 f"rank-{rank}.layers.json")
+        summary_path = self.rank_dir.parent / layout.SUMMARY_FILE
+        if self.env.role == constants.ROLE_WORKER and summary_path.is_file() and not cursor.is_done("summary"):
+            summary = layout.read_json(summary_path)
+            if isinstance(summary, dict):
+                at = int(time.time() * 1000)
+                store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0) for k, v in
+                                           sorted(schema.numeric_items(summary).items())])
+            cursor.mark_done("summary")

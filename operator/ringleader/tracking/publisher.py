@@ -1,0 +1,341 @@
+"""Publishes records on disk into MLflow, exactly once: a rank's, a trial's, a whole `ringleader run` session's.
+
+The launcher calls `publish_trial` after each trial (one writer, so sqlite is safe); `publish_dir`
+replays whatever a session left unpublished (`ringleader publish DIR`); live.py calls
+`RankPublisher` every few seconds inside a rank. Every step first checks the cursor beside the
+records and advances it only after MLflow accepted the step, so replays never duplicate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import pathlib
+import tempfile
+import time
+from typing import Any, Mapping
+
+import mlflow.entities
+
+from ringleader.api import experiment as experiment_
+from ringleader.api import trial as trial_
+from ringleader.tracking import cursor as cursor_
+from ringleader.tracking import layout, schema
+from ringleader.tracking import store as store_
+
+log = logging.getLogger(__name__)
+
+# Keys a record's wall-clock time may carry (seconds since the epoch); without one, the cursor's stands in.
+TIMESTAMP_KEYS = ("timestamp", "time", "wall_time")
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)
+
+
+def record_timestamp_ms(record: Mapping[str, Any], fallback_ms: int) -> int:
+    for key in TIMESTAMP_KEYS:
+        value = record.get(key)
+        if schema.is_metric_value(value):
+            return int(value * 1000)
+    return fallback_ms
+
+
+@dataclasses.dataclass
+class RankPublisher:
+    """One rank directory -> one nested run under the trial run."""
+
+    store: store_.Store
+    rank_dir: pathlib.Path
+    experiment_id: str
+    trial_run_id: str
+    trial_name: str
+    rank: int
+    role: str
+
+    def publish(self, final_status: str | None = None, end_time: float | None = None) -> int:
+        """Publish records not yet published; with `final_status`, also the rank's summary and status.
+        Returns the number of metric values logged. Raises TrackingUnavailable when the store is away."""
+        cursor = cursor_.Cursor.load(self.rank_dir / cursor_.FILE_NAME)
+        run_id = self._run(cursor)
+        logged = self._iterations(cursor, run_id)
+        if final_status is None:
+            return logged
+        if not cursor.is_done("summary"):
+            summary = layout.read_json(self.rank_dir / layout.SUMMARY_FILE)
+            if isinstance(summary, dict):
+                metrics = schema.numeric_items(summary, schema.RANK_SUMMARY_PREFIX)
+                at = _ms(end_time) or int(time.time() * 1000)
+                logged += self.store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0)
+                                                         for k, v in sorted(metrics.items())])
+            cursor.mark_done("summary")
+        if not cursor.is_done("status"):
+            self.store.set_status(run_id, final_status, _ms(end_time))
+            cursor.mark_done("status")
+        return logged
+
+    def _run(self, cursor: cursor_.Cursor) -> str:
+        if cursor.run_id is None:
+            cursor.save()  # the token must be on disk before the run that carries it exists
+            tags = schema.rank_tags(self.trial_name, self.rank, self.role, self.trial_run_id)
+            cursor.run_id = self.store.create_run_once(self.experiment_id, cursor.token, tags, cursor.created_ms)
+            cursor.save()
+        return cursor.run_id
+
+    def _iterations(self, cursor: cursor_.Cursor, run_id: str) -> int:
+        path = self.rank_dir / layout.ITERATIONS_FILE
+        logged = 0
+        while True:
+            records, reached = layout.read_records(path, cursor.offset)
+            if reached == cursor.offset:
+                return logged
+            # Group whole records into batches of at most metrics_per_batch values, so the cursor always
+            # lands on a line end and a batch in flight during an outage is the most a replay repeats.
+            batch: list[mlflow.entities.Metric] = []
+            batch_end, batch_records = cursor.offset, 0
+            for record, end in records:
+                line = cursor.records + batch_records
+                step = record.get("step")
+                step = int(step) if schema.is_metric_value(step) else line
+                at = record_timestamp_ms(record, cursor.created_ms + line)
+                metrics = [mlflow.entities.Metric(k, v, at, step) for k, v in schema.record_metrics(record).items()]
+                if batch and len(batch) + len(metrics) > self.store.settings.metrics_per_batch:
+                    logged += self._commit(cursor, run_id, batch, batch_end, batch_records)
+                    batch, batch_records = [], 0
+                batch += metrics
+                batch_end, batch_records = end, batch_records + 1
+            logged += self._commit(cursor, run_id, batch, batch_end, batch_records)
+
+    def _commit(self, cursor: cursor_.Cursor, run_id: str, batch: list, end: int, records: int) -> int:
+        logged = self.store.log_metrics(run_id, batch) if batch else 0
+        cursor.offset, cursor.records = end, cursor.records + records
+        cursor.save()
+        return logged
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialResult:
+    trial: str
+    run_id: str
+    status: str
+    metrics: int
+
+
+def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: str,
+                  parent_run_id: str | None) -> TrialResult:
+    """Publish one trial directory: its run, params and trial.json at once; rank records as they come;
+    summary, traces, breakdown plot, logs and status once its outcome is final."""
+    trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
+    outcome = layout.read_outcome(trial_dir)
+    cursor = cursor_.Cursor.load(trial_dir / cursor_.FILE_NAME)
+    if cursor.run_id is None:
+        cursor.save()
+        start = _ms(outcome.start_time) if outcome else None
+        cursor.run_id = store.create_run_once(experiment_id, cursor.token,
+                                              schema.trial_tags(trial, parent_run_id), start)
+        cursor.save()
+    run_id = cursor.run_id
+    if not cursor.is_done("params"):
+        store.log_params(run_id, schema.trial_params(trial))
+        cursor.mark_done("params")
+    artifact_once(store, cursor, run_id, trial_dir / layout.TRIAL_FILE, None)
+    artifact_once(store, cursor, run_id, trial_dir / layout.TOPOLOGY_FILE, None)
+
+    final = outcome is not None and outcome.status in schema.TERMINAL_STATUSES
+    rank_status = {r.rank: r for r in outcome.ranks} if outcome else {}
+    slots = {slot.rank: slot for slot in trial.slots()}
+    metrics = 0
+    for rank, directory in layout.rank_dirs(trial_dir).items():
+        role = slots[rank].role if rank in slots else "unknown"
+        status = None
+        if final:
+            status = rank_status[rank].status if rank in rank_status else outcome.status
+        metrics += RankPublisher(store, directory, experiment_id, run_id, trial.name, rank, role).publish(
+            status, outcome.end_time if outcome else None)
+    if not final:
+        return TrialResult(trial.name, run_id, outcome.status if outcome else schema.RUNNING, metrics)
+
+    if not cursor.is_done("summary"):
+        summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
+        if isinstance(summary, dict):
+            at = _ms(outcome.end_time) or int(time.time() * 1000)
+            metrics += store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0) for k, v in
+                                                  sorted(schema.numeric_items(summary).items())])
+        cursor.mark_done("summary")
+    for rank, directory in layout.rank_dirs(trial_dir).items():
+        artifact_once(store, cursor, run_id, directory / layout.TRACE_FILE, "traces", f"rank-{rank}.trace.json")
+        artifact_once(store, cursor, run_id, directory / layout.LAYERS_FILE, "layers", f"rank-{rank}.layers.json")
+    for log_file in sorted((trial_dir / layout.LOGS_DIR).glob("rank-*")):
+        artifact_once(store, cursor, run_id, log_file, "logs")
+    if not cursor.is_done("artifact:breakdown.png"):
+        _log_breakdown(store, run_id, trial, trial_dir)
+        cursor.mark_done("artifact:breakdown.png")
+    if not cursor.is_done("status"):
+        tags = {k: v for k, v in ((schema.TAG_STATUS_REASON, outcome.reason),
+                                  (schema.TAG_STATUS_MESSAGE, outcome.message)) if v}
+        if tags:
+            store.set_tags(run_id, tags)
+        store.set_status(run_id, outcome.status, _ms(outcome.end_time))
+        cursor.mark_done("status")
+    return TrialResult(trial.name, run_id, outcome.status, metrics)
+
+
+def artifact_once(store: store_.Store, cursor: cursor_.Cursor, run_id: str, path: pathlib.Path,
+                   artifact_path: str | None, name: str | None = None) -> None:
+    """Upload `path` (as `name`) unless already uploaded; absent files are skipped, not marked."""
+    step = f"artifact:{artifact_path + '/' if artifact_path else ''}{name or path.name}"
+    if cursor.is_done(step) or not path.is_file():
+        return
+    if name and name != path.name:
+        with tempfile.TemporaryDirectory(prefix="ringleader-artifact-") as staging:
+            renamed = pathlib.Path(staging) / name
+            renamed.write_bytes(path.read_bytes())
+            store.log_artifact(run_id, renamed, artifact_path)
+    else:
+        store.log_artifact(run_id, path, artifact_path)
+    cursor.mark_done(step)
+
+
+def _log_breakdown(store: store_.Store, run_id: str, trial: trial_.Trial, trial_dir: pathlib.Path) -> None:
+    # Imported here: matplotlib costs a second at import and only finished trials need it.
+    from ringleader.analysis import report
+
+    breakdowns = [b for rank, directory in layout.rank_dirs(trial_dir).items()
+                  if (b := report.rank_breakdown(rank, layout.read_all_records(directory / layout.ITERATIONS_FILE)))]
+    if not breakdowns:
+        return
+    with tempfile.TemporaryDirectory(prefix="ringleader-plot-") as staging:
+        path = pathlib.Path(staging) / "breakdown.png"
+        report.plot_rank_breakdown(breakdowns, path, title=f"{schema.trial_run_name(trial)}: mean time per "
+                                                           "iteration after warm-up")
+        store.log_artifact(run_id, path, None)
+
+
+# -- sessions ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """What `ringleader run` wrote in session.json: enough to publish the session again from anywhere."""
+
+    directory: pathlib.Path
+    experiment: experiment_.DistributedTrainingExperiment
+    tracking_uri: str
+    trials: list[str]
+    source: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"experiment": self.experiment.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "trackingUri": self.tracking_uri, "trials": self.trials, "source": self.source}
+
+    @classmethod
+    def load(cls, directory: pathlib.Path) -> Session:
+        document = layout.read_json(directory / layout.SESSION_FILE)
+        if not isinstance(document, dict):
+            raise FileNotFoundError(f"{directory / layout.SESSION_FILE} is missing or unreadable: "
+                                    "is this a directory written by `ringleader run`?")
+        return cls(directory=directory, experiment=experiment_.parse(document["experiment"], str(directory)),
+                   tracking_uri=document["trackingUri"], trials=list(document["trials"]),
+                   source=document.get("source"))
+
+    def save(self) -> None:
+        layout.write_json(self.directory / layout.SESSION_FILE, self.to_json())
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionResult:
+    directory: pathlib.Path
+    experiment_id: str
+    parent_run_id: str
+    trials: list[TrialResult]
+
+
+def sweep_tags(experiment: experiment_.DistributedTrainingExperiment, source: str | None) -> dict[str, str]:
+    tags = {schema.TAG_KIND: schema.KIND_SWEEP, schema.TAG_EXPERIMENT: experiment.name,
+            schema.TAG_NAMESPACE: experiment.namespace, schema.TAG_RUN_NAME: f"{experiment.name} (sweep)"}
+    if source:
+        tags[schema.TAG_SOURCE] = source
+    return tags
+
+
+def sweep_params(experiment: experiment_.DistributedTrainingExperiment) -> dict[str, str]:
+    """The parent run's params: the experiment's spec as written, sweep included."""
+    return schema.flatten(experiment.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def open_session(store: store_.Store, session: Session) -> tuple[str, str, cursor_.Cursor]:
+    """The session's MLflow experiment and parent run, created once: (experiment id, parent run id, cursor)."""
+    cursor = cursor_.Cursor.load(session.directory / cursor_.FILE_NAME)
+    experiment_id = cursor.extra.get("experimentId")
+    if experiment_id is None:
+        experiment_id = store.ensure_experiment(session.experiment.mlflow_experiment_name())
+        cursor.extra["experimentId"] = experiment_id
+        cursor.save()
+    if cursor.run_id is None:
+        outcome = layout.read_outcome(session.directory)
+        cursor.run_id = store.create_run_once(experiment_id, cursor.token,
+                                              sweep_tags(session.experiment, session.source),
+                                              _ms(outcome.start_time) if outcome else None)
+        cursor.save()
+    if not cursor.is_done("params"):
+        store.log_params(cursor.run_id, sweep_params(session.experiment))
+        cursor.mark_done("params")
+    return experiment_id, cursor.run_id, cursor
+
+
+def publish_session(store: store_.Store, session: Session) -> SessionResult:
+    """Publish every trial directory that exists, then, once the sweep is over, the comparison and status."""
+    experiment_id, parent_run_id, cursor = open_session(store, session)
+    results = [publish_trial(store, session.directory / name, experiment_id, parent_run_id)
+               for name in session.trials if (session.directory / name / layout.TRIAL_FILE).is_file()]
+    outcome = layout.read_outcome(session.directory)
+    if outcome is not None and outcome.status in schema.TERMINAL_STATUSES:
+        if not cursor.is_done("comparison"):
+            log_comparison(store, parent_run_id, comparison_rows(session))
+            cursor.mark_done("comparison")
+        if not cursor.is_done("status"):
+            store.set_status(parent_run_id, outcome.status, _ms(outcome.end_time))
+            cursor.mark_done("status")
+    return SessionResult(session.directory, experiment_id, parent_run_id, results)
+
+
+def comparison_rows(session: Session) -> list:
+    """report.ComparisonRow per trial of the session, from the trial directories (missing ones: not run)."""
+    from ringleader.analysis import report
+
+    rows = []
+    for name in session.trials:
+        trial_dir = session.directory / name
+        if not (trial_dir / layout.TRIAL_FILE).is_file():
+            continue
+        trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
+        outcome = layout.read_outcome(trial_dir)
+        summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
+        status = outcome.status if outcome else schema.RUNNING
+        message = outcome.message if outcome and outcome.status != schema.FINISHED else None
+        rows.append(report.row_for(trial, summary if isinstance(summary, dict) else None, status, message))
+    return rows
+
+
+def log_comparison(store: store_.Store, parent_run_id: str, rows: list) -> None:
+    """comparison.txt, .csv, .md and .png as artifacts of the parent run."""
+    from ringleader.analysis import report
+
+    with tempfile.TemporaryDirectory(prefix="ringleader-comparison-") as staging:
+        directory = pathlib.Path(staging)
+        (directory / "comparison.txt").write_text(report.format_table(rows))
+        (directory / "comparison.csv").write_text(report.to_csv(rows))
+        (directory / "comparison.md").write_text(report.to_markdown(rows))
+        report.plot_comparison(rows, directory / "comparison.png")
+        for name in ("comparison.txt", "comparison.csv", "comparison.md", "comparison.png"):
+            store.log_artifact(parent_run_id, directory / name, None)
+
+
+def find_sessions(directory: pathlib.Path) -> list[pathlib.Path]:
+    """`directory` itself if it is a session, else the sessions directly inside it, oldest first."""
+    directory = pathlib.Path(directory)
+    if (directory / layout.SESSION_FILE).is_file():
+        return [directory]
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory} is not a directory")
+    return sorted((child for child in directory.iterdir() if (child / layout.SESSION_FILE).is_file()),
+                  key=lambda child: child.name)

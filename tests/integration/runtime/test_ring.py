@@ -1,0 +1,120 @@
+"""Ring allreduce with real ranks on loopback: it learns, stays in lockstep, overlaps, records, and fails cleanly."""
+
+import json
+import signal
+import time
+
+import pytest
+
+from ringleader.runtime import interfaces, records
+
+pytestmark = pytest.mark.integration
+
+ITERATIONS = 30
+WARMUP = 3
+SMALL_BUCKETS = {"RINGLEADER_BUCKET_BYTES": str(64 * 1024)}  # several buckets, so overlap can show
+
+
+@pytest.fixture(scope="module")
+def ring_run(make_trial, module_run_trial):
+    """One 2-worker ring trial of the tiny mlp, shared by the tests below (process start-up dominates)."""
+    trial = make_trial({"model": {"iterations": ITERATIONS, "warmupIterations": WARMUP}}, name="ring-0")
+    result = module_run_trial(trial, timeout=90, extra_env=SMALL_BUCKETS)
+    assert result.ok, result.explain()
+    return result
+
+
+def test_the_loss_falls_on_every_worker(ring_run):
+    for rank in (0, 1):
+        losses = [line["loss"] for line in ring_run.iterations(rank)]
+        assert len(losses) == ITERATIONS
+        assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5, losses
+
+
+def test_all_workers_end_with_bit_identical_weights(ring_run):
+    digests = {ring_run.read_json(rank, records.SUMMARY_FILE)["parameterDigest"] for rank in (0, 1)}
+    assert len(digests) == 1
+
+
+def test_each_rank_moves_the_ring_traffic_of_the_model(ring_run):
+    parameters = (3 * 8 * 8 + 1) * 256 + (256 + 1) * 256 + (256 + 1) * 4
+    expected = 2 * (2 - 1) / 2 * 4 * parameters  # 2(N-1)/N * M bytes
+    for rank in (0, 1):
+        for line in ring_run.iterations(rank):
+            assert line[interfaces.BYTES_SENT] == expected == line[interfaces.BYTES_RECEIVED]
+            assert line[interfaces.TIME_COMM] > 0
+
+
+def test_records_and_the_trial_summary_are_written(ring_run):
+    for rank in (0, 1):
+        lines = ring_run.iterations(rank)
+        assert [line["warmup"] for line in lines] == [True] * WARMUP + [False] * (ITERATIONS - WARMUP)
+        assert ring_run.read_json(rank, records.SUMMARY_FILE)["measuredIterations"] == ITERATIONS - WARMUP
+        assert ring_run.read_json(rank, records.LAYERS_FILE)["iterations"]
+        assert "progress: iteration 30/30" in ring_run.stdout(rank)
+    summary = ring_run.summary()
+    assert summary["workers"] == 2 and summary["measuredIterations"] == 2 * (ITERATIONS - WARMUP)
+    assert summary["throughput"] > 0 and summary["stragglerRank"] in (0, 1)
+    assert 0 < summary["commFraction"] < 1 and 0 < summary["computeFraction"] < 1
+    assert summary["iterationTimeP50Seconds"] <= summary["iterationTimeP95Seconds"]
+    # Only the lowest worker logs the configuration and the summary.
+    assert ring_run.stdout(0).count("config: ") == 1 and "config: " not in ring_run.stdout(1)
+    assert "summary: " in ring_run.stdout(0) and "summary: " not in ring_run.stdout(1)
+
+
+def test_communication_starts_before_backward_ends(ring_run):
+    trace = ring_run.read_json(0, records.TRACE_FILE)
+    events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    steps = sorted({e["args"]["step"] for e in events})
+    assert steps and steps[0] == WARMUP
+    overlapped = 0
+    for step in steps:
+        backward = next(e for e in events if e["args"]["step"] == step and e["name"] == "backward")
+        buckets = [e for e in events if e["args"]["step"] == step and e["name"].startswith("allreduce bucket")]
+        assert len(buckets) >= 2
+        if min(b["ts"] for b in buckets) < backward["ts"] + backward["dur"]:
+            overlapped += 1
+    # The first bucket (last layers) is launched from a gradient hook, while backward still runs.
+    assert overlapped == len(steps)
+
+
+def test_a_killed_worker_makes_the_others_fail_fast_and_leaves_no_process(make_trial, start_trial):
+    trial = make_trial({"workers": {"replicas": 3}, "model": {"iterations": 100000}}, name="killed-0")
+    running = start_trial(trial, peer_timeout=15)
+    running.wait_until(lambda: running.iterations_written(1) >= 5, timeout=60, what="five iterations on rank 1")
+    killed_at = time.monotonic()
+    running.kill(1, signal.SIGKILL)
+    result = running.wait(timeout=30)
+    assert not result.timed_out, result.explain()
+    assert time.monotonic() - killed_at < 15
+    assert result.returncodes[1] == -signal.SIGKILL
+    for rank in (0, 2):
+        assert result.returncodes[rank] == 1, result.explain()
+        last_line = result.stderr(rank).strip().splitlines()[-1]
+        assert last_line.startswith(f"ringleader: rank {rank} (worker) failed: lost contact with a peer rank")
+    assert running.leftovers() == []
+    # What was recorded before the failure stays readable.
+    assert len(result.iterations(0)) >= 5
+
+
+def test_a_straggler_is_found_and_the_link_is_shaped(make_trial, run_trial):
+    trial = make_trial({
+        "workers": {"replicas": 2, "groups": [{"name": "fast", "replicas": 1},
+                                              {"name": "slow", "replicas": 1, "slowdownPercent": 400}]},
+        "model": {"iterations": 15, "warmupIterations": 2},
+        "network": {"bandwidth": "100Mbit"},
+    }, name="hetero-0")
+    result = run_trial(trial, timeout=90)
+    assert result.ok, result.explain()
+    summary = result.summary()
+    assert summary["stragglerRank"] == 1
+    per_rank = summary["perRank"]
+    assert per_rank["1"]["computeSeconds"] > 2 * per_rank["0"]["computeSeconds"]
+    # The fast worker waits for the slow one inside the collective: its comm time holds the difference.
+    assert per_rank["0"]["commSeconds"] > per_rank["1"]["commSeconds"]
+    # 2(N-1)/N * M bytes over 100 Mbit/s is the least an iteration's communication can take.
+    bytes_per_iteration = result.iterations(0)[0][interfaces.BYTES_SENT]
+    link_seconds = 8 * bytes_per_iteration / 100e6
+    for rank in (0, 1):
+        assert per_rank[str(rank)]["iterationSeconds"] >= link_seconds
+    assert 0 < summary["networkUtilization"] <= 1.05

@@ -1,0 +1,163 @@
+"""The API refuses invalid experiments with messages that name the field and the fix, and fills in defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from ringleader import api
+from ringleader.api import spec as spec_
+
+
+def problems(document) -> list[str]:
+    with pytest.raises(api.SpecError) as caught:
+        api.parse(document)
+    return caught.value.problems
+
+
+# One case per cross-field rule: the spec that breaks it, the field path reported, and words of the fix.
+RULE_CASES = {
+    "maxStaleness above staleness": (
+        {"sync": {"paradigm": "DSSP", "staleness": 5, "maxStaleness": 3}},
+        "spec.sync.maxStaleness", "raise maxStaleness or lower staleness"),
+    "ring allreduce is BSP only": (
+        {"architecture": "RingAllReduce", "sync": {"paradigm": "ASP"}},
+        "spec.sync.paradigm", "use ParameterServer or PeerToPeer for ASP"),
+    "SSP needs staleness": (
+        {"sync": {"paradigm": "SSP"}},
+        "spec.sync.staleness", "set it to how many iterations"),
+    "DSSP needs maxStaleness": (
+        {"sync": {"paradigm": "DSSP", "staleness": 3}},
+        "spec.sync.maxStaleness", "e.g. staleness 3, maxStaleness 12"),
+    "swept DSSP needs maxStaleness": (
+        {"sync": {"staleness": 3}, "sweep": {"matrix": {"paradigm": ["BSP", "DSSP"]}}},
+        "spec.sync.maxStaleness", "upper bound"),
+    "groups add up to replicas": (
+        {"workers": {"replicas": 3, "groups": [{"name": "a", "replicas": 1}]}},
+        "spec.workers.groups", "so that the sums match"),
+    "group names unique": (
+        {"workers": {"replicas": 2, "groups": [{"name": "a", "replicas": 1}, {"name": "a", "replicas": 1}]}},
+        "spec.workers.groups", "rename the repeated group"),
+    "warm-up shorter than the run": (
+        {"model": {"iterations": 5, "warmupIterations": 5}},
+        "spec.model.warmupIterations", "lower warmupIterations or raise iterations"),
+    "podGroup needs gang": (
+        {"scheduling": {"gang": False, "podGroup": "Volcano"}},
+        "spec.scheduling.podGroup", "set gang to true or podGroup to None"),
+    "Exists toleration has no value": (
+        {"scheduling": {"tolerations": [{"operator": "Exists", "value": "x"}]}},
+        "spec.scheduling.tolerations.0.value", "remove value or use Equal"),
+    "sweep bounded": (
+        {"sweep": {"repetitions": 2, "matrix": {"workers": list(range(1, 17)), "batchSize": list(range(1, 17))}}},
+        "spec.sweep.matrix", "at most 256 trials"),
+    "sweep leaves a ring combination": (
+        {"sweep": {"matrix": {"architecture": ["RingAllReduce"], "paradigm": ["ASP"]}}},
+        "spec.sweep.matrix", "add BSP to paradigm"),
+    "swept staleness below maxStaleness": (
+        {"sync": {"maxStaleness": 4}, "sweep": {"matrix": {"staleness": [1, 5]}}},
+        "spec.sweep.matrix.staleness", "drop the larger values or raise maxStaleness"),
+    "workers sweep without groups": (
+        {"workers": {"replicas": 2, "groups": [{"name": "a", "replicas": 2}]}, "sweep": {"matrix": {"workers": [1, 2]}}},
+        "spec.sweep.matrix.workers", "sweep without groups"),
+}
+
+
+@pytest.mark.parametrize("case", RULE_CASES, ids=list(RULE_CASES))
+def test_each_rule_reports_its_field_and_fix(experiment_document, case):
+    spec, path, fix = RULE_CASES[case]
+    [problem] = problems(experiment_document(spec))
+    assert problem.startswith(f"{path}: `")
+    assert fix in problem
+
+
+def test_every_published_rule_has_a_case():
+    models = [spec_.SyncSpec, spec_.Workers, spec_.ModelSpec, spec_.Toleration, spec_.Scheduling, spec_.Sweep,
+              spec_.ExperimentSpec]
+    rule_count = sum(len(model.rules) for model in models)
+    # "swept DSSP needs maxStaleness" exercises a rule already covered, through the sweep.
+    assert rule_count == len(RULE_CASES) - 1
+
+
+def test_all_problems_are_reported_at_once(experiment_document):
+    found = problems(experiment_document({
+        "workers": {"replicas": 0}, "model": {"batchSize": 0}, "sync": {"paradigm": "Sometimes"},
+    }))
+    assert len(found) == 3
+    assert "`spec.workers.replicas` must be greater than or equal to 1 (got 0)" in found
+    assert "`spec.model.batchSize` must be greater than or equal to 1 (got 0)" in found
+    assert "`spec.sync.paradigm` must be 'BSP', 'ASP', 'SSP' or 'DSSP' (got 'Sometimes')" in found
+
+
+def test_unknown_fields_are_refused_with_a_spelling_hint(experiment_document):
+    [problem] = problems(experiment_document({"workers": {"replica": 2}}))
+    assert problem == "`spec.workers.replica` is not a field of this object: check its spelling (fields are camelCase)"
+
+
+def test_snake_case_is_not_the_wire_format(experiment_document):
+    [problem] = problems(experiment_document({"model": {"batch_size": 8}}))
+    assert "`spec.model.batch_size` is not a field" in problem
+
+
+@pytest.mark.parametrize("field, value, hint", [
+    ({"workers": {"resources": {"cpu": "lots"}}}, "lots", 'a CPU quantity such as "500m"'),
+    ({"workers": {"resources": {"memory": "4GB"}}}, "4GB", 'a memory quantity such as "512Mi"'),
+    ({"network": {"bandwidth": "fast"}}, "fast", 'a bandwidth such as "100Mbit"'),
+    ({"model": {"name": "resnet18; rm"}}, "resnet18; rm", 'or "package.module:factory"'),
+    ({"image": "my image"}, "my image", "an image reference without spaces"),
+])
+def test_pattern_errors_say_what_the_value_should_look_like(experiment_document, field, value, hint):
+    [problem] = problems(experiment_document(field))
+    assert hint in problem and repr(value) in problem
+    assert "pattern" not in problem
+
+
+def test_experiment_names_follow_kubernetes(experiment_document):
+    [problem] = problems(experiment_document(name="Bad_Name"))
+    assert problem.startswith("`metadata.name` must be a DNS subdomain")
+    assert api.parse(experiment_document(name="study.v2")).name == "study.v2"
+
+
+def test_defaults_make_a_two_worker_bsp_parameter_server_job(experiment_document):
+    spec = api.parse(experiment_document()).spec
+    assert spec.architecture == api.Architecture.PARAMETER_SERVER
+    assert spec.sync.paradigm == api.Paradigm.BSP
+    assert (spec.parameter_servers.replicas, spec.workers.replicas) == (1, 2)
+    assert (spec.model.name, spec.model.batch_size, spec.model.iterations) == ("mlp", 32, 100)
+    assert spec.run_policy.backoff_limit == 3 and spec.scheduling.gang
+    assert spec.sweep is None and spec.image is None and spec.network.bits_per_second() is None
+
+
+def test_wire_form_is_camel_case_and_leaves_unset_fields_out(experiment_document):
+    wire = api.parse(experiment_document({"sync": {"paradigm": "SSP", "staleness": 3}})).spec.wire()
+    assert wire["sync"] == {"paradigm": "SSP", "staleness": 3}
+    assert wire["parameterServers"]["replicas"] == 1
+    assert wire["model"]["warmupIterations"] == 5
+    assert "sweep" not in wire and "image" not in wire
+
+
+def test_a_parsed_spec_round_trips_through_its_wire_form(experiment_document):
+    spec = api.parse(experiment_document({
+        "architecture": "PeerToPeer", "workers": {"replicas": 3, "groups": [
+            {"name": "fast", "replicas": 2}, {"name": "slow", "replicas": 1, "slowdownPercent": 250}]},
+    })).spec
+    assert api.ExperimentSpec.model_validate(spec.wire()) == spec
+
+
+def test_load_reports_missing_files_and_bad_yaml(tmp_path):
+    with pytest.raises(api.SpecError, match="file not found"):
+        api.load(tmp_path / "absent.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spec: [unclosed\n")
+    with pytest.raises(api.SpecError, match="not valid YAML"):
+        api.load(broken)
+
+
+def test_bandwidth_is_parsed_into_bits_per_second():
+    assert spec_.parse_bandwidth("100Mbit") == 100_000_000
+    assert spec_.parse_bandwidth("10Gbit") == 10_000_000_000
+    with pytest.raises(ValueError, match="100Mbit, 1Gbit or 10Gbit"):
+        spec_.parse_bandwidth("10GB")
+
+
+def test_progress_text_is_short_enough_for_a_column():
+    assert api.status.Progress(iteration=37, iterations=200, trials=1).text() == "37/200"
+    assert api.status.Progress(iteration=3, iterations=50, trials=6, trials_completed=2).text() == "2/6 trials, 3/50"

@@ -1,0 +1,211 @@
+"""An experiment's status from its trials: conditions (the contract), phase (their summary), sweeps, progress, due times, events."""
+
+import datetime
+
+import pytest
+
+from ringleader import api
+from ringleader.api import constants
+from ringleader.api import status as status_
+from ringleader.controller import conditions, due, events, plan, rendering, statuses, trials
+from ringleader.controller import settings as settings_
+
+Phase = status_.Phase
+Type = status_.ConditionType
+T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def experiment(**spec):
+    return api.parse({"apiVersion": constants.API_VERSION, "kind": constants.KIND,
+                      "metadata": {"name": "q", "namespace": "default", "generation": 3}, "spec": spec})
+
+
+def running_pods(trial):
+    return [{"metadata": {"name": e.name, "labels": {constants.LABEL_ROLE: e.role, constants.LABEL_RANK: str(e.rank)}},
+             "spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}}
+            for e in rendering.expected_pods(trial)]
+
+
+def decide(dte, old=None, *, pods=None, at=0, progress=None):
+    expansion = api.expand(dte)
+    seen = plan.Observation(now=T0 + datetime.timedelta(seconds=at), generation=3, pods=pods or {},
+                            expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
+                            progress=progress or {})
+    return plan.decide(dte, expansion, old or status_.ExperimentStatus(), seen)
+
+
+def condition(status, type_):
+    return conditions.find(status.conditions, type_)
+
+
+# -- conditions ------------------------------------------------------------------------------------
+
+def test_a_condition_keeps_its_transition_time_until_its_status_flips():
+    first = conditions.set_condition([], Type.RUNNING, False, "WaitingForPods", "a", now=T0, generation=1)
+    later = T0 + datetime.timedelta(seconds=5)
+    same = conditions.set_condition(first, Type.RUNNING, False, "WaitingForPods", "b", now=later, generation=1)
+    flipped = conditions.set_condition(same, Type.RUNNING, True, "TrialRunning", "c", now=later, generation=2)
+    assert same[0].last_transition_time == T0 and same[0].message == "b"
+    assert flipped[0].last_transition_time == later and flipped[0].observed_generation == 2
+
+
+@pytest.mark.parametrize("true_types, phase", [
+    ((), Phase.PENDING),
+    ((Type.CREATED,), Phase.CREATED),
+    ((Type.CREATED, Type.RUNNING), Phase.RUNNING),
+    ((Type.CREATED, Type.RUNNING, Type.RESTARTING), Phase.RESTARTING),
+    ((Type.CREATED, Type.SUSPENDED), Phase.SUSPENDED),
+    ((Type.CREATED, Type.SUCCEEDED), Phase.SUCCEEDED),
+    ((Type.CREATED, Type.SUSPENDED, Type.FAILED), Phase.FAILED),
+])
+def test_the_phase_is_derived_from_the_conditions(true_types, phase):
+    found = []
+    for type_ in true_types:
+        found = conditions.set_condition(found, type_, True, "Because", "", now=T0, generation=1)
+    assert conditions.phase_of(found) == phase
+
+
+# -- a single trial --------------------------------------------------------------------------------
+
+def test_a_new_experiment_is_created_and_waits_for_its_pods_to_be_scheduled():
+    result = decide(experiment())
+    assert result.create == (0,)
+    assert result.status.phase == Phase.CREATED
+    assert condition(result.status, Type.CREATED).message == "1 trial planned"
+    running = condition(result.status, Type.RUNNING)
+    assert (running.status, running.reason, running.observed_generation) == ("False", "WaitingForPods", 3)
+
+
+def test_an_experiment_runs_when_its_trial_runs_and_reports_the_slowest_workers_progress():
+    dte = experiment(model={"iterations": 200})
+    created = decide(dte).status
+    trial = api.expand(dte).trials[0]
+    running = decide(dte, created, pods={trial.name: running_pods(trial)}, at=5).status
+    assert running.phase == Phase.RUNNING
+    polled = decide(dte, running, pods={trial.name: running_pods(trial)}, at=20, progress={trial.name: 37}).status
+    assert (polled.progress.iteration, polled.progress.iterations, polled.progress_text) == (37, 200, "37/200")
+    assert polled.replica_statuses["worker"].active == 2
+
+
+def test_a_succeeded_trial_makes_the_experiment_succeed_with_its_summary():
+    dte = experiment()
+    trial = api.expand(dte).trials[0]
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(
+        name=trial.name, index=0, phase=Phase.SUCCEEDED, reason=trials.WORKERS_SUCCEEDED, message="all 2 workers succeeded",
+        completion_time=T0, summary=status_.Summary(throughput=99.0))])
+    result = decide(dte, old, at=1).status
+    assert (result.phase, result.summary.throughput, result.completion_time) == (Phase.SUCCEEDED, 99.0, T0 + datetime.timedelta(seconds=1))
+    assert condition(result, Type.SUCCEEDED).message == "trial q-0: all 2 workers succeeded"
+    assert condition(result, Type.RUNNING).status == "False"
+
+
+def test_a_failed_trial_fails_the_experiment_with_the_trials_reason_and_message():
+    dte = experiment()
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(
+        name="q-0", index=0, phase=Phase.FAILED, reason=trials.BACKOFF_LIMIT_EXCEEDED, message="pod q-0-worker-1: ...")])
+    failed = condition(decide(dte, old).status, Type.FAILED)
+    assert (failed.reason, failed.message) == (trials.BACKOFF_LIMIT_EXCEEDED, "trial q-0: pod q-0-worker-1: ...")
+
+
+def test_a_restart_shows_as_the_restarting_condition_and_clears_when_the_trial_is_recreated():
+    dte = experiment()
+    restarting = status_.ExperimentStatus(trials=[status_.TrialStatus(
+        name="q-0", index=0, phase=Phase.RESTARTING, restarts=1, reason=trials.POD_FAILED, message="pod x failed",
+        start_time=T0)])
+    first = decide(dte, restarting, pods={"q-0": [{"metadata": {"name": "q-0-ps-0", "deletionTimestamp": "x"}}]}).status
+    assert (first.phase, condition(first, Type.RESTARTING).reason) == (Phase.RESTARTING, trials.POD_FAILED)
+    second = decide(dte, first).status
+    assert condition(second, Type.RESTARTING).status == "False"
+    assert second.phase == Phase.CREATED
+
+
+def test_an_invalid_spec_fails_the_experiment_and_a_corrected_one_clears_it():
+    invalid = plan.invalid(status_.ExperimentStatus(), plan.INVALID_SPEC, "`spec.x` is wrong", now=T0, generation=1)
+    assert (invalid.phase, condition(invalid, Type.FAILED).message) == (Phase.FAILED, "`spec.x` is wrong")
+    assert condition(decide(experiment(), invalid).status, Type.FAILED) is None
+
+
+# -- sweeps ----------------------------------------------------------------------------------------
+
+def test_a_sweep_runs_at_most_max_parallel_trials_in_order():
+    dte = experiment(sweep={"matrix": {"workers": [1, 2, 4]}, "repetitions": 2, "maxParallel": 2})
+    result = decide(dte)
+    assert result.create == (0, 1)
+    assert [t.phase for t in result.status.trials] == [Phase.CREATED] * 2 + [Phase.PENDING] * 4
+    assert result.status.trials[2].reason == trials.WAITING_FOR_SLOT
+    assert result.status.trials[3].parameters == {"workers": "2", "repetition": "1"}
+
+
+def test_a_finished_trial_frees_its_slot_for_the_next_one_in_the_same_pass():
+    dte = experiment(sweep={"matrix": {"workers": [1, 2]}})
+    first = decide(dte).status
+    done = first.model_copy(update={"trials": [first.trials[0].model_copy(update={"phase": Phase.SUCCEEDED}), first.trials[1]]})
+    assert decide(dte, done).create == (1,)
+
+
+def test_a_sweep_with_a_failed_trial_runs_the_others_and_fails_at_the_end_listing_it():
+    dte = experiment(sweep={"matrix": {"workers": [1, 2]}})
+    old = status_.ExperimentStatus(trials=[
+        status_.TrialStatus(name="q-0", index=0, phase=Phase.FAILED, reason=trials.DEADLINE_EXCEEDED, message="too slow"),
+        status_.TrialStatus(name="q-1", index=1, phase=Phase.SUCCEEDED, message="ok")])
+    failed = condition(decide(dte, old).status, Type.FAILED)
+    assert (failed.reason, failed.message) == (trials.DEADLINE_EXCEEDED, "1 of 2 trials failed: q-0 (DeadlineExceeded: too slow)")
+
+
+def test_skipped_combinations_are_reported_in_the_created_condition():
+    dte = experiment(sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"], "paradigm": ["BSP", "ASP"]}})
+    message = condition(decide(dte).status, Type.CREATED).message
+    assert message.startswith("3 trials planned; 1 combination skipped (RingAllReduce runs BSP only, not ASP)")
+
+
+def test_a_suspended_experiment_starts_nothing_and_says_so():
+    result = decide(experiment(runPolicy={"suspend": True}))
+    assert (result.create, result.status.phase) == ((), Phase.SUSPENDED)
+    assert condition(result.status, Type.SUSPENDED).status == "True"
+
+
+# -- due times ------------------------------------------------------------------------------------
+
+def test_the_next_wake_is_the_earliest_deadline_not_a_periodic_sweep():
+    dte = experiment(runPolicy={"activeDeadlineSeconds": 30})
+    status = decide(dte).status  # trial created at T0
+    timing = settings_.TimingSettings(recheck_seconds=600)
+    assert due.next_wake(status, dte.spec.run_policy, T0 + datetime.timedelta(seconds=12.5), timing) == 17.5
+
+
+def test_a_finished_experiment_expires_ttl_seconds_after_its_completion():
+    dte = experiment(runPolicy={"ttlSecondsAfterFinished": 90})
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.SUCCEEDED)])
+    finished = decide(dte, old).status
+    assert due.expiry_of(finished, dte.spec.run_policy) == T0 + datetime.timedelta(seconds=90)
+    assert due.next_wake(finished, dte.spec.run_policy, T0 + datetime.timedelta(seconds=60),
+                         settings_.TimingSettings()) == 30
+    assert due.expiry_of(finished, experiment().spec.run_policy) is None
+
+
+def test_nothing_is_due_for_a_finished_experiment_without_ttl():
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.SUCCEEDED)])
+    dte = experiment()
+    assert due.next_wake(decide(dte, old).status, dte.spec.run_policy, T0, settings_.TimingSettings()) is None
+
+
+# -- events and the status on the wire ----------------------------------------------------------------
+
+def test_every_trial_transition_and_experiment_milestone_is_an_event():
+    dte = experiment()
+    created = decide(dte).status
+    found = events.transitions(status_.ExperimentStatus(), created)
+    assert [(e.type, e.reason) for e in found] == [("Normal", trials.PODS_CREATED), ("Normal", plan.EXPERIMENT_CREATED)]
+    failed = created.model_copy(update={"trials": [created.trials[0].model_copy(update={
+        "phase": Phase.FAILED, "reason": trials.BACKOFF_LIMIT_EXCEEDED, "message": "pod x"})]})
+    finished = decide(dte, failed).status
+    assert [(e.type, e.reason) for e in events.transitions(created, finished)] == [
+        ("Warning", trials.BACKOFF_LIMIT_EXCEEDED), ("Warning", trials.BACKOFF_LIMIT_EXCEEDED)]
+    assert events.transitions(finished, finished) == []
+
+
+def test_the_status_patch_is_minimal_and_removes_what_disappeared():
+    old = {"phase": "Running", "replicaStatuses": {"ps": {"active": 1}, "worker": {"active": 2}}, "summary": {"throughput": 1.0}}
+    new = {"phase": "Running", "replicaStatuses": {"worker": {"active": 2}}}
+    assert statuses.merge_patch(old, new) == {"summary": None, "replicaStatuses": {"ps": None}}
+    assert statuses.merge_patch(new, new) == {}

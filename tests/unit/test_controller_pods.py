@@ -1,0 +1,100 @@
+"""What the controller reads from a trial's pods: failures in people's words, waiting reasons, the summary, counts."""
+
+import json
+
+from ringleader.api import constants
+from ringleader.controller import pods
+
+
+def pod(name="q-0-worker-0", role="worker", rank=1, phase="Running", *, scheduled=True, containers=(),
+        reason=None, message=None, ready=False, deleting=False):
+    conditions = [{"type": "PodScheduled", "status": "True" if scheduled else "False",
+                   **({} if scheduled else {"reason": "Unschedulable",
+                                            "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."})}]
+    if ready:
+        conditions.append({"type": "Ready", "status": "True"})
+    status = {"phase": phase, "conditions": conditions, "containerStatuses": list(containers)}
+    if reason:
+        status["reason"] = reason
+    if message:
+        status["message"] = message
+    metadata = {"name": name, "labels": {constants.LABEL_ROLE: role, constants.LABEL_RANK: str(rank)}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    return {"metadata": metadata, "spec": {}, "status": status}
+
+
+def terminated(exit_code, reason=None, message=None, finished="2030-01-01T00:00:10Z", name="trainer"):
+    state = {"exitCode": exit_code, "finishedAt": finished}
+    if reason:
+        state["reason"] = reason
+    if message:
+        state["message"] = message
+    return {"name": name, "state": {"terminated": state}}
+
+
+def test_a_running_pod_has_not_failed():
+    assert pods.failure_of(pod()) is None
+
+
+def test_an_oom_killed_container_is_reported_with_pod_container_exit_code_and_reason():
+    failure = pods.failure_of(pod(phase="Failed", containers=[terminated(137, "OOMKilled")]))
+    assert failure.describe() == "pod q-0-worker-0: container trainer exited with code 137 (OOMKilled)"
+
+
+def test_a_container_error_keeps_the_start_of_its_termination_message():
+    failure = pods.failure_of(pod(phase="Failed", containers=[terminated(1, "Error", "RuntimeError: boom\nat line 3")]))
+    assert failure.describe() == "pod q-0-worker-0: container trainer exited with code 1 (Error): RuntimeError: boom at line 3"
+
+
+def test_a_container_that_exited_non_zero_counts_before_the_pod_phase_catches_up():
+    assert pods.failure_of(pod(phase="Running", containers=[terminated(2, "Error")])).exit_code == 2
+
+
+def test_an_eviction_names_the_pod_level_reason_and_the_container_it_killed():
+    failure = pods.failure_of(pod(phase="Failed", reason="Evicted", message="The node was low on resource: memory.",
+                                  containers=[terminated(137, "Error")]))
+    assert failure.describe() == ("pod q-0-worker-0 failed: Evicted: The node was low on resource: memory.; "
+                                  "container trainer exited with code 137")
+
+
+def test_the_first_failure_in_time_is_the_cause_and_the_others_are_counted():
+    early = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(137, "OOMKilled", finished="2030-01-01T00:00:05Z")])
+    late = pod("q-0-worker-0", rank=1, phase="Failed", containers=[terminated(1, "Error", finished="2030-01-01T00:00:09Z")])
+    failure, count = pods.first_failure([late, early])
+    assert (failure.pod, count) == ("q-0-worker-1", 2)
+
+
+def test_waiting_reasons_say_what_a_pod_waits_on():
+    assert pods.waiting_reason(pod(phase="Pending", scheduled=False)) == \
+        "unschedulable (0/1 nodes are available: 1 Insufficient nvidia.com/gpu.)"
+    pulling = {"name": "trainer", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}
+    assert pods.waiting_reason(pod(phase="Pending", containers=[pulling])) == "ImagePullBackOff (not found)"
+
+
+def test_a_pod_is_scheduled_once_bound_to_a_node_or_reported_scheduled():
+    assert pods.is_scheduled(pod(scheduled=True))
+    assert not pods.is_scheduled(pod(scheduled=False))
+    bound = pod(scheduled=False)
+    bound["spec"]["nodeName"] = "node-1"
+    assert pods.is_scheduled(bound)
+
+
+def test_the_summary_is_read_from_the_termination_message_and_unknown_keys_are_ignored():
+    document = {"throughput": 1234.5, "iterationTimeP50Seconds": 0.1, "stragglerRank": 3, "runtimeVersion": "x"}
+    summary = pods.summary_of(pod(phase="Succeeded", containers=[terminated(0, "Completed", json.dumps(document))]))
+    assert (summary.throughput, summary.iteration_time_p50_seconds, summary.straggler_rank) == (1234.5, 0.1, 3)
+
+
+def test_a_termination_message_that_is_not_json_gives_no_summary():
+    assert pods.summary_of(pod(phase="Succeeded", containers=[terminated(0, "Completed", "done")])) is None
+
+
+def test_replica_counts_follow_a_jobs_counting_and_skip_terminating_pods():
+    counts = pods.replica_counts([
+        pod("a", role="ps", phase="Running", ready=True),
+        pod("b", phase="Running", ready=True), pod("c", phase="Pending"), pod("d", phase="Succeeded"),
+        pod("e", phase="Failed"), pod("f", phase="Running", deleting=True),
+    ])
+    assert counts["ps"].model_dump() == {"active": 1, "ready": 1, "succeeded": 0, "failed": 0}
+    assert counts["worker"].model_dump() == {"active": 2, "ready": 1, "succeeded": 1, "failed": 1}

@@ -1,0 +1,42 @@
+"""The operator's settings: flags first, then RINGLEADER_* variables, then documented defaults; read once."""
+
+import argparse
+
+import pytest
+
+from ringleader.controller import settings
+
+
+def parse(argv, environ=None):
+    parser = argparse.ArgumentParser()
+    settings.add_arguments(parser, environ or {})
+    return settings.from_args(parser.parse_args(argv))
+
+
+def test_without_flags_or_variables_the_defaults_apply_and_the_operator_is_cluster_wide():
+    found = parse([])
+    assert found == settings.Settings()
+    assert found.scope.namespaces == ()
+
+
+def test_variables_are_read_when_no_flag_is_given_and_flags_win():
+    environ = {"RINGLEADER_NAMESPACES": "a,b", "RINGLEADER_TRACKING_URI": "http://mlflow:5000",
+               "RINGLEADER_PROGRESS_POLL_INTERVAL": "3", "RINGLEADER_POD_GROUPS": "true"}
+    from_env = parse([], environ)
+    assert (from_env.scope.namespaces, from_env.tracking.default_uri) == (("a", "b"), "http://mlflow:5000")
+    assert (from_env.timing.progress_poll_seconds, from_env.pods.pod_groups) == (3.0, True)
+    assert parse(["-n", "c", "--no-pod-groups"], environ).scope.namespaces == ("c",)
+    assert parse(["--no-pod-groups"], environ).pods.pod_groups is False
+
+
+def test_gpu_tolerations_are_a_json_list():
+    found = parse(["--gpu-tolerations", '[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]'])
+    assert found.pods.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
+    with pytest.raises(SystemExit):
+        parse(["--gpu-tolerations", '{"key": 1}'])
+
+
+def test_liveness_can_be_turned_off_and_intervals_must_be_positive():
+    assert parse(["--liveness", "none"]).liveness_endpoint is None
+    with pytest.raises(SystemExit):
+        parse(["--progress-poll-interval", "0"])

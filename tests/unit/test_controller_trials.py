@@ -1,0 +1,171 @@
+"""A trial's life, one step at a time: start, gang wait, run, fail and restart, give up, deadline, succeed, suspend."""
+
+import datetime
+import json
+
+from ringleader.api import constants
+from ringleader.api import spec as spec_
+from ringleader.api import status as status_
+from ringleader.controller import trials
+
+Phase = status_.Phase
+T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
+EXPECTED = (trials.ExpectedPod("q-0-ps-0", "ps", 0), trials.ExpectedPod("q-0-worker-0", "worker", 1),
+            trials.ExpectedPod("q-0-worker-1", "worker", 2))
+
+
+def pod(name, phase="Running", *, scheduled=True, exit_code=None, reason=None, message=None, deleting=False):
+    role = "ps" if "-ps-" in name else "worker"
+    rank = {e.name: e.rank for e in EXPECTED}.get(name, 9)
+    containers = []
+    if exit_code is not None:
+        containers = [{"name": "trainer", "state": {"terminated": {
+            "exitCode": exit_code, "reason": reason, "message": message, "finishedAt": "2030-01-01T00:01:00Z"}}}]
+    metadata = {"name": name, "labels": {constants.LABEL_ROLE: role, constants.LABEL_RANK: str(rank)}}
+    if deleting:
+        metadata["deletionTimestamp"] = "2030-01-01T00:02:00Z"
+    return {"metadata": metadata, "spec": {},
+            "status": {"phase": phase, "containerStatuses": containers,
+                       "conditions": [{"type": "PodScheduled", "status": "True" if scheduled else "False"}]}}
+
+
+def all_running():
+    return [pod(e.name) for e in EXPECTED]
+
+
+def context(at=0, **policy):
+    return trials.Context(now=T0 + datetime.timedelta(seconds=at), run_policy=spec_.RunPolicy(**policy),
+                          expected=EXPECTED, may_start=True)
+
+
+def trial(phase=Phase.PENDING, **fields):
+    return status_.TrialStatus(name="q-0", index=0, phase=phase, **fields)
+
+
+def test_a_pending_trial_with_a_free_slot_creates_its_objects_and_records_its_start():
+    step = trials.step(trial(), [], context())
+    assert (step.status.phase, step.create, step.status.start_time) == (Phase.CREATED, True, T0)
+    assert step.status.message == ("created 3 pods (1 parameter server, 2 workers); "
+                                   "waiting for all of them to be scheduled")
+
+
+def test_a_pending_trial_without_a_slot_waits_and_says_why():
+    ctx = trials.Context(now=T0, run_policy=spec_.RunPolicy(), expected=EXPECTED, may_start=False)
+    step = trials.step(trial(), [], ctx)
+    assert (step.status.phase, step.status.reason, step.create) == (Phase.PENDING, trials.WAITING_FOR_SLOT, False)
+
+
+def test_a_pending_trial_first_deletes_pods_left_by_an_earlier_run():
+    step = trials.step(trial(), [pod("q-0-worker-0")], context())
+    assert (step.status.phase, step.delete, step.create) == (Phase.PENDING, ("q-0-worker-0",), False)
+
+
+def test_gang_semantics_a_trial_is_not_running_until_every_pod_is_scheduled_and_running():
+    pods = all_running()
+    pods[2] = pod("q-0-worker-1", phase="Pending", scheduled=False)
+    step = trials.step(trial(Phase.CREATED, start_time=T0), pods, context())
+    assert (step.status.phase, step.status.reason) == (Phase.CREATED, trials.WAITING_FOR_PODS)
+    assert step.status.message.startswith("2 of 3 pods running, 2 of 3 scheduled; pod q-0-worker-1: not scheduled yet")
+
+
+def test_a_trial_whose_pods_all_run_is_running():
+    step = trials.step(trial(Phase.CREATED, start_time=T0), all_running(), context())
+    assert (step.status.phase, step.status.message) == (Phase.RUNNING, "all 3 pods (1 parameter server, 2 workers) are running")
+
+
+def test_a_created_trial_recreates_a_pod_that_is_missing():
+    step = trials.step(trial(Phase.CREATED, start_time=T0), all_running()[:2], context())
+    assert (step.status.phase, step.create) == (Phase.CREATED, True)
+
+
+def test_a_failed_pod_restarts_the_whole_trial_and_counts_the_restart():
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=137, reason="OOMKilled")
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=2))
+    assert (step.status.phase, step.status.restarts, step.status.reason) == (Phase.RESTARTING, 1, trials.POD_FAILED)
+    assert step.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
+    assert step.status.message == ("pod q-0-worker-0: container trainer exited with code 137 (OOMKilled); "
+                                   "restarting the trial (restart 1 of at most 2)")
+
+
+def test_a_restarting_trial_waits_until_its_old_pods_are_gone_before_recreating_them():
+    going = [pod("q-0-worker-0", deleting=True)]
+    waiting = trials.step(trial(Phase.RESTARTING, restarts=1, start_time=T0), going, context())
+    assert (waiting.status.phase, waiting.create, waiting.delete) == (Phase.RESTARTING, False, ())
+    recreated = trials.step(trial(Phase.RESTARTING, restarts=1, start_time=T0), [], context())
+    assert (recreated.status.phase, recreated.create) == (Phase.CREATED, True)
+
+
+def test_after_backoff_limit_restarts_the_trial_fails_naming_pod_exit_code_and_reason():
+    pods = all_running()
+    pods[2] = pod("q-0-worker-1", "Failed", exit_code=1, reason="Error", message="RuntimeError: NCCL timeout")
+    step = trials.step(trial(Phase.RUNNING, restarts=2, start_time=T0), pods, context(backoff_limit=2))
+    assert (step.status.phase, step.status.reason) == (Phase.FAILED, trials.BACKOFF_LIMIT_EXCEEDED)
+    assert step.status.message == ("pod q-0-worker-1: container trainer exited with code 1 (Error): "
+                                   "RuntimeError: NCCL timeout; backoffLimit 2 reached after 2 restarts")
+    assert step.status.completion_time == T0
+    # cleanPodPolicy Running (the default): the pods still running go, the failed one stays for its logs.
+    assert step.delete == ("q-0-ps-0", "q-0-worker-0")
+
+
+def test_backoff_limit_zero_fails_at_the_first_failure():
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error")
+    assert trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=0)).status.phase == Phase.FAILED
+
+
+def test_a_pod_deleted_while_the_trial_runs_breaks_the_gang_and_restarts_the_trial():
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", deleting=True)
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context())
+    assert (step.status.phase, step.status.reason) == (Phase.RESTARTING, trials.POD_DELETED)
+    assert step.status.message.startswith("pod q-0-worker-0 was deleted")
+
+
+def test_the_deadline_fails_an_active_trial_at_its_start_plus_active_deadline_seconds():
+    before = trials.step(trial(Phase.RUNNING, start_time=T0), all_running(), context(at=59, active_deadline_seconds=60))
+    at = trials.step(trial(Phase.RUNNING, start_time=T0), all_running(), context(at=60, active_deadline_seconds=60))
+    assert before.status.phase == Phase.RUNNING
+    assert (at.status.phase, at.status.reason) == (Phase.FAILED, trials.DEADLINE_EXCEEDED)
+    assert at.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
+
+
+def test_the_deadline_counts_from_the_trials_start_across_restarts():
+    deadline = trials.deadline_of(trial(Phase.RESTARTING, restarts=2, start_time=T0), spec_.RunPolicy(active_deadline_seconds=30))
+    assert deadline == T0 + datetime.timedelta(seconds=30)
+    assert trials.deadline_of(trial(Phase.SUCCEEDED, start_time=T0), spec_.RunPolicy(active_deadline_seconds=30)) is None
+
+
+def test_when_all_workers_succeed_the_trial_succeeds_with_the_aggregators_summary_and_ps_pods_go():
+    summary = json.dumps({"throughput": 250.0, "iterationTimeP50Seconds": 0.5})
+    pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0, message=summary),
+            pod("q-0-worker-1", "Succeeded", exit_code=0)]
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(clean_pod_policy="None"))
+    assert (step.status.phase, step.status.summary.throughput) == (Phase.SUCCEEDED, 250.0)
+    assert step.status.message == "all 2 workers succeeded: 250.0 samples/s"
+    assert step.delete == ("q-0-ps-0",)  # parameter servers have nothing left to serve, whatever the policy
+
+
+def test_clean_pod_policy_all_deletes_every_pod_of_a_finished_trial():
+    pods = [pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1", "Failed", exit_code=1)]
+    step = trials.step(trial(Phase.FAILED), pods, context(clean_pod_policy="All"))
+    assert step.delete == ("q-0-worker-0", "q-0-worker-1")
+
+
+def test_clean_pod_policy_none_keeps_the_pods_of_a_failed_trial():
+    assert trials.step(trial(Phase.FAILED, reason=trials.BACKOFF_LIMIT_EXCEEDED), all_running(),
+                       context(clean_pod_policy="None")).delete == ()
+
+
+def test_suspending_deletes_the_pods_and_resuming_starts_the_trial_over():
+    ctx = trials.Context(now=T0, run_policy=spec_.RunPolicy(suspend=True), expected=EXPECTED, suspended=True)
+    suspended = trials.step(trial(Phase.RUNNING, start_time=T0), all_running(), ctx)
+    assert (suspended.status.phase, len(suspended.delete)) == (Phase.SUSPENDED, 3)
+    resumed = trials.step(suspended.status, [], context(at=100))
+    assert (resumed.status.phase, resumed.create, resumed.status.start_time) == (
+        Phase.CREATED, True, T0 + datetime.timedelta(seconds=100))
+
+
+def test_a_trial_whose_objects_are_refused_fails_for_good():
+    failed = trials.create_failed(trial(Phase.CREATED), "spec.containers[0].image: Required value", T0)
+    assert (failed.phase, failed.reason) == (Phase.FAILED, trials.CREATE_FAILED)

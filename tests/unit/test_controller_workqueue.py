@@ -1,0 +1,176 @@
+"""The per-experiment work queue: triggers coalesce, passes never overlap, due times are kept, retries follow kopf's errors."""
+
+import asyncio
+
+import kopf
+import pytest
+
+from ringleader.controller import workqueue
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, timeout=10))
+
+
+def test_many_requests_for_one_key_coalesce_into_one_pass():
+    async def scenario():
+        calls = []
+
+        async def work(key):
+            calls.append(key)
+            await asyncio.sleep(0.01)
+
+        queue = workqueue.WorkQueue(work)
+        for _ in range(20):
+            queue.request("a")
+        await asyncio.sleep(0.1)
+        await queue.close()
+        return calls
+
+    assert run(scenario()) == ["a"]
+
+
+def test_a_request_during_a_pass_gives_exactly_one_more_pass_and_passes_never_overlap():
+    async def scenario():
+        active, calls, overlaps = 0, 0, 0
+
+        async def work(key):
+            nonlocal active, calls, overlaps
+            active += 1
+            overlaps += active > 1
+            calls += 1
+            if calls == 1:
+                for _ in range(5):
+                    queue.request(key)
+            await asyncio.sleep(0.02)
+            active -= 1
+
+        queue = workqueue.WorkQueue(work)
+        queue.request("a")
+        await asyncio.sleep(0.2)
+        await queue.close()
+        return calls, overlaps
+
+    assert run(scenario()) == (2, 0)
+
+
+def test_the_answer_of_a_pass_schedules_the_next_one_at_that_time():
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        times = []
+
+        async def work(key):
+            times.append(loop.time())
+            return 0.2 if len(times) == 1 else None
+
+        queue = workqueue.WorkQueue(work)
+        queue.request("a")
+        await asyncio.sleep(0.5)
+        await queue.close()
+        return times
+
+    first, second = run(scenario())
+    assert 0.19 <= second - first < 0.3
+
+
+def test_an_earlier_request_wins_over_a_later_due_time():
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        times = []
+
+        async def work(key):
+            times.append(loop.time())
+            return 60.0
+
+        queue = workqueue.WorkQueue(work)
+        queue.request("a")
+        await asyncio.sleep(0.05)
+        queue.request("a", delay=0.05)
+        await asyncio.sleep(0.2)
+        await queue.close()
+        return times
+
+    first, second = run(scenario())
+    assert second - first < 0.2
+
+
+def test_a_temporary_error_retries_after_its_delay_and_a_permanent_one_does_not():
+    async def scenario(error):
+        calls = 0
+
+        async def work(key):
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise error
+
+        queue = workqueue.WorkQueue(work)
+        queue.request("a")
+        await asyncio.sleep(0.2)
+        await queue.close()
+        return calls
+
+    assert run(scenario(kopf.TemporaryError("pods still terminating", delay=0.05))) == 2
+    assert run(scenario(kopf.PermanentError("cannot work"))) == 1
+
+
+def test_unexpected_errors_back_off_and_give_up_after_the_limit_until_the_next_request():
+    async def scenario():
+        calls, given_up = 0, []
+
+        async def work(key):
+            nonlocal calls
+            calls += 1
+            raise RuntimeError("bug")
+
+        queue = workqueue.WorkQueue(work, error_backoff=0.01, max_errors=3,
+                                    on_give_up=lambda key, error: given_up.append(key))
+        queue.request("a")
+        await asyncio.sleep(0.5)
+        stopped_at = calls
+        queue.request("a")
+        await asyncio.sleep(0.02)
+        await queue.close()
+        return stopped_at, given_up, calls
+
+    stopped_at, given_up, calls = run(scenario())
+    assert (stopped_at, given_up) == (4, ["a"])  # the first try, then 3 retries
+    assert calls > stopped_at
+
+
+def test_a_forgotten_key_is_not_served_any_more():
+    async def scenario():
+        calls = []
+
+        async def work(key):
+            calls.append(key)
+            return 0.05
+
+        queue = workqueue.WorkQueue(work)
+        queue.request("a")
+        await asyncio.sleep(0.02)
+        queue.forget("a")
+        await asyncio.sleep(0.2)
+        await queue.close()
+        return calls
+
+    assert run(scenario()) == ["a"]
+
+
+@pytest.mark.parametrize("keys", [["a", "b", "c"]])
+def test_different_keys_are_served_independently(keys):
+    async def scenario():
+        started = []
+
+        async def work(key):
+            started.append(key)
+            await asyncio.sleep(0.1)
+
+        queue = workqueue.WorkQueue(work)
+        for key in keys:
+            queue.request(key)
+        await asyncio.sleep(0.05)
+        await queue.close()
+        return sorted(started)
+
+    assert run(scenario()) == keys

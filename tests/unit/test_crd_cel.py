@@ -1,0 +1,92 @@
+"""The CEL rules in the CRD say what their Python twins say: same verdict, same message, on the same objects.
+
+Evaluated with cel-python (a test-only dependency; skipped without it) on objects defaulted the
+way the API server defaults them. Kubernetes' list extension `sum()` is supplied here.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from ringleader import api
+from ringleader.api import crd
+
+import test_api_validation
+
+celpy = pytest.importorskip("celpy")
+celtypes = pytest.importorskip("celpy.celtypes")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+KUBERNETES_FUNCTIONS = {"sum": lambda values: celtypes.IntType(sum(values))}
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    return crd.openapi_schema()
+
+
+def rule_sites(value: Any, schema: dict[str, Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """(value, schema) of every object in `value` whose schema carries validation rules."""
+    if schema.get("x-kubernetes-validations"):
+        yield value, schema
+    if isinstance(value, dict) and "properties" in schema:
+        for name, item in value.items():
+            if name in schema["properties"]:
+                yield from rule_sites(item, schema["properties"][name])
+    elif isinstance(value, list) and "items" in schema:
+        for item in value:
+            yield from rule_sites(item, schema["items"])
+
+
+def broken_messages(document: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+    """Messages of the rules (not transition rules) that the API server would report for a create."""
+    environment = celpy.Environment()
+    defaulted = crd.apply_defaults(document, schema)
+    broken = set()
+    for value, site in rule_sites(defaulted, schema):
+        for rule in site["x-kubernetes-validations"]:
+            if "oldSelf" in rule["rule"]:
+                continue
+            program = environment.program(environment.compile(rule["rule"]), functions=KUBERNETES_FUNCTIONS)
+            if not program.evaluate({"self": celpy.json_to_cel(value)}):
+                broken.add(rule["message"])
+    return broken
+
+
+@pytest.mark.parametrize("case", test_api_validation.RULE_CASES, ids=list(test_api_validation.RULE_CASES))
+def test_cel_refuses_what_pydantic_refuses_with_the_same_message(experiment_document, schema, case):
+    spec, _, _ = test_api_validation.RULE_CASES[case]
+    document = experiment_document(spec)
+    with pytest.raises(api.SpecError) as caught:
+        api.parse(document)
+    python_messages = {problem.split(": ", 1)[1] for problem in caught.value.problems}
+    assert broken_messages(document, schema) == python_messages
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_cel_accepts_every_example(schema, example):
+    assert broken_messages(yaml.safe_load(example.read_text()), schema) == set()
+
+
+def test_cel_accepts_an_empty_spec(experiment_document, schema):
+    assert broken_messages(experiment_document(), schema) == set()
+
+
+def test_immutability_rules_refuse_changes_and_allow_equal_updates(schema):
+    environment = celpy.Environment()
+    spec = schema["properties"]["spec"]
+    [workers_rule] = [r for r in spec["properties"]["workers"]["x-kubernetes-validations"] if "oldSelf" in r["rule"]]
+    [image_rule] = [r for r in spec["x-kubernetes-validations"] if "oldSelf.image" in r["rule"]]
+
+    def holds(rule, new, old) -> bool:
+        program = environment.program(environment.compile(rule["rule"]))
+        return bool(program.evaluate({"self": celpy.json_to_cel(new), "oldSelf": celpy.json_to_cel(old)}))
+
+    assert holds(workers_rule, {"replicas": 2}, {"replicas": 2})
+    assert not holds(workers_rule, {"replicas": 4}, {"replicas": 2})
+    assert holds(image_rule, {"image": "a"}, {"image": "b"})  # the field's own rule catches a change
+    assert not holds(image_rule, {"image": "a"}, {})

@@ -1,0 +1,109 @@
+"""The comparison report: what the table shows for succeeded and failed trials, in text, CSV and markdown; the plots."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from ringleader.analysis import report
+from ringleader.api import experiment, trial
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def trials() -> list[trial.Trial]:
+    return trial.expand(experiment.parse({
+        "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment",
+        "metadata": {"name": "cmp"},
+        "spec": {"sync": {"staleness": 2}, "workers": {"replicas": 4},
+                 "sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"],
+                                      "paradigm": ["BSP", "SSP"]}}},
+    })).trials
+
+
+SUMMARY = {"throughput": 1234.56, "iterationTimeP50Seconds": 0.0312, "iterationTimeP95Seconds": 0.0457,
+           "computeFraction": 0.612, "commFraction": 0.288, "waitFraction": 0.1, "stragglerRank": 3}
+
+
+@pytest.fixture
+def rows(trials) -> list[report.ComparisonRow]:
+    return [report.row_for(trials[0], SUMMARY, "FINISHED"),
+            report.row_for(trials[1], None, "FAILED", "rank 2 (worker-1) exited with code 3: RuntimeError: boom | x")]
+
+
+def test_a_row_takes_its_identity_from_the_trial_and_its_numbers_from_the_summary(trials, rows):
+    assert [t.parameters for t in trials] == [{"architecture": "ParameterServer", "paradigm": "BSP"},
+                                              {"architecture": "ParameterServer", "paradigm": "SSP"},
+                                              {"architecture": "RingAllReduce", "paradigm": "BSP"}]
+    row = rows[0]
+    assert (row.trial, row.architecture, row.paradigm, row.workers) == ("cmp-0", "ParameterServer", "BSP", 4)
+    assert row.throughput == 1234.56 and row.p95_seconds == 0.0457 and row.wait_fraction == 0.1
+    assert rows[1].throughput is None and rows[1].status == "FAILED"
+
+
+def test_the_text_table_shows_milliseconds_shares_and_the_failure_reason(rows):
+    table = report.format_table(rows)
+    lines = table.splitlines()
+    assert lines[0].split()[:4] == ["trial", "architecture", "paradigm", "workers"]
+    assert set(lines[1]) == {"-", " "}
+    succeeded = lines[2].split()
+    assert succeeded == ["cmp-0", "ParameterServer", "BSP", "4", "1234.6", "31.2", "45.7", "61%", "29%", "10%",
+                         "FINISHED"]
+    assert lines[3].split() == ["cmp-1", "ParameterServer", "SSP", "4", "-", "-", "-", "-", "-", "-", "FAILED"]
+    assert lines[4] == "cmp-1: rank 2 (worker-1) exited with code 3: RuntimeError: boom | x"
+    # Columns line up: every status starts at the same character.
+    assert lines[2].index("FINISHED") == lines[3].index("FAILED")
+
+
+def test_csv_keeps_unrounded_si_numbers_and_empty_cells_for_missing_ones(rows):
+    parsed = list(csv.DictReader(io.StringIO(report.to_csv(rows))))
+    assert float(parsed[0]["iteration_time_p50_seconds"]) == 0.0312
+    assert float(parsed[0]["throughput"]) == 1234.56
+    assert parsed[0]["parameters"] == "architecture=ParameterServer;paradigm=BSP"
+    assert parsed[1]["throughput"] == "" and parsed[1]["status"] == "FAILED"
+    assert "boom | x" in parsed[1]["message"]
+
+
+def test_markdown_escapes_pipes_and_right_aligns_numbers(rows):
+    lines = report.to_markdown(rows).splitlines()
+    assert lines[0].startswith("| trial | architecture |")
+    assert lines[1].split("|")[4] == "---:"  # workers
+    assert len(lines) == 4
+    assert all(line.count("|") - line.count("\\|") == len(report.COLUMNS) + 1 for line in lines)
+
+
+def test_the_comparison_plot_is_a_png_even_with_a_trial_without_summary(rows, tmp_path):
+    path = report.plot_comparison(rows, tmp_path / "comparison.png")
+    data = path.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+def worker_records(rank: int, slow: float = 1.0) -> list[dict]:
+    records = []
+    for step in range(12):
+        record = {"step": step, "role": "worker", "warmup": step < 2, "time/data": 0.001, "time/forward": 0.01 * slow,
+                  "time/backward": 0.02 * slow, "time/comm": 0.005, "time/wait": 0.002, "time/update": 0.001,
+                  "time/iteration": 0.04 * slow + 0.01}
+        if step < 2:
+            record["time/forward"] = 5.0  # warm-up outliers are left out
+        records.append(record)
+    return records
+
+
+def test_a_rank_breakdown_averages_the_steady_iterations_only():
+    breakdown = report.rank_breakdown(1, worker_records(1, slow=2.0))
+    assert breakdown.iterations == 10
+    assert breakdown.phases["time/forward"] == pytest.approx(0.02)
+    assert breakdown.phases["time/iteration"] == pytest.approx(0.09)
+    assert breakdown.unaccounted == pytest.approx(0.09 - (0.001 + 0.02 + 0.04 + 0.005 + 0.002 + 0.001))
+    server = [{"step": 0, "role": "ps", "server/aggregation": 0.01, "server/queue_depth": 2}]
+    assert report.rank_breakdown(0, server) is None
+
+
+def test_the_rank_breakdown_plot_is_a_png(tmp_path):
+    breakdowns = [report.rank_breakdown(rank, worker_records(rank, slow=1.0 + rank)) for rank in range(3)]
+    data = report.plot_rank_breakdown(breakdowns, tmp_path / "breakdown.png").read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 10_000

@@ -1,0 +1,79 @@
+"""A rank's records: one flushed JSON line per iteration, warm-up flagged, whole files, settings, shaping."""
+
+import json
+import time
+
+import pytest
+
+from ringleader.runtime import records, settings, shaping
+
+
+def test_each_iteration_is_one_json_line_readable_while_the_rank_runs(tmp_path):
+    recorder = records.RankRecorder(tmp_path, "trial-0", 2, "worker", warmup_iterations=1)
+    recorder.log_iteration(0, {"time/iteration": 0.5, "loss": 2.0})
+    recorder.log_iteration(1, {"time/iteration": 0.25, "loss": float("nan")})
+    path = tmp_path / "trial-0" / "rank-2" / "iterations.jsonl"
+    # Flushed at once: another process (the launcher, the publisher) sees both lines before close().
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert recorder.iterations == lines
+    assert all(abs(line.pop("timestamp") - time.time()) < 60 for line in lines)
+    assert lines == [
+        {"step": 0, "role": "worker", "warmup": True, "time/iteration": 0.5, "loss": 2.0},
+        {"step": 1, "role": "worker", "warmup": False, "time/iteration": 0.25, "loss": None},
+    ]
+    recorder.close()
+
+
+def test_a_server_may_flag_warmup_itself(tmp_path):
+    recorder = records.RankRecorder(tmp_path, "t", 0, "ps", warmup_iterations=5)
+    recorder.log_iteration(9, {"warmup": True, "server/aggregation": 0.1})
+    recorder.log_iteration(10, {"server/aggregation": 0.2})
+    assert [(r["step"], r["role"], r["warmup"]) for r in recorder.iterations] == [(9, "ps", True), (10, "ps", False)]
+
+
+def test_a_torn_last_line_is_skipped(tmp_path):
+    path = tmp_path / "iterations.jsonl"
+    path.write_text('{"step": 0}\n{"step": 1}\n{"step": 2, "ti')
+    assert records.read_iterations(path) == [{"step": 0}, {"step": 1}]
+    assert records.read_iterations(tmp_path / "missing.jsonl") == []
+
+
+def test_summary_trace_and_layers_are_whole_json_files(tmp_path):
+    recorder = records.RankRecorder(tmp_path, "t", 0)
+    recorder.log_summary({"time/iteration": 0.1, "loss": float("inf")})
+    recorder.write_trace({"traceEvents": []})
+    recorder.write_layers({"iterations": []})
+    directory = tmp_path / "t" / "rank-0"
+    assert json.loads((directory / "summary.json").read_text()) == {"time/iteration": 0.1, "loss": None}
+    assert json.loads((directory / "trace.json").read_text()) == {"traceEvents": []}
+    assert json.loads((directory / "layers.json").read_text()) == {"iterations": []}
+    assert sorted(p.name for p in directory.iterdir()) == ["iterations.jsonl", "layers.json", "summary.json", "trace.json"]
+
+
+def test_settings_have_safe_defaults_and_reject_nonsense():
+    assert settings.Settings.from_environ({}) == settings.Settings()
+    custom = settings.Settings.from_environ({settings.TIMEOUT_SECONDS: "7.5", settings.BUCKET_BYTES: "1024"})
+    assert custom.timeout_seconds == 7.5 and custom.bucket_bytes == 1024
+    assert settings.Settings.from_environ(custom.to_environ()) == custom
+    with pytest.raises(ValueError, match="RINGLEADER_BUCKET_BYTES='lots' must be a number"):
+        settings.Settings.from_environ({settings.BUCKET_BYTES: "lots"})
+    with pytest.raises(ValueError, match="must be greater than 0"):
+        settings.Settings.from_environ({settings.TIMEOUT_SECONDS: "0"})
+
+
+def test_a_shaped_transfer_lasts_at_least_its_size_over_the_bandwidth():
+    shaper = shaping.Shaper(8_000_000)  # 1 MB/s
+    assert shaper.seconds(1_000_000) == pytest.approx(1.0)
+    started = time.perf_counter()
+    slept = shaper.pace(50_000, started)  # 50 ms at 1 MB/s
+    assert time.perf_counter() - started == pytest.approx(0.05, abs=0.02)
+    assert slept > 0.03
+    # A transfer that already took longer is not slowed further.
+    assert shaper.pace(1_000, time.perf_counter() - 1.0) == 0.0
+
+
+def test_an_unshaped_link_is_free():
+    shaper = shaping.Shaper(None)
+    assert not shaper.active and shaper.seconds(10**9) == 0.0 and shaper.pace(10**9, time.perf_counter()) == 0.0
+    with pytest.raises(ValueError):
+        shaping.Shaper(0)

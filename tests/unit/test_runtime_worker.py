@@ -1,0 +1,90 @@
+"""The worker loop, in-process with a single-worker ring: phases timed, loss falling, records and progress written."""
+
+import json
+
+import pytest
+import torch
+
+from ringleader.api import spec as spec_
+from ringleader.api import trial as trial_
+from ringleader.runtime import contract, interfaces, records, ring, settings, worker
+
+CPU = torch.device("cpu")
+
+
+def train_alone(tmp_path, model: dict, data: dict | None = None, groups: list | None = None) -> records.RankRecorder:
+    spec = spec_.ExperimentSpec.model_validate({
+        "architecture": "RingAllReduce",
+        "workers": {"replicas": 1, **({"groups": groups} if groups else {})},
+        "model": model,
+        "data": {"synthetic": {"samples": 256, "imageSize": 8, "numClasses": 4, **(data or {})}},
+    })
+    trial = trial_.Trial(experiment="alone", name="alone-0", index=0, spec=spec)
+    env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "trial.json", str(tmp_path))
+    settings.use(settings.Settings(trace_iterations=3))
+    recorder = records.RankRecorder(tmp_path, trial.name, 0, "worker", spec.model.warmup_iterations)
+    worker.train(trial, env, ring.RingSynchronizer(trial, env, CPU), recorder, CPU)
+    recorder.close()
+    return recorder
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+    settings.use(settings.Settings())
+
+
+def test_every_iteration_is_recorded_with_its_phases_and_warmup_flag(tmp_path):
+    recorder = train_alone(tmp_path, {"name": "mlp", "batchSize": 16, "iterations": 30, "warmupIterations": 3,
+                                      "optimizer": {"learningRate": 0.05}})
+    lines = records.read_iterations(recorder.directory / records.ITERATIONS_FILE)
+    assert [line["step"] for line in lines] == list(range(30))
+    assert [line["warmup"] for line in lines] == [True] * 3 + [False] * 27
+    for line in lines:
+        assert line[interfaces.TIME_FORWARD] > 0 and line[interfaces.TIME_BACKWARD] > 0
+        assert line[interfaces.TIME_UPDATE] > 0 and line[interfaces.TIME_COMM] == 0.0
+        phases = sum(line[k] for k in (interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_BACKWARD,
+                                       interfaces.TIME_UPDATE))
+        assert line[interfaces.TIME_ITERATION] >= phases
+    first, last = sum(l["loss"] for l in lines[:5]) / 5, sum(l["loss"] for l in lines[-5:]) / 5
+    assert last < 0.5 * first
+
+
+def test_the_trace_and_layer_timings_cover_the_window_after_warmup(tmp_path):
+    recorder = train_alone(tmp_path, {"name": "mlp", "batchSize": 8, "iterations": 10, "warmupIterations": 2})
+    trace = json.loads((recorder.directory / records.TRACE_FILE).read_text())
+    steps = {e["args"]["step"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert steps == {2, 3, 4}
+    layers = json.loads((recorder.directory / records.LAYERS_FILE).read_text())
+    assert [it["step"] for it in layers["iterations"]] == [2, 3, 4]
+    assert len(layers["iterations"][0]["ready"]) == len(layers["parameters"]) == 6
+    assert len(recorder.summary_extras["parameterDigest"]) == 64
+
+
+def test_progress_is_printed_about_every_tenth(tmp_path, capsys):
+    train_alone(tmp_path, {"name": "mlp", "batchSize": 4, "iterations": 20, "warmupIterations": 1})
+    progress = [line.split(" loss")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("progress:")]
+    assert progress == [f"progress: iteration {i}/20" for i in range(2, 21, 2)]
+
+
+def test_the_transformer_learns_the_token_chain(tmp_path):
+    recorder = train_alone(tmp_path, {"name": "transformer", "batchSize": 8, "iterations": 25, "warmupIterations": 1,
+                                      "optimizer": {"name": "Adam", "learningRate": 0.003}},
+                           {"numClasses": 16, "sequenceLength": 8})
+    losses = [line["loss"] for line in recorder.iterations]
+    assert losses[0] == pytest.approx(torch.log(torch.tensor(16.0)).item(), abs=0.5)
+    assert sum(losses[-5:]) / 5 < losses[0] - 0.5
+
+
+def test_a_straggler_group_stretches_forward_and_backward(tmp_path):
+    model = {"name": "cnn", "batchSize": 8, "iterations": 6, "warmupIterations": 1}
+    normal = train_alone(tmp_path / "normal", model)
+    slow = train_alone(tmp_path / "slow", model, groups=[{"name": "slow", "replicas": 1, "slowdownPercent": 400}])
+
+    def compute(recorder):
+        return sum(l[interfaces.TIME_FORWARD] + l[interfaces.TIME_BACKWARD] for l in recorder.iterations[1:])
+
+    assert compute(slow) > 2.5 * compute(normal)

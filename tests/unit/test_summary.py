@@ -1,0 +1,105 @@
+"""A trial's summary: throughput over all workers, percentiles, fractions and the straggler, after warm-up."""
+
+import json
+
+import pytest
+
+from ringleader.analysis import summary
+from ringleader.api import spec as spec_
+from ringleader.api import trial as trial_
+
+
+def make_trial(**spec) -> trial_.Trial:
+    base = {"architecture": "ParameterServer", "workers": {"replicas": 2}, "model": {"batchSize": 10}}
+    return trial_.Trial(experiment="e", name="e-0", index=0, spec=spec_.ExperimentSpec.model_validate({**base, **spec}))
+
+
+def worker_record(step, warmup=False, data=0.0, forward=0.1, backward=0.2, comm=0.1, wait=0.0, update=0.1,
+                  iteration=0.5, sent=1000.0, **extra):
+    return {"step": step, "role": "worker", "warmup": warmup, "time/data": data, "time/forward": forward,
+            "time/backward": backward, "time/comm": comm, "time/wait": wait, "time/update": update,
+            "time/iteration": iteration, "bytes/sent": sent, **extra}
+
+
+def two_workers():
+    fast = [worker_record(0, warmup=True, iteration=9.0, loss=2.0)] + [
+        worker_record(s, iteration=0.5, loss=1.0) for s in range(1, 5)]
+    slow = [worker_record(0, warmup=True, iteration=9.0, loss=2.2)] + [
+        worker_record(s, forward=0.3, backward=0.4, iteration=1.0, wait=0.1, loss=1.2) for s in range(1, 5)]
+    server = [{"step": s, "role": "ps", "warmup": False, "server/aggregation": 0.01 * s, "server/queue_depth": s}
+              for s in range(1, 3)]
+    return {0: server, 1: fast, 2: slow}
+
+
+def test_throughput_adds_every_workers_rate_and_ignores_warmup():
+    result = summary.summarize(two_workers(), make_trial())
+    # 10 samples per 0.5 s plus 10 samples per 1.0 s; the 9-second warm-up iterations do not count.
+    assert result["throughput"] == pytest.approx(20 + 10)
+    assert result["measuredIterations"] == 8 and result["workers"] == 2
+
+
+def test_percentiles_pool_all_workers_iterations():
+    result = summary.summarize(two_workers(), make_trial())
+    assert result["iterationTimeP50Seconds"] == pytest.approx(0.75)
+    assert result["iterationTimeP95Seconds"] == pytest.approx(1.0)
+    assert summary.percentile([1.0, 2.0, 3.0, 4.0], 95) == pytest.approx(3.85)
+    assert summary.percentile([], 50) is None
+
+
+def test_fractions_say_where_the_time_went_and_who_straggles():
+    result = summary.summarize(two_workers(), make_trial())
+    total = 4 * 0.5 + 4 * 1.0
+    assert result["computeFraction"] == pytest.approx((4 * 0.4 + 4 * 0.8) / total)
+    assert result["commFraction"] == pytest.approx(8 * 0.1 / total)
+    assert result["waitFraction"] == pytest.approx(4 * 0.1 / total)
+    assert result["stragglerRank"] == 2
+    assert result["perRank"]["2"]["computeSeconds"] == pytest.approx(0.8)
+    assert result["bytesPerIteration"] == pytest.approx(1000.0)
+
+
+def test_servers_staleness_and_losses_are_summarized():
+    records = two_workers()
+    records[1][2]["staleness"] = 3
+    records[2][3]["staleness"] = 1
+    result = summary.summarize(records, make_trial())
+    assert result["stalenessMean"] == pytest.approx(2.0) and result["stalenessMax"] == 3
+    assert result["serverAggregationSeconds"] == pytest.approx(0.015)
+    assert result["serverQueueDepthMean"] == pytest.approx(1.5)
+    assert result["lossFirst"] == pytest.approx(2.1) and result["lossLast"] == pytest.approx(1.1)
+
+
+def test_network_utilization_is_reported_against_the_emulated_bandwidth():
+    result = summary.summarize(two_workers(), make_trial(network={"bandwidth": "1Mbit"}))
+    # 8 iterations x 1000 bytes in 6 s of worker time: 8000*8/6 bit/s over 1 Mbit/s.
+    assert result["networkUtilization"] == pytest.approx(8 * 1000 * 8 / 6.0 / 1e6)
+    assert "networkUtilization" not in summary.summarize(two_workers(), make_trial())
+
+
+def test_a_trial_that_only_warmed_up_still_has_a_summary():
+    records = {0: [worker_record(0, warmup=True, iteration=2.0)]}
+    assert summary.summarize(records, make_trial(workers={"replicas": 1}))["throughput"] == pytest.approx(5.0)
+
+
+def test_the_status_part_validates_against_the_api_and_the_whole_fits_a_termination_message():
+    result = summary.summarize(two_workers(), make_trial())
+    status = summary.to_status(result)
+    assert status.throughput == pytest.approx(30) and status.straggler_rank == 2
+    assert status.wire()["iterationTimeP50Seconds"] == pytest.approx(0.75)
+    big = {**result, "perRank": {str(r): result["perRank"]["1"] for r in range(200)}}
+    compact = summary.compact(big)
+    assert len(json.dumps(compact)) <= 4000 and compact["throughput"] == result["throughput"]
+    assert summary.compact(result) == result
+
+
+def test_a_rank_summary_means_each_metric_after_warmup():
+    records = two_workers()[2]
+    result = summary.rank_summary(records)
+    assert result["iterations"] == 5 and result["measuredIterations"] == 4
+    assert result["time/iteration"] == pytest.approx(1.0) and result["loss"] == pytest.approx(1.2)
+    assert result["lossFirst"] == pytest.approx(2.2) and result["lossLast"] == pytest.approx(1.2)
+    assert "step" not in result and "warmup" not in result
+
+
+def test_timestamps_are_not_averaged_into_a_rank_summary():
+    records = [worker_record(s, timestamp=1.7e9 + s) for s in range(3)]
+    assert "timestamp" not in summary.rank_summary(records)

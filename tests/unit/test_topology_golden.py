@@ -1,0 +1,78 @@
+"""Rendered objects of every architecture x paradigm x CPU/GPU match their reviewed golden files.
+
+A change to the templates or the trial shows up here as a diff. When it is intended, regenerate
+and review the golden files:
+
+    RINGLEADER_UPDATE_GOLDEN=1 PYTHONPATH=operator python -m pytest tests/unit/test_topology_golden.py
+    git diff tests/unit/golden/
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import pathlib
+
+import pytest
+import yaml
+
+from ringleader import api, topology
+from ringleader.api import spec as spec_
+
+GOLDEN = pathlib.Path(__file__).parent / "golden" / "topology"
+UPDATE = os.environ.get("RINGLEADER_UPDATE_GOLDEN") == "1"
+SETTINGS = topology.RenderSettings(image="ringleader:golden", default_tracking_uri="http://mlflow.ringleader:5000")
+CASES = [
+    (architecture, paradigm, device)
+    for architecture in spec_.Architecture
+    for paradigm in spec_.Paradigm
+    for device in ("cpu", "gpu")
+    if spec_.combination_problem(architecture.value, paradigm.value) is None
+]
+
+
+def golden_spec(architecture: spec_.Architecture, paradigm: spec_.Paradigm, device: str) -> dict:
+    sync = {"paradigm": paradigm.value}
+    if paradigm in spec_.STALE_PARADIGMS:
+        sync["staleness"] = 3
+    if paradigm == spec_.Paradigm.DSSP:
+        sync["maxStaleness"] = 12
+    spec = {"architecture": architecture.value, "sync": sync, "workers": {"replicas": 2},
+            "model": {"iterations": 20, "warmupIterations": 2}}
+    if device == "gpu":
+        spec["workers"]["resources"] = {"cpu": "4", "memory": "16Gi", "gpu": 1}
+        spec["scheduling"] = {"podGroup": "Volcano", "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    return spec
+
+
+def rendered_text(architecture, paradigm, device) -> str:
+    document = {"apiVersion": api.API_VERSION, "kind": api.KIND,
+                "metadata": {"name": "golden", "namespace": "research"},
+                "spec": golden_spec(architecture, paradigm, device)}
+    [trial] = api.expand(api.parse(document)).trials
+    objects = topology.render(trial, SETTINGS, run_id="0123456789abcdef")
+    return yaml.safe_dump_all(objects, sort_keys=False, width=120)
+
+
+@pytest.mark.parametrize("architecture, paradigm, device", CASES,
+                         ids=[f"{a.value}-{p.value}-{d}" for a, p, d in CASES])
+def test_rendering_matches_the_golden_file(architecture, paradigm, device):
+    golden = GOLDEN / f"{architecture.value}-{paradigm.value}-{device}.yaml"
+    text = rendered_text(architecture, paradigm, device)
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"{golden} is missing: run with RINGLEADER_UPDATE_GOLDEN=1 and review it"
+    expected = golden.read_text()
+    if text != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
+                                            str(golden), "rendered now"))
+        pytest.fail(f"rendering drifted from {golden.name}; if intended, regenerate with "
+                    f"RINGLEADER_UPDATE_GOLDEN=1 and review the diff:\n{diff}")
+
+
+def test_every_golden_file_belongs_to_a_case():
+    expected = {f"{a.value}-{p.value}-{d}.yaml" for a, p, d in CASES}
+    assert {path.name for path in GOLDEN.glob("*.yaml")} == expected
+    assert len(CASES) == 18  # 3 architectures x 4 paradigms x 2 devices, less ring with ASP, SSP, DSSP

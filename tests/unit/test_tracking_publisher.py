@@ -1,0 +1,321 @@
+"""Publishing records into MLflow exactly once: cursors, replays, lost answers, outages; against a real sqlite store."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import socket
+
+import mlflow.tracking
+import pytest
+
+from ringleader.api import experiment, trial
+from ringleader.tracking import cursor, layout, publisher, replay, schema
+from ringleader.tracking import settings as settings_
+from ringleader.tracking import store as store_
+
+PHASES = ("time/data", "time/forward", "time/backward", "time/comm", "time/wait", "time/update")
+
+
+@pytest.fixture(scope="module")
+def template_db(tmp_path_factory) -> pathlib.Path:
+    # Creating MLflow's schema takes seconds; every test copies one migrated database instead.
+    path = tmp_path_factory.mktemp("template") / "mlflow.db"
+    mlflow.tracking.MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def store(template_db, tmp_path) -> store_.Store:
+    shutil.copy(template_db, tmp_path / "mlflow.db")
+    return store_.Store(f"sqlite:///{tmp_path / 'mlflow.db'}", settings_.TrackingSettings(backoff_initial_seconds=0.01))
+
+
+def make_trials(architectures=("ParameterServer",), iterations=20) -> list[trial.Trial]:
+    document = {
+        "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment",
+        "metadata": {"name": "tiny"},
+        "spec": {"workers": {"replicas": 2}, "model": {"name": "mlp", "iterations": iterations,
+                                                        "warmupIterations": 2, "batchSize": 8}},
+    }
+    if len(architectures) > 1:
+        document["spec"]["sweep"] = {"matrix": {"architecture": list(architectures)}}
+    else:
+        document["spec"]["architecture"] = architectures[0]
+    return trial.expand(experiment.parse(document)).trials
+
+
+def iteration_record(step: int, rank: int = 0) -> dict:
+    record = {"step": step, "role": "worker", "warmup": step < 2, "bytes/sent": 1000.0 + step,
+              "bytes/received": 2000.0, "staleness": 0, "loss": 2.0 / (step + 1)}
+    record.update({phase: 0.001 * (i + 1) for i, phase in enumerate(PHASES)})
+    record["time/iteration"] = 0.03 + 0.0001 * step + 0.001 * rank
+    return record
+
+
+def append_records(rank_dir: pathlib.Path, steps: range, rank: int = 0) -> None:
+    rank_dir.mkdir(parents=True, exist_ok=True)
+    with open(rank_dir / layout.ITERATIONS_FILE, "a") as handle:
+        for step in steps:
+            handle.write(json.dumps(iteration_record(step, rank)) + "\n")
+
+
+def history(store: store_.Store, run_id: str, key: str = "time/iteration") -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in store.client.get_metric_history(run_id, key))
+
+
+def rank_publisher(store, rank_dir, experiment_id, trial_run_id, rank=0) -> publisher.RankPublisher:
+    return publisher.RankPublisher(store, rank_dir, experiment_id, trial_run_id, "tiny-0", rank, "worker")
+
+
+@pytest.fixture
+def trial_run(store) -> tuple[str, str]:
+    experiment_id = store.ensure_experiment("default/tiny")
+    run_id = store.create_run_once(experiment_id, "trial-token", schema.trial_tags(make_trials()[0], None))
+    return experiment_id, run_id
+
+
+def test_records_are_published_once_and_new_ones_follow(store, trial_run, tmp_path):
+    rank_dir = tmp_path / "tiny-0" / "rank-1"
+    append_records(rank_dir, range(0, 30))
+    published = rank_publisher(store, rank_dir, *trial_run)
+
+    assert published.publish() == 30 * 11
+    assert published.publish() == 0
+    append_records(rank_dir, range(30, 40))
+    assert published.publish() == 10 * 11
+
+    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    points = history(store, state.run_id)
+    assert [step for step, _ in points] == list(range(40))
+    assert points[7][1] == pytest.approx(0.03 + 0.0007)
+    assert state.records == 40 and state.offset == (rank_dir / layout.ITERATIONS_FILE).stat().st_size
+
+
+def test_the_rank_run_is_nested_under_the_trial_run_and_tagged(store, trial_run, tmp_path):
+    rank_dir = tmp_path / "rank-1"
+    append_records(rank_dir, range(3))
+    rank_publisher(store, rank_dir, *trial_run, rank=1).publish(final_status="FINISHED")
+
+    run = store.client.get_run(cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id)
+    assert run.data.tags[schema.TAG_PARENT_RUN_ID] == trial_run[1]
+    assert run.data.tags[schema.TAG_RANK] == "1"
+    assert run.data.tags[schema.TAG_KIND] == "rank"
+    assert run.info.status == "FINISHED"
+    # Booleans and labels are not metrics; every number of the record is.
+    assert "warmup" not in run.data.metrics and "role" not in run.data.metrics
+    assert {"time/comm", "bytes/sent", "staleness", "loss"} <= set(run.data.metrics)
+
+
+def test_a_line_still_being_written_waits_for_its_newline(store, trial_run, tmp_path):
+    rank_dir = tmp_path / "rank-0"
+    append_records(rank_dir, range(2))
+    line = json.dumps(iteration_record(2))
+    with open(rank_dir / layout.ITERATIONS_FILE, "a") as handle:
+        handle.write(line[:20])
+    published = rank_publisher(store, rank_dir, *trial_run)
+    published.publish()
+    run_id = cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id
+    assert [s for s, _ in history(store, run_id)] == [0, 1]
+
+    with open(rank_dir / layout.ITERATIONS_FILE, "a") as handle:
+        handle.write(line[20:] + "\n")
+    published.publish()
+    assert [s for s, _ in history(store, run_id)] == [0, 1, 2]
+
+
+def test_more_metrics_than_one_batch_holds_are_split_at_record_boundaries(store, trial_run, tmp_path):
+    # 150 records x 11 metrics = 1650 values: MLflow itself refuses a log_batch of more than 1000.
+    rank_dir = tmp_path / "rank-0"
+    append_records(rank_dir, range(150))
+    assert rank_publisher(store, rank_dir, *trial_run).publish() == 1650
+    run_id = cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id
+    assert len(history(store, run_id, "loss")) == 150
+
+
+def test_a_batch_whose_answer_was_lost_is_not_duplicated_when_replayed(store, trial_run, tmp_path):
+    # The server stored a batch but the answer never came back: the cursor did not advance. The replay
+    # sends the same points (same step, value and timestamp) and the store keeps one of each.
+    rank_dir = tmp_path / "rank-0"
+    append_records(rank_dir, range(10))
+    published = rank_publisher(store, rank_dir, *trial_run)
+    published.publish()
+    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    state.offset, state.records = 0, 0
+    state.save()
+
+    published.publish()
+    assert [s for s, _ in history(store, state.run_id)] == list(range(10))
+
+
+def test_a_run_created_just_before_a_crash_is_found_again_not_created_twice(store, trial_run, tmp_path):
+    rank_dir = tmp_path / "rank-0"
+    append_records(rank_dir, range(5))
+    published = rank_publisher(store, rank_dir, *trial_run)
+    published.publish()
+    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    first_run = state.run_id
+    state.run_id, state.offset, state.records = None, 0, 0  # as if the crash came before the cursor was saved
+    state.save()
+
+    published.publish()
+    assert cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id == first_run
+    ranks = store.client.search_runs([trial_run[0]], filter_string="tags.`ringleader.kind` = 'rank'")
+    assert len(ranks) == 1
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_store_that_is_away_leaves_the_records_spooled_and_says_so(tmp_path):
+    waits = []
+    away = store_.Store(f"http://127.0.0.1:{free_port()}",
+                        settings_.TrackingSettings(attempts=3, backoff_initial_seconds=0.5), sleep=waits.append)
+    rank_dir = tmp_path / "rank-0"
+    append_records(rank_dir, range(5))
+
+    with pytest.raises(store_.TrackingUnavailable, match="did not answer"):
+        rank_publisher(away, rank_dir, "1", "0" * 32).publish()
+    assert waits == [0.5, 1.0]  # bounded exponential backoff between the 3 attempts
+    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    assert state.run_id is None and state.offset == 0
+
+
+def test_a_rejected_request_is_not_retried(store, trial_run):
+    waits = []
+    store.sleep = waits.append
+    store.log_params(trial_run[1], {"sync.paradigm": "BSP"})
+    store.log_params(trial_run[1], {"sync.paradigm": "BSP"})  # the same value again is fine (replays)
+    with pytest.raises(Exception) as raised:
+        store.log_params(trial_run[1], {"sync.paradigm": "ASP"})
+    assert not isinstance(raised.value, store_.TrackingUnavailable)
+    assert waits == []
+
+
+def write_trial(session_dir: pathlib.Path, the_trial: trial.Trial, status: str = "FINISHED",
+                ranks: dict[int, str] | None = None, reason: str | None = None, message: str | None = None):
+    trial_dir = session_dir / the_trial.name
+    trial_dir.mkdir(parents=True)
+    (trial_dir / layout.TRIAL_FILE).write_text(the_trial.model_dump_json(by_alias=True))
+    ranks = ranks or {slot.rank: "FINISHED" for slot in the_trial.slots()}
+    for slot in the_trial.worker_slots():
+        rank_dir = layout.rank_dir(trial_dir, slot.rank)
+        append_records(rank_dir, range(20), slot.rank)
+        (rank_dir / layout.TRACE_FILE).write_text(json.dumps({"traceEvents": []}))
+        (rank_dir / layout.SUMMARY_FILE).write_text(json.dumps({"iterations": 18, "meanIterationSeconds": 0.03}))
+    if status == "FINISHED":
+        (trial_dir / layout.SUMMARY_FILE).write_text(json.dumps({
+            "throughput": 512.5, "iterationTimeP50Seconds": 0.031, "iterationTimeP95Seconds": 0.035,
+            "computeFraction": 0.6, "commFraction": 0.3, "waitFraction": 0.1, "stragglerRank": 2,
+            "extra": {"networkUtilization": 0.25}, "note": "text is not a metric"}))
+    (trial_dir / layout.LOGS_DIR).mkdir()
+    (trial_dir / layout.LOGS_DIR / "rank-1.stderr").write_text("warning: something\n")
+    layout.write_outcome(trial_dir, layout.Outcome(
+        status=status, start_time=1_700_000_000.0, end_time=1_700_000_060.0, reason=reason, message=message,
+        ranks=[layout.RankOutcome(rank, "worker" if rank else "ps", s) for rank, s in ranks.items()]))
+    return trial_dir
+
+
+def artifacts(store: store_.Store, run_id: str, path: str | None = None) -> set[str]:
+    return {f.path for f in store.client.list_artifacts(run_id, path)}
+
+
+def test_a_finished_trial_gets_params_summary_artifacts_nested_ranks_and_status(store, tmp_path):
+    the_trial = make_trials()[0]
+    trial_dir = write_trial(tmp_path, the_trial)
+    experiment_id = store.ensure_experiment("default/tiny")
+
+    result = publisher.publish_trial(store, trial_dir, experiment_id, parent_run_id=None)
+
+    run = store.client.get_run(result.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.info.start_time == 1_700_000_000_000 and run.info.end_time == 1_700_000_060_000
+    assert run.data.params["architecture"] == "ParameterServer"
+    assert run.data.params["sync.paradigm"] == "BSP"
+    assert run.data.params["model.batchSize"] == "8"
+    assert run.data.params["model.optimizer.learningRate"] == "0.01"
+    assert run.data.params["trial.name"] == "tiny-0" and run.data.params["trial.index"] == "0"
+    assert run.data.metrics["throughput"] == 512.5
+    assert run.data.metrics["extra.networkUtilization"] == 0.25
+    assert "note" not in run.data.metrics
+    assert {"trial.json", "breakdown.png", "traces", "logs"} <= artifacts(store, result.run_id)
+    assert artifacts(store, result.run_id, "traces") == {"traces/rank-1.trace.json", "traces/rank-2.trace.json"}
+
+    ranks = store.client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{result.run_id}'")
+    assert sorted(r.data.tags[schema.TAG_RANK] for r in ranks) == ["1", "2"]
+    assert all(r.info.status == "FINISHED" for r in ranks)
+    assert all(r.data.metrics["summary/meanIterationSeconds"] == 0.03 for r in ranks)
+    assert all(len(history(store, r.info.run_id)) == 20 for r in ranks)
+
+    # Published twice: nothing new.
+    assert publisher.publish_trial(store, trial_dir, experiment_id, None).metrics == 0
+    assert len(store.client.search_runs([experiment_id])) == 3
+
+
+def test_a_failed_trial_records_each_ranks_status_and_the_reason(store, tmp_path):
+    the_trial = make_trials()[0]
+    trial_dir = write_trial(tmp_path, the_trial, status="FAILED", ranks={0: "KILLED", 1: "FAILED", 2: "KILLED"},
+                            reason="RankFailed", message="rank 1 (worker-0) exited with code 3")
+    experiment_id = store.ensure_experiment("default/tiny")
+
+    result = publisher.publish_trial(store, trial_dir, experiment_id, None)
+
+    run = store.client.get_run(result.run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.tags[schema.TAG_STATUS_REASON] == "RankFailed"
+    assert "exited with code 3" in run.data.tags[schema.TAG_STATUS_MESSAGE]
+    statuses = {r.data.tags[schema.TAG_RANK]: r.info.status for r in store.client.search_runs(
+        [experiment_id], filter_string="tags.`ringleader.kind` = 'rank'")}
+    assert statuses == {"1": "FAILED", "2": "KILLED"}
+
+
+def test_a_session_is_published_with_its_parent_run_and_comparison_and_replay_adds_nothing(store, tmp_path):
+    trials = make_trials(("ParameterServer", "RingAllReduce"))
+    session_dir = tmp_path / "tiny-session"
+    session_dir.mkdir()
+    session = publisher.Session(session_dir, experiment.parse({
+        "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment",
+        "metadata": {"name": "tiny"},
+        "spec": {"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}}}),
+        store.uri, [t.name for t in trials])
+    session.save()
+    write_trial(session_dir, trials[0])
+    write_trial(session_dir, trials[1], status="FAILED", message="rank 0 (worker-0) was killed by signal 9 (SIGKILL)")
+    layout.write_outcome(session_dir, layout.Outcome("FAILED", 1_700_000_000.0, 1_700_000_100.0))
+
+    first = replay.publish_dir(tmp_path)
+    again = replay.publish_dir(session_dir)
+
+    assert first.ok and again.ok
+    result = first.sessions[0]
+    assert again.sessions[0].parent_run_id == result.parent_run_id
+    assert sum(t.metrics for t in again.sessions[0].trials) == 0
+    experiment_id = store.client.get_experiment_by_name("default/tiny").experiment_id
+    assert len(store.client.search_runs([experiment_id])) == 1 + 2 + 2 + 2  # parent, trials, ranks (PS: 2 workers)
+    parent = store.client.get_run(result.parent_run_id)
+    assert parent.info.status == "FAILED"
+    assert parent.data.params["sweep.matrix.architecture.1"] == "RingAllReduce"
+    assert {"comparison.txt", "comparison.csv", "comparison.md", "comparison.png"} <= artifacts(store, parent.info.run_id)
+    children = store.client.search_runs([experiment_id], filter_string="tags.`ringleader.kind` = 'trial'")
+    assert {r.data.tags[schema.TAG_PARENT_RUN_ID] for r in children} == {result.parent_run_id}
+    local = pathlib.Path(parent.info.artifact_uri.removeprefix("file://"))
+    table = (local / "comparison.txt").read_text()
+    assert "tiny-0" in table and "512.5" in table and "killed by signal 9" in table
+
+
+def test_publish_dir_refuses_a_directory_without_sessions(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no session"):
+        replay.publish_dir(tmp_path)
+
+
+def test_sqlite_uris_are_made_absolute_so_a_later_publish_finds_the_same_store(tmp_path):
+    assert settings_.resolve_uri(environ={}, cwd=tmp_path) == f"sqlite:///{tmp_path}/mlflow.db"
+    assert settings_.resolve_uri(environ={"MLFLOW_TRACKING_URI": "http://127.0.0.1:5000"}, cwd=tmp_path) \
+        == "http://127.0.0.1:5000"
+    assert settings_.resolve_uri(spec_uri="sqlite:///runs/x.db", environ={"MLFLOW_TRACKING_URI": "http://h"},
+                                 cwd=tmp_path) == f"sqlite:///{tmp_path}/runs/x.db"
+    assert settings_.resolve_uri("http://flag", spec_uri="http://spec", cwd=tmp_path) == "http://flag"
