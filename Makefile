@@ -19,7 +19,7 @@ help:  ## list the targets
 $(VENV)/.deps-installed: pyproject.toml
 	@echo ">> creating $(VENV) (first time: downloads torch and mlflow, several minutes)"
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet --upgrade pip "setuptools>=68" wheel
 	$(VENV)/bin/pip install --quiet --progress-bar off -e '.[test]'
 	touch $@
 
@@ -30,10 +30,11 @@ venv: $(VENV)/.deps-installed  ## create the Python environment (cached) and ins
 install: venv  ## alias of venv
 
 crds: venv  ## regenerate crds/ (and the chart's copy) from the pydantic models
-	$(PY) -m ringleader.api.crd --out crds/
+	$(PY) -m ringleader.api.crd --out crds/ --out charts/ringleader/crds/
+	$(PY) -m ringleader.api.crd --docs docs/api.md
 
 crds-check: venv  ## fail if crds/ is not what the models generate
-	$(PY) -m ringleader.api.crd --check crds/
+	$(PY) -m ringleader.api.crd --check crds/ charts/ringleader/crds/
 
 unit: venv  ## unit tests
 	$(PY) -m pytest tests/unit -q

@@ -37,6 +37,8 @@ cluster_running() { [[ -S "$RUN_DIR/containerd/containerd.sock" ]] && "${CTR[@]}
 import_image() {
   if cluster_running; then
     "${CTR[@]}" images import "$OUT/image.tar" >/dev/null
+    local stamp_dir; stamp_dir="$CACHE/containerd-$(containerd --version | awk '{print $3}')/imported"
+    mkdir -p "$stamp_dir" && cp "$OUT/key" "$stamp_dir/$(basename "$OUT").key"
     log "imported $TAG into containerd (k8s.io)"
   else
     log "cluster not running: $TAG will be imported by the next cluster-up"

@@ -7,8 +7,10 @@ set +e
 problems=0
 bad() { log "LEFTOVER: $*"; problems=$((problems + 1)); }
 
-# processes: our binaries (by path), containerd with our config, shims on our socket
-for pat in "$CACHE/kubernetes-[^ ]*/bin/" "$CACHE/etcd-[^ ]*/bin/" "$RUN_DIR/containerd/config.toml" "-address $RUN_DIR/containerd/containerd.sock"; do
+# processes: everything the cluster starts names its run dir on the command line (configs, data dirs,
+# sockets); shims name our containerd socket. (Other users of the cached binaries, e.g. an envtest-style
+# API server started by a test with its own data dir, are not this cluster's and are not reported.)
+for pat in "$RUN_DIR/" "-address $RUN_DIR/containerd/containerd.sock"; do
   for pid in $(pgrep -f -- "$pat"); do
     [[ "$pid" == "$$" ]] && continue
     bad "process $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-150)"

@@ -45,10 +45,11 @@ if [[ -S "$CD/containerd.sock" ]] && [[ -n "$(pid_of containerd)" ]] && kill -0 
   fi
   log "pod sandboxes removed"
 fi
-stop_proc kube-proxy 10
-stop_proc containerd 20
-stop_proc kube-scheduler 10
-stop_proc kube-controller-manager 10
+stop_proc containerd 20 &
+stop_proc kube-proxy 10 &
+stop_proc kube-scheduler 10 &
+stop_proc kube-controller-manager 10 &
+wait
 stop_proc kube-apiserver 20
 stop_proc etcd 20
 for pid in $(our_pids); do log "killing leftover pid $pid: $(tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null | cut -c1-120)"; kill -KILL "$pid" 2>/dev/null; done

@@ -6,10 +6,12 @@ NODE_NAME="${NODE_NAME:-rl-node}"
 PKI="$RUN_DIR/pki"
 mkdir -p "$PKI"; chmod 700 "$PKI"
 DAYS=3650
+# ECDSA P-256 keys: as good as RSA here and ~50x faster to generate.
+genkey() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
 
 ca() {
   [[ -s "$PKI/ca.crt" ]] && return 0
-  openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
+  genkey "$PKI/ca.key"
   openssl req -x509 -new -key "$PKI/ca.key" -days "$DAYS" -subj "/CN=ringleader-test-ca" -out "$PKI/ca.crt" \
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"
 }
@@ -18,7 +20,7 @@ ca() {
 cert() {
   local name="$1" subj="$2" eku="$3" san="${4:-}"
   [[ -s "$PKI/$name.crt" ]] && return 0
-  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
+  genkey "$PKI/$name.key"
   openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr"
   {
     echo "basicConstraints=critical,CA:FALSE"
@@ -69,8 +71,8 @@ cert kube-proxy "/CN=system:kube-proxy" clientAuth
 cert kubelet-client "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
 cert kubelet "/CN=$NODE_NAME" serverAuth "DNS:$NODE_NAME,IP:$NODE_IP,IP:127.0.0.1"
 if [[ ! -s "$PKI/sa.key" ]]; then
-  openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
-  openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+  genkey "$PKI/sa.key"
+  openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
 fi
 chmod 600 "$PKI"/*.key
 kubeconfig "$RUN_DIR/kubeconfig" admin kubernetes-admin

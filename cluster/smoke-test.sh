@@ -111,5 +111,14 @@ YAML
 check "in-pod networking: DNS, pod IP, ClusterIP, API server via Service, no upstream DNS" \
   bash -c "[[ \$(${K[*]} -n $NS get pod client -o jsonpath='{.status.phase}') == Succeeded ]]"
 
+# An image built by cluster/build-image.sh (cluster/testdata/hello-image), when one has been built.
+HELLO=localhost/ringleader/hello:test
+if [[ -s "$CACHE/built-images/localhost_ringleader_hello_test/image.tar" ]]; then
+  "${K[@]}" -n "$NS" run hello --image "$HELLO" --image-pull-policy Never --restart Never >/dev/null
+  check "pod from an image built by build-image.sh ($HELLO) runs" \
+    "${K[@]}" -n "$NS" wait --for=jsonpath='{.status.phase}'=Succeeded pod/hello --timeout=120s
+  echo "  log: $("${K[@]}" -n "$NS" logs hello 2>&1)"
+fi
+
 echo "$pass passed, $fail failed"
 (( fail == 0 ))

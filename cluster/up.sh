@@ -135,7 +135,10 @@ start_proc kube-scheduler "$K8S_BIN/kube-scheduler" \
 
 # ---------------------------------------------------------------------------------------------- containerd
 CD="$RUN_DIR/containerd"
-mkdir -p "$CD/certs.d"
+# containerd's content store and snapshots persist across cluster-down/up (so imported images are kept);
+# its state (tasks, sandboxes, netns mounts) lives in the run dir and is wiped by cluster-down.
+CD_ROOT="$CACHE/containerd-$(containerd --version | awk '{print $3}')/root"
+mkdir -p "$CD/certs.d" "$CD_ROOT" "$CD_ROOT/../imported"
 # Any registry pull is sent to a closed loopback port: images must be imported, never pulled.
 for reg in _default docker.io registry.k8s.io ghcr.io quay.io gcr.io; do
   mkdir -p "$CD/certs.d/$reg"
@@ -144,7 +147,7 @@ done
 PAUSE_IMAGE="$(cat "$CACHE/images/pause-$PAUSE_VERSION/ref")"
 cat > "$CD/config.toml" <<TOML
 version = 2
-root = "$CD/root"
+root = "$CD_ROOT"
 state = "$CD/state"
 oom_score = 0
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
@@ -163,6 +166,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   stream_server_port = "0"
   disable_tcp_service = true
   netns_mounts_under_state_dir = true
+  # This sandbox lacks CAP_SYS_RESOURCE, so lowering oom_score_adj (kubelet asks -998 for sandboxes) fails
+  # in runc init; never go below containerd's own score (containerd's rootless-mode knob).
+  restrict_oom_score_adj = true
   enable_selinux = false
   max_container_log_line_size = 16384
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -211,10 +217,13 @@ for img in pause "coredns" debian-base; do
   "${CTR[@]}" images label "$ref" io.cri-containerd.pinned=pinned >/dev/null 2>&1 || true
   log "imported $ref ($((SECONDS - s))s)"
 done
-# Images built earlier with cluster/build-image.sh are re-imported too (the containerd store is per run).
-for tar in "$CACHE"/built-images/*/image.tar; do
-  [[ -e "$tar" ]] || continue
-  "${CTR[@]}" images import "$tar" >/dev/null && log "imported $(cat "${tar%/image.tar}/ref" 2>/dev/null || echo "$tar")"
+# Images built with cluster/build-image.sh while the cluster was down (or rebuilt since) are imported now.
+for dir in "$CACHE"/built-images/*/; do
+  [[ -s "$dir/image.tar" && -s "$dir/key" ]] || continue
+  stamp="$CD_ROOT/../imported/$(basename "$dir").key"
+  ref="$(cat "$dir/ref")"
+  if [[ "$(cat "$stamp" 2>/dev/null)" == "$(cat "$dir/key")" && -n "$("${CTR[@]}" images ls -q "name==$ref")" ]]; then continue; fi
+  "${CTR[@]}" images import "$dir/image.tar" >/dev/null && cp "$dir/key" "$stamp" && log "imported $ref"
 done
 
 # ---------------------------------------------------------------------------------------------- kubelet

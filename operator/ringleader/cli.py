@@ -24,6 +24,7 @@ import yaml
 
 import ringleader
 from ringleader import api, topology
+from ringleader.api import crd
 
 # Subcommands owned by other packages: name -> (module with add_arguments(parser) and run(args) -> int, help).
 DELEGATED = {
@@ -32,54 +33,47 @@ DELEGATED = {
 }
 
 
-class _Dumper(yaml.SafeDumper):
-    def ignore_aliases(self, data: object) -> bool:
-        return True
-
-
-def _experiments(paths: list[str], out: TextIO) -> list[tuple[str, api.Expansion | None]]:
-    """Each file with its expansion, or None after printing its problems."""
-    results: list[tuple[str, api.Expansion | None]] = []
-    for path in paths:
-        try:
-            results.append((path, api.expand(api.load(path))))
-        except api.SpecError as error:
-            print(f"{path}: invalid", file=out)
-            for problem in error.problems:
-                print(f"  - {problem}", file=out)
-            results.append((path, None))
-    return results
+def _expansion(path: str, out: TextIO) -> api.Expansion | None:
+    """The file's trials, or None after printing its problems to `out`."""
+    try:
+        return api.expand(api.load(path))
+    except api.SpecError as error:
+        print(f"{path}: invalid", file=out)
+        for problem in error.problems:
+            print(f"  - {problem}", file=out)
+        return None
 
 
 def validate(args: argparse.Namespace) -> int:
     """Exit 0 when every file is valid, 1 when any is not; the trials of each valid file are listed."""
-    out = sys.stdout
-    results = _experiments(args.files, out)
-    for path, expansion in results:
+    all_valid = True
+    for path in args.files:
+        expansion = _expansion(path, sys.stdout)
         if expansion is None:
+            all_valid = False
             continue
         trials = expansion.trials
-        print(f"{path}: valid, {len(trials)} trial{'s' if len(trials) != 1 else ''}", file=out)
+        print(f"{path}: valid, {len(trials)} trial{'s' if len(trials) != 1 else ''}")
         for trial in trials:
             spec = trial.spec
             described = ", ".join(f"{k}={v}" for k, v in trial.parameters.items()) or "no sweep"
             print(f"  {trial.name}: {spec.architecture.value} {spec.sync.paradigm.value}, "
-                  f"{trial.world_size} pod{'s' if trial.world_size != 1 else ''} ({described})", file=out)
+                  f"{trial.world_size} pod{'s' if trial.world_size != 1 else ''} ({described})")
         for parameters, reason in expansion.skipped:
             combination = ", ".join(f"{k}={v}" for k, v in parameters.items())
-            print(f"  skipped ({combination}): {reason}", file=out)
-    return 1 if any(expansion is None for _, expansion in results) else 0
+            print(f"  skipped ({combination}): {reason}")
+    return 0 if all_valid else 1
 
 
 def render(args: argparse.Namespace) -> int:
     """Print every trial's objects (or one trial's, with --trial) as one YAML multi-document stream."""
-    [(path, expansion)] = _experiments([args.file], sys.stderr)
+    expansion = _expansion(args.file, sys.stderr)
     if expansion is None:
         return 1
     trials = expansion.trials
     if args.trial is not None:
         if not 0 <= args.trial < len(trials):
-            print(f"{path}: --trial {args.trial} does not exist: the experiment has trials 0 to {len(trials) - 1}",
+            print(f"{args.file}: --trial {args.trial} does not exist: the experiment has trials 0 to {len(trials) - 1}",
                   file=sys.stderr)
             return 1
         trials = [trials[args.trial]]
@@ -90,14 +84,12 @@ def render(args: argparse.Namespace) -> int:
         ) if value is not None
     })
     documents = [document for trial in trials for document in topology.render(trial, settings, args.run_id)]
-    sys.stdout.write(yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False, width=120))
+    sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, width=120))
     return 0
 
 
-def crd(args: argparse.Namespace) -> int:
-    from ringleader.api import crd as crd_
-
-    sys.stdout.write(crd_.to_yaml())
+def print_crd(args: argparse.Namespace) -> int:
+    sys.stdout.write(crd.to_yaml())
     return 0
 
 
@@ -149,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     definition = commands.add_parser("crd", help="print the CustomResourceDefinition",
                                      description="Print the DistributedTrainingExperiment CRD as YAML.")
-    definition.set_defaults(handler=crd)
+    definition.set_defaults(handler=print_crd)
 
     for command, (_, help_text) in DELEGATED.items():
         # Options are the delegate's own (`ringleader run --help`); main() hands it the rest of the line.

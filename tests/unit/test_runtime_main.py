@@ -1,12 +1,14 @@
 """How a rank reads its slot: threads from the CPU request, the device, the backend, and failure wording."""
 
+import json
+
 import pytest
 import torch
 import torch.distributed as dist
 
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
-from ringleader.runtime import main
+from ringleader.runtime import contract, main
 
 
 def trial_of(**spec) -> trial_.Trial:
@@ -15,13 +17,13 @@ def trial_of(**spec) -> trial_.Trial:
 
 @pytest.mark.parametrize("cpu, threads", [("500m", 1), ("1", 1), ("2", 2), ("2500m", 2), ("3.5", 3)])
 def test_threads_are_the_whole_cpus_requested(cpu, threads):
-    slot = trial_of(workers={"resources": {"cpu": cpu}}).slots()[0]
+    slot = trial_of(workers={"resources": {"cpu": cpu}}).worker_slots()[0]
     assert main.cpu_threads(slot) == threads
 
 
 def test_gpus_requested_without_cuda_fall_back_to_the_cpu_with_a_warning(capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    slot = trial_of(workers={"resources": {"gpu": 1}}).slots()[0]
+    slot = trial_of(workers={"resources": {"gpu": 1}}).worker_slots()[0]
     assert main.pick_device(slot) == torch.device("cpu")
     assert "asked for 1 GPU(s) but CUDA is not available" in capsys.readouterr().err
     assert main.pick_device(trial_of().slots()[0]) == torch.device("cpu")
@@ -41,7 +43,35 @@ def test_a_lost_peer_is_named_as_such():
 
 
 def test_no_publisher_without_a_tracking_run(tmp_path):
-    from ringleader.runtime import contract
-
     env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "t.json", str(tmp_path))
     assert main.start_publisher(env, trial_of(), tmp_path) is None
+
+
+def test_a_missing_or_invalid_trial_file_is_named(tmp_path):
+    with pytest.raises(main.RankError, match=r"trial file .*none.json not found \(RINGLEADER_TRIAL_FILE\)"):
+        main.load_trial(str(tmp_path / "none.json"))
+    (tmp_path / "bad.json").write_text('{"name": 1}')
+    with pytest.raises(main.RankError, match=r"trial file .*bad.json is not a valid trial"):
+        main.load_trial(str(tmp_path / "bad.json"))
+
+
+def test_in_a_pod_the_summary_also_becomes_the_termination_message(tmp_path, monkeypatch):
+    termination_log = tmp_path / "termination-log"
+    termination_log.write_text("")
+    monkeypatch.setattr(main, "TERMINATION_LOG", str(termination_log))
+    env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "t.json", str(tmp_path / "out"))
+    trial = trial_of()
+    summary = {"throughput": 10.0, "stragglerRank": 1, "perRank": {str(r): {"iterations": r} for r in range(500)}}
+    (tmp_path / "out" / trial.name).mkdir(parents=True)
+    main.write_trial_summary(trial, env, summary)
+    assert json.loads((tmp_path / "out" / trial.name / "summary.json").read_text()) == summary
+    message = termination_log.read_text()
+    assert len(message) <= 4096 and json.loads(message)["throughput"] == 10.0
+
+
+def test_outside_a_pod_there_is_no_termination_message(tmp_path, monkeypatch):
+    monkeypatch.setattr(main, "TERMINATION_LOG", str(tmp_path / "absent"))
+    env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "t.json", str(tmp_path))
+    (tmp_path / trial_of().name).mkdir()
+    main.write_trial_summary(trial_of(), env, {"throughput": 1.0})
+    assert not (tmp_path / "absent").exists()

@@ -3,12 +3,12 @@
 import json
 import time
 
-import pytest
 import torch
 
 from ringleader.runtime import interfaces, straggler, timing
 
 CPU = torch.device("cpu")
+SLACK = 0.05  # seconds a loaded test machine may add to a sleep
 
 
 def run_iteration(timer: timing.IterationTimer, step: int, model=None) -> dict:
@@ -31,8 +31,9 @@ def run_iteration(timer: timing.IterationTimer, step: int, model=None) -> dict:
 
 def test_each_phase_lands_in_its_metric_and_unused_ones_are_zero():
     metrics = run_iteration(timing.IterationTimer(0, CPU), 0)
-    assert metrics[interfaces.TIME_DATA] == pytest.approx(0.002, abs=0.0015)
-    assert metrics[interfaces.TIME_FORWARD] == pytest.approx(0.003, abs=0.0015)
+    # Sleeps last at least what was asked; a busy machine may stretch them, never shorten them.
+    assert 0.002 <= metrics[interfaces.TIME_DATA] < 0.002 + SLACK
+    assert 0.003 <= metrics[interfaces.TIME_FORWARD] < 0.003 + SLACK
     assert metrics[interfaces.TIME_WAIT] == 0.0 and metrics[interfaces.TIME_UPDATE] == 0.0
     assert metrics[interfaces.BYTES_SENT] == 150 and metrics[interfaces.STALENESS] == 2
     assert set(timing.ITERATION_KEYS) <= set(metrics)
@@ -68,7 +69,7 @@ def test_only_the_traced_steps_are_in_the_chrome_trace():
     assert {e["name"] for e in complete} >= {"data", "forward", "backward", "comm", "iteration 1", "allreduce bucket 0"}
     assert all(e["pid"] == 3 and e["dur"] >= 0 for e in complete)
     forward = next(e for e in complete if e["name"] == "forward")
-    assert forward["dur"] == pytest.approx(3000, abs=1500)  # microseconds
+    assert 3000 <= forward["dur"] < 3000 + 1e6 * SLACK  # microseconds
     assert abs(forward["ts"] / 1e6 - time.time()) < 60  # wall-clock microseconds
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
     assert names >= {"rank 3 (worker-1)", timing.TRACK_MAIN, timing.TRACK_COMM, timing.TRACK_ITERATION}
@@ -119,7 +120,9 @@ def test_a_straggler_sleeps_in_proportion_to_its_compute():
     time.sleep(0.01)
     started = time.perf_counter()
     slow.stretch()
-    assert time.perf_counter() - started == pytest.approx(0.02, abs=0.008)
+    # 300% means twice the measured compute again: at least 2 x 10 ms.
+    assert 0.02 <= time.perf_counter() - started < 0.02 + 3 * SLACK
+    assert slow.slept >= 0.02
 
 
 def test_a_straggler_delays_each_gradient_and_a_normal_worker_does_nothing():
@@ -133,3 +136,36 @@ def test_a_straggler_delays_each_gradient_and_a_normal_worker_does_nothing():
     model(torch.ones(8, 64)).sum().backward()
     slow.stretch()
     assert slow.slept > 0 and normal.slept == 0
+
+
+class FakeCudaEvent:
+    """Stands in for torch.cuda.Event on a machine without a GPU: 'device' time is host time."""
+
+    synchronized = 0
+
+    def __init__(self, enable_timing=False):
+        self.at = None
+
+    def record(self):
+        self.at = time.perf_counter()
+
+    def synchronize(self):
+        FakeCudaEvent.synchronized += 1
+
+    def elapsed_time(self, other):
+        return (other.at - self.at) * 1000.0  # milliseconds, as CUDA reports
+
+
+def test_on_a_gpu_phases_come_from_events_read_after_one_sync_per_iteration(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "Event", FakeCudaEvent)
+    FakeCudaEvent.synchronized = 0
+    timer = timing.IterationTimer(0, torch.device("cuda", 0), trace_steps=range(1, 2))
+    results = [run_iteration(timer, step) for step in range(3)]
+    assert FakeCudaEvent.synchronized == 3
+    for metrics in results:
+        assert 0.002 <= metrics[interfaces.TIME_DATA] < 0.002 + SLACK
+        assert 0.003 <= metrics[interfaces.TIME_FORWARD] < 0.003 + SLACK
+    # Events are pooled: no new ones after the first iteration.
+    assert len(timer._event_pool) == 2 * 4 + 2
+    names = {e["name"] for e in timer.trace()["traceEvents"] if e["ph"] == "X"}
+    assert {"data", "forward", "backward", "comm", "iteration 1"} <= names

@@ -87,4 +87,5 @@ def test_a_straggler_group_stretches_forward_and_backward(tmp_path):
     def compute(recorder):
         return sum(l[interfaces.TIME_FORWARD] + l[interfaces.TIME_BACKWARD] for l in recorder.iterations[1:])
 
-    assert compute(slow) > 2.5 * compute(normal)
+    # 400% would be 4x; 2x leaves room for a loaded machine slowing the normal run.
+    assert compute(slow) > 2 * compute(normal)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
+# Before MLflow is imported: its telemetry thread starts at import time (ringleader.tracking does the same).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
 import json
 import pathlib
 import shutil

@@ -31,6 +31,11 @@ async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, l
     # Only the trials' pods are watched, filtered by the API server: a cluster's other pods never reach us.
     settings.watching.label_selectors["v1", "pods"] = ",".join(f"{k}={v}" for k, v in TRIAL_PODS.items())
     settings.posting.level = logging.INFO
+    if ours.scope.namespaces:
+        # Namespace mode runs on Roles alone: no listing of namespaces or CRDs, which are cluster-scoped.
+        # The named namespaces are taken as given, and the CRD must exist before the operator starts
+        # (Helm installs crds/ first).
+        settings.scanning.disabled = True
     memo.controller = reconciler.Controller(ours, kube.Kube(kube.configure()), recording.Recorder(ours.tracking))
     logger.info("ringleader operator settings: %s", settings_.describe(ours))
 

@@ -144,13 +144,16 @@ def _conditions(experiment, expansion: trial_.Expansion, old: status_.Experiment
     if restarting:
         put(Type.RESTARTING, True, restarting[0].reason or trials.POD_FAILED, _describe(restarting[0]))
     elif conditions.find(found, Type.RESTARTING):
-        put(Type.RESTARTING, False, NO_RESTART, "no trial is restarting")
+        # The last restart's cause stays readable after the pods are back: its message is kept.
+        last = conditions.find(found, Type.RESTARTING)
+        message = last.message if last.reason == NO_RESTART else f"pods recreated after {last.message}"
+        put(Type.RESTARTING, False, NO_RESTART, message)
 
     finished = all(t.phase in trials.TERMINAL_PHASES for t in new_trials)
     failed = [t for t in new_trials if t.phase == Phase.FAILED]
     running = [t for t in new_trials if t.phase == Phase.RUNNING]
     if finished:
-        put(Type.RUNNING, False, EXPERIMENT_FINISHED, f"all {count} trial{'s' * (count != 1)} finished")
+        put(Type.RUNNING, False, EXPERIMENT_FINISHED, "the trial finished" if count == 1 else f"all {count} trials finished")
         if failed:
             put(Type.FAILED, True, *_failure(failed, count))
         else:

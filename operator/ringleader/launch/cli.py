@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     settings = settings_.LaunchSettings(output_dir=args.output_dir)
     tracking_settings = tracking_settings_.TrackingSettings()
     tracking_uri = tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri)
-    session_dir = new_session_dir(pathlib.Path(settings.output_dir), experiment.name)
+    session_dir = new_session_dir(pathlib.Path(settings.output_dir).resolve(), experiment.name)
 
     print(f"{args.file}: {len(trials)} trial{'s' if len(trials) != 1 else ''} of {experiment.name}; "
           f"records in {session_dir}; MLflow: {tracking_uri}", file=out)
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
               f"sweep run {publishing.parent_run_id}", file=out)
         print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id)}", file=out)
     else:
-        print(f"MLflow at {tracking_uri} did not answer; nothing is lost: the records are in {session_dir}. "
+        print(f"MLflow at {tracking_uri} is unavailable; nothing is lost: the records are in {session_dir}. "
               f"When it is back: ringleader publish {session_dir}", file=out)
     return result.exit_code
 

@@ -137,3 +137,15 @@ def stop(processes: list[RankProcess], grace_seconds: float) -> None:
         # Also the groups of ranks that exited: a child they started may still be in there.
         _signal_group(process, signal.SIGKILL)
         process.popen.wait()
+    # Grandchildren die a moment after SIGKILL and are reaped by init: return once they are gone (bounded).
+    settled = time.monotonic() + 2.0
+    while any(_group_exists(p) for p in processes) and time.monotonic() < settled:
+        time.sleep(0.02)
+
+
+def _group_exists(process: RankProcess) -> bool:
+    try:
+        os.killpg(process.pid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False

@@ -6,8 +6,11 @@ user is told once how to replay them (`ringleader publish DIR`); each later tria
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import Callable
+
+import mlflow.exceptions
 
 from ringleader.tracking import publisher
 from ringleader.tracking import settings as tracking_settings_
@@ -33,15 +36,23 @@ class Tracker:
             if self.parent_run_id is None:
                 self.experiment_id, self.parent_run_id, _ = publisher.open_session(self.store, self.session)
             action()
-        except store_.TrackingUnavailable as error:
+        except (store_.TrackingUnavailable, mlflow.exceptions.MlflowException) as error:
+            # Away, or refusing (a wrong URI, no permission): either way the trials go on and the records
+            # wait on disk; publishing must never be what stops an experiment.
             if self.away is None:
-                self.say(f"MLflow did not answer ({what}); records stay in {self.session.directory} and are "
+                # Known to be away: later tries make one attempt each instead of holding up every trial's
+                # end with the full backoff; the first success restores the retries.
+                if self.store is not None:
+                    self.store.settings = dataclasses.replace(self.settings, attempts=1)
+                verb = "did not answer" if isinstance(error, store_.TrackingUnavailable) else "refused"
+                self.say(f"MLflow {verb} ({what}); records stay in {self.session.directory} and are "
                          f"published after the next trial, or with `ringleader publish {self.session.directory}`: "
                          f"{error}")
             self.away = str(error)
             return False
         if self.away is not None:
             self.say(f"MLflow answers again; records published ({what})")
+            self.store.settings = self.settings
             self.away = None
         return True
 

@@ -31,8 +31,11 @@ class SyntheticDataset:
         self.input = input
         self.samples = data.samples
         generator = torch.Generator().manual_seed(data.seed)
-        sample_bytes = 4 * int(torch.Size(input.shape).numel()) if input.kind == models.IMAGE else 8 * (input.shape[0] + 1)
-        self.pool = max(1, min(data.samples, MAX_POOL_BYTES // max(sample_bytes, 1)))
+        if input.kind == models.IMAGE:
+            sample_bytes = 4 * torch.Size(input.shape).numel()  # float32 noise image
+        else:
+            sample_bytes = 8 * (input.shape[0] + 1)  # int64 tokens, plus the last target
+        self.pool = max(1, min(data.samples, MAX_POOL_BYTES // sample_bytes))
         if input.kind == models.IMAGE:
             self.prototypes = torch.randn((input.num_classes, *input.shape), generator=generator)  # (C, 3, H, W)
             self.labels = torch.randint(0, input.num_classes, (data.samples,), generator=generator)  # (N,)

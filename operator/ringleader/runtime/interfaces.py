@@ -3,7 +3,8 @@
 The worker loop (`worker.py`) owns data, forward and backward; a `Synchronizer` (ring.py,
 parameter_server.py, peer_to_peer.py) owns everything after backward that makes the next
 iteration's parameters; a `Timer` (timing.py) records where the time went; a `Recorder`
-(tracking/) keeps the records. Metric names are the MLflow schema of DESIGN.md.
+(records.py, on local disk, published to MLflow by tracking/) keeps the records. Metric names
+are the MLflow schema of DESIGN.md.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class Timer(Protocol):
 
     def set(self, name: str, value: float) -> None:
         """Set a metric of the current iteration (staleness, loss)."""
+
+    def span(self, name: str, start: float, end: float, track: str = ..., args: dict | None = None) -> None:
+        """Add an event (time.perf_counter start and end) to the Chrome trace on `track`, if this step is traced;
+        for work the phases do not show, such as asynchronous transfers (timing.TRACK_COMM)."""
 
 
 class Synchronizer(Protocol):

@@ -2,12 +2,14 @@
 
 Runbook (what `ringleader run` and the operator's pods do for you; from the repository root):
 
-    # 1. a trial file: the first trial of an experiment, resolved
+    # 1. a trial file: the RingAllReduce trial of the quickstart sweep, resolved
     PYTHONPATH=operator python -c 'import sys; from ringleader.api import experiment, trial; \
-        print(trial.expand(experiment.load(sys.argv[1])).trials[0].model_dump_json(by_alias=True))' \
+        trials = trial.expand(experiment.load(sys.argv[1])).trials; \
+        print(next(t for t in trials if t.spec.architecture.value == "RingAllReduce").model_dump_json())' \
         examples/quickstart.yaml > /tmp/trial.json
 
-    # 2. one process per rank (RingAllReduce with 2 workers: ranks 0 and 1; ParameterServer: ps first)
+    # 2. one process per rank: here 2 workers, ranks 0 and 1 (a ParameterServer trial puts its
+    #    servers first: RINGLEADER_ROLE=ps for ranks 0..k-1, then the workers)
     for rank in 0 1; do
       RINGLEADER_ROLE=worker RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
       RINGLEADER_TRIAL_FILE=/tmp/trial.json RINGLEADER_OUTPUT_DIR=/tmp/ringleader \
@@ -15,11 +17,12 @@ Runbook (what `ringleader run` and the operator's pods do for you; from the repo
     done; wait
 
     # 3. the records (format: runtime/records.py)
-    cat /tmp/ringleader/<trial>/summary.json; wc -l /tmp/ringleader/<trial>/rank-*/iterations.jsonl
+    cat /tmp/ringleader/quickstart-2/summary.json; wc -l /tmp/ringleader/quickstart-2/rank-*/iterations.jsonl
 
 Optional knobs (runtime/settings.py): RINGLEADER_TIMEOUT_SECONDS (300), RINGLEADER_BUCKET_BYTES
-(25 MiB), RINGLEADER_TRACE_ITERATIONS (20). Exit status 0 on success; otherwise 1 and one line
-on stderr saying which rank failed and why (also the pod's termination message).
+(25 MiB), RINGLEADER_TRACE_ITERATIONS (20), RINGLEADER_FINISH_TIMEOUT_SECONDS (6 h). Exit status 0
+on success; otherwise 1 and one line on stderr saying which rank failed and why (also the pod's
+termination message).
 """
 
 from __future__ import annotations
@@ -155,6 +158,13 @@ def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summa
             file.write(json.dumps(summary_.compact(summary)))
 
 
+def finish_timeout(trial: trial_.Trial) -> datetime.timedelta:
+    """How long a finished rank waits for the others at the end: the trial's deadline if it has one."""
+    current = settings.current()
+    seconds = trial.spec.run_policy.active_deadline_seconds or current.finish_timeout_seconds
+    return datetime.timedelta(seconds=max(seconds, current.timeout_seconds))
+
+
 def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device, backend: str) -> None:
     spec = trial.spec
     config = {
@@ -228,8 +238,9 @@ def main(environ=os.environ) -> int:
         os.environ[contract.MASTER_ADDR], os.environ[contract.MASTER_PORT] = env.master_addr, str(env.master_port)
         dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
                                 timeout=timeout)
-        # The end-of-run gather moves Python objects: keep it on gloo even when gradients go over NCCL.
-        control = dist.new_group(backend="gloo", timeout=timeout) if "nccl" in backend else None
+        # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
+        # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
+        control = dist.new_group(backend="gloo", timeout=finish_timeout(trial))
         if env.rank == first_worker:
             log_configuration(trial, env, device, backend)
         print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)

@@ -63,7 +63,7 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     gate = paradigms.make_gate(spec.sync, len(workers))
 
     link = ps_link.Link(group, env.rank, requests_from=workers, replies_from=[],
-                        shaper=shaping.Shaper(spec.network.bits_per_second()), timeout_seconds=timeout).start()
+                        shaper=shaping.Shaper(spec.network.bits_per_second())).start()
     server = ps_shard_server.ShardServer(
         rank=env.rank, shard=shard, optimizer_factory=optimizers.factory(spec.model.optimizer), workers=workers,
         gate=gate if owner == 0 else None, averages_rounds=gate.averages_rounds, link=link,
@@ -79,14 +79,13 @@ class WorkerSynchronizer:
     """interfaces.Synchronizer of a ParameterServer worker: push to every server, wait for ps-0's OK, pull."""
 
     def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device):
+        # `device` is where the model already is: gradients are copied from it and weights into it.
         spec = trial.spec
-        self.device = device
         self.timeout = settings.current().timeout_seconds
         servers = server_ranks(trial)
         group = group_for(trial)
         self.link = ps_link.Link(group, env.rank, requests_from=[], replies_from=servers,
-                                 shaper=shaping.Shaper(spec.network.bits_per_second()),
-                                 timeout_seconds=self.timeout).start()
+                                 shaper=shaping.Shaper(spec.network.bits_per_second())).start()
         self.client = ps_client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout)
 
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:

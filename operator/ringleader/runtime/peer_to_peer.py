@@ -22,24 +22,22 @@ import threading
 import torch
 
 from ringleader.api import trial as trial_
-from ringleader.runtime import (contract, interfaces, paradigms, ps_client, ps_link, ps_shard_server, ps_shards,
-                                settings, shaping)
-from ringleader.runtime import parameter_server
+from ringleader.runtime import (contract, interfaces, parameter_server, paradigms, ps_client, ps_link,
+                                ps_shard_server, ps_shards, settings, shaping)
 
 
 class PeerSynchronizer:
     """A peer: pushes shards to every peer, serves its own shard in a thread."""
 
     def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device):
+        # `device` is where the model already is; the shard server keeps its shard there too.
         self.spec = trial.spec
         self.rank = env.rank
-        self.device = device
         self.timeout = settings.current().timeout_seconds
         self.peers = [s.rank for s in trial.worker_slots()]
         group = parameter_server.group_for(trial)
         self.link = ps_link.Link(group, env.rank, requests_from=self.peers, replies_from=self.peers,
-                                 shaper=shaping.Shaper(self.spec.network.bits_per_second()),
-                                 timeout_seconds=self.timeout).start()
+                                 shaper=shaping.Shaper(self.spec.network.bits_per_second())).start()
         self.client = ps_client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout)
         self.server: ps_shard_server.ShardServer | None = None
         self.server_thread: threading.Thread | None = None
@@ -94,7 +92,8 @@ class PeerSynchronizer:
         try:
             self.client.close()
             if finished and self.server_thread is not None:
-                # The others may still be training and need this peer's shard until they are done.
+                # The others may still be training and need this peer's shard until they are done. No bound
+                # here: the server's own inactivity timeout ends it if they stop talking.
                 self.server_thread.join()
                 if self.server_error is not None:
                     raise ps_link.LinkError(f"this peer's shard server failed: {self.server_error}")

@@ -16,7 +16,6 @@ left pending at the end. Every thread is a daemon: a failing rank exits without 
 
 from __future__ import annotations
 
-import datetime
 import queue
 import threading
 import time
@@ -31,7 +30,7 @@ TAG_HEADER = 71
 TAG_PAYLOAD = 72
 
 
-class _Ingress:
+class Ingress:
     """The emulated receiving NIC: messages from all peers share its bandwidth, one after another."""
 
     def __init__(self, shaper: shaping.Shaper):
@@ -55,14 +54,13 @@ class Link:
     `replies_from` (whose servers answer this rank's worker), on `group`."""
 
     def __init__(self, group, rank: int, *, requests_from: list[int], replies_from: list[int],
-                 shaper: shaping.Shaper, timeout_seconds: float):
+                 shaper: shaping.Shaper):
         self.group = group
         self.rank = rank
         self.requests_from = set(requests_from)
         self.replies_from = set(replies_from)
-        self.timeout = datetime.timedelta(seconds=timeout_seconds)
         self.shaper = shaper
-        self.ingress = _Ingress(shaper)
+        self.ingress = Ingress(shaper)
         self.inbox: queue.Queue[ps_wire.Message] = queue.Queue()
         self.mailboxes: dict[int, queue.Queue[ps_wire.Message]] = {r: queue.Queue() for r in self.replies_from}
         self._outgoing: queue.Queue = queue.Queue()
@@ -158,11 +156,6 @@ class Link:
         self._sender.join(max(0.0, deadline - time.monotonic()))
         for thread in self._receivers:
             thread.join(max(0.0, deadline - time.monotonic()))
-
-    @property
-    def quiet(self) -> bool:
-        """True when no thread of this link is still running."""
-        return not self._sender.is_alive() and not any(t.is_alive() for t in self._receivers)
 
 
 def _first_line(error: BaseException) -> str:

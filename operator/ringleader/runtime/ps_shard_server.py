@@ -51,7 +51,7 @@ class ShardServer:
             for group in self.optimizer.param_groups:
                 group["lr"] /= len(self.workers)
         self.pushes = {worker: 0 for worker in self.workers}  # t[i] as this owner has seen them
-        self.pushed_at = {worker: 0.0 for worker in self.workers}  # arrival of each worker's latest push
+        self.ready_at = {worker: 0.0 for worker in self.workers}  # when each worker's latest push was applied
         self.pending_pulls: list[ps_wire.Message] = []
         self.done: set[int] = set()
         self.version = 0  # updates applied
@@ -97,7 +97,6 @@ class ShardServer:
             raise ServerError(f"{self.name} (rank {self.rank}): push {message.count} from worker rank {worker} "
                               f"after {self.pushes[worker]} pushes; pushes must arrive in order")
         self.pushes[worker] = message.count
-        self.pushed_at[worker] = message.received_at
 
         # aggregate: apply at once, or add to the round (BSP) and apply when it is complete
         started = time.perf_counter()
@@ -114,9 +113,10 @@ class ShardServer:
         else:
             self._apply(gradients)
             applied = True
-        self.round_seconds += time.perf_counter() - started
+        self.ready_at[worker] = time.perf_counter()
+        self.round_seconds += self.ready_at[worker] - started
 
-        # decide: the gate (owner 0 only) says who gets an OK now
+        # decide: the gate (owner 0 only) says who gets an OK now; a held OK waited since its push was applied
         if self.gate is not None:
             released = self.gate.on_push(self.index[worker], message.received_at)
             now = time.perf_counter()
@@ -124,7 +124,7 @@ class ShardServer:
                 payload = self._weights()
                 for i in released:
                     w = self.workers[i]
-                    self._reply(w, self.gate.clock, now - self.pushed_at[w], payload)
+                    self._reply(w, self.gate.clock, now - self.ready_at[w], payload)
         self._answer_pulls()
 
         if not applied:

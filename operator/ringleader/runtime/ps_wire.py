@@ -108,11 +108,13 @@ class Layout:
                 for offset, size, dtype, shape in zip(self.offsets, self.sizes, self.dtypes, self.shapes)]
 
     def pack(self, tensors: list[torch.Tensor | None], out: torch.Tensor | None = None) -> torch.Tensor:
-        """Copy `tensors` (any device; None counts as zeros) into `out` or a new CPU buffer."""
+        """Copy `tensors` (any device; None counts as zeros) into `out` or a new CPU buffer.
+
+        Copies from a GPU are blocking (a device sync): the buffer is sent by another thread right after."""
         out = self.empty() if out is None else out
         for view, tensor in zip(self.views(out), tensors):
             if tensor is None:
                 view.zero_()
             else:
-                view.copy_(tensor.detach(), non_blocking=view.is_pinned())
+                view.copy_(tensor.detach())
         return out

@@ -8,6 +8,7 @@ bucket order on every rank (a bucket ready early waits for its predecessors) bec
 collectives of all ranks must match one to one. `synchronize()` waits for the buckets still in
 flight (that wait, not the hidden part, is time/comm), averages, and steps the local optimizer
 (time/update). Bytes per rank and iteration: 2*(N-1)/N * M, the ring's traffic for M bytes.
+Waiting for a slower peer happens inside the collective, so it shows as time/comm; time/wait stays 0.
 
 gloo on CPU tensors, NCCL on CUDA tensors (main.py initializes "cpu:gloo,cuda:nccl" on GPU).
 Buffers (batch-norm statistics) are broadcast once at start, not kept in sync.

@@ -14,6 +14,7 @@ from typing import Mapping
 TIMEOUT_SECONDS = "RINGLEADER_TIMEOUT_SECONDS"
 BUCKET_BYTES = "RINGLEADER_BUCKET_BYTES"
 TRACE_ITERATIONS = "RINGLEADER_TRACE_ITERATIONS"
+FINISH_TIMEOUT_SECONDS = "RINGLEADER_FINISH_TIMEOUT_SECONDS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +23,11 @@ class Settings:
     """Longest wait for any peer (rendezvous, a collective, a message, the final gather), in seconds.
     A dead peer is usually noticed at once (its sockets close); this bounds a hung one. 300 s leaves
     room for a slow straggler finishing its last iterations while the others wait at the end."""
+    finish_timeout_seconds: float = 6 * 3600.0
+    """Longest wait, in seconds, of a rank that finished for the slowest rank to finish (the end-of-run
+    gather of records), unless the trial's runPolicy.activeDeadlineSeconds bounds it. Long, because under
+    ASP a straggler may finish far behind the others; a peer that dies meanwhile is noticed at once
+    (its sockets close), and one that hangs makes its own partners time out and exit, which does too."""
     bucket_bytes: int = 25 * 1024 * 1024
     """Ring allreduce bucket size, in bytes: 25 MiB, DDP's default, trades per-message latency for overlap."""
     trace_iterations: int = 20
@@ -46,6 +52,7 @@ class Settings:
 
         return cls(
             timeout_seconds=number(TIMEOUT_SECONDS, defaults.timeout_seconds, float),
+            finish_timeout_seconds=number(FINISH_TIMEOUT_SECONDS, defaults.finish_timeout_seconds, float),
             bucket_bytes=int(number(BUCKET_BYTES, defaults.bucket_bytes, int)),
             trace_iterations=int(number(TRACE_ITERATIONS, defaults.trace_iterations, int)),
         )
@@ -54,6 +61,7 @@ class Settings:
         """The variables that reproduce these settings in another process (tests, the local launcher)."""
         return {
             TIMEOUT_SECONDS: str(self.timeout_seconds),
+            FINISH_TIMEOUT_SECONDS: str(self.finish_timeout_seconds),
             BUCKET_BYTES: str(self.bucket_bytes),
             TRACE_ITERATIONS: str(self.trace_iterations),
         }

@@ -6,8 +6,6 @@ push/pull, waiting on a staleness bound, the update) belongs to the `Synchronize
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from ringleader.api import trial as trial_

@@ -4,7 +4,14 @@ The schema (DESIGN.md "Timing and MLflow schema") is in schema.py; the operator 
 the launcher publisher.py, ranks in pods live.py, `ringleader publish` replay.py.
 """
 
-from ringleader.tracking.live import LivePublisher
+import os
+
+# MLflow 3 sends usage telemetry from a thread it starts at `import mlflow`, unless told not to before
+# that import. ringleader talks to the tracking store and nothing else (pods often have no egress at
+# all); users who want MLflow's telemetry set MLFLOW_DISABLE_TELEMETRY=false themselves.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+from ringleader.tracking.live import LivePublisher  # noqa: E402 - after the telemetry opt-out
 from ringleader.tracking.replay import Replayed, publish_dir
 from ringleader.tracking.runs import ensure_experiment, finish_run, log_comparison, start_parent_run, start_trial_run
 from ringleader.tracking.settings import TrackingSettings, resolve_uri

@@ -1,0 +1,55 @@
+# One image for all of ringleader: the operator, the training runtime and the in-cluster MLflow server.
+#
+#   ringleader operator                 the Helm chart's operator Deployment (ENTRYPOINT + args)
+#   python -m ringleader.runtime        training pods (the topology templates set this command)
+#   mlflow server ...                   the chart's optional MLflow Deployment (command: [mlflow])
+#
+# Build:
+#   docker build -t ringleader:0.1.0 .                                  # python:3.11-slim base
+#   cluster/build-image.sh Dockerfile . localhost/ringleader/ringleader:0.1.0
+#                                       # the test cluster: a locally built Debian base passed as BASE_IMAGE
+# Build arguments:
+#   BASE_IMAGE       any Debian-like image with python3 (>= 3.11) and its venv module
+#   TORCH_INDEX_URL  an extra package index for torch, e.g. https://download.pytorch.org/whl/cpu for a
+#                    CPU-only image a fraction of the size; empty (default): torch from PyPI (CUDA wheels)
+#   EXTRA_PACKAGES   more pip packages, e.g. psycopg2-binary for an MLflow server on PostgreSQL
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
+
+ARG TORCH_INDEX_URL=""
+ARG EXTRA_PACKAGES=""
+
+# A virtual environment works on both bases: Debian's own python3 refuses system-wide pip installs (PEP 668).
+ENV VIRTUAL_ENV=/opt/ringleader \
+    PATH=/opt/ringleader/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HOME=/home/ringleader \
+    MPLCONFIGDIR=/tmp/matplotlib
+
+RUN python3 -m venv "$VIRTUAL_ENV" \
+ && groupadd --gid 1000 ringleader \
+ && useradd --uid 1000 --gid 1000 --home-dir /home/ringleader --create-home --shell /usr/sbin/nologin ringleader
+
+WORKDIR /src
+# Dependencies first, from the project metadata alone and a placeholder package, so that a code change
+# rebuilds only the last layers instead of downloading torch and mlflow again.
+COPY pyproject.toml README.md* ./
+RUN mkdir -p operator/ringleader \
+ && echo '__version__ = "0.0.0"' > operator/ringleader/__init__.py \
+ && pip install ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} . ${EXTRA_PACKAGES} \
+ && pip uninstall --yes ringleader \
+ && rm -rf operator build *.egg-info
+
+COPY operator ./operator
+RUN pip install --no-deps . \
+ && rm -rf /src \
+ && python -c "import ringleader.controller.cli, ringleader.topology, ringleader.runtime.contract"
+
+# Non-root, numeric so that Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
+USER 1000:1000
+WORKDIR /home/ringleader
+ENTRYPOINT ["ringleader"]
+CMD ["--help"]

@@ -1,0 +1,214 @@
+"""What ringleader's per-iteration instrumentation (timing.IterationTimer + records.RankRecorder) costs a training loop.
+
+Runbook (from the repository root; about a minute on a loaded 2-core machine):
+
+    .venv/bin/python bench/bench_overhead.py                  # micro-benchmark + 10 interleaved loop pairs
+    .venv/bin/python bench/bench_overhead.py --pairs 20 --iterations 300 --image-size 16
+
+The runtime has no switch that turns its instrumentation off (worker.py always times and records),
+so the cost is measured two ways, in one process, one intra-op thread:
+
+1. micro: the exact calls one ring iteration makes on the timer and recorder (begin, five phases,
+   two add()s, a bucket span, finish, log_iteration writing and flushing a JSONL line, and one
+   gradient-ready hook per parameter), in a tight loop with nothing to time, minus the same loop
+   empty; both outside and inside the trace window (the first 20 steps after warm-up are traced).
+   That is the instrumentation's cost per iteration, in microseconds, independent of the model.
+2. loop: runtime/worker.py's real `train()` (one worker, so the ring synchronizer only steps the
+   optimizer) against a bare loop of the same model, data, optimizer and phases with no timer, no
+   hooks and no records, interleaved in pairs (alternating which goes first). Iteration times of both
+   come from one clock outside the instrumentation (perf_counter at each logged iteration), steady
+   state after warm-up; overhead per pair = median instrumented / median bare - 1.
+
+On a shared, loaded machine (2) is noisier than the effect it measures (its spread is reported);
+(1) divided by the bare iteration time of (2) is the number to trust. Target: < 2%.
+Writes bench/results/overhead.json and prints a table. Not a test: nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import harness
+import torch
+
+from ringleader.api import constants
+from ringleader.runtime import contract, data, interfaces, models, optimizers, records, ring, settings, timing, worker
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. micro
+
+
+def instrumented_calls(directory: pathlib.Path, iterations: int, parameters: int, traced: bool) -> float:
+    """Seconds per iteration of the timer/recorder calls a ring worker makes, with empty phases."""
+    timer = timing.IterationTimer(0, torch.device("cpu"), range(0, iterations) if traced else range(0))
+    # What watch_layers() registers on each parameter; called directly, as backward would call it.
+    hooks = [timer._ready_hook(f"layer{i}.weight") for i in range(parameters)]
+    recorder = records.RankRecorder(directory, "micro-0", 0)
+    phases = [timer.phase(name) for name in (interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_BACKWARD,
+                                              interfaces.TIME_COMM, interfaces.TIME_UPDATE)]
+    started = time.perf_counter()
+    for step in range(iterations):
+        timer.begin(step)
+        for index, phase in enumerate(phases):
+            with phase:
+                if index == 2:
+                    for hook in hooks:
+                        hook(None)
+        now = time.perf_counter()
+        timer.span("allreduce bucket 0", now, now, timing.TRACK_COMM, {"bytes": 4})
+        timer.add(interfaces.BYTES_SENT, 1.0)
+        timer.add(interfaces.BYTES_RECEIVED, 1.0)
+        metrics = timer.finish()
+        metrics[interfaces.LOSS] = 1.0
+        recorder.log_iteration(step, metrics)
+    elapsed = time.perf_counter() - started
+    recorder.close()
+    return elapsed / iterations
+
+
+def empty_calls(iterations: int, parameters: int) -> float:
+    """The same loop shape with nothing in it: what the Python loop itself costs."""
+    hooks = [lambda _p: None for _ in range(parameters)]
+    started = time.perf_counter()
+    for _step in range(iterations):
+        for index in range(5):
+            if index == 2:
+                for hook in hooks:
+                    hook(None)
+    return (time.perf_counter() - started) / iterations
+
+
+def micro(directory: pathlib.Path, iterations: int, parameters: int, repeats: int) -> dict:
+    steady, traced = [], []
+    for repeat in range(repeats):
+        empty = empty_calls(iterations, parameters)
+        steady.append(instrumented_calls(directory / f"s{repeat}", iterations, parameters, False) - empty)
+        traced.append(instrumented_calls(directory / f"t{repeat}", iterations, parameters, True) - empty)
+    return {"steadyMicroseconds": harness.spread([1e6 * s for s in steady]),
+            "tracedMicroseconds": harness.spread([1e6 * s for s in traced])}
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. loop
+
+
+class ClockedRecorder(records.RankRecorder):
+    """A RankRecorder that also notes when each iteration was logged, by a clock outside the timer."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.clock: list[float] = []
+
+    def log_iteration(self, step: int, metrics: dict[str, float]) -> None:
+        self.clock.append(time.perf_counter())
+        super().log_iteration(step, metrics)
+
+
+def instrumented_loop(trial, directory: pathlib.Path) -> list[float]:
+    """worker.train as the runtime runs it (one worker): per-iteration seconds from the outside clock."""
+    env = contract.PodEnvironment(role=constants.ROLE_WORKER, rank=0, world_size=1, master_addr=harness.LOOPBACK,
+                                  master_port=1, trial_file="", output_dir=str(directory))
+    recorder = ClockedRecorder(directory, trial.name, 0, constants.ROLE_WORKER, trial.spec.model.warmup_iterations)
+    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"))
+    worker.train(trial, env, synchronizer, recorder, torch.device("cpu"))
+    recorder.close()
+    return [b - a for a, b in zip(recorder.clock, recorder.clock[1:])]
+
+
+def bare_loop(trial) -> list[float]:
+    """The same model, data, optimizer and phases, with nothing timed, hooked or recorded."""
+    spec = trial.spec
+    torch.manual_seed(spec.data.synthetic.seed)
+    model = models.build(spec.model, spec.data.synthetic)
+    dataset = data.SyntheticDataset(spec.data.synthetic, models.input_spec(spec.model, spec.data.synthetic, model))
+    optimizer = optimizers.factory(spec.model.optimizer)([p for p in model.parameters() if p.requires_grad])
+    model.train()
+    clock = []
+    for step in range(spec.model.iterations):
+        inputs, labels = dataset.batch(step, spec.model.batch_size)  # (B, 3, H, W), (B,)
+        loss = models.loss(model(inputs), labels)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss.item()
+        clock.append(time.perf_counter())
+    return [b - a for a, b in zip(clock, clock[1:])]
+
+
+def loop(trial, directory: pathlib.Path, pairs: int) -> dict:
+    warmup = trial.spec.model.warmup_iterations
+    overheads, bare_medians, instrumented_medians = [], [], []
+    for pair in range(pairs):
+        order = ("instrumented", "bare") if pair % 2 == 0 else ("bare", "instrumented")
+        medians = {}
+        for variant in order:
+            seconds = instrumented_loop(trial, directory / f"{pair}") if variant == "instrumented" else bare_loop(trial)
+            medians[variant] = statistics.median(seconds[warmup:])
+        overheads.append(medians["instrumented"] / medians["bare"] - 1.0)
+        bare_medians.append(medians["bare"])
+        instrumented_medians.append(medians["instrumented"])
+        print(f"pair {pair}: bare {1e3 * medians['bare']:.3f} ms, instrumented {1e3 * medians['instrumented']:.3f} ms, "
+              f"overhead {100 * overheads[-1]:+.2f}%", flush=True)
+    return {"overheadPercent": harness.spread([100 * o for o in overheads]),
+            "bareMilliseconds": harness.spread([1e3 * s for s in bare_medians]),
+            "instrumentedMilliseconds": harness.spread([1e3 * s for s in instrumented_medians])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=10, help="interleaved (instrumented, bare) loop pairs (default 10)")
+    parser.add_argument("--iterations", type=int, default=200, help="iterations per loop run (default 200)")
+    parser.add_argument("--warmup", type=int, default=20, help="warm-up iterations left out (default 20)")
+    parser.add_argument("--model", default="mlp", help="built-in model (default mlp)")
+    parser.add_argument("--image-size", type=int, default=32, help="synthetic image side (default 32)")
+    parser.add_argument("--batch", type=int, default=32, help="batch (default 32)")
+    parser.add_argument("--micro-iterations", type=int, default=20000, help="iterations per micro run (default 20000)")
+    parser.add_argument("--micro-repeats", type=int, default=5, help="micro runs (default 5)")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(1)  # as a rank with cpu "1" (runtime/main.py cpu_threads)
+    settings.use(settings.Settings())
+    trial = harness.make_trial({
+        "architecture": "RingAllReduce", "workers": {"replicas": 1},
+        "model": {"name": args.model, "batchSize": args.batch, "iterations": args.iterations,
+                  "warmupIterations": args.warmup},
+        "data": {"synthetic": {"samples": 4096, "imageSize": args.image_size}},
+    }, "bench-overhead-0")
+    parameters = sum(1 for p in models.build(trial.spec.model, trial.spec.data.synthetic).parameters() if p.requires_grad)
+    start_machine = harness.machine()
+    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch:
+        micro_result = micro(pathlib.Path(scratch) / "micro", args.micro_iterations, parameters, args.micro_repeats)
+        loop_result = loop(trial, pathlib.Path(scratch) / "loop", args.pairs)
+
+    bare = loop_result["bareMilliseconds"]["median"] / 1e3
+    direct = {key: 100 * micro_result[f"{key}Microseconds"]["median"] / 1e6 / bare for key in ("steady", "traced")}
+    result = {
+        "benchmark": "overhead",
+        "command": "bench/bench_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "config": {**vars(args), "parameters": parameters},
+        "machineStart": start_machine, "machineEnd": harness.machine(),
+        "micro": micro_result, "loop": loop_result,
+        "microPercentOfBareIteration": direct,
+        "target": "< 2%",
+    }
+    path = harness.write_result("overhead", result)
+    print(f"\n{'':34}{'median':>10}{'min':>10}{'max':>10}")
+    for label, values in (("micro, steady (us/iteration)", micro_result["steadyMicroseconds"]),
+                          ("micro, traced (us/iteration)", micro_result["tracedMicroseconds"]),
+                          ("bare loop iteration (ms)", loop_result["bareMilliseconds"]),
+                          ("instrumented loop iteration (ms)", loop_result["instrumentedMilliseconds"]),
+                          ("loop overhead (%)", loop_result["overheadPercent"])):
+        print(f"{label:34}" + "".join(f"{values[k]:>10.3f}" for k in ("median", "min", "max")))
+    print(f"micro cost / bare iteration: steady {direct['steady']:.3f}%, traced steps {direct['traced']:.3f}%")
+    print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Study 1's shape: communication time per iteration of 1PS, P2P and ring allreduce as workers grow, beside the models.
+
+Runbook (from the repository root; about 4-5 minutes on a loaded 2-core machine):
+
+    .venv/bin/python bench/bench_ps_vs_ring.py                          # 1, 2, 4 workers; 200Mbit emulated and unshaped
+    .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit     # the emulated link only (about 2 minutes)
+    .venv/bin/python bench/bench_ps_vs_ring.py --architectures ParameterServer RingAllReduce --workers 1 2 4 8
+
+For every bandwidth x architecture x workers it runs one real trial (BSP, an mlp of ~0.47 MB at 8x8
+images, one parameter server for ParameterServer) and reads time/comm and time/wait from the ranks'
+iterations.jsonl (mean over workers and iterations after warm-up). Beside each it prints the
+prediction of analysis/models.py at the emulated bandwidth with zero latency:
+    1PS 2*N*M/B    P2P 2*(N-1)*M/(N*B)    RA 2*(N-1)/N*M/B
+The comparable measurement is comm + wait: under BSP a worker's push that reached the server early is
+held (time/wait) until the others' pushes have crossed the server's NIC, which is the congestion the
+model charges to communication. The models price the LAST worker served (a server's replies leave
+one after another), so "slowest" (per step, the largest comm + wait among workers, averaged over
+steps) is what meas/model divides; the mean worker's comm + wait is printed too. The ring has no wait; its time/comm is the part of the allreduce not
+hidden behind backward (all of it here: one 0.47 MB bucket, launched when backward ends).
+
+"unshaped" runs on raw loopback: there is no link to model, so only trends are compared (each
+architecture's slowest comm+wait at N divided by its value at N=2, beside the model's ratio). With N+1
+processes on 2 cores, N >= 2 is oversubscribed: every message also waits for a core, which inflates
+the absolute numbers and favours fewer processes; with the emulated link, sleeps dominate and the
+cores matter less. Writes bench/results/ps_vs_ring.json and prints a table. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import tempfile
+
+import harness
+from ringleader.analysis import models as cost_models
+from ringleader.api import spec as spec_
+from ringleader.runtime import interfaces
+
+UNSHAPED = "unshaped"
+
+
+def spec_for(architecture: str, workers: int, bandwidth: str, args: argparse.Namespace) -> dict:
+    spec = {
+        "architecture": architecture,
+        "sync": {"paradigm": "BSP"},
+        "workers": {"replicas": workers},
+        "model": {"name": "mlp", "batchSize": args.batch, "iterations": args.iterations,
+                  "warmupIterations": args.warmup},
+        "data": {"synthetic": {"samples": 1024, "imageSize": args.image_size, "numClasses": 10}},
+    }
+    if architecture == "ParameterServer":
+        spec["parameterServers"] = {"replicas": 1}
+    if bandwidth != UNSHAPED:
+        spec["network"] = {"bandwidth": bandwidth}
+    return spec
+
+
+def measure(trial, directory: pathlib.Path, timeout: float) -> dict:
+    result = harness.run_trial(trial, directory, timeout)
+    rows = [r for slot in trial.worker_slots() for r in result.iterations(slot.rank) if not r["warmup"]]
+
+    def mean(key: str) -> float:
+        return statistics.fmean((r.get(key) or 0.0) for r in rows)
+
+    compute = statistics.fmean(sum(r.get(k) or 0.0 for k in interfaces.COMPUTE_PHASES) for r in rows)
+    # The slowest worker of each step: a BSP server answers its workers one after another, so the mean
+    # worker waits less than the last one, and the models price the last one.
+    by_step: dict[int, float] = {}
+    for r in rows:
+        by_step[r["step"]] = max(by_step.get(r["step"], 0.0), (r.get(interfaces.TIME_COMM) or 0.0)
+                                 + (r.get(interfaces.TIME_WAIT) or 0.0))
+    return {"comm": mean(interfaces.TIME_COMM), "wait": mean(interfaces.TIME_WAIT), "compute": compute,
+            "slowestCommWait": statistics.fmean(by_step.values()),
+            "iteration": mean(interfaces.TIME_ITERATION), "bytesSent": mean(interfaces.BYTES_SENT),
+            "wallSeconds": result.seconds}
+
+
+def predict(architecture: str, workers: int, model_bytes: int, bandwidth: str) -> float | None:
+    if bandwidth == UNSHAPED:
+        return None
+    link = cost_models.Link(spec_.parse_bandwidth(bandwidth))
+    return cost_models.comm_seconds(architecture, workers, model_bytes, link)
+
+
+def trend(rows: list[dict]) -> None:
+    """Each row's slowest comm+wait over its architecture's (same bandwidth) N=2 value, and the model's ratio."""
+    link = cost_models.Link(1.0)  # any: the ratios of the zero-latency models do not depend on B
+    for row in rows:
+        base = next((r for r in rows if r["bandwidth"] == row["bandwidth"]
+                     and r["architecture"] == row["architecture"] and r["workers"] == 2), None)
+        if base is None or base["measured"]["slowestCommWait"] <= 0:
+            continue
+        row["measuredVsTwoWorkers"] = row["measured"]["slowestCommWait"] / base["measured"]["slowestCommWait"]
+        two = cost_models.comm_seconds(row["architecture"], 2, row["modelBytes"], link)
+        row["modelVsTwoWorkers"] = cost_models.comm_seconds(row["architecture"], row["workers"], row["modelBytes"], link) / two
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--architectures", nargs="+", default=["ParameterServer", "PeerToPeer", "RingAllReduce"],
+                        help="architectures (default all three; ParameterServer runs with one server)")
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4], help="worker counts (default 1 2 4)")
+    parser.add_argument("--bandwidths", nargs="+", default=["200Mbit", UNSHAPED],
+                        help=f"emulated link rates (spec.network.bandwidth) or {UNSHAPED!r} (default 200Mbit unshaped)")
+    parser.add_argument("--image-size", type=int, default=8, help="synthetic image side: mlp M = 0.47 MB at 8 (default)")
+    parser.add_argument("--batch", type=int, default=16, help="per-worker batch (default 16)")
+    parser.add_argument("--iterations", type=int, default=20, help="iterations per trial (default 20)")
+    parser.add_argument("--warmup", type=int, default=4, help="warm-up iterations left out (default 4)")
+    parser.add_argument("--timeout", type=float, default=180, help="seconds allowed per trial (default 180)")
+    args = parser.parse_args(argv)
+
+    from ringleader.runtime import models  # torch: only once the arguments are parsed
+
+    start_machine = harness.machine()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch:
+        for bandwidth in args.bandwidths:
+            for workers in args.workers:
+                for architecture in args.architectures:
+                    trial = harness.make_trial(spec_for(architecture, workers, bandwidth, args), "bench-study1-0")
+                    model_bytes = models.parameter_bytes(models.build(trial.spec.model, trial.spec.data.synthetic))
+                    measured = measure(trial, pathlib.Path(scratch) / f"{bandwidth}-{architecture}-{workers}",
+                                       args.timeout)
+                    row = {"bandwidth": bandwidth, "architecture": architecture, "workers": workers,
+                           "processes": trial.world_size, "modelBytes": model_bytes, "measured": measured,
+                           "predictedComm": predict(architecture, workers, model_bytes, bandwidth)}
+                    rows.append(row)
+                    print(f"{bandwidth:>9} {architecture:>15} N={workers}: comm {1e3 * measured['comm']:8.2f} ms, "
+                          f"wait {1e3 * measured['wait']:8.2f} ms, compute {1e3 * measured['compute']:7.2f} ms "
+                          f"({measured['wallSeconds']:.0f} s)", flush=True)
+    trend(rows)
+    result = {
+        "benchmark": "ps_vs_ring",
+        "command": "bench/bench_ps_vs_ring.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(), "rows": rows,
+    }
+    path = harness.write_result("ps_vs_ring", result)
+    print(f"\n{'link':>9} {'architecture':>15} {'N':>2} {'procs':>5} {'comm ms':>9} {'wait ms':>9} {'comm+wait':>10} "
+          f"{'slowest':>9} {'model ms':>9} {'meas/model':>10} {'vs N=2':>7} {'model':>6}")
+    for row in rows:
+        m = row["measured"]
+        total = m["comm"] + m["wait"]
+        predicted = row["predictedComm"]
+        ratio = f"{m['slowestCommWait'] / predicted:.2f}" if predicted else "-"
+        model_ms = f"{1e3 * predicted:.2f}" if predicted is not None else "-"
+        versus = f"{row['measuredVsTwoWorkers']:.2f}" if "measuredVsTwoWorkers" in row else "-"
+        model_versus = f"{row['modelVsTwoWorkers']:.2f}" if "modelVsTwoWorkers" in row else "-"
+        print(f"{row['bandwidth']:>9} {row['architecture']:>15} {row['workers']:>2} {row['processes']:>5} "
+              f"{1e3 * m['comm']:>9.2f} {1e3 * m['wait']:>9.2f} {1e3 * total:>10.2f} {1e3 * m['slowestCommWait']:>9.2f} "
+              f"{model_ms:>9} {ratio:>10} "
+              f"{versus:>7} {model_versus:>6}")
+    print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

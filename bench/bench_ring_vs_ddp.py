@@ -1,0 +1,151 @@
+"""Throughput of ringleader's RingAllReduce (BSP) against PyTorch DDP on the same model, data and ranks.
+
+Runbook (from the repository root; about 2 minutes on a loaded 2-core machine):
+
+    .venv/bin/python bench/bench_ring_vs_ddp.py                     # 3 interleaved pairs, mlp 3.4 MB, 2 workers
+    .venv/bin/python bench/bench_ring_vs_ddp.py --pairs 5 --iterations 400
+    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet18 --image-size 16 --batch 8 --iterations 40 --warmup 5
+
+Each pair runs both variants back to back, in alternating order (ring first in even pairs, DDP
+first in odd ones) so that a drift in the machine's load hits both alike:
+  ring  real ringleader ranks (`python -m ringleader.runtime` with the pod contract, gloo on loopback)
+  ddp   bench/ddp_worker.py: the same trial file, trained by torch DistributedDataParallel over gloo
+Throughput (samples/s) of each is computed the same way from per-iteration times after warm-up
+(sum over workers of batch * iterations / seconds, as analysis/summary.py does); the result is the
+ratio ringleader/DDP per pair, reported as median, min and max. Target: median >= 0.95.
+Writes bench/results/ring_vs_ddp.json and prints a table. Not a test: nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import tempfile
+
+import harness
+
+
+def spec_for(args: argparse.Namespace) -> dict:
+    return {
+        "architecture": "RingAllReduce",
+        "workers": {"replicas": args.workers, "resources": {"cpu": str(args.threads)}},
+        "model": {"name": args.model, "batchSize": args.batch, "iterations": args.iterations,
+                  "warmupIterations": args.warmup, "optimizer": {"learningRate": 0.01}},
+        "data": {"synthetic": {"samples": 4096, "imageSize": args.image_size, "numClasses": 10}},
+    }
+
+
+def throughput(per_rank_seconds: list[list[float]], batch_size: int) -> float:
+    """Samples per second over all workers: each worker's batch * iterations / its seconds, summed."""
+    return sum(batch_size * len(seconds) / sum(seconds) for seconds in per_rank_seconds if seconds)
+
+
+def median_throughput(per_rank_seconds: list[list[float]], batch_size: int) -> float:
+    """The same from each worker's median iteration: robust to the load spikes of a shared machine."""
+    return sum(batch_size / statistics.median(seconds) for seconds in per_rank_seconds if seconds)
+
+
+def rates(per_rank_seconds: list[list[float]], batch_size: int) -> dict:
+    return {"throughput": throughput(per_rank_seconds, batch_size),
+            "medianThroughput": median_throughput(per_rank_seconds, batch_size)}
+
+
+def run_ring(trial, directory: pathlib.Path, timeout: float) -> dict:
+    result = harness.run_trial(trial, directory, timeout)
+    per_rank = [[r["time/iteration"] for r in result.iterations(slot.rank) if not r["warmup"]]
+                for slot in trial.worker_slots()]
+    summary = result.summary()
+    return {**rates(per_rank, trial.spec.model.batch_size), "wallSeconds": result.seconds,
+            "commFraction": summary.get("commFraction"), "summaryThroughput": summary.get("throughput")}
+
+
+def run_ddp(trial, directory: pathlib.Path, timeout: float) -> dict:
+    directory.mkdir(parents=True, exist_ok=True)
+    trial_file = directory / "trial.json"
+    trial_file.write_text(trial.model_dump_json(by_alias=True))
+    output = directory / "output"
+    port = harness.free_port()
+    environs = {rank: {**harness.base_environ(), "RANK": str(rank), "WORLD_SIZE": str(trial.world_size),
+                       "MASTER_ADDR": harness.LOOPBACK, "MASTER_PORT": str(port),
+                       "RINGLEADER_TRIAL_FILE": str(trial_file), "RINGLEADER_OUTPUT_DIR": str(output)}
+                for rank in range(trial.world_size)}
+    processes = harness.start([sys.executable, str(harness.REPOSITORY / "bench" / "ddp_worker.py")], environs,
+                              directory / "logs")
+    ok, seconds = processes.wait(timeout)
+    if not ok:
+        raise RuntimeError(f"DDP run failed after {seconds:.0f}s\n{processes.explain()}")
+    warmup = trial.spec.model.warmup_iterations
+    per_rank = [json.loads((output / f"ddp-rank-{rank}.json").read_text())["iterationSeconds"][warmup:]
+                for rank in range(trial.world_size)]
+    return {**rates(per_rank, trial.spec.model.batch_size), "wallSeconds": seconds}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=3, help="interleaved (ring, ddp) pairs (default 3)")
+    parser.add_argument("--workers", type=int, default=2, help="worker ranks (default 2)")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads per rank, both variants (default 1)")
+    parser.add_argument("--model", default="mlp", help="built-in model (default mlp: 3.4 MB at 32x32)")
+    parser.add_argument("--image-size", type=int, default=32, help="synthetic image side (default 32)")
+    parser.add_argument("--batch", type=int, default=32, help="per-worker batch (default 32)")
+    parser.add_argument("--iterations", type=int, default=300, help="iterations per run (default 300)")
+    parser.add_argument("--warmup", type=int, default=30, help="warm-up iterations left out (default 30)")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds allowed per run (default 240)")
+    args = parser.parse_args(argv)
+
+    trial = harness.make_trial(spec_for(args), "bench-ring-0")
+    model_bytes = _model_bytes(trial)
+    pairs = []
+    start_machine = harness.machine()
+    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch:
+        for pair in range(args.pairs):
+            order = ("ring", "ddp") if pair % 2 == 0 else ("ddp", "ring")
+            measured = {}
+            for variant in order:
+                directory = pathlib.Path(scratch) / f"{pair}-{variant}"
+                run = run_ring if variant == "ring" else run_ddp
+                measured[variant] = run(trial, directory, args.timeout)
+            measured["ratio"] = measured["ring"]["throughput"] / measured["ddp"]["throughput"]
+            measured["medianRatio"] = measured["ring"]["medianThroughput"] / measured["ddp"]["medianThroughput"]
+            measured["order"] = list(order)
+            pairs.append(measured)
+            print(f"pair {pair} ({' then '.join(order)}): ring {measured['ring']['throughput']:.0f} samples/s, "
+                  f"ddp {measured['ddp']['throughput']:.0f} samples/s, ratio {measured['ratio']:.3f} "
+                  f"(from median iterations {measured['medianRatio']:.3f})", flush=True)
+
+    ratio = harness.spread([p["ratio"] for p in pairs])
+    median_ratio = harness.spread([p["medianRatio"] for p in pairs])
+    result = {
+        "benchmark": "ring_vs_ddp",
+        "command": "bench/bench_ring_vs_ddp.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "config": {**vars(args), "modelBytes": model_bytes},
+        "machineStart": start_machine, "machineEnd": harness.machine(),
+        "pairs": pairs,
+        "ratio": ratio,
+        "medianIterationRatio": median_ratio,
+        "ringThroughput": harness.spread([p["ring"]["throughput"] for p in pairs]),
+        "ddpThroughput": harness.spread([p["ddp"]["throughput"] for p in pairs]),
+        "target": ">= 0.95",
+    }
+    path = harness.write_result("ring_vs_ddp", result)
+    print(f"\n{'':24}{'median':>10}{'min':>10}{'max':>10}")
+    print(f"{'ring samples/s':24}" + "".join(f"{result['ringThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
+    print(f"{'ddp samples/s':24}" + "".join(f"{result['ddpThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
+    print(f"{'ratio ring/ddp':24}" + "".join(f"{ratio[k]:>10.3f}" for k in ("median", "min", "max")))
+    print(f"{'ratio, median iteration':24}" + "".join(f"{median_ratio[k]:>10.3f}" for k in ("median", "min", "max")))
+    print(f"model {trial.spec.model.name} {model_bytes / 1e6:.2f} MB, {args.workers} workers, "
+          f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
+    return 0
+
+
+def _model_bytes(trial) -> int:
+    from ringleader.runtime import models  # torch: only once the arguments are parsed
+
+    return models.parameter_bytes(models.build(trial.spec.model, trial.spec.data.synthetic))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Shared plumbing of the benchmarks in bench/: start real ranks on loopback, bounded waits, statistics, results.
+
+Imported by bench/bench_*.py (run as scripts: bench/ is then on sys.path). Ranks of a ringleader trial
+are started exactly as the local launcher and the pods start them: `python -m ringleader.runtime` with
+the pod environment contract (runtime/contract.py), one process per rank, each in its own session so
+that a timeout kills it and its children. Only processes started here are ever signalled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Sequence
+
+REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
+SOURCE_ROOT = REPOSITORY / "operator"
+RESULTS_DIR = REPOSITORY / "bench" / "results"
+# The benchmarks run from a plain checkout: `python bench/bench_x.py` finds the package without PYTHONPATH.
+if str(SOURCE_ROOT) not in sys.path:
+    sys.path.insert(0, str(SOURCE_ROOT))
+
+from ringleader.api import spec as spec_  # noqa: E402
+from ringleader.api import trial as trial_  # noqa: E402
+from ringleader.runtime import contract, records, settings  # noqa: E402
+
+LOOPBACK = "127.0.0.1"
+PEER_TIMEOUT_SECONDS = 60.0
+"""Longest a rank waits for a peer: long enough for a loaded 2-core machine, short enough to fail a hung run."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel's pick; rank 0 binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def make_trial(spec: dict[str, Any], name: str) -> trial_.Trial:
+    """A trial of `spec` (camelCase, as in an experiment file; no sweep)."""
+    resolved = spec_.ExperimentSpec.model_validate(spec)
+    return trial_.Trial(experiment=name.rsplit("-", 1)[0], name=name, index=0, spec=resolved)
+
+
+def base_environ() -> dict[str, str]:
+    """The environment every rank gets: an importable ringleader, one OpenMP thread, gloo on loopback,
+    no MLflow (the records on disk are what the benchmarks read)."""
+    environ = {k: v for k, v in os.environ.items() if k not in (contract.RUN_ID, contract.TRACKING_URI)}
+    environ.update({
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "GLOO_SOCKET_IFNAME": "lo",
+    })
+    return environ
+
+
+@dataclasses.dataclass
+class Processes:
+    """Rank processes started together; `wait` bounds them all by one deadline and kills what is left."""
+
+    popens: dict[int, subprocess.Popen]
+    logs_dir: pathlib.Path
+    started: float
+
+    def wait(self, timeout: float) -> tuple[bool, float]:
+        """(every rank exited 0 in time, seconds taken)."""
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        for popen in self.popens.values():
+            try:
+                popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                break
+        if timed_out:
+            self.kill()
+        ok = not timed_out and all(p.returncode == 0 for p in self.popens.values())
+        return ok, time.monotonic() - self.started
+
+    def kill(self) -> None:
+        for popen in self.popens.values():
+            try:
+                os.killpg(popen.pid, signal.SIGKILL)  # each rank leads its own session (start_new_session)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for popen in self.popens.values():
+            try:
+                popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def explain(self) -> str:
+        parts = [f"returncodes={ {r: p.returncode for r, p in self.popens.items()} }"]
+        for rank in self.popens:
+            for stream in ("out", "err"):
+                text = (self.logs_dir / f"rank-{rank}.{stream}").read_text(errors="replace")[-1500:]
+                parts.append(f"--- rank {rank} std{stream} (tail)\n{text}")
+        return "\n".join(parts)
+
+
+def start(argv: Sequence[str], environs: dict[int, dict[str, str]], logs_dir: pathlib.Path) -> Processes:
+    """One process per rank running `argv`, rank r with `environs[r]`, logs in `logs_dir/rank-<r>.{out,err}`."""
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    popens = {}
+    for rank, environ in environs.items():
+        with open(logs_dir / f"rank-{rank}.out", "wb") as out, open(logs_dir / f"rank-{rank}.err", "wb") as err:
+            popens[rank] = subprocess.Popen(list(argv), cwd=REPOSITORY, env=environ, stdin=subprocess.DEVNULL,
+                                            stdout=out, stderr=err, start_new_session=True)
+    return Processes(popens, logs_dir, started)
+
+
+@dataclasses.dataclass
+class TrialResult:
+    trial: trial_.Trial
+    output_dir: pathlib.Path
+    seconds: float
+
+    def summary(self) -> dict:
+        return json.loads((records.trial_dir(self.output_dir, self.trial.name) / records.SUMMARY_FILE).read_text())
+
+    def iterations(self, rank: int) -> list[dict]:
+        return records.read_iterations(records.rank_dir(self.output_dir, self.trial.name, rank) / records.ITERATIONS_FILE)
+
+
+def run_trial(trial: trial_.Trial, directory: pathlib.Path, timeout: float,
+              extra_env: dict[str, str] | None = None) -> TrialResult:
+    """Run every rank of `trial` with the pod contract on loopback; raise with the ranks' output if one fails."""
+    directory.mkdir(parents=True, exist_ok=True)
+    trial_file = directory / "trial.json"
+    trial_file.write_text(trial.model_dump_json(by_alias=True))
+    output_dir = directory / "output"
+    port = free_port()
+    base = {**base_environ(), **settings.Settings(timeout_seconds=PEER_TIMEOUT_SECONDS).to_environ(), **(extra_env or {})}
+    environs = {}
+    for slot in trial.slots():
+        environs[slot.rank] = {**base, **contract.PodEnvironment(
+            role=slot.role, rank=slot.rank, world_size=trial.world_size, master_addr=LOOPBACK, master_port=port,
+            trial_file=str(trial_file), output_dir=str(output_dir)).to_environ()}
+    processes = start([sys.executable, "-m", "ringleader.runtime"], environs, directory / "logs")
+    ok, seconds = processes.wait(timeout)
+    if not ok:
+        raise RuntimeError(f"trial {trial.name} failed after {seconds:.0f}s\n{processes.explain()}")
+    return TrialResult(trial, output_dir, seconds)
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Median, min and max (and the count): what every ratio in docs/performance.md is reported with."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on, and how loaded it was (1-minute load average)."""
+    import torch  # the benchmarks need it anyway; imported late so --help stays fast
+
+    return {"cpus": os.cpu_count(), "loadavg1": os.getloadavg()[0], "python": platform.python_version(),
+            "torch": torch.__version__, "platform": platform.platform()}
+
+
+def write_result(name: str, document: dict[str, Any]) -> pathlib.Path:
+    """bench/results/<name>.json (ignored by git: results belong to the machine they were measured on)."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(document, indent=1, default=float))
+    return path

@@ -1,0 +1,39 @@
+"""`ringleader publish DIR`: send what `ringleader run` left unpublished (the store was away) to MLflow; cli.py delegates here.
+
+    ringleader publish ringleader-runs/                       # every run directory in it
+    ringleader publish ringleader-runs/quickstart-20250101-120000 --tracking-uri http://127.0.0.1:5000
+
+Exit status: 0 when everything is published, 1 when the store still does not answer (run it again
+later: nothing is lost, nothing is sent twice), 2 when DIR holds no run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR",
+                        help="a run directory written by `ringleader run`, or a directory of them (ringleader-runs/)")
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="publish there instead of the store the run was started with")
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    # Imported here: MLflow takes seconds to import and the `ringleader` parser is built with this module.
+    from ringleader import tracking
+
+    try:
+        replayed = tracking.publish_dir(args.directory, tracking_uri=args.tracking_uri)
+    except FileNotFoundError as error:
+        print(str(error), file=err)
+        return 2
+    for session in replayed.sessions:
+        metrics = sum(trial.metrics for trial in session.trials)
+        print(f"{session.directory}: {len(session.trials)} trial(s), {metrics} new metric values; "
+              f"sweep run {session.parent_run_id}", file=out)
+    for directory, error in replayed.unavailable:
+        print(f"{directory}: not published, MLflow is unavailable: {error}", file=err)
+    return 0 if replayed.ok else 1

@@ -1,0 +1,187 @@
+"""The launcher's parts, each with real processes and files but no training: environments, progress, stopping, reasons."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ringleader.api import experiment, trial
+from ringleader.launch import cli, processes, progress, publish, trials
+from ringleader.launch import settings as settings_
+from ringleader.runtime import contract
+
+
+def a_trial() -> trial.Trial:
+    return trial.expand(experiment.parse({
+        "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment",
+        "metadata": {"name": "parts"}, "spec": {"workers": {"replicas": 2}, "model": {"iterations": 40}},
+    })).trials[0]
+
+
+def test_a_rank_gets_the_pod_contract_and_never_the_users_tracking_variables(tmp_path):
+    the_trial = a_trial()
+    slot = the_trial.slots()[2]
+    user = {"HOME": "/home/me", "PYTHONPATH": "mine", "MLFLOW_TRACKING_URI": "http://shared:5000",
+            "RINGLEADER_MLFLOW_RUN_ID": "abc"}
+
+    environ = trials.rank_environ(user, slot, the_trial.world_size, 29123, tmp_path / "trial.json", tmp_path)
+
+    env = contract.PodEnvironment.from_environ(environ)
+    assert (env.role, env.rank, env.world_size, env.master_addr, env.master_port) == ("worker", 2, 3, "127.0.0.1", 29123)
+    assert env.trial_file == str(tmp_path / "trial.json") and env.output_dir == str(tmp_path)
+    assert env.run_id is None and env.tracking_uri is None  # the launcher is MLflow's one writer
+    assert environ["PYTHONPATH"].split(os.pathsep) == [str(trials.PACKAGE_ROOT), "mine"]
+    assert environ["HOME"] == "/home/me"
+
+
+def test_progress_is_the_slowest_workers_complete_lines_read_incrementally(tmp_path):
+    trial_dir = tmp_path / "parts-0"
+    for rank, lines in ((1, 7), (2, 4)):
+        (trial_dir / f"rank-{rank}").mkdir(parents=True)
+        (trial_dir / f"rank-{rank}" / "iterations.jsonl").write_text('{"step": 0}\n' * lines)
+    counts: dict = {}
+    assert trials.worker_progress(trial_dir, [1, 2], counts) == 4
+    with open(trial_dir / "rank-2" / "iterations.jsonl", "a") as handle:
+        handle.write('{"step": 4}\n{"step": 5}\n{"st')
+    assert trials.worker_progress(trial_dir, [1, 2], counts) == 6
+    assert trials.worker_progress(trial_dir, [1, 2, 3], counts) == 0  # a worker that has not started yet
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class FakeRun:
+    """Stands in for a TrialRun in the display: a name, a progress and an elapsed time."""
+
+    def __init__(self, name: str, done: int):
+        self.trial = argparse.Namespace(name=name)
+        self.done = done
+        self.total_iterations = 40
+
+    def progress(self) -> int:
+        return self.done
+
+    def elapsed(self) -> float:
+        return 12.0
+
+
+def test_on_a_terminal_one_line_is_redrawn_and_messages_go_above_it():
+    out = Terminal()
+    display = progress.ProgressDisplay(settings_.LaunchSettings(redraw_seconds=0), out, total_trials=2)
+    display.update([(1, FakeRun("parts-0", 3)), (2, FakeRun("parts-1", 9))])
+    display.message("[1/2] parts-0: FINISHED")
+    display.update([(2, FakeRun("parts-1", 10))])
+    display.close()
+    assert out.getvalue() == (
+        "\r\x1b[K[1/2] parts-0 iteration 3/40 (12 s) | [2/2] parts-1 iteration 9/40 (12 s)"
+        "\r\x1b[K[1/2] parts-0: FINISHED\n"
+        "\r\x1b[K[2/2] parts-1 iteration 10/40 (12 s)"
+        "\r\x1b[K")
+
+
+def test_in_a_log_progress_is_a_plain_line_every_few_seconds():
+    out = io.StringIO()
+    display = progress.ProgressDisplay(settings_.LaunchSettings(progress_seconds=0.2), out, total_trials=1)
+    running = [(1, FakeRun("parts-0", 5))]
+    display.update(running)
+    display.update(running)
+    assert out.getvalue() == ""
+    time.sleep(0.25)
+    display.update(running)
+    assert out.getvalue() == "[1/1] parts-0 iteration 5/40 (12 s)\n"
+    assert "\r" not in out.getvalue()
+
+
+def rank_process(tmp_path, script: str) -> processes.RankProcess:
+    slot = a_trial().slots()[1]
+    stdout, stderr = tmp_path / "out", tmp_path / "err"
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        popen = subprocess.Popen(["bash", "-c", script], stdout=out, stderr=err, start_new_session=True)
+    return processes.RankProcess(slot, popen, stdout, stderr)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_stopping_kills_the_whole_group_even_a_child_that_ignores_sigterm(tmp_path):
+    # The rank ignores SIGTERM and has a child doing the same: only SIGKILL after the grace period ends them.
+    process = rank_process(tmp_path, "trap '' TERM; bash -c \"trap '' TERM; sleep 60\" & sleep 60")
+    time.sleep(0.3)
+    started = time.monotonic()
+
+    processes.stop([process], grace_seconds=0.5)
+
+    assert 0.5 <= time.monotonic() - started < 5
+    assert process.stopped and process.exit_description() == "was killed by signal 9 (SIGKILL)"
+    assert not group_alive(process.pid)
+
+
+def test_a_failure_reason_prefers_the_runtimes_own_line_else_quotes_the_last_stderr_lines(tmp_path):
+    said = rank_process(tmp_path, "echo noise >&2; echo 'ringleader: rank 1 (worker) failed: RuntimeError: out of memory' >&2; exit 1")
+    said.popen.wait()
+    assert said.failure_reason(3) == "rank 1 (worker-0) exited with code 1: rank 1 (worker) failed: RuntimeError: out of memory"
+
+    silent = rank_process(tmp_path, "for i in 1 2 3 4 5 6; do echo line $i >&2; done; kill -SEGV $$")
+    silent.popen.wait()
+    reason = silent.failure_reason(2)
+    assert reason.startswith("rank 1 (worker-0) was killed by signal 11 (SIGSEGV); last stderr lines:")
+    assert reason.splitlines()[1:] == ["    line 5", "    line 6"]
+
+
+def test_a_rank_that_lost_its_peer_is_an_echo_not_the_cause(tmp_path):
+    echo = rank_process(tmp_path, "echo 'ringleader: rank 0 (worker) failed: lost contact with a peer rank (it died)' >&2; exit 1")
+    echo.popen.wait()
+    assert echo.is_echo()
+
+
+def test_each_run_gets_its_own_directory(tmp_path):
+    first = cli.new_session_dir(tmp_path, "quickstart")
+    second = cli.new_session_dir(tmp_path, "quickstart")
+    assert first != second and first.is_dir() and second.is_dir()
+    assert first.name.startswith("quickstart-")
+
+
+def test_the_output_says_how_to_open_the_runs(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert cli.how_to_open(f"sqlite:///{tmp_path}/mlflow.db", "1").startswith(
+        "mlflow ui --backend-store-uri sqlite:///mlflow.db")
+    assert cli.how_to_open("http://127.0.0.1:5000", "7") == "http://127.0.0.1:5000/#/experiments/7"
+
+
+def test_run_refuses_an_invalid_file_and_a_missing_trial_with_status_2(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("apiVersion: ringleader.dev/v1alpha1\nkind: DistributedTrainingExperiment\n"
+                    "metadata: {name: bad}\nspec: {workers: {replicas: 0}}\n")
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    err = io.StringIO()
+    assert cli.run(parser.parse_args([str(path)]), io.StringIO(), err) == 2
+    assert "`spec.workers.replicas` must be greater than or equal to 1" in err.getvalue()
+
+    path.write_text(path.read_text().replace("replicas: 0", "replicas: 2"))
+    err = io.StringIO()
+    assert cli.run(parser.parse_args([str(path), "--trial", "3"]), io.StringIO(), err) == 2
+    assert "--trial 3 does not exist: the experiment has trials 0 to 0" in err.getvalue()
+
+
+def test_publish_refuses_a_directory_without_runs(tmp_path):
+    parser = argparse.ArgumentParser()
+    publish.add_arguments(parser)
+    err = io.StringIO()
+    assert publish.run(parser.parse_args([str(tmp_path)]), io.StringIO(), err) == 2
+    assert "no session written by `ringleader run`" in err.getvalue()

@@ -1,0 +1,103 @@
+"""A tracking server that goes away and comes back: records wait on disk and are replayed, none lost, none twice.
+
+One real `mlflow server` on 127.0.0.1, stopped and started again. While it is away, a rank's live
+publisher keeps spooling and a whole `ringleader run` completes; when it is back, both are published.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import conftest
+from ringleader.api import experiment, trial
+from ringleader.runtime import contract
+from ringleader.tracking import cursor, layout, live, replay, runs
+from ringleader.tracking import settings as settings_
+
+pytestmark = pytest.mark.integration
+
+
+def a_trial() -> trial.Trial:
+    return trial.expand(experiment.parse({
+        "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment",
+        "metadata": {"name": "replay"}, "spec": {"architecture": "RingAllReduce", "workers": {"replicas": 2}},
+    })).trials[0]
+
+
+def record(step: int) -> dict:
+    return {"step": step, "role": "worker", "warmup": step < 2, "time/forward": 0.01, "time/backward": 0.02,
+            "time/comm": 0.005 + step / 1000, "time/wait": 0.0, "time/iteration": 0.04 + step / 1000,
+            "bytes/sent": 4096.0, "loss": 1.0 / (step + 1)}
+
+
+def append(rank_dir, steps: range) -> None:
+    with open(rank_dir / layout.ITERATIONS_FILE, "a") as handle:
+        for step in steps:
+            handle.write(json.dumps(record(step)) + "\n")
+
+
+def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_server, workdir, tmp_path):
+    tracking_server.start()
+    uri = tracking_server.uri
+    the_trial = a_trial()
+    experiment_id = runs.ensure_experiment("default/replay", tracking_uri=uri)
+    trial_run_id = runs.start_trial_run(experiment_id, None, the_trial, tracking_uri=uri)
+    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
+    rank_dir.mkdir(parents=True)
+    (rank_dir / layout.TRACE_FILE).write_text(json.dumps({"traceEvents": []}))
+    env = contract.PodEnvironment(role="worker", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500,
+                                  trial_file="trial.json", output_dir=str(tmp_path / "pod"), run_id=trial_run_id,
+                                  tracking_uri=uri)
+    publisher = live.LivePublisher(env, the_trial, rank_dir, settings_.TrackingSettings(
+        live_interval_seconds=0.2, attempts=2, backoff_initial_seconds=0.1, http_timeout_seconds=5))
+    client = runs.store_for(uri).client
+
+    def published() -> list[tuple[int, float]]:
+        state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+        if state.run_id is None:
+            return []
+        return sorted((m.step, m.value) for m in client.get_metric_history(state.run_id, "time/iteration"))
+
+    append(rank_dir, range(0, 10))
+    publisher.start()
+    conftest.wait_for(lambda: len(published()) == 10, 30, "10 iterations live in MLflow")
+
+    tracking_server.stop()
+    append(rank_dir, range(10, 30))
+    away = conftest.run(workdir, str(conftest.experiment_file(workdir, "offline", {"architecture": "RingAllReduce"})),
+                        "--tracking-uri", uri)
+    assert away.returncode == 0, away.output  # the trials ran; only publishing waits
+    assert "did not answer" in away.output and "ringleader publish" in away.output
+    assert cursor.Cursor.load(rank_dir / cursor.FILE_NAME).records == 10  # the rest is spooled on disk
+    [session] = list((workdir / "ringleader-runs").iterdir())
+
+    tracking_server.start()
+    conftest.wait_for(lambda: len(published()) == 30, 60, "the spooled iterations replayed by the live publisher")
+    first = replay.publish_dir(workdir / "ringleader-runs")
+    again = replay.publish_dir(session)
+    append(rank_dir, range(30, 40))
+    assert publisher.stop("FINISHED")
+
+    # The live rank: every iteration exactly once, with its value.
+    assert published() == [(step, record(step)["time/iteration"]) for step in range(40)]
+    rank_run = client.get_run(cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id)
+    assert rank_run.info.status == "FINISHED"
+    assert rank_run.data.tags["mlflow.parentRunId"] == trial_run_id
+    assert [a.path for a in client.list_artifacts(trial_run_id, "traces")] == ["traces/rank-1.trace.json"]
+
+    # The session run while the server was away: published once, the second replay adds nothing.
+    assert first.ok and again.ok
+    assert sum(t.metrics for t in first.sessions[0].trials) > 0
+    assert sum(t.metrics for t in again.sessions[0].trials) == 0
+    offline = client.get_experiment_by_name("default/offline").experiment_id
+    kinds = {}
+    for run in client.search_runs([offline]):
+        kinds.setdefault(run.data.tags["ringleader.kind"], []).append(run)
+    assert [r.info.status for r in kinds["sweep"]] == ["FINISHED"]
+    assert [r.info.status for r in kinds["trial"]] == ["FINISHED"]
+    assert len(kinds["rank"]) == 2
+    for rank in kinds["rank"]:
+        steps = [m.step for m in client.get_metric_history(rank.info.run_id, "time/iteration")]
+        assert sorted(steps) == list(range(20))

@@ -1,0 +1,101 @@
+"""`ringleader run`: a sweep as local processes into ./mlflow.db; a crashed rank fails only its trial."""
+
+from __future__ import annotations
+
+import json
+
+import mlflow.tracking
+import pytest
+
+import conftest
+
+pytestmark = pytest.mark.integration
+
+
+def runs_of(workdir, experiment_name: str):
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(experiment_name)
+    assert experiment is not None, f"no MLflow experiment {experiment_name}"
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    by_kind = {}
+    for run in runs:
+        by_kind.setdefault(run.data.tags.get("ringleader.kind"), []).append(run)
+    return client, by_kind
+
+
+def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_artifacts(workdir):
+    path = conftest.experiment_file(workdir, "arch", {
+        "sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
+
+    finished = conftest.run(workdir, str(path))
+
+    assert finished.returncode == 0, finished.output
+    table = finished.output[finished.output.index("trial "):]
+    assert [line.split()[:3] for line in table.splitlines()[2:4]] == [
+        ["arch-0", "ParameterServer", "BSP"], ["arch-1", "RingAllReduce", "BSP"]]
+    assert all(line.split()[-1] == "FINISHED" for line in table.splitlines()[2:4])
+    assert "mlflow ui --backend-store-uri sqlite:///mlflow.db" in finished.output
+
+    client, runs = runs_of(workdir, "default/arch")
+    [sweep] = runs["sweep"]
+    assert sweep.info.status == "FINISHED"
+    assert {"comparison.txt", "comparison.csv", "comparison.png"} <= {a.path for a in client.list_artifacts(sweep.info.run_id)}
+    trials = {run.data.tags["ringleader.trial"]: run for run in runs["trial"]}
+    assert sorted(trials) == ["arch-0", "arch-1"]
+    for name, run in trials.items():
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["mlflow.parentRunId"] == sweep.info.run_id
+        assert run.data.params["workers.replicas"] == "2" and run.data.params["trial.name"] == name
+        assert run.data.metrics["throughput"] > 0
+        assert 0 < run.data.metrics["iterationTimeP50Seconds"] <= run.data.metrics["iterationTimeP95Seconds"]
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"trial.json", "breakdown.png", "traces", "logs"} <= artifacts
+    assert trials["arch-0"].data.params["architecture"] == "ParameterServer"
+
+    ranks = runs["rank"]
+    assert sorted((r.data.tags["ringleader.trial"], r.data.tags["ringleader.rank"], r.data.tags["ringleader.role"])
+                  for r in ranks) == [("arch-0", "0", "ps"), ("arch-0", "1", "worker"), ("arch-0", "2", "worker"),
+                                      ("arch-1", "0", "worker"), ("arch-1", "1", "worker")]
+    for rank in ranks:
+        trial_run = trials[rank.data.tags["ringleader.trial"]]
+        assert rank.data.tags["mlflow.parentRunId"] == trial_run.info.run_id
+        assert rank.info.status == "FINISHED"
+        if rank.data.tags["ringleader.role"] == "worker":
+            history = client.get_metric_history(rank.info.run_id, "time/iteration")
+            assert sorted(m.step for m in history) == list(range(20))  # every iteration, once
+
+    # Every rank's records are on disk too, published (the cursors reached the end of each file).
+    [session] = [d for d in (workdir / "ringleader-runs").iterdir() if d.is_dir()]
+    cursor = json.loads((session / "arch-1" / "rank-0" / "mlflow-cursor.json").read_text())
+    assert cursor["records"] == 20
+
+
+def test_a_crashed_rank_fails_its_trial_with_the_rank_and_reason_and_the_next_trial_still_runs(workdir):
+    path = conftest.experiment_file(workdir, "crash", {
+        "architecture": "RingAllReduce", "model": {"name": "crashing_models:factory"},
+        "sweep": {"matrix": {"batchSize": [16, 8]}}})
+
+    finished = conftest.run(workdir, str(path), extra_env={"RINGLEADER_TEST_CRASH": "0:1:5"})
+
+    assert finished.returncode == 1, finished.output
+    assert "crash-0 (RingAllReduce, BSP, 2 workers): FAILED" in finished.output
+    assert "rank 1 (worker-1) exited with code 3" in finished.output
+    table = finished.output[finished.output.index("trial "):].splitlines()
+    assert table[2].split()[0] == "crash-0" and table[2].split()[-1] == "FAILED"
+    assert table[3].split()[0] == "crash-1" and table[3].split()[-1] == "FINISHED"
+
+    client, runs = runs_of(workdir, "default/crash")
+    trials = {run.data.tags["ringleader.trial"]: run for run in runs["trial"]}
+    assert trials["crash-0"].info.status == "FAILED"
+    assert trials["crash-0"].data.tags["ringleader.reason"] == "RankFailed"
+    assert "rank 1 (worker-1) exited with code 3" in trials["crash-0"].data.tags["ringleader.message"]
+    assert trials["crash-1"].info.status == "FINISHED"
+    statuses = {(r.data.tags["ringleader.trial"], r.data.tags["ringleader.rank"]): r.info.status for r in runs["rank"]}
+    assert statuses == {("crash-0", "0"): "KILLED", ("crash-0", "1"): "FAILED",
+                        ("crash-1", "0"): "FINISHED", ("crash-1", "1"): "FINISHED"}
+    [sweep] = runs["sweep"]
+    assert sweep.info.status == "FAILED"
+    # What the crashed rank did before it died is kept: its first 5 iterations.
+    crashed = next(r for r in runs["rank"] if r.data.tags["ringleader.trial"] == "crash-0"
+                   and r.data.tags["ringleader.rank"] == "1")
+    assert sorted(m.step for m in client.get_metric_history(crashed.info.run_id, "time/iteration")) == list(range(5))

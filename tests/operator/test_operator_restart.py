@@ -1,0 +1,49 @@
+"""Apiserver tier (no kubelet: the test writes pod status): an operator restarted mid-experiment resumes from
+the cluster's state: no duplicated pods, no lost transition, the right final status."""
+
+import experiments as dtes
+from apiserver_client import wait_for
+
+
+def test_a_restarted_operator_adopts_the_running_pods_and_sees_what_happened_meanwhile(admin, namespace, operator):
+    running = operator()
+    admin.create(dtes.experiment("steady", namespace))
+    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "steady")))
+    for pod in pods:
+        admin.run_pod(pod)
+    wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, "steady")) == "Running")
+
+    running.kill()  # abruptly, as an OOM kill or a lost node would
+    workers = sorted(pods, key=dtes.rank)[1:]
+    for pod in workers:
+        admin.finish_pod(pod, 0, "Completed", dtes.summary_message())
+    running.start()
+
+    done = wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "steady")) == "Succeeded"
+                    and admin.experiment(namespace, "steady"))
+    assert done["status"]["summary"]["throughput"] == dtes.SUMMARY["throughput"]
+    left = admin.trial_pods(namespace, "steady")
+    assert {p["metadata"]["uid"] for p in left} == {p["metadata"]["uid"] for p in workers}  # none recreated
+    assert dtes.trials(done)[0]["restarts"] == 0
+
+
+def test_a_restart_between_a_failure_and_its_recreation_counts_the_restart_once(admin, namespace, operator):
+    running = operator()
+    admin.create(dtes.experiment("bumpy", namespace, runPolicy={"backoffLimit": 3}))
+    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "bumpy")))
+    for pod in pods:
+        admin.run_pod(pod)
+    wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, "bumpy")) == "Running")
+    running.stop()
+    admin.finish_pod(sorted(pods, key=dtes.rank)[1], 143, "Error")  # fails while nobody watches
+    running.start()
+    recreated = wait_for("recreated pods", lambda: (lambda found: len(found) == 3 and not (
+        {p["metadata"]["uid"] for p in found} & {p["metadata"]["uid"] for p in pods}) and found)(admin.trial_pods(namespace, "bumpy")))
+    running.stop()
+    running.start()  # once more, right after the recreation
+    for pod in recreated:
+        admin.run_pod(pod)
+    settled = wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, "bumpy")) == "Running"
+                       and admin.experiment(namespace, "bumpy"))
+    assert dtes.trials(settled)[0]["restarts"] == 1
+    assert len(admin.trial_pods(namespace, "bumpy")) == 3

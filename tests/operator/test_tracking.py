@@ -1,0 +1,74 @@
+"""Apiserver tier (no kubelet: the test writes pod status): MLflow runs of an experiment, and MLflow away.
+
+The operator records into a real MLflow store (SQLite in the test's directory): one MLflow experiment
+per DistributedTrainingExperiment, a parent run, one run per trial whose id the pods get, each closed
+with the trial's outcome; deleting an experiment mid-run ends its runs KILLED. An unreachable server
+never holds an experiment up.
+"""
+
+import socket
+
+import experiments as dtes
+from apiserver_client import wait_for
+
+
+def store(tmp_path):
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def run_status(uri, run_id):
+    import mlflow
+
+    return mlflow.MlflowClient(tracking_uri=uri).get_run(run_id).info.status
+
+
+def test_runs_are_created_passed_to_the_pods_and_closed_with_the_outcome(admin, namespace, operator, tmp_path):
+    uri = store(tmp_path)
+    operator(extra_args=("--tracking-uri", uri, "--tracking-timeout", "60"))
+    admin.create(dtes.experiment("tracked", namespace))
+    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "tracked")),
+                    timeout=120)
+    dte = admin.experiment(namespace, "tracked")
+    run_id = dtes.trials(dte)[0]["runId"]
+    parent = dte["status"]["mlflow"]["runId"]
+    assert run_id and parent and dte["status"]["mlflow"]["experimentId"]
+    assert {dtes.env_of(p)["RINGLEADER_MLFLOW_RUN_ID"] for p in pods} == {run_id}
+    assert {dtes.env_of(p)["MLFLOW_TRACKING_URI"] for p in pods} == {uri}
+
+    for pod in pods:
+        admin.run_pod(pod)
+    for pod in sorted(pods, key=dtes.rank)[1:]:
+        admin.finish_pod(pod, 0, "Completed", dtes.summary_message())
+    wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "tracked")) == "Succeeded")
+    wait_for("the trial run to be FINISHED", lambda: run_status(uri, run_id) == "FINISHED", timeout=60)
+    wait_for("the parent run to be FINISHED", lambda: run_status(uri, parent) == "FINISHED", timeout=60)
+
+
+def test_deleting_an_experiment_mid_run_ends_its_runs_killed(admin, namespace, operator, tmp_path):
+    uri = store(tmp_path)
+    operator(extra_args=("--tracking-uri", uri, "--tracking-timeout", "60"))
+    admin.create(dtes.experiment("cancelled", namespace))
+    wait_for("3 pods", lambda: len(admin.trial_pods(namespace, "cancelled")) == 3, timeout=120)
+    dte = admin.experiment(namespace, "cancelled")
+    run_id, parent = dtes.trials(dte)[0]["runId"], dte["status"]["mlflow"]["runId"]
+    admin.delete("DistributedTrainingExperiment", namespace, "cancelled")
+    wait_for("the trial run to be KILLED", lambda: run_status(uri, run_id) == "KILLED", timeout=60)
+    wait_for("the parent run to be KILLED", lambda: run_status(uri, parent) == "KILLED", timeout=60)
+
+
+def test_an_unreachable_mlflow_never_holds_an_experiment_up(admin, namespace, operator):
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    operator(extra_args=("--tracking-uri", f"http://127.0.0.1:{port}", "--tracking-timeout", "5"))
+    admin.create(dtes.experiment("offline", namespace))
+    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "offline")),
+                    timeout=60)
+    for pod in pods:
+        admin.run_pod(pod)
+    for pod in sorted(pods, key=dtes.rank)[1:]:
+        admin.finish_pod(pod, 0, "Completed", dtes.summary_message())
+    wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "offline")) == "Succeeded", timeout=60)
+    warnings = [e for e in admin.events(namespace, "offline") if e["reason"] == "TrackingUnavailable"]
+    assert warnings and warnings[0]["type"] == "Warning"
+    assert f"127.0.0.1:{port}" in warnings[0]["message"]

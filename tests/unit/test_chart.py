@@ -1,0 +1,238 @@
+"""The Helm chart as rendered by helm: lint, golden output, schema errors, least-privilege RBAC, hardened pods.
+
+helm comes from the cluster harness's build (cluster/build-tools.sh helm), $HELM, or PATH; without
+it these tests are skipped with the command that builds it. Regenerate the golden files after an
+intended change with RINGLEADER_UPDATE_GOLDEN=1.
+"""
+
+import argparse
+import glob
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from ringleader.controller import cli as controller_cli
+from ringleader.controller import settings as settings_
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "ringleader"
+GOLDEN = pathlib.Path(__file__).resolve().parent / "test_chart_golden"
+KUBE_VERSION = "1.34.0"
+# Every configuration the golden files pin, by file name.
+SCENARIOS = {
+    "default.yaml": [],
+    "namespaced-mlflow-podgroups.yaml": [
+        "--set", "scope.mode=Namespace", "--set", "scope.namespaces={team-a,team-b}",
+        "--set", "mlflow.enabled=true", "--set", "mlflow.persistence.enabled=true",
+        "--set", "podGroups.enabled=true", "--set", "workers.gpu.tolerations[0].key=nvidia.com/gpu",
+        "--set", "workers.gpu.tolerations[0].operator=Exists",
+    ],
+}
+
+
+def _harness_helm():
+    spec = importlib.util.spec_from_file_location("harness", ROOT / "cluster" / "harness.py")
+    if spec is None or not (ROOT / "cluster" / "harness.py").exists():
+        return None
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    return harness.helm_path()
+
+
+@pytest.fixture(scope="session")
+def helm():
+    candidates = [os.environ.get("HELM"), _harness_helm(),
+                  *sorted(glob.glob(os.path.expanduser("~/.cache/ringleader/cluster/helm-*/bin/helm"))),
+                  shutil.which("helm")]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.skip("helm not found: build it with `cluster/build-tools.sh helm` (or set $HELM)")
+
+
+def run_helm(helm, *args, check=True):
+    result = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def template(helm, *args, release="rl", namespace="ringleader"):
+    text = run_helm(helm, "template", release, str(CHART), "--namespace", namespace,
+                    "--kube-version", KUBE_VERSION, *args).stdout
+    return text, [d for d in yaml.safe_load_all(text) if d]
+
+
+def objects(documents, kind):
+    return [d for d in documents if d["kind"] == kind]
+
+
+# -- lint and golden output ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_chart_lints_strictly(helm, scenario):
+    run_helm(helm, "lint", "--strict", "--kube-version", KUBE_VERSION, str(CHART), *SCENARIOS[scenario])
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_rendered_chart_matches_its_golden_file(helm, scenario):
+    text, _ = template(helm, *SCENARIOS[scenario])
+    golden = GOLDEN / scenario
+    if os.environ.get("RINGLEADER_UPDATE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"{golden} is missing: run with RINGLEADER_UPDATE_GOLDEN=1"
+    assert text == golden.read_text(), f"rendering changed; if intended, rerun with RINGLEADER_UPDATE_GOLDEN=1"
+
+
+# -- the schema refuses bad values with a clear error ---------------------------------------------------
+
+@pytest.mark.parametrize("setting, error", [
+    ("operator.replicas=2", "at '/operator': additional properties 'replicas' not allowed"),
+    ("scope.mode=Everywhere", "at '/scope/mode': value must be one of 'Cluster', 'Namespace'"),
+    ("operator.healthPort=http", "at '/operator/healthPort': got string, want integer"),
+    ("mlflow.persistence.size=lots", "at '/mlflow/persistence/size'"),
+])
+def test_the_schema_refuses_bad_values_naming_the_value(helm, setting, error):
+    result = run_helm(helm, "template", "rl", str(CHART), "--kube-version", KUBE_VERSION, "--set", setting, check=False)
+    assert result.returncode != 0
+    assert error in result.stderr
+
+
+# -- RBAC: least privilege --------------------------------------------------------------------------
+
+# Every verb the operator uses, by resource (controller/kube.py and kopf's watching and posting).
+ALLOWED = {
+    "distributedtrainingexperiments": {"get", "list", "watch", "patch", "delete"},
+    "distributedtrainingexperiments/status": {"patch"},
+    "distributedtrainingexperiments/finalizers": {"update"},
+    "pods": {"list", "watch", "create", "delete"},
+    "pods/log": {"get"},
+    "services": {"create"},
+    "configmaps": {"create"},
+    "events": {"create"},
+    "podgroups": {"create"},
+    "customresourcedefinitions": {"list", "watch"},
+}
+
+
+def rules_of(documents, kind):
+    return [rule for role in objects(documents, kind) for rule in role["rules"]]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_rbac_has_no_wildcard_and_only_the_verbs_the_operator_uses(helm, scenario):
+    _, documents = template(helm, *SCENARIOS[scenario])
+    rules = rules_of(documents, "ClusterRole") + rules_of(documents, "Role")
+    assert rules
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], f"wildcard in {rule}"
+        for resource in rule["resources"]:
+            assert set(rule["verbs"]) <= ALLOWED[resource], f"{resource}: {rule['verbs']}"
+
+
+def test_cluster_mode_binds_a_cluster_role_and_never_reads_secrets_or_namespaces(helm):
+    _, documents = template(helm)
+    assert [d["kind"] for d in documents if d["kind"].endswith(("Role", "RoleBinding"))] == ["ClusterRole", "ClusterRoleBinding"]
+    resources = {r for rule in rules_of(documents, "ClusterRole") for r in rule["resources"]}
+    assert "secrets" not in resources and "namespaces" not in resources and "podgroups" not in resources
+
+
+def test_namespace_mode_uses_only_roles_one_per_namespace_and_podgroups_when_enabled(helm):
+    _, documents = template(helm, *SCENARIOS["namespaced-mlflow-podgroups.yaml"])
+    assert objects(documents, "ClusterRole") == [] and objects(documents, "ClusterRoleBinding") == []
+    assert sorted(r["metadata"]["namespace"] for r in objects(documents, "Role")) == ["team-a", "team-b"]
+    assert sorted(b["metadata"]["namespace"] for b in objects(documents, "RoleBinding")) == ["team-a", "team-b"]
+    assert all(any("podgroups" in rule["resources"] for rule in role["rules"]) for role in objects(documents, "Role"))
+    resources = {r for role in objects(documents, "Role") for rule in role["rules"] for r in rule["resources"]}
+    assert "customresourcedefinitions" not in resources
+
+
+# -- the operator Deployment ------------------------------------------------------------------------
+
+def operator_of(documents):
+    (deployment,) = [d for d in objects(documents, "Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "operator"]
+    return deployment
+
+
+def test_the_operator_runs_one_replica_replaced_not_rolled(helm):
+    deployment = operator_of(template(helm)[1])
+    assert (deployment["spec"]["replicas"], deployment["spec"]["strategy"]) == (1, {"type": "Recreate"})
+
+
+def test_every_container_of_the_chart_is_non_root_read_only_without_capabilities(helm):
+    _, documents = template(helm, *SCENARIOS["namespaced-mlflow-podgroups.yaml"])
+    deployments = objects(documents, "Deployment")
+    assert len(deployments) == 2
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert "requests" in container["resources"]
+
+
+def test_the_operator_args_are_the_controllers_flags_and_carry_the_values(helm):
+    _, documents = template(helm, *SCENARIOS["namespaced-mlflow-podgroups.yaml"])
+    container = operator_of(documents)["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "operator"
+    parser = argparse.ArgumentParser()
+    controller_cli.add_arguments(parser)
+    settings = settings_.from_args(parser.parse_args(container["args"][1:]))
+    assert settings.scope.namespaces == ("team-a", "team-b")
+    assert settings.pods.pod_groups is True
+    assert settings.pods.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists"},)
+    assert settings.pods.default_image == "localhost/ringleader/ringleader:0.1.0"
+    assert settings.tracking.default_uri == "http://rl-ringleader-mlflow.ringleader.svc.cluster.local:5000"
+    # The liveness probe asks the port kopf's endpoint listens on.
+    port = int(settings.liveness_endpoint.rsplit(":", 1)[1].split("/")[0])
+    probe = container["livenessProbe"]["httpGet"]
+    assert probe["path"] == "/healthz"
+    assert {p["name"]: p["containerPort"] for p in container["ports"]}[probe["port"]] == port
+
+
+def test_names_are_truncated_to_63_characters_keeping_component_suffixes(helm):
+    release = "a-release-of-fifty-three-characters-for-a-research-lab"[:53]  # helm's longest release name
+    _, documents = template(helm, "--set", "mlflow.enabled=true", release=release)
+    names = {d["metadata"]["name"] for d in documents}
+    assert all(len(name) <= 63 for name in names)
+    operator = f"{release}-ringleader"[:63]
+    mlflow = f"{release}-ringleader"[:63 - len("-mlflow")].rstrip("-") + "-mlflow"
+    assert names == {operator, mlflow}
+
+
+# -- the optional MLflow server -----------------------------------------------------------------------
+
+def test_mlflow_serves_artifacts_and_accepts_its_service_names(helm):
+    _, documents = template(helm, "--set", "mlflow.enabled=true")
+    (service,) = objects(documents, "Service")
+    mlflow = [d for d in objects(documents, "Deployment") if d["metadata"]["name"].endswith("-mlflow")][0]
+    container = mlflow["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    assert "--serve-artifacts" in args
+    allowed = next(a for a in args if a.startswith("--allowed-hosts=")).split("=", 1)[1].split(",")
+    name = service["metadata"]["name"]
+    assert {name, f"{name}.ringleader", f"{name}.ringleader.svc.cluster.local:*", "localhost:*"} <= set(allowed)
+    assert {"name": "MLFLOW_BACKEND_STORE_URI", "value": "sqlite:////mlflow/mlflow.db"} in container["env"]
+    assert mlflow["spec"]["template"]["spec"]["volumes"][0] == {"name": "data", "emptyDir": {}}
+
+
+def test_mlflow_takes_a_postgresql_uri_from_a_secret_and_keeps_data_on_a_claim(helm):
+    _, documents = template(helm, "--set", "mlflow.enabled=true", "--set", "mlflow.backendStore.existingSecret=db",
+                            "--set", "mlflow.persistence.enabled=true")
+    mlflow = objects(documents, "Deployment")[0]
+    env = {e["name"]: e for e in mlflow["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["MLFLOW_BACKEND_STORE_URI"]["valueFrom"] == {"secretKeyRef": {"name": "db", "key": "uri"}}
+    (claim,) = objects(documents, "PersistentVolumeClaim")
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
