@@ -36,16 +36,18 @@ RUN python3 -m venv "$VIRTUAL_ENV" \
 WORKDIR /src
 # Dependencies first, from the project metadata alone and a placeholder package, so that a code change
 # rebuilds only the last layers instead of downloading torch and mlflow again.
-COPY pyproject.toml README.md* ./
-RUN mkdir -p operator/ringleader \
+COPY pyproject.toml ./
+RUN touch README.md \
+ && mkdir -p operator/ringleader \
  && echo '__version__ = "0.0.0"' > operator/ringleader/__init__.py \
  && pip install ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} . ${EXTRA_PACKAGES} \
  && pip uninstall --yes ringleader \
- && rm -rf operator build *.egg-info
+ && rm -rf operator build *.egg-info README.md
 
-COPY operator ./operator
+# The package itself: .dockerignore lets in only pyproject.toml, README.md and operator/.
+COPY . ./
 RUN pip install --no-deps . \
- && rm -rf /src \
+ && cd / && rm -rf /src \
  && python -c "import ringleader.controller.cli, ringleader.topology, ringleader.runtime.contract"
 
 # Non-root, numeric so that Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.

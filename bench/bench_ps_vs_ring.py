@@ -1,6 +1,6 @@
 """Study 1's shape: communication time per iteration of 1PS, P2P and ring allreduce as workers grow, beside the models.
 
-Runbook (from the repository root; about 4-5 minutes on a loaded 2-core machine):
+Runbook (from the repository root; about 6 minutes on a loaded 2-core machine):
 
     .venv/bin/python bench/bench_ps_vs_ring.py                          # 1, 2, 4 workers; 200Mbit emulated and unshaped
     .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit     # the emulated link only (about 2 minutes)
@@ -14,8 +14,9 @@ prediction of analysis/models.py at the emulated bandwidth with zero latency:
 The comparable measurement is comm + wait: under BSP a worker's push that reached the server early is
 held (time/wait) until the others' pushes have crossed the server's NIC, which is the congestion the
 model charges to communication. The models price the LAST worker served (a server's replies leave
-one after another), so "slowest" (per step, the largest comm + wait among workers, averaged over
-steps) is what meas/model divides; the mean worker's comm + wait is printed too. The ring has no wait; its time/comm is the part of the allreduce not
+one after another), so "slowest" (per step, the largest comm + wait among workers; the median over
+steps, as a shared machine's load spikes make means jumpy; the mean is in the JSON) is what
+meas/model divides; the mean worker's comm and wait are printed too. The ring has no wait; its time/comm is the part of the allreduce not
 hidden behind backward (all of it here: one 0.47 MB bucket, launched when backward ends).
 
 "unshaped" runs on raw loopback: there is no link to model, so only trends are compared (each
@@ -73,6 +74,7 @@ def measure(trial, directory: pathlib.Path, timeout: float) -> dict:
                                  + (r.get(interfaces.TIME_WAIT) or 0.0))
     return {"comm": mean(interfaces.TIME_COMM), "wait": mean(interfaces.TIME_WAIT), "compute": compute,
             "slowestCommWait": statistics.fmean(by_step.values()),
+            "slowestCommWaitMedian": statistics.median(by_step.values()),
             "iteration": mean(interfaces.TIME_ITERATION), "bytesSent": mean(interfaces.BYTES_SENT),
             "wallSeconds": result.seconds}
 
@@ -90,9 +92,9 @@ def trend(rows: list[dict]) -> None:
     for row in rows:
         base = next((r for r in rows if r["bandwidth"] == row["bandwidth"]
                      and r["architecture"] == row["architecture"] and r["workers"] == 2), None)
-        if base is None or base["measured"]["slowestCommWait"] <= 0:
+        if base is None or base["measured"]["slowestCommWaitMedian"] <= 0:
             continue
-        row["measuredVsTwoWorkers"] = row["measured"]["slowestCommWait"] / base["measured"]["slowestCommWait"]
+        row["measuredVsTwoWorkers"] = row["measured"]["slowestCommWaitMedian"] / base["measured"]["slowestCommWaitMedian"]
         two = cost_models.comm_seconds(row["architecture"], 2, row["modelBytes"], link)
         row["modelVsTwoWorkers"] = cost_models.comm_seconds(row["architecture"], row["workers"], row["modelBytes"], link) / two
 
@@ -143,12 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         m = row["measured"]
         total = m["comm"] + m["wait"]
         predicted = row["predictedComm"]
-        ratio = f"{m['slowestCommWait'] / predicted:.2f}" if predicted else "-"
+        ratio = f"{m['slowestCommWaitMedian'] / predicted:.2f}" if predicted else "-"
         model_ms = f"{1e3 * predicted:.2f}" if predicted is not None else "-"
         versus = f"{row['measuredVsTwoWorkers']:.2f}" if "measuredVsTwoWorkers" in row else "-"
         model_versus = f"{row['modelVsTwoWorkers']:.2f}" if "modelVsTwoWorkers" in row else "-"
         print(f"{row['bandwidth']:>9} {row['architecture']:>15} {row['workers']:>2} {row['processes']:>5} "
-              f"{1e3 * m['comm']:>9.2f} {1e3 * m['wait']:>9.2f} {1e3 * total:>10.2f} {1e3 * m['slowestCommWait']:>9.2f} "
+              f"{1e3 * m['comm']:>9.2f} {1e3 * m['wait']:>9.2f} {1e3 * total:>10.2f} {1e3 * m['slowestCommWaitMedian']:>9.2f} "
               f"{model_ms:>9} {ratio:>10} "
               f"{versus:>7} {model_versus:>6}")
     print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")

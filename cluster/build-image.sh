@@ -24,7 +24,7 @@ while (( $# )); do
 done
 
 "$CLUSTER_DIR/build-images.sh" debian-base
-BASE_DIR="$(ls -d "$CACHE"/images/debian-base-* | head -1)"
+BASE_DIR="$("$CLUSTER_DIR/build-images.sh" --dir debian-base)"
 BASE_REF="$(cat "$BASE_DIR/ref")"
 have_base_arg=0; for a in "${BUILD_ARGS[@]}"; do [[ "$a" == BASE_IMAGE=* ]] && have_base_arg=1; done
 (( have_base_arg )) || BUILD_ARGS=("BASE_IMAGE=$BASE_REF" "${BUILD_ARGS[@]}")

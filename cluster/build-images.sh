@@ -4,6 +4,7 @@
 #   coredns     the CoreDNS binary built by build-tools.sh  -> localhost/ringleader/coredns:$COREDNS_VERSION
 #   debian-base debootstrap bookworm minbase + python3/pip/venv -> localhost/ringleader/debian-base:<key>
 # Output: $CACHE/images/<name>-<key>/image.tar (+ ref). Usage: build-images.sh [pause|coredns|debian-base ...]
+#                                                         or: build-images.sh --dir NAME
 . "$(dirname "$0")/lib.sh"
 
 IMAGES="$CACHE/images"
@@ -55,6 +56,8 @@ build_debian_base() {
   rm -rf "$rootfs"
 }
 
+# build-images.sh --dir NAME: print the cache directory of image NAME (its image.tar and ref live there).
+if [[ "${1:-}" == --dir ]]; then image_dir "$2"; exit 0; fi
 want=("$@"); (( ${#want[@]} )) || want=(pause coredns debian-base)
 for name in "${want[@]}"; do
   d="$(image_dir "$name")"

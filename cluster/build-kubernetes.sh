@@ -20,6 +20,9 @@ pkgs=(); for b in "${BINS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 log "building kubernetes $K8S_VERSION (${BINS[*]}) - cold build takes ~20-30 min on 2 cores"
 start=$SECONDS
 tmp="$OUT/bin.tmp"; rm -rf "$tmp"; mkdir -p "$tmp"
+# Download first: a cold `go build` fetching k8s.io/kubernetes for many packages at once can race on its
+# .ziphash ("no such file or directory").
+( cd "$CLUSTER_DIR/go/kubernetes" && timeout 1200 go mod download )
 ( cd "$CLUSTER_DIR/go/kubernetes" && "${NICE[@]}" go build -trimpath -tags selinux,notest,grpcnotrace \
     -ldflags "-s -w$ld" -o "$tmp/" "${pkgs[@]}" )
 rm -rf "$OUT/bin"; mv "$tmp" "$OUT/bin"

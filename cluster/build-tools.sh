@@ -13,6 +13,7 @@ build() { # NAME VERSION "BIN..." LDFLAGS PKG...
   log "building $name $ver"
   local start=$SECONDS tmp="$out/bin.tmp"
   rm -rf "$tmp"; mkdir -p "$tmp"
+  ( cd "$CLUSTER_DIR/go/$name" && timeout 1200 go mod download )
   ( cd "$CLUSTER_DIR/go/$name" && "${NICE[@]}" go build -trimpath -ldflags "-s -w $ld" -o "$tmp/" "$@" )
   # `go build` names a module-root main package after the module's last path element (etcdctl/v3 -> v3).
   [[ -e "$tmp/v3" ]] && mv "$tmp/v3" "$tmp/etcdctl"

@@ -3,6 +3,7 @@
 # namespaces, interfaces, iptables rules and cgroups it created, restore sysctls, delete $RUN_DIR.
 # Safe to run when nothing is up. Verify with cluster/check-clean.sh.
 . "$(dirname "$0")/lib.sh"
+[[ -n "${RINGLEADER_LOCK_HELD:-}" ]] || take_lock
 set +e
 T0=$SECONDS
 K8S_BIN="$CACHE/kubernetes-$K8S_VERSION/bin"
@@ -101,4 +102,5 @@ if [[ -s "$RUN_DIR/sysctl.saved" ]]; then
 fi
 
 rm -rf "$RUN_DIR"
+[[ "$(cat "$OWNER_FILE" 2>/dev/null)" == "$RUN_DIR" ]] && rm -f "$OWNER_FILE"
 log "cluster down ($((SECONDS - T0))s)"

@@ -33,3 +33,12 @@ wait_for() {
   done
   log "ok: $what ($((SECONDS - start))s)"
 }
+
+# One cluster per machine: the bridge, the node IP and the ports are machine-wide. up.sh/down.sh hold this
+# lock while they run, and OWNER_FILE names the run dir of the cluster that owns the machine's resources.
+LOCK_FILE=/run/ringleader-cluster.lock
+OWNER_FILE=/run/ringleader-cluster.owner
+take_lock() {
+  exec 9>"$LOCK_FILE"
+  flock -w "${RINGLEADER_LOCK_TIMEOUT:-900}" 9 || die "another cluster-up/down holds $LOCK_FILE"
+}

@@ -6,7 +6,7 @@ set +e
 K8S_BIN="$CACHE/kubernetes-$K8S_VERSION/bin"
 K=("$K8S_BIN/kubectl" --kubeconfig "$RUN_DIR/kubeconfig" --request-timeout=30s)
 NS=rl-smoke
-BASE_REF="$(cat "$(ls -d "$CACHE"/images/debian-base-* | head -1)/ref")"
+BASE_REF="$(cat "$("$CLUSTER_DIR/build-images.sh" --dir debian-base)/ref")"
 pass=0; fail=0
 check() { local what="$1"; shift; if "$@"; then echo "PASS $what"; pass=$((pass+1)); else echo "FAIL $what"; fail=$((fail+1)); fi; }
 

@@ -18,7 +18,7 @@ proc_alive() { [[ -s "$RUN_DIR/pids/$1.pid" ]] && kill -0 "$(cat "$RUN_DIR/pids/
 start_proc() {
   local name="$1"; shift
   if proc_alive "$name"; then log "$name already running (pid $(cat "$RUN_DIR/pids/$name.pid"))"; return 0; fi
-  setsid "$@" >> "$RUN_DIR/logs/$name.log" 2>&1 < /dev/null &
+  setsid "$@" >> "$RUN_DIR/logs/$name.log" 2>&1 < /dev/null 9>&- &
   echo $! > "$RUN_DIR/pids/$name.pid"
   log "started $name (pid $!, log $RUN_DIR/logs/$name.log)"
 }
@@ -46,12 +46,19 @@ cluster_healthy() {
     python3 "$CLUSTER_DIR/dnsprobe.py" "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP" >/dev/null 2>&1
 }
 
+take_lock
+if [[ -s "$OWNER_FILE" && "$(cat "$OWNER_FILE")" != "$RUN_DIR" ]]; then
+  other="$(cat "$OWNER_FILE")"
+  if [[ -d "$other/pids" ]]; then
+    die "another ringleader cluster (run dir $other) owns this machine's cluster network; run RINGLEADER_CLUSTER_RUN=$other $CLUSTER_DIR/down.sh (or with its RINGLEADER_CACHE) first"
+  fi
+fi
 if [[ -d "$RUN_DIR/pids" ]]; then
   if cluster_healthy; then
     log "cluster already up"; echo "KUBECONFIG=$RUN_DIR/kubeconfig"; exit 0
   fi
   log "found a partial/stale cluster in $RUN_DIR: tearing it down first"
-  "$CLUSTER_DIR/down.sh"
+  RINGLEADER_LOCK_HELD=1 "$CLUSTER_DIR/down.sh"
 fi
 
 # ---------------------------------------------------------------------------------------------- build
@@ -65,6 +72,7 @@ ln -sfn "$K8S_BIN/kubectl" "$CACHE/bin/kubectl"; ln -sfn "$ETCD_BIN/etcdctl" "$C
 ln -sfn "$CACHE/helm-$HELM_VERSION/bin/helm" "$CACHE/bin/helm"; ln -sfn "$CACHE/crictl-$CRICTL_VERSION/bin/crictl" "$CACHE/bin/crictl"
 log "build phase done ($((SECONDS - T0))s)"
 
+echo "$RUN_DIR" > "$OWNER_FILE"
 mkdir -p "$RUN_DIR"/{logs,pids,etcd,containerd,kubelet,pod-logs,cni/net.d,cni/ipam}
 chmod 700 "$RUN_DIR"
 
@@ -209,7 +217,7 @@ start_proc containerd containerd --config "$CD/config.toml"
 wait_proc containerd "containerd socket" "${CTR[@]}" version
 
 for img in pause "coredns" debian-base; do
-  dir="$(ls -d "$CACHE/images/$img-"* | head -1)"
+  dir="$("$CLUSTER_DIR/build-images.sh" --dir "$img")"
   ref="$(cat "$dir/ref")"
   if [[ -n "$("${CTR[@]}" images ls -q "name==$ref")" ]]; then continue; fi
   s=$SECONDS

@@ -2,7 +2,7 @@
 # Included by the top-level Makefile (`include mk/*.mk`).
 RL_CLUSTER_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../cluster)
 
-.PHONY: cluster-deps cluster-build cluster-up cluster-down cluster-check-clean cluster-status cluster-image cluster-kubeconfig
+.PHONY: cluster-deps cluster-build cluster-up cluster-down cluster-check-clean cluster-status cluster-image cluster-kubeconfig cluster-prune cluster-smoke
 
 cluster-deps: ## install the host packages the cluster needs (apt)
 	$(RL_CLUSTER_DIR)/install-deps.sh
@@ -21,6 +21,9 @@ cluster-down: ## stop the cluster and remove everything it created on the host
 cluster-check-clean: ## fail if any process, mount, interface, netns, iptables rule... of the cluster is left
 	$(RL_CLUSTER_DIR)/check-clean.sh
 
+cluster-smoke: ## end-to-end checks of the running cluster (pods, DNS, Services, API server from pods)
+	$(RL_CLUSTER_DIR)/smoke-test.sh
+
 cluster-status: ## show node and pods of the running cluster
 	$(RL_CLUSTER_DIR)/status.sh
 
@@ -30,3 +33,7 @@ cluster-kubeconfig: ## print the path of the admin kubeconfig
 # make cluster-image DOCKERFILE=Dockerfile CONTEXT=. TAG=localhost/ringleader/operator:dev [BUILD_ARGS="K=V ..."]
 cluster-image: ## build a Dockerfile on the Debian base image without a Docker engine, import into containerd
 	$(RL_CLUSTER_DIR)/build-image.sh $(or $(DOCKERFILE),Dockerfile) $(or $(CONTEXT),.) $(or $(TAG),localhost/ringleader/operator:dev) $(foreach a,$(BUILD_ARGS),--build-arg $(a))
+
+cluster-prune: ## free ~7 GB: drop the Go build/module caches (binaries and images stay; a rebuild is cold again)
+	-chmod -R u+w $${RINGLEADER_CACHE:-$$HOME/.cache/ringleader}/cluster/go-mod 2>/dev/null
+	rm -rf $${RINGLEADER_CACHE:-$$HOME/.cache/ringleader}/cluster/go-build $${RINGLEADER_CACHE:-$$HOME/.cache/ringleader}/cluster/go-mod $${RINGLEADER_CACHE:-$$HOME/.cache/ringleader}/cluster/buildah/tmp

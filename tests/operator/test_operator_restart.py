@@ -22,8 +22,9 @@ def test_a_restarted_operator_adopts_the_running_pods_and_sees_what_happened_mea
     done = wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "steady")) == "Succeeded"
                     and admin.experiment(namespace, "steady"))
     assert done["status"]["summary"]["throughput"] == dtes.SUMMARY["throughput"]
-    left = admin.trial_pods(namespace, "steady")
-    assert {p["metadata"]["uid"] for p in left} == {p["metadata"]["uid"] for p in workers}  # none recreated
+    # The parameter server is stopped once the workers are done; the workers are the very pods of before.
+    wait_for("only the original workers to remain", lambda: {p["metadata"]["uid"] for p in admin.trial_pods(
+        namespace, "steady")} == {p["metadata"]["uid"] for p in workers})
     assert dtes.trials(done)[0]["restarts"] == 0
 
 

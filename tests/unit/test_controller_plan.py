@@ -158,6 +158,11 @@ def test_skipped_combinations_are_reported_in_the_created_condition():
     assert message.startswith("3 trials planned; 1 combination skipped (RingAllReduce runs BSP only, not ASP)")
 
 
+def test_pods_of_a_trial_the_spec_no_longer_has_are_deleted():
+    stray = {"metadata": {"name": "q-7-worker-0", "labels": {}}, "status": {"phase": "Running"}}
+    assert decide(experiment(), pods={"q-7": [stray]}).delete == ("q-7-worker-0",)
+
+
 def test_a_suspended_experiment_starts_nothing_and_says_so():
     result = decide(experiment(runPolicy={"suspend": True}))
     assert (result.create, result.status.phase) == ((), Phase.SUSPENDED)

@@ -212,6 +212,14 @@ def test_dssp_granted_thresholds_stay_within_its_bounds(seed):
     assert any(g.extra > 0 for g in grants), "the controller must grant extra iterations sometimes"
 
 
+def test_dssp_as_stated_keeps_granting_so_a_persistent_straggler_does_not_bound_the_lead_by_s_u():
+    """Pinned on purpose: papers.md's pseudocode never re-checks s_U, so grants add up. Changing this is a
+    decision about the algorithm, not a bug fix."""
+    oks, _, grants = simulate(paradigms.DSSP(2, lower=2, upper=6), [1.0, 3.0], iterations=40)
+    assert sum(1 for g in grants if g.extra > 0) > 3
+    assert max(ahead for _, ahead in oks) > 6
+
+
 def test_dssp_lets_the_fast_worker_further_ahead_than_ssp_with_the_same_lower_bound():
     ssp_oks, _, _ = simulate(paradigms.SSP(2, 1), [1.0, 3.0], iterations=30)
     dssp_oks, _, _ = simulate(paradigms.DSSP(2, 1, 6), [1.0, 3.0], iterations=30)

@@ -98,6 +98,22 @@ def test_records_are_published_once_and_new_ones_follow(store, trial_run, tmp_pa
     assert state.records == 40 and state.offset == (rank_dir / layout.ITERATIONS_FILE).stat().st_size
 
 
+def test_points_are_timestamped_from_the_ranks_start_plus_the_iteration_times_before_them(store, trial_run, tmp_path):
+    rank_dir = tmp_path / "rank-0"
+    append_records(rank_dir, range(3))
+    published = publisher.RankPublisher(store, rank_dir, *trial_run, "tiny-0", 0, "worker", start_time=1_700_000_000.0)
+    published.publish()
+    append_records(rank_dir, range(3, 4))
+    published.publish()
+
+    run_id = cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id
+    stamps = sorted((m.step, m.timestamp) for m in store.client.get_metric_history(run_id, "loss"))
+    iteration_ms = [1000 * iteration_record(step)["time/iteration"] for step in range(3)]
+    assert stamps == [(0, 1_700_000_000_000), (1, int(1_700_000_000_000 + iteration_ms[0])),
+                      (2, int(1_700_000_000_000 + iteration_ms[0] + iteration_ms[1])),
+                      (3, int(1_700_000_000_000 + sum(iteration_ms)))]
+
+
 def test_the_rank_run_is_nested_under_the_trial_run_and_tagged(store, trial_run, tmp_path):
     rank_dir = tmp_path / "rank-1"
     append_records(rank_dir, range(3))

@@ -175,7 +175,8 @@ def plot_comparison(rows: Sequence[ComparisonRow], path: pathlib.Path) -> pathli
                              fontsize=7)
         axes.set_ylim(0, 1.25)
         axes.set_ylabel("share of iteration time")
-        axes.set_title("Where iteration time goes, per trial (label: p50 iteration, throughput)")
+        axes.set_title("Where iteration time goes, per trial\n(above each bar: p50 iteration time, throughput)",
+                       fontsize=10)
         axes.legend(loc="upper right", fontsize=8, ncols=3)
         figure.tight_layout()
         figure.savefig(path, dpi=110)
@@ -215,7 +216,7 @@ def rank_breakdown(rank: int, records: Iterable[Mapping[str, Any]]) -> RankBreak
 def plot_rank_breakdown(breakdowns: Sequence[RankBreakdown], path: pathlib.Path, title: str = "") -> pathlib.Path:
     """Stacked bars per rank of mean milliseconds in data, forward, backward, update, communication,
     waiting and the unaccounted rest: a straggler or a rank that waits stands out."""
-    figure, axes = pyplot.subplots(figsize=(max(5.0, 0.8 * len(breakdowns) + 3.0), 4.5))
+    figure, axes = pyplot.subplots(figsize=(max(6.0, 0.8 * len(breakdowns) + 4.0), 4.5))
     try:
         positions = range(len(breakdowns))
         bottoms = [0.0] * len(breakdowns)
@@ -229,7 +230,7 @@ def plot_rank_breakdown(breakdowns: Sequence[RankBreakdown], path: pathlib.Path,
         axes.set_xticks(list(positions))
         axes.set_xticklabels([f"rank {b.rank}\n{b.role}" for b in breakdowns], fontsize=8)
         axes.set_ylabel("mean time per iteration (ms)")
-        axes.set_title(title or "Where iteration time goes, per rank (after warm-up)")
+        axes.set_title(title or "Where iteration time goes, per rank (after warm-up)", fontsize=9)
         axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         figure.tight_layout()
         figure.savefig(path, dpi=110)

@@ -91,6 +91,10 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
     new_trials = [steps[i].status for i in range(len(statuses))]
     status = _experiment_status(experiment, expansion, old, new_trials, seen)
     delete = tuple(name for i in range(len(statuses)) for name in steps[i].delete)
+    # Pods of no current trial (a spec change shrank the sweep) would otherwise hold resources forever.
+    known = {t.name for t in statuses}
+    delete += tuple(sorted(pods_.name(p) for trial, found in seen.pods.items() if trial not in known
+                           for p in found if not pods_.is_terminating(p)))
     create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
     return Plan(status=status, delete=delete, create=create)
 

@@ -20,7 +20,7 @@ from ringleader import api
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
-from ringleader.controller import due, events, kube, plan, progress, recording, rendering, statuses, trials, workqueue
+from ringleader.controller import due, events, kube, plan, progress, recording, rendering, runs, statuses, trials, workqueue
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
 from ringleader.topology import render as render_
@@ -29,9 +29,6 @@ logger = logging.getLogger(__name__)
 Phase = status_.Phase
 Key = tuple[str, str]  # (namespace, name)
 PODGROUPS_DISABLED = "PodGroupsDisabled"
-TRACKING_UNAVAILABLE = "TrackingUnavailable"
-TRACKING_AVAILABLE = "TrackingAvailable"
-KILL_ATTEMPTS = 10  # tries to mark a deleted experiment's runs KILLED while MLflow is away
 
 
 def now() -> datetime.datetime:
@@ -53,23 +50,17 @@ class Controller:
     def __init__(self, settings: settings_.Settings, kube_: kube.Kube, recorder: recording.Recorder) -> None:
         self.settings = settings
         self.kube = kube_
-        self.recorder = recorder
+        self.runs = runs.Runs(recorder, settings.tracking)
         self.render_settings = rendering.render_settings(settings)
         self.queue = workqueue.WorkQueue(self.reconcile, error_backoff=settings.timing.error_backoff_seconds,
                                          max_errors=settings.timing.max_error_retries, on_give_up=self._gave_up)
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
         self._bodies: dict[Key, dict[str, Any]] = {}
         self._progress: dict[Key, tuple[float, dict[str, int]]] = {}
-        self._closed_runs: set[str] = set()
-        self._late_runs: set[str] = set()  # runs created after their pods: no rank logged their summary
-        self._tracking_down: set[Key] = set()
-        self._background: set[asyncio.Task] = set()
 
     async def close(self) -> None:
         await self.queue.close()
-        for task in list(self._background):
-            task.cancel()
-        self.recorder.close()
+        await self.runs.close()
 
     # -- the pass -------------------------------------------------------------------------------
 
@@ -104,13 +95,13 @@ class Controller:
             progress=await self._read_progress(key, old, by_trial),
         )
         decision = plan.decide(experiment, expansion, old, seen)
-        uri = self.recorder.uri_for(experiment.spec.tracking.uri)
-        new, retry_tracking = await self._start_runs(key, body, experiment, expansion, decision, uri)
+        # Runs first: a starting trial's run id goes into its pods' environment.
+        new, retry_tracking = await self.runs.start(key, body, experiment, expansion, decision.status, decision.create)
 
         await self._publish(body, old, new)
         await asyncio.gather(*(self.kube.delete_pod(namespace, pod) for pod in decision.delete))
         new = await self._create_trials(body, expansion, new, decision.create)
-        retry_end = await self._end_runs(key, body, expansion, new, uri)
+        retry_end = await self.runs.end(key, body, experiment, expansion, new)
 
         run_policy = experiment.spec.run_policy
         expiry = due.expiry_of(new, run_policy)
@@ -202,89 +193,6 @@ class Controller:
         self._progress[key] = (clock, fresh)
         return fresh
 
-    # -- tracking -------------------------------------------------------------------------------
-
-    def _tracking_failed(self, key: Key, body, error: recording.Unavailable) -> float:
-        if key not in self._tracking_down:
-            self._tracking_down.add(key)
-            kopf.warn(body, reason=TRACKING_UNAVAILABLE,
-                      message=f"{error}; the experiment goes on and its runs are recorded when MLflow answers")
-        return self.settings.tracking.retry_seconds
-
-    def _tracking_worked(self, key: Key, body) -> None:
-        if key in self._tracking_down:
-            self._tracking_down.discard(key)
-            kopf.info(body, reason=TRACKING_AVAILABLE, message="MLflow answers again; runs are being recorded")
-
-    async def _start_runs(self, key: Key, body, experiment, expansion, decision: plan.Plan,
-                          uri: str | None) -> tuple[status_.ExperimentStatus, float | None]:
-        """The parent run, and a run for each trial about to start (its id goes into the pods' environment)."""
-        status = decision.status
-        if uri is None:
-            return status, None
-        uid = body["metadata"]["uid"]
-        by_name = {t.name: t for t in expansion.trials}
-        mlflow = status.mlflow
-        records = list(status.trials)
-        retry = None
-        try:
-            if not (mlflow.experiment_id and mlflow.run_id):
-                experiment_id, run_id = await self.recorder.start_parent(uri, experiment, uid)
-                mlflow = status_.MlflowStatus(experiment_id=experiment_id, run_id=run_id,
-                                              url=self.recorder.ui_url(uri, experiment_id))
-            for position, record in enumerate(records):
-                starting = record.index in decision.create
-                started = record.phase not in (Phase.PENDING, Phase.SUSPENDED)
-                if record.run_id is None and (starting or started):
-                    run_id = await self.recorder.start_trial(uri, mlflow.experiment_id, mlflow.run_id,
-                                                             by_name[record.name], uid)
-                    if not starting:
-                        self._late_runs.add(run_id)
-                    records[position] = record.model_copy(update={"run_id": run_id})
-        except recording.Unavailable as error:
-            retry = self._tracking_failed(key, body, error)
-        else:
-            self._tracking_worked(key, body)
-        return status.model_copy(update=dict(mlflow=mlflow, trials=records)), retry
-
-    async def _end_runs(self, key: Key, body, expansion, status: status_.ExperimentStatus,
-                        uri: str | None) -> float | None:
-        """End the runs of finished trials, and at the end of the experiment its comparison and parent run."""
-        if uri is None:
-            return None
-        try:
-            for record in status.trials:
-                if record.phase in trials.TERMINAL_PHASES and record.run_id and record.run_id not in self._closed_runs:
-                    outcome = recording.FINISHED if record.phase == Phase.SUCCEEDED else recording.FAILED
-                    summary = record.summary if record.run_id in self._late_runs else None
-                    await self.recorder.finish(uri, record.run_id, outcome, summary=summary,
-                                               reason=record.reason, message=record.message)
-                    self._closed_runs.add(record.run_id)
-            parent = status.mlflow.run_id
-            if plan.is_finished(status) and parent and parent not in self._closed_runs:
-                if len(status.trials) > 1:
-                    await self.recorder.compare(uri, parent, self._comparison(expansion, status))
-                failed = next((c for c in status.conditions
-                               if c.type == status_.ConditionType.FAILED and c.status == status_.ConditionStatus.TRUE), None)
-                await self.recorder.finish(uri, parent, recording.FAILED if failed else recording.FINISHED,
-                                           reason=failed.reason if failed else None,
-                                           message=failed.message if failed else None)
-                self._closed_runs.add(parent)
-        except recording.Unavailable as error:
-            return self._tracking_failed(key, body, error)
-        return None
-
-    @staticmethod
-    def _comparison(expansion, status: status_.ExperimentStatus) -> list[tuple[Any, dict | None, str, str | None]]:
-        records = {t.name: t for t in status.trials}
-        entries = []
-        for trial in expansion.trials:
-            record = records[trial.name]
-            outcome = recording.FINISHED if record.phase == Phase.SUCCEEDED else recording.FAILED
-            summary = record.summary.wire() if record.summary else None
-            entries.append((trial, summary, outcome, None if outcome == recording.FINISHED else record.message))
-        return entries
-
     # -- deletion -------------------------------------------------------------------------------
 
     def forget(self, body: dict[str, Any]) -> None:
@@ -293,43 +201,7 @@ class Controller:
         self.queue.forget(key)
         self._bodies.pop(key, None)
         self._progress.pop(key, None)
-        self._tracking_down.discard(key)
-        task = asyncio.get_running_loop().create_task(self._kill_runs(body), name=f"end runs of {key}")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _kill_runs(self, body: dict[str, Any]) -> None:
-        try:
-            status = statuses.read(body)
-        except kopf.PermanentError:
-            return
-        uri = self.recorder.uri_for(((body.get("spec") or {}).get("tracking") or {}).get("uri"))
-        if uri is None:
-            return
-        finished = plan.is_finished(status)
-        ends = [(t.run_id, recording.FINISHED if t.phase == Phase.SUCCEEDED else
-                 recording.FAILED if t.phase == Phase.FAILED else recording.KILLED)
-                for t in status.trials if t.run_id]
-        if status.mlflow.run_id:
-            failed = any(c.type == status_.ConditionType.FAILED and c.status == status_.ConditionStatus.TRUE
-                         for c in status.conditions)
-            ends.append((status.mlflow.run_id, (recording.FAILED if failed else recording.FINISHED) if finished
-                         else recording.KILLED))
-        pending = [(run_id, outcome) for run_id, outcome in ends if run_id not in self._closed_runs]
-        for _ in range(KILL_ATTEMPTS):
-            try:
-                while pending:
-                    run_id, outcome = pending[0]
-                    await self.recorder.finish(uri, run_id, outcome, reason="ExperimentDeleted" if outcome ==
-                                               recording.KILLED else None,
-                                               message="the DistributedTrainingExperiment was deleted"
-                                               if outcome == recording.KILLED else None)
-                    self._closed_runs.add(run_id)
-                    pending.pop(0)
-                return
-            except recording.Unavailable:
-                await asyncio.sleep(self.settings.tracking.retry_seconds)
-        logger.warning("gave up ending %d MLflow runs of deleted experiment %s/%s", len(pending), *key_of(body))
+        self.runs.forget(key, body)
 
     def _gave_up(self, key: Hashable, error: BaseException) -> None:
         body = self._bodies.get(key)

@@ -69,13 +69,20 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     session_dir = new_session_dir(pathlib.Path(settings.output_dir).resolve(), experiment.name)
 
     print(f"{args.file}: {len(trials)} trial{'s' if len(trials) != 1 else ''} of {experiment.name}; "
-          f"records in {session_dir}; MLflow: {tracking_uri}", file=out)
+          f"records in {shown(session_dir)}; MLflow: {tracking_uri}", file=out)
     for parameters, reason in expansion.skipped:
         print(f"  skipped ({', '.join(f'{k}={v}' for k, v in parameters.items())}): {reason}", file=out)
     out.flush()
 
-    result = sweep.run_sweep(experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
-                             os.environ, args.timeout_seconds, source=str(pathlib.Path(args.file).resolve()), out=out)
+    try:
+        result = sweep.run_sweep(experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
+                                 os.environ, args.timeout_seconds, source=str(pathlib.Path(args.file).resolve()),
+                                 out=out)
+    except KeyboardInterrupt:
+        # A second Ctrl-C, while publishing: every rank is already stopped; the records are on disk.
+        print(f"\ninterrupted while publishing; the records are in {shown(session_dir)}: "
+              f"ringleader publish {shown(session_dir)}", file=out)
+        return 130
 
     print("", file=out)
     print(report.format_table(result.rows), end="", file=out)
@@ -87,8 +94,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
               f"sweep run {publishing.parent_run_id}", file=out)
         print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id)}", file=out)
     else:
-        print(f"MLflow at {tracking_uri} is unavailable; nothing is lost: the records are in {session_dir}. "
-              f"When it is back: ringleader publish {session_dir}", file=out)
+        print(f"MLflow at {tracking_uri} is unavailable; nothing is lost: the records are in {shown(session_dir)}. "
+              f"When it is back: ringleader publish {shown(session_dir)}", file=out)
     return result.exit_code
 
 
@@ -106,15 +113,19 @@ def new_session_dir(output_dir: pathlib.Path, experiment_name: str) -> pathlib.P
     raise FileExistsError(f"no free session directory name in {output_dir}")
 
 
+def shown(path: pathlib.Path) -> str:
+    """`path` relative to the working directory when it is inside it: shorter to read and to paste."""
+    try:
+        return str(path.relative_to(pathlib.Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def how_to_open(tracking_uri: str, experiment_id: str | None) -> str:
     """The command (sqlite) or the page (a server) that shows the runs."""
     if tracking_uri.startswith("sqlite:///"):
-        path = pathlib.Path(tracking_uri[len("sqlite:///"):])
-        try:
-            shown = "sqlite:///" + str(path.relative_to(pathlib.Path.cwd()))
-        except ValueError:
-            shown = tracking_uri
-        return f"mlflow ui --backend-store-uri {shown}   (then http://127.0.0.1:5000)"
+        database = "sqlite:///" + shown(pathlib.Path(tracking_uri[len("sqlite:///"):]))
+        return f"mlflow ui --backend-store-uri {database}   (then http://127.0.0.1:5000)"
     if tracking_uri.startswith(("http://", "https://")):
         return f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}"
     return f"mlflow ui --backend-store-uri {tracking_uri}"

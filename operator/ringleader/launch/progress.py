@@ -41,9 +41,7 @@ class ProgressDisplay:
             if now - self._last_draw < self.settings.redraw_seconds or not running:
                 return
             self._last_draw = now
-            parts = [f"[{position}/{self.total_trials}] {trial.trial.name} iteration "
-                     f"{trial.progress()}/{trial.total_iterations} ({trial.elapsed():.0f} s)"
-                     for position, trial in running]
+            parts = [f"[{position}/{self.total_trials}] {trial.trial.name} {_where(trial)}" for position, trial in running]
             self.out.write(CLEAR_LINE + " | ".join(parts))
             self.out.flush()
             self._drawn = True
@@ -53,11 +51,17 @@ class ProgressDisplay:
             last = self._last_line.setdefault(name, now)
             if now - last >= self.settings.progress_seconds:
                 self._last_line[name] = now
-                self.message(f"[{position}/{self.total_trials}] {name} iteration {trial.progress()}/"
-                             f"{trial.total_iterations} ({trial.elapsed():.0f} s)")
+                self.message(f"[{position}/{self.total_trials}] {name} {_where(trial)}")
 
     def close(self) -> None:
         if self._drawn:
             self.out.write(CLEAR_LINE)
             self.out.flush()
             self._drawn = False
+
+
+def _where(trial: trials_.TrialRun) -> str:
+    done, total = trial.progress(), trial.total_iterations
+    # After the last iteration the ranks still gather records and write summaries and traces.
+    state = ", finishing" if done >= total else ""
+    return f"iteration {done}/{total}{state} ({trial.elapsed():.0f} s)"

@@ -13,7 +13,10 @@ import socket
 import time
 from typing import Mapping
 
+import yaml
+
 import ringleader
+from ringleader import topology
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.launch import processes
@@ -91,9 +94,16 @@ class TrialRun:
         return self.trial.spec.model.iterations
 
     def write_files(self) -> None:
-        """trial.json and a RUNNING outcome: enough for the publisher to open the trial's run."""
+        """trial.json, the topology a cluster would run (topology.yaml, a record for MLflow) and a RUNNING
+        outcome: enough for the publisher to open the trial's run."""
         self.directory.mkdir(parents=True, exist_ok=True)
         layout.write_json(self.directory / layout.TRIAL_FILE, self.trial.model_dump(mode="json", by_alias=True))
+        try:
+            documents = topology.render(self.trial)
+        except (topology.TemplateError, ValueError) as error:  # a record only: the local run does not need it
+            (self.directory / layout.TOPOLOGY_FILE).with_suffix(".error").write_text(f"{error}\n")
+        else:
+            (self.directory / layout.TOPOLOGY_FILE).write_text(yaml.safe_dump_all(documents, sort_keys=False))
         self.started_at = time.time()
         layout.write_outcome(self.directory, layout.Outcome(schema.RUNNING, self.started_at))
 

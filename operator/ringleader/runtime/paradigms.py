@@ -13,9 +13,10 @@ DSSP follows papers.md section 4 to the letter, with these readings of what it l
 argmin/argmax take the lowest index among ties (numpy's rule); before a worker's first push its
 push times A[i] are both the time of its initial pull (`begin`), so its first interval runs from
 the initial pull, and a worker never heard from has interval 0. As stated, a grant of r lets p
-push r more times past the push that triggered it without a check, so observed staleness can
-reach s_L + 1 + r, and a fast worker whose grant ran out can be granted again; the granted
-threshold s_L + r itself always lies in [s_L, s_U].
+push r more times past the push that triggered it without a check, and a fast worker whose grant
+ran out is granted again whenever the controller again finds r > 0; nothing bounds the sum of
+grants, so against a persistent straggler the fast worker's lead is NOT bounded by s_U
+(tests/unit/test_paradigms.py pins this). Each granted threshold s_L + r lies in [s_L, s_U].
 """
 
 from __future__ import annotations

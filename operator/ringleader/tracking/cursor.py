@@ -23,33 +23,39 @@ class Cursor:
     token: str
     """token tags the run this cursor publishes into; saved before the run is created (see Store.create_run_once)."""
     created_ms: int
-    """created_ms stands in for a record's timestamp when the record has none, so a replay logs identical points."""
+    """created_ms is when the rank started (or, failing that, when publishing did), in ms since the epoch."""
     run_id: str | None = None
     offset: int = 0
     """offset is how many bytes of iterations.jsonl are published (always at a line end)."""
     records: int = 0
     """records is how many lines those bytes hold."""
+    elapsed_ms: float = 0.0
+    """elapsed_ms is the sum of those records' iteration times. A record's timestamp is created_ms plus the
+    elapsed time before it: close to when it happened, and the same on every replay, so the store can
+    recognize a repeated point."""
     done: list[str] = dataclasses.field(default_factory=list)
     """done names the one-shot steps already published: "params", "summary", "artifact:<name>", "status"."""
     extra: dict[str, str] = dataclasses.field(default_factory=dict)
     """extra ids kept by the owner (a session cursor keeps its experiment id here)."""
 
     @classmethod
-    def load(cls, path: pathlib.Path) -> Cursor:
-        """The saved cursor, or a fresh one (not yet saved) when there is none."""
+    def load(cls, path: pathlib.Path, start_time: float | None = None) -> Cursor:
+        """The saved cursor, or a fresh one (not yet saved) starting at `start_time` (seconds; default now)."""
         try:
             state = json.loads(path.read_text())
         except FileNotFoundError:
-            return cls(path=path, token=uuid.uuid4().hex, created_ms=int(time.time() * 1000))
+            started = time.time() if start_time is None else start_time
+            return cls(path=path, token=uuid.uuid4().hex, created_ms=int(started * 1000))
         return cls(
             path=path, token=state["token"], created_ms=state["createdMs"], run_id=state.get("runId"),
-            offset=state.get("offset", 0), records=state.get("records", 0), done=list(state.get("done", [])),
+            offset=state.get("offset", 0), records=state.get("records", 0), elapsed_ms=state.get("elapsedMs", 0.0),
+            done=list(state.get("done", [])),
             extra=dict(state.get("extra", {})),
         )
 
     def save(self) -> None:
         state = {"token": self.token, "createdMs": self.created_ms, "runId": self.run_id, "offset": self.offset,
-                 "records": self.records, "done": self.done, "extra": self.extra}
+                 "records": self.records, "elapsedMs": self.elapsed_ms, "done": self.done, "extra": self.extra}
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with open(temporary, "w") as handle:
             json.dump(state, handle, indent=1)

@@ -25,8 +25,9 @@ from ringleader.tracking import store as store_
 
 log = logging.getLogger(__name__)
 
-# Keys a record's wall-clock time may carry (seconds since the epoch); without one, the cursor's stands in.
+# Keys a record's wall-clock time may carry (seconds since the epoch); without one, the cursor's clock stands in.
 TIMESTAMP_KEYS = ("timestamp", "time", "wall_time")
+ITERATION_TIME = "time/iteration"
 
 
 def _ms(seconds: float | None) -> int | None:
@@ -52,11 +53,13 @@ class RankPublisher:
     trial_name: str
     rank: int
     role: str
+    start_time: float | None = None
+    """start_time of the rank (seconds since the epoch), the base of its metrics' timestamps; default: now."""
 
     def publish(self, final_status: str | None = None, end_time: float | None = None) -> int:
         """Publish records not yet published; with `final_status`, also the rank's summary and status.
         Returns the number of metric values logged. Raises TrackingUnavailable when the store is away."""
-        cursor = cursor_.Cursor.load(self.rank_dir / cursor_.FILE_NAME)
+        cursor = cursor_.Cursor.load(self.rank_dir / cursor_.FILE_NAME, self.start_time)
         run_id = self._run(cursor)
         logged = self._iterations(cursor, run_id)
         if final_status is None:
@@ -92,23 +95,25 @@ class RankPublisher:
             # Group whole records into batches of at most metrics_per_batch values, so the cursor always
             # lands on a line end and a batch in flight during an outage is the most a replay repeats.
             batch: list[mlflow.entities.Metric] = []
-            batch_end, batch_records = cursor.offset, 0
+            batch_end, batch_records, elapsed = cursor.offset, 0, cursor.elapsed_ms
             for record, end in records:
                 line = cursor.records + batch_records
                 step = record.get("step")
                 step = int(step) if schema.is_metric_value(step) else line
-                at = record_timestamp_ms(record, cursor.created_ms + line)
+                at = record_timestamp_ms(record, int(cursor.created_ms + elapsed))
                 metrics = [mlflow.entities.Metric(k, v, at, step) for k, v in schema.record_metrics(record).items()]
                 if batch and len(batch) + len(metrics) > self.store.settings.metrics_per_batch:
-                    logged += self._commit(cursor, run_id, batch, batch_end, batch_records)
+                    logged += self._commit(cursor, run_id, batch, batch_end, batch_records, elapsed)
                     batch, batch_records = [], 0
                 batch += metrics
                 batch_end, batch_records = end, batch_records + 1
-            logged += self._commit(cursor, run_id, batch, batch_end, batch_records)
+                # At least 1 ms apart, so points of the same key never share a timestamp.
+                elapsed += max(1.0, 1000.0 * float(record.get(ITERATION_TIME) or 0.0))
+            logged += self._commit(cursor, run_id, batch, batch_end, batch_records, elapsed)
 
-    def _commit(self, cursor: cursor_.Cursor, run_id: str, batch: list, end: int, records: int) -> int:
+    def _commit(self, cursor: cursor_.Cursor, run_id: str, batch: list, end: int, records: int, elapsed: float) -> int:
         logged = self.store.log_metrics(run_id, batch) if batch else 0
-        cursor.offset, cursor.records = end, cursor.records + records
+        cursor.offset, cursor.records, cursor.elapsed_ms = end, cursor.records + records, elapsed
         cursor.save()
         return logged
 
@@ -150,7 +155,8 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
         status = None
         if final:
             status = rank_status[rank].status if rank in rank_status else outcome.status
-        metrics += RankPublisher(store, directory, experiment_id, run_id, trial.name, rank, role).publish(
+        metrics += RankPublisher(store, directory, experiment_id, run_id, trial.name, rank, role,
+                                 outcome.start_time if outcome else None).publish(
             status, outcome.end_time if outcome else None)
     if not final:
         return TrialResult(trial.name, run_id, outcome.status if outcome else schema.RUNNING, metrics)
@@ -206,8 +212,8 @@ def _log_breakdown(store: store_.Store, run_id: str, trial: trial_.Trial, trial_
         return
     with tempfile.TemporaryDirectory(prefix="ringleader-plot-") as staging:
         path = pathlib.Path(staging) / "breakdown.png"
-        report.plot_rank_breakdown(breakdowns, path, title=f"{schema.trial_run_name(trial)}: mean time per "
-                                                           "iteration after warm-up")
+        report.plot_rank_breakdown(breakdowns, path, title=f"{schema.trial_run_name(trial)}\nmean time per "
+                                                           "iteration after warm-up, per rank")
         store.log_artifact(run_id, path, None)
 
 

@@ -49,7 +49,7 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
         assert run.data.metrics["throughput"] > 0
         assert 0 < run.data.metrics["iterationTimeP50Seconds"] <= run.data.metrics["iterationTimeP95Seconds"]
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-        assert {"trial.json", "breakdown.png", "traces", "logs"} <= artifacts
+        assert {"trial.json", "topology.yaml", "breakdown.png", "traces", "logs"} <= artifacts
     assert trials["arch-0"].data.params["architecture"] == "ParameterServer"
 
     ranks = runs["rank"]
