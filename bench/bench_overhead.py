@@ -20,7 +20,8 @@ so the cost is measured two ways, in one process, one intra-op thread:
    state after warm-up; overhead per pair = median instrumented / median bare - 1.
 
 3. alternating: instrumented and bare iterations alternate in ONE loop, on two identical models, the
-   instrumented one making worker.py's calls; overhead per chunk = median instrumented / median bare - 1.
+   instrumented one making worker.py's calls; overhead = median over steps of (instrumented / bare of
+   the same step) - 1, overall and per chunk of steps (median, min, max over chunks).
    A load spike lasts many iterations, so it hits both kinds alike: the end-to-end number to trust.
 
 On a shared, loaded machine (2) is noisier than the effect it measures (run medians move by 2-4x with
@@ -173,8 +174,8 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
     """Instrumented and bare iterations alternate in one loop, on two identical models (same seed), so a
     load spike on the shared machine hits both alike. The instrumented one makes worker.py's calls
     (timer phases, layer hooks, the synchronizer's update phase, finish, log_iteration); each iteration
-    is timed by a clock outside the instrumentation. Overhead per chunk of iterations: median
-    instrumented / median bare - 1."""
+    is timed by a clock outside the instrumentation. Overhead: the median over steps of instrumented /
+    bare of the same step, minus 1, overall and per chunk of steps (the spread)."""
     spec = trial.spec
     warmup = spec.model.warmup_iterations
     cpu = torch.device("cpu")
@@ -191,8 +192,9 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
     bare_optimizer = optimizers.factory(spec.model.optimizer)(list(bare_model.parameters()))
     recorder = records.RankRecorder(directory, trial.name, 0, constants.ROLE_WORKER, warmup)
     instrumented, bare = [], []
-    for step in range(iterations):
-        # instrumented: worker.train's iteration
+
+    def instrumented_iteration(step: int) -> None:
+        # worker.train's iteration
         started = time.perf_counter()
         timer.begin(step)
         with timer.phase(interfaces.TIME_DATA):
@@ -208,7 +210,8 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
         recorder.log_iteration(step, metrics)
         instrumented.append(time.perf_counter() - started)
 
-        # bare: the same work, nothing timed, hooked or recorded
+    def bare_iteration(step: int) -> None:
+        # the same work, nothing timed, hooked or recorded
         started = time.perf_counter()
         inputs, labels = dataset.batch(step, spec.model.batch_size)
         loss = models.loss(bare_model(inputs), labels)
@@ -217,13 +220,19 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
         bare_optimizer.step()
         loss.item()
         bare.append(time.perf_counter() - started)
+
+    for step in range(iterations):
+        # Which kind goes first alternates too, so neither always runs on caches the other warmed.
+        first, second = (instrumented_iteration, bare_iteration) if step % 2 == 0 else (bare_iteration, instrumented_iteration)
+        first(step)
+        second(step)
     recorder.close()
-    size = max(1, (iterations - warmup) // chunks)
-    overheads = []
-    for first in range(warmup, iterations - size + 1, size):
-        overheads.append(statistics.median(instrumented[first:first + size])
-                         / statistics.median(bare[first:first + size]) - 1.0)
+    # Per step, instrumented / bare of the same step: neighbours in time share the machine's load.
+    ratios = [i / b for i, b in zip(instrumented[warmup:], bare[warmup:])]
+    size = max(1, len(ratios) // chunks)
+    overheads = [statistics.median(ratios[first:first + size]) - 1.0 for first in range(0, len(ratios) - size + 1, size)]
     return {"overheadPercent": harness.spread([100 * o for o in overheads]),
+            "overallPercent": 100 * (statistics.median(ratios) - 1.0),
             "bareMilliseconds": 1e3 * statistics.median(bare[warmup:]),
             "instrumentedMilliseconds": 1e3 * statistics.median(instrumented[warmup:]),
             "iterationsEach": iterations - warmup, "chunks": len(overheads)}
@@ -283,8 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("alternating overhead (%)", alternating_result["overheadPercent"]))
     for label, values in rows:
         print(f"{label:34}" + "".join(f"{values[k]:>10.3f}" for k in ("median", "min", "max")))
-    print(f"alternating loop: bare {alternating_result['bareMilliseconds']:.3f} ms, instrumented "
-          f"{alternating_result['instrumentedMilliseconds']:.3f} ms (medians of {alternating_result['iterationsEach']} each)")
+    print(f"alternating loop: overall {alternating_result['overallPercent']:+.2f}%; bare "
+          f"{alternating_result['bareMilliseconds']:.3f} ms, instrumented {alternating_result['instrumentedMilliseconds']:.3f} ms "
+          f"(medians of {alternating_result['iterationsEach']} each)")
     print(f"micro cost / bare iteration: steady {direct['steady']:.3f}%, traced steps {direct['traced']:.3f}%")
     print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
     return 0

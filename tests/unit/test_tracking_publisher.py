@@ -11,12 +11,14 @@ import json
 import pathlib
 import shutil
 import socket
+import time
 
 import mlflow.tracking
 import pytest
 
 from ringleader.api import experiment, trial
-from ringleader.tracking import cursor, layout, publisher, replay, schema
+from ringleader.runtime import contract
+from ringleader.tracking import cursor, layout, live, publisher, replay, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -163,7 +165,7 @@ def test_a_batch_whose_answer_was_lost_is_not_duplicated_when_replayed(store, tr
     published = rank_publisher(store, rank_dir, *trial_run)
     published.publish()
     state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
-    state.offset, state.records = 0, 0
+    state.offset, state.records, state.elapsed_ms = 0, 0, 0.0  # as saved before the batch was sent
     state.save()
 
     published.publish()
@@ -177,7 +179,7 @@ def test_a_run_created_just_before_a_crash_is_found_again_not_created_twice(stor
     published.publish()
     state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
     first_run = state.run_id
-    state.run_id, state.offset, state.records = None, 0, 0  # as if the crash came before the cursor was saved
+    state.run_id, state.offset, state.records, state.elapsed_ms = None, 0, 0, 0.0  # crashed before the cursor was saved
     state.save()
 
     published.publish()
@@ -298,7 +300,7 @@ def test_a_session_is_published_with_its_parent_run_and_comparison_and_replay_ad
     trials = make_trials(("ParameterServer", "RingAllReduce"))
     session_dir = tmp_path / "tiny-session"
     session_dir.mkdir()
-    session = publisher.Session(session_dir, experiment.parse({
+    session = sessions.Session(session_dir, experiment.parse({
         "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment",
         "metadata": {"name": "tiny"},
         "spec": {"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}}}),
@@ -340,3 +342,29 @@ def test_sqlite_uris_are_made_absolute_so_a_later_publish_finds_the_same_store(t
     assert settings_.resolve_uri(spec_uri="sqlite:///runs/x.db", environ={"MLFLOW_TRACKING_URI": "http://h"},
                                  cwd=tmp_path) == f"sqlite:///{tmp_path}/runs/x.db"
     assert settings_.resolve_uri("http://flag", spec_uri="http://spec", cwd=tmp_path) == "http://flag"
+
+
+def test_a_live_publisher_sends_records_as_they_come_and_flushes_the_rest_on_stop(store, trial_run, tmp_path):
+    the_trial = make_trials()[0]
+    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
+    append_records(rank_dir, range(5))
+    (rank_dir / layout.TRACE_FILE).write_text(json.dumps({"traceEvents": []}))
+    (rank_dir.parent / layout.SUMMARY_FILE).write_text(json.dumps({"throughput": 99.5}))  # this rank wrote it
+    env = contract.PodEnvironment(role="worker", rank=1, world_size=3, master_addr="127.0.0.1", master_port=1,
+                                  trial_file="trial.json", output_dir=str(tmp_path / "pod"), run_id=trial_run[1],
+                                  tracking_uri=store.uri)
+    publishing = live.LivePublisher(env, the_trial, rank_dir, settings_.TrackingSettings(live_interval_seconds=0.05))
+
+    publishing.start()
+    deadline = time.monotonic() + 20
+    while cursor.Cursor.load(rank_dir / cursor.FILE_NAME).records < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    append_records(rank_dir, range(5, 8))
+    assert publishing.stop("FAILED")
+
+    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    assert [s for s, _ in history(store, state.run_id)] == list(range(8))
+    assert store.client.get_run(state.run_id).info.status == "FAILED"
+    trial_run_data = store.client.get_run(trial_run[1]).data
+    assert trial_run_data.metrics["throughput"] == 99.5
+    assert artifacts(store, trial_run[1], "traces") == {"traces/rank-1.trace.json"}

@@ -132,12 +132,20 @@ def structural(node: dict[str, Any], defs: dict[str, Any], path: str = "") -> di
     if "items" in node:
         node["items"] = structural(node["items"], defs, f"{path}[]")
     if node.get("type") == "object" and isinstance(node.get("default"), dict) and node["default"]:
-        # `{}` says the same when the nested defaults rebuild the whole value, and keeps the CRD short.
-        if apply_defaults({}, node) == node["default"]:
+        # `{}` says the same when the nested defaults rebuild the whole value, and keeps the CRD short;
+        # but the API server checks a default against the CEL rules without defaulting inside it first,
+        # so an object under rules keeps its whole default.
+        if not _has_rules(node) and apply_defaults({}, node) == node["default"]:
             node["default"] = {}
     if "x-kubernetes-validations" in node:
         node["x-kubernetes-validations"] = [_ordered(rule) for rule in node["x-kubernetes-validations"]]
     return _ordered(node)
+
+
+def _has_rules(node: Any) -> bool:
+    if isinstance(node, dict):
+        return "x-kubernetes-validations" in node or any(_has_rules(v) for v in node.values())
+    return False
 
 
 def _ordered(node: dict[str, Any]) -> dict[str, Any]:
@@ -153,7 +161,7 @@ def _model_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
 def spec_schema() -> dict[str, Any]:
     """The spec's schema, with the transition rules that make everything but MUTABLE_SPEC_FIELDS immutable."""
     schema = _model_schema(ExperimentSpec)
-    schema["default"] = {}
+    schema["default"] = apply_defaults({}, schema)
     for name, prop in schema["properties"].items():
         if name in MUTABLE_SPEC_FIELDS:
             continue

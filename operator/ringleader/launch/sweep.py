@@ -21,7 +21,7 @@ from ringleader.api import trial as trial_
 from ringleader.launch import progress, tracker
 from ringleader.launch import settings as settings_
 from ringleader.launch import trials as trials_
-from ringleader.tracking import layout, publisher, schema
+from ringleader.tracking import layout, schema, sessions
 from ringleader.tracking import settings as tracking_settings_
 
 
@@ -76,7 +76,7 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
               deadline_seconds: float | None = None, source: str | None = None,
               out: TextIO = sys.stdout) -> SweepResult:
     session_dir.mkdir(parents=True, exist_ok=True)
-    session = publisher.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source)
+    session = sessions.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source)
     session.save()
     started = time.time()
     layout.write_outcome(session_dir, layout.Outcome(schema.RUNNING, started))
@@ -142,7 +142,7 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     layout.write_outcome(session_dir, layout.Outcome(
         status, started, time.time(), reason=None if status == schema.FINISHED else "TrialsFailed",
         message=f"trials not finished: {', '.join(failed)}" if failed else None))
-    rows = publisher.comparison_rows(session)
+    rows = sessions.comparison_rows(session)
     publishing.session_ended()
     return SweepResult(session_dir, outcomes, rows, interrupted_by, publishing)
 

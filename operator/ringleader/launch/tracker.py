@@ -12,13 +12,13 @@ from typing import Callable
 
 import mlflow.exceptions
 
-from ringleader.tracking import publisher
+from ringleader.tracking import publisher, sessions
 from ringleader.tracking import settings as tracking_settings_
 from ringleader.tracking import store as store_
 
 
 class Tracker:
-    def __init__(self, session: publisher.Session, settings: tracking_settings_.TrackingSettings,
+    def __init__(self, session: sessions.Session, settings: tracking_settings_.TrackingSettings,
                  say: Callable[[str], None]):
         self.session = session
         self.settings = settings
@@ -34,7 +34,7 @@ class Tracker:
             if self.store is None:
                 self.store = store_.Store(self.session.tracking_uri, self.settings)
             if self.parent_run_id is None:
-                self.experiment_id, self.parent_run_id, _ = publisher.open_session(self.store, self.session)
+                self.experiment_id, self.parent_run_id, _ = sessions.open_session(self.store, self.session)
             action()
         except (store_.TrackingUnavailable, mlflow.exceptions.MlflowException) as error:
             # Away, or refusing (a wrong URI, no permission): either way the trials go on and the records
@@ -71,7 +71,7 @@ class Tracker:
 
     def session_ended(self) -> bool:
         """Everything left: trials not yet published (after an outage), the comparison, the parent's status."""
-        return self._attempt("the sweep's comparison", lambda: publisher.publish_session(self.store, self.session))
+        return self._attempt("the sweep's comparison", lambda: sessions.publish_session(self.store, self.session))
 
     def _publish_trial(self, trial_dir: pathlib.Path) -> None:
         publisher.publish_trial(self.store, trial_dir, self.experiment_id, self.parent_run_id)

@@ -6,7 +6,6 @@ are stopped and marked KILLED, and the outcome says which rank failed and why.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pathlib
 import socket

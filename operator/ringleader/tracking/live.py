@@ -59,6 +59,9 @@ class LivePublisher:
         except store_.TrackingUnavailable as error:
             log.warning("MLflow stayed away; this rank's records remain in %s: %s", self.rank_dir, error)
             return False
+        except Exception:  # noqa: BLE001 - a rank that trained must not fail because tracking did; logged
+            log.exception("publishing rank %d's last records failed; they remain in %s", self.env.rank, self.rank_dir)
+            return False
 
     def _loop(self) -> None:
         while not self._stop.wait(self.settings.live_interval_seconds):

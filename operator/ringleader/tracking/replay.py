@@ -1,7 +1,7 @@
 """`ringleader publish DIR`: replays into MLflow whatever `ringleader run` sessions left unpublished.
 
 Records stay on disk when the tracking server is away; this publishes what is missing and
-nothing twice (publisher.py's cursors), into the store the session was run against unless
+nothing twice (the cursors of publisher.py), into the store the session was run against unless
 another URI is given. Called by cli.py.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from ringleader.tracking import publisher
+from ringleader.tracking import sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
 
 @dataclasses.dataclass(frozen=True)
 class Replayed:
-    sessions: list[publisher.SessionResult]
+    sessions: list[sessions.SessionResult]
     unavailable: list[tuple[pathlib.Path, str]]
     """unavailable lists the sessions whose store did not answer, with the error: try again later."""
 
@@ -30,18 +30,18 @@ def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,
                 settings: settings_.TrackingSettings | None = None) -> Replayed:
     """Publish every session in `directory` (a session directory, or one holding sessions, such as
     ringleader-runs/). Raises FileNotFoundError when there is none."""
-    sessions = publisher.find_sessions(pathlib.Path(directory))
+    sessions = sessions.find_sessions(pathlib.Path(directory))
     if not sessions:
         raise FileNotFoundError(f"{directory} holds no session written by `ringleader run` (no session.json)")
     settings = settings or settings_.TrackingSettings()
     stores: dict[str, store_.Store] = {}
     done, unavailable = [], []
     for path in sessions:
-        session = publisher.Session.load(path)
+        session = sessions.Session.load(path)
         uri = settings_.absolute_uri(tracking_uri) if tracking_uri else session.tracking_uri
         store = stores.get(uri) or stores.setdefault(uri, store_.Store(uri, settings))
         try:
-            done.append(publisher.publish_session(store, session))
+            done.append(sessions.publish_session(store, session))
         except store_.TrackingUnavailable as error:
             unavailable.append((path, str(error)))
     return Replayed(done, unavailable)

@@ -19,7 +19,7 @@ import mlflow.tracking
 
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
-from ringleader.tracking import publisher, schema
+from ringleader.tracking import schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -51,9 +51,9 @@ def start_parent_run(experiment_id: str, experiment: experiment_.DistributedTrai
                      tracking_uri: str | None = None) -> str:
     """The sweep's parent run (RUNNING), with the experiment's spec as params; returns its run id."""
     store = store_for(tracking_uri)
-    run_id = store.create_run_once(experiment_id, _token(token), publisher.sweep_tags(experiment, source),
+    run_id = store.create_run_once(experiment_id, _token(token), sessions.sweep_tags(experiment, source),
                                    int(time.time() * 1000))
-    store.log_params(run_id, publisher.sweep_params(experiment))
+    store.log_params(run_id, sessions.sweep_params(experiment))
     return run_id
 
 
@@ -92,4 +92,4 @@ def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | Any | None
 def log_comparison(parent_run_id: str, rows: Sequence[Any], *, tracking_uri: str | None = None) -> None:
     """The comparison table (text, CSV, markdown) and plot of `rows` (analysis.report.ComparisonRow, e.g.
     from `report.row_for(trial, summary, status)`) as artifacts of the parent run."""
-    publisher.log_comparison(store_for(tracking_uri), parent_run_id, list(rows))
+    sessions.log_comparison(store_for(tracking_uri), parent_run_id, list(rows))

@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import pathlib
-import signal
 import subprocess
-import sys
 import time
-
-import pytest
 
 from ringleader.api import experiment, trial
 from ringleader.launch import cli, processes, progress, publish, trials

@@ -1,0 +1,147 @@
+"""A `ringleader run` session in MLflow: its experiment, its parent (sweep) run, its trials, its comparison.
+
+Used by the launcher (launch/tracker.py) while it runs and by replay.py (`ringleader publish DIR`)
+afterwards; the session's own cursor keeps the experiment and parent run ids, so both write into
+the same runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import tempfile
+from typing import Any
+
+from ringleader.api import experiment as experiment_
+from ringleader.api import trial as trial_
+from ringleader.tracking import cursor as cursor_
+from ringleader.tracking import layout, publisher, schema
+from ringleader.tracking import store as store_
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """What `ringleader run` wrote in session.json: enough to publish the session again from anywhere."""
+
+    directory: pathlib.Path
+    experiment: experiment_.DistributedTrainingExperiment
+    tracking_uri: str
+    trials: list[str]
+    source: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"experiment": self.experiment.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "trackingUri": self.tracking_uri, "trials": self.trials, "source": self.source}
+
+    @classmethod
+    def load(cls, directory: pathlib.Path) -> Session:
+        document = layout.read_json(directory / layout.SESSION_FILE)
+        if not isinstance(document, dict):
+            raise FileNotFoundError(f"{directory / layout.SESSION_FILE} is missing or unreadable: "
+                                    "is this a directory written by `ringleader run`?")
+        return cls(directory=directory, experiment=experiment_.parse(document["experiment"], str(directory)),
+                   tracking_uri=document["trackingUri"], trials=list(document["trials"]),
+                   source=document.get("source"))
+
+    def save(self) -> None:
+        layout.write_json(self.directory / layout.SESSION_FILE, self.to_json())
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionResult:
+    directory: pathlib.Path
+    experiment_id: str
+    parent_run_id: str
+    trials: list[publisher.TrialResult]
+
+
+def sweep_tags(experiment: experiment_.DistributedTrainingExperiment, source: str | None) -> dict[str, str]:
+    tags = {schema.TAG_KIND: schema.KIND_SWEEP, schema.TAG_EXPERIMENT: experiment.name,
+            schema.TAG_NAMESPACE: experiment.namespace, schema.TAG_RUN_NAME: f"{experiment.name} (sweep)"}
+    if source:
+        tags[schema.TAG_SOURCE] = source
+    return tags
+
+
+def sweep_params(experiment: experiment_.DistributedTrainingExperiment) -> dict[str, str]:
+    """The parent run's params: the experiment's spec as written, sweep included."""
+    return schema.flatten(experiment.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def open_session(store: store_.Store, session: Session) -> tuple[str, str, cursor_.Cursor]:
+    """The session's MLflow experiment and parent run, created once: (experiment id, parent run id, cursor)."""
+    cursor = cursor_.Cursor.load(session.directory / cursor_.FILE_NAME)
+    experiment_id = cursor.extra.get("experimentId")
+    if experiment_id is None:
+        experiment_id = store.ensure_experiment(session.experiment.mlflow_experiment_name())
+        cursor.extra["experimentId"] = experiment_id
+        cursor.save()
+    if cursor.run_id is None:
+        outcome = layout.read_outcome(session.directory)
+        cursor.run_id = store.create_run_once(experiment_id, cursor.token,
+                                              sweep_tags(session.experiment, session.source),
+                                              publisher.ms(outcome.start_time) if outcome else None)
+        cursor.save()
+    if not cursor.is_done("params"):
+        store.log_params(cursor.run_id, sweep_params(session.experiment))
+        cursor.mark_done("params")
+    return experiment_id, cursor.run_id, cursor
+
+
+def publish_session(store: store_.Store, session: Session) -> SessionResult:
+    """Publish every trial directory that exists, then, once the sweep is over, the comparison and status."""
+    experiment_id, parent_run_id, cursor = open_session(store, session)
+    results = [publisher.publish_trial(store, session.directory / name, experiment_id, parent_run_id)
+               for name in session.trials if (session.directory / name / layout.TRIAL_FILE).is_file()]
+    outcome = layout.read_outcome(session.directory)
+    if outcome is not None and outcome.status in schema.TERMINAL_STATUSES:
+        if not cursor.is_done("comparison"):
+            log_comparison(store, parent_run_id, comparison_rows(session))
+            cursor.mark_done("comparison")
+        if not cursor.is_done("status"):
+            store.set_status(parent_run_id, outcome.status, publisher.ms(outcome.end_time))
+            cursor.mark_done("status")
+    return SessionResult(session.directory, experiment_id, parent_run_id, results)
+
+
+def comparison_rows(session: Session) -> list:
+    """report.ComparisonRow per trial of the session, from the trial directories (missing ones: not run)."""
+    from ringleader.analysis import report
+
+    rows = []
+    for name in session.trials:
+        trial_dir = session.directory / name
+        if not (trial_dir / layout.TRIAL_FILE).is_file():
+            continue
+        trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
+        outcome = layout.read_outcome(trial_dir)
+        summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
+        status = outcome.status if outcome else schema.RUNNING
+        message = outcome.message if outcome and outcome.status != schema.FINISHED else None
+        rows.append(report.row_for(trial, summary if isinstance(summary, dict) else None, status, message))
+    return rows
+
+
+def log_comparison(store: store_.Store, parent_run_id: str, rows: list) -> None:
+    """comparison.txt, .csv, .md and .png as artifacts of the parent run."""
+    from ringleader.analysis import report
+
+    with tempfile.TemporaryDirectory(prefix="ringleader-comparison-") as staging:
+        directory = pathlib.Path(staging)
+        (directory / "comparison.txt").write_text(report.format_table(rows))
+        (directory / "comparison.csv").write_text(report.to_csv(rows))
+        (directory / "comparison.md").write_text(report.to_markdown(rows))
+        report.plot_comparison(rows, directory / "comparison.png")
+        for name in ("comparison.txt", "comparison.csv", "comparison.md", "comparison.png"):
+            store.log_artifact(parent_run_id, directory / name, None)
+
+
+def find_sessions(directory: pathlib.Path) -> list[pathlib.Path]:
+    """`directory` itself if it is a session, else the sessions directly inside it, oldest first."""
+    directory = pathlib.Path(directory)
+    if (directory / layout.SESSION_FILE).is_file():
+        return [directory]
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory} is not a directory")
+    return sorted((child for child in directory.iterdir() if (child / layout.SESSION_FILE).is_file()),
+                  key=lambda child: child.name)
