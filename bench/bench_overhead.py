@@ -21,7 +21,8 @@ so the cost is measured two ways, in one process, one intra-op thread:
 
 3. alternating: instrumented and bare iterations alternate in ONE loop, on two identical models, the
    instrumented one making worker.py's calls; overhead = median over steps of (instrumented / bare of
-   the same step) - 1, overall and per chunk of steps (median, min, max over chunks).
+   the same step) - 1, overall and per chunk of steps (median, min, max over chunks). A third, bare
+   copy of the model runs in the same rotation as an A/A control: its "overhead" is the resolution.
    A load spike lasts many iterations, so it hits both kinds alike: the end-to-end number to trust.
 
 On a shared, loaded machine (2) is noisier than the effect it measures (run medians move by 2-4x with
@@ -171,7 +172,7 @@ def loop(trial, directory: pathlib.Path, pairs: int) -> dict:
 
 
 def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) -> dict:
-    """Instrumented and bare iterations alternate in one loop, on two identical models (same seed), so a
+    """Instrumented and bare iterations alternate in one loop, on identical models (same seed), so a
     load spike on the shared machine hits both alike. The instrumented one makes worker.py's calls
     (timer phases, layer hooks, the synchronizer's update phase, finish, log_iteration); each iteration
     is timed by a clock outside the instrumentation. Overhead: the median over steps of instrumented /
@@ -184,14 +185,16 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
     torch.manual_seed(spec.data.synthetic.seed)
     instrumented_model = models.build(spec.model, spec.data.synthetic)
     bare_model = models.build(spec.model, spec.data.synthetic)
+    control_model = models.build(spec.model, spec.data.synthetic)
     dataset = data.SyntheticDataset(spec.data.synthetic, models.input_spec(spec.model, spec.data.synthetic, bare_model))
     timer = timing.IterationTimer(0, cpu, range(warmup, warmup + settings.current().trace_iterations))
     timer.watch_layers(instrumented_model)
     synchronizer = ring.RingSynchronizer(trial, env, cpu)
     synchronizer.attach(instrumented_model, optimizers.factory(spec.model.optimizer))
-    bare_optimizer = optimizers.factory(spec.model.optimizer)(list(bare_model.parameters()))
+    bare_optimizers = {id(bare_model): optimizers.factory(spec.model.optimizer)(list(bare_model.parameters())),
+                       id(control_model): optimizers.factory(spec.model.optimizer)(list(control_model.parameters()))}
     recorder = records.RankRecorder(directory, trial.name, 0, constants.ROLE_WORKER, warmup)
-    instrumented, bare = [], []
+    instrumented, bare, control = [], [], []
 
     def instrumented_iteration(step: int) -> None:
         # worker.train's iteration
@@ -210,32 +213,41 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
         recorder.log_iteration(step, metrics)
         instrumented.append(time.perf_counter() - started)
 
-    def bare_iteration(step: int) -> None:
+    def bare_iteration(step: int, model: torch.nn.Module, into: list[float]) -> None:
         # the same work, nothing timed, hooked or recorded
         started = time.perf_counter()
         inputs, labels = dataset.batch(step, spec.model.batch_size)
-        loss = models.loss(bare_model(inputs), labels)
-        bare_model.zero_grad(set_to_none=True)
+        loss = models.loss(model(inputs), labels)
+        model.zero_grad(set_to_none=True)
         loss.backward()
-        bare_optimizer.step()
+        bare_optimizers[id(model)].step()
         loss.item()
-        bare.append(time.perf_counter() - started)
+        into.append(time.perf_counter() - started)
 
+    kinds = [instrumented_iteration, lambda step: bare_iteration(step, bare_model, bare),
+             lambda step: bare_iteration(step, control_model, control)]
     for step in range(iterations):
-        # Which kind goes first alternates too, so neither always runs on caches the other warmed.
-        first, second = (instrumented_iteration, bare_iteration) if step % 2 == 0 else (bare_iteration, instrumented_iteration)
-        first(step)
-        second(step)
+        # Which kind goes first rotates too, so none always runs on caches another warmed.
+        for kind in kinds[step % 3:] + kinds[:step % 3]:
+            kind(step)
     recorder.close()
-    # Per step, instrumented / bare of the same step: neighbours in time share the machine's load.
-    ratios = [i / b for i, b in zip(instrumented[warmup:], bare[warmup:])]
-    size = max(1, len(ratios) // chunks)
-    overheads = [statistics.median(ratios[first:first + size]) - 1.0 for first in range(0, len(ratios) - size + 1, size)]
-    return {"overheadPercent": harness.spread([100 * o for o in overheads]),
-            "overallPercent": 100 * (statistics.median(ratios) - 1.0),
+
+    def overhead(of: list[float]) -> tuple[float, dict]:
+        # Per step, of / bare of the same step: neighbours in time share the machine's load.
+        ratios = [a / b for a, b in zip(of[warmup:], bare[warmup:])]
+        size = max(1, len(ratios) // chunks)
+        by_chunk = [statistics.median(ratios[first:first + size]) - 1.0 for first in range(0, len(ratios) - size + 1, size)]
+        return 100 * (statistics.median(ratios) - 1.0), harness.spread([100 * o for o in by_chunk])
+
+    overall, spread = overhead(instrumented)
+    control_overall, control_spread = overhead(control)
+    return {"overheadPercent": spread, "overallPercent": overall,
+            # A/A: a second bare model against the first. Its offset is the resolution of this measurement
+            # (two copies of one model need not run equally fast: memory placement, caches).
+            "controlPercent": control_spread, "controlOverallPercent": control_overall,
             "bareMilliseconds": 1e3 * statistics.median(bare[warmup:]),
             "instrumentedMilliseconds": 1e3 * statistics.median(instrumented[warmup:]),
-            "iterationsEach": iterations - warmup, "chunks": len(overheads)}
+            "iterationsEach": iterations - warmup, "chunks": spread["n"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,9 +302,11 @@ def main(argv: list[str] | None = None) -> int:
                  ("worker.train iteration (ms)", loop_result["instrumentedMilliseconds"]),
                  ("worker.train overhead (%)", loop_result["overheadPercent"])]
     rows.append(("alternating overhead (%)", alternating_result["overheadPercent"]))
+    rows.append(("alternating A/A control (%)", alternating_result["controlPercent"]))
     for label, values in rows:
         print(f"{label:34}" + "".join(f"{values[k]:>10.3f}" for k in ("median", "min", "max")))
-    print(f"alternating loop: overall {alternating_result['overallPercent']:+.2f}%; bare "
+    print(f"alternating loop: overall {alternating_result['overallPercent']:+.2f}% "
+          f"(A/A control {alternating_result['controlOverallPercent']:+.2f}%); bare "
           f"{alternating_result['bareMilliseconds']:.3f} ms, instrumented {alternating_result['instrumentedMilliseconds']:.3f} ms "
           f"(medians of {alternating_result['iterationsEach']} each)")
     print(f"micro cost / bare iteration: steady {direct['steady']:.3f}%, traced steps {direct['traced']:.3f}%")

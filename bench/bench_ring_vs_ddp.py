@@ -1,10 +1,10 @@
 """Throughput of ringleader's RingAllReduce (BSP) against PyTorch DDP on the same model, data and ranks.
 
-Runbook (from the repository root; about 2 minutes on a loaded 2-core machine):
+Runbook (from the repository root; about 3 minutes on a loaded 2-core machine):
 
     .venv/bin/python bench/bench_ring_vs_ddp.py                     # 3 interleaved pairs, mlp 3.4 MB, 2 workers
-    .venv/bin/python bench/bench_ring_vs_ddp.py --pairs 5 --iterations 400
-    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet18 --image-size 16 --batch 8 --iterations 40 --warmup 5
+    .venv/bin/python bench/bench_ring_vs_ddp.py --pairs 6 --iterations 200 --warmup 20   # as in docs/performance.md
+    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet18 --image-size 16 --batch 8 --iterations 40 --warmup 5 --alternating-iterations 0
 
 Each pair runs both variants back to back, in alternating order (ring first in even pairs, DDP
 first in odd ones) so that a drift in the machine's load hits both alike:
@@ -12,7 +12,16 @@ first in odd ones) so that a drift in the machine's load hits both alike:
   ddp   bench/ddp_worker.py: the same trial file, trained by torch DistributedDataParallel over gloo
 Throughput (samples/s) of each is computed the same way from per-iteration times after warm-up
 (sum over workers of batch * iterations / seconds, as analysis/summary.py does); the result is the
-ratio ringleader/DDP per pair, reported as median, min and max. Target: median >= 0.95.
+ratio ringleader/DDP per pair, reported as median, min and max. Target: median >= 0.95. The same
+ratio from each worker's median iteration is reported beside it (a load spike inflates a run's
+mean more than its median).
+
+Then one alternating run (bench/alternating_worker.py): in the same two rank processes, one iteration
+of ringleader's ring path (its timer, hooks, RingSynchronizer and recorder, as worker.py calls them)
+and one of DDP, on two identical models, alternate step by step; per step, DDP's seconds / ring's is
+the throughput ratio, reported as the median over steps and min/max over chunks of steps. It does not
+start ranks through `python -m ringleader.runtime`, but a load spike hits both alike, which separate
+runs on a shared machine cannot promise: its spread is the tighter one.
 Writes bench/results/ring_vs_ddp.json and prints a table. Not a test: nothing here asserts a timing.
 """
 
@@ -83,6 +92,35 @@ def run_ddp(trial, directory: pathlib.Path, timeout: float) -> dict:
     return {**rates(per_rank, trial.spec.model.batch_size), "wallSeconds": seconds}
 
 
+def run_alternating(trial, directory: pathlib.Path, timeout: float, chunks: int) -> dict:
+    """bench/alternating_worker.py on every rank: per step, DDP's seconds / ring's (summed over ranks) is the
+    throughput ratio ring/DDP of that step; the median over steps, overall and per chunk of steps."""
+    directory.mkdir(parents=True, exist_ok=True)
+    trial_file = directory / "trial.json"
+    trial_file.write_text(trial.model_dump_json(by_alias=True))
+    output = directory / "output"
+    port = harness.free_port()
+    environs = {rank: {**harness.base_environ(), "RANK": str(rank), "WORLD_SIZE": str(trial.world_size),
+                       "MASTER_ADDR": harness.LOOPBACK, "MASTER_PORT": str(port),
+                       "RINGLEADER_TRIAL_FILE": str(trial_file), "RINGLEADER_OUTPUT_DIR": str(output)}
+                for rank in range(trial.world_size)}
+    processes = harness.start([sys.executable, str(harness.REPOSITORY / "bench" / "alternating_worker.py")], environs,
+                              directory / "logs")
+    ok, seconds = processes.wait(timeout)
+    if not ok:
+        raise RuntimeError(f"alternating run failed after {seconds:.0f}s\n{processes.explain()}")
+    warmup = trial.spec.model.warmup_iterations
+    ranks = [json.loads((output / f"alternating-rank-{rank}.json").read_text()) for rank in range(trial.world_size)]
+    ring_steps = [sum(values) for values in zip(*(r["ring"][warmup:] for r in ranks))]
+    ddp_steps = [sum(values) for values in zip(*(r["ddp"][warmup:] for r in ranks))]
+    ratios = [d / r for r, d in zip(ring_steps, ddp_steps)]
+    size = max(1, len(ratios) // chunks)
+    by_chunk = [statistics.median(ratios[first:first + size]) for first in range(0, len(ratios) - size + 1, size)]
+    return {"ratio": statistics.median(ratios), "chunks": harness.spread(by_chunk), "steps": len(ratios),
+            "ringMilliseconds": 1e3 * statistics.median(ring_steps) / len(ranks),
+            "ddpMilliseconds": 1e3 * statistics.median(ddp_steps) / len(ranks), "wallSeconds": seconds}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=3, help="interleaved (ring, ddp) pairs (default 3)")
@@ -94,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=300, help="iterations per run (default 300)")
     parser.add_argument("--warmup", type=int, default=30, help="warm-up iterations left out (default 30)")
     parser.add_argument("--timeout", type=float, default=240, help="seconds allowed per run (default 240)")
+    parser.add_argument("--alternating-iterations", type=int, default=600,
+                        help="iterations of each kind in the alternating run; 0 skips it (default 600)")
+    parser.add_argument("--chunks", type=int, default=10, help="chunks of the alternating run's steps (default 10)")
     args = parser.parse_args(argv)
 
     trial = harness.make_trial(spec_for(args), "bench-ring-0")
@@ -116,6 +157,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"ddp {measured['ddp']['throughput']:.0f} samples/s, ratio {measured['ratio']:.3f} "
                   f"(from median iterations {measured['medianRatio']:.3f})", flush=True)
 
+        alternating = None
+        if args.alternating_iterations:
+            alternating_trial = harness.make_trial(
+                spec_for(argparse.Namespace(**{**vars(args), "iterations": args.alternating_iterations})), "bench-alt-0")
+            alternating = run_alternating(alternating_trial, pathlib.Path(scratch) / "alternating", 2 * args.timeout,
+                                          args.chunks)
+            print(f"alternating: ring {alternating['ringMilliseconds']:.2f} ms, ddp {alternating['ddpMilliseconds']:.2f} ms "
+                  f"per iteration (medians), ratio {alternating['ratio']:.3f}", flush=True)
+
     ratio = harness.spread([p["ratio"] for p in pairs])
     median_ratio = harness.spread([p["medianRatio"] for p in pairs])
     result = {
@@ -128,14 +178,19 @@ def main(argv: list[str] | None = None) -> int:
         "medianIterationRatio": median_ratio,
         "ringThroughput": harness.spread([p["ring"]["throughput"] for p in pairs]),
         "ddpThroughput": harness.spread([p["ddp"]["throughput"] for p in pairs]),
+        "alternating": alternating,
         "target": ">= 0.95",
     }
     path = harness.write_result("ring_vs_ddp", result)
     print(f"\n{'':24}{'median':>10}{'min':>10}{'max':>10}")
-    print(f"{'ring samples/s':24}" + "".join(f"{result['ringThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
-    print(f"{'ddp samples/s':24}" + "".join(f"{result['ddpThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
-    print(f"{'ratio ring/ddp':24}" + "".join(f"{ratio[k]:>10.3f}" for k in ("median", "min", "max")))
-    print(f"{'ratio, median iteration':24}" + "".join(f"{median_ratio[k]:>10.3f}" for k in ("median", "min", "max")))
+    if pairs:
+        print(f"{'ring samples/s':24}" + "".join(f"{result['ringThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
+        print(f"{'ddp samples/s':24}" + "".join(f"{result['ddpThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
+        print(f"{'ratio ring/ddp':24}" + "".join(f"{ratio[k]:>10.3f}" for k in ("median", "min", "max")))
+        print(f"{'ratio, median iteration':24}" + "".join(f"{median_ratio[k]:>10.3f}" for k in ("median", "min", "max")))
+    if alternating:
+        print(f"{'ratio, alternating':24}{alternating['ratio']:>10.3f}"
+              + "".join(f"{alternating['chunks'][k]:>10.3f}" for k in ("min", "max")) + "   (min/max over chunks)")
     print(f"model {trial.spec.model.name} {model_bytes / 1e6:.2f} MB, {args.workers} workers, "
           f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
     return 0

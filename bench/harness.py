@@ -154,7 +154,9 @@ def run_trial(trial: trial_.Trial, directory: pathlib.Path, timeout: float,
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
-    """Median, min and max (and the count): what every ratio in docs/performance.md is reported with."""
+    """Median, min and max (and the count): what every ratio in docs/performance.md is reported with; None if empty."""
+    if not values:
+        return {"median": None, "min": None, "max": None, "n": 0}
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 

@@ -90,14 +90,11 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     outcomes: dict[str, layout.Outcome] = {}
     interrupted_by = None
 
-    def fits(trial: trial_.Trial) -> bool:
-        busy = sum(run.trial.world_size for _, run in running)
-        return not running or (len(running) < max_parallel and busy + trial.world_size <= settings.cores)
-
     with _Signals() as signals:
         try:
             while pending or running:
-                while pending and fits(pending[0][1]):
+                while pending and can_start(pending[0][1].world_size, [r.trial.world_size for _, r in running],
+                                            max_parallel, settings.cores):
                     position, trial = pending.popleft()
                     run = trials_.TrialRun(trial, session_dir, settings, environ,
                                            _deadline(trial, deadline_seconds))
@@ -139,12 +136,19 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     else:
         status = schema.FAILED
     failed = [name for name, o in outcomes.items() if o.status != schema.FINISHED]
+    reason = {schema.FINISHED: None, schema.KILLED: "Interrupted", schema.FAILED: "TrialsFailed"}[status]
     layout.write_outcome(session_dir, layout.Outcome(
-        status, started, time.time(), reason=None if status == schema.FINISHED else "TrialsFailed",
+        status, started, time.time(), reason=reason,
         message=f"trials not finished: {', '.join(failed)}" if failed else None))
     rows = sessions.comparison_rows(session)
     publishing.session_ended()
     return SweepResult(session_dir, outcomes, rows, interrupted_by, publishing)
+
+
+def can_start(ranks: int, running: list[int], max_parallel: int, cores: int) -> bool:
+    """Whether a trial of `ranks` ranks may start beside trials of `running` ranks: always when none runs (a
+    trial larger than the machine still runs, alone), else within maxParallel and the cores."""
+    return not running or (len(running) < max_parallel and sum(running) + ranks <= cores)
 
 
 def _deadline(trial: trial_.Trial, flag_seconds: float | None) -> float | None:

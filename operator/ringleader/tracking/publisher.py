@@ -177,13 +177,18 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
         _log_breakdown(store, run_id, trial, trial_dir)
         cursor.mark_done("artifact:breakdown.png")
     if not cursor.is_done("status"):
-        tags = {k: v for k, v in ((schema.TAG_STATUS_REASON, outcome.reason),
-                                  (schema.TAG_STATUS_MESSAGE, outcome.message)) if v}
-        if tags:
-            store.set_tags(run_id, tags)
-        store.set_status(run_id, outcome.status, ms(outcome.end_time))
+        end_run(store, run_id, outcome)
         cursor.mark_done("status")
     return TrialResult(trial.name, run_id, outcome.status, metrics)
+
+
+def end_run(store: store_.Store, run_id: str, outcome: layout.Outcome) -> None:
+    """The run's final status and end time, with why it ended as tags."""
+    tags = {k: v for k, v in ((schema.TAG_STATUS_REASON, outcome.reason), (schema.TAG_STATUS_MESSAGE, outcome.message))
+            if v}
+    if tags:
+        store.set_tags(run_id, tags)
+    store.set_status(run_id, outcome.status, ms(outcome.end_time))
 
 
 def artifact_once(store: store_.Store, cursor: cursor_.Cursor, run_id: str, path: pathlib.Path,

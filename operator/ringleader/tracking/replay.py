@@ -30,13 +30,13 @@ def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,
                 settings: settings_.TrackingSettings | None = None) -> Replayed:
     """Publish every session in `directory` (a session directory, or one holding sessions, such as
     ringleader-runs/). Raises FileNotFoundError when there is none."""
-    sessions = sessions.find_sessions(pathlib.Path(directory))
-    if not sessions:
+    found = sessions.find_sessions(pathlib.Path(directory))
+    if not found:
         raise FileNotFoundError(f"{directory} holds no session written by `ringleader run` (no session.json)")
     settings = settings or settings_.TrackingSettings()
     stores: dict[str, store_.Store] = {}
     done, unavailable = [], []
-    for path in sessions:
+    for path in found:
         session = sessions.Session.load(path)
         uri = settings_.absolute_uri(tracking_uri) if tracking_uri else session.tracking_uri
         store = stores.get(uri) or stores.setdefault(uri, store_.Store(uri, settings))

@@ -99,7 +99,7 @@ def publish_session(store: store_.Store, session: Session) -> SessionResult:
             log_comparison(store, parent_run_id, comparison_rows(session))
             cursor.mark_done("comparison")
         if not cursor.is_done("status"):
-            store.set_status(parent_run_id, outcome.status, publisher.ms(outcome.end_time))
+            publisher.end_run(store, parent_run_id, outcome)
             cursor.mark_done("status")
     return SessionResult(session.directory, experiment_id, parent_run_id, results)
 

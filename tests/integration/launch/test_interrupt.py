@@ -10,27 +10,31 @@ import signal
 import mlflow.tracking
 import pytest
 
-import conftest
+import launching
 
 pytestmark = pytest.mark.integration
 
 
+def long_experiment(workdir, name: str):
+    return launching.experiment_file(workdir, name, {"architecture": "RingAllReduce",
+                                                     "model": {"iterations": 1_000_000}})
+
+
 def start_long_run(workdir, name: str):
     """A trial far too long to finish, started and seen training (its workers have written records)."""
-    path = conftest.experiment_file(workdir, name, {"architecture": "RingAllReduce",
-                                                    "model": {"iterations": 1_000_000}})
-    launcher = conftest.start_run(workdir, str(path))
+    path = long_experiment(workdir, name)
+    launcher = launching.start_run(workdir, str(path))
     marker = f"RINGLEADER_OUTPUT_DIR={workdir}"
 
     def training() -> list:
-        ranks = conftest.processes_mentioning(marker)
+        ranks = launching.processes_mentioning(marker)
         records = list(workdir.glob("ringleader-runs/*/*/rank-*/iterations.jsonl"))
         done = len(records) == 2 and all(p.read_bytes().count(b"\n") >= 2 for p in records)
         if launcher.poll() is not None:
             raise AssertionError(f"the launcher exited early:\n{(workdir / 'launcher.log').read_text()}")
         return ranks if done and len(ranks) == 2 else []
 
-    ranks = conftest.wait_for(training, 90, "two ranks training")
+    ranks = launching.wait_for(training, 90, "two ranks training")
     return launcher, marker, ranks
 
 
@@ -43,7 +47,7 @@ def test_sigint_stops_every_rank_records_the_trial_as_killed_and_exits_130(workd
 
     output = (workdir / "launcher.log").read_text()
     assert launcher.returncode == 130, output
-    assert conftest.processes_mentioning(marker) == []
+    assert launching.processes_mentioning(marker) == []
     assert "SIGINT: stopping the running trials" in output
     assert "interrupt-0 (RingAllReduce, BSP, 2 workers): KILLED" in output
     [session] = list((workdir / "ringleader-runs").iterdir())
@@ -63,4 +67,16 @@ def test_a_killed_launcher_takes_its_ranks_along(workdir):
     os.kill(launcher.pid, signal.SIGKILL)  # no handler runs: only the kernel can clean up now
     launcher.wait(10)
 
-    conftest.wait_for(lambda: conftest.processes_mentioning(marker) == [], 10, "every rank gone")
+    launching.wait_for(lambda: launching.processes_mentioning(marker) == [], 10, "every rank gone")
+
+
+def test_a_trial_past_its_deadline_is_stopped_and_fails(workdir):
+    finished = launching.run(workdir, str(long_experiment(workdir, "deadline")), "--timeout-seconds", "3")
+
+    assert finished.returncode == 1, finished.output
+    assert "deadline-0 (RingAllReduce, BSP, 2 workers): FAILED" in finished.output
+    assert "trial ran longer than its deadline of 3 s" in finished.output
+    assert launching.processes_mentioning(f"RINGLEADER_OUTPUT_DIR={workdir}") == []
+    [session] = list((workdir / "ringleader-runs").iterdir())
+    outcome = json.loads((session / "deadline-0" / "outcome.json").read_text())
+    assert outcome["reason"] == "DeadlineExceeded"

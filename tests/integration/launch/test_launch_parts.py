@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from ringleader.api import experiment, trial
-from ringleader.launch import cli, processes, progress, publish, trials
+from ringleader.launch import cli, processes, progress, publish, sweep, trials
 from ringleader.launch import settings as settings_
 from ringleader.runtime import contract
 
@@ -180,3 +180,11 @@ def test_publish_refuses_a_directory_without_runs(tmp_path):
     err = io.StringIO()
     assert publish.run(parser.parse_args([str(tmp_path)]), io.StringIO(), err) == 2
     assert "no session written by `ringleader run`" in err.getvalue()
+
+
+def test_trials_run_side_by_side_only_within_max_parallel_and_the_cores():
+    assert sweep.can_start(ranks=5, running=[], max_parallel=1, cores=2)  # too big for the machine: runs alone
+    assert not sweep.can_start(ranks=2, running=[2], max_parallel=1, cores=16)
+    assert sweep.can_start(ranks=3, running=[2, 3], max_parallel=4, cores=8)
+    assert not sweep.can_start(ranks=3, running=[2, 3], max_parallel=4, cores=7)
+    assert not sweep.can_start(ranks=1, running=[1, 1], max_parallel=2, cores=16)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-import conftest
+import launching
 from ringleader.api import experiment, trial
 from ringleader.runtime import contract
 from ringleader.tracking import cursor, layout, live, replay, runs
@@ -62,11 +62,11 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
 
     append(rank_dir, range(0, 10))
     publisher.start()
-    conftest.wait_for(lambda: len(published()) == 10, 30, "10 iterations live in MLflow")
+    launching.wait_for(lambda: len(published()) == 10, 30, "10 iterations live in MLflow")
 
     tracking_server.stop()
     append(rank_dir, range(10, 30))
-    away = conftest.run(workdir, str(conftest.experiment_file(workdir, "offline", {"architecture": "RingAllReduce"})),
+    away = launching.run(workdir, str(launching.experiment_file(workdir, "offline", {"architecture": "RingAllReduce"})),
                         "--tracking-uri", uri)
     assert away.returncode == 0, away.output  # the trials ran; only publishing waits
     assert "did not answer" in away.output and "ringleader publish" in away.output
@@ -74,7 +74,7 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
     [session] = list((workdir / "ringleader-runs").iterdir())
 
     tracking_server.start()
-    conftest.wait_for(lambda: len(published()) == 30, 60, "the spooled iterations replayed by the live publisher")
+    launching.wait_for(lambda: len(published()) == 30, 60, "the spooled iterations replayed by the live publisher")
     first = replay.publish_dir(workdir / "ringleader-runs")
     again = replay.publish_dir(session)
     append(rank_dir, range(30, 40))

@@ -7,7 +7,7 @@ import json
 import mlflow.tracking
 import pytest
 
-import conftest
+import launching
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +24,10 @@ def runs_of(workdir, experiment_name: str):
 
 
 def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_artifacts(workdir):
-    path = conftest.experiment_file(workdir, "arch", {
+    path = launching.experiment_file(workdir, "arch", {
         "sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
 
-    finished = conftest.run(workdir, str(path))
+    finished = launching.run(workdir, str(path))
 
     assert finished.returncode == 0, finished.output
     table = finished.output[finished.output.index("trial "):]
@@ -71,11 +71,11 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
 
 
 def test_a_crashed_rank_fails_its_trial_with_the_rank_and_reason_and_the_next_trial_still_runs(workdir):
-    path = conftest.experiment_file(workdir, "crash", {
+    path = launching.experiment_file(workdir, "crash", {
         "architecture": "RingAllReduce", "model": {"name": "crashing_models:factory"},
         "sweep": {"matrix": {"batchSize": [16, 8]}}})
 
-    finished = conftest.run(workdir, str(path), extra_env={"RINGLEADER_TEST_CRASH": "0:1:5"})
+    finished = launching.run(workdir, str(path), extra_env={"RINGLEADER_TEST_CRASH": "0:1:5"})
 
     assert finished.returncode == 1, finished.output
     assert "crash-0 (RingAllReduce, BSP, 2 workers): FAILED" in finished.output

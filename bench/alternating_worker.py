@@ -1,0 +1,106 @@
+"""One rank of bench_ring_vs_ddp.py's alternating comparison: ringleader's ring and DDP, iteration by iteration, in one process.
+
+Started by bench_ring_vs_ddp.py (once per rank, environment as for ddp_worker.py). By hand:
+
+    for rank in 0 1; do RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29512 GLOO_SOCKET_IFNAME=lo \
+      OMP_NUM_THREADS=1 RINGLEADER_TRIAL_FILE=/tmp/trial.json RINGLEADER_OUTPUT_DIR=/tmp/alt \
+      .venv/bin/python bench/alternating_worker.py & done; wait
+
+Two identical models (same seed) train side by side: one the way runtime/worker.py trains it
+(IterationTimer phases and layer hooks, RingSynchronizer, RankRecorder), one under
+DistributedDataParallel; each step runs one iteration of each, the order alternating by step, on
+the same process group. A load spike on the shared machine lasts many iterations, so it hits both
+alike, which separate runs cannot promise. Writes <output>/alternating-rank-<r>.json:
+{"rank", "ring": [...], "ddp": [...]} seconds per iteration, by a clock outside both.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.parallel as parallel
+
+import harness
+from ringleader.api import constants
+from ringleader.runtime import contract, data, interfaces, main, models, optimizers, records, ring, settings, timing
+
+
+def train() -> None:
+    # -----------------------------------------------------------------------------------------
+    # configuration: the same trial file ringleader's ranks read
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    trial = main.load_trial(os.environ["RINGLEADER_TRIAL_FILE"])
+    output = pathlib.Path(os.environ["RINGLEADER_OUTPUT_DIR"])
+    spec = trial.spec
+    slot = trial.slots()[rank]
+    iterations, batch_size, warmup = spec.model.iterations, spec.model.batch_size, spec.model.warmup_iterations
+    # -----------------------------------------------------------------------------------------
+
+    torch.set_num_threads(main.cpu_threads(slot))
+    settings.use(settings.Settings())
+    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=harness.PEER_TIMEOUT_SECONDS))
+    cpu = torch.device("cpu")
+    env = contract.PodEnvironment(role=constants.ROLE_WORKER, rank=rank, world_size=world,
+                                  master_addr=harness.LOOPBACK, master_port=0, trial_file="", output_dir=str(output))
+    torch.manual_seed(spec.data.synthetic.seed + rank)
+    ring_model = models.build(spec.model, spec.data.synthetic)
+    ddp_model = parallel.DistributedDataParallel(models.build(spec.model, spec.data.synthetic))
+    dataset = data.SyntheticDataset(spec.data.synthetic, models.input_spec(spec.model, spec.data.synthetic, ring_model),
+                                    shard=slot.index, shards=len(trial.worker_slots()))
+    timer = timing.IterationTimer(rank, cpu, range(warmup, warmup + settings.current().trace_iterations))
+    timer.watch_layers(ring_model)
+    synchronizer = ring.RingSynchronizer(trial, env, cpu)
+    synchronizer.attach(ring_model, optimizers.factory(spec.model.optimizer))
+    ddp_optimizer = optimizers.factory(spec.model.optimizer)(ddp_model.parameters())
+    recorder = records.RankRecorder(output / "records", trial.name, rank, constants.ROLE_WORKER, warmup)
+    seconds: dict[str, list[float]] = {"ring": [], "ddp": []}
+
+    def ring_iteration(step: int) -> None:
+        # runtime/worker.py's iteration
+        started = time.perf_counter()
+        timer.begin(step)
+        with timer.phase(interfaces.TIME_DATA):
+            inputs, labels = dataset.batch(step, batch_size)  # (B, 3, H, W), (B,)
+        with timer.phase(interfaces.TIME_FORWARD):
+            loss = models.loss(ring_model(inputs), labels)
+        with timer.phase(interfaces.TIME_BACKWARD):
+            ring_model.zero_grad(set_to_none=True)
+            loss.backward()  # the ring's hooks launch bucket allreduces here
+        synchronizer.synchronize(step, timer)
+        metrics = timer.finish()
+        metrics[interfaces.LOSS] = loss.item()
+        recorder.log_iteration(step, metrics)
+        seconds["ring"].append(time.perf_counter() - started)
+
+    def ddp_iteration(step: int) -> None:
+        started = time.perf_counter()
+        inputs, labels = dataset.batch(step, batch_size)
+        loss = models.loss(ddp_model(inputs), labels)
+        ddp_optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # DDP allreduces its buckets here and waits for them at the end
+        ddp_optimizer.step()
+        loss.item()
+        seconds["ddp"].append(time.perf_counter() - started)
+
+    for step in range(iterations):
+        first, second = (ring_iteration, ddp_iteration) if step % 2 == 0 else (ddp_iteration, ring_iteration)
+        first(step)
+        second(step)
+    recorder.close()
+    synchronizer.close()
+    output.mkdir(parents=True, exist_ok=True)
+    (output / f"alternating-rank-{rank}.json").write_text(json.dumps({"rank": rank, **seconds}))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    train()
+    sys.exit(0)

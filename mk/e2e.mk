@@ -1,0 +1,74 @@
+# End-to-end tests (tests/e2e, docs/e2e.md) on a real Kubernetes cluster.
+# Included by the top-level Makefile (`-include mk/*.mk`); `make -f mk/e2e.mk e2e` works on its own too.
+#
+#   make e2e        the harness's single-node cluster (built from pinned upstream sources, no Docker):
+#                   cluster-up, image build + import (cached by content hash), pytest tests/e2e, then
+#                   cluster-down and cluster-check-clean even when the tests fail; exits with the tests' status.
+#   make e2e-kind   the same tests on a kind cluster (needs docker and kind): docker build, kind load, pytest.
+#
+# Variables: E2E_PYTEST_ARGS (e.g. "-k faults -x"), E2E_KEEP_CLUSTER=1 (skip cluster-down), E2E_IMAGE,
+# E2E_PYTHON (default: ./.venv/bin/python if present, else the Makefile's cached venv).
+RL_E2E_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+RL_E2E_CLUSTER := $(RL_E2E_ROOT)/cluster
+E2E_IMAGE ?= localhost/ringleader/ringleader:0.1.0
+E2E_PYTEST_ARGS ?=
+E2E_KEEP_CLUSTER ?=
+E2E_PYTHON ?= $(firstword $(wildcard $(RL_E2E_ROOT)/.venv/bin/python) $(PY) python3)
+# Per-test bound (pytest-timeout); the first test's setup includes cluster-up and the image build when
+# pytest is run alone, cold. Every wait inside the tests has its own, shorter, bound.
+E2E_TEST_TIMEOUT ?= 3600
+E2E_PYTEST = RINGLEADER_E2E=1 PYTHONPATH=operator $(E2E_PYTHON) -m pytest tests/e2e -m e2e \
+	-p no:cacheprovider --timeout=$(E2E_TEST_TIMEOUT) -rA --durations=0 $(E2E_PYTEST_ARGS)
+
+KIND ?= kind
+DOCKER ?= docker
+KIND_CLUSTER ?= ringleader-e2e
+KIND_NODE_IMAGE ?= kindest/node:v1.34.0
+KIND_KUBECONFIG ?= $(or $(RINGLEADER_CACHE),$(HOME)/.cache/ringleader)/e2e-kind/kubeconfig
+# e.g. KIND_BUILD_ARGS="--build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" for a CPU-only image.
+KIND_BUILD_ARGS ?=
+E2E_KIND_KEEP_CLUSTER ?=
+
+.PHONY: e2e e2e-image e2e-test e2e-kind
+
+e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down + check-clean (tests' exit status)
+	@start=$$(date +%s); rc=0; \
+	echo ">> e2e: cluster-up"; \
+	$(RL_E2E_CLUSTER)/up.sh || rc=$$?; \
+	if [ $$rc -eq 0 ]; then echo ">> e2e: image $(E2E_IMAGE)"; \
+	  t=$$(date +%s); cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh Dockerfile . $(E2E_IMAGE) || rc=$$?; \
+	  echo ">> e2e: image ready in $$(( $$(date +%s) - t ))s"; fi; \
+	if [ $$rc -eq 0 ]; then echo ">> e2e: pytest tests/e2e"; \
+	  cd $(RL_E2E_ROOT) && RINGLEADER_E2E_CLUSTER=harness RINGLEADER_E2E_IMAGE=$(E2E_IMAGE) $(E2E_PYTEST) || rc=$$?; fi; \
+	if [ -z "$(E2E_KEEP_CLUSTER)" ]; then \
+	  echo ">> e2e: cluster-down"; $(RL_E2E_CLUSTER)/down.sh || { echo ">> e2e: cluster-down FAILED"; [ $$rc -ne 0 ] || rc=1; }; \
+	  echo ">> e2e: cluster-check-clean"; $(RL_E2E_CLUSTER)/check-clean.sh || { echo ">> e2e: cluster-check-clean FAILED"; [ $$rc -ne 0 ] || rc=1; }; \
+	fi; \
+	echo ">> e2e: exit $$rc after $$(( $$(date +%s) - start ))s"; exit $$rc
+
+e2e-image: ## build the project image for the harness cluster (cached by content hash) and import it
+	cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh Dockerfile . $(E2E_IMAGE)
+
+e2e-test: ## only pytest tests/e2e against the running harness cluster (no up/down)
+	cd $(RL_E2E_ROOT) && RINGLEADER_E2E_CLUSTER=harness RINGLEADER_E2E_IMAGE=$(E2E_IMAGE) $(E2E_PYTEST)
+
+e2e-kind: ## the same e2e tests on a kind cluster from kind-config.yaml (docker build, kind load); deleted at the end
+	@command -v $(KIND) >/dev/null && command -v $(DOCKER) >/dev/null || { echo "e2e-kind needs docker and kind on PATH"; exit 2; }
+	@command -v kubectl >/dev/null && command -v helm >/dev/null || { echo "e2e-kind needs kubectl and helm on PATH"; exit 2; }
+	@start=$$(date +%s); rc=0; \
+	echo ">> e2e-kind: docker build $(E2E_IMAGE)"; \
+	cd $(RL_E2E_ROOT) && $(DOCKER) build -t $(E2E_IMAGE) $(KIND_BUILD_ARGS) . || rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+	  if $(KIND) get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)'; then echo ">> e2e-kind: reusing kind cluster $(KIND_CLUSTER)"; \
+	  else echo ">> e2e-kind: kind create cluster $(KIND_CLUSTER)"; \
+	    $(KIND) create cluster --name $(KIND_CLUSTER) --config kind-config.yaml --image $(KIND_NODE_IMAGE) --wait 300s || rc=$$?; fi; fi; \
+	if [ $$rc -eq 0 ]; then mkdir -p $$(dirname $(KIND_KUBECONFIG)) && \
+	  $(KIND) get kubeconfig --name $(KIND_CLUSTER) > $(KIND_KUBECONFIG) && \
+	  echo ">> e2e-kind: kind load docker-image $(E2E_IMAGE)" && \
+	  $(KIND) load docker-image $(E2E_IMAGE) --name $(KIND_CLUSTER) || rc=$$?; fi; \
+	if [ $$rc -eq 0 ]; then echo ">> e2e-kind: pytest tests/e2e"; \
+	  cd $(RL_E2E_ROOT) && RINGLEADER_E2E_CLUSTER=kind RINGLEADER_E2E_KUBECONFIG=$(KIND_KUBECONFIG) RINGLEADER_E2E_IMAGE=$(E2E_IMAGE) \
+	    $(E2E_PYTEST) || rc=$$?; fi; \
+	if [ -z "$(E2E_KIND_KEEP_CLUSTER)" ]; then echo ">> e2e-kind: kind delete cluster $(KIND_CLUSTER)"; \
+	  $(KIND) delete cluster --name $(KIND_CLUSTER) || { [ $$rc -ne 0 ] || rc=1; }; fi; \
+	echo ">> e2e-kind: exit $$rc after $$(( $$(date +%s) - start ))s"; exit $$rc

@@ -1,0 +1,126 @@
+"""What the e2e tests ask of a finished experiment: status, pods, events, MLflow runs."""
+
+from __future__ import annotations
+
+import math
+
+import e2e_specs
+from e2e_kube import Kube, condition, is_true, phase, status, trials, wait_for
+
+WORKER_ROLE = "worker"
+
+
+def assert_summary(summary: dict | None, where: str) -> None:
+    assert summary, f"{where}: no summary"
+    assert summary.get("throughput", 0) > 0, f"{where}: throughput {summary.get('throughput')}"
+    p50, p95 = summary.get("iterationTimeP50Seconds"), summary.get("iterationTimeP95Seconds")
+    assert p50 is not None and p50 > 0 and p95 is not None and p95 >= p50, f"{where}: p50 {p50}, p95 {p95}"
+    fractions = [summary.get(k) for k in ("computeFraction", "commFraction", "waitFraction")]
+    assert all(f is not None and 0 <= f <= 1 for f in fractions), f"{where}: fractions {fractions}"
+    assert 0 < sum(fractions) <= 1.0 + 1e-6, f"{where}: fractions add up to {sum(fractions)}"
+    assert summary.get("stragglerRank") is not None, f"{where}: no stragglerRank"
+
+
+def assert_succeeded(dte: dict, manifest: dict) -> None:
+    """Conditions, phase, progress, per-trial status and summaries of a successful experiment."""
+    name = manifest["metadata"]["name"]
+    expected_trials = e2e_specs.trial_specs(manifest)
+    iterations = manifest["spec"]["model"]["iterations"]
+    found = status(dte)
+    assert phase(dte) == "Succeeded", f"{name}: phase {phase(dte)}: {found.get('conditions')}"
+    succeeded = condition(dte, "Succeeded")
+    assert succeeded.get("status") == "True" and succeeded.get("reason") == "TrialsSucceeded", succeeded
+    assert succeeded.get("observedGeneration") == dte["metadata"]["generation"], succeeded
+    assert not is_true(dte, "Failed") and not is_true(dte, "Running") and not is_true(dte, "Restarting"), found["conditions"]
+    assert is_true(dte, "Created"), found["conditions"]
+    assert found.get("startTime") and found.get("completionTime"), found
+    progress = found["progress"]
+    assert progress == {"iteration": iterations, "iterations": iterations, "trialsCompleted": len(expected_trials),
+                        "trials": len(expected_trials)}, progress
+    text = f"{iterations}/{iterations}"
+    assert found["progressText"] == (text if len(expected_trials) == 1 else f"{len(expected_trials)}/{len(expected_trials)} trials, {text}")
+    assert_summary(found.get("summary"), f"{name} status.summary")
+    assert len(trials(dte)) == len(expected_trials), trials(dte)
+    for trial, expected in zip(trials(dte), expected_trials):
+        assert trial["phase"] == "Succeeded" and trial["reason"] == "WorkersSucceeded", trial
+        assert trial["message"].startswith(f"all {expected['workers']} workers succeeded: "), trial["message"]
+        assert trial.get("restarts", 0) == 0, trial
+        assert trial.get("runId"), trial
+        assert_summary(trial.get("summary"), f"{name} trial {trial['name']}")
+    mlflow_status = found.get("mlflow") or {}
+    assert mlflow_status.get("experimentId") and mlflow_status.get("runId"), mlflow_status
+
+
+def assert_events(kube: Kube, namespace: str, name: str, *reasons: str) -> None:
+    seen = {e["reason"] for e in kube.events(namespace, name)}
+    missing = set(reasons) - seen
+    assert not missing, f"{name}: events {sorted(seen)} lack {sorted(missing)}"
+
+
+def assert_pods_cleaned(kube: Kube, namespace: str, manifest: dict) -> list[dict]:
+    """The pods left after clean-up, as cleanPodPolicy says; returns them.
+
+    All: none. Running (default) and None: every worker pod, Succeeded (they finished before the trial
+    did). Every policy: nothing left running (parameter servers are stopped when the workers are done)."""
+    name = manifest["metadata"]["name"]
+    policy = manifest["spec"].get("runPolicy", {}).get("cleanPodPolicy", "Running")
+
+    def settled():
+        pods = kube.experiment_pods(namespace, name)
+        if any(p["status"].get("phase") not in ("Succeeded", "Failed") or p["metadata"].get("deletionTimestamp")
+               for p in pods):
+            return None
+        if policy == "All" and pods:
+            return None
+        return pods or True
+
+    pods = wait_for(f"{name}'s pods to be cleaned up (cleanPodPolicy {policy})", settled, 120,
+                    describe=lambda: str([(p["metadata"]["name"], p["status"].get("phase"))
+                                          for p in kube.experiment_pods(namespace, name)]))
+    if pods is True:
+        pods = []
+    if policy == "All":
+        assert pods == [], [p["metadata"]["name"] for p in pods]
+        return []
+    workers = [p for p in pods if p["metadata"]["labels"]["ringleader.dev/role"] == WORKER_ROLE]
+    trial_count = len(e2e_specs.trial_specs(manifest))
+    expected = sum(t["workers"] for t in e2e_specs.trial_specs(manifest))
+    assert len(workers) == expected, f"{name}: worker pods {[p['metadata']['name'] for p in workers]} (policy {policy}, {trial_count} trials)"
+    assert all(p["status"]["phase"] == "Succeeded" for p in workers), [(p["metadata"]["name"], p["status"]["phase"]) for p in workers]
+    return pods
+
+
+def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
+    """The parent run, one run per trial under it, one nested run per rank with step-indexed metrics.
+
+    Every run FINISHED; each worker rank's `time/iteration` history has one point per iteration."""
+    iterations = manifest["spec"]["model"]["iterations"]
+    found = status(dte)
+    experiment_id, parent = found["mlflow"]["experimentId"], found["mlflow"]["runId"]
+    wait_for(f"MLflow parent run of {manifest['metadata']['name']} to be FINISHED",
+             lambda: mlflow.status(parent) == "FINISHED", 60, describe=lambda: mlflow.status(parent))
+    trial_runs = {r.info.run_id: r for r in mlflow.children(experiment_id, parent)}
+    expected_runs = {t["runId"] for t in trials(dte)}
+    assert set(trial_runs) == expected_runs, f"trial runs under the parent {sorted(trial_runs)} != status {sorted(expected_runs)}"
+    counts = {}
+    for trial, shape in zip(trials(dte), e2e_specs.trial_specs(manifest)):
+        run = trial_runs[trial["runId"]]
+        assert run.info.status == "FINISHED", (trial["name"], run.info.status)
+        assert run.data.tags.get("ringleader.kind") == "trial", run.data.tags
+        ranks = mlflow.children(experiment_id, trial["runId"])
+        expected_ranks = e2e_specs.ranks(shape["architecture"], shape["workers"], shape["ps"])
+        assert len(ranks) == expected_ranks, f"{trial['name']}: {len(ranks)} rank runs, expected {expected_ranks}"
+        assert {r.data.tags.get("ringleader.kind") for r in ranks} == {"rank"}
+        assert sorted(int(r.data.tags["ringleader.rank"]) for r in ranks) == list(range(expected_ranks))
+        workers = [r for r in ranks if r.data.tags.get("ringleader.role") == WORKER_ROLE]
+        assert len(workers) == shape["workers"], [r.data.tags for r in ranks]
+        for rank in ranks:
+            assert rank.info.status == "FINISHED", (trial["name"], rank.data.tags.get("ringleader.rank"), rank.info.status)
+        for rank in workers:
+            history = mlflow.history(rank.info.run_id, "time/iteration")
+            steps = sorted(point.step for point in history)
+            assert len(history) == iterations and len(set(steps)) == iterations, (
+                f"{trial['name']} rank {rank.data.tags['ringleader.rank']}: time/iteration steps {steps}")
+            assert all(point.value > 0 and math.isfinite(point.value) for point in history)
+        counts[trial["name"]] = len(ranks)
+    return counts

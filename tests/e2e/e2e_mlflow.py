@@ -1,0 +1,96 @@
+"""The in-cluster MLflow server, reached through `kubectl port-forward` on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+import urllib.request
+
+from e2e_kube import Kube, log, wait_for
+
+
+class PortForward:
+    """`kubectl port-forward svc/NAME :PORT --address 127.0.0.1`, restarted when it dies (a pod restart ends it)."""
+
+    def __init__(self, kube: Kube, namespace: str, service: str, port: int):
+        self.kube, self.namespace, self.service, self.port = kube, namespace, service, port
+        self.process: subprocess.Popen | None = None
+        self.local_port: int | None = None
+        self._lock = threading.Lock()
+
+    def url(self) -> str:
+        with self._lock:
+            if self.process is None or self.process.poll() is not None or not self._healthy():
+                self._start()
+            return f"http://127.0.0.1:{self.local_port}"
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.local_port}/health", timeout=5) as answer:
+                return answer.status == 200
+        except OSError:
+            return False
+
+    def _start(self) -> None:
+        self.stop()
+        for attempt in range(1, 4):
+            self.process = subprocess.Popen(
+                [self.kube.kubectl_bin, "port-forward", "-n", self.namespace, f"svc/{self.service}", f":{self.port}",
+                 "--address", "127.0.0.1"], env=self.kube.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, start_new_session=True)
+            line, deadline = "", time.monotonic() + 30
+            while time.monotonic() < deadline and self.process.poll() is None:
+                line = self.process.stdout.readline()
+                match = re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", line)
+                if match:
+                    self.local_port = int(match.group(1))
+                    break
+            if self.local_port and self.process.poll() is None:
+                # Drain its output so the pipe never fills and blocks it.
+                threading.Thread(target=lambda p=self.process: [None for _ in p.stdout], daemon=True).start()
+                try:
+                    wait_for("MLflow /health through the port-forward", self._healthy, 60, interval=1)
+                    return
+                except TimeoutError:
+                    pass
+            log(f"port-forward to svc/{self.service} attempt {attempt} failed: {line.strip()}")
+            self.stop()
+            time.sleep(2)
+        raise RuntimeError(f"cannot port-forward to svc/{self.service} in {self.namespace}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        self.process = None
+
+
+class Mlflow:
+    """An MlflowClient on the port-forward, re-created when the forward restarts."""
+
+    def __init__(self, forward: PortForward):
+        self.forward = forward
+
+    def client(self):
+        import mlflow
+
+        return mlflow.MlflowClient(tracking_uri=self.forward.url())
+
+    def run(self, run_id: str):
+        return self.client().get_run(run_id)
+
+    def status(self, run_id: str) -> str:
+        return self.run(run_id).info.status
+
+    def children(self, experiment_id: str, parent_run_id: str) -> list:
+        return self.client().search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'",
+                                         max_results=1000)
+
+    def history(self, run_id: str, key: str) -> list:
+        return self.client().get_metric_history(run_id, key)

@@ -1,0 +1,207 @@
+"""Faults on a real cluster, against what docs/operator.md promises.
+
+- a worker pod deleted mid-run restarts the whole trial (Restarting, PodDeleted), which then succeeds;
+- a worker's process killed with backoffLimit 0 fails the experiment, naming the pod, exit code and limit;
+- an experiment deleted mid-run is gone at once (no finalizer), its pods are garbage-collected and its
+  open MLflow runs end KILLED;
+- the operator restarted mid-run (its pod deleted; the Deployment recreates it) resumes: the experiment
+  succeeds, with its pods never duplicated nor recreated.
+
+These experiments are slowed by a bandwidth cap (sleeps, no CPU) so that they are surely mid-run when hit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import e2e_checks as checks
+import e2e_specs
+from e2e_kube import condition, is_true, log, phase, status, trials, wait_for, wait_terminal, describe_dte
+
+ADMIT_TIMEOUT = 900
+RUN_TIMEOUT = 600
+PRIORITY = 10  # ahead of the training fleet: these tests wait for their experiment to start
+
+
+def slow_experiment(name, namespace, **spec):
+    return e2e_specs.experiment(name, namespace, network=e2e_specs.SLOW_NETWORK,
+                                model={"iterations": e2e_specs.SLOW_ITERATIONS}, **spec)
+
+
+def start(kube, launcher, namespace, manifest, report_on_failure) -> dict:
+    """Submit, wait for admission, then until its workers report progress (training is under way)."""
+    name = manifest["metadata"]["name"]
+    report_on_failure(name)
+    launcher.submit(manifest, e2e_specs.cpu_cost(manifest), priority=PRIORITY)
+    launcher.wait_admitted(name, ADMIT_TIMEOUT)
+    total = manifest["spec"]["model"]["iterations"]
+
+    def training():
+        dte = kube.dte(namespace, name)
+        iteration = status(dte).get("progress", {}).get("iteration", 0)
+        if phase(dte) in ("Succeeded", "Failed"):
+            raise AssertionError(f"{name} ended before it could be hit: {describe_dte(kube, namespace, name)}")
+        return phase(dte) == "Running" and 1 <= iteration < total and dte
+
+    dte = wait_for(f"{name} to be training", training, RUN_TIMEOUT, interval=1,
+                   describe=lambda: describe_dte(kube, namespace, name))
+    log(f"{name}: training, {status(dte)['progressText']}")
+    return dte
+
+
+def pod(kube, namespace, name):
+    return kube.get("pod", namespace, name)
+
+
+def kill_container_process(kube, namespace, pod_name) -> str:
+    """SIGKILL the trainer's process from the node (as the OOM killer would). Returns how it was done."""
+    found = pod(kube, namespace, pod_name)
+    container = found["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    cluster = os.environ.get("RINGLEADER_E2E_CLUSTER", "harness")
+    if cluster == "harness":
+        import harness  # conftest put cluster/ on sys.path
+
+        ctr = ["ctr", "--address", str(harness.run_dir() / "containerd" / "containerd.sock"), "--namespace", "k8s.io"]
+    elif cluster == "kind":
+        ctr = ["docker", "exec", found["spec"]["nodeName"], "ctr", "--namespace", "k8s.io"]
+    else:
+        kube.kubectl("delete", "pod", "-n", namespace, pod_name, "--grace-period=0", "--force")
+        return "deleted"
+    subprocess.run([*ctr, "task", "kill", "--signal", "SIGKILL", container], check=True, timeout=30,
+                   capture_output=True, text=True)
+    return "killed"
+
+
+def test_a_worker_pod_deleted_mid_run_restarts_the_trial_which_then_succeeds(kube, namespace, launcher, mlflow,
+                                                                           report_on_failure):
+    manifest = slow_experiment("restart", namespace, architecture="PeerToPeer",
+                               runPolicy={"backoffLimit": 2, "cleanPodPolicy": "None"})
+    start(kube, launcher, namespace, manifest, report_on_failure)
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.experiment_pods(namespace, "restart")}
+    victim = "restart-0-worker-1"
+    kube.kubectl("delete", "pod", "-n", namespace, victim, "--grace-period=0", "--force")
+    log(f"restart: force-deleted {victim}")
+
+    restarting = wait_for("the trial to restart", lambda: (lambda d: (trials(d)[0].get("restarts", 0) >= 1) and d)(
+        kube.dte(namespace, "restart")), 60, interval=0.5, describe=lambda: describe_dte(kube, namespace, "restart"))
+    assert condition(restarting, "Restarting").get("reason") in ("PodDeleted", "NoRestartInProgress"), restarting["status"]
+    dte = wait_terminal(kube, namespace, "restart", RUN_TIMEOUT)
+    assert phase(dte) == "Succeeded", describe_dte(kube, namespace, "restart")
+    assert is_true(dte, "Succeeded")
+    assert trials(dte)[0]["restarts"] == 1, trials(dte)
+    restart_condition = condition(dte, "Restarting")
+    assert restart_condition["status"] == "False", restart_condition
+    assert f"pod {victim} was deleted" in restart_condition["message"], restart_condition
+    assert "restarting the trial (restart 1 of at most 2)" in restart_condition["message"], restart_condition
+    checks.assert_events(kube, namespace, "restart", "PodDeleted", "WorkersSucceeded", "TrialsSucceeded")
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.experiment_pods(namespace, "restart")}
+    assert sorted(after) == sorted(before), (before, after)  # same ranks...
+    assert not set(after.values()) & set(before.values()), (before, after)  # ...in new pods
+    assert status(dte)["progress"]["iteration"] == e2e_specs.SLOW_ITERATIONS
+    checks.assert_summary(status(dte)["summary"], "restart")
+    trial_run = trials(dte)[0]["runId"]
+    wait_for("the trial run to be FINISHED", lambda: mlflow.status(trial_run) == "FINISHED", 60)
+
+
+def test_a_killed_worker_with_backoff_limit_0_fails_the_experiment_naming_the_pod(kube, namespace, launcher, mlflow,
+                                                                                report_on_failure):
+    manifest = slow_experiment("no-retry", namespace, architecture="RingAllReduce",
+                               runPolicy={"backoffLimit": 0, "cleanPodPolicy": "Running"})
+    start(kube, launcher, namespace, manifest, report_on_failure)
+    victim = "no-retry-0-worker-1"
+    how = kill_container_process(kube, namespace, victim)
+    log(f"no-retry: {how} {victim}'s trainer process")
+
+    dte = wait_terminal(kube, namespace, "no-retry", 180)
+    assert phase(dte) == "Failed", describe_dte(kube, namespace, "no-retry")
+    failed = condition(dte, "Failed")
+    assert failed["status"] == "True" and failed["reason"] == "BackoffLimitExceeded", failed
+    cause = (f"pod {victim}: container trainer exited with code 137" if how == "killed"
+             else f"pod {victim} was deleted")
+    assert cause in failed["message"], failed
+    assert "backoffLimit 0 reached after 0 restarts" in failed["message"], failed
+    assert not is_true(dte, "Succeeded")
+    assert trials(dte)[0]["phase"] == "Failed" and trials(dte)[0]["restarts"] == 0, trials(dte)
+    checks.assert_events(kube, namespace, "no-retry", "BackoffLimitExceeded")
+    # cleanPodPolicy Running: nothing is left running; the killed pod stays, for its logs.
+    wait_for("no pod of no-retry left running", lambda: all(
+        p["status"].get("phase") in ("Succeeded", "Failed") for p in kube.experiment_pods(namespace, "no-retry")), 120)
+    if how == "killed":
+        left = {p["metadata"]["name"]: p["status"]["phase"] for p in kube.experiment_pods(namespace, "no-retry")}
+        assert left.get(victim) == "Failed", left
+    parent, trial_run = status(dte)["mlflow"]["runId"], trials(dte)[0]["runId"]
+    wait_for("the trial and parent runs to be FAILED",
+             lambda: mlflow.status(trial_run) == "FAILED" and mlflow.status(parent) == "FAILED", 60)
+
+
+def test_an_experiment_deleted_mid_run_is_collected_and_its_runs_killed(kube, namespace, launcher, mlflow,
+                                                                        report_on_failure):
+    manifest = slow_experiment("doomed", namespace, architecture="PeerToPeer", runPolicy={"cleanPodPolicy": "None"})
+    dte = start(kube, launcher, namespace, manifest, report_on_failure)
+    parent, trial_run = status(dte)["mlflow"]["runId"], trials(dte)[0]["runId"]
+    assert mlflow.status(trial_run) == "RUNNING"
+    assert not dte["metadata"].get("finalizers"), dte["metadata"]
+
+    began = time.monotonic()
+    kube.kubectl("delete", "dte", "-n", namespace, "doomed", "--wait=true", "--timeout=60s", timeout=90)
+    took = time.monotonic() - began
+    log(f"doomed: deleted in {took:.1f}s")
+    launcher.release("doomed")
+    assert took < 30, f"deleting a running experiment took {took:.0f}s"
+    assert kube.dte(namespace, "doomed") is None
+    wait_for("doomed's pods, Service and ConfigMap to be garbage-collected", lambda: (
+        kube.experiment_pods(namespace, "doomed") == [] and kube.get("service", namespace, "doomed-0") is None
+        and kube.get("configmap", namespace, "doomed-0-trial") is None), 120,
+        describe=lambda: str([p["metadata"]["name"] for p in kube.experiment_pods(namespace, "doomed")]))
+    wait_for("the trial and parent runs to be KILLED",
+             lambda: mlflow.status(trial_run) == "KILLED" and mlflow.status(parent) == "KILLED", 60,
+             describe=lambda: f"trial {mlflow.status(trial_run)}, parent {mlflow.status(parent)}")
+
+
+def test_the_operator_restarted_mid_run_resumes_without_duplicate_pods(kube, namespace, launcher, release, mlflow,
+                                                                       report_on_failure):
+    manifest = slow_experiment("op-restart", namespace, architecture="ParameterServer",
+                               runPolicy={"cleanPodPolicy": "None"})
+    start(kube, launcher, namespace, manifest, report_on_failure)
+    original = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.experiment_pods(namespace, "op-restart")}
+    assert sorted(original) == ["op-restart-0-ps-0", "op-restart-0-worker-0", "op-restart-0-worker-1"], original
+
+    selector = "app.kubernetes.io/component=operator"
+    old = [p["metadata"]["name"] for p in kube.pods(release["namespace"], selector)]
+    assert len(old) == 1, old
+    kube.kubectl("delete", "pod", "-n", release["namespace"], old[0], "--wait=false")
+    log(f"op-restart: deleted the operator pod {old[0]}")
+
+    seen: dict[str, str] = dict(original)
+    most = len(original)
+
+    def watch():
+        nonlocal most
+        pods = kube.experiment_pods(namespace, "op-restart")
+        most = max(most, len(pods))
+        seen.update({p["metadata"]["name"]: p["metadata"]["uid"] for p in pods})
+        return phase(kube.dte(namespace, "op-restart")) in ("Succeeded", "Failed")
+
+    def new_operator_ready():
+        watch()
+        return [p["metadata"]["name"] for p in kube.pods(release["namespace"], selector)
+                if p["metadata"]["name"] not in old and not p["metadata"].get("deletionTimestamp")
+                and any(c.get("ready") for c in p["status"].get("containerStatuses") or [])]
+
+    new = wait_for("a new operator pod to be ready", new_operator_ready, 180, interval=1)
+    log(f"op-restart: new operator pod {new}")
+    wait_for("op-restart to finish", watch, RUN_TIMEOUT, interval=1, describe=lambda: describe_dte(kube, namespace, "op-restart"))
+    dte = kube.dte(namespace, "op-restart")
+    assert phase(dte) == "Succeeded" and is_true(dte, "Succeeded"), describe_dte(kube, namespace, "op-restart")
+    assert trials(dte)[0]["restarts"] == 0, trials(dte)
+    assert most == len(original) and seen == original, f"pods were duplicated or recreated: {seen} (at most {most} at once)"
+    assert status(dte)["progress"]["iteration"] == e2e_specs.SLOW_ITERATIONS
+    checks.assert_summary(status(dte)["summary"], "op-restart")
+    # No second trial run was created by the new operator; every rank ran once.
+    experiment_id, parent = status(dte)["mlflow"]["experimentId"], status(dte)["mlflow"]["runId"]
+    wait_for("the parent run to be FINISHED", lambda: mlflow.status(parent) == "FINISHED", 60)
+    trial_runs = mlflow.children(experiment_id, parent)
+    assert [r.info.run_id for r in trial_runs] == [trials(dte)[0]["runId"]], [r.info.run_id for r in trial_runs]
+    assert len(mlflow.children(experiment_id, trials(dte)[0]["runId"])) == 3
