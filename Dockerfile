@@ -50,6 +50,12 @@ RUN pip install --no-deps . \
  && cd / && rm -rf /src \
  && python -c "import ringleader.controller.cli, ringleader.topology, ringleader.runtime.contract"
 
+# MLflow 3 phones home at import unless told not to; pods talk only to the cluster. Caches go to /tmp,
+# the one writable place under a read-only root filesystem.
+ENV MLFLOW_DISABLE_TELEMETRY=true \
+    DO_NOT_TRACK=true \
+    XDG_CACHE_HOME=/tmp/.cache
+
 # Non-root, numeric so that Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
 USER 1000:1000
 WORKDIR /home/ringleader

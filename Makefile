@@ -10,6 +10,9 @@ VENV ?= $(CACHE)/venv-$(DEPS_HASH)
 PY := $(VENV)/bin/python
 export RINGLEADER_CACHE := $(CACHE)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# MLflow 3 sends telemetry from `import mlflow` unless disabled; tests talk only to loopback.
+export MLFLOW_DISABLE_TELEMETRY := true
+export DO_NOT_TRACK := true
 
 .PHONY: help venv install crds crds-check unit integration test run clean
 

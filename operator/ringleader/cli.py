@@ -30,6 +30,7 @@ from ringleader.api import crd
 DELEGATED = {
     "run": ("ringleader.launch.cli", "run an experiment as local processes, recording into a local MLflow store"),
     "operator": ("ringleader.controller.cli", "run the Kubernetes operator (kopf) that reconciles experiments"),
+    "publish": ("ringleader.launch.publish", "publish records that ringleader run could not send to MLflow"),
 }
 
 

@@ -10,9 +10,10 @@ are the MLflow schema of DESIGN.md.
 from __future__ import annotations
 
 import contextlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import torch
+if TYPE_CHECKING:  # metric names are read by the launcher and operator, which need not load torch
+    import torch
 
 # Per worker, per iteration (seconds, bytes, iterations).
 TIME_DATA = "time/data"
