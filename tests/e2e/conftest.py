@@ -7,7 +7,8 @@ Which cluster (RINGLEADER_E2E_CLUSTER):
   kind               any other cluster, e.g. `make e2e-kind`'s: RINGLEADER_E2E_KUBECONFIG names its
                      kubeconfig; kubectl and helm come from PATH (or RINGLEADER_E2E_KUBECTL/_HELM);
                      the image must already be on the nodes (`kind load docker-image`).
-Other knobs: RINGLEADER_E2E_IMAGE (default localhost/ringleader/ringleader:0.1.0), RINGLEADER_E2E_NAMESPACE
+Other knobs: RINGLEADER_E2E_IMAGE (default localhost/ringleader/ringleader:0.1.0), RINGLEADER_E2E_DOCKERFILE
+(harness builds; default tests/e2e/Dockerfile.harness), RINGLEADER_E2E_SKIP_BUILD=1, RINGLEADER_E2E_NAMESPACE
 (the release's, default ringleader-e2e), RINGLEADER_E2E_KEEP=1 (leave the release and the experiments).
 
 The cluster is left up at the end (`make e2e` brings it down); the release and the test namespace go.
@@ -33,6 +34,8 @@ from e2e_mlflow import Mlflow, PortForward
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ringleader"
 IMAGE = os.environ.get("RINGLEADER_E2E_IMAGE", "localhost/ringleader/ringleader:0.1.0")
+# The project image's content, with its steps ordered for buildah's vfs driver (see the file's header).
+DOCKERFILE = os.environ.get("RINGLEADER_E2E_DOCKERFILE", str(ROOT / "tests" / "e2e" / "Dockerfile.harness"))
 RELEASE = "e2e"
 RELEASE_NAMESPACE = os.environ.get("RINGLEADER_E2E_NAMESPACE", "ringleader-e2e")
 CLUSTER = os.environ.get("RINGLEADER_E2E_CLUSTER", "harness")
@@ -58,6 +61,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in pathlib.Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.e2e)
+            # pyproject's 600 s would cut a cold first setup (cluster, image); every wait has its own bound.
+            item.add_marker(pytest.mark.timeout(int(os.environ.get("RINGLEADER_E2E_TEST_TIMEOUT", "3600"))))
             if not asked:
                 item.add_marker(skip)
     items.sort(key=lambda item: order.get(pathlib.Path(str(item.fspath)).name, 1) if "e2e" in item.keywords else -1)
@@ -126,7 +131,7 @@ def image(kube) -> str:
     """The project image on the cluster's nodes. harness: built (cached by content hash) and imported."""
     if CLUSTER == "harness" and os.environ.get("RINGLEADER_E2E_SKIP_BUILD") != "1":
         with timed("image build/import (cached)"):
-            ref = _harness().build_image(str(ROOT / "Dockerfile"), str(ROOT), IMAGE, timeout=3600)
+            ref = _harness().build_image(DOCKERFILE, str(ROOT), IMAGE, timeout=3600)
         assert ref == IMAGE, f"build-image.sh answered {ref!r}, expected {IMAGE!r}"
     return IMAGE
 

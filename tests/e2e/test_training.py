@@ -105,8 +105,10 @@ def test_kubectl_get_shows_architecture_paradigm_workers_phase_progress_throughp
 
 def test_kubectl_explain_documents_the_fields(kube, release):
     workers = kube.kubectl("explain", "dte.spec.workers").stdout
-    for text in ("workers compute gradients", "replicas", "replicas is the number of workers (N). Default 2.",
-                 "groups", "groups split the workers into heterogeneous groups", "resources"):
+    for text in ("FIELD: workers <Object>", "workers of the job. Default two homogeneous workers.",
+                 "replicas <integer> replicas is the number of workers (N). Default 2.",
+                 "groups <[]Object> groups split the workers into heterogeneous groups",
+                 "resources <Object> resources of each worker pod"):
         assert text in " ".join(workers.split()), f"{text!r} not in:\n{workers}"
     groups = " ".join(kube.kubectl("explain", "dte.spec.workers.groups").stdout.split())
     assert "slowdownPercent" in groups and "stretches this group's compute to emulate stragglers" in groups, groups

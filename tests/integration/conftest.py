@@ -216,12 +216,6 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
-@pytest.fixture(scope="session")
-def make_trial() -> Callable[..., trial_.Trial]:
-    """`make_trial(spec_overrides: dict = None, name="test-0") -> Trial`: a tiny ring trial unless overridden."""
-    return small_trial
-
-
 class Starter:
     """Starts trials and remembers them, so that teardown kills every rank it started."""
 
