@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build a Dockerfile on the cluster's Debian base image WITHOUT a Docker engine (buildah, chroot isolation,
-# vfs storage) and import the result into containerd's k8s.io namespace (when the cluster is up; cluster-up
+# overlay storage, or vfs where overlay mounts are not allowed) and import the result into containerd's k8s.io namespace (when the cluster is up; cluster-up
 # re-imports every image built here). Use the image with imagePullPolicy: IfNotPresent or Never.
 #
 #   cluster/build-image.sh DOCKERFILE CONTEXT TAG [--build-arg K=V ...]
@@ -52,10 +52,25 @@ if [[ -s "$OUT/image.tar" && "$(cat "$OUT/key" 2>/dev/null)" == "$KEY" ]]; then
 fi
 
 command -v buildah >/dev/null || "$CLUSTER_DIR/install-deps.sh"
-BH_ROOT="$CACHE/buildah"
+# Storage driver: overlay where the kernel allows it (layers are diffs: a big `pip install` layer is stored
+# once), else vfs (every layer and working container is a full copy of the image).
+# RINGLEADER_BUILDAH_DRIVER=overlay|vfs forces one. Each driver has its own storage root.
+overlay_works() {
+  local t; t="$(mktemp -d "$CACHE/.ovl-probe.XXXXXX")" || return 1
+  mkdir -p "$t"/{l,u,w,m}
+  local ok=1
+  if mount -t overlay overlay -o "lowerdir=$t/l,upperdir=$t/u,workdir=$t/w" "$t/m" 2>/dev/null; then
+    umount "$t/m"; ok=0
+  fi
+  rm -rf "$t"; return $ok
+}
+DRIVER="${RINGLEADER_BUILDAH_DRIVER:-}"
+if [[ -z "$DRIVER" ]]; then if overlay_works; then DRIVER=overlay; else DRIVER=vfs; fi; fi
+if [[ "$DRIVER" == vfs ]]; then BH_ROOT="$CACHE/buildah"; else BH_ROOT="$CACHE/buildah-$DRIVER"; fi
 mkdir -p "$BH_ROOT"/{root,runroot,tmp}
 export TMPDIR="$BH_ROOT/tmp" BUILDAH_ISOLATION=chroot
-BH=(buildah --root "$BH_ROOT/root" --runroot "$BH_ROOT/runroot" --storage-driver vfs)
+BH=(buildah --root "$BH_ROOT/root" --runroot "$BH_ROOT/runroot" --storage-driver "$DRIVER")
+log "buildah storage: $DRIVER ($BH_ROOT)"
 if ! "${BH[@]}" inspect --type image "$BASE_REF" >/dev/null 2>&1; then
   log "loading base image $BASE_REF into buildah storage"
   id="$("${BH[@]}" pull -q "oci-archive:$BASE_DIR/image.tar")"

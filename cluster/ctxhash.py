@@ -29,7 +29,21 @@ def _compile(pattern: str) -> re.Pattern:
     return re.compile(out + "(?:/.*)?$")  # a match on a directory covers its contents
 
 
-def load_ignore(context: str) -> list[tuple[bool, re.Pattern]]:
+def may_reinclude(rel_dir: str, rules: list[tuple[bool, re.Pattern, str]]) -> bool:
+    """Could a `!pattern` re-include something under the excluded directory rel_dir?"""
+    for neg, _, raw in rules:
+        if not neg:
+            continue
+        literal = re.split(r"[*?\[]", raw, maxsplit=1)[0]  # the part before the first wildcard
+        if literal == raw:  # no wildcard: a plain path
+            if raw == rel_dir or raw.startswith(rel_dir + "/"):
+                return True
+        elif literal.startswith(rel_dir + "/") or (rel_dir + "/").startswith(literal):
+            return True
+    return False
+
+
+def load_ignore(context: str) -> list[tuple[bool, re.Pattern, str]]:
     rules = []
     for name in (".dockerignore", ".containerignore"):
         path = os.path.join(context, name)
@@ -40,14 +54,15 @@ def load_ignore(context: str) -> list[tuple[bool, re.Pattern]]:
                     if not line or line.startswith("#"):
                         continue
                     neg = line.startswith("!")
-                    rules.append((neg, _compile(line[1:] if neg else line)))
+                    pat = line[1:] if neg else line
+                    rules.append((neg, _compile(pat), os.path.normpath(pat.strip().lstrip("/"))))
             break
     return rules
 
 
-def excluded(rel: str, rules: list[tuple[bool, re.Pattern]]) -> bool:
+def excluded(rel: str, rules: list[tuple[bool, re.Pattern, str]]) -> bool:
     result = False
-    for neg, rx in rules:
+    for neg, rx, _ in rules:
         if rx.match(rel):
             result = not neg
     return result
@@ -79,8 +94,12 @@ def main(argv: list[str]) -> int:
                         h.update(chunk)
             h.update(b"\0")
         # directories excluded as a whole are not walked (Docker would not send them)
-        dirs[:] = [d for d in dirs if not excluded(os.path.normpath(os.path.join(rel_root, d)), rules)
-                   or any(neg for neg, _ in rules)]
+        kept = []
+        for d in dirs:
+            rel_d = os.path.normpath(os.path.join(rel_root, d))
+            if not excluded(rel_d, rules) or may_reinclude(rel_d, rules):
+                kept.append(d)
+        dirs[:] = kept
     print(h.hexdigest())
     return 0
 
