@@ -14,10 +14,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := true
 
-.PHONY: help venv install crds crds-check unit integration test run clean
+.PHONY: help venv install crds crds-check unit integration operator-tests test run ui clean
 
 help:  ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
 $(VENV)/.deps-installed: pyproject.toml
 	@echo ">> creating $(VENV) (first time: downloads torch and mlflow, several minutes)"
@@ -45,11 +45,19 @@ unit: venv  ## unit tests
 integration: venv  ## integration tests: real torch.distributed processes on loopback, a real MLflow store
 	$(PY) -m pytest tests/integration -q
 
-test: venv crds-check  ## everything CI runs: unit, integration
-	$(PY) -m pytest tests/unit tests/integration -q
+operator-tests: venv cluster-build  ## operator tests against a real kube-apiserver (binaries from cluster-build)
+	$(PY) -m pytest tests/operator -q
+
+# cluster-build first: the chart tests need its helm, the operator tests its kube-apiserver and etcd.
+test: venv crds-check cluster-build  ## everything CI runs: unit, integration, operator, then e2e on a real cluster
+	RINGLEADER_HEAVY_TESTS=1 $(PY) -m pytest tests/unit tests/integration tests/operator -q
+	$(MAKE) e2e
 
 run: venv  ## the main job: run the quickstart experiment locally into ./mlflow.db
 	$(VENV)/bin/ringleader run examples/quickstart.yaml
+
+ui: venv  ## open the MLflow UI on ./mlflow.db (what `make run` recorded), at http://127.0.0.1:5000
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
 
 clean:  ## remove local run outputs (not the cache)
 	rm -rf mlflow.db mlruns ringleader-runs .pytest_cache
