@@ -23,7 +23,7 @@ from ringleader.api import status as status_
 from ringleader.controller import due, events, kube, plan, progress, recording, rendering, runs, statuses, trials, workqueue
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
-from ringleader.topology import render as render_
+from ringleader import topology
 
 logger = logging.getLogger(__name__)
 Phase = status_.Phase
@@ -148,7 +148,7 @@ class Controller:
                 for obj in others:  # Service and ConfigMap first: pods resolve and mount them
                     await self.kube.create(obj)
                 await asyncio.gather(*(self.kube.create(o) for o in objects if o["kind"] == "Pod"))
-            except (kube.InvalidObject, render_.TemplateError) as error:
+            except (kube.InvalidObject, topology.TemplateError) as error:
                 failed = trials.create_failed(record, str(error), now())
                 new = status.model_copy(update=dict(
                     trials=[failed if t.index == index else t for t in status.trials]))

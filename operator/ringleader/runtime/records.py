@@ -14,9 +14,10 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                  "step" counts from 0; "timestamp" is when the record was written
                                  (seconds since the Unix epoch); "warmup" marks steps < warmupIterations (a server
                                  may set it itself); non-finite values are written as null. A writer thread
-                                 encodes and flushes lines every FLUSH_INTERVAL_SECONDS (0.1 s), off the
-                                 training thread: a crash loses at most that much; close() writes the
-                                 rest; readers skip a torn last line (`read_iterations`).
+                                 encodes and flushes each line as soon as it is logged, off the training
+                                 thread, so a crash loses at most the lines of its last moments (in tests:
+                                 none before the crashing iteration); close() writes every pending line;
+                                 readers skip a torn last line (`read_iterations`).
     rank-<rank>/summary.json     this rank's summary (analysis.summary.rank_summary): means after warm-up
     rank-<rank>/trace.json       Chrome trace (chrome://tracing, Perfetto) of a window of iterations
                                  after warm-up: "X" events, ts/dur in microseconds of wall-clock time,
@@ -28,11 +29,11 @@ The line count of iterations.jsonl is the rank's progress.
 
 from __future__ import annotations
 
-import collections
 import json
 import math
 import os
 import pathlib
+import queue
 import threading
 import time
 from typing import Any
@@ -43,8 +44,7 @@ ITERATIONS_FILE = "iterations.jsonl"
 SUMMARY_FILE = "summary.json"
 TRACE_FILE = "trace.json"
 LAYERS_FILE = "layers.json"
-# How stale iterations.jsonl may be: what a crash can lose, and how far progress readers lag.
-FLUSH_INTERVAL_SECONDS = 0.1
+_CLOSE: dict = {}  # tells the writer thread to finish
 
 
 def trial_dir(output_dir: str | os.PathLike, trial_name: str) -> pathlib.Path:
@@ -94,34 +94,33 @@ class RankRecorder:
         self.iterations: list[dict] = []
         self.summary_extras: dict = {}  # added to this rank's summary.json by main.py (parameterDigest)
         self._file = open(self.directory / ITERATIONS_FILE, "w", encoding="utf-8")
-        self._pending: collections.deque[dict] = collections.deque()
-        self._closing = threading.Event()
+        self._pending: queue.SimpleQueue[dict] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write_until_closed, name=f"records-rank-{rank}", daemon=True)
         self._writer.start()
 
     def log_iteration(self, step: int, metrics: dict[str, float]) -> None:
         # The hot path: no encoding and no I/O here (they cost ~2.5% of a 3 ms iteration, bench/bench_overhead.py);
-        # the writer thread does both while torch kernels hold no GIL.
+        # the writer thread, woken per record, does both while torch kernels hold no GIL.
         warmup = metrics.get("warmup", step < self.warmup_iterations)
         record = {"step": step, "role": self.role, **metrics, "warmup": bool(warmup), "timestamp": time.time()}
         self.iterations.append(record)
-        self._pending.append(record)
+        self._pending.put(record)
 
     def _write_until_closed(self) -> None:
-        while not self._closing.wait(FLUSH_INTERVAL_SECONDS):
-            self._write_pending()
-        self._write_pending()
-
-    def _write_pending(self) -> None:
-        lines = []
-        while self._pending:
-            record = self._pending.popleft()
-            for name, value in record.items():
-                record[name] = _finite(value)  # in place: the in-memory records match the file
-            lines.append(json.dumps(record) + "\n")
-        if lines:
+        while True:
+            records = [self._pending.get()]
+            while not self._pending.empty():
+                records.append(self._pending.get_nowait())
+            closing = records[-1] is _CLOSE
+            lines = []
+            for record in records[:-1] if closing else records:
+                for name, value in record.items():
+                    record[name] = _finite(value)  # in place: the in-memory records match the file
+                lines.append(json.dumps(record) + "\n")
             self._file.write("".join(lines))
             self._file.flush()
+            if closing:
+                return
 
     def log_summary(self, metrics: dict[str, Any]) -> None:
         write_json(self.directory / SUMMARY_FILE, {key: _finite(value) for key, value in metrics.items()})
@@ -133,7 +132,7 @@ class RankRecorder:
         write_json(self.directory / LAYERS_FILE, layers)
 
     def close(self) -> None:
-        if not self._closing.is_set():
-            self._closing.set()
+        if self._writer.is_alive():
+            self._pending.put(_CLOSE)
             self._writer.join()
             self._file.close()
