@@ -32,7 +32,7 @@ have_base_arg=0; for a in "${BUILD_ARGS[@]}"; do [[ "$a" == BASE_IMAGE=* ]] && h
 OUT="$CACHE/built-images/$(echo "$TAG" | tr '/:' '__')"
 mkdir -p "$OUT"
 KEY="$(python3 "$CLUSTER_DIR/ctxhash.py" "$DOCKERFILE" "$CONTEXT" "$TAG" "$BASE_REF" "${BUILD_ARGS[@]}")"
-CTR=(ctr --address "$RUN_DIR/containerd/containerd.sock" --namespace k8s.io --timeout 120s)
+CTR=(ctr --address "$RUN_DIR/containerd/containerd.sock" --namespace k8s.io --timeout 900s)  # a torch image (7.7 GB) takes minutes to import
 cluster_running() { [[ -S "$RUN_DIR/containerd/containerd.sock" ]] && "${CTR[@]}" version >/dev/null 2>&1; }
 import_image() {
   if cluster_running; then

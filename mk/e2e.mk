@@ -11,9 +11,9 @@
 RL_E2E_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 RL_E2E_CLUSTER := $(RL_E2E_ROOT)/cluster
 E2E_IMAGE ?= localhost/ringleader/ringleader:0.1.0
-# The harness builds with buildah's vfs driver, where the project Dockerfile's layering needs more disk than
-# the test machine has: tests/e2e/Dockerfile.harness is the same image with its steps reordered (its header).
-E2E_DOCKERFILE ?= tests/e2e/Dockerfile.harness
+# The project's one Dockerfile: on buildah's overlay driver its dependency layer (torch, mlflow) is built once
+# and reused until pyproject.toml changes; a code change rebuilds only the small layers after it.
+E2E_DOCKERFILE ?= Dockerfile
 E2E_PYTEST_ARGS ?=
 E2E_KEEP_CLUSTER ?=
 E2E_PYTHON ?= $(firstword $(wildcard $(RL_E2E_ROOT)/.venv/bin/python) $(PY) python3)

@@ -8,7 +8,7 @@ Which cluster (RINGLEADER_E2E_CLUSTER):
                      kubeconfig; kubectl and helm come from PATH (or RINGLEADER_E2E_KUBECTL/_HELM);
                      the image must already be on the nodes (`kind load docker-image`).
 Other knobs: RINGLEADER_E2E_IMAGE (default localhost/ringleader/ringleader:0.1.0), RINGLEADER_E2E_DOCKERFILE
-(harness builds; default tests/e2e/Dockerfile.harness), RINGLEADER_E2E_SKIP_BUILD=1, RINGLEADER_E2E_NAMESPACE
+(harness builds; default the project Dockerfile), RINGLEADER_E2E_SKIP_BUILD=1, RINGLEADER_E2E_NAMESPACE
 (the release's, default ringleader-e2e), RINGLEADER_E2E_KEEP=1 (leave the release and the experiments).
 
 The cluster is left up at the end (`make e2e` brings it down); the release and the test namespace go.
@@ -35,7 +35,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ringleader"
 IMAGE = os.environ.get("RINGLEADER_E2E_IMAGE", "localhost/ringleader/ringleader:0.1.0")
 # The project image's content, with its steps ordered for buildah's vfs driver (see the file's header).
-DOCKERFILE = os.environ.get("RINGLEADER_E2E_DOCKERFILE", str(ROOT / "tests" / "e2e" / "Dockerfile.harness"))
+DOCKERFILE = os.environ.get("RINGLEADER_E2E_DOCKERFILE", str(ROOT / "Dockerfile"))
 RELEASE = "e2e"
 RELEASE_NAMESPACE = os.environ.get("RINGLEADER_E2E_NAMESPACE", "ringleader-e2e")
 CLUSTER = os.environ.get("RINGLEADER_E2E_CLUSTER", "harness")
@@ -46,6 +46,10 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 
 TIMINGS: dict[str, float] = {}
+
+
+def pytest_configure(config):
+    e2e_kube._capture = config.pluginmanager.getplugin("capturemanager")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -152,7 +156,9 @@ def _values(image: str) -> dict:
         "mlflow": {
             "enabled": True,
             "workers": 1,
-            "resources": {"requests": {"cpu": "50m", "memory": "384Mi"}, "limits": {"memory": "1Gi"}},
+            # MLflow 3.17's server also starts a job runner with 7 huey consumers (~1.9 GB in all, measured):
+            # the chart's default 1Gi limit gets it OOMKilled within a minute of load (see docs/e2e.md).
+            "resources": {"requests": {"cpu": "50m", "memory": "512Mi"}, "limits": {"memory": "3Gi"}},
         },
     }
 

@@ -21,9 +21,17 @@ LABEL_EXPERIMENT = "ringleader.dev/experiment"
 TERMINAL = ("Succeeded", "Failed")
 
 
+_capture = None  # pytest's capture manager, set by conftest's pytest_configure
+
+
 def log(message: str) -> None:
     """Progress output that pytest's capture does not swallow (bounded waits say what they wait for)."""
-    print(f"[e2e {time.strftime('%H:%M:%S')}] {message}", file=sys.__stderr__, flush=True)
+    line = f"[e2e {time.strftime('%H:%M:%S')}] {message}"
+    if _capture is not None:
+        with _capture.global_and_fixture_disabled():
+            print(line, file=sys.stderr, flush=True)
+    else:
+        print(line, file=sys.stderr, flush=True)
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float, interval: float = 2.0,

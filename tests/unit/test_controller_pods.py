@@ -98,3 +98,12 @@ def test_replica_counts_follow_a_jobs_counting_and_skip_terminating_pods():
     ])
     assert counts["ps"].model_dump() == {"active": 1, "ready": 1, "succeeded": 0, "failed": 0}
     assert counts["worker"].model_dump() == {"active": 2, "ready": 1, "succeeded": 1, "failed": 1}
+
+
+def test_in_a_tie_a_killed_pod_is_the_cause_not_the_peer_that_lost_contact_with_it():
+    # finishedAt has one-second precision: the killed rank and the peer that exited 1 because of it often tie.
+    killed = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(137, "Error")])
+    peer = pod("q-0-worker-0", rank=1, phase="Failed",
+               containers=[terminated(1, "Error", message="lost contact with a peer rank")])
+    failure, count = pods.first_failure([peer, killed])
+    assert (failure.pod, failure.exit_code, count) == ("q-0-worker-1", 137, 2)

@@ -169,3 +169,10 @@ def test_suspending_deletes_the_pods_and_resuming_starts_the_trial_over():
 def test_a_trial_whose_objects_are_refused_fails_for_good():
     failed = trials.create_failed(trial(Phase.CREATED), "spec.containers[0].image: Required value", T0)
     assert (failed.phase, failed.reason) == (Phase.FAILED, trials.CREATE_FAILED)
+
+
+def test_cleanup_under_policy_running_keeps_a_pod_whose_container_exited_before_its_phase_caught_up():
+    exited = pod("q-0-worker-1", "Running", exit_code=137, reason="Error")  # the kubelet has not marked it Failed yet
+    still_running = pod("q-0-worker-0")
+    doomed = trials.cleanup([exited, still_running], spec_.CleanPodPolicy.RUNNING, workers_done=False, stop_running=False)
+    assert doomed == ("q-0-worker-0",)

@@ -103,3 +103,11 @@ def test_a_rank_summary_means_each_metric_after_warmup():
 def test_timestamps_are_not_averaged_into_a_rank_summary():
     records = [worker_record(s, timestamp=1.7e9 + s) for s in range(3)]
     assert "timestamp" not in summary.rank_summary(records)
+
+
+def test_the_status_summary_is_rounded_for_people_reading_kubectl_get():
+    from ringleader.api import status
+
+    shown = status.Summary(throughput=1805.5186803674728, iteration_time_p50_seconds=0.0123456789,
+                           compute_fraction=0.123456)
+    assert (shown.throughput, shown.iteration_time_p50_seconds, shown.compute_fraction) == (1805.5, 0.012346, 0.1235)

@@ -112,6 +112,22 @@ class Summary(ApiModel):
     straggler_rank: int | None = None
     """stragglerRank is the worker with the largest mean compute time."""
 
+    # Status is read by people (`kubectl get dte` prints throughput); MLflow keeps the exact values.
+    @pydantic.field_validator("throughput")
+    @classmethod
+    def _round_throughput(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, 1)
+
+    @pydantic.field_validator("iteration_time_p50_seconds", "iteration_time_p95_seconds")
+    @classmethod
+    def _round_seconds(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, 6)
+
+    @pydantic.field_validator("compute_fraction", "comm_fraction", "wait_fraction")
+    @classmethod
+    def _round_fraction(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, 4)
+
 
 class MlflowStatus(ApiModel):
     """Where the experiment is recorded."""

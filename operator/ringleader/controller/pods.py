@@ -139,12 +139,19 @@ def _finished_at(failed_containers: list[tuple[str, dict[str, Any]]]) -> str:
 def first_failure(pods: Iterable[Pod]) -> tuple[Failure | None, int]:
     """The failure that came first (the likely cause: the others often fail because it did), and how many failed.
 
-    Ties (or missing times) go to the lowest rank."""
+    Times have one-second precision, so ties are common: a tie goes to the failure that looks like a cause (a
+    signal, OOMKilled, an eviction) rather than a consequence (a peer exiting 1 because it lost contact), then to
+    the lowest rank."""
     failures = [f for f in (failure_of(p) for p in pods) if f is not None]
     if not failures:
         return None, 0
-    failures.sort(key=lambda f: (f.finished_at or "~", f.rank, f.pod))
+    failures.sort(key=lambda f: (f.finished_at or "~", not _looks_like_a_cause(f), f.rank, f.pod))
     return failures[0], len(failures)
+
+
+def _looks_like_a_cause(failure: Failure) -> bool:
+    killed_by_signal = failure.exit_code is not None and failure.exit_code >= 128
+    return killed_by_signal or failure.container is None or failure.reason not in (None, "Error")
 
 
 def waiting_reason(pod: Pod) -> str:

@@ -89,7 +89,8 @@ def cleanup(pods: list[pods_.Pod], policy: spec_.CleanPodPolicy, *, workers_done
     if policy == spec_.CleanPodPolicy.ALL:
         chosen = live
     else:
-        running = [p for p in live if not pods_.is_finished(p)]
+        # A pod whose container has exited is finished even before the kubelet marks its phase: keep it for its logs.
+        running = [p for p in live if not pods_.is_finished(p) and pods_.failure_of(p) is None]
         if policy == spec_.CleanPodPolicy.RUNNING or stop_running:
             chosen = running
         elif workers_done:
