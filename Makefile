@@ -19,7 +19,8 @@ export DO_NOT_TRACK := true
 help:  ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-$(VENV)/.deps-installed: pyproject.toml
+# No prerequisite: the path already carries pyproject.toml's hash, and a fresh clone's mtimes mean nothing.
+$(VENV)/.deps-installed:
 	@echo ">> creating $(VENV) (first time: downloads torch and mlflow, several minutes)"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip "setuptools>=68" wheel
