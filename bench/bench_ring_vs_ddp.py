@@ -72,20 +72,9 @@ def run_ring(trial, directory: pathlib.Path, timeout: float) -> dict:
 
 
 def run_ddp(trial, directory: pathlib.Path, timeout: float) -> dict:
-    directory.mkdir(parents=True, exist_ok=True)
-    trial_file = directory / "trial.json"
-    trial_file.write_text(trial.model_dump_json(by_alias=True))
-    output = directory / "output"
-    port = harness.free_port()
-    environs = {rank: {**harness.base_environ(), "RANK": str(rank), "WORLD_SIZE": str(trial.world_size),
-                       "MASTER_ADDR": harness.LOOPBACK, "MASTER_PORT": str(port),
-                       "RINGLEADER_TRIAL_FILE": str(trial_file), "RINGLEADER_OUTPUT_DIR": str(output)}
-                for rank in range(trial.world_size)}
-    processes = harness.start([sys.executable, str(harness.REPOSITORY / "bench" / "ddp_worker.py")], environs,
-                              directory / "logs")
-    ok, seconds = processes.wait(timeout)
-    if not ok:
-        raise RuntimeError(f"DDP run failed after {seconds:.0f}s\n{processes.explain()}")
+    result = harness.run_trial(trial, directory, timeout,
+                               command=[sys.executable, str(harness.REPOSITORY / "bench" / "ddp_worker.py")])
+    output, seconds = result.output_dir, result.seconds
     warmup = trial.spec.model.warmup_iterations
     per_rank = [json.loads((output / f"ddp-rank-{rank}.json").read_text())["iterationSeconds"][warmup:]
                 for rank in range(trial.world_size)]
@@ -95,20 +84,9 @@ def run_ddp(trial, directory: pathlib.Path, timeout: float) -> dict:
 def run_alternating(trial, directory: pathlib.Path, timeout: float, chunks: int) -> dict:
     """bench/alternating_worker.py on every rank: per step, DDP's seconds / ring's (summed over ranks) is the
     throughput ratio ring/DDP of that step; the median over steps, overall and per chunk of steps."""
-    directory.mkdir(parents=True, exist_ok=True)
-    trial_file = directory / "trial.json"
-    trial_file.write_text(trial.model_dump_json(by_alias=True))
-    output = directory / "output"
-    port = harness.free_port()
-    environs = {rank: {**harness.base_environ(), "RANK": str(rank), "WORLD_SIZE": str(trial.world_size),
-                       "MASTER_ADDR": harness.LOOPBACK, "MASTER_PORT": str(port),
-                       "RINGLEADER_TRIAL_FILE": str(trial_file), "RINGLEADER_OUTPUT_DIR": str(output)}
-                for rank in range(trial.world_size)}
-    processes = harness.start([sys.executable, str(harness.REPOSITORY / "bench" / "alternating_worker.py")], environs,
-                              directory / "logs")
-    ok, seconds = processes.wait(timeout)
-    if not ok:
-        raise RuntimeError(f"alternating run failed after {seconds:.0f}s\n{processes.explain()}")
+    result = harness.run_trial(trial, directory, timeout,
+                               command=[sys.executable, str(harness.REPOSITORY / "bench" / "alternating_worker.py")])
+    output, seconds = result.output_dir, result.seconds
     warmup = trial.spec.model.warmup_iterations
     ranks = [json.loads((output / f"alternating-rank-{rank}.json").read_text()) for rank in range(trial.world_size)]
     ring_steps = [sum(values) for values in zip(*(r["ring"][warmup:] for r in ranks))]

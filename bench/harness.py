@@ -133,8 +133,11 @@ class TrialResult:
 
 
 def run_trial(trial: trial_.Trial, directory: pathlib.Path, timeout: float,
-              extra_env: dict[str, str] | None = None) -> TrialResult:
-    """Run every rank of `trial` with the pod contract on loopback; raise with the ranks' output if one fails."""
+              extra_env: dict[str, str] | None = None, command: list[str] | None = None) -> TrialResult:
+    """Run every rank of `trial` with the pod contract on loopback; raise with the ranks' output if one fails.
+
+    `command` is what each rank runs: ringleader's runtime by default, or a baseline script reading the same
+    contract (bench/ddp_worker.py, bench/alternating_worker.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     trial_file = directory / "trial.json"
     trial_file.write_text(trial.model_dump_json(by_alias=True))
@@ -146,7 +149,7 @@ def run_trial(trial: trial_.Trial, directory: pathlib.Path, timeout: float,
         environs[slot.rank] = {**base, **contract.PodEnvironment(
             role=slot.role, rank=slot.rank, world_size=trial.world_size, master_addr=LOOPBACK, master_port=port,
             trial_file=str(trial_file), output_dir=str(output_dir)).to_environ()}
-    processes = start([sys.executable, "-m", "ringleader.runtime"], environs, directory / "logs")
+    processes = start(command or [sys.executable, "-m", "ringleader.runtime"], environs, directory / "logs")
     ok, seconds = processes.wait(timeout)
     if not ok:
         raise RuntimeError(f"trial {trial.name} failed after {seconds:.0f}s\n{processes.explain()}")
