@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import pathlib
 import sys
 import time
@@ -35,9 +34,10 @@ from ringleader.runtime import contract, data, interfaces, main, models, optimiz
 def train() -> None:
     # -----------------------------------------------------------------------------------------
     # configuration: the same trial file ringleader's ranks read
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    trial = main.load_trial(os.environ["RINGLEADER_TRIAL_FILE"])
-    output = pathlib.Path(os.environ["RINGLEADER_OUTPUT_DIR"])
+    env = contract.PodEnvironment.from_environ()
+    rank, world = env.rank, env.world_size
+    trial = main.load_trial(env.trial_file)
+    output = pathlib.Path(env.output_dir)
     spec = trial.spec
     slot = trial.slots()[rank]
     iterations, batch_size, warmup = spec.model.iterations, spec.model.batch_size, spec.model.warmup_iterations
@@ -48,8 +48,6 @@ def train() -> None:
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=harness.PEER_TIMEOUT_SECONDS))
     cpu = torch.device("cpu")
-    env = contract.PodEnvironment(role=constants.ROLE_WORKER, rank=rank, world_size=world,
-                                  master_addr=harness.LOOPBACK, master_port=0, trial_file="", output_dir=str(output))
     torch.manual_seed(spec.data.synthetic.seed + rank)
     ring_model = models.build(spec.model, spec.data.synthetic)
     ddp_model = parallel.DistributedDataParallel(models.build(spec.model, spec.data.synthetic))

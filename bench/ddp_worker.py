@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import pathlib
 import sys
 import time
@@ -27,15 +26,16 @@ import torch.distributed as dist
 import torch.nn.parallel as parallel
 
 import harness  # noqa: F401  (puts operator/ on sys.path)
-from ringleader.runtime import data, main, models, optimizers
+from ringleader.runtime import contract, data, main, models, optimizers
 
 
 def train() -> None:
     # -----------------------------------------------------------------------------------------
     # configuration: the trial file ringleader's ranks read, so nothing can differ by accident
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    trial = main.load_trial(os.environ["RINGLEADER_TRIAL_FILE"])
-    output = pathlib.Path(os.environ["RINGLEADER_OUTPUT_DIR"])
+    env = contract.PodEnvironment.from_environ()
+    rank, world = env.rank, env.world_size
+    trial = main.load_trial(env.trial_file)
+    output = pathlib.Path(env.output_dir)
     spec = trial.spec
     slot = trial.slots()[rank]
     iterations, batch_size = spec.model.iterations, spec.model.batch_size
