@@ -3,6 +3,7 @@
 import json
 
 from ringleader.api import constants
+from ringleader.contract import failures
 from ringleader.controller import pods
 
 
@@ -58,11 +59,15 @@ def test_an_eviction_names_the_pod_level_reason_and_the_container_it_killed():
                                   "container trainer exited with code 137")
 
 
-def test_the_first_failure_in_time_is_the_cause_and_the_others_are_counted():
-    early = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(137, "OOMKilled", finished="2030-01-01T00:00:05Z")])
-    late = pod("q-0-worker-0", rank=1, phase="Failed", containers=[terminated(1, "Error", finished="2030-01-01T00:00:09Z")])
-    failure, count = pods.first_failure([late, early])
-    assert (failure.pod, count) == ("q-0-worker-1", 2)
+def test_a_pod_failure_is_weighed_as_from_outside_or_not_with_its_reason_and_time():
+    oom = pods.exit_of(pods.failure_of(pod("q-0-worker-1", rank=2, phase="Failed",
+                                           containers=[terminated(137, "OOMKilled", finished="2030-01-01T00:00:05Z")])))
+    assert (oom.rank, oom.external, oom.order) == (2, True, 1893456005.0)
+    message = "ringleader: rank 1 (worker) failed: lost contact with rank 2 (it died, hung or is unreachable): reset"
+    echo = pods.exit_of(pods.failure_of(pod(rank=1, phase="Failed", containers=[terminated(1, "Error", message)])))
+    assert (echo.external, echo.echo, failures.lost_rank(echo.reason)) == (False, True, 2)
+    evicted = pods.exit_of(pods.failure_of(pod(phase="Failed", reason="Evicted")))
+    assert evicted.external and evicted.order == float("inf")
 
 
 def test_waiting_reasons_say_what_a_pod_waits_on():
@@ -100,10 +105,9 @@ def test_replica_counts_follow_a_jobs_counting_and_skip_terminating_pods():
     assert counts["worker"].model_dump() == {"active": 2, "ready": 1, "succeeded": 1, "failed": 1}
 
 
-def test_in_a_tie_a_killed_pod_is_the_cause_not_the_peer_that_lost_contact_with_it():
-    # finishedAt has one-second precision: the killed rank and the peer that exited 1 because of it often tie.
-    killed = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(137, "Error")])
-    peer = pod("q-0-worker-0", rank=1, phase="Failed",
-               containers=[terminated(1, "Error", message="lost contact with a peer rank")])
-    failure, count = pods.first_failure([peer, killed])
-    assert (failure.pod, failure.exit_code, count) == ("q-0-worker-1", 137, 2)
+def test_a_killed_pod_is_the_cause_not_the_peer_that_lost_contact_with_it_even_when_the_peer_ended_first():
+    killed = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(137, "Error", finished="2030-01-01T00:00:11Z")])
+    peer = pod("q-0-worker-0", rank=1, phase="Failed", containers=[terminated(
+        1, "Error", message="ringleader: rank 1 (worker) failed: lost contact with a peer rank: Read error")])
+    blamed = failures.blame(pods.exit_of(pods.failure_of(p)) for p in (peer, killed))
+    assert (blamed.rank, blamed.external) == (2, True)

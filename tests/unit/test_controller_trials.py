@@ -14,13 +14,14 @@ EXPECTED = (trials.ExpectedPod("q-0-ps-0", "ps", 0), trials.ExpectedPod("q-0-wor
             trials.ExpectedPod("q-0-worker-1", "worker", 2))
 
 
-def pod(name, phase="Running", *, scheduled=True, exit_code=None, reason=None, message=None, deleting=False):
+def pod(name, phase="Running", *, scheduled=True, exit_code=None, reason=None, message=None, deleting=False,
+        finished="2030-01-01T00:01:00Z"):
     role = "ps" if "-ps-" in name else "worker"
     rank = {e.name: e.rank for e in EXPECTED}.get(name, 9)
     containers = []
     if exit_code is not None:
         containers = [{"name": "trainer", "state": {"terminated": {
-            "exitCode": exit_code, "reason": reason, "message": message, "finishedAt": "2030-01-01T00:01:00Z"}}}]
+            "exitCode": exit_code, "reason": reason, "message": message, "finishedAt": finished}}}]
     metadata = {"name": name, "labels": {constants.LABEL_ROLE: role, constants.LABEL_RANK: str(rank)}}
     if deleting:
         metadata["deletionTimestamp"] = "2030-01-01T00:02:00Z"
@@ -112,6 +113,33 @@ def test_backoff_limit_zero_fails_at_the_first_failure():
     pods = all_running()
     pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error")
     assert trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=0)).status.phase == Phase.FAILED
+
+
+ECHO = "ringleader: rank 1 (worker) failed: lost contact with a peer rank (it died, hung or is unreachable): Read error"
+
+
+def test_a_peer_that_lost_contact_is_not_blamed_while_the_grace_for_the_cause_runs():
+    # The cold-CI failure: worker-0's exit (lost contact) is seen before worker-1's SIGKILL is.
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error", message=ECHO)
+    waiting = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(at=61, backoff_limit=0))
+    assert (waiting.status.phase, waiting.status.reason) == (Phase.RUNNING, trials.DECIDING_CAUSE)
+    assert waiting.delete == () and not waiting.create
+    pods[2] = pod("q-0-worker-1", "Failed", exit_code=137, reason="Error", finished="2030-01-01T00:01:01Z")
+    decided = trials.step(waiting.status, pods, context(at=62, backoff_limit=0))
+    assert decided.status.phase == Phase.FAILED
+    assert decided.status.message.startswith("pod q-0-worker-1: container trainer exited with code 137 (Error) "
+                                             "(and 1 more pod failed)")
+
+
+def test_after_the_grace_a_lone_echo_is_blamed_or_the_rank_it_names():
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error", message=ECHO)
+    late = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(at=70, backoff_limit=0))
+    assert late.status.phase == Phase.FAILED and late.status.message.startswith("pod q-0-worker-0: container")
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error", message=ECHO.replace("a peer rank", "rank 2"))
+    named = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(at=70, backoff_limit=0))
+    assert named.status.message.startswith("pod q-0-worker-1 stopped responding: pod q-0-worker-0: container")
 
 
 def test_a_pod_deleted_while_the_trial_runs_breaks_the_gang_and_restarts_the_trial():

@@ -10,6 +10,7 @@ import datetime
 
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
+from ringleader.contract import failures
 from ringleader.controller import plan
 from ringleader.controller import settings as settings_
 from ringleader.controller import trials
@@ -48,6 +49,9 @@ def next_wake(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy, now
         times.append(timing.progress_poll_seconds)
     if _waiting_on_pods(status):
         times.append(timing.recheck_seconds)
+    if any(t.reason == trials.DECIDING_CAUSE for t in status.trials):
+        # A grace of its own, not a pod event, ends this wait: look again a few times within it.
+        times.append(failures.DEFAULT_GRACE_SECONDS / 5)
     if retry_tracking_in is not None:
         times.append(retry_tracking_in)
     return max(0.0, min(times)) if times else None

@@ -6,13 +6,16 @@ Pods are the API server's JSON (dicts), read as is. Pure functions: no I/O, no c
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
+import math
 from typing import Any, Iterable
 
 import pydantic
 
 from ringleader.api import constants
 from ringleader.api import status as status_
+from ringleader.contract import failures
 
 Pod = dict[str, Any]
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -136,22 +139,20 @@ def _finished_at(failed_containers: list[tuple[str, dict[str, Any]]]) -> str:
     return min((t.get("finishedAt") or "" for _, t in failed_containers), default="")
 
 
-def first_failure(pods: Iterable[Pod]) -> tuple[Failure | None, int]:
-    """The failure that came first (the likely cause: the others often fail because it did), and how many failed.
-
-    Times have one-second precision, so ties are common: a tie goes to the failure that looks like a cause (a
-    signal, OOMKilled, an eviction) rather than a consequence (a peer exiting 1 because it lost contact), then to
-    the lowest rank."""
-    failures = [f for f in (failure_of(p) for p in pods) if f is not None]
-    if not failures:
-        return None, 0
-    failures.sort(key=lambda f: (f.finished_at or "~", not _looks_like_a_cause(f), f.rank, f.pod))
-    return failures[0], len(failures)
-
-
-def _looks_like_a_cause(failure: Failure) -> bool:
+def exit_of(failure: Failure) -> failures.Exit:
+    """A pod's failure as failures.blame() weighs it: a signal, an OOM kill or an eviction came from outside."""
     killed_by_signal = failure.exit_code is not None and failure.exit_code >= 128
-    return killed_by_signal or failure.container is None or failure.reason not in (None, "Error")
+    external = killed_by_signal or failure.container is None or failure.reason not in (None, "Error")
+    return failures.Exit(rank=failure.rank, external=external, reason=failures.reason_of([failure.message or ""]),
+                         order=seconds_of(failure.finished_at))
+
+
+def seconds_of(timestamp: str) -> float:
+    """An RFC 3339 time ("2026-11-22T10:00:01Z") in seconds since the epoch; +inf when unknown."""
+    try:
+        return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return math.inf
 
 
 def waiting_reason(pod: Pod) -> str:

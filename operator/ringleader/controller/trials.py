@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
+from ringleader.contract import failures
 from ringleader.controller import pods as pods_
 
 Phase = status_.Phase
@@ -27,6 +29,7 @@ PODS_CREATED = "PodsCreated"
 WAITING_FOR_PODS = "WaitingForPods"
 ALL_PODS_RUNNING = "AllPodsRunning"
 POD_FAILED = "PodFailed"
+DECIDING_CAUSE = "DecidingCause"
 POD_DELETED = "PodDeleted"
 WORKERS_SUCCEEDED = "WorkersSucceeded"
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
@@ -200,10 +203,9 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if deadline is not None and ctx.now >= deadline:
         return _deadline(trial, pods, ctx)
     live = {pods_.name(p): p for p in _live(pods)}
-    failure, failed = pods_.first_failure(live.values())
-    if failure is not None:
-        cause = failure.describe() + (f" (and {failed - 1} more pod{'s' * (failed > 2)} failed)" if failed > 1 else "")
-        return _fail_or_restart(trial, pods, ctx, POD_FAILED, cause)
+    failed = {pods_.rank(p): f for p in live.values() if (f := pods_.failure_of(p)) is not None}
+    if failed:
+        return _blame(trial, pods, live, failed, ctx)
     going = sorted(pods_.name(p) for p in pods if pods_.is_terminating(p))
     missing = [e.name for e in ctx.expected if e.name not in live]
     # Before all pods ran, a missing one is simply (re)created; after, a rank is gone and the gang is broken.
@@ -240,6 +242,31 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if len(waiting) > 1:
         message += f" (and {len(waiting) - 1} more waiting)"
     return Step(_with(trial, reason=WAITING_FOR_PODS, message=message))
+
+
+def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod], failed: dict[int, pods_.Failure],
+           ctx: Context) -> Step:
+    """Fail or restart a trial, naming the pod that caused it; first a short grace while only echoes have ended."""
+    exits = [pods_.exit_of(f) for f in failed.values()]
+    running = sum(1 for p in live.values() if not pods_.is_finished(p) and pods_.failure_of(p) is None)
+    earliest = min(e.order for e in exits)  # +inf when no pod said when it ended: nothing to wait from
+    waited = ctx.now.timestamp() - earliest if math.isfinite(earliest) else math.inf
+    if not failures.settled(exits, running=running, waited_seconds=waited, grace_seconds=failures.DEFAULT_GRACE_SECONDS):
+        first = min(failed.values(), key=lambda f: pods_.seconds_of(f.finished_at))
+        message = (f"{first.describe()}; waiting up to {failures.DEFAULT_GRACE_SECONDS:g} s for the other pods "
+                   "to end, to name the cause rather than a peer that lost contact with it")
+        return Step(_with(trial, reason=DECIDING_CAUSE, message=message))
+    culprit = failures.blame(exits)
+    by_rank = {pods_.rank(p): p for p in live.values()}
+    if isinstance(culprit, int):  # named by its peers, its own end not visible (yet): still running, silent
+        witness = next(failed[e.rank] for e in exits if failures.lost_rank(e.reason) == culprit)
+        name = pods_.name(by_rank[culprit]) if culprit in by_rank else f"of rank {culprit}"
+        cause = f"pod {name} stopped responding: {witness.describe()}"
+    else:
+        cause = failed[culprit.rank].describe()
+    if len(failed) > 1:
+        cause += f" (and {len(failed) - 1} more pod{'s' * (len(failed) > 2)} failed)"
+    return _fail_or_restart(trial, pods, ctx, POD_FAILED, cause)
 
 
 def create_failed(trial: TrialStatus, error: str, now: datetime.datetime) -> TrialStatus:

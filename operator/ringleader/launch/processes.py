@@ -20,12 +20,9 @@ import time
 from typing import Mapping
 
 from ringleader.api import trial as trial_
+from ringleader.contract import failures
 
 PR_SET_PDEATHSIG = 1
-# A rank's one-line reason, as runtime/main.py's fail() prints it.
-RUNTIME_FAILURE_PREFIX = "ringleader: "
-# What runtime/main.py says when a rank failed because another one did: an echo, not a cause.
-ECHO_MARKER = "lost contact with a peer rank"
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -85,21 +82,25 @@ class RankProcess:
         except ValueError:
             return str(-code)
 
+    def own_reason(self) -> str | None:
+        """The runtime's one-line reason (contract/failures.py), if the rank printed one before it ended."""
+        return failures.reason_of(self.stderr_tail(20))
+
     def failure_reason(self, tail_lines: int) -> str:
         """Why this rank failed: how it exited, the runtime's own reason line if any, and its last stderr lines."""
-        tail = self.stderr_tail(tail_lines * 4)
-        reasons = [line[len(RUNTIME_FAILURE_PREFIX):] for line in tail if line.startswith(RUNTIME_FAILURE_PREFIX)]
         text = f"rank {self.slot.rank} ({self.slot.hostname}) {self.exit_description()}"
-        if reasons:
-            return f"{text}: {reasons[-1]}"
-        shown = tail[-tail_lines:]
+        reason = self.own_reason()
+        if reason:
+            return f"{text}: {reason}"
+        shown = self.stderr_tail(tail_lines)
         if shown:
             text += "; last stderr lines:\n" + "\n".join(f"    {line}" for line in shown)
         return text
 
-    def is_echo(self) -> bool:
-        """True when the rank only failed because a peer had: it says it lost contact, or we stopped it."""
-        return self.stopped or any(ECHO_MARKER in line for line in self.stderr_tail(20))
+    def exit(self, order: float) -> failures.Exit:
+        """This rank's end, for failures.blame()."""
+        return failures.Exit(rank=self.slot.rank, external=self.signal_name() is not None, reason=self.own_reason(),
+                             stopped=self.stopped, order=order)
 
 
 def start(slot: trial_.Slot, environ: Mapping[str, str], cwd: pathlib.Path, stdout_path: pathlib.Path,

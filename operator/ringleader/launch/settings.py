@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from ringleader.contract import failures
+
 
 @dataclasses.dataclass(frozen=True)
 class LaunchSettings:
@@ -14,6 +16,9 @@ class LaunchSettings:
     poll_seconds: float = 0.05
     """poll_seconds between checks of the ranks: a crash is noticed within this, before the peers that lose
     contact with the crashed rank exit too, so the first failure is reported, not its echoes."""
+    blame_grace_seconds: float = failures.DEFAULT_GRACE_SECONDS
+    """blame_grace_seconds the launcher waits, after a rank failed only because it lost a peer, for the
+    rank that caused it to end too, so the cause is named rather than its echo (contract/failures.py)."""
     grace_seconds: float = 5.0
     """grace_seconds between SIGTERM and SIGKILL when ranks are stopped: time to flush a record line."""
     progress_seconds: float = 10.0

@@ -18,6 +18,7 @@ import ringleader
 from ringleader import topology
 from ringleader.api import constants
 from ringleader.api import trial as trial_
+from ringleader.contract import failures
 from ringleader.launch import processes
 from ringleader.launch import settings as settings_
 from ringleader.runtime import contract
@@ -87,6 +88,7 @@ class TrialRun:
         self.outcome: layout.Outcome | None = None
         self._monotonic_start = 0.0
         self._counts: dict[int, tuple[int, int]] = {}
+        self._failed_at: dict[int, float] = {}
 
     @property
     def total_iterations(self) -> int:
@@ -134,13 +136,11 @@ class TrialRun:
         """None while running; else the outcome (also written to outcome.json), after stopping what is left."""
         if self.outcome is not None:
             return self.outcome
-        failed = [p for p in self.processes if p.poll() not in (None, 0)]
-        if failed:
-            # Peers of a crashed rank fail too, moments later; the cause is a rank that did not just lose contact.
-            cause = next((p for p in failed if not p.is_echo()), failed[0])
-            processes.stop(self.processes, self.settings.grace_seconds)
-            return self._finish(schema.FAILED, "RankFailed", cause.failure_reason(self.settings.stderr_tail_lines),
-                                failed_rank=cause.slot.rank)
+        failed = self._failed()
+        if failed and failures.settled(failed.values(), running=sum(p.poll() is None for p in self.processes),
+                                       waited_seconds=time.monotonic() - min(f.order for f in failed.values()),
+                                       grace_seconds=self.settings.blame_grace_seconds):
+            return self._fail(failed)
         if all(p.poll() == 0 for p in self.processes):
             return self._finish(schema.FINISHED, "Succeeded", None)
         if self.deadline_seconds is not None and self.elapsed() > self.deadline_seconds:
@@ -150,6 +150,29 @@ class TrialRun:
                                 f"(slowest worker at iteration {self.progress()}/{self.total_iterations}); "
                                 "all ranks were stopped")
         return None
+
+    def _failed(self) -> dict[int, failures.Exit]:
+        """The ranks that failed so far, by rank, each stamped with when the launcher first saw it end."""
+        now = time.monotonic()
+        for process in self.processes:
+            if process.poll() not in (None, 0):
+                self._failed_at.setdefault(process.slot.rank, now)
+        by_rank = {p.slot.rank: p for p in self.processes}
+        return {rank: by_rank[rank].exit(seen) for rank, seen in self._failed_at.items()}
+
+    def _fail(self, failed: dict[int, failures.Exit]) -> layout.Outcome:
+        # Peers of a crashed rank fail too, moments later, or a moment before it: blame names the cause.
+        culprit = failures.blame(failed.values())
+        processes.stop(self.processes, self.settings.grace_seconds)
+        by_rank = {p.slot.rank: p for p in self.processes}
+        tail = self.settings.stderr_tail_lines
+        if isinstance(culprit, int):  # known only from its peers: it was still running, silent
+            witness = next(by_rank[e.rank] for e in failed.values() if failures.lost_rank(e.reason) == culprit)
+            message = (f"rank {culprit} ({by_rank[culprit].slot.hostname}) stopped responding: "
+                       f"{witness.failure_reason(tail)}")
+            return self._finish(schema.FAILED, "RankFailed", message, failed_rank=culprit)
+        return self._finish(schema.FAILED, "RankFailed", by_rank[culprit.rank].failure_reason(tail),
+                            failed_rank=culprit.rank)
 
     def stop(self, reason: str = "Interrupted", message: str = "stopped by the user (interrupt)") -> layout.Outcome:
         """Stop every rank now and record the trial as KILLED (unless it already ended)."""

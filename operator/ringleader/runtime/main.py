@@ -43,7 +43,8 @@ from ringleader.analysis import summary as summary_
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
-from ringleader.runtime import contract, records, settings, worker
+from ringleader.contract import failures
+from ringleader.runtime import contract, heartbeat, records, settings, worker
 
 TERMINATION_LOG = "/dev/termination-log"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -192,8 +193,7 @@ def fail(env: contract.PodEnvironment | None, reason: str) -> None:
     """Report the one-line reason on stderr (and as the pod's termination message), then exit at once.
 
     os._exit: a process group with a dead peer can block in its destructor; nothing is left to flush."""
-    who = f"rank {env.rank} ({env.role})" if env else "rank"
-    line = f"ringleader: {who} failed: {reason}"
+    line = failures.failure_line(env.rank if env else None, env.role if env else "", reason)
     print(line, file=sys.stderr, flush=True)
     sys.stdout.flush()
     if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
@@ -202,10 +202,16 @@ def fail(env: contract.PodEnvironment | None, reason: str) -> None:
     os._exit(1)
 
 
-def describe(error: BaseException) -> str:
+def lost_contact(error: BaseException) -> bool:
+    first = (str(error).strip().splitlines() or [""])[0]
+    return isinstance(error, dist.DistError) or any(word in first for word in ("Connection", "Timed out", "timeout"))
+
+
+def describe(error: BaseException, beats: heartbeat.Heartbeat | None = None) -> str:
+    """The one-line reason: the error's first line; for a lost peer, which rank stopped beating, if one did."""
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    if isinstance(error, dist.DistError) or "Connection" in first or "Timed out" in first or "timeout" in first:
-        return f"lost contact with a peer rank (it died, hung or is unreachable): {first}"
+    if lost_contact(error):
+        return failures.lost_contact(heartbeat.lost_peer(beats), first)
     return f"{type(error).__name__}: {first}"
 
 
@@ -234,6 +240,7 @@ def main(environ=os.environ) -> int:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     recorder = None
     publisher = None
+    beats = None
     try:
         os.environ[contract.MASTER_ADDR], os.environ[contract.MASTER_PORT] = env.master_addr, str(env.master_port)
         dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
@@ -246,6 +253,7 @@ def main(environ=os.environ) -> int:
         print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
         recorder = records.RankRecorder(env.output_dir, trial.name, env.rank, slot.role,
                                         trial.spec.model.warmup_iterations)
+        beats = heartbeat.Heartbeat(env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory)
         publisher = start_publisher(env, trial, recorder.directory)
 
         run_role(trial, env, slot, recorder, device)
@@ -263,7 +271,7 @@ def main(environ=os.environ) -> int:
         try:
             stop_publisher(publisher, failed=True)
         finally:
-            fail(env, describe(error))
+            fail(env, describe(error, beats))
     recorder.close()
     stop_publisher(publisher, failed=False)
     dist.destroy_process_group()

@@ -9,6 +9,7 @@ import subprocess
 import time
 
 from ringleader.api import experiment, trial
+from ringleader.contract import failures
 from ringleader.launch import cli, processes, progress, publish, sweep, trials
 from ringleader.launch import settings as settings_
 from ringleader.runtime import contract
@@ -139,9 +140,9 @@ def test_a_failure_reason_prefers_the_runtimes_own_line_else_quotes_the_last_std
 
 
 def test_a_rank_that_lost_its_peer_is_an_echo_not_the_cause(tmp_path):
-    echo = rank_process(tmp_path, "echo 'ringleader: rank 0 (worker) failed: lost contact with a peer rank (it died)' >&2; exit 1")
+    echo = rank_process(tmp_path, "echo 'ringleader: rank 0 (worker) failed: lost contact with rank 1 (it died)' >&2; exit 1")
     echo.popen.wait()
-    assert echo.is_echo()
+    assert echo.exit(order=0).echo and failures.lost_rank(echo.own_reason()) == 1
 
 
 def test_each_run_gets_its_own_directory(tmp_path):

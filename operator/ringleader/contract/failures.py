@@ -1,0 +1,104 @@
+"""A rank's one-line failure reason (format and parse) and `blame()`: which rank caused a trial's failure.
+
+The runtime prints the line (runtime/main.py); the local launcher (launch/trials.py) and the operator
+(controller/trials.py) parse it back and decide, with the same `blame()`, which rank to name. Both
+wait a short grace after the first failure they see, because a rank that lost a peer often exits
+before the peer's own end is visible (a SIGKILLed pod's status can arrive seconds after its peer's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterable
+
+PREFIX = "ringleader: "
+_LINE = re.compile(r"^ringleader: rank (?P<rank>\d+) \((?P<who>[^)]*)\) failed: (?P<reason>.*)$")
+# What a rank says when it failed only because another one did: an echo of a failure, not its cause.
+LOST_CONTACT = "lost contact with "
+_LOST_RANK = re.compile(r"^lost contact with rank (?P<rank>\d+)\b")
+# How long the launcher and the operator wait, after the first failure they see, for the others to end.
+DEFAULT_GRACE_SECONDS = 10.0
+
+
+def failure_line(rank: int | None, who: str, reason: str) -> str:
+    """"ringleader: rank 1 (worker) failed: RuntimeError: boom" — one line, whatever the reason holds."""
+    reason = " ".join(reason.split())
+    return f"{PREFIX}rank {rank} ({who}) failed: {reason}" if rank is not None else f"{PREFIX}rank failed: {reason}"
+
+
+def reason_of(lines: Iterable[str]) -> str | None:
+    """The reason of the last failure line among `lines` (a rank's stderr, a pod's termination message)."""
+    found = None
+    for line in lines:
+        match = _LINE.match(line.strip())
+        if match:
+            found = match["reason"]
+        elif line.startswith(PREFIX + "rank failed: "):
+            found = line[len(PREFIX + "rank failed: "):].strip()
+    return found
+
+
+def lost_contact(rank: int | None, detail: str) -> str:
+    """The reason of a rank that lost a peer: "lost contact with rank 1 (...)", or "with a peer rank" when unknown."""
+    peer = f"rank {rank}" if rank is not None else "a peer rank"
+    return f"{LOST_CONTACT}{peer} (it died, hung or is unreachable): {detail}"
+
+
+def is_echo(reason: str | None) -> bool:
+    return bool(reason) and reason.startswith(LOST_CONTACT)
+
+
+def lost_rank(reason: str | None) -> int | None:
+    """The rank an echo names ("lost contact with rank 1 ..." -> 1), or None."""
+    match = _LOST_RANK.match(reason or "")
+    return int(match["rank"]) if match else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Exit:
+    """How one rank ended, as the launcher (a process) or the operator (a pod) sees it."""
+
+    rank: int
+    external: bool = False
+    """Ended from outside: a signal, the OOM killer, an eviction, a deleted pod. The likeliest cause."""
+    reason: str | None = None
+    """The runtime's own failure reason, when the rank printed one."""
+    stopped: bool = False
+    """Stopped by the launcher itself after another rank failed: never a cause."""
+    order: float = 0.0
+    """When it ended, in any unit that sorts in time order (ties are common: pods report whole seconds)."""
+
+    @property
+    def echo(self) -> bool:
+        return self.stopped or is_echo(self.reason)
+
+
+def blame(exits: Iterable[Exit]) -> Exit | int | None:
+    """The rank to blame for a failed trial: its Exit, or only its number when the culprit is known only from
+    its peers ("lost contact with rank 1") and its own end is not visible yet; None for no failure at all.
+
+    Causes before echoes: an end from outside (signal, OOM, eviction), then a rank's own error, then a
+    rank that only lost contact. Within a kind, the earliest, then the lowest rank. Among echoes only,
+    the rank the echoes name wins, since it is the one that went away."""
+    exits = list(exits)
+    causes = [e for e in exits if not e.echo]
+    if causes:
+        return min(causes, key=lambda e: (not e.external, e.order, e.rank))
+    named: dict[int, int] = {}
+    for exit_ in exits:
+        rank = lost_rank(exit_.reason)
+        if rank is not None:
+            named[rank] = named.get(rank, 0) + 1
+    if named:
+        rank = max(named, key=lambda r: (named[r], -r))
+        return next((e for e in exits if e.rank == rank), rank)
+    return min(exits, key=lambda e: (e.stopped, e.order, e.rank), default=None)
+
+
+def settled(exits: Iterable[Exit], *, running: int, waited_seconds: float, grace_seconds: float) -> bool:
+    """Whether blame can be decided now: nothing is still running, a cause has shown itself, or the grace is over."""
+    exits = list(exits)
+    if not exits:
+        return False
+    return running == 0 or any(not e.echo for e in exits) or waited_seconds >= grace_seconds
