@@ -127,19 +127,23 @@ def test_pods_are_locked_down(trial_of):
             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
         # The read-only root needs one writable place, which holds the outputs.
         assert {"name": "tmp", "mountPath": "/tmp"} in container(pod)["volumeMounts"]
-        assert {"name": "tmp", "emptyDir": {}} in pod["spec"]["volumes"]
+        # Bounded, like the pod's whole local disk: a runaway factory cannot fill the node and evict others.
+        assert {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}} in pod["spec"]["volumes"]
+        resources = container(pod)["resources"]
+        assert resources["requests"]["ephemeral-storage"] == resources["limits"]["ephemeral-storage"] == "1Gi"
         assert contract.POD_OUTPUT_DIR.startswith("/tmp/")
 
 
 def test_requests_equal_limits_and_gpus_use_the_configured_resource_name(trial_of):
     trial = trial_of({"parameterServers": {"resources": {"cpu": "500m", "memory": "1Gi"}},
                       "workers": {"resources": {"cpu": "4", "memory": "16Gi", "gpu": 2}}})
-    settings = topology.RenderSettings(gpu_resource_name="amd.com/gpu")
+    settings = topology.RenderSettings(gpu_resource_name="amd.com/gpu", scratch_limit="3Gi")
     ps, worker, _ = by_kind(topology.render(trial, settings), "Pod")
-    assert container(ps)["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"},
-                                          "limits": {"cpu": "500m", "memory": "1Gi"}}
-    assert container(worker)["resources"] == {"requests": {"cpu": "4", "memory": "16Gi", "amd.com/gpu": 2},
-                                              "limits": {"cpu": "4", "memory": "16Gi", "amd.com/gpu": 2}}
+    ps_resources = {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "3Gi"}
+    assert container(ps)["resources"] == {"requests": ps_resources, "limits": ps_resources}
+    worker_resources = {"cpu": "4", "memory": "16Gi", "ephemeral-storage": "3Gi", "amd.com/gpu": 2}
+    assert container(worker)["resources"] == {"requests": worker_resources, "limits": worker_resources}
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "3Gi"}} in worker["spec"]["volumes"]
 
 
 def test_gpu_ring_pods_get_a_memory_backed_shared_memory(trial_of):

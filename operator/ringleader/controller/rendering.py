@@ -24,6 +24,7 @@ def render_settings(settings: settings_.Settings) -> topology.RenderSettings:
         image=settings.pods.default_image,
         image_pull_policy=settings.pods.image_pull_policy,
         gpu_resource_name=settings.pods.gpu_resource_name,
+        scratch_limit=settings.pods.scratch_limit,
         default_tracking_uri=settings.tracking.default_uri,
     )
 

@@ -40,6 +40,9 @@ class PodSettings:
     gpu_tolerations: tuple[dict[str, Any], ...] = ()
     """Tolerations added to pods that request GPUs, so they land on tainted GPU nodes. None by default:
     untainted clusters need none."""
+    scratch_limit: str = "1Gi"
+    """Local disk of each training pod, a quantity: its /tmp emptyDir's sizeLimit and its ephemeral-storage
+    request and limit (topology.RenderSettings.scratch_limit says why 1Gi is ample)."""
     pod_groups: bool = False
     """Whether PodGroups may be created (`scheduling.podGroup`). Off by default: it needs a gang scheduler
     (Volcano or scheduler-plugins) and RBAC on podgroups, which the chart grants only when enabled."""
@@ -126,6 +129,8 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
     parser.add_argument("--image-pull-policy", choices=PULL_POLICIES,
                         default=_env(environ, "IMAGE_PULL_POLICY", defaults.pods.image_pull_policy),
                         help="imagePullPolicy of training pods (RINGLEADER_IMAGE_PULL_POLICY)")
+    parser.add_argument("--pod-scratch-limit", default=_env(environ, "POD_SCRATCH_LIMIT", defaults.pods.scratch_limit),
+                        help="local disk of each training pod: /tmp sizeLimit and ephemeral-storage (RINGLEADER_POD_SCRATCH_LIMIT)")
     parser.add_argument("--gpu-resource-name", default=_env(environ, "GPU_RESOURCE_NAME", defaults.pods.gpu_resource_name),
                         help="extended resource requested for GPUs (RINGLEADER_GPU_RESOURCE_NAME)")
     parser.add_argument("--gpu-tolerations", type=_tolerations, default=_tolerations(_env(environ, "GPU_TOLERATIONS", "[]")),
@@ -162,6 +167,7 @@ def from_args(args: argparse.Namespace) -> Settings:
             default_image=args.default_image,
             image_pull_policy=args.image_pull_policy,
             gpu_resource_name=args.gpu_resource_name,
+            scratch_limit=args.pod_scratch_limit,
             gpu_tolerations=tuple(args.gpu_tolerations),
             pod_groups=args.pod_groups,
         ),

@@ -134,6 +134,7 @@ def context(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str
         "credentials_secret": secret.name if secret else None,
         "run_as_user": settings.run_as_user,
         "shared_memory_limit": settings.shared_memory_limit,
+        "scratch_limit": settings.scratch_limit,
         "command": ["python", "-m", "ringleader.runtime"],
         "trial_mount_dir": contract.TRIAL_MOUNT_DIR,
         "output_dir": contract.POD_OUTPUT_DIR,

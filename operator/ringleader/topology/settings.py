@@ -36,6 +36,11 @@ class RenderSettings:
     shared_memory_limit: str = "1Gi"
     """Size of the memory-backed /dev/shm of GPU ring-allreduce pods, a quantity. NCCL keeps its proxy
     buffers there and fails with a container runtime's default 64Mi; counts against the memory limit."""
+    scratch_limit: str = "1Gi"
+    """Local disk a training pod may use, a quantity: the size limit of its /tmp emptyDir (records, traces,
+    scratch files; the root filesystem is read-only) and its ephemeral-storage request and limit, which also
+    cover its logs. A trial's records take kilobytes per hundred iterations and traces a few megabytes, so
+    1Gi is ample; the bound keeps a runaway model factory from filling the node's disk and evicting others."""
     volcano_scheduler_name: str = "volcano"
     """schedulerName of pods in a Volcano PodGroup, unless `scheduling.schedulerName` says otherwise:
     the name Volcano's own chart installs."""
