@@ -69,11 +69,10 @@ class Heartbeat:
         return [r for r in peers if after[r] == before[r]]
 
 
-def lost_peer(heartbeat: Heartbeat | None, store_rank: int = 0) -> int | None:
-    """The one peer a failed rank lost: the only silent one, or the store's host when the store is gone."""
-    if heartbeat is None:
-        return None
-    silent = heartbeat.silent_peers()
-    if silent is None:
-        return store_rank if store_rank != heartbeat.rank else None
-    return silent[0] if len(silent) == 1 else None
+def lost_peer(heartbeat: Heartbeat | None) -> int | None:
+    """The one peer a failed rank lost: the only silent one; None when it cannot be told.
+
+    An unreachable store names no one: its host (rank 0) may be the cause, or may itself have exited
+    because it lost another peer first."""
+    silent = heartbeat.silent_peers() if heartbeat is not None else None
+    return silent[0] if silent is not None and len(silent) == 1 else None

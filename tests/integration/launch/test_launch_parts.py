@@ -130,7 +130,7 @@ def test_stopping_kills_the_whole_group_even_a_child_that_ignores_sigterm(tmp_pa
 def test_a_failure_reason_prefers_the_runtimes_own_line_else_quotes_the_last_stderr_lines(tmp_path):
     said = rank_process(tmp_path, "echo noise >&2; echo 'ringleader: rank 1 (worker) failed: RuntimeError: out of memory' >&2; exit 1")
     said.popen.wait()
-    assert said.failure_reason(3) == "rank 1 (worker-0) exited with code 1: rank 1 (worker) failed: RuntimeError: out of memory"
+    assert said.failure_reason(3) == "rank 1 (worker-0) exited with code 1: RuntimeError: out of memory"
 
     silent = rank_process(tmp_path, "for i in 1 2 3 4 5 6; do echo line $i >&2; done; kill -SEGV $$")
     silent.popen.wait()

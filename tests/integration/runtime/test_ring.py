@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from ringleader.contract import failures
 from ringleader.runtime import interfaces, records
 
 pytestmark = pytest.mark.integration
@@ -95,10 +96,15 @@ def test_a_killed_worker_makes_the_others_fail_fast_and_leaves_no_process(make_t
     assert not result.timed_out, result.explain()
     assert time.monotonic() - killed_at < 15
     assert result.returncodes[1] == -signal.SIGKILL
+    named = []
     for rank in (0, 2):
         assert result.returncodes[rank] == 1, result.explain()
         last_line = result.stderr(rank).strip().splitlines()[-1]
-        assert last_line.startswith(f"ringleader: rank {rank} (worker) failed: lost contact with a peer rank")
+        assert last_line.startswith(f"ringleader: rank {rank} (worker) failed: lost contact with "), last_line
+        named.append(failures.lost_rank(failures.reason_of([last_line])))
+    # Each survivor names the rank that stopped beating; one that noticed only after the other survivor had
+    # exited too sees two silent peers and says "a peer rank" rather than guess. Never a wrong rank.
+    assert 1 in named and set(named) <= {1, None}, named
     assert running.leftovers() == []
     # What was recorded before the failure stays readable.
     assert len(result.iterations(0)) >= 5
@@ -139,4 +145,5 @@ def test_a_hung_worker_makes_the_others_give_up_after_the_peer_timeout(make_tria
     assert 4 <= time.monotonic() - stopped_at < 20
     assert running.processes[0].returncode == 1
     reason = (running.logs_dir / "rank-0.err").read_text().strip().splitlines()[-1]
-    assert reason.startswith("ringleader: rank 0 (worker) failed: lost contact with a peer rank") and "Timed out" in reason
+    # The stopped rank's heartbeat went quiet with it, so the survivor names it.
+    assert reason.startswith("ringleader: rank 0 (worker) failed: lost contact with rank 1 ") and "Timed out" in reason
