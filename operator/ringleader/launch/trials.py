@@ -21,7 +21,7 @@ from ringleader.api import trial as trial_
 from ringleader.contract import failures
 from ringleader.launch import processes
 from ringleader.launch import settings as settings_
-from ringleader.runtime import contract
+from ringleader.runtime import contract, records
 from ringleader.tracking import layout, schema
 
 LOOPBACK = "127.0.0.1"
@@ -182,6 +182,8 @@ class TrialRun:
         return self._finish(schema.KILLED, reason, message)
 
     def _finish(self, status: str, reason: str, message: str | None, failed_rank: int | None = None) -> layout.Outcome:
+        for process in self.processes:  # every rank has ended: what a dead one recorded last comes from its journal
+            records.restore(layout.rank_dir(self.directory, process.slot.rank))
         ranks = []
         for process in self.processes:
             code = process.popen.returncode

@@ -1,7 +1,8 @@
 """Records survive the abrupt death of their rank: SIGKILL (what the OOM killer sends), os._exit, a fatal signal.
 
 Each case is a real process that records through RankRecorder and dies right after the last
-log_iteration returns, with no close(), no atexit, no flush of its own. 40 processes in all.
+log_iteration returns, with no close(), no atexit, no flush of its own. 40 processes in all. Then,
+as the launcher does when a trial ends, records.restore() completes the readable file from the journal.
 """
 
 import signal
@@ -39,6 +40,7 @@ def test_a_rank_that_dies_right_after_recording_loses_nothing(tmp_path, death):
     for process in started:
         assert process.wait(timeout=120) != 0
     for rank in range(PROCESSES_PER_DEATH):
+        records.restore(records.rank_dir(tmp_path, "trial", rank))
         written = records.read_iterations(records.rank_dir(tmp_path, "trial", rank) / records.ITERATIONS_FILE)
         assert [r["step"] for r in written] == list(range(ITERATIONS)), (death, rank)
         assert [r["loss"] for r in written] == [2.0 - step for step in range(ITERATIONS)]

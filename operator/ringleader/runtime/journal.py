@@ -1,0 +1,124 @@
+"""A rank's records as packed binary in a memory-mapped file: durable the moment they are appended; used by records.py.
+
+Why: a record must survive the abrupt death of its process (SIGKILL, os._exit, the OOM killer) without
+costing the training loop a system call or a JSON encoding per iteration. Stores into a MAP_SHARED file
+mapping land in the kernel's page cache, which outlives the process; appending is a struct.pack_into.
+
+Layout: the 8-byte magic b"RLJOUR01", then entries, each a little-endian uint32 payload length then the
+payload; a zero length ends the journal (the file is grown in zero-filled chunks). The length is stored
+after the payload, so an entry cut short by a death mid-append reads as the end. Payloads:
+  b"S" uint16 id, then UTF-8 JSON {"keys": [...], "constants": {...}}: a schema, written once per new
+       set of keys; constants (a rank's role) are added to each of its records when read;
+  b"R" uint16 schema id, int64 step, float64 timestamp, uint8 warmup, then one float64 per key: a record
+       whose metrics are all numbers or booleans;
+  b"J" then UTF-8 JSON: any other record (a slow path for values that are not numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import pathlib
+import struct
+
+MAGIC = b"RLJOUR01"
+CHUNK_BYTES = 1 << 20  # 1 MiB: ~8000 records before the first growth; sparse on disk until written
+_LENGTH = struct.Struct("<I")
+_ID = struct.Struct("<H")
+
+
+class Writer:
+    """Appends records; not thread-safe (the training thread is its one caller)."""
+
+    def __init__(self, path: pathlib.Path, constants: dict | None = None):
+        self.path = path
+        self.constants = constants or {}
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            os.ftruncate(fd, CHUNK_BYTES)
+            self._map = mmap.mmap(fd, CHUNK_BYTES)
+        finally:
+            os.close(fd)  # the mapping keeps its own reference to the file
+        self._map[: len(MAGIC)] = MAGIC
+        self._offset = len(MAGIC)
+        self._schemas: dict[tuple[str, ...], tuple[int, struct.Struct]] = {}
+
+    def append(self, step: int, timestamp: float, warmup: bool, metrics: dict) -> None:
+        keys = tuple(metrics)
+        schema = self._schemas.get(keys)
+        if schema is None:
+            if not all(isinstance(v, (int, float)) for v in metrics.values()):
+                self._general(step, timestamp, warmup, metrics)
+                return
+            schema = self._schemas[keys] = (len(self._schemas), _record_struct(len(keys)))
+            self._entry(b"S" + _ID.pack(schema[0]) + json.dumps({"keys": keys, "constants": self.constants}).encode())
+        number, packer = schema
+        end = self._offset + _LENGTH.size + packer.size
+        if end + _LENGTH.size > len(self._map):
+            self._grow(end + _LENGTH.size)
+        try:
+            packer.pack_into(self._map, self._offset + _LENGTH.size, b"R", number, step, timestamp, warmup,
+                             *metrics.values())
+        except struct.error:  # a value of another type under known keys: take the general path
+            self._general(step, timestamp, warmup, metrics)
+            return
+        _LENGTH.pack_into(self._map, self._offset, packer.size)  # last: the entry exists from here on
+        self._offset = end
+
+    def _general(self, step: int, timestamp: float, warmup: bool, metrics: dict) -> None:
+        record = {"step": step, **self.constants, **metrics, "warmup": warmup, "timestamp": timestamp}
+        self._entry(b"J" + json.dumps(record, default=str).encode())
+
+    def _entry(self, payload: bytes) -> None:
+        end = self._offset + _LENGTH.size + len(payload)
+        if end + _LENGTH.size > len(self._map):
+            self._grow(end + _LENGTH.size)
+        self._map[self._offset + _LENGTH.size:end] = payload
+        _LENGTH.pack_into(self._map, self._offset, len(payload))
+        self._offset = end
+
+    def _grow(self, needed: int) -> None:
+        size = len(self._map)
+        while size < needed:
+            size *= 2
+        self._map.resize(size)  # also extends the file, zero-filled
+
+    def close(self, remove: bool = False) -> None:
+        if not self._map.closed:
+            self._map.close()
+        if remove:
+            self.path.unlink(missing_ok=True)
+
+
+def read(path: str | os.PathLike) -> list[dict]:
+    """Every record of a journal, as dicts like the JSONL file's (non-finite numbers as None)."""
+    data = pathlib.Path(path).read_bytes()
+    if not data.startswith(MAGIC):
+        return []
+    schemas: dict[int, tuple[list[str], dict, struct.Struct]] = {}
+    found, offset = [], len(MAGIC)
+    while offset + _LENGTH.size <= len(data):
+        (length,) = _LENGTH.unpack_from(data, offset)
+        payload = data[offset + _LENGTH.size: offset + _LENGTH.size + length]
+        if length == 0 or len(payload) < length:
+            break
+        offset += _LENGTH.size + length
+        kind = payload[:1]
+        if kind == b"S":
+            schema = json.loads(payload[3:])
+            keys = schema["keys"]
+            schemas[_ID.unpack_from(payload, 1)[0]] = (keys, schema["constants"], _record_struct(len(keys)))
+        elif kind == b"R":
+            keys, constants, packer = schemas[_ID.unpack_from(payload, 1)[0]]
+            _, _, step, timestamp, warmup, *values = packer.unpack(payload)
+            metrics = {key: value if math.isfinite(value) else None for key, value in zip(keys, values)}
+            found.append({"step": step, **constants, **metrics, "warmup": bool(warmup), "timestamp": timestamp})
+        elif kind == b"J":
+            found.append(json.loads(payload[1:]))
+    return found
+
+
+def _record_struct(metrics: int) -> struct.Struct:
+    return struct.Struct(f"<cHqd?{metrics}d")
