@@ -236,3 +236,11 @@ def test_mlflow_takes_a_postgresql_uri_from_a_secret_and_keeps_data_on_a_claim(h
     assert env["MLFLOW_BACKEND_STORE_URI"]["valueFrom"] == {"secretKeyRef": {"name": "db", "key": "uri"}}
     (claim,) = objects(documents, "PersistentVolumeClaim")
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_the_chart_renders_with_helms_own_default_kubernetes_version(helm):
+    # A released helm is stamped with the Kubernetes version its client speaks (the cluster harness stamps its
+    # build the same way); an unstamped one assumes 1.20 and refuses the chart's kubeVersion.
+    result = run_helm(helm, "template", "rl", str(CHART), check=False)
+    assert result.returncode == 0, result.stderr
+    assert "kind: Deployment" in result.stdout
