@@ -21,7 +21,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,14 +38,9 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.runtime import contract, records, settings
 
+from loopback import free_port
+
 DEFAULT_PEER_TIMEOUT_SECONDS = 20.0
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the kernel's pick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def small_trial(spec: dict[str, Any] | None = None, name: str = "test-0") -> trial_.Trial:

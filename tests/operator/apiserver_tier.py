@@ -16,10 +16,11 @@ import os
 import pathlib
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from typing import Iterator
+
+from loopback import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CACHE = pathlib.Path(os.environ.get("RINGLEADER_CACHE") or pathlib.Path.home() / ".cache" / "ringleader") / "cluster"
@@ -51,12 +52,6 @@ def helm_binary() -> str | None:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def kubeconfig(path: pathlib.Path, server: str, token: str, ca: pathlib.Path) -> pathlib.Path:
@@ -115,7 +110,7 @@ def running(directory: pathlib.Path) -> Iterator[ApiServer]:
                    check=True, capture_output=True)
     admin_token = secrets.token_hex(16)
     (pki / "tokens.csv").write_text(f'{admin_token},admin,admin-uid,"system:masters"\n')
-    etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
+    etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
     url = f"https://127.0.0.1:{api_port}"
     ca = pki / "apiserver.crt"
     processes: list[tuple[subprocess.Popen, object]] = []
@@ -147,7 +142,7 @@ def running(directory: pathlib.Path) -> Iterator[ApiServer]:
         # The garbage collector removes a deleted experiment's children; the serviceaccount controller
         # gives each namespace its "default" account, which pod admission requires.
         start("kube-controller-manager", f"--kubeconfig={admin}", "--controllers=garbagecollector,serviceaccount",
-              "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={_free_port()}",
+              "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
               f"--service-account-private-key-file={pki / 'sa.key'}", "--concurrent-gc-syncs=5", "--v=1")
         yield ApiServer(url=url, admin_token=admin_token, ca=ca, admin_kubeconfig=admin, directory=directory, logs=logs)
     finally:

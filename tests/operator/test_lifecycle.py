@@ -4,18 +4,12 @@ Create -> pods created with owner references -> gang wait (visible) -> Running -
 -> Succeeded with the aggregating worker's summary, parameter servers stopped, an Event per transition.
 """
 
-import socket
 
 import requests
 
 import experiments as dtes
 from apiserver_client import wait_for
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from loopback import free_port
 
 
 def test_an_experiment_runs_its_trial_to_success(admin, namespace, operator):

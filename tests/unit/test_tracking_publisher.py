@@ -10,7 +10,6 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import json
 import pathlib
 import shutil
-import socket
 import time
 
 import mlflow.tracking
@@ -21,6 +20,8 @@ from ringleader.runtime import contract
 from ringleader.tracking import cursor, layout, live, publisher, replay, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
+
+from loopback import free_port
 
 PHASES = ("time/data", "time/forward", "time/backward", "time/comm", "time/wait", "time/update")
 
@@ -186,12 +187,6 @@ def test_a_run_created_just_before_a_crash_is_found_again_not_created_twice(stor
     assert cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id == first_run
     ranks = store.client.search_runs([trial_run[0]], filter_string="tags.`ringleader.kind` = 'rank'")
     assert len(ranks) == 1
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_a_store_that_is_away_leaves_the_records_spooled_and_says_so(tmp_path):

@@ -14,7 +14,6 @@ import dataclasses
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from typing import Any
 import mlflow.tracking
 import pytest
 import yaml
+
+from loopback import free_port
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[2]
@@ -129,12 +130,6 @@ def workdir(tmp_path, migrated_db):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class TrackingServer:
