@@ -4,14 +4,16 @@ import asyncio
 
 from ringleader.api import constants
 from ringleader.api import status as status_
+from ringleader.contract import progress as progress_line
 from ringleader.controller import progress, reconciler, recording
 from ringleader.controller import settings as settings_
 
 
-def test_the_last_progress_line_of_a_log_excerpt_counts():
-    log = "starting\nprogress: iteration 3/100\nloss 0.4\nprogress: iteration 17/100\n"
-    assert progress.last_iteration(log) == 17
-    assert progress.last_iteration("warming up\n") is None
+def test_the_operator_reads_back_the_last_progress_line_a_worker_printed():
+    log = "\n".join(["starting", progress_line.progress_line(3, 100, 0.5, 0.004), "loss 0.4",
+                     progress_line.progress_line(17, 100, 0.25, 0.0035), "a stray line about iteration 99/100"])
+    assert progress_line.last_iteration(log) == 17
+    assert progress_line.last_iteration("warming up\n") is None
 
 
 def test_the_slowest_worker_defines_the_progress_and_a_silent_one_counts_as_zero():

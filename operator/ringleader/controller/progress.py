@@ -1,27 +1,15 @@
-"""How far a running trial is, from its workers' `progress: iteration K/N` log lines; used by `reconciler`.
-
-Reading the tail of each worker's log (pods/log get, nothing more) keeps the runtime free of any API
-access; the slowest worker defines the trial's progress, as it defines when the trial ends.
-"""
+"""How far a running trial is, from its workers' progress lines (ringleader.contract.progress); used by `reconciler`."""
 
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
 from ringleader.api import constants
 from ringleader.controller import pods as pods_
 
-PROGRESS_LINE = re.compile(r"progress: iteration (\d+)/(\d+)")
 # Enough of the tail to hold the last progress line among other log lines, small enough to be cheap.
 TAIL_LINES = 50
 LIMIT_BYTES = 16 * 1024
-
-
-def last_iteration(log_text: str) -> int | None:
-    """The iteration of the last progress line in a log excerpt, or None if it has none."""
-    matches = PROGRESS_LINE.findall(log_text or "")
-    return int(matches[-1][0]) if matches else None
 
 
 def slowest(iterations: Iterable[int | None]) -> int:

@@ -20,6 +20,7 @@ from ringleader import api
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
+from ringleader.contract import progress as progress_line
 from ringleader.controller import due, events, kube, plan, progress, recording, rendering, runs, statuses, trials, workqueue
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
@@ -189,7 +190,7 @@ class Controller:
                 if name in known:  # an unreadable log says nothing; keep what was known
                     fresh[name] = known[name]
                 continue
-            fresh[name] = progress.slowest(progress.last_iteration(text) for text in texts)
+            fresh[name] = progress.slowest(progress_line.last_iteration(text) for text in texts)
         self._progress[key] = (clock, fresh)
         return fresh
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ringleader.api import trial as trial_
+from ringleader.contract import progress
 from ringleader.runtime import contract, data, interfaces, models, optimizers, records, settings, straggler, timing
 
 
@@ -70,8 +71,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             metrics[interfaces.LOSS] = loss.item()
             recorder.log_iteration(step, metrics)
             if (step + 1) % progress_every == 0 or step + 1 == iterations:
-                print(f"progress: iteration {step + 1}/{iterations} loss {metrics[interfaces.LOSS]:.4f} "
-                      f"iteration {1000 * metrics[interfaces.TIME_ITERATION]:.1f} ms", flush=True)
+                print(progress.progress_line(step + 1, iterations, metrics[interfaces.LOSS],
+                                             metrics[interfaces.TIME_ITERATION]), flush=True)
     finally:
         # stop: release the peers even when this rank fails, so nobody waits for it longer than needed
         synchronizer.close()
