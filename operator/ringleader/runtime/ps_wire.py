@@ -28,7 +28,6 @@ class Kind(enum.IntEnum):
 
 
 REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE)  # handled by a shard server
-RESPONSES = (Kind.REPLY, Kind.BYE)  # handled by a worker
 
 _FIELDS = ("kind", "sender", "count", "clock", "held", "version", "payload_bytes")
 HEADER_BYTES = len(_FIELDS) * 8
