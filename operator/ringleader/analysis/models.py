@@ -18,18 +18,11 @@ Study 2 (Shi et al.), the DAG model with wait-free backprop and one FIFO channel
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import Sequence
 
+from ringleader.api.spec import Architecture
+
 BITS_PER_BYTE = 8.0
-
-
-class Architecture(str, enum.Enum):
-    """The study-1 architectures; values match api.spec.Architecture where one exists."""
-
-    PARAMETER_SERVER = "ParameterServer"
-    PEER_TO_PEER = "PeerToPeer"
-    RING_ALL_REDUCE = "RingAllReduce"
 
 
 @dataclasses.dataclass(frozen=True)

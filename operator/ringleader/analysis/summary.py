@@ -20,7 +20,6 @@ from ringleader.api import constants, status
 from ringleader.api import trial as trial_
 from ringleader.runtime import interfaces
 
-COMPUTE_PHASES = (interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_BACKWARD, interfaces.TIME_UPDATE)
 STATUS_KEYS = ("throughput", "iterationTimeP50Seconds", "iterationTimeP95Seconds", "computeFraction",
                "commFraction", "waitFraction", "stragglerRank")
 
@@ -94,7 +93,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         all_records = [r for r in records_by_rank[rank] if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER]
         records = measured(all_records)
         times = [_value(r, interfaces.TIME_ITERATION) for r in records]
-        compute = [sum(_value(r, phase) for phase in COMPUTE_PHASES) for r in records]
+        compute = [sum(_value(r, phase) for phase in interfaces.COMPUTE_PHASES) for r in records]
         comm = [_value(r, interfaces.TIME_COMM) for r in records]
         wait = [_value(r, interfaces.TIME_WAIT) for r in records]
         elapsed = sum(times)
