@@ -10,6 +10,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import json
 import pathlib
 import shutil
+import threading
 import time
 
 import mlflow.tracking
@@ -363,3 +364,32 @@ def test_a_live_publisher_sends_records_as_they_come_and_flushes_the_rest_on_sto
     trial_run_data = store.client.get_run(trial_run[1]).data
     assert trial_run_data.metrics["throughput"] == 99.5
     assert artifacts(store, trial_run[1], "traces") == {"traces/rank-1.trace.json"}
+
+
+def test_stopping_while_a_live_round_is_still_publishing_waits_for_it_and_sends_each_record_once(
+        store, trial_run, tmp_path, monkeypatch):
+    the_trial = make_trials()[0]
+    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
+    append_records(rank_dir, range(5))
+    env = contract.PodEnvironment(role="worker", rank=1, world_size=3, master_addr="127.0.0.1", master_port=1,
+                                  trial_file="trial.json", output_dir=str(tmp_path / "pod"), run_id=trial_run[1],
+                                  tracking_uri=store.uri)
+    publishing = live.LivePublisher(env, the_trial, rank_dir, settings_.TrackingSettings(live_interval_seconds=0.01))
+    in_round, release = threading.Event(), threading.Event()
+    real_publish = publisher.RankPublisher.publish
+
+    def slow_first_round(self, *args, **kwargs):
+        if not in_round.is_set():  # the live thread's first round stalls, as on a slow server
+            in_round.set()
+            release.wait(10)
+        return real_publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(publisher.RankPublisher, "publish", slow_first_round)
+    publishing.start()
+    assert in_round.wait(10)
+    threading.Timer(0.5, release.set).start()  # the round ends after stop's join has timed out
+    assert publishing.stop("FINISHED", timeout_seconds=0.1) is False  # the round outlived the stop's timeout
+
+    assert publishing.stop("FINISHED", timeout_seconds=10)
+    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    assert [s for s, _ in history(store, state.run_id)] == list(range(5))

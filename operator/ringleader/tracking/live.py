@@ -40,6 +40,8 @@ class LivePublisher:
         self._store: store_.Store | None = None
         self._experiment_id: str | None = None
         self._away_since: float | None = None
+        # One writer per cursor: the final publish waits for a round still in flight after a timed-out join.
+        self._publishing = threading.Lock()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name=f"mlflow-rank-{self.env.rank}", daemon=True)
@@ -50,8 +52,13 @@ class LivePublisher:
         logs the trial summary. False if the store stayed away: the records remain on disk (the rank
         directory), nothing is lost but this pod's view of them."""
         self._stop.set()
+        deadline = time.monotonic() + timeout_seconds
         if self._thread is not None:
             self._thread.join(timeout_seconds)
+        if not self._publishing.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            log.warning("a publishing round is still running after %.0f s; this rank's records remain in %s",
+                        timeout_seconds, self.rank_dir)
+            return False
         try:
             self._publish(final_status=status)
             self._publish_trial_outputs()
@@ -62,11 +69,14 @@ class LivePublisher:
         except Exception:  # noqa: BLE001 - a rank that trained must not fail because tracking did; logged
             log.exception("publishing rank %d's last records failed; they remain in %s", self.env.rank, self.rank_dir)
             return False
+        finally:
+            self._publishing.release()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.settings.live_interval_seconds):
             try:
-                self._publish()
+                with self._publishing:
+                    self._publish()
                 if self._away_since is not None:
                     log.info("MLflow is back after %.0f s; spooled records sent", time.time() - self._away_since)
                     self._away_since = None
