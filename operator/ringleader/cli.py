@@ -97,14 +97,7 @@ def print_crd(args: argparse.Namespace) -> int:
 def _delegate(command: str, argv: list[str]) -> int:
     """Import the subcommand's module now, so validate and render never pay for torch or kopf."""
     module_name, help_text = DELEGATED[command]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name is None or not module_name.startswith(error.name):
-            raise  # a dependency of the module is missing: let the real error show
-        print(f"ringleader {command} is not available in this installation: {module_name} is missing; "
-              "reinstall ringleader (pip install ringleader)", file=sys.stderr)
-        return 2
+    module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"ringleader {command}", description=help_text)
     module.add_arguments(parser)
     return module.run(parser.parse_args(argv))

@@ -130,13 +130,6 @@ def test_run_and_operator_are_delegated_with_their_own_options(monkeypatch, caps
     assert calls == [{"file": "x.yaml", "workers_dir": "/tmp/w"}]
 
 
-def test_a_missing_delegate_says_so(monkeypatch, capsys):
-    monkeypatch.setitem(cli.DELEGATED, "operator", ("ringleader.no_such_package.cli", "the operator"))
-    code, _, err = run(capsys, "operator")
-    assert code == 2
-    assert "ringleader operator is not available in this installation: ringleader.no_such_package.cli" in err
-
-
 def test_help_lists_every_command(capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["--help"])

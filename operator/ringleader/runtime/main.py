@@ -28,8 +28,6 @@ termination message).
 from __future__ import annotations
 
 import datetime
-import importlib
-import inspect
 import json
 import math
 import os
@@ -44,7 +42,7 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import failures
-from ringleader.runtime import contract, heartbeat, records, settings, worker
+from ringleader.runtime import contract, heartbeat, parameter_server, peer_to_peer, records, ring, settings, worker
 
 TERMINATION_LOG = "/dev/termination-log"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -90,54 +88,36 @@ def backend_for(trial: trial_.Trial, device: torch.device) -> str:
     return "gloo"
 
 
-PUBLISHER_MODULES = ("ringleader.tracking.live", "ringleader.tracking.publisher")
-
-
 def start_publisher(env: contract.PodEnvironment, trial: trial_.Trial, rank_dir):
-    """tracking/'s LivePublisher of this rank's records, when there is a run to publish to and it is installed."""
+    """The LivePublisher of this rank's records when there is a run to publish to (pods); None in local runs,
+    whose launcher publishes after each trial."""
     if not (env.run_id and env.tracking_uri):
         return None
-    for name in PUBLISHER_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name and error.name.startswith("ringleader.tracking"):
-                continue
-            raise
-        publisher_class = getattr(module, "LivePublisher", None)
-        if publisher_class is not None:
-            publisher = publisher_class(env, trial, rank_dir)
-            publisher.start()
-            return publisher
-    return None
+    from ringleader.tracking import live  # imports MLflow: only ranks that publish pay for it
+
+    publisher = live.LivePublisher(env, trial, rank_dir)
+    publisher.start()
+    return publisher
 
 
 def stop_publisher(publisher, failed: bool) -> None:
     """Publish what is left and end the rank's MLflow run, FAILED or FINISHED."""
-    if publisher is None:
-        return
-    if "status" in inspect.signature(publisher.stop).parameters:
+    if publisher is not None:
         publisher.stop(status="FAILED" if failed else "FINISHED")
-    else:
-        publisher.stop()
 
 
 def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slot, recorder: records.RankRecorder,
              device: torch.device) -> None:
-    """Serve or train, by role and architecture; other engineers' roles are imported only when used."""
+    """Serve or train, by role and architecture."""
     architecture = trial.spec.architecture
     if slot.role == constants.ROLE_PS:
-        parameter_server = importlib.import_module("ringleader.runtime.parameter_server")
         parameter_server.serve(trial, env, recorder)
         return
     if architecture == spec_.Architecture.PARAMETER_SERVER:
-        parameter_server = importlib.import_module("ringleader.runtime.parameter_server")
         synchronizer = parameter_server.WorkerSynchronizer(trial, env, device)
     elif architecture == spec_.Architecture.PEER_TO_PEER:
-        peer_to_peer = importlib.import_module("ringleader.runtime.peer_to_peer")
         synchronizer = peer_to_peer.PeerSynchronizer(trial, env, device)
     else:
-        ring = importlib.import_module("ringleader.runtime.ring")
         synchronizer = ring.RingSynchronizer(trial, env, device)
     worker.train(trial, env, synchronizer, recorder, device)
 
