@@ -48,7 +48,7 @@ RUN touch README.md \
 COPY . ./
 RUN pip install --no-deps . \
  && cd / && rm -rf /src \
- && python -c "import ringleader.controller.cli, ringleader.topology, ringleader.runtime.contract"
+ && python -c "import ringleader.controller.cli, ringleader.topology, ringleader.contract.environment"
 
 # MLflow 3 phones home at import unless told not to; pods talk only to the cluster. Caches go to /tmp,
 # the one writable place under a read-only root filesystem.

@@ -28,7 +28,9 @@ import torch.nn.parallel as parallel
 
 import harness
 from ringleader.api import constants
-from ringleader.runtime import contract, data, interfaces, main, models, optimizers, records, ring, settings, timing
+from ringleader.contract import environment as contract
+from ringleader.contract import keys, records
+from ringleader.runtime import data, main, models, optimizers, ring, settings, timing
 
 
 def train() -> None:
@@ -65,16 +67,16 @@ def train() -> None:
         # runtime/worker.py's iteration
         started = time.perf_counter()
         timer.begin(step)
-        with timer.phase(interfaces.TIME_DATA):
+        with timer.phase(keys.TIME_DATA):
             inputs, labels = dataset.batch(step, batch_size)  # (B, 3, H, W), (B,)
-        with timer.phase(interfaces.TIME_FORWARD):
+        with timer.phase(keys.TIME_FORWARD):
             loss = models.loss(ring_model(inputs), labels)
-        with timer.phase(interfaces.TIME_BACKWARD):
+        with timer.phase(keys.TIME_BACKWARD):
             ring_model.zero_grad(set_to_none=True)
             loss.backward()  # the ring's hooks launch bucket allreduces here
         synchronizer.synchronize(step, timer)
         metrics = timer.finish()
-        metrics[interfaces.LOSS] = loss.item()
+        metrics[keys.LOSS] = loss.item()
         recorder.log_iteration(step, metrics)
         seconds["ring"].append(time.perf_counter() - started)
 

@@ -44,7 +44,9 @@ import harness
 import torch
 
 from ringleader.api import constants
-from ringleader.runtime import contract, data, interfaces, models, optimizers, records, ring, settings, timing, worker
+from ringleader.contract import environment as contract
+from ringleader.contract import keys, records
+from ringleader.runtime import data, models, optimizers, ring, settings, timing, worker
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,8 +59,8 @@ def instrumented_calls(directory: pathlib.Path, iterations: int, parameters: int
     # What watch_layers() registers on each parameter; called directly, as backward would call it.
     hooks = [timer._ready_hook(f"layer{i}.weight") for i in range(parameters)]
     recorder = records.RankRecorder(directory, "micro-0", 0)
-    phases = [timer.phase(name) for name in (interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_BACKWARD,
-                                              interfaces.TIME_COMM, interfaces.TIME_UPDATE)]
+    phases = [timer.phase(name) for name in (keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD,
+                                              keys.TIME_COMM, keys.TIME_UPDATE)]
     started = time.perf_counter()
     for step in range(iterations):
         timer.begin(step)
@@ -69,10 +71,10 @@ def instrumented_calls(directory: pathlib.Path, iterations: int, parameters: int
                         hook(None)
         now = time.perf_counter()
         timer.span("allreduce bucket 0", now, now, timing.TRACK_COMM, {"bytes": 4})
-        timer.add(interfaces.BYTES_SENT, 1.0)
-        timer.add(interfaces.BYTES_RECEIVED, 1.0)
+        timer.add(keys.BYTES_SENT, 1.0)
+        timer.add(keys.BYTES_RECEIVED, 1.0)
         metrics = timer.finish()
-        metrics[interfaces.LOSS] = 1.0
+        metrics[keys.LOSS] = 1.0
         recorder.log_iteration(step, metrics)
     elapsed = time.perf_counter() - started
     recorder.close()
@@ -200,16 +202,16 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
         # worker.train's iteration
         started = time.perf_counter()
         timer.begin(step)
-        with timer.phase(interfaces.TIME_DATA):
+        with timer.phase(keys.TIME_DATA):
             inputs, labels = dataset.batch(step, spec.model.batch_size)  # (B, 3, H, W), (B,)
-        with timer.phase(interfaces.TIME_FORWARD):
+        with timer.phase(keys.TIME_FORWARD):
             loss = models.loss(instrumented_model(inputs), labels)
-        with timer.phase(interfaces.TIME_BACKWARD):
+        with timer.phase(keys.TIME_BACKWARD):
             instrumented_model.zero_grad(set_to_none=True)
             loss.backward()
         synchronizer.synchronize(step, timer)
         metrics = timer.finish()
-        metrics[interfaces.LOSS] = loss.item()
+        metrics[keys.LOSS] = loss.item()
         recorder.log_iteration(step, metrics)
         instrumented.append(time.perf_counter() - started)
 

@@ -37,7 +37,7 @@ import tempfile
 import harness
 from ringleader.analysis import models as cost_models
 from ringleader.api import spec as spec_
-from ringleader.runtime import interfaces
+from ringleader.contract import keys
 
 UNSHAPED = "unshaped"
 
@@ -65,17 +65,17 @@ def measure(trial, directory: pathlib.Path, timeout: float) -> dict:
     def mean(key: str) -> float:
         return statistics.fmean((r.get(key) or 0.0) for r in rows)
 
-    compute = statistics.fmean(sum(r.get(k) or 0.0 for k in interfaces.COMPUTE_PHASES) for r in rows)
+    compute = statistics.fmean(sum(r.get(k) or 0.0 for k in keys.COMPUTE_PHASES) for r in rows)
     # The slowest worker of each step: a BSP server answers its workers one after another, so the mean
     # worker waits less than the last one, and the models price the last one.
     by_step: dict[int, float] = {}
     for r in rows:
-        by_step[r["step"]] = max(by_step.get(r["step"], 0.0), (r.get(interfaces.TIME_COMM) or 0.0)
-                                 + (r.get(interfaces.TIME_WAIT) or 0.0))
-    return {"comm": mean(interfaces.TIME_COMM), "wait": mean(interfaces.TIME_WAIT), "compute": compute,
+        by_step[r["step"]] = max(by_step.get(r["step"], 0.0), (r.get(keys.TIME_COMM) or 0.0)
+                                 + (r.get(keys.TIME_WAIT) or 0.0))
+    return {"comm": mean(keys.TIME_COMM), "wait": mean(keys.TIME_WAIT), "compute": compute,
             "slowestCommWait": statistics.fmean(by_step.values()),
             "slowestCommWaitMedian": statistics.median(by_step.values()),
-            "iteration": mean(interfaces.TIME_ITERATION), "bytesSent": mean(interfaces.BYTES_SENT),
+            "iteration": mean(keys.TIME_ITERATION), "bytesSent": mean(keys.BYTES_SENT),
             "wallSeconds": result.seconds}
 
 

@@ -26,7 +26,8 @@ import torch.distributed as dist
 import torch.nn.parallel as parallel
 
 import harness  # noqa: F401  (puts operator/ on sys.path)
-from ringleader.runtime import contract, data, main, models, optimizers
+from ringleader.contract import environment as contract
+from ringleader.runtime import data, main, models, optimizers
 
 
 def train() -> None:

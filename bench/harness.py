@@ -2,7 +2,7 @@
 
 Imported by bench/bench_*.py (run as scripts: bench/ is then on sys.path). Ranks of a ringleader trial
 are started exactly as the local launcher and the pods start them: `python -m ringleader.runtime` with
-the pod environment contract (runtime/contract.py), one process per rank, each in its own session so
+the pod environment contract (contract/environment.py), one process per rank, each in its own session so
 that a timeout kills it and its children. Only processes started here are ever signalled.
 """
 
@@ -30,7 +30,9 @@ if str(SOURCE_ROOT) not in sys.path:
 
 from ringleader.api import spec as spec_  # noqa: E402
 from ringleader.api import trial as trial_  # noqa: E402
-from ringleader.runtime import contract, records, settings  # noqa: E402
+from ringleader.contract import environment as contract  # noqa: E402
+from ringleader.contract import records  # noqa: E402
+from ringleader.runtime import settings  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 PEER_TIMEOUT_SECONDS = 60.0

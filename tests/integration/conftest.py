@@ -36,7 +36,9 @@ if str(SOURCE_ROOT) not in sys.path:
 
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
-from ringleader.runtime import contract, records, settings
+from ringleader.contract import environment as contract
+from ringleader.contract import records
+from ringleader.runtime import settings
 
 from loopback import free_port
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ringleader.analysis import whatif
-from ringleader.runtime import interfaces, records, timing
+from ringleader.contract import keys, records
+from ringleader.runtime import timing
 
 MIB = 1024 * 1024
 
@@ -120,11 +121,11 @@ def test_profile_from_layers_without_traced_iterations_says_why():
 
 def test_read_rank_from_the_recorders_files(tmp_path):
     recorder = records.RankRecorder(tmp_path, "t-0", 0, warmup_iterations=1)
-    phases = {interfaces.TIME_DATA: 0.001, interfaces.TIME_FORWARD: 0.002, interfaces.TIME_BACKWARD: 0.004,
-              interfaces.TIME_UPDATE: 0.001, interfaces.TIME_COMM: 0.5}
-    recorder.log_iteration(0, {**phases, interfaces.TIME_FORWARD: 9.0})  # warm-up: left out
+    phases = {keys.TIME_DATA: 0.001, keys.TIME_FORWARD: 0.002, keys.TIME_BACKWARD: 0.004,
+              keys.TIME_UPDATE: 0.001, keys.TIME_COMM: 0.5}
+    recorder.log_iteration(0, {**phases, keys.TIME_FORWARD: 9.0})  # warm-up: left out
     recorder.log_iteration(1, phases)
-    recorder.log_iteration(2, {**phases, interfaces.TIME_BACKWARD: 0.006})
+    recorder.log_iteration(2, {**phases, keys.TIME_BACKWARD: 0.006})
     recorder.write_layers(LAYERS)
     recorder.close()
     profile, batch = whatif.read_rank(recorder.directory)
@@ -139,7 +140,7 @@ def test_profile_of_a_real_timer_lists_gradients_in_backward_order():
     for step in range(2):
         timer.begin(step)
         loss = model(torch.randn(5, 4)).sum()
-        with timer.phase(interfaces.TIME_BACKWARD):
+        with timer.phase(keys.TIME_BACKWARD):
             loss.backward()
         timer.finish()
     profile = whatif.profile_from_layers(json.loads(json.dumps(timer.layers())))

@@ -8,7 +8,8 @@ import torch.distributed as dist
 
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
-from ringleader.runtime import contract, main
+from ringleader.contract import environment as contract
+from ringleader.runtime import main
 
 
 def trial_of(**spec) -> trial_.Trial:

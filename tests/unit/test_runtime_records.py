@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from ringleader.runtime import journal, records, settings, shaping
+from ringleader.contract import journal, records
+from ringleader.runtime import settings, shaping
 
 
 def test_each_iteration_is_one_json_line_readable_while_the_rank_runs(tmp_path):

@@ -2,10 +2,11 @@
 
 import torch
 
-from ringleader.runtime import interfaces, optimizers, ring, timing
+from ringleader.contract import keys
+from ringleader.runtime import optimizers, ring, timing
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
-from ringleader.runtime import contract
+from ringleader.contract import environment as contract
 
 
 def test_buckets_follow_reverse_parameter_order_and_close_at_the_size():
@@ -42,4 +43,4 @@ def test_a_single_worker_ring_only_updates():
     synchronizer.synchronize(0, timer)
     metrics = timer.finish()
     assert torch.allclose(model.weight, torch.full((1, 2), 0.5))
-    assert metrics[interfaces.TIME_COMM] == 0.0 and metrics[interfaces.TIME_UPDATE] > 0.0
+    assert metrics[keys.TIME_COMM] == 0.0 and metrics[keys.TIME_UPDATE] > 0.0

@@ -5,7 +5,8 @@ import time
 
 import torch
 
-from ringleader.runtime import interfaces, straggler, timing
+from ringleader.contract import keys
+from ringleader.runtime import straggler, timing
 
 CPU = torch.device("cpu")
 SLACK = 0.05  # seconds a loaded test machine may add to a sleep
@@ -13,49 +14,49 @@ SLACK = 0.05  # seconds a loaded test machine may add to a sleep
 
 def run_iteration(timer: timing.IterationTimer, step: int, model=None) -> dict:
     timer.begin(step)
-    with timer.phase(interfaces.TIME_DATA):
+    with timer.phase(keys.TIME_DATA):
         time.sleep(0.002)
-    with timer.phase(interfaces.TIME_FORWARD):
+    with timer.phase(keys.TIME_FORWARD):
         loss = model(torch.ones(2, 4)).sum() if model is not None else None
         time.sleep(0.003)
-    with timer.phase(interfaces.TIME_BACKWARD):
+    with timer.phase(keys.TIME_BACKWARD):
         if loss is not None:
             loss.backward()
-    with timer.phase(interfaces.TIME_COMM):
+    with timer.phase(keys.TIME_COMM):
         time.sleep(0.001)
-    timer.add(interfaces.BYTES_SENT, 100)
-    timer.add(interfaces.BYTES_SENT, 50)
-    timer.set(interfaces.STALENESS, 2)
+    timer.add(keys.BYTES_SENT, 100)
+    timer.add(keys.BYTES_SENT, 50)
+    timer.set(keys.STALENESS, 2)
     return dict(timer.finish())
 
 
 def test_each_phase_lands_in_its_metric_and_unused_ones_are_zero():
     metrics = run_iteration(timing.IterationTimer(0, CPU), 0)
     # Sleeps last at least what was asked; a busy machine may stretch them, never shorten them.
-    assert 0.002 <= metrics[interfaces.TIME_DATA] < 0.002 + SLACK
-    assert 0.003 <= metrics[interfaces.TIME_FORWARD] < 0.003 + SLACK
-    assert metrics[interfaces.TIME_WAIT] == 0.0 and metrics[interfaces.TIME_UPDATE] == 0.0
-    assert metrics[interfaces.BYTES_SENT] == 150 and metrics[interfaces.STALENESS] == 2
+    assert 0.002 <= metrics[keys.TIME_DATA] < 0.002 + SLACK
+    assert 0.003 <= metrics[keys.TIME_FORWARD] < 0.003 + SLACK
+    assert metrics[keys.TIME_WAIT] == 0.0 and metrics[keys.TIME_UPDATE] == 0.0
+    assert metrics[keys.BYTES_SENT] == 150 and metrics[keys.STALENESS] == 2
     assert set(timing.ITERATION_KEYS) <= set(metrics)
 
 
 def test_iteration_time_runs_end_to_end_from_the_previous_iteration():
     timer = timing.IterationTimer(0, CPU)
     first = run_iteration(timer, 0)
-    phases = sum(first[name] for name in (interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_COMM))
-    assert first[interfaces.TIME_ITERATION] >= phases
+    phases = sum(first[name] for name in (keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_COMM))
+    assert first[keys.TIME_ITERATION] >= phases
     time.sleep(0.01)  # work between iterations (logging) belongs to the next iteration's time
     second = run_iteration(timer, 1)
-    assert second[interfaces.TIME_ITERATION] >= 0.01 + 0.006
+    assert second[keys.TIME_ITERATION] >= 0.01 + 0.006
 
 
 def test_a_phase_used_twice_in_an_iteration_adds_up():
     timer = timing.IterationTimer(0, CPU)
     timer.begin(0)
     for _ in range(2):
-        with timer.phase(interfaces.TIME_WAIT):
+        with timer.phase(keys.TIME_WAIT):
             time.sleep(0.002)
-    assert timer.finish()[interfaces.TIME_WAIT] >= 0.004
+    assert timer.finish()[keys.TIME_WAIT] >= 0.004
 
 
 def test_only_the_traced_steps_are_in_the_chrome_trace():
@@ -106,7 +107,7 @@ def test_the_timer_is_cheap_enough_to_leave_on():
     started = time.perf_counter()
     for step in range(2000):
         timer.begin(step)
-        for name in (interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_BACKWARD, interfaces.TIME_UPDATE):
+        for name in (keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD, keys.TIME_UPDATE):
             with timer.phase(name):
                 pass
         timer.finish()
@@ -163,8 +164,8 @@ def test_on_a_gpu_phases_come_from_events_read_after_one_sync_per_iteration(monk
     results = [run_iteration(timer, step) for step in range(3)]
     assert FakeCudaEvent.synchronized == 3
     for metrics in results:
-        assert 0.002 <= metrics[interfaces.TIME_DATA] < 0.002 + SLACK
-        assert 0.003 <= metrics[interfaces.TIME_FORWARD] < 0.003 + SLACK
+        assert 0.002 <= metrics[keys.TIME_DATA] < 0.002 + SLACK
+        assert 0.003 <= metrics[keys.TIME_FORWARD] < 0.003 + SLACK
     # Events are pooled: no new ones after the first iteration.
     assert len(timer._event_pool) == 2 * 4 + 2
     names = {e["name"] for e in timer.trace()["traceEvents"] if e["ph"] == "X"}

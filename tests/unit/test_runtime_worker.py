@@ -7,7 +7,9 @@ import torch
 
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
-from ringleader.runtime import contract, interfaces, records, ring, settings, worker
+from ringleader.contract import environment as contract
+from ringleader.contract import keys, records
+from ringleader.runtime import ring, settings, worker
 
 CPU = torch.device("cpu")
 
@@ -44,11 +46,11 @@ def test_every_iteration_is_recorded_with_its_phases_and_warmup_flag(tmp_path):
     assert [line["step"] for line in lines] == list(range(30))
     assert [line["warmup"] for line in lines] == [True] * 3 + [False] * 27
     for line in lines:
-        assert line[interfaces.TIME_FORWARD] > 0 and line[interfaces.TIME_BACKWARD] > 0
-        assert line[interfaces.TIME_UPDATE] > 0 and line[interfaces.TIME_COMM] == 0.0
-        phases = sum(line[k] for k in (interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_BACKWARD,
-                                       interfaces.TIME_UPDATE))
-        assert line[interfaces.TIME_ITERATION] >= phases
+        assert line[keys.TIME_FORWARD] > 0 and line[keys.TIME_BACKWARD] > 0
+        assert line[keys.TIME_UPDATE] > 0 and line[keys.TIME_COMM] == 0.0
+        phases = sum(line[k] for k in (keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD,
+                                       keys.TIME_UPDATE))
+        assert line[keys.TIME_ITERATION] >= phases
     first, last = sum(l["loss"] for l in lines[:5]) / 5, sum(l["loss"] for l in lines[-5:]) / 5
     assert last < 0.5 * first
 
@@ -85,7 +87,7 @@ def test_a_straggler_group_stretches_forward_and_backward(tmp_path):
     slow = train_alone(tmp_path / "slow", model, groups=[{"name": "slow", "replicas": 1, "slowdownPercent": 400}])
 
     def compute(recorder):
-        return sum(l[interfaces.TIME_FORWARD] + l[interfaces.TIME_BACKWARD] for l in recorder.iterations[1:])
+        return sum(l[keys.TIME_FORWARD] + l[keys.TIME_BACKWARD] for l in recorder.iterations[1:])
 
     # 400% would be 4x; 2x leaves room for a loaded machine slowing the normal run.
     assert compute(slow) > 2 * compute(normal)

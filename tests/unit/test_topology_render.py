@@ -12,7 +12,7 @@ import pytest
 from ringleader import api, topology
 from ringleader.api import constants
 from ringleader.api import trial as trial_
-from ringleader.runtime import contract
+from ringleader.contract import environment as contract
 from ringleader.topology import gang, rendering
 
 SETTINGS = topology.RenderSettings(image="ringleader:test", default_tracking_uri="http://mlflow.test:5000")

@@ -17,7 +17,7 @@ import mlflow.tracking
 import pytest
 
 from ringleader.api import experiment, trial
-from ringleader.runtime import contract
+from ringleader.contract import environment as contract
 from ringleader.tracking import cursor, layout, live, publisher, replay, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_

@@ -20,7 +20,7 @@ matplotlib.use("Agg")  # before pyplot: files only, never a window
 import matplotlib.pyplot as pyplot  # noqa: E402
 
 from ringleader.api import trial as trial_  # noqa: E402
-from ringleader.runtime import interfaces  # noqa: E402
+from ringleader.contract import keys  # noqa: E402
 
 # The summary keys (api/status.py Summary, wire names) a row reads.
 THROUGHPUT = "throughput"
@@ -32,12 +32,12 @@ WAIT = "waitFraction"
 
 # Phases of a rank's breakdown plot, bottom to top, with the colours of the comparison plot's shares.
 BREAKDOWN_PHASES = (
-    (interfaces.TIME_DATA, "data", "#9ecae1"),
-    (interfaces.TIME_FORWARD, "forward", "#4292c6"),
-    (interfaces.TIME_BACKWARD, "backward", "#08519c"),
-    (interfaces.TIME_UPDATE, "update", "#6baed6"),
-    (interfaces.TIME_COMM, "communication", "#fd8d3c"),
-    (interfaces.TIME_WAIT, "waiting", "#bdbdbd"),
+    (keys.TIME_DATA, "data", "#9ecae1"),
+    (keys.TIME_FORWARD, "forward", "#4292c6"),
+    (keys.TIME_BACKWARD, "backward", "#08519c"),
+    (keys.TIME_UPDATE, "update", "#6baed6"),
+    (keys.TIME_COMM, "communication", "#fd8d3c"),
+    (keys.TIME_WAIT, "waiting", "#bdbdbd"),
 )
 SHARE_COLOURS = {"compute": "#2171b5", "communication": "#fd8d3c", "waiting": "#bdbdbd"}
 
@@ -199,16 +199,16 @@ class RankBreakdown:
     def unaccounted(self) -> float:
         """Iteration time in no phase (loop overhead, logging), never negative."""
         timed = sum(self.phases.get(key, 0.0) for key, _, _ in BREAKDOWN_PHASES)
-        return max(0.0, self.phases.get(interfaces.TIME_ITERATION, 0.0) - timed)
+        return max(0.0, self.phases.get(keys.TIME_ITERATION, 0.0) - timed)
 
 
 def rank_breakdown(rank: int, records: Iterable[Mapping[str, Any]]) -> RankBreakdown | None:
     """Means over a worker rank's records that are not warm-up; None for a rank without worker records."""
-    steady = [r for r in records if interfaces.TIME_ITERATION in r and not r.get("warmup")]
+    steady = [r for r in records if keys.TIME_ITERATION in r and not r.get("warmup")]
     if not steady:
         return None
-    keys = [key for key, _, _ in BREAKDOWN_PHASES] + [interfaces.TIME_ITERATION]
-    phases = {key: statistics.fmean(float(r.get(key) or 0.0) for r in steady) for key in keys}
+    names = [key for key, _, _ in BREAKDOWN_PHASES] + [keys.TIME_ITERATION]
+    phases = {key: statistics.fmean(float(r.get(key) or 0.0) for r in steady) for key in names}
     role = str(steady[0].get("role", "worker"))
     return RankBreakdown(rank=rank, role=role, iterations=len(steady), phases=phases)
 

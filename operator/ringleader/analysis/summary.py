@@ -18,10 +18,8 @@ from typing import Any, Iterable
 
 from ringleader.api import constants, status
 from ringleader.api import trial as trial_
-from ringleader.runtime import interfaces
+from ringleader.contract import keys
 
-STATUS_KEYS = ("throughput", "iterationTimeP50Seconds", "iterationTimeP95Seconds", "computeFraction",
-               "commFraction", "waitFraction", "stragglerRank")
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -61,7 +59,7 @@ def rank_summary(records: list[dict]) -> dict[str, float]:
         mean = _mean(record.get(metric) for record in counted)
         if mean is not None:
             summary[metric] = mean
-    losses = [r[interfaces.LOSS] for r in records if r.get(interfaces.LOSS) is not None]
+    losses = [r[keys.LOSS] for r in records if r.get(keys.LOSS) is not None]
     if losses:
         summary["lossFirst"], summary["lossLast"] = float(losses[0]), float(losses[-1])
     return summary
@@ -92,10 +90,10 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     for rank in worker_ranks:
         all_records = [r for r in records_by_rank[rank] if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER]
         records = measured(all_records)
-        times = [_value(r, interfaces.TIME_ITERATION) for r in records]
-        compute = [sum(_value(r, phase) for phase in interfaces.COMPUTE_PHASES) for r in records]
-        comm = [_value(r, interfaces.TIME_COMM) for r in records]
-        wait = [_value(r, interfaces.TIME_WAIT) for r in records]
+        times = [_value(r, keys.TIME_ITERATION) for r in records]
+        compute = [sum(_value(r, phase) for phase in keys.COMPUTE_PHASES) for r in records]
+        comm = [_value(r, keys.TIME_COMM) for r in records]
+        wait = [_value(r, keys.TIME_WAIT) for r in records]
         elapsed = sum(times)
         if elapsed > 0:
             throughput += batch_size * len(records) / elapsed
@@ -104,11 +102,11 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         totals["compute"] += sum(compute)
         totals["comm"] += sum(comm)
         totals["wait"] += sum(wait)
-        totals["bytes"] += sum(_value(r, interfaces.BYTES_SENT) for r in records)
+        totals["bytes"] += sum(_value(r, keys.BYTES_SENT) for r in records)
         count += len(records)
         mean_compute[rank] = sum(compute) / len(records) if records else 0.0
-        staleness += [float(r[interfaces.STALENESS]) for r in records if r.get(interfaces.STALENESS) is not None]
-        losses = [r[interfaces.LOSS] for r in all_records if r.get(interfaces.LOSS) is not None]
+        staleness += [float(r[keys.STALENESS]) for r in records if r.get(keys.STALENESS) is not None]
+        losses = [r[keys.LOSS] for r in all_records if r.get(keys.LOSS) is not None]
         if losses:
             first_losses.append(losses[0])
             last_losses.append(losses[-1])
@@ -145,8 +143,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     server_records = [r for records in records_by_rank.values() for r in measured(records, constants.ROLE_PS)
                       if r.get("role") == constants.ROLE_PS]
     if server_records:
-        summary["serverAggregationSeconds"] = _mean(r.get(interfaces.SERVER_AGGREGATION) for r in server_records)
-        summary["serverQueueDepthMean"] = _mean(r.get(interfaces.SERVER_QUEUE_DEPTH) for r in server_records)
+        summary["serverAggregationSeconds"] = _mean(r.get(keys.SERVER_AGGREGATION) for r in server_records)
+        summary["serverQueueDepthMean"] = _mean(r.get(keys.SERVER_QUEUE_DEPTH) for r in server_records)
     bits_per_second = trial.spec.network.bits_per_second()
     if bits_per_second and totals["iteration"] > 0:
         summary["networkUtilization"] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
@@ -159,7 +157,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
 
 def to_status(summary: dict[str, Any]) -> status.Summary:
     """The api.status.Summary part of a summary, for the experiment's status."""
-    return status.Summary.model_validate({key: summary.get(key) for key in STATUS_KEYS})
+    return status.Summary.model_validate({key: summary.get(key) for key in keys.STATUS_KEYS})
 
 
 def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
@@ -169,4 +167,4 @@ def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
     smaller = {key: value for key, value in summary.items() if key != "perRank"}
     if len(json.dumps(smaller)) <= limit:
         return smaller
-    return {key: summary.get(key) for key in STATUS_KEYS}
+    return {key: summary.get(key) for key in keys.STATUS_KEYS}

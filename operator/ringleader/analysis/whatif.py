@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Sequence
 
 from ringleader.analysis import summary
 from ringleader.api import constants
-from ringleader.runtime import interfaces, records
+from ringleader.contract import keys, records
 
 BITS_PER_BYTE = 8.0
 FUSION_WINDOW_SECONDS = 0.005
@@ -204,7 +204,7 @@ def batch_seconds_from_records(iterations: list[dict]) -> float:
     counted = summary.measured(iterations, constants.ROLE_WORKER)
     if not counted:
         raise ValueError("no worker iteration records")
-    return statistics.fmean(sum(r.get(phase) or 0.0 for phase in interfaces.COMPUTE_PHASES) for r in counted)
+    return statistics.fmean(sum(r.get(phase) or 0.0 for phase in keys.COMPUTE_PHASES) for r in counted)
 
 
 def read_rank(rank_dir: str | pathlib.Path) -> tuple[BackwardProfile, float]:

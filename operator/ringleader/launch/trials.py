@@ -21,7 +21,8 @@ from ringleader.api import trial as trial_
 from ringleader.contract import failures
 from ringleader.launch import processes
 from ringleader.launch import settings as settings_
-from ringleader.runtime import contract, records
+from ringleader.contract import environment as contract
+from ringleader.contract import records
 from ringleader.tracking import layout, schema
 
 LOOPBACK = "127.0.0.1"
@@ -98,7 +99,7 @@ class TrialRun:
         """trial.json, the topology a cluster would run (topology.yaml, a record for MLflow) and a RUNNING
         outcome: enough for the publisher to open the trial's run."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        layout.write_json(self.directory / layout.TRIAL_FILE, self.trial.model_dump(mode="json", by_alias=True))
+        records.write_json(self.directory / layout.TRIAL_FILE, self.trial.model_dump(mode="json", by_alias=True))
         try:
             documents = topology.render(self.trial)
         except (topology.TemplateError, ValueError) as error:  # a record only: the local run does not need it

@@ -3,8 +3,8 @@
 The worker loop (`worker.py`) owns data, forward and backward; a `Synchronizer` (ring.py,
 parameter_server.py, peer_to_peer.py) owns everything after backward that makes the next
 iteration's parameters; a `Timer` (timing.py) records where the time went; a `Recorder`
-(records.py, on local disk, published to MLflow by tracking/) keeps the records. Metric names
-are the MLflow schema of DESIGN.md.
+(contract/records.py, on local disk, published to MLflow by tracking/) keeps the records. Metric
+names live in contract/keys.py.
 """
 
 from __future__ import annotations
@@ -12,28 +12,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # metric names are read by the launcher and operator, which need not load torch
+if TYPE_CHECKING:
     import torch
-
-# Per worker, per iteration (seconds, bytes, iterations).
-TIME_DATA = "time/data"
-TIME_FORWARD = "time/forward"
-TIME_BACKWARD = "time/backward"
-TIME_COMM = "time/comm"
-TIME_WAIT = "time/wait"
-TIME_UPDATE = "time/update"
-TIME_ITERATION = "time/iteration"
-BYTES_SENT = "bytes/sent"
-BYTES_RECEIVED = "bytes/received"
-STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the server's clock
-LOSS = "loss"
-# Per server, per aggregation.
-SERVER_AGGREGATION = "server/aggregation"
-SERVER_QUEUE_DEPTH = "server/queue_depth"
-SERVER_THRESHOLD = "server/threshold"  # DSSP: the staleness threshold granted (s_L + r)
-
-COMPUTE_PHASES = (TIME_DATA, TIME_FORWARD, TIME_BACKWARD, TIME_UPDATE)
-
 
 class Timer(Protocol):
     """Times the phases of one iteration; cheap enough to leave on (see bench/overhead)."""

@@ -16,7 +16,7 @@ Runbook (what `ringleader run` and the operator's pods do for you; from the repo
       PYTHONPATH=operator python -m ringleader.runtime &
     done; wait
 
-    # 3. the records (format: runtime/records.py)
+    # 3. the records (format: contract/records.py)
     cat /tmp/ringleader/quickstart-2/summary.json; wc -l /tmp/ringleader/quickstart-2/rank-*/iterations.jsonl
 
 Optional knobs (runtime/settings.py): RINGLEADER_TIMEOUT_SECONDS (300), RINGLEADER_BUCKET_BYTES
@@ -41,8 +41,9 @@ from ringleader.analysis import summary as summary_
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
-from ringleader.contract import failures
-from ringleader.runtime import contract, heartbeat, parameter_server, peer_to_peer, records, ring, settings, worker
+from ringleader.contract import failures, keys, records
+from ringleader.contract import environment as contract
+from ringleader.runtime import heartbeat, parameter_server, peer_to_peer, ring, settings, worker
 
 TERMINATION_LOG = "/dev/termination-log"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -243,7 +244,7 @@ def main(environ=os.environ) -> int:
         if gathered is not None:
             summary = summary_.summarize(gathered, trial)
             write_trial_summary(trial, env, summary)
-            print("summary: " + json.dumps({key: summary.get(key) for key in summary_.STATUS_KEYS}), flush=True)
+            print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
     except Exception as error:  # any failure ends this rank; the reason goes to the operator
         traceback.print_exc(file=sys.stdout)
         if recorder is not None:

@@ -22,8 +22,8 @@ import torch.distributed as dist
 
 from ringleader.api import constants
 from ringleader.api import trial as trial_
-from ringleader.runtime import (contract, interfaces, models, optimizers, paradigms, ps_client, ps_link, ps_shards,
-                                ps_shard_server, settings, shaping)
+from ringleader.contract import environment as contract
+from ringleader.runtime import (interfaces, models, optimizers, paradigms, ps_client, ps_link, ps_shards, ps_shard_server, settings, shaping)
 
 
 def group_for(trial: trial_.Trial) -> object:

@@ -22,8 +22,9 @@ import threading
 import torch
 
 from ringleader.api import trial as trial_
-from ringleader.runtime import (contract, interfaces, parameter_server, paradigms, ps_client, ps_link,
-                                ps_shard_server, ps_shards, settings, shaping)
+from ringleader.contract import environment as contract
+from ringleader.contract import keys
+from ringleader.runtime import (interfaces, parameter_server, paradigms, ps_client, ps_link, ps_shard_server, ps_shards, settings, shaping)
 
 
 class PeerSynchronizer:
@@ -77,15 +78,15 @@ class PeerSynchronizer:
         seconds, depth, threshold = 0.0, None, None
         while self.aggregations:
             metrics = self.aggregations.popleft()
-            seconds += metrics[interfaces.SERVER_AGGREGATION]
-            depth = max(depth or 0.0, metrics[interfaces.SERVER_QUEUE_DEPTH])
-            threshold = metrics.get(interfaces.SERVER_THRESHOLD, threshold)
+            seconds += metrics[keys.SERVER_AGGREGATION]
+            depth = max(depth or 0.0, metrics[keys.SERVER_QUEUE_DEPTH])
+            threshold = metrics.get(keys.SERVER_THRESHOLD, threshold)
         if depth is None:
             return
-        timer.set(interfaces.SERVER_AGGREGATION, seconds)
-        timer.set(interfaces.SERVER_QUEUE_DEPTH, depth)
+        timer.set(keys.SERVER_AGGREGATION, seconds)
+        timer.set(keys.SERVER_QUEUE_DEPTH, depth)
         if threshold is not None:
-            timer.set(interfaces.SERVER_THRESHOLD, threshold)
+            timer.set(keys.SERVER_THRESHOLD, threshold)
 
     def close(self) -> None:
         finished = self.client.steps >= self.client.iterations

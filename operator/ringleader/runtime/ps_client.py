@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from ringleader.contract import keys
 from ringleader.runtime import interfaces, ps_link, ps_shards, ps_wire
 
 
@@ -65,7 +66,7 @@ class Client:
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         started = time.perf_counter()
         # The gradient of this step was computed on weights of clock weights_clock.
-        timer.set(interfaces.STALENESS, float(step - self.weights_clock))
+        timer.set(keys.STALENESS, float(step - self.weights_clock))
         sent = received = 0
 
         # push: gradient shards to their owners (on GPU, the copy to pinned memory is a device sync)
@@ -101,11 +102,11 @@ class Client:
 
         update = ended - pulled
         wait = min(ok.held, answered - pushed)  # the server's hold, never more than we waited here
-        timer.add(interfaces.TIME_WAIT, wait)
-        timer.add(interfaces.TIME_UPDATE, update)
-        timer.add(interfaces.TIME_COMM, max(0.0, (ended - started) - wait - update))
-        timer.add(interfaces.BYTES_SENT, float(sent))
-        timer.add(interfaces.BYTES_RECEIVED, float(received))
+        timer.add(keys.TIME_WAIT, wait)
+        timer.add(keys.TIME_UPDATE, update)
+        timer.add(keys.TIME_COMM, max(0.0, (ended - started) - wait - update))
+        timer.add(keys.BYTES_SENT, float(sent))
+        timer.add(keys.BYTES_RECEIVED, float(received))
         span = getattr(timer, "span", None)  # the trace of timing.IterationTimer, when it is one
         if span is not None:
             span("push", started, pushed)

@@ -22,7 +22,8 @@ import time
 
 import torch
 
-from ringleader.runtime import interfaces, paradigms, ps_link, ps_wire
+from ringleader.contract import keys
+from ringleader.runtime import paradigms, ps_link, ps_wire
 
 
 class ServerError(RuntimeError):
@@ -130,14 +131,14 @@ class ShardServer:
         if not applied:
             return None
         metrics = {
-            interfaces.SERVER_AGGREGATION: self.round_seconds,
-            interfaces.SERVER_QUEUE_DEPTH: float(len(self.held)),
+            keys.SERVER_AGGREGATION: self.round_seconds,
+            keys.SERVER_QUEUE_DEPTH: float(len(self.held)),
             "warmup": message.count <= self.warmup_iterations,
         }
         self.round_seconds = 0.0
         grant = getattr(self.gate, "last_grant", None)
         if grant is not None:
-            metrics[interfaces.SERVER_THRESHOLD] = float(grant.threshold)
+            metrics[keys.SERVER_THRESHOLD] = float(grant.threshold)
         return metrics
 
     def _pull(self, message: ps_wire.Message) -> None:

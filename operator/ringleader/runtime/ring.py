@@ -22,7 +22,9 @@ import torch
 import torch.distributed as dist
 
 from ringleader.api import trial as trial_
-from ringleader.runtime import contract, interfaces, settings, shaping, timing
+from ringleader.contract import environment as contract
+from ringleader.contract import keys
+from ringleader.runtime import interfaces, settings, shaping, timing
 
 
 class Bucket:
@@ -127,7 +129,7 @@ class RingSynchronizer:
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         if self.world > 1:
             # communicate: launch what backward left (unused parameters), wait for every bucket, average
-            with timer.phase(interfaces.TIME_COMM):
+            with timer.phase(keys.TIME_COMM):
                 self._launch_ready(flush=True)
                 for bucket in self.buckets:
                     bucket.work.wait()  # CPU: blocks until reduced; GPU: the compute stream waits for NCCL
@@ -145,10 +147,10 @@ class RingSynchronizer:
                            timing.TRACK_COMM, {"bytes": bucket.bytes})
                 bucket.reset()
             self.next_launch = 0
-            timer.add(interfaces.BYTES_SENT, self.bytes_per_iteration)
-            timer.add(interfaces.BYTES_RECEIVED, self.bytes_per_iteration)
+            timer.add(keys.BYTES_SENT, self.bytes_per_iteration)
+            timer.add(keys.BYTES_RECEIVED, self.bytes_per_iteration)
         # update: every rank applies the same averaged gradient to the same weights
-        with timer.phase(interfaces.TIME_UPDATE):
+        with timer.phase(keys.TIME_UPDATE):
             self.optimizer.step()
 
     def close(self) -> None:

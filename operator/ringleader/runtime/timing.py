@@ -18,13 +18,13 @@ import time
 
 import torch
 
-from ringleader.runtime import interfaces
+from ringleader.contract import keys
 
 # Every iteration record carries these keys, zero when a phase did not happen, so all rows align.
 ITERATION_KEYS = (
-    interfaces.TIME_DATA, interfaces.TIME_FORWARD, interfaces.TIME_BACKWARD, interfaces.TIME_COMM,
-    interfaces.TIME_WAIT, interfaces.TIME_UPDATE, interfaces.TIME_ITERATION,
-    interfaces.BYTES_SENT, interfaces.BYTES_RECEIVED,
+    keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD, keys.TIME_COMM,
+    keys.TIME_WAIT, keys.TIME_UPDATE, keys.TIME_ITERATION,
+    keys.BYTES_SENT, keys.BYTES_RECEIVED,
 )
 TRACK_ITERATION = "iterations"
 TRACK_MAIN = "main thread"
@@ -138,11 +138,11 @@ class IterationTimer:
                     offset = self._begin_event.elapsed_time(start_event) / 1000.0
                     self.span(name.removeprefix("time/"), begun + offset, begun + offset + seconds, TRACK_MAIN)
         ended = time.perf_counter()
-        self.metrics[interfaces.TIME_ITERATION] = ended - self._started
+        self.metrics[keys.TIME_ITERATION] = ended - self._started
         if self.tracing:
             self.span(f"iteration {self.step}", self._started, ended, TRACK_ITERATION)
             if self._ready:
-                backward = self.host_spans.get(interfaces.TIME_BACKWARD, (self._started, ended))
+                backward = self.host_spans.get(keys.TIME_BACKWARD, (self._started, ended))
                 self.layer_iterations.append({
                     "step": self.step,
                     "backwardStart": backward[0] - self._started,

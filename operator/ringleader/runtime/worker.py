@@ -9,8 +9,9 @@ from __future__ import annotations
 import torch
 
 from ringleader.api import trial as trial_
-from ringleader.contract import progress
-from ringleader.runtime import contract, data, interfaces, models, optimizers, records, settings, straggler, timing
+from ringleader.contract import keys, progress, records
+from ringleader.contract import environment as contract
+from ringleader.runtime import data, interfaces, models, optimizers, settings, straggler, timing
 
 
 def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
@@ -45,20 +46,20 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             timer.begin(step)
 
             # data: the batch of this step, copied to the device (the DAG model's read + h2d)
-            with timer.phase(interfaces.TIME_DATA):
+            with timer.phase(keys.TIME_DATA):
                 inputs, labels = dataset.batch(step, batch_size)  # (B, 3, H, W) and (B,), or (B, T) and (B, T)
                 inputs = inputs.to(device, non_blocking=True)
                 labels = labels.to(device, non_blocking=True)
 
             # forward
-            with timer.phase(interfaces.TIME_FORWARD):
+            with timer.phase(keys.TIME_FORWARD):
                 slow.start()
                 logits = model(inputs)  # (B, C) or (B, T, V)
                 loss = models.loss(logits, labels)  # scalar, stays on the device until finish()
                 slow.stretch()
 
             # backward: gradient hooks fire per parameter here (ring buckets start allreducing now)
-            with timer.phase(interfaces.TIME_BACKWARD):
+            with timer.phase(keys.TIME_BACKWARD):
                 model.zero_grad(set_to_none=True)
                 loss.backward()
                 slow.stretch()
@@ -68,11 +69,11 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
 
             # time and log: finish() is the iteration's one device sync, after which loss.item() is free
             metrics = timer.finish()
-            metrics[interfaces.LOSS] = loss.item()
+            metrics[keys.LOSS] = loss.item()
             recorder.log_iteration(step, metrics)
             if (step + 1) % progress_every == 0 or step + 1 == iterations:
-                print(progress.progress_line(step + 1, iterations, metrics[interfaces.LOSS],
-                                             metrics[interfaces.TIME_ITERATION]), flush=True)
+                print(progress.progress_line(step + 1, iterations, metrics[keys.LOSS],
+                                             metrics[keys.TIME_ITERATION]), flush=True)
     finally:
         # stop: release the peers even when this rank fails, so nobody waits for it longer than needed
         synchronizer.close()

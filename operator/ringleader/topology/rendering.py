@@ -19,7 +19,7 @@ import yaml
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.api.spec import Architecture
-from ringleader.runtime import contract
+from ringleader.contract import environment as contract
 from ringleader.topology import gang, names
 from ringleader.topology import settings as settings_
 

@@ -7,7 +7,7 @@
     <session>/<trial>/summary.json      the trial's summary (the lowest worker rank, runtime)
     <session>/<trial>/logs/rank-<r>.stdout, .stderr   the ranks' output (launcher)
     <session>/<trial>/rank-<r>/         iterations.jsonl, summary.json, trace.json, layers.json (runtime,
-                                        format in runtime/records.py)
+                                        format in contract/records.py)
     mlflow-cursor.json in the session, trial and rank directories: what is published (publisher)
 """
 
@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
 import re
 from typing import Any
 
-from ringleader.runtime import contract, records
+from ringleader.contract import environment as contract
+from ringleader.contract import records
 
 SESSION_FILE = "session.json"
 OUTCOME_FILE = "outcome.json"
 TRIAL_FILE = contract.TRIAL_FILE_NAME
-# The runtime's own files (runtime/records.py has their format).
+# The runtime's own files (contract/records.py has their format).
 SUMMARY_FILE = records.SUMMARY_FILE
 ITERATIONS_FILE = records.ITERATIONS_FILE
 TRACE_FILE = records.TRACE_FILE
@@ -96,13 +96,6 @@ class Outcome:
         )
 
 
-def write_json(path: pathlib.Path, document: Any) -> None:
-    """Atomically, so a reader (the publisher, a later `ringleader publish`) never sees half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(document, indent=2))
-    os.replace(temporary, path)
-
-
 def read_json(path: pathlib.Path) -> Any | None:
     """The document, or None when the file is absent or not (yet) valid JSON."""
     try:
@@ -117,42 +110,4 @@ def read_outcome(directory: pathlib.Path) -> Outcome | None:
 
 
 def write_outcome(directory: pathlib.Path, outcome: Outcome) -> None:
-    write_json(directory / OUTCOME_FILE, outcome.to_json())
-
-
-def read_records(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20) -> tuple[list[tuple[dict, int]], int]:
-    """Complete JSON lines of a .jsonl file from `offset`: [(record, end offset)], and the offset reached.
-
-    A last line without its newline is being written: it is left for the next read. A line that is not
-    JSON (a torn write before a crash) is skipped, so it cannot block the lines after it."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            chunk = handle.read(limit_bytes)
-    except FileNotFoundError:
-        return [], offset
-    end = chunk.rfind(b"\n")
-    if end < 0:
-        return [], offset
-    records = []
-    position = offset
-    for line in chunk[: end + 1].splitlines(keepends=True):
-        position += len(line)
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append((record, position))
-    return records, position
-
-
-def read_all_records(path: pathlib.Path) -> list[dict]:
-    records: list[dict] = []
-    offset = 0
-    while True:
-        batch, reached = read_records(path, offset)
-        if reached == offset:
-            return records
-        records += [record for record, _ in batch]
-        offset = reached
+    records.write_json(directory / OUTCOME_FILE, outcome.to_json())

@@ -17,7 +17,7 @@ import mlflow.entities
 
 from ringleader.api import constants
 from ringleader.api import trial as trial_
-from ringleader.runtime import contract
+from ringleader.contract import environment as contract
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import layout, publisher, schema
 from ringleader.tracking import settings as settings_

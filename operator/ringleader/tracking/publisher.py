@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import mlflow.entities
 
 from ringleader.api import trial as trial_
+from ringleader.contract import records as record_files
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import layout, schema
 from ringleader.tracking import store as store_
@@ -89,14 +90,14 @@ class RankPublisher:
         path = self.rank_dir / layout.ITERATIONS_FILE
         logged = 0
         while True:
-            records, reached = layout.read_records(path, cursor.offset)
+            lines, reached = record_files.read_lines(path, cursor.offset)
             if reached == cursor.offset:
                 return logged
             # Group whole records into batches of at most metrics_per_batch values, so the cursor always
             # lands on a line end and a batch in flight during an outage is the most a replay repeats.
             batch: list[mlflow.entities.Metric] = []
             batch_end, batch_records, elapsed = cursor.offset, 0, cursor.elapsed_ms
-            for record, end in records:
+            for record, end in lines:
                 line = cursor.records + batch_records
                 step = record.get("step")
                 step = int(step) if schema.is_metric_value(step) else line
@@ -212,7 +213,7 @@ def _log_breakdown(store: store_.Store, run_id: str, trial: trial_.Trial, trial_
     from ringleader.analysis import report
 
     breakdowns = [b for rank, directory in layout.rank_dirs(trial_dir).items()
-                  if (b := report.rank_breakdown(rank, layout.read_all_records(directory / layout.ITERATIONS_FILE)))]
+                  if (b := report.rank_breakdown(rank, record_files.read_iterations(directory / layout.ITERATIONS_FILE)))]
     if not breakdowns:
         return
     with tempfile.TemporaryDirectory(prefix="ringleader-plot-") as staging:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
+from ringleader.contract import records
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import layout, publisher, schema
 from ringleader.tracking import store as store_
@@ -44,7 +45,7 @@ class Session:
                    source=document.get("source"))
 
     def save(self) -> None:
-        layout.write_json(self.directory / layout.SESSION_FILE, self.to_json())
+        records.write_json(self.directory / layout.SESSION_FILE, self.to_json())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ from ringleader.api import experiment, trial
 from ringleader.contract import failures
 from ringleader.launch import cli, processes, progress, publish, sweep, trials
 from ringleader.launch import settings as settings_
-from ringleader.runtime import contract
+from ringleader.contract import environment as contract
 
 
 def a_trial() -> trial.Trial:

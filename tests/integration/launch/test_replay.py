@@ -12,7 +12,7 @@ import pytest
 
 import launching
 from ringleader.api import experiment, trial
-from ringleader.runtime import contract
+from ringleader.contract import environment as contract
 from ringleader.tracking import cursor, layout, live, replay, runs
 from ringleader.tracking import settings as settings_
 

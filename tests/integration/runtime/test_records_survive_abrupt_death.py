@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ringleader.runtime import records
+from ringleader.contract import records
 
 ITERATIONS = 5
 DEATHS = {
@@ -22,7 +22,7 @@ DEATHS = {
 }
 PROGRAM = """
 import os, signal, sys
-from ringleader.runtime import records
+from ringleader.contract import records
 recorder = records.RankRecorder(sys.argv[1], "trial", int(sys.argv[2]))
 for step in range({iterations}):
     recorder.log_iteration(step, {{"time/iteration": 0.001 * step, "loss": 2.0 - step, "bytes/sent": 1e6}})

@@ -5,8 +5,7 @@ import time
 
 import pytest
 
-from ringleader.contract import failures
-from ringleader.runtime import interfaces, records
+from ringleader.contract import failures, keys, records
 
 pytestmark = pytest.mark.integration
 
@@ -49,8 +48,8 @@ def test_each_rank_moves_the_ring_traffic_of_the_model(ring_run):
     expected = 2 * (2 - 1) / 2 * 4 * parameters  # 2(N-1)/N * M bytes
     for rank in (0, 1):
         for line in ring_run.iterations(rank):
-            assert line[interfaces.BYTES_SENT] == expected == line[interfaces.BYTES_RECEIVED]
-            assert line[interfaces.TIME_COMM] > 0
+            assert line[keys.BYTES_SENT] == expected == line[keys.BYTES_RECEIVED]
+            assert line[keys.TIME_COMM] > 0
 
 
 def test_records_and_the_trial_summary_are_written(ring_run):
@@ -117,7 +116,7 @@ def test_the_straggler_is_found_and_the_fast_worker_waits_for_it(ring_run):
 
     def mean_forward(rank):
         lines = [line for line in ring_run.iterations(rank) if not line["warmup"]]
-        return sum(line[interfaces.TIME_FORWARD] for line in lines) / len(lines)
+        return sum(line[keys.TIME_FORWARD] for line in lines) / len(lines)
 
     # Forward overlaps nothing, so it shows the 4x stretch best; 2x leaves room for a loaded machine.
     assert mean_forward(1) > 2 * mean_forward(0)
@@ -129,7 +128,7 @@ def test_the_straggler_is_found_and_the_fast_worker_waits_for_it(ring_run):
 def test_the_link_is_shaped_to_the_bandwidth(ring_run):
     summary = ring_run.summary()
     # 2(N-1)/N * M bytes over 100 Mbit/s is the least an iteration's communication can take.
-    link_seconds = 8 * ring_run.iterations(0)[0][interfaces.BYTES_SENT] / 100e6
+    link_seconds = 8 * ring_run.iterations(0)[0][keys.BYTES_SENT] / 100e6
     for rank in ("0", "1"):
         assert summary["perRank"][rank]["iterationSeconds"] >= link_seconds
     assert 0 < summary["networkUtilization"] <= 1.05

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from ringleader.api import spec as spec_
-from ringleader.runtime import interfaces, optimizers, paradigms, ps_link, ps_shard_server, ps_shards, ps_wire, shaping
+from ringleader.contract import keys
+from ringleader.runtime import optimizers, paradigms, ps_link, ps_shard_server, ps_shards, ps_wire, shaping
 
 SERVER, WORKERS = 0, [1, 2]
 LEARNING_RATE = 0.1
@@ -74,7 +75,7 @@ def test_bsp_averages_the_round_and_releases_everyone_with_the_same_weights():
         assert reply.kind == ps_wire.Kind.REPLY and reply.clock == 1 and reply.version == 1
         assert torch.allclose(weights_of(server, reply)[0], torch.full((2, 2), expected))
     assert replies[0][1].payload is replies[1][1].payload  # one copy of the weights for everyone
-    assert metrics[interfaces.SERVER_AGGREGATION] > 0 and metrics[interfaces.SERVER_QUEUE_DEPTH] == 0.0
+    assert metrics[keys.SERVER_AGGREGATION] > 0 and metrics[keys.SERVER_QUEUE_DEPTH] == 0.0
 
 
 def test_asp_applies_each_push_at_once_with_the_learning_rate_divided_by_the_workers():
@@ -101,11 +102,11 @@ def test_dssp_records_the_threshold_it_granted():
     server.handle(ps_wire.Message(ps_wire.Kind.PULL, 2, count=0, received_at=0.0))
     push(server, 2, 1, gradients(1.0), at=3.0)  # the slow worker: one interval of 3 s
     metrics = push(server, 1, 1, gradients(1.0), at=1.0)  # 0 ahead: OK, no controller
-    assert interfaces.SERVER_THRESHOLD not in metrics
+    assert keys.SERVER_THRESHOLD not in metrics
     metrics = push(server, 1, 2, gradients(1.0), at=2.0)  # 1 ahead of s_L = 0 -> controller
     assert gate.last_grant is not None
-    assert metrics[interfaces.SERVER_THRESHOLD] == gate.last_grant.threshold
-    assert 0 <= metrics[interfaces.SERVER_THRESHOLD] <= 3
+    assert metrics[keys.SERVER_THRESHOLD] == gate.last_grant.threshold
+    assert 0 <= metrics[keys.SERVER_THRESHOLD] <= 3
 
 
 # ---------------------------------------------------------------------------------------------

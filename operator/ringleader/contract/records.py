@@ -43,7 +43,7 @@ import time
 from typing import Any
 
 from ringleader.api import constants
-from ringleader.runtime import journal
+from ringleader.contract import journal
 
 ITERATIONS_FILE = "iterations.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -69,24 +69,48 @@ def _finite(value: Any) -> Any:
 
 def write_json(path: pathlib.Path, document: Any) -> None:
     """Write atomically (a temporary file renamed over the target), so readers never see half a file."""
-    temporary = path.with_name(f".{path.name}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps(document, indent=1, default=float))
     os.replace(temporary, path)
 
 
-def read_iterations(path: str | os.PathLike) -> list[dict]:
-    """The records of an iterations.jsonl file, skipping a torn last line left by a crash."""
-    records = []
+def read_lines(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20) -> tuple[list[tuple[dict, int]], int]:
+    """Complete JSON lines of a .jsonl file from `offset`: [(record, end offset)], and the offset reached.
+
+    A last line without its newline is being written: it is left for the next read. A line that is not
+    JSON (a torn write before a crash) is skipped, so it cannot block the lines after it."""
     try:
-        text = pathlib.Path(path).read_text()
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read(limit_bytes)
     except FileNotFoundError:
-        return records
-    for line in text.splitlines():
+        return [], offset
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    records = []
+    position = offset
+    for line in chunk[: end + 1].splitlines(keepends=True):
+        position += len(line)
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             continue
-    return records
+        if isinstance(record, dict):
+            records.append((record, position))
+    return records, position
+
+
+def read_iterations(path: str | os.PathLike) -> list[dict]:
+    """Every complete record of an iterations.jsonl file."""
+    records: list[dict] = []
+    offset = 0
+    while True:
+        batch, reached = read_lines(path, offset)
+        if reached == offset:
+            return records
+        records += [record for record, _ in batch]
+        offset = reached
 
 
 def restore(rank_directory: str | os.PathLike) -> int:
