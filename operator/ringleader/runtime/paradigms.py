@@ -1,7 +1,7 @@
 """The sync paradigms' server-side decisions: after each push, which workers get their OK (BSP, ASP, SSP, DSSP).
 
 Pure and deterministic (no torch, no clock of its own: callers pass `now`), so the decisions are
-unit-tested on scripted push sequences (tests/unit/test_paradigms.py). `ps_shard_server.py` runs one
+unit-tested on scripted push sequences (tests/unit/test_paradigms.py). `exchange/server.py` runs one
 gate: on parameter server 0 in a ParameterServer job, on peer 0's shard server in a PeerToPeer job.
 
 Workers are indices 0..N-1. Every gate keeps t[i] (pushes received from worker i) and the set of

@@ -2,9 +2,9 @@
 
 main.py calls `serve(trial, env, recorder)` on ranks 0..k-1 (ps-0..ps-k-1) and gives workers a
 `WorkerSynchronizer(trial, env, device)`. The k servers hold whole-tensor shards balanced by bytes
-(ps_shards.py); ps-0 also holds the paradigm's gate, the one place where OKs are decided
-(ps_shard_server.py says why); the messages travel as gloo point-to-point on a process group of
-their own (ps_link.py). A server exits when every worker has said it is done, and raises a
+(exchange/shards.py); ps-0 also holds the paradigm's gate, the one place where OKs are decided
+(exchange/server.py says why); the messages travel as gloo point-to-point on a process group of
+their own (exchange/link.py). A server exits when every worker has said it is done, and raises a
 ServerError naming the worker when one dies (its socket closes) or stays silent past
 RINGLEADER_TIMEOUT_SECONDS; main.py turns that into exit status 1 with the reason on stderr.
 
@@ -23,7 +23,7 @@ import torch.distributed as dist
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.runtime import (interfaces, models, optimizers, paradigms, ps_client, ps_link, ps_shards, ps_shard_server, settings, shaping)
+from ringleader.runtime import exchange, interfaces, models, optimizers, paradigms, settings, shaping
 
 
 def group_for(trial: trial_.Trial) -> object:
@@ -57,21 +57,21 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     group = group_for(trial)
 
     # The shard: the same seeded model every rank builds, cut by the plan every rank computes.
-    parameters = ps_client.trainable(models.build(spec.model, spec.data.synthetic))
-    plan = ps_shards.Plan.of(parameters, len(servers))
+    parameters = exchange.client.trainable(models.build(spec.model, spec.data.synthetic))
+    plan = exchange.shards.Plan.of(parameters, len(servers))
     shard = [p.detach().to(device) for p in plan.shard(owner, parameters)]
     gate = paradigms.make_gate(spec.sync, len(workers))
 
-    link = ps_link.Link(group, env.rank, requests_from=workers, replies_from=[],
+    link = exchange.link.Link(group, env.rank, requests_from=workers, replies_from=[],
                         shaper=shaping.Shaper(spec.network.bits_per_second())).start()
-    server = ps_shard_server.ShardServer(
+    server = exchange.server.ShardServer(
         rank=env.rank, shard=shard, optimizer_factory=optimizers.factory(spec.model.optimizer), workers=workers,
         gate=gate if owner == 0 else None, averages_rounds=gate.averages_rounds, link=link,
         warmup_iterations=spec.model.warmup_iterations, name=f"parameter server ps-{owner}",
     )
     print(f"ps-{owner}: {len(shard)} tensor(s), {server.layout.nbytes} bytes, {len(workers)} worker(s), "
           f"{spec.sync.paradigm.value}{' (gate)' if owner == 0 else ''}", flush=True)
-    ps_shard_server.run(server, link.inbox, timeout, recorder.log_iteration)
+    exchange.server.run(server, link.inbox, timeout, recorder.log_iteration)
     link.close(timeout)
 
 
@@ -84,9 +84,9 @@ class WorkerSynchronizer:
         self.timeout = settings.current().timeout_seconds
         servers = server_ranks(trial)
         group = group_for(trial)
-        self.link = ps_link.Link(group, env.rank, requests_from=[], replies_from=servers,
+        self.link = exchange.link.Link(group, env.rank, requests_from=[], replies_from=servers,
                                  shaper=shaping.Shaper(spec.network.bits_per_second())).start()
-        self.client = ps_client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout)
+        self.client = exchange.client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout)
 
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
         # The optimizer runs on the servers; the worker only computes gradients.

@@ -2,12 +2,12 @@
 
 main.py gives each worker rank a `PeerSynchronizer(trial, env, device)`. Gradient shards go straight
 to their owners (an all-to-all of N(N-1) flows), owners update their shard and send it back. The
-shard server runs in a thread of the peer's process (ps_shard_server.run over the link's inbox);
-the worker side (ps_client.py) runs in the training loop. Peer 0's shard server holds the gate, so
+shard server runs in a thread of the peer's process (exchange.server.run over the link's inbox);
+the worker side (exchange/client.py) runs in the training loop. Peer 0's shard server holds the gate, so
 the paradigm's decisions are made once for all shards, as in a ParameterServer trial; a peer's
 push to its own shard skips the network. Both threads share one gloo process group of this
 protocol's own: one sender thread sends for both, one receiver thread per remote peer receives
-for both (ps_link.py), so no two threads ever wait on the same (peer, tag).
+for both (exchange/link.py), so no two threads ever wait on the same (peer, tag).
 
 A peer's close() waits for its own server to hear DONE from every peer: the last peer to finish
 still needs everyone's shard. If the server thread fails (a peer died or went silent), the worker
@@ -24,7 +24,7 @@ import torch
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
-from ringleader.runtime import (interfaces, parameter_server, paradigms, ps_client, ps_link, ps_shard_server, ps_shards, settings, shaping)
+from ringleader.runtime import exchange, interfaces, paradigms, parameter_server, settings, shaping
 
 
 class PeerSynchronizer:
@@ -37,10 +37,10 @@ class PeerSynchronizer:
         self.timeout = settings.current().timeout_seconds
         self.peers = [s.rank for s in trial.worker_slots()]
         group = parameter_server.group_for(trial)
-        self.link = ps_link.Link(group, env.rank, requests_from=self.peers, replies_from=self.peers,
+        self.link = exchange.link.Link(group, env.rank, requests_from=self.peers, replies_from=self.peers,
                                  shaper=shaping.Shaper(self.spec.network.bits_per_second())).start()
-        self.client = ps_client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout)
-        self.server: ps_shard_server.ShardServer | None = None
+        self.client = exchange.client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout)
+        self.server: exchange.server.ShardServer | None = None
         self.server_thread: threading.Thread | None = None
         self.server_error: BaseException | None = None
         # The shard server's aggregations since the worker's last iteration (appended by the server thread).
@@ -48,10 +48,10 @@ class PeerSynchronizer:
 
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
         owner = self.peers.index(self.rank)
-        parameters = ps_client.trainable(model)
-        plan = ps_shards.Plan.of(parameters, len(self.peers))
+        parameters = exchange.client.trainable(model)
+        plan = exchange.shards.Plan.of(parameters, len(self.peers))
         gate = paradigms.make_gate(self.spec.sync, len(self.peers))
-        self.server = ps_shard_server.ShardServer(
+        self.server = exchange.server.ShardServer(
             rank=self.rank, shard=plan.shard(owner, parameters), optimizer_factory=optimizer_factory,
             workers=self.peers, gate=gate if owner == 0 else None, averages_rounds=gate.averages_rounds,
             link=self.link, warmup_iterations=self.spec.model.warmup_iterations, name=f"peer {owner}'s shard server",
@@ -62,7 +62,7 @@ class PeerSynchronizer:
 
     def _serve(self) -> None:
         try:
-            ps_shard_server.run(self.server, self.link.inbox, self.timeout,
+            exchange.server.run(self.server, self.link.inbox, self.timeout,
                                 lambda _step, metrics: self.aggregations.append(metrics))
         except BaseException as error:  # the worker must hear, or it would wait for replies that never come
             self.server_error = error
@@ -97,6 +97,6 @@ class PeerSynchronizer:
                 # here: the server's own inactivity timeout ends it if they stop talking.
                 self.server_thread.join()
                 if self.server_error is not None:
-                    raise ps_link.LinkError(f"this peer's shard server failed: {self.server_error}")
+                    raise exchange.link.LinkError(f"this peer's shard server failed: {self.server_error}")
         finally:
             self.link.close(self.timeout if finished else 0.0)

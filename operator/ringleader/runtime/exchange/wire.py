@@ -1,6 +1,6 @@
 """The messages of parameter-server and peer-to-peer synchronization, and how tensors become their bytes.
 
-Used by ps_link.py (which moves them), ps_shard_server.py (servers) and ps_client.py (workers).
+Used by links.py (which moves them), server.py (servers) and client.py (workers).
 A message is a fixed header of float64 fields (exact for integers below 2**53) and, for pushes
 and replies, a payload: the shard's tensors packed back to back in one uint8 buffer, each at an
 8-byte-aligned offset so it can be viewed in its own dtype without a copy. Both ends build the

@@ -22,7 +22,9 @@ import time
 import torch
 
 from ringleader.contract import keys
-from ringleader.runtime import interfaces, ps_link, ps_shards, ps_wire
+from ringleader.runtime import interfaces
+from ringleader.runtime.exchange import shards, wire
+from ringleader.runtime.exchange import link as links
 
 
 def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -33,15 +35,15 @@ def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 class Client:
     """Pushes to and pulls from `owners` (ranks; owners[0] holds the gate) through `link`."""
 
-    def __init__(self, link: ps_link.Link, rank: int, owners: list[int], iterations: int, timeout_seconds: float):
+    def __init__(self, link: links.Link, rank: int, owners: list[int], iterations: int, timeout_seconds: float):
         self.link = link
         self.rank = rank
         self.owners = owners
         self.iterations = iterations
         self.timeout = timeout_seconds
         self.parameters: list[torch.nn.Parameter] = []
-        self.plan: ps_shards.Plan | None = None
-        self.layouts: list[ps_wire.Layout] = []
+        self.plan: shards.Plan | None = None
+        self.layouts: list[wire.Layout] = []
         self.push_buffers: list[torch.Tensor] = []
         self.cuda = False
         self.weights_clock = 0  # the gate's clock of the weights in the model now
@@ -53,12 +55,12 @@ class Client:
     def attach(self, model: torch.nn.Module) -> None:
         """Lay out the shards and pull the initial weights from their owners."""
         self.parameters = trainable(model)
-        self.plan = ps_shards.Plan.of(self.parameters, len(self.owners))
-        self.layouts = [ps_wire.Layout(self.plan.shard(j, self.parameters)) for j in range(len(self.owners))]
+        self.plan = shards.Plan.of(self.parameters, len(self.owners))
+        self.layouts = [wire.Layout(self.plan.shard(j, self.parameters)) for j in range(len(self.owners))]
         self.cuda = any(p.is_cuda for p in self.parameters)
         self.push_buffers = [layout.empty(pin=self.cuda) for layout in self.layouts]
         for owner in self.owners:
-            self.link.send(owner, ps_wire.Message(ps_wire.Kind.PULL, self.rank, count=0, clock=0))
+            self.link.send(owner, wire.Message(wire.Kind.PULL, self.rank, count=0, clock=0))
         self._install([self._expect_reply(j, "initial weights") for j in range(len(self.owners))])
 
     # -- one iteration -----------------------------------------------------------------------------
@@ -74,7 +76,7 @@ class Client:
         for j, owner in enumerate(self.owners):
             payload = self.layouts[j].pack(self.plan.shard(j, gradients), out=self.push_buffers[j]) \
                 if len(self.layouts[j]) else None
-            push = ps_wire.Message(ps_wire.Kind.PUSH, self.rank, count=step + 1, payload=payload)
+            push = wire.Message(wire.Kind.PUSH, self.rank, count=step + 1, payload=payload)
             self.link.send(owner, push)
             sent += self._network_bytes(owner, push)
         pushed = time.perf_counter()
@@ -86,7 +88,7 @@ class Client:
 
         # pull: the other shards, as of the gate's clock
         for j in range(1, len(self.owners)):
-            pull = ps_wire.Message(ps_wire.Kind.PULL, self.rank, count=step + 1, clock=ok.clock)
+            pull = wire.Message(wire.Kind.PULL, self.rank, count=step + 1, clock=ok.clock)
             self.link.send(self.owners[j], pull)
             sent += self._network_bytes(self.owners[j], pull)
         replies = [ok]
@@ -117,14 +119,14 @@ class Client:
             p.grad = None  # pushed; the next backward starts from zero
         self.steps += 1
 
-    def _expect_reply(self, j: int, what: str) -> ps_wire.Message:
+    def _expect_reply(self, j: int, what: str) -> wire.Message:
         owner = self.owners[j]
-        message = ps_link.wait(self.link.mailboxes[owner], self.timeout, f"{what} from rank {owner}")
-        if message.kind != ps_wire.Kind.REPLY:
-            raise ps_link.LinkError(f"expected a reply from rank {owner}, got {message.kind.name}")
+        message = links.wait(self.link.mailboxes[owner], self.timeout, f"{what} from rank {owner}")
+        if message.kind != wire.Kind.REPLY:
+            raise links.LinkError(f"expected a reply from rank {owner}, got {message.kind.name}")
         return message
 
-    def _install(self, replies: list[ps_wire.Message]) -> None:
+    def _install(self, replies: list[wire.Message]) -> None:
         with torch.no_grad():
             for j, reply in enumerate(replies):
                 if not len(self.layouts[j]):
@@ -132,7 +134,7 @@ class Client:
                 for parameter, value in zip(self.plan.shard(j, self.parameters), self.layouts[j].views(reply.payload)):
                     parameter.copy_(value)
 
-    def _network_bytes(self, owner: int, message: ps_wire.Message) -> int:
+    def _network_bytes(self, owner: int, message: wire.Message) -> int:
         return 0 if owner == self.rank else message.wire_bytes
 
     # -- end -----------------------------------------------------------------------------------
@@ -148,8 +150,8 @@ class Client:
         if self.steps < self.iterations:
             return
         for owner in self.owners:
-            self.link.send(owner, ps_wire.Message(ps_wire.Kind.DONE, self.rank, count=self.steps))
+            self.link.send(owner, wire.Message(wire.Kind.DONE, self.rank, count=self.steps))
         for owner in self.owners:
-            message = ps_link.wait(self.link.mailboxes[owner], self.timeout, f"the goodbye of rank {owner}")
-            if message.kind != ps_wire.Kind.BYE:
-                raise ps_link.LinkError(f"expected the goodbye of rank {owner}, got {message.kind.name}")
+            message = links.wait(self.link.mailboxes[owner], self.timeout, f"the goodbye of rank {owner}")
+            if message.kind != wire.Kind.BYE:
+                raise links.LinkError(f"expected the goodbye of rank {owner}, got {message.kind.name}")

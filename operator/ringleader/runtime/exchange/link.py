@@ -23,7 +23,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from ringleader.runtime import ps_wire, shaping
+from ringleader.runtime import shaping
+from ringleader.runtime.exchange import wire
 
 # Tags of this protocol on its own process group; gloo matches messages per (peer, tag) in order.
 TAG_HEADER = 71
@@ -61,8 +62,8 @@ class Link:
         self.replies_from = set(replies_from)
         self.shaper = shaper
         self.ingress = Ingress(shaper)
-        self.inbox: queue.Queue[ps_wire.Message] = queue.Queue()
-        self.mailboxes: dict[int, queue.Queue[ps_wire.Message]] = {r: queue.Queue() for r in self.replies_from}
+        self.inbox: queue.Queue[wire.Message] = queue.Queue()
+        self.mailboxes: dict[int, queue.Queue[wire.Message]] = {r: queue.Queue() for r in self.replies_from}
         self._outgoing: queue.Queue = queue.Queue()
         self._broken: set[int] = set()
         remote = sorted((self.requests_from | self.replies_from) - {rank})
@@ -78,7 +79,7 @@ class Link:
 
     # -- sending -------------------------------------------------------------------------------
 
-    def send(self, destination: int, message: ps_wire.Message) -> None:
+    def send(self, destination: int, message: wire.Message) -> None:
         """Queue `message` for `destination` (delivered in order per destination); never blocks."""
         if destination == self.rank:
             message.received_at = time.perf_counter()
@@ -96,7 +97,7 @@ class Link:
                 continue
             started = time.perf_counter()
             try:
-                dist.send(ps_wire.encode_header(message), destination, group=self.group, tag=TAG_HEADER)
+                dist.send(wire.encode_header(message), destination, group=self.group, tag=TAG_HEADER)
                 if message.payload is not None and message.payload.numel():
                     dist.send(message.payload, destination, group=self.group, tag=TAG_PAYLOAD)
             except Exception as error:  # the destination died: everyone waiting on it must hear
@@ -110,15 +111,15 @@ class Link:
     def _receive_from(self, peer: int) -> None:
         awaiting = set()
         if peer in self.requests_from:
-            awaiting.add(ps_wire.Kind.DONE)
+            awaiting.add(wire.Kind.DONE)
         if peer in self.replies_from:
-            awaiting.add(ps_wire.Kind.BYE)
+            awaiting.add(wire.Kind.BYE)
         try:
             while awaiting:
-                header = ps_wire.empty_header()
+                header = wire.empty_header()
                 dist.recv(header, peer, group=self.group, tag=TAG_HEADER)
                 started = time.perf_counter()
-                message, payload_bytes = ps_wire.decode_header(header)
+                message, payload_bytes = wire.decode_header(header)
                 if payload_bytes:
                     message.payload = torch.empty(payload_bytes, dtype=torch.uint8)
                     dist.recv(message.payload, peer, group=self.group, tag=TAG_PAYLOAD)
@@ -129,21 +130,21 @@ class Link:
         except Exception as error:  # the peer died or hung past the timeout
             self._lost(peer, f"receiving from rank {peer} failed: {_first_line(error)}")
 
-    def _route(self, message: ps_wire.Message) -> None:
-        if message.kind in ps_wire.REQUESTS:
+    def _route(self, message: wire.Message) -> None:
+        if message.kind in wire.REQUESTS:
             self.inbox.put(message)
         else:
             self.mailboxes[message.sender].put(message)
 
     def _lost(self, peer: int, reason: str) -> None:
-        lost = ps_wire.Message(ps_wire.Kind.LOST, peer, reason=reason)
+        lost = wire.Message(wire.Kind.LOST, peer, reason=reason)
         self.inbox.put(lost)
         for mailbox in self.mailboxes.values():
             mailbox.put(lost)
 
     def fail_worker(self, reason: str) -> None:
         """Tell this rank's worker that its own shard server failed (peer-to-peer)."""
-        failed = ps_wire.Message(ps_wire.Kind.FAILED, self.rank, reason=reason)
+        failed = wire.Message(wire.Kind.FAILED, self.rank, reason=reason)
         for mailbox in self.mailboxes.values():
             mailbox.put(failed)
 
@@ -162,7 +163,7 @@ def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def wait(mailbox: queue.Queue, timeout_seconds: float, what: str) -> ps_wire.Message:
+def wait(mailbox: queue.Queue, timeout_seconds: float, what: str) -> wire.Message:
     """The next message of `mailbox`; raises LinkError when the peer was lost, the server failed, or
     nothing came within the timeout. `what` names what was awaited, for the message."""
     try:
@@ -170,9 +171,9 @@ def wait(mailbox: queue.Queue, timeout_seconds: float, what: str) -> ps_wire.Mes
     except queue.Empty:
         raise LinkError(f"no {what} within {timeout_seconds:.0f}s (RINGLEADER_TIMEOUT_SECONDS): "
                         "the sender hangs or is far slower than expected") from None
-    if message.kind == ps_wire.Kind.LOST:
+    if message.kind == wire.Kind.LOST:
         raise LinkError(f"lost rank {message.sender} while waiting for {what}: {message.reason}")
-    if message.kind == ps_wire.Kind.FAILED:
+    if message.kind == wire.Kind.FAILED:
         raise LinkError(f"this rank's shard server failed: {message.reason}")
     return message
 

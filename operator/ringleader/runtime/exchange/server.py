@@ -23,7 +23,9 @@ import time
 import torch
 
 from ringleader.contract import keys
-from ringleader.runtime import paradigms, ps_link, ps_wire
+from ringleader.runtime import paradigms
+from ringleader.runtime.exchange import wire
+from ringleader.runtime.exchange import link as links
 
 
 class ServerError(RuntimeError):
@@ -34,7 +36,7 @@ class ShardServer:
     """The state of one owner's shard: weights, optimizer, push counts, held OKs and pending pulls."""
 
     def __init__(self, *, rank: int, shard: list[torch.Tensor], optimizer_factory, workers: list[int],
-                 gate: paradigms.Gate | None, averages_rounds: bool, link: ps_link.Link,
+                 gate: paradigms.Gate | None, averages_rounds: bool, link: links.Link,
                  warmup_iterations: int = 0, name: str = "shard server"):
         self.rank = rank
         self.name = name
@@ -46,14 +48,14 @@ class ShardServer:
         self.warmup_iterations = warmup_iterations
         # The shard's own leaf tensors: the optimizer updates these in place.
         self.parameters = [torch.nn.Parameter(t.detach().clone(), requires_grad=True) for t in shard]
-        self.layout = ps_wire.Layout(self.parameters)
+        self.layout = wire.Layout(self.parameters)
         self.optimizer = optimizer_factory(self.parameters) if self.parameters else None
         if self.optimizer is not None and not averages_rounds:
             for group in self.optimizer.param_groups:
                 group["lr"] /= len(self.workers)
         self.pushes = {worker: 0 for worker in self.workers}  # t[i] as this owner has seen them
         self.ready_at = {worker: 0.0 for worker in self.workers}  # when each worker's latest push was applied
-        self.pending_pulls: list[ps_wire.Message] = []
+        self.pending_pulls: list[wire.Message] = []
         self.done: set[int] = set()
         self.version = 0  # updates applied
         self.round_sum = [torch.zeros_like(p) for p in self.parameters] if averages_rounds else []
@@ -75,15 +77,15 @@ class ShardServer:
 
     # -- messages ------------------------------------------------------------------------------
 
-    def handle(self, message: ps_wire.Message) -> dict[str, float] | None:
+    def handle(self, message: wire.Message) -> dict[str, float] | None:
         """Act on one message; returns the metrics of an aggregation when one was applied."""
-        if message.kind == ps_wire.Kind.PUSH:
+        if message.kind == wire.Kind.PUSH:
             return self._push(message)
-        if message.kind == ps_wire.Kind.PULL:
+        if message.kind == wire.Kind.PULL:
             self._pull(message)
-        elif message.kind == ps_wire.Kind.DONE:
+        elif message.kind == wire.Kind.DONE:
             self._done(message)
-        elif message.kind == ps_wire.Kind.LOST:
+        elif message.kind == wire.Kind.LOST:
             if message.sender not in self.done:
                 raise ServerError(f"{self.name} (rank {self.rank}) lost worker rank {message.sender} before it "
                                   f"finished: {message.reason}")
@@ -92,7 +94,7 @@ class ShardServer:
                               f"from rank {message.sender}")
         return None
 
-    def _push(self, message: ps_wire.Message) -> dict[str, float] | None:
+    def _push(self, message: wire.Message) -> dict[str, float] | None:
         worker = message.sender
         if message.count != self.pushes[worker] + 1:
             raise ServerError(f"{self.name} (rank {self.rank}): push {message.count} from worker rank {worker} "
@@ -141,19 +143,19 @@ class ShardServer:
             metrics[keys.SERVER_THRESHOLD] = float(grant.threshold)
         return metrics
 
-    def _pull(self, message: ps_wire.Message) -> None:
+    def _pull(self, message: wire.Message) -> None:
         if message.count == 0 and self.gate is not None:
             # The initial pull starts the worker's first iteration interval (DSSP's push times).
             self.gate.begin(self.index[message.sender], message.received_at)
         self.pending_pulls.append(message)
         self._answer_pulls()
 
-    def _done(self, message: ps_wire.Message) -> None:
+    def _done(self, message: wire.Message) -> None:
         worker = message.sender
         if worker in self.held:
             raise ServerError(f"{self.name} (rank {self.rank}): worker rank {worker} sent done while waiting")
         self.done.add(worker)
-        self.link.send(worker, ps_wire.Message(ps_wire.Kind.BYE, self.rank, count=self.pushes[worker]))
+        self.link.send(worker, wire.Message(wire.Kind.BYE, self.rank, count=self.pushes[worker]))
 
     # -- updates and replies ---------------------------------------------------------------------
 
@@ -169,7 +171,7 @@ class ShardServer:
         return self.layout.pack(list(self.parameters)) if self.parameters else None
 
     def _reply(self, worker: int, clock: int, held: float, payload: torch.Tensor | None) -> None:
-        self.link.send(worker, ps_wire.Message(ps_wire.Kind.REPLY, self.rank, count=self.pushes[worker], clock=clock,
+        self.link.send(worker, wire.Message(wire.Kind.REPLY, self.rank, count=self.pushes[worker], clock=clock,
                                                held=held, version=self.version, payload=payload))
 
     def _answer_pulls(self) -> None:

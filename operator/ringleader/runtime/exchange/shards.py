@@ -2,7 +2,7 @@
 
 Whole tensors, balanced by bytes: largest first, each to the owner holding the fewest bytes so far
 (ties: the lowest owner, then the earliest tensor), the classic greedy that keeps the largest owner
-within one tensor of the mean. Used by parameter_server.py, peer_to_peer.py and ps_client.py.
+within one tensor of the mean. Used by parameter_server.py, peer_to_peer.py and client.py.
 """
 
 from __future__ import annotations

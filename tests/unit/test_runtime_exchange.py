@@ -1,7 +1,7 @@
 """A shard server's arithmetic and protocol, shards, the wire format and the emulated NIC, all in one process.
 
 Only the transport is replaced, by `Outbox`, which keeps what the server sends; the multi-process
-tests (test_ps_paradigms_on_ranks.py) run the same server over gloo.
+tests (tests/integration/runtime_ps/test_ps_paradigms_on_ranks.py) run the same server over gloo.
 """
 
 from __future__ import annotations
@@ -15,22 +15,22 @@ import torch
 
 from ringleader.api import spec as spec_
 from ringleader.contract import keys
-from ringleader.runtime import optimizers, paradigms, ps_link, ps_shard_server, ps_shards, ps_wire, shaping
+from ringleader.runtime import exchange, optimizers, paradigms, shaping
 
 SERVER, WORKERS = 0, [1, 2]
 LEARNING_RATE = 0.1
 
 
 class Outbox:
-    """Stands in for ps_link.Link on the server's side: keeps every message, with its destination."""
+    """Stands in for exchange.link.Link on the server's side: keeps every message, with its destination."""
 
     def __init__(self):
-        self.sent: list[tuple[int, ps_wire.Message]] = []
+        self.sent: list[tuple[int, exchange.wire.Message]] = []
 
-    def send(self, destination: int, message: ps_wire.Message) -> None:
+    def send(self, destination: int, message: exchange.wire.Message) -> None:
         self.sent.append((destination, message))
 
-    def take(self) -> list[tuple[int, ps_wire.Message]]:
+    def take(self) -> list[tuple[int, exchange.wire.Message]]:
         sent, self.sent = self.sent, []
         return sent
 
@@ -38,7 +38,7 @@ class Outbox:
 def make_server(gate: paradigms.Gate | None, averages_rounds: bool = False, momentum: float = 0.0):
     outbox = Outbox()
     shard = [torch.ones(2, 2), torch.zeros(3)]
-    server = ps_shard_server.ShardServer(
+    server = exchange.server.ShardServer(
         rank=SERVER, shard=shard, workers=WORKERS, gate=gate, averages_rounds=averages_rounds, link=outbox,
         optimizer_factory=optimizers.factory(spec_.Optimizer(learningRate=LEARNING_RATE, momentum=momentum)),
     )
@@ -47,11 +47,11 @@ def make_server(gate: paradigms.Gate | None, averages_rounds: bool = False, mome
 
 def push(server, worker: int, count: int, gradients: list[torch.Tensor], at: float = 0.0):
     payload = server.layout.pack(gradients)
-    message = ps_wire.Message(ps_wire.Kind.PUSH, worker, count=count, payload=payload, received_at=at)
+    message = exchange.wire.Message(exchange.wire.Kind.PUSH, worker, count=count, payload=payload, received_at=at)
     return server.handle(message)
 
 
-def weights_of(server, message: ps_wire.Message) -> list[torch.Tensor]:
+def weights_of(server, message: exchange.wire.Message) -> list[torch.Tensor]:
     return server.layout.views(message.payload)
 
 
@@ -72,7 +72,7 @@ def test_bsp_averages_the_round_and_releases_everyone_with_the_same_weights():
     assert [destination for destination, _ in replies] == [1, 2]
     expected = 1.0 - LEARNING_RATE * 2.0  # the mean gradient is 2
     for _, reply in replies:
-        assert reply.kind == ps_wire.Kind.REPLY and reply.clock == 1 and reply.version == 1
+        assert reply.kind == exchange.wire.Kind.REPLY and reply.clock == 1 and reply.version == 1
         assert torch.allclose(weights_of(server, reply)[0], torch.full((2, 2), expected))
     assert replies[0][1].payload is replies[1][1].payload  # one copy of the weights for everyone
     assert metrics[keys.SERVER_AGGREGATION] > 0 and metrics[keys.SERVER_QUEUE_DEPTH] == 0.0
@@ -98,8 +98,8 @@ def test_a_held_ok_reports_how_long_the_gate_held_it():
 def test_dssp_records_the_threshold_it_granted():
     gate = paradigms.DSSP(2, lower=0, upper=3)
     server, outbox = make_server(gate)
-    server.handle(ps_wire.Message(ps_wire.Kind.PULL, 1, count=0, received_at=0.0))
-    server.handle(ps_wire.Message(ps_wire.Kind.PULL, 2, count=0, received_at=0.0))
+    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 1, count=0, received_at=0.0))
+    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, received_at=0.0))
     push(server, 2, 1, gradients(1.0), at=3.0)  # the slow worker: one interval of 3 s
     metrics = push(server, 1, 1, gradients(1.0), at=1.0)  # 0 ahead: OK, no controller
     assert keys.SERVER_THRESHOLD not in metrics
@@ -116,7 +116,7 @@ def test_dssp_records_the_threshold_it_granted():
 def test_a_follower_answers_a_pull_only_once_it_holds_what_the_gate_released():
     server, outbox = make_server(gate=None)
     push(server, 1, 1, gradients(1.0))
-    server.handle(ps_wire.Message(ps_wire.Kind.PULL, 1, count=1, clock=1))
+    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 1, count=1, clock=1))
     assert outbox.take() == [], "worker 2's first push is not in yet: clock 0 < 1"
     push(server, 2, 1, gradients(1.0))
     (destination, reply), = outbox.take()
@@ -125,39 +125,39 @@ def test_a_follower_answers_a_pull_only_once_it_holds_what_the_gate_released():
 
 def test_the_initial_pull_is_answered_at_once_with_the_initial_weights():
     server, outbox = make_server(paradigms.BSP(2), averages_rounds=True)
-    server.handle(ps_wire.Message(ps_wire.Kind.PULL, 2, count=0, clock=0))
+    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, clock=0))
     (destination, reply), = outbox.take()
     assert destination == 2 and torch.equal(weights_of(server, reply)[0], torch.ones(2, 2))
 
 
 def test_pushes_must_arrive_in_order():
     server, _ = make_server(paradigms.ASP(2))
-    with pytest.raises(ps_shard_server.ServerError, match="push 2 from worker rank 1 after 0 pushes"):
+    with pytest.raises(exchange.server.ServerError, match="push 2 from worker rank 1 after 0 pushes"):
         push(server, 1, 2, gradients(1.0))
 
 
 def test_done_is_acknowledged_and_the_server_finishes_when_every_worker_is_done():
     server, outbox = make_server(paradigms.ASP(2))
-    server.handle(ps_wire.Message(ps_wire.Kind.DONE, 1))
-    assert [(d, m.kind) for d, m in outbox.take()] == [(1, ps_wire.Kind.BYE)]
+    server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 1))
+    assert [(d, m.kind) for d, m in outbox.take()] == [(1, exchange.wire.Kind.BYE)]
     assert not server.finished
-    server.handle(ps_wire.Message(ps_wire.Kind.LOST, 1, reason="gone after done"))  # normal: it finished
-    server.handle(ps_wire.Message(ps_wire.Kind.DONE, 2))
+    server.handle(exchange.wire.Message(exchange.wire.Kind.LOST, 1, reason="gone after done"))  # normal: it finished
+    server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 2))
     assert server.finished
 
 
 def test_losing_a_worker_that_has_not_finished_fails_the_server_naming_it():
     server, _ = make_server(paradigms.BSP(2), averages_rounds=True)
-    with pytest.raises(ps_shard_server.ServerError, match="lost worker rank 2 before it finished: socket closed"):
-        server.handle(ps_wire.Message(ps_wire.Kind.LOST, 2, reason="socket closed"))
+    with pytest.raises(exchange.server.ServerError, match="lost worker rank 2 before it finished: socket closed"):
+        server.handle(exchange.wire.Message(exchange.wire.Kind.LOST, 2, reason="socket closed"))
 
 
 def test_silence_names_the_workers_that_owe_a_message_not_those_held():
     server, _ = make_server(paradigms.BSP(2), averages_rounds=True)
     push(server, 1, 1, gradients(1.0))  # worker 1 is held for worker 2
     inbox: queue.Queue = queue.Queue()
-    with pytest.raises(ps_shard_server.ServerError, match=r"waiting on worker rank\(s\) 2,"):
-        ps_shard_server.run(server, inbox, timeout_seconds=0.05, record=lambda step, metrics: None)
+    with pytest.raises(exchange.server.ServerError, match=r"waiting on worker rank\(s\) 2,"):
+        exchange.server.run(server, inbox, timeout_seconds=0.05, record=lambda step, metrics: None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,16 +166,16 @@ def test_silence_names_the_workers_that_owe_a_message_not_those_held():
 
 def test_shards_are_whole_tensors_balanced_by_bytes_and_the_same_on_every_rank():
     sizes = [400, 100, 300, 200, 250]
-    owner_of = ps_shards.assign(sizes, 2)
-    assert owner_of == ps_shards.assign(list(sizes), 2)
+    owner_of = exchange.shards.assign(sizes, 2)
+    assert owner_of == exchange.shards.assign(list(sizes), 2)
     loads = [sum(s for s, o in zip(sizes, owner_of) if o == j) for j in range(2)]
     assert sorted(loads) == [600, 650]
-    assert ps_shards.assign(sizes, 1) == [0] * 5
+    assert exchange.shards.assign(sizes, 1) == [0] * 5
 
 
 def test_a_plan_cuts_any_list_in_model_order():
     parameters = [torch.zeros(10), torch.zeros(1000), torch.zeros(100), torch.zeros(990)]
-    plan = ps_shards.Plan.of(parameters, 2)
+    plan = exchange.shards.Plan.of(parameters, 2)
     # Largest first: 4000 B -> 0, 3960 -> 1, 400 -> 1 (the lighter), 40 -> 0; loads 4040 and 4360.
     assert plan.tensors == [[0, 1], [2, 3]]
     assert plan.shard(1, ["a", "b", "c", "d"]) == ["c", "d"]
@@ -184,8 +184,8 @@ def test_a_plan_cuts_any_list_in_model_order():
 def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_without_copying():
     tensors = [torch.arange(3, dtype=torch.float16), torch.arange(5, dtype=torch.float64).view(5, 1),
                torch.tensor([7], dtype=torch.int64), torch.randn(2, 3)]
-    layout = ps_wire.Layout(tensors)
-    assert all(offset % ps_wire.ALIGNMENT == 0 for offset in layout.offsets)
+    layout = exchange.wire.Layout(tensors)
+    assert all(offset % exchange.wire.ALIGNMENT == 0 for offset in layout.offsets)
     buffer = layout.pack(tensors[:3] + [None])
     views = layout.views(buffer)
     for original, view in zip(tensors[:3], views):
@@ -196,12 +196,12 @@ def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_with
 
 
 def test_a_header_carries_every_field_exactly():
-    message = ps_wire.Message(ps_wire.Kind.REPLY, 5, count=2**40 + 1, clock=17, held=0.125, version=99,
+    message = exchange.wire.Message(exchange.wire.Kind.REPLY, 5, count=2**40 + 1, clock=17, held=0.125, version=99,
                               payload=torch.zeros(24, dtype=torch.uint8))
-    decoded, payload_bytes = ps_wire.decode_header(ps_wire.encode_header(message))
+    decoded, payload_bytes = exchange.wire.decode_header(exchange.wire.encode_header(message))
     assert (decoded.kind, decoded.sender, decoded.count, decoded.clock, decoded.held, decoded.version) == \
-        (ps_wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99)
-    assert payload_bytes == 24 and message.wire_bytes == ps_wire.HEADER_BYTES + 24
+        (exchange.wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99)
+    assert payload_bytes == 24 and message.wire_bytes == exchange.wire.HEADER_BYTES + 24
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def test_a_header_carries_every_field_exactly():
 
 
 def test_messages_arriving_together_share_the_ingress_bandwidth_one_after_another():
-    ingress = ps_link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
     started = time.perf_counter()
     threads = [threading.Thread(target=ingress.arrive, args=(20_000, started)) for _ in range(2)]
     for thread in threads:
@@ -220,7 +220,7 @@ def test_messages_arriving_together_share_the_ingress_bandwidth_one_after_anothe
 
 
 def test_an_unshaped_ingress_never_waits():
-    ingress = ps_link.Ingress(shaping.Shaper(None))
+    ingress = exchange.link.Ingress(shaping.Shaper(None))
     started = time.perf_counter()
     ingress.arrive(10**9, started)
     assert time.perf_counter() - started < 0.01
