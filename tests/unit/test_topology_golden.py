@@ -1,7 +1,8 @@
-"""Rendered objects of every architecture x paradigm x CPU/GPU match their reviewed golden files.
+"""Rendered objects of every architecture x CPU/GPU match their reviewed golden files; paradigms change only data.
 
-A change to the templates or the trial shows up here as a diff. When it is intended, regenerate
-and review the golden files:
+A golden file holds the BSP rendering of an architecture on a device; every other paradigm must
+render the same objects but for the trial's `sync` block in trial.json. A change to the templates
+or the trial shows up here as a diff. When it is intended, regenerate and review the golden files:
 
     RINGLEADER_UPDATE_GOLDEN=1 PYTHONPATH=operator python -m pytest tests/unit/test_topology_golden.py
     git diff tests/unit/golden/
@@ -10,6 +11,7 @@ and review the golden files:
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import pathlib
 
@@ -29,6 +31,7 @@ CASES = [
     for device in ("cpu", "gpu")
     if spec_.combination_problem(architecture.value, paradigm.value) is None
 ]
+GOLDEN_CASES = [(a, p, d) for a, p, d in CASES if p == spec_.Paradigm.BSP]
 
 
 def golden_spec(architecture: spec_.Architecture, paradigm: spec_.Paradigm, device: str) -> dict:
@@ -55,10 +58,10 @@ def rendered_text(architecture, paradigm, device) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, width=120)
 
 
-@pytest.mark.parametrize("architecture, paradigm, device", CASES,
-                         ids=[f"{a.value}-{p.value}-{d}" for a, p, d in CASES])
+@pytest.mark.parametrize("architecture, paradigm, device", GOLDEN_CASES,
+                         ids=[f"{a.value}-{d}" for a, _, d in GOLDEN_CASES])
 def test_rendering_matches_the_golden_file(architecture, paradigm, device):
-    golden = GOLDEN / f"{architecture.value}-{paradigm.value}-{device}.yaml"
+    golden = GOLDEN / f"{architecture.value}-{device}.yaml"
     text = rendered_text(architecture, paradigm, device)
     if UPDATE:
         golden.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +75,27 @@ def test_rendering_matches_the_golden_file(architecture, paradigm, device):
                     f"RINGLEADER_UPDATE_GOLDEN=1 and review the diff:\n{diff}")
 
 
+def trial_sync(objects: list[dict]) -> tuple[list[dict], dict]:
+    """The objects with the sync block of their trial.json blanked out, and that sync block."""
+    [config_map] = [o for o in objects if o["kind"] == "ConfigMap"]
+    trial = json.loads(config_map["data"]["trial.json"])
+    sync = trial["spec"].pop("sync")
+    config_map["data"]["trial.json"] = json.dumps(trial)
+    return objects, sync
+
+
+@pytest.mark.parametrize("architecture, paradigm, device", [c for c in CASES if c not in GOLDEN_CASES],
+                         ids=[f"{a.value}-{p.value}-{d}" for a, p, d in CASES if (a, p, d) not in GOLDEN_CASES])
+def test_a_paradigm_changes_only_the_trials_sync_block(architecture, paradigm, device):
+    objects, sync = trial_sync(list(yaml.safe_load_all(rendered_text(architecture, paradigm, device))))
+    golden_objects, _ = trial_sync(list(yaml.safe_load_all((GOLDEN / f"{architecture.value}-{device}.yaml").read_text())))
+    assert objects == golden_objects
+    asked = golden_spec(architecture, paradigm, device)["sync"]
+    assert sync == {"paradigm": paradigm.value, "staleness": asked.get("staleness"),
+                    "maxStaleness": asked.get("maxStaleness")}
+
+
 def test_every_golden_file_belongs_to_a_case():
-    expected = {f"{a.value}-{p.value}-{d}.yaml" for a, p, d in CASES}
+    expected = {f"{a.value}-{d}.yaml" for a, _, d in GOLDEN_CASES}
     assert {path.name for path in GOLDEN.glob("*.yaml")} == expected
     assert len(CASES) == 18  # 3 architectures x 4 paradigms x 2 devices, less ring with ASP, SSP, DSSP
