@@ -1,5 +1,12 @@
-"""Torch-free interfaces between ringleader's processes: what a rank prints when it fails or progresses,
-and who is to blame.
+"""Torch-free interfaces between ringleader's processes, the one place each is defined.
 
-Every other package may import this one; it imports nothing of theirs, nor torch, kopf or mlflow.
+    environment   the variables a rank is started with (pods and the local launcher alike)
+    keys          metric and summary names: what ranks record, MLflow shows and reports read
+    records       a rank's files: the one writer (RankRecorder), the one reader, restore after a crash
+    journal       the memory-mapped record file that makes each record durable as it is appended
+    failures      the failure line a rank prints, and blame(): which rank caused a failure
+    progress      the progress line a worker prints and the operator reads back
+
+Every other package may import this one; it imports nothing of theirs but `api`, nor torch, kopf or
+mlflow (tests/unit/test_import_directions.py).
 """

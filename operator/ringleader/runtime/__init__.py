@@ -1,5 +1,5 @@
-"""What runs inside a rank (pod or local process): models, data, the training loop, synchronizers, timing, records.
+"""What runs inside a rank (pod or local process): models, data, the training loop, synchronizers, timing.
 
-Importing the package imports no torch, so `contract` stays usable by the operator; the modules
-that train import torch themselves. Entry point: `python -m ringleader.runtime` (see `main.py`).
+Entry point: `python -m ringleader.runtime` (main.py). The interfaces it shares with the launcher
+and the operator (environment, records, failure and progress lines) live in ringleader.contract.
 """
