@@ -75,7 +75,7 @@ def test_an_invalid_combination_is_refused_by_the_api_server_itself(admin, names
 
 def test_an_experiment_asking_for_a_pod_group_fails_when_pod_groups_are_disabled(admin, namespace, operator):
     operator()
-    admin.create(dtes.experiment("gang", namespace, scheduling={"gang": True, "podGroup": "Volcano"}))
+    admin.create(dtes.experiment("gang", namespace, scheduling={"gang": "Volcano"}))
     failed = wait_for("phase Failed", lambda: dtes.phase(admin.experiment(namespace, "gang")) == "Failed"
                       and admin.experiment(namespace, "gang"))
     condition = dtes.condition(failed, "Failed")

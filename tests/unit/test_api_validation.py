@@ -40,9 +40,6 @@ RULE_CASES = {
     "warm-up shorter than the run": (
         {"model": {"iterations": 5, "warmupIterations": 5}},
         "spec.model.warmupIterations", "lower warmupIterations or raise iterations"),
-    "podGroup needs gang": (
-        {"scheduling": {"gang": False, "podGroup": "Volcano"}},
-        "spec.scheduling.podGroup", "set gang to true or podGroup to None"),
     "Exists toleration has no value": (
         {"scheduling": {"tolerations": [{"operator": "Exists", "value": "x"}]}},
         "spec.scheduling.tolerations.0.value", "remove value or use Equal"),
@@ -87,6 +84,12 @@ def test_all_problems_are_reported_at_once(experiment_document):
     assert "`spec.sync.paradigm` must be 'BSP', 'ASP', 'SSP' or 'DSSP' (got 'Sometimes')" in found
 
 
+def test_gang_names_who_starts_a_trials_pods_together_and_the_old_boolean_is_refused(experiment_document):
+    assert api.parse(experiment_document({})).spec.scheduling.gang == spec_.Gang.OPERATOR
+    [problem] = problems(experiment_document({"scheduling": {"gang": True}}))
+    assert problem.startswith("`spec.scheduling.gang` must be 'Operator', 'Volcano' or 'SchedulerPlugins'")
+
+
 def test_unknown_fields_are_refused_with_a_spelling_hint(experiment_document):
     [problem] = problems(experiment_document({"workers": {"replica": 2}}))
     assert problem == "`spec.workers.replica` is not a field of this object: check its spelling (fields are camelCase)"
@@ -122,7 +125,7 @@ def test_defaults_make_a_two_worker_bsp_parameter_server_job(experiment_document
     assert spec.sync.paradigm == api.Paradigm.BSP
     assert (spec.parameter_servers.replicas, spec.workers.replicas) == (1, 2)
     assert (spec.model.name, spec.model.batch_size, spec.model.iterations) == ("mlp", 32, 100)
-    assert spec.run_policy.backoff_limit == 3 and spec.scheduling.gang
+    assert spec.run_policy.backoff_limit == 3 and spec.scheduling.gang == spec_.Gang.OPERATOR
     assert spec.sweep is None and spec.image is None and spec.network.bits_per_second() is None
 
 

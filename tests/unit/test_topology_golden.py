@@ -44,7 +44,7 @@ def golden_spec(architecture: spec_.Architecture, paradigm: spec_.Paradigm, devi
             "model": {"iterations": 20, "warmupIterations": 2}}
     if device == "gpu":
         spec["workers"]["resources"] = {"cpu": "4", "memory": "16Gi", "gpu": 1}
-        spec["scheduling"] = {"podGroup": "Volcano", "nodeSelector": {"nvidia.com/gpu.present": "true"},
+        spec["scheduling"] = {"gang": "Volcano", "nodeSelector": {"nvidia.com/gpu.present": "true"},
                               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
     return spec
 

@@ -227,7 +227,7 @@ def test_the_largest_trial_still_has_names_within_63_characters():
 ])
 def test_a_pod_group_gangs_every_rank(trial_of, scheduler, api_version, link):
     trial = trial_of({"parameterServers": {"replicas": 2}, "workers": {"replicas": 3},
-                      "scheduling": {"podGroup": scheduler}})
+                      "scheduling": {"gang": scheduler}})
     objects = topology.render(trial, SETTINGS)
     assert [o["kind"] for o in objects[:3]] == ["Service", "ConfigMap", "PodGroup"]
     [group] = by_kind(objects, "PodGroup")
@@ -241,7 +241,7 @@ def test_a_pod_group_gangs_every_rank(trial_of, scheduler, api_version, link):
 
 
 def test_an_explicit_scheduler_name_wins_over_the_pod_groups_default(trial_of):
-    trial = trial_of({"scheduling": {"podGroup": "Volcano", "schedulerName": "volcano-ml"}})
+    trial = trial_of({"scheduling": {"gang": "Volcano", "schedulerName": "volcano-ml"}})
     assert {p["spec"]["schedulerName"] for p in by_kind(topology.render(trial, SETTINGS), "Pod")} == {"volcano-ml"}
 
 

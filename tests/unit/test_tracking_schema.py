@@ -23,7 +23,7 @@ def test_trial_params_are_the_resolved_spec_in_dotted_camelcase_plus_the_trials_
     assert params["sync.maxStaleness"] == "6"
     assert params["model.batchSize"] == "32"  # the swept value, resolved
     assert params["workers.groups.1.slowdownPercent"] == "300"
-    assert params["scheduling.gang"] == "true"
+    assert params["scheduling.gang"] == "Operator"
     assert params["trial.name"] == "params-3" and params["trial.repetition"] == "1"
     assert params["trial.parameters.batchSize"] == "32" and params["trial.parameters.repetition"] == "1"
     assert not any(key.startswith("sweep") for key in params)

@@ -309,8 +309,8 @@ class Toleration(ApiModel):
     )
 
 
-class PodGroupScheduler(str, enum.Enum):
-    NONE = "None"
+class Gang(str, enum.Enum):
+    OPERATOR = "Operator"
     VOLCANO = "Volcano"
     SCHEDULER_PLUGINS = "SchedulerPlugins"
 
@@ -318,32 +318,22 @@ class PodGroupScheduler(str, enum.Enum):
 class Scheduling(ApiModel):
     """scheduling places the pods and keeps a trial from half-running."""
 
-    gang: bool = True
-    """gang starts a trial's pods together or not at all: the operator waits until every pod of the trial
-    is scheduled before it reports the trial Running, and no rank trains before all have joined.
-    Default true."""
-    pod_group: PodGroupScheduler = PodGroupScheduler.NONE
-    """podGroup also creates a PodGroup (minMember = all pods of the trial) for a gang scheduler:
-    Volcano or SchedulerPlugins (coscheduling). Default None. Requires gang."""
+    gang: Gang = Gang.OPERATOR
+    """gang says who starts a trial's pods together. Operator (default): no rank trains before all have
+    joined, and the trial is Running only once every pod runs, but pods are scheduled one by one, so a
+    half-scheduled trial holds its nodes while it waits. Volcano or SchedulerPlugins (coscheduling): a
+    PodGroup (minMember = all pods of the trial) makes that gang scheduler bind all the pods or none;
+    the operator must be installed with PodGroups enabled."""
     scheduler_name: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
-    """schedulerName of the pods. Default: the cluster's default scheduler; "volcano" when podGroup is
+    """schedulerName of the pods. Default: the cluster's default scheduler; "volcano" when gang is
     Volcano, and the operator's scheduler-plugins scheduler name ("scheduler-plugins-scheduler" unless
-    configured) when podGroup is SchedulerPlugins."""
+    configured) when gang is SchedulerPlugins."""
     priority_class_name: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
     """priorityClassName of the pods."""
     node_selector: LabelMap = {}
     """nodeSelector of every pod of the experiment."""
     tolerations: Annotated[list[Toleration], pydantic.Field(max_length=32)] = []
     """tolerations of every pod of the experiment (GPU taints, dedicated nodes)."""
-
-    rules = (
-        rules.Rule(
-            cel="self.podGroup == 'None' || self.gang",
-            message="`scheduling.podGroup` requires `scheduling.gang` to be true: set gang to true or podGroup to None",
-            holds=lambda s: s.pod_group == PodGroupScheduler.NONE or s.gang,
-            field_path=".podGroup",
-        ),
-    )
 
 
 def _axis(item, max_items: int = 16):

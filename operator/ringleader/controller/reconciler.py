@@ -81,8 +81,8 @@ class Controller:
         except api.SpecError as error:
             return await self._refuse(body, old, plan.INVALID_SPEC, "; ".join(error.problems), seen_at, generation)
         if not self.settings.pods.pod_groups and self._uses_pod_groups(experiment, expansion):
-            message = ("`scheduling.podGroup` needs PodGroups, which this operator was installed without: "
-                       "install the chart with podGroups.enabled=true (and a gang scheduler), or set podGroup to None")
+            message = ("`scheduling.gang` Volcano or SchedulerPlugins needs PodGroups, which this operator was installed without: "
+                       "install the chart with podGroups.enabled=true (and a gang scheduler), or set gang to Operator")
             return await self._refuse(body, old, PODGROUPS_DISABLED, message, seen_at, generation)
 
         uid = body["metadata"]["uid"]
@@ -119,7 +119,7 @@ class Controller:
 
     @staticmethod
     def _uses_pod_groups(experiment, expansion) -> bool:
-        return any(t.spec.scheduling.pod_group != spec_.PodGroupScheduler.NONE for t in expansion.trials)
+        return any(t.spec.scheduling.gang != spec_.Gang.OPERATOR for t in expansion.trials)
 
     async def _refuse(self, body, old, reason: str, message: str, at: datetime.datetime, generation) -> None:
         await self._publish(body, old, plan.invalid(old, reason, message, now=at, generation=generation))

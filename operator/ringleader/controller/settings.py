@@ -44,7 +44,7 @@ class PodSettings:
     """Local disk of each training pod, a quantity: its /tmp emptyDir's sizeLimit and its ephemeral-storage
     request and limit (topology.RenderSettings.scratch_limit says why 1Gi is ample)."""
     pod_groups: bool = False
-    """Whether PodGroups may be created (`scheduling.podGroup`). Off by default: it needs a gang scheduler
+    """Whether PodGroups may be created (`scheduling.gang` Volcano or SchedulerPlugins). Off by default: it needs a gang scheduler
     (Volcano or scheduler-plugins) and RBAC on podgroups, which the chart grants only when enabled."""
 
 

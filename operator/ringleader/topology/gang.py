@@ -28,13 +28,13 @@ class PodGroup:
 
 
 def pod_group(trial: trial_.Trial, world_size: int, settings: settings_.RenderSettings) -> PodGroup | None:
-    """The trial's PodGroup, with minMember = every rank, or None when `scheduling.podGroup` is None."""
+    """The trial's PodGroup, with minMember = every rank, or None when `scheduling.gang` is Operator."""
     scheduling = trial.spec.scheduling
     name = names.pod_group(trial)
-    if scheduling.pod_group == spec_.PodGroupScheduler.VOLCANO:
+    if scheduling.gang == spec_.Gang.VOLCANO:
         return PodGroup(VOLCANO_API_VERSION, name, world_size, {}, {VOLCANO_GROUP_ANNOTATION: name},
                         scheduling.scheduler_name or settings.volcano_scheduler_name)
-    if scheduling.pod_group == spec_.PodGroupScheduler.SCHEDULER_PLUGINS:
+    if scheduling.gang == spec_.Gang.SCHEDULER_PLUGINS:
         return PodGroup(SCHEDULER_PLUGINS_API_VERSION, name, world_size, {SCHEDULER_PLUGINS_GROUP_LABEL: name}, {},
                         scheduling.scheduler_name or settings.scheduler_plugins_scheduler_name)
     return None
