@@ -3,7 +3,7 @@
 Called by users on a finished trial (`python -m ringleader.analysis.whatif <trial>/rank-0 --workers 8`),
 by docs/performance.md's examples and by reports. The model is pure arithmetic over a backward profile.
 
-The model (Zhang et al., NetAI 2020, papers.md study 3), from one rank's layers.json (records.py):
+The model (Zhang et al., NetAI 2020, arXiv 2006.10103), from one rank's layers.json (records.py):
 backward emits layer gradients at their measured ready times; they are fused into buckets (a bucket
 closes once ~5 ms of backward has passed since it opened, or before it would exceed 64 MiB); buckets
 are allreduced in FIFO order on one channel, each starting at max(channel free, bucket ready), a

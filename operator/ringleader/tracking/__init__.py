@@ -1,6 +1,6 @@
 """MLflow tracking: runs per experiment, trial and rank, metrics from the records on disk, replay after outages.
 
-The schema (DESIGN.md "Timing and MLflow schema") is in schema.py; the operator uses runs.py,
+The schema (tag keys, run names, params, metrics) is in schema.py; the operator uses runs.py,
 the launcher publisher.py, ranks in pods live.py, `ringleader publish` replay.py.
 """
 

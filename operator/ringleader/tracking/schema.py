@@ -1,4 +1,4 @@
-"""The MLflow schema of DESIGN.md: tag keys, run names, params from a trial, metrics from records.
+"""The MLflow schema: tag keys, run names, params from a trial, metrics from records.
 
 One MLflow experiment per DistributedTrainingExperiment; a parent run per sweep (one `ringleader run`
 or one CR generation); a child run per trial whose params are the resolved spec; a nested run per

@@ -3,7 +3,7 @@
 Run by parameter_server.serve (a ParameterServer's ps rank) and by peer_to_peer's server thread
 (every peer owns a shard). Exactly one shard server in a trial holds the paradigm's gate: owner 0
 (ps-0, or peer 0). It alone decides when a worker gets its OK, so every decision, DSSP's grants
-included, is made once, from one ordered stream of pushes, exactly as papers.md's server does.
+included, is made once, from one ordered stream of pushes, exactly as the papers' single server does.
 The OK carries owner 0's shard and the gate's clock c; the worker then pulls every other shard
 "as of clock c", and their owners answer once they too have applied everything the gate had
 counted (each worker's c pushes, and the puller's own push). Workers send a push to every owner
