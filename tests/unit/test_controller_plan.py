@@ -119,6 +119,30 @@ def test_a_restart_shows_as_the_restarting_condition_and_clears_when_the_trial_i
     assert second.phase == Phase.CREATED
 
 
+def test_a_trials_conditions_keep_when_it_was_created_started_and_failed():
+    dte = experiment()
+    [trial] = api.expand(dte).trials
+    created = decide(dte, at=0).status
+    running = decide(dte, created, pods={trial.name: running_pods(trial)}, at=10).status
+    failed_pods = running_pods(trial)
+    failed_pods[0]["status"] = {"phase": "Failed", "containerStatuses": [
+        {"name": "trainer", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}
+    failed = decide(experiment(runPolicy={"backoffLimit": 0}), running, pods={trial.name: failed_pods}, at=30).status
+    [first], [second], [third] = created.trials, running.trials, failed.trials
+
+    def of(trial_status, type_):
+        found = conditions.find(trial_status.conditions, type_)
+        return found and (found.status.value, found.last_transition_time - T0)
+
+    assert of(first, Type.CREATED) == ("True", datetime.timedelta(0)) and of(first, Type.RUNNING) is None
+    assert of(second, Type.RUNNING) == ("True", datetime.timedelta(seconds=10))
+    assert third.phase == Phase.FAILED
+    assert of(third, Type.FAILED) == ("True", datetime.timedelta(seconds=30))
+    assert of(third, Type.RUNNING) == ("False", datetime.timedelta(seconds=30))
+    assert of(third, Type.CREATED) == ("True", datetime.timedelta(0))
+    assert conditions.find(third.conditions, Type.FAILED).message == third.message and "137" in third.message
+
+
 def test_an_invalid_spec_fails_the_experiment_and_a_corrected_one_clears_it():
     invalid = plan.invalid(status_.ExperimentStatus(), plan.INVALID_SPEC, "`spec.x` is wrong", now=T0, generation=1)
     assert (invalid.phase, condition(invalid, Type.FAILED).message) == (Phase.FAILED, "`spec.x` is wrong")

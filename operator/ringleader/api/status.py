@@ -150,11 +150,15 @@ class TrialStatus(ApiModel):
     parameters: dict[str, str] = {}
     """parameters are the swept values of this trial ("architecture": "RingAllReduce")."""
     phase: Phase = Phase.PENDING
-    """phase of the trial."""
+    """phase summarizes the trial's conditions."""
     reason: str | None = None
     """reason for the phase, CamelCase."""
     message: str | None = None
     """message: what happened, for people (on failure: which pod, exit code, reason)."""
+    conditions: Annotated[list[Condition], pydantic.Field(max_length=MAX_CONDITIONS,
+                                                          json_schema_extra=base.list_map("type"))] = []
+    """conditions of the trial, keyed by type: Created, Running, Restarting, Succeeded, Failed, Suspended,
+    each with the time it last changed (when a trial started running, when it failed)."""
     restarts: int = 0
     """restarts of the trial so far, bounded by runPolicy.backoffLimit."""
     run_id: str | None = None

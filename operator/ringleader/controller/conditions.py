@@ -71,3 +71,31 @@ def phase_of(conditions: list[status_.Condition]) -> Phase:
 
 def became_true(old: list[status_.Condition], new: list[status_.Condition], type_: ConditionType) -> bool:
     return is_true(new, type_) and not is_true(old, type_)
+
+
+# A trial's phase is decided by its pods (trials.step); its conditions follow the phase, so each state
+# keeps the time the trial entered and left it.
+_TRIAL_CONDITION_OF_PHASE = {
+    Phase.RUNNING: ConditionType.RUNNING,
+    Phase.RESTARTING: ConditionType.RESTARTING,
+    Phase.SUCCEEDED: ConditionType.SUCCEEDED,
+    Phase.FAILED: ConditionType.FAILED,
+    Phase.SUSPENDED: ConditionType.SUSPENDED,
+}
+
+
+def of_trial(trial: status_.TrialStatus, *, now: datetime.datetime, generation: int | None) -> status_.TrialStatus:
+    """The trial with its conditions brought in line with its phase: the phase's condition True with the
+    trial's reason and message, conditions that held before False, Created True from the first pods on."""
+    found = trial.conditions
+    reason, message = trial.reason or trial.phase.value, trial.message or ""
+    if trial.phase != Phase.PENDING and not is_true(found, ConditionType.CREATED):
+        found = set_condition(found, ConditionType.CREATED, True, reason, message, now=now, generation=generation)
+    current = _TRIAL_CONDITION_OF_PHASE.get(trial.phase)
+    for type_ in _TRIAL_CONDITION_OF_PHASE.values():
+        if type_ == current:
+            found = set_condition(found, type_, True, reason, message, now=now, generation=generation)
+        elif is_true(found, type_):
+            found = set_condition(found, type_, False, reason, f"the trial is {trial.phase.value}", now=now,
+                                  generation=generation)
+    return trial if found is trial.conditions else trial.model_copy(update={"conditions": found})

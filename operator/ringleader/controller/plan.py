@@ -88,7 +88,8 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
             active += int(may_start)
             run(position, may_start)
 
-    new_trials = [steps[i].status for i in range(len(statuses))]
+    new_trials = [conditions.of_trial(steps[i].status, now=seen.now, generation=seen.generation)
+                  for i in range(len(statuses))]
     status = _experiment_status(experiment, expansion, old, new_trials, seen)
     delete = tuple(name for i in range(len(statuses)) for name in steps[i].delete)
     # Pods of no current trial (a spec change shrank the sweep) would otherwise hold resources forever.
