@@ -13,6 +13,7 @@ import mlflow.entities
 import mlflow.exceptions
 import mlflow.tracking
 
+from ringleader.api import trial as trial_
 from ringleader.tracking import schema
 from ringleader.tracking import settings as settings_
 
@@ -141,5 +142,10 @@ def _first_line(error: BaseException) -> str:
     return text[0][:300] if text else type(error).__name__
 
 
+# An MLflow experiment's name may be 317 characters ("<namespace>/<name>"); a file name holds 255 bytes.
+MAX_SLUG = 100
+
+
 def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "experiment"
+    """A directory name for the experiment `name`: safe characters; a long one keeps a prefix and a hash."""
+    return trial_.bounded_name(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "experiment", MAX_SLUG)
