@@ -24,7 +24,7 @@ import yaml
 
 import ringleader
 from ringleader import api, topology
-from ringleader.api import crd
+from ringleader.api import crd, loading
 
 # Subcommands owned by other packages: name -> (module with add_arguments(parser) and run(args) -> int, help).
 DELEGATED = {
@@ -35,11 +35,14 @@ DELEGATED = {
 
 
 def _expansion(path: str, out: TextIO) -> api.Expansion | None:
-    """The file's trials, or None after printing its problems to `out`."""
+    """The file's trials, or None after printing its problems to `out`: one line when it is no YAML to take."""
     try:
         return api.expand(api.load(path))
+    except api.LoadError as error:
+        print(error, file=out)
+        return None
     except api.SpecError as error:
-        print(f"{path}: invalid", file=out)
+        print(f"{loading.display_name(path)}: invalid", file=out)
         for problem in error.problems:
             print(f"  - {problem}", file=out)
         return None
@@ -54,7 +57,7 @@ def validate(args: argparse.Namespace) -> int:
             all_valid = False
             continue
         trials = expansion.trials
-        print(f"{path}: valid, {len(trials)} trial{'s' if len(trials) != 1 else ''}")
+        print(f"{loading.display_name(path)}: valid, {len(trials)} trial{'s' if len(trials) != 1 else ''}")
         for trial in trials:
             spec = trial.spec
             described = ", ".join(f"{k}={v}" for k, v in trial.parameters.items()) or "no sweep"
@@ -117,13 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Check experiment files against the API. Prints every problem with "
                                             "its field and fix; for valid files, the trials and skipped "
                                             "sweep combinations. Exit status 1 if any file is invalid.")
-    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("files", nargs="+", metavar="FILE", help="experiment file; '-' reads standard input")
     check.set_defaults(handler=validate)
 
     show = commands.add_parser("render", help="print the Kubernetes objects of an experiment's trials",
                                description="Print the Service, ConfigMap, PodGroup and Pods the operator creates "
                                            "for each trial, as a YAML multi-document stream.")
-    show.add_argument("file", metavar="FILE")
+    show.add_argument("file", metavar="FILE", help="experiment file; '-' reads standard input")
     show.add_argument("--trial", type=int, metavar="N", help="only trial N (0-based, as `validate` lists them)")
     show.add_argument("--image", help="training image when the experiment sets none "
                                       f"(default: {topology.RenderSettings().image})")

@@ -146,11 +146,11 @@ def test_a_parsed_spec_round_trips_through_its_wire_form(experiment_document):
 
 
 def test_load_reports_missing_files_and_bad_yaml(tmp_path):
-    with pytest.raises(api.SpecError, match="file not found"):
+    with pytest.raises(api.LoadError, match="absent.yaml: file not found$"):
         api.load(tmp_path / "absent.yaml")
     broken = tmp_path / "broken.yaml"
     broken.write_text("spec: [unclosed\n")
-    with pytest.raises(api.SpecError, match="not valid YAML"):
+    with pytest.raises(api.LoadError, match="broken.yaml: not valid YAML: .* at line 2, column 1$"):
         api.load(broken)
 
 

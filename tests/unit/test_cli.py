@@ -77,7 +77,7 @@ def test_validate_fails_when_any_file_is_invalid(files, capsys):
                        str(files / "absent.yaml"))
     assert code == 1
     assert "valid.yaml: valid, 3 trials" in out
-    assert f"{files / 'absent.yaml'}: invalid\n  - file not found" in out
+    assert f"{files / 'absent.yaml'}: file not found\n" in out
 
 
 def test_render_prints_every_trials_objects_as_one_stream(files, capsys):

@@ -7,9 +7,8 @@ import re
 from typing import Annotated, Any, Literal
 
 import pydantic
-import yaml
 
-from ringleader.api import constants
+from ringleader.api import constants, loading
 from ringleader.api import spec as spec_
 from ringleader.api.spec import ExperimentSpec
 from ringleader.api.status import ExperimentStatus
@@ -72,11 +71,16 @@ class SpecError(ValueError):
         super().__init__(f"{source} is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
+MAX_PROBLEMS = 20
+"""Problems listed at most: a file of a thousand typos is fixed a screenful at a time."""
+
+
 def problems_of(error: pydantic.ValidationError) -> list[str]:
     """Pydantic errors in the API's own wording: "`spec.workers.replicas` must be greater than or equal to 1"."""
     problems = []
-    for item in error.errors():
-        path = ".".join(str(part) for part in item["loc"])
+    items = error.errors()
+    for item in items[:MAX_PROBLEMS]:
+        path = ".".join(loading.shorten(str(part), 60) for part in item["loc"])
         message = item["msg"]
         if item["type"] == "rule":
             problems.append(f"{path}: {message}")
@@ -90,8 +94,11 @@ def problems_of(error: pydantic.ValidationError) -> list[str]:
         elif item["type"] == "missing":
             message = "is required"
         got = item.get("input")
-        detail = f" (got {got!r})" if item["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict) else ""
+        shown = item["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict)
+        detail = f" (got {loading.shorten(repr(got), 80)})" if shown else ""
         problems.append(f"`{path}` {message}{detail}")
+    if len(items) > MAX_PROBLEMS:
+        problems.append(f"... and {len(items) - MAX_PROBLEMS} more problems: fix these first")
     return problems
 
 
@@ -107,14 +114,9 @@ def parse(document: Any, source: str = "experiment") -> DistributedTrainingExper
 
 
 def load(path: str | pathlib.Path) -> DistributedTrainingExperiment:
-    """Read one experiment from a YAML file."""
-    path = pathlib.Path(path)
-    try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except FileNotFoundError:
-        raise SpecError(str(path), ["file not found"]) from None
-    except yaml.YAMLError as error:
-        raise SpecError(str(path), [f"not valid YAML: {error}"]) from None
+    """Read one experiment from a YAML file ('-': standard input); LoadError when it is no YAML to take."""
+    documents = loading.load_documents(str(path))
+    source = loading.display_name(str(path))
     if len(documents) != 1:
-        raise SpecError(str(path), [f"expected exactly one YAML document, found {len(documents)}"])
-    return parse(documents[0], str(path))
+        raise loading.LoadError(source, f"holds {len(documents)} YAML documents: an experiment file holds exactly one")
+    return parse(documents[0], source)

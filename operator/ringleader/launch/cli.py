@@ -24,7 +24,8 @@ from ringleader.launch import settings as settings_
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = settings_.LaunchSettings()
-    parser.add_argument("file", metavar="FILE", help="experiment file (a DistributedTrainingExperiment in YAML)")
+    parser.add_argument("file", metavar="FILE",
+                        help="experiment file (a DistributedTrainingExperiment in YAML); '-' reads standard input")
     parser.add_argument("--output-dir", metavar="DIR", default=defaults.output_dir,
                         help="where each run keeps its records, logs and traces, in a new subdirectory "
                              f"(default: {defaults.output_dir})")
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
     from ringleader.analysis import report
     from ringleader.api import experiment as experiment_
+    from ringleader.api import loading
     from ringleader.api import trial as trial_
     from ringleader.launch import sweep
     from ringleader.tracking import settings as tracking_settings_
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     try:
         experiment = experiment_.load(args.file)
         expansion = trial_.expand(experiment)
-    except experiment_.SpecError as error:
+    except (loading.LoadError, experiment_.SpecError) as error:
         print(str(error), file=err)
         return 2
     trials = expansion.trials
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         print("--timeout-seconds must be greater than 0", file=err)
         return 2
 
+    source = loading.display_name(args.file) if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve())
     settings = settings_.LaunchSettings(output_dir=args.output_dir)
     tracking_settings = tracking_settings_.TrackingSettings()
     tracking_uri = tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri)
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
     try:
         result = sweep.run_sweep(experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
-                                 os.environ, args.timeout_seconds, source=str(pathlib.Path(args.file).resolve()),
+                                 os.environ, args.timeout_seconds, source=source,
                                  out=out)
     except KeyboardInterrupt:
         # A second Ctrl-C, while publishing: every rank is already stopped; the records are on disk.
@@ -99,12 +102,19 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     return result.exit_code
 
 
+# A file name holds 255 bytes and an experiment's name up to 253 characters: longer names keep a prefix and a hash.
+MAX_SESSION_PREFIX = 100
+
+
 def new_session_dir(output_dir: pathlib.Path, experiment_name: str) -> pathlib.Path:
     """<output>/<experiment>-<YYYYmmdd-HHMMSS>[-n]: a fresh directory per run, so records never mix."""
+    from ringleader.api import trial as trial_
+
+    prefix = trial_.bounded_name(experiment_name, MAX_SESSION_PREFIX)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     output_dir.mkdir(parents=True, exist_ok=True)
     for attempt in range(1000):
-        candidate = output_dir / (f"{experiment_name}-{stamp}" + (f"-{attempt}" if attempt else ""))
+        candidate = output_dir / (f"{prefix}-{stamp}" + (f"-{attempt}" if attempt else ""))
         try:
             candidate.mkdir()
             return candidate

@@ -1,0 +1,235 @@
+"""Experiment files read as the API server would take them, whatever they hold; experiment.load calls it.
+
+A file may be huge, binary, not UTF-8, a directory, an alias bomb, nested a million levels deep or
+full of duplicate keys: each ends in one LoadError line naming the file and the problem, within a
+bounded time and memory, and echoing at most SHOWN characters of the input.
+"""
+
+from __future__ import annotations
+
+import codecs
+import sys
+from typing import Any
+
+import yaml
+import yaml.composer
+import yaml.constructor
+import yaml.nodes
+import yaml.resolver
+
+MAX_BYTES = 3 * 1024 * 1024
+"""The API server's limit on a request body: a larger experiment could never be created."""
+MAX_DEPTH = 100
+"""Nesting levels of a document; an experiment needs fewer than 10."""
+MAX_VALUES = 50_000
+"""Values (scalars, lists and mappings) of a file, aliases expanded: far above any experiment, even one
+copied with its status from `kubectl get -o yaml`, and far below what takes a second to load."""
+MAX_NUMBER_LENGTH = 100
+"""Characters of a number: every number the API takes fits in 20; Python refuses 4300-digit integers."""
+SHOWN = 200
+"""Characters of a problem shown at most, so that an error never echoes the input back at length."""
+
+STDIN = "-"
+_BYTE_ORDER_MARKS = {
+    codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32",
+    codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16",
+}
+
+
+class LoadError(ValueError):
+    """A file that is no YAML document the API server would take; str() is one line: '<file>: <problem>'."""
+
+    def __init__(self, source: str, problem: str):
+        self.source = source
+        self.problem = shorten(problem)
+        super().__init__(f"{source}: {self.problem}")
+
+
+def shorten(text: str, limit: int = SHOWN) -> str:
+    """`text` on one line, cut to `limit` characters with a marker saying so."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
+
+
+def display_name(path: str) -> str:
+    return "<stdin>" if path == STDIN else path
+
+
+def load_documents(path: str) -> list[Any]:
+    """The non-empty YAML documents of the file at `path` ('-': standard input), or LoadError."""
+    source = display_name(path)
+    text = _text(source, _read(source, path))
+    loader = _BoundedLoader(text)
+    try:
+        documents = []
+        while loader.check_data():
+            documents.append(loader.get_data())
+    except yaml.YAMLError as error:
+        raise LoadError(source, _describe(error)) from None
+    finally:
+        loader.dispose()
+    return [document for document in documents if document is not None]
+
+
+def _read(source: str, path: str) -> bytes:
+    try:
+        if path == STDIN:
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+        else:
+            with open(path, "rb") as stream:
+                data = stream.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise LoadError(source, "file not found") from None
+    except IsADirectoryError:
+        raise LoadError(source, "is a directory: name an experiment file in it") from None
+    except OSError as error:
+        raise LoadError(source, f"cannot be read: {error.strerror or error}") from None
+    if len(data) > MAX_BYTES:
+        raise LoadError(source, f"is larger than {MAX_BYTES // 2**20} MiB, the API server's limit for a resource: "
+                                "an experiment file is a few kilobytes; is this the right file?")
+    return data
+
+
+def _text(source: str, data: bytes) -> str:
+    for mark, encoding in _BYTE_ORDER_MARKS.items():
+        if data.startswith(mark):
+            raise LoadError(source, f"is {encoding} text: save it as UTF-8")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise LoadError(source, f"is binary (a NUL byte at offset {nul}), not YAML text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise LoadError(source, f"is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line} is not UTF-8; "
+                                "save the file as UTF-8") from None
+
+
+def _describe(error: yaml.YAMLError) -> str:
+    """A YAML error on one line: what, and where (line and column, counted from 1)."""
+    if isinstance(error, Refused):
+        return error.problem
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = error.problem or error.context or "unreadable"
+        return f"not valid YAML: {what}{where}"
+    return f"not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+
+
+class Refused(yaml.MarkedYAMLError):
+    """YAML that parses but that the API server refuses, or that would cost too much to take."""
+
+    def __init__(self, what: str, node_or_event: Any, fix: str):
+        mark = node_or_event.start_mark
+        super().__init__(problem=f"{what} at line {mark.line + 1}, column {mark.column + 1}: {fix}", problem_mark=mark)
+
+
+class _BoundedComposer(yaml.composer.Composer):
+    """The composer, counting values (aliases expanded) and nesting as it goes, before anything is built.
+
+    Every node records its `size` (values in it, aliases expanded) and `height` (levels in it), so an
+    alias costs what it expands to: a billion laughs is refused at its first few lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._values = 0
+        self._depth = 0
+        self._deepest = 0
+
+    def compose_document(self) -> yaml.nodes.Node:
+        self._count(1, self.peek_event())
+        return super().compose_document()
+
+    def compose_node(self, parent: Any, index: Any) -> yaml.nodes.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = self.anchors.get(event.anchor)
+            if node is not None:
+                if not hasattr(node, "height"):
+                    raise Refused(f"alias *{shorten(event.anchor, 40)} inside the node it names", event,
+                                  "a structure without end, which JSON cannot hold; copy the values instead")
+                self._enter(node.height, event)
+                self._count(node.size, event)
+            return super().compose_node(parent, index)
+        depth, values = self._depth + 1, self._values
+        self._enter(1, event)
+        self._count(1, event)
+        saved, self._depth, self._deepest = self._deepest, depth, depth
+        node = super().compose_node(parent, index)
+        node.height = self._deepest - depth + 1
+        node.size = self._values - values
+        self._depth, self._deepest = depth - 1, max(saved, self._deepest)
+        return node
+
+    def _enter(self, height: int, event: Any) -> None:
+        deepest = self._depth + height
+        if deepest > MAX_DEPTH:
+            raise Refused(f"nested deeper than {MAX_DEPTH} levels", event, "an experiment needs fewer than 10")
+        self._deepest = max(self._deepest, deepest)
+
+    def _count(self, values: int, event: Any) -> None:
+        self._values += values
+        if self._values > MAX_VALUES:
+            raise Refused(f"more than {MAX_VALUES} values (aliases expanded)", event,
+                          "an experiment has a few hundred; is this the right file?")
+
+
+class _StrictConstructor(yaml.constructor.SafeConstructor):
+    """SafeConstructor refusing what the API server refuses (duplicate keys) and numbers no field can take."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, yaml.nodes.Node] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            try:
+                earlier = first.setdefault(key, key_node)
+            except TypeError:
+                continue  # unhashable: the constructor below says so
+            if earlier is not key_node:
+                raise Refused(f"duplicate key {shorten(repr(key), 60)}", key_node,
+                              f"also at line {earlier.start_mark.line + 1}; the API server refuses repeated keys: keep one")
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        self._check_number_length(node)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        self._check_number_length(node)
+        return super().construct_yaml_float(node)
+
+    @staticmethod
+    def _check_number_length(node: yaml.ScalarNode) -> None:
+        if len(node.value) > MAX_NUMBER_LENGTH:
+            raise Refused(f"a number of {len(node.value)} characters", node,
+                          f"no field takes one longer than {MAX_NUMBER_LENGTH}")
+
+
+_StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.construct_yaml_int)
+_StrictConstructor.add_constructor("tag:yaml.org,2002:float", _StrictConstructor.construct_yaml_float)
+
+class _PythonParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+    def __init__(self, text: str):
+        yaml.reader.Reader.__init__(self, text)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+
+
+try:
+    # libyaml's parser where it is installed: a 3 MiB file parses in milliseconds, not seconds.
+    from yaml.cyaml import CParser as _Parser
+except ImportError:
+    _Parser = _PythonParser
+
+
+class _BoundedLoader(_BoundedComposer, _Parser, _StrictConstructor, yaml.resolver.Resolver):
+    """The bounded composer first in the method order, so it, not libyaml's own, builds the nodes."""
+
+    def __init__(self, text: str):
+        _Parser.__init__(self, text)
+        _BoundedComposer.__init__(self)
+        _StrictConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
