@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import pydantic
 import pydantic.alias_generators
 import pydantic_core
 
 from ringleader.api import rules as rules_
+
+
+# Strict scalars, as the API server's schema validation takes them: "30" is no integer, true no integer,
+# "0.5" no number ("yes" and "on" stay booleans: YAML 1.1 reads them as true). A number may be integral.
+Integer = Annotated[int, pydantic.Strict()]
+Number = Annotated[float, pydantic.Strict()]
+Boolean = Annotated[bool, pydantic.Strict()]
+
+MAX_SECONDS = 2**31 - 1
+"""The longest duration a field takes (68 years): every timer of the runtime, the operator and torch holds it."""
 
 
 def _publish_rules(schema: dict[str, Any], model: type[ApiModel]) -> None:

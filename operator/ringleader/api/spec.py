@@ -63,10 +63,10 @@ class SyncSpec(ApiModel):
     may run at most `staleness` iterations ahead of the slowest) or DSSP (SSP whose threshold moves
     between `staleness` and `maxStaleness` from the workers' push intervals). Default BSP.
     RingAllReduce supports BSP only."""
-    staleness: Annotated[int, pydantic.Field(ge=0, le=1000)] | None = None
+    staleness: Annotated[base.Integer, pydantic.Field(ge=0, le=1000)] | None = None
     """staleness is SSP's bound s, or DSSP's lower bound s_L, in iterations. Required for SSP and DSSP,
     ignored by BSP and ASP. 0 makes SSP behave as BSP."""
-    max_staleness: Annotated[int, pydantic.Field(ge=1, le=1000)] | None = None
+    max_staleness: Annotated[base.Integer, pydantic.Field(ge=1, le=1000)] | None = None
     """maxStaleness is DSSP's upper bound s_U, in iterations; must be greater than `staleness`.
     Required for DSSP, ignored otherwise. The server grants a fast worker up to maxStaleness - staleness
     extra iterations."""
@@ -89,7 +89,7 @@ class Resources(ApiModel):
     """cpu is the CPU request and limit, a Kubernetes quantity ("500m", "2"). Default "1"."""
     memory: MemoryQuantity = "2Gi"
     """memory is the memory request and limit, a Kubernetes quantity ("512Mi", "4Gi"). Default "2Gi"."""
-    gpu: Annotated[int, pydantic.Field(ge=0, le=16)] = 0
+    gpu: Annotated[base.Integer, pydantic.Field(ge=0, le=16)] = 0
     """gpu is the number of GPUs per pod (requested as the operator's GPU resource name,
     nvidia.com/gpu by default). Default 0: CPU pods, gloo everywhere. With GPUs, tensors live on the
     GPU and ring allreduce uses NCCL."""
@@ -98,7 +98,7 @@ class Resources(ApiModel):
 class ParameterServers(ApiModel):
     """parameterServers are the servers of a ParameterServer job, each holding a shard of the parameters."""
 
-    replicas: Annotated[int, pydantic.Field(ge=1, le=64)] = 1
+    replicas: Annotated[base.Integer, pydantic.Field(ge=1, le=64)] = 1
     """replicas is the number of parameter servers (k). Default 1. Parameters are sharded across them by
     tensor, balancing bytes. Ignored by PeerToPeer and RingAllReduce."""
     resources: Resources = Resources()
@@ -110,13 +110,13 @@ class WorkerGroup(ApiModel):
 
     name: Annotated[str, pydantic.StringConstraints(pattern=DNS_LABEL_PATTERN, max_length=20)]
     """name identifies the group in pod labels and reports; a DNS label of at most 20 characters."""
-    replicas: Annotated[int, pydantic.Field(ge=1, le=1024)]
+    replicas: Annotated[base.Integer, pydantic.Field(ge=1, le=1024)]
     """replicas is the number of workers in this group. The groups' replicas add up to `workers.replicas`."""
     resources: Resources | None = None
     """resources of this group's pods. Default: `workers.resources`."""
     node_selector: LabelMap = {}
     """nodeSelector places this group's pods, merged over `scheduling.nodeSelector`."""
-    slowdown_percent: Annotated[int, pydantic.Field(ge=100, le=10000)] = 100
+    slowdown_percent: Annotated[base.Integer, pydantic.Field(ge=100, le=10000)] = 100
     """slowdownPercent stretches this group's compute to emulate stragglers: 300 makes every
     forward and backward pass take three times as long as measured. Default 100 (no slowdown)."""
 
@@ -124,7 +124,7 @@ class WorkerGroup(ApiModel):
 class Workers(ApiModel):
     """workers compute gradients; in PeerToPeer they are also the servers of their own shard."""
 
-    replicas: Annotated[int, pydantic.Field(ge=1, le=1024)] = 2
+    replicas: Annotated[base.Integer, pydantic.Field(ge=1, le=1024)] = 2
     """replicas is the number of workers (N). Default 2."""
     resources: Resources = Resources()
     """resources of each worker pod, unless its group sets its own. Default 1 CPU, 2Gi, no GPU."""
@@ -159,11 +159,11 @@ class Optimizer(ApiModel):
 
     name: OptimizerName = OptimizerName.SGD
     """name is SGD (with optional momentum) or Adam. Default SGD."""
-    learning_rate: Annotated[float, pydantic.Field(gt=0, le=10)] = 0.01
+    learning_rate: Annotated[base.Number, pydantic.Field(gt=0, le=10)] = 0.01
     """learningRate is the step size. Default 0.01."""
-    momentum: Annotated[float, pydantic.Field(ge=0, lt=1)] = 0.0
+    momentum: Annotated[base.Number, pydantic.Field(ge=0, lt=1)] = 0.0
     """momentum is SGD's momentum factor, in [0, 1). Default 0 (plain SGD). Ignored by Adam."""
-    weight_decay: Annotated[float, pydantic.Field(ge=0, le=1)] = 0.0
+    weight_decay: Annotated[base.Number, pydantic.Field(ge=0, le=1)] = 0.0
     """weightDecay is L2 regularization. Default 0."""
 
 
@@ -173,11 +173,11 @@ class ModelSpec(ApiModel):
     name: ModelName = "mlp"
     """name is a built-in model (mlp, cnn, resnet18, resnet50, vgg16, transformer) or the user's own
     as "package.module:factory", a callable returning a torch.nn.Module, importable in the image. Default mlp."""
-    batch_size: Annotated[int, pydantic.Field(ge=1, le=65536)] = 32
+    batch_size: Annotated[base.Integer, pydantic.Field(ge=1, le=65536)] = 32
     """batchSize is the per-worker minibatch, in samples. Default 32."""
-    iterations: Annotated[int, pydantic.Field(ge=1, le=10_000_000)] = 100
+    iterations: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)] = 100
     """iterations is the number of training iterations each worker runs. Default 100."""
-    warmup_iterations: Annotated[int, pydantic.Field(ge=0, le=10_000_000)] = 5
+    warmup_iterations: Annotated[base.Integer, pydantic.Field(ge=0, le=10_000_000)] = 5
     """warmupIterations are run first and left out of the summary timings (but not of the per-iteration
     metrics). Default 5; must be less than `iterations`."""
     optimizer: Optimizer = Optimizer()
@@ -197,15 +197,15 @@ class ModelSpec(ApiModel):
 class SyntheticData(ApiModel):
     """synthetic data: a fixed, seeded set of samples of the model's input shape, with learnable labels."""
 
-    samples: Annotated[int, pydantic.Field(ge=1, le=10_000_000)] = 4096
+    samples: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)] = 4096
     """samples is the size of the synthetic dataset; batches cycle through it. Default 4096."""
-    num_classes: Annotated[int, pydantic.Field(ge=2, le=100_000)] = 10
+    num_classes: Annotated[base.Integer, pydantic.Field(ge=2, le=100_000)] = 10
     """numClasses is the number of label classes (vocabulary size for transformer). Default 10."""
-    image_size: Annotated[int, pydantic.Field(ge=8, le=1024)] = 32
+    image_size: Annotated[base.Integer, pydantic.Field(ge=8, le=1024)] = 32
     """imageSize is the side of square RGB images, in pixels, for the convolutional models. Default 32."""
-    sequence_length: Annotated[int, pydantic.Field(ge=2, le=8192)] = 64
+    sequence_length: Annotated[base.Integer, pydantic.Field(ge=2, le=8192)] = 64
     """sequenceLength is the number of tokens per sample, for transformer. Default 64."""
-    seed: Annotated[int, pydantic.Field(ge=0, le=2**31 - 1)] = 0
+    seed: Annotated[base.Integer, pydantic.Field(ge=0, le=2**31 - 1)] = 0
     """seed makes the dataset and the initial weights reproducible. Default 0."""
 
 
@@ -257,19 +257,19 @@ class CleanPodPolicy(str, enum.Enum):
 class RunPolicy(ApiModel):
     """runPolicy governs retries, deadlines, clean-up and suspension."""
 
-    backoff_limit: Annotated[int, pydantic.Field(ge=0, le=100)] = 3
+    backoff_limit: Annotated[base.Integer, pydantic.Field(ge=0, le=100)] = 3
     """backoffLimit is how many times a trial is restarted (all its pods) after a pod fails, before the
     trial fails. Default 3; 0 fails at the first pod failure."""
-    active_deadline_seconds: Annotated[int, pydantic.Field(ge=1)] | None = None
+    active_deadline_seconds: Annotated[base.Integer, pydantic.Field(ge=1, le=base.MAX_SECONDS)] | None = None
     """activeDeadlineSeconds bounds each trial's running time, in seconds, from its start; past it the
-    trial fails with reason DeadlineExceeded. Unset (default): no deadline."""
-    ttl_seconds_after_finished: Annotated[int, pydantic.Field(ge=0)] | None = None
-    """ttlSecondsAfterFinished deletes the finished experiment this many seconds after it completes.
-    Unset (default): kept until deleted."""
+    trial fails with reason DeadlineExceeded. At most 2147483647 (68 years). Unset (default): no deadline."""
+    ttl_seconds_after_finished: Annotated[base.Integer, pydantic.Field(ge=0, le=base.MAX_SECONDS)] | None = None
+    """ttlSecondsAfterFinished deletes the finished experiment this many seconds after it completes,
+    at most 2147483647 (68 years). Unset (default): kept until deleted."""
     clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING
     """cleanPodPolicy says which pods are deleted when a trial ends: None (keep all, for logs), Running
     (delete those still running, such as parameter servers; default) or All."""
-    suspend: bool = False
+    suspend: base.Boolean = False
     """suspend stops the experiment: running trials' pods are deleted and the trials restart from the
     beginning when suspend is set back to false. Default false."""
 
@@ -296,8 +296,8 @@ class Toleration(ApiModel):
     """value of the taint, for operator Equal."""
     effect: TaintEffect | None = None
     """effect to tolerate; unset tolerates every effect."""
-    toleration_seconds: Annotated[int, pydantic.Field(ge=0)] | None = None
-    """tolerationSeconds bounds how long a NoExecute taint is tolerated."""
+    toleration_seconds: Annotated[base.Integer, pydantic.Field(ge=0, le=base.MAX_SECONDS)] | None = None
+    """tolerationSeconds bounds how long a NoExecute taint is tolerated, in seconds, at most 2147483647."""
 
     rules = (
         rules.Rule(
@@ -351,14 +351,14 @@ class SweepMatrix(ApiModel):
     """architecture values to sweep; replaces `architecture`."""
     paradigm: _axis(Paradigm, 4) = None
     """paradigm values to sweep; replaces `sync.paradigm`."""
-    workers: _axis(Annotated[int, pydantic.Field(ge=1, le=1024)]) = None
+    workers: _axis(Annotated[base.Integer, pydantic.Field(ge=1, le=1024)]) = None
     """workers values (worker counts) to sweep; replaces `workers.replicas`. Cannot be combined with
     `workers.groups`."""
-    parameter_servers: _axis(Annotated[int, pydantic.Field(ge=1, le=64)]) = None
+    parameter_servers: _axis(Annotated[base.Integer, pydantic.Field(ge=1, le=64)]) = None
     """parameterServers values (server counts) to sweep; replaces `parameterServers.replicas`."""
-    staleness: _axis(Annotated[int, pydantic.Field(ge=0, le=1000)]) = None
+    staleness: _axis(Annotated[base.Integer, pydantic.Field(ge=0, le=1000)]) = None
     """staleness values to sweep; replaces `sync.staleness`."""
-    batch_size: _axis(Annotated[int, pydantic.Field(ge=1, le=65536)]) = None
+    batch_size: _axis(Annotated[base.Integer, pydantic.Field(ge=1, le=65536)]) = None
     """batchSize values to sweep; replaces `model.batchSize`."""
     model: _axis(ModelName) = None
     """model names to sweep; replaces `model.name`."""
@@ -383,9 +383,9 @@ class Sweep(ApiModel):
 
     matrix: SweepMatrix = SweepMatrix()
     """matrix of values to combine. Empty: the experiment's own spec, repeated."""
-    repetitions: Annotated[int, pydantic.Field(ge=1, le=100)] = 1
+    repetitions: Annotated[base.Integer, pydantic.Field(ge=1, le=100)] = 1
     """repetitions runs every combination this many times, for error bars. Default 1."""
-    max_parallel: Annotated[int, pydantic.Field(ge=1, le=64)] = 1
+    max_parallel: Annotated[base.Integer, pydantic.Field(ge=1, le=64)] = 1
     """maxParallel is how many trials run at once. Default 1, so trials do not disturb each other's timings."""
 
     rules = (
