@@ -48,7 +48,10 @@ class LoadError(ValueError):
 def shorten(text: str, limit: int = SHOWN) -> str:
     """`text` on one line, cut to `limit` characters with a marker saying so."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
+    if len(text) <= limit:
+        return text
+    marker = f"... ({len(text)} chars)"
+    return text[: limit - len(marker)] + marker
 
 
 def display_name(path: str) -> str:

@@ -40,12 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
-    from ringleader.analysis import report
     from ringleader.api import experiment as experiment_
     from ringleader.api import loading
     from ringleader.api import trial as trial_
-    from ringleader.launch import sweep
-    from ringleader.tracking import settings as tracking_settings_
 
     try:
         experiment = experiment_.load(args.file)
@@ -53,6 +50,11 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     except (loading.LoadError, experiment_.SpecError) as error:
         print(str(error), file=err)
         return 2
+    # Only now torch, MLflow and matplotlib: a file that cannot run is refused in a moment.
+    from ringleader.analysis import report
+    from ringleader.launch import sweep
+    from ringleader.tracking import settings as tracking_settings_
+
     trials = expansion.trials
     if args.trial:
         wrong = [n for n in args.trial if not 0 <= n < len(trials)]
