@@ -23,6 +23,7 @@ import tempfile
 import time
 
 import pytest
+import yaml
 
 from ringleader.api import loading
 
@@ -222,11 +223,16 @@ def make(case: Case, directory) -> str:
 
 CASES = corpus()
 
-# Each file validated alone in one process (the command's own main), its time and the peak memory taken.
+# Each file validated alone in one process (the command's own main), its time taken; argv[1] is the parser:
+# "libyaml", or "python" as where libyaml is not installed.
 DRIVER = """\
-import contextlib, io, json, resource, sys, time, traceback
+import contextlib, io, json, sys, time, traceback
+if sys.argv[1] == "python":
+    sys.modules["yaml._yaml"] = None
 from ringleader import cli
-for path in sys.argv[1:]:
+from ringleader.api import loading
+print(json.dumps({"parser": loading._Parser.__name__}), flush=True)
+for path in sys.argv[2:]:
     out, err = io.StringIO(), io.StringIO()
     cpu, wall = time.process_time(), time.monotonic()
     try:
@@ -272,17 +278,30 @@ def test_the_corpus_covers_every_category_with_at_least_60_files():
             "duplicate", "yaml", "echo"} <= categories
 
 
-@pytest.fixture(scope="module")
-def validated(tmp_path_factory) -> dict[str, dict]:
-    directory = tmp_path_factory.mktemp("hostile")
-    paths = {make(case, directory): case for case in CASES}
+def validate_each(paths: dict[str, Case], parser: str) -> dict[str, dict]:
+    """Each case's result, by case name, from one driver process; its peak RSS is every file's bound."""
     started = time.monotonic()
-    code, out, err, cpu, rss = run_child(["-c", DRIVER, *paths])
+    code, out, err, cpu, rss = run_child(["-c", DRIVER, parser, *paths])
     assert code == 0, err
-    results = {json.loads(line)["path"]: json.loads(line) for line in out.splitlines()}
-    assert set(results) == set(paths)
-    print(f"{len(paths)} hostile files in {time.monotonic() - started:.1f} s, {cpu:.1f} s CPU, peak RSS {rss:.0f} MiB")
-    return {paths[path].name: {**result, "rss": rss} for path, result in results.items()}
+    [used, *lines] = [json.loads(line) for line in out.splitlines()]
+    results = {paths[result["path"]].name: {**result, "rss": rss} for result in lines}
+    assert len(results) == len(paths)
+    slowest = max(results.values(), key=lambda result: result["cpu"])
+    print(f"\n{len(paths)} hostile files through {used['parser']} in {time.monotonic() - started:.1f} s "
+          f"({cpu:.1f} s CPU, peak RSS {rss:.0f} MiB); slowest {pathlib.Path(slowest['path']).name}: "
+          f"{slowest['cpu']:.2f} s CPU, {slowest['wall']:.2f} s")
+    return results
+
+
+@pytest.fixture(scope="module")
+def hostile_files(tmp_path_factory) -> dict[str, Case]:
+    directory = tmp_path_factory.mktemp("hostile")
+    return {make(case, directory): case for case in CASES}
+
+
+@pytest.fixture(scope="module")
+def validated(hostile_files) -> dict[str, dict]:
+    return validate_each(hostile_files, "libyaml")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -302,6 +321,18 @@ def test_a_hostile_file_is_refused_in_one_line_per_problem_without_traceback(cas
         assert all(len(line) <= 320 for line in lines[1:])
     assert result["cpu"] < CPU_SECONDS, f"{result['cpu']:.1f} s CPU"
     assert result["rss"] < MAX_RSS_MIB
+
+
+def test_without_libyaml_every_file_is_refused_the_same_way_in_bounded_time_and_memory(hostile_files, validated):
+    for name, result in validate_each(hostile_files, "python").items():
+        assert (result["code"], result["err"]) == (1, ""), f"{name}: {result['err']}"
+        assert len(result["out"].splitlines()) == len(validated[name]["out"].splitlines()), name
+        assert result["cpu"] < CPU_SECONDS and result["rss"] < MAX_RSS_MIB, name
+
+
+def test_libyaml_parses_where_installed():
+    assert yaml.__with_libyaml__, "install PyYAML with libyaml: it parses a 3 MiB file in milliseconds"
+    assert loading._Parser is yaml.cyaml.CParser
 
 
 def test_the_worst_files_are_refused_by_the_real_command_on_standard_input_in_bounded_time_and_memory():

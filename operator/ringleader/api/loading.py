@@ -62,15 +62,16 @@ def load_documents(path: str) -> list[Any]:
     """The non-empty YAML documents of the file at `path` ('-': standard input), or LoadError."""
     source = display_name(path)
     text = _text(source, _read(source, path))
-    loader = _BoundedLoader(text)
+    documents = []
     try:
-        documents = []
-        while loader.check_data():
-            documents.append(loader.get_data())
+        loader = _BoundedLoader(text)  # PyYAML's own reader refuses unprintable characters here
+        try:
+            while loader.check_data():
+                documents.append(loader.get_data())
+        finally:
+            loader.dispose()
     except yaml.YAMLError as error:
         raise LoadError(source, _describe(error)) from None
-    finally:
-        loader.dispose()
     return [document for document in documents if document is not None]
 
 
