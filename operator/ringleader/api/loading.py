@@ -111,7 +111,7 @@ def _text(source: str, data: bytes) -> str:
 
 def _describe(error: yaml.YAMLError) -> str:
     """A YAML error on one line: what, and where (line and column, counted from 1)."""
-    if isinstance(error, Refused):
+    if isinstance(error, _Refused):
         return error.problem
     if isinstance(error, yaml.MarkedYAMLError):
         mark = error.problem_mark or error.context_mark
@@ -121,7 +121,7 @@ def _describe(error: yaml.YAMLError) -> str:
     return f"not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
 
 
-class Refused(yaml.MarkedYAMLError):
+class _Refused(yaml.MarkedYAMLError):
     """YAML that parses but that the API server refuses, or that would cost too much to take."""
 
     def __init__(self, what: str, node_or_event: Any, fix: str):
@@ -151,7 +151,7 @@ class _BoundedComposer(yaml.composer.Composer):
             node = self.anchors.get(event.anchor)
             if node is not None:
                 if not hasattr(node, "height"):
-                    raise Refused(f"alias *{shorten(event.anchor, 40)} inside the node it names", event,
+                    raise _Refused(f"alias *{shorten(event.anchor, 40)} inside the node it names", event,
                                   "a structure without end, which JSON cannot hold; copy the values instead")
                 self._enter(node.height, event)
                 self._count(node.size, event)
@@ -169,13 +169,13 @@ class _BoundedComposer(yaml.composer.Composer):
     def _enter(self, height: int, event: Any) -> None:
         deepest = self._depth + height
         if deepest > MAX_DEPTH:
-            raise Refused(f"nested deeper than {MAX_DEPTH} levels", event, "an experiment needs fewer than 10")
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", event, "an experiment needs fewer than 10")
         self._deepest = max(self._deepest, deepest)
 
     def _count(self, values: int, event: Any) -> None:
         self._values += values
         if self._values > MAX_VALUES:
-            raise Refused(f"more than {MAX_VALUES} values (aliases expanded)", event,
+            raise _Refused(f"more than {MAX_VALUES} values (aliases expanded)", event,
                           "an experiment has a few hundred; is this the right file?")
 
 
@@ -193,7 +193,7 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
             except TypeError:
                 continue  # unhashable: the constructor below says so
             if earlier is not key_node:
-                raise Refused(f"duplicate key {shorten(repr(key), 60)}", key_node,
+                raise _Refused(f"duplicate key {shorten(repr(key), 60)}", key_node,
                               f"also at line {earlier.start_mark.line + 1}; the API server refuses repeated keys: keep one")
         return super().construct_mapping(node, deep)
 
@@ -208,14 +208,17 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
     @staticmethod
     def _check_number_length(node: yaml.ScalarNode) -> None:
         if len(node.value) > MAX_NUMBER_LENGTH:
-            raise Refused(f"a number of {len(node.value)} characters", node,
+            raise _Refused(f"a number of {len(node.value)} characters", node,
                           f"no field takes one longer than {MAX_NUMBER_LENGTH}")
 
 
 _StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.construct_yaml_int)
 _StrictConstructor.add_constructor("tag:yaml.org,2002:float", _StrictConstructor.construct_yaml_float)
 
+
 class _PythonParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+    """PyYAML's own reader, scanner and parser, where libyaml is not installed."""
+
     def __init__(self, text: str):
         yaml.reader.Reader.__init__(self, text)
         yaml.scanner.Scanner.__init__(self)
