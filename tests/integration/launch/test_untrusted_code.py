@@ -54,16 +54,14 @@ def test_ranks_never_see_the_shells_secrets_but_do_see_the_variables_the_run_nam
     assert [run.info.status for run in runs["trial"]] == ["FINISHED"]
 
 
-def test_ringleader_run_refuses_to_pass_the_pod_contract_or_a_value(workdir):
+def test_ringleader_run_refuses_to_pass_a_variable_of_the_pod_contract(workdir):
     path = launching.experiment_file(workdir, "refused", {})
 
-    for argument, message in (("MLFLOW_TRACKING_URI", "--env MLFLOW_TRACKING_URI: the launcher sets the pod contract"),
-                              ("RANK", "--env RANK: the launcher sets the pod contract"),
-                              ("TOKEN=abc", "--env 'TOKEN=abc' is not a variable name: export NAME=VALUE")):
-        finished = launching.run(workdir, str(path), "--env", argument, timeout=30)
+    finished = launching.run(workdir, str(path), "--env", "MLFLOW_TRACKING_URI", timeout=60)
 
-        assert finished.returncode == 2
-        assert finished.output.startswith(message) and len(finished.output.splitlines()) == 1, finished.output
+    assert finished.returncode == 2
+    assert finished.output.startswith("--env MLFLOW_TRACKING_URI: the launcher sets the pod contract's variables")
+    assert len(finished.output.splitlines()) == 1, finished.output
 
 
 def test_a_factory_that_exits_or_raises_or_a_rank_that_ends_early_fails_its_trial_saying_why(workdir):
