@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-seconds", metavar="S", type=float,
                         help="fail a trial that runs longer than S seconds (also spec.runPolicy.activeDeadlineSeconds)")
     parser.add_argument("--env", metavar="NAME", action="append", dest="passed_variables",
-                        help="give the ranks this variable of the shell (by default they get PATH, HOME, the locale "
-                             "and ringleader's own, never the whole shell: docs/security.md); repeatable")
+                        help="give the ranks this variable of the shell too (by default they get PATH, HOME, the "
+                             "locale and the runtime's knobs, never the whole shell: docs/security.md); repeatable")
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
