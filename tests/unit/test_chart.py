@@ -38,7 +38,7 @@ SCENARIOS = {
         "--set", "guardRails.allowedPriorityClasses={research}",
         "--set", "guardRails.allowedTolerationKeys={nvidia.com/gpu}",
         "--set", "guardRails.maxWorkersPerExperiment=16",
-        "--set", "guardRails.namespaceLabels.research=true",
+        "--set-string", "guardRails.namespaceLabels.research=true",
     ],
 }
 
