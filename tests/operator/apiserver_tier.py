@@ -140,8 +140,10 @@ def running(directory: pathlib.Path) -> Iterator[ApiServer]:
         _wait_healthy(url, admin_token, apiserver, logs / "kube-apiserver.log", ca)
         admin = kubeconfig(directory / "admin.kubeconfig", url, admin_token, ca)
         # The garbage collector removes a deleted experiment's children; the serviceaccount controller
-        # gives each namespace its "default" account, which pod admission requires.
-        start("kube-controller-manager", f"--kubeconfig={admin}", "--controllers=garbagecollector,serviceaccount",
+        # gives each namespace its "default" account, which pod admission requires; the policy status
+        # controller type-checks ValidatingAdmissionPolicies (the chart's guard rails) against the CRD.
+        start("kube-controller-manager", f"--kubeconfig={admin}",
+              "--controllers=garbagecollector,serviceaccount,validatingadmissionpolicy-status-controller",
               "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
               f"--service-account-private-key-file={pki / 'sa.key'}", "--concurrent-gc-syncs=5", "--v=1")
         yield ApiServer(url=url, admin_token=admin_token, ca=ca, admin_kubeconfig=admin, directory=directory, logs=logs)

@@ -32,6 +32,14 @@ SCENARIOS = {
         "--set", "podGroups.enabled=true", "--set", "workers.gpu.tolerations[0].key=nvidia.com/gpu",
         "--set", "workers.gpu.tolerations[0].operator=Exists",
     ],
+    "guard-rails.yaml": [
+        "--set", "guardRails.enabled=true", "--set", "guardRails.action=Warn",
+        "--set", "guardRails.allowedImagePrefixes={registry.example.com/ml/,ghcr.io/lab/}",
+        "--set", "guardRails.allowedPriorityClasses={research}",
+        "--set", "guardRails.allowedTolerationKeys={nvidia.com/gpu}",
+        "--set", "guardRails.maxWorkersPerExperiment=16",
+        "--set-string", "guardRails.namespaceLabels.research=true",
+    ],
 }
 
 
@@ -204,12 +212,13 @@ def test_the_operator_args_are_the_controllers_flags_and_carry_the_values(helm):
 
 def test_names_are_truncated_to_63_characters_keeping_component_suffixes(helm):
     release = "a-release-of-fifty-three-characters-for-a-research-lab"[:53]  # helm's longest release name
-    _, documents = template(helm, "--set", "mlflow.enabled=true", release=release)
+    _, documents = template(helm, "--set", "mlflow.enabled=true", *SCENARIOS["guard-rails.yaml"], release=release)
     names = {d["metadata"]["name"] for d in documents}
     assert all(len(name) <= 63 for name in names)
     operator = f"{release}-ringleader"[:63]
     mlflow = f"{release}-ringleader"[:63 - len("-mlflow")].rstrip("-") + "-mlflow"
-    assert names == {operator, mlflow}
+    guard_rails = f"{release}-ringleader"[:63 - len("-guard-rails")].rstrip("-") + "-guard-rails"
+    assert names == {operator, mlflow, guard_rails}
 
 
 # -- the optional MLflow server -----------------------------------------------------------------------
@@ -236,6 +245,42 @@ def test_mlflow_takes_a_postgresql_uri_from_a_secret_and_keeps_data_on_a_claim(h
     assert env["MLFLOW_BACKEND_STORE_URI"]["valueFrom"] == {"secretKeyRef": {"name": "db", "key": "uri"}}
     (claim,) = objects(documents, "PersistentVolumeClaim")
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+# -- the optional guard rails (tests/operator/test_guard_rails.py shows the API server enforcing them) --------
+
+def test_guard_rails_are_off_by_default_and_need_a_limit_when_on(helm):
+    _, documents = template(helm)
+    assert [d for d in documents if d["kind"].startswith("ValidatingAdmissionPolicy")] == []
+    result = run_helm(helm, "template", "rl", str(CHART), "--kube-version", KUBE_VERSION,
+                      "--set", "guardRails.enabled=true", check=False)
+    assert result.returncode != 0
+    assert "guardRails.enabled is true but no limit is set: set guardRails.allowedImagePrefixes" in result.stderr
+
+
+def test_guard_rails_carry_the_values_into_the_policy_and_its_binding(helm):
+    _, documents = template(helm, *SCENARIOS["guard-rails.yaml"])
+    (policy,) = objects(documents, "ValidatingAdmissionPolicy")
+    (binding,) = objects(documents, "ValidatingAdmissionPolicyBinding")
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    # Each list of values is a CEL list literal (the JSON of the list).
+    assert yaml.safe_load(variables["imagePrefixes"]) == ["registry.example.com/ml/", "ghcr.io/lab/"]
+    assert yaml.safe_load(variables["priorityClasses"]) == ["research"]
+    assert yaml.safe_load(variables["tolerationKeys"]) == ["nvidia.com/gpu"]
+    checks = [v["expression"] for v in policy["spec"]["validations"]]
+    assert len(checks) == 4 and checks[-1].endswith("<= 16")
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Warn"],
+                               "matchResources": {"namespaceSelector": {"matchLabels": {"research": "true"}}}}
+
+
+def test_guard_rails_check_only_the_limits_that_are_set(helm):
+    _, documents = template(helm, "--set", "guardRails.enabled=true", "--set", "guardRails.maxWorkersPerExperiment=4")
+    (policy,) = objects(documents, "ValidatingAdmissionPolicy")
+    assert [v["expression"] for v in policy["spec"]["validations"]] == [
+        "variables.largestTrial * variables.parallelTrials <= 4"]
+    (binding,) = objects(documents, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
 
 
 def test_the_chart_renders_with_helms_own_default_kubernetes_version(helm):

@@ -174,6 +174,15 @@ def test_when_all_workers_succeed_the_trial_succeeds_with_the_aggregators_summar
     assert step.delete == ("q-0-ps-0",)  # parameter servers have nothing left to serve, whatever the policy
 
 
+def test_workers_that_exit_0_without_the_summary_fail_the_trial_never_succeed_it():
+    # What os._exit(0) in a model factory looks like: every rank "succeeds" before training, and writes nothing.
+    pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1", "Succeeded", exit_code=0)]
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(clean_pod_policy="None"))
+    assert (step.status.phase, step.status.reason) == (Phase.FAILED, trials.NO_SUMMARY)
+    assert step.status.message.startswith("all 2 workers exited with code 0 but pod q-0-worker-0 left no summary")
+    assert step.delete == ("q-0-ps-0",)
+
+
 def test_clean_pod_policy_all_deletes_every_pod_of_a_finished_trial():
     pods = [pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1", "Failed", exit_code=1)]
     step = trials.step(trial(Phase.FAILED), pods, context(clean_pod_policy="All"))

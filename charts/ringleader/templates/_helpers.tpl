@@ -35,6 +35,10 @@ the base name first, so two components never collapse into one name.
 {{- include "ringleader.componentName" (dict "root" . "component" "mlflow") -}}
 {{- end -}}
 
+{{- define "ringleader.guardRailsName" -}}
+{{- include "ringleader.componentName" (dict "root" . "component" "guard-rails") -}}
+{{- end -}}
+
 {{- define "ringleader.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "ringleader.operatorName" .) .Values.serviceAccount.name -}}

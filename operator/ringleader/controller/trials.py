@@ -32,6 +32,7 @@ POD_FAILED = "PodFailed"
 DECIDING_CAUSE = "DecidingCause"
 POD_DELETED = "PodDeleted"
 WORKERS_SUCCEEDED = "WorkersSucceeded"
+NO_SUMMARY = "NoSummary"
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 CREATE_FAILED = "CreateFailed"
@@ -219,11 +220,16 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if workers and all(pods_.phase(p) == "Succeeded" for p in workers):
         aggregator = min(workers, key=pods_.rank)
         summary = pods_.summary_of(aggregator)
+        if summary is None:
+            # Every run the runtime finishes ends with the summary; exit 0 without it is user code ending the
+            # process early (os._exit(0) skips the runtime's own checks), never a trial to report as done.
+            return _finish(trial, pods, ctx, Phase.FAILED, NO_SUMMARY,
+                           f"all {len(workers)} workers exited with code 0 but pod {pods_.name(aggregator)} left no "
+                           "summary in its termination message: the ranks ended before training did (os._exit in "
+                           "user code?) or the image does not run the ringleader runtime", workers_done=True)
         message = f"all {len(workers)} workers succeeded"
-        if summary is not None and summary.throughput is not None:
+        if summary.throughput is not None:
             message += f": {summary.throughput:.1f} samples/s"
-        elif summary is None:
-            message += f" (pod {pods_.name(aggregator)} left no summary in its termination message)"
         return _finish(trial, pods, ctx, Phase.SUCCEEDED, WORKERS_SUCCEEDED, message,
                        workers_done=True, summary=summary)
     waiting = [p for p in (live[e.name] for e in ctx.expected)

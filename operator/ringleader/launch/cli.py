@@ -3,6 +3,7 @@
     ringleader run examples/quickstart.yaml                   # into ./mlflow.db, records in ringleader-runs/
     ringleader run sweep.yaml --trial 2 --timeout-seconds 300 # one trial, with a deadline
     ringleader run sweep.yaml --tracking-uri http://127.0.0.1:5000
+    ringleader run mine.yaml --env HF_HOME                    # ranks get this shell variable too
     mlflow ui --backend-store-uri sqlite:///mlflow.db         # then compare the runs
 
 Exit status: 0 when every trial finished, 1 when any failed, 2 when the file or the options are
@@ -19,6 +20,7 @@ import pathlib
 import sys
 from typing import TextIO
 
+from ringleader.launch import environment
 from ringleader.launch import settings as settings_
 
 
@@ -36,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run only trial N (0-based, as `ringleader validate` lists them); repeatable")
     parser.add_argument("--timeout-seconds", metavar="S", type=float,
                         help="fail a trial that runs longer than S seconds (also spec.runPolicy.activeDeadlineSeconds)")
+    parser.add_argument("--env", metavar="NAME", action="append", dest="passed_variables",
+                        help="give the ranks this variable of the shell too (by default they get PATH, HOME, the "
+                             "locale and the runtime's knobs, never the whole shell: docs/security.md); repeatable")
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -68,7 +73,16 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         return 2
 
     source = loading.display_name(args.file) if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve())
-    settings = settings_.LaunchSettings(output_dir=args.output_dir)
+    passed = tuple(dict.fromkeys(args.passed_variables or ()))
+    refusal = next((r for r in map(environment.refusal, passed) if r), None)
+    if refusal:
+        print(refusal, file=err)
+        return 2
+    for name in passed:
+        if name not in os.environ:
+            print(f"warning: --env {name} is not set in this shell; the ranks will not have it", file=err)
+
+    settings = settings_.LaunchSettings(output_dir=args.output_dir, passed_variables=passed)
     tracking_settings = tracking_settings_.TrackingSettings()
     tracking_uri = tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri)
     session_dir = new_session_dir(pathlib.Path(settings.output_dir).resolve(), experiment.name)

@@ -13,6 +13,9 @@ class LaunchSettings:
     output_dir: str = "ringleader-runs"
     """output_dir holds one session directory per `ringleader run` (records, logs, publish cursors);
     ignored by git in this repository."""
+    passed_variables: tuple[str, ...] = ()
+    """passed_variables are the names of the launcher's environment variables its ranks get besides the
+    allow-list of environment.py (`ringleader run --env NAME`); the rest of the shell stays out of the ranks."""
     poll_seconds: float = 0.05
     """poll_seconds between checks of the ranks: a crash is noticed within this, before the peers that lose
     contact with the crashed rank exit too, so the first failure is reported, not its echoes."""

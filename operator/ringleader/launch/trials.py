@@ -10,7 +10,7 @@ import os
 import pathlib
 import socket
 import time
-from typing import Mapping
+from typing import Collection, Mapping
 
 import yaml
 
@@ -19,16 +19,13 @@ from ringleader import topology
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import failures
-from ringleader.launch import processes
+from ringleader.launch import environment, processes
 from ringleader.launch import settings as settings_
 from ringleader.contract import environment as contract
 from ringleader.contract import records
 from ringleader.tracking import layout, schema
 
 LOOPBACK = "127.0.0.1"
-# Set in the user's shell for other tools, these would make every rank write to MLflow itself; the
-# launcher is the one writer (sqlite allows no other), so the ranks never see them.
-WITHHELD_VARIABLES = (contract.RUN_ID, contract.TRACKING_URI)
 PACKAGE_ROOT = pathlib.Path(ringleader.__file__).resolve().parent.parent
 
 
@@ -40,9 +37,10 @@ def free_port() -> int:
 
 
 def rank_environ(base: Mapping[str, str], slot: trial_.Slot, world_size: int, port: int,
-                 trial_file: pathlib.Path, output_dir: pathlib.Path) -> dict[str, str]:
-    """The user's environment, minus tracking variables, plus the pod contract and an importable ringleader."""
-    environ = {k: v for k, v in base.items() if k not in WITHHELD_VARIABLES}
+                 trial_file: pathlib.Path, output_dir: pathlib.Path, passed: Collection[str] = ()) -> dict[str, str]:
+    """The allow-listed part of the user's environment (environment.py) with the variables named in `passed`,
+    plus the pod contract and an importable ringleader."""
+    environ = environment.selected(base, passed)
     python_path = [str(PACKAGE_ROOT)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     environ["PYTHONPATH"] = os.pathsep.join(python_path)
     environ["PYTHONUNBUFFERED"] = "1"  # the logs show what a rank printed right before it died
@@ -119,7 +117,7 @@ class TrialRun:
         try:
             for slot in slots:
                 environ = rank_environ(self.environ, slot, len(slots), port, self.directory / layout.TRIAL_FILE,
-                                       self.session_dir)
+                                       self.session_dir, self.settings.passed_variables)
                 stdout_path, stderr_path = layout.log_paths(self.directory, slot.rank)
                 self.processes.append(processes.start(slot, environ, cwd, stdout_path, stderr_path))
         except BaseException:
@@ -143,6 +141,11 @@ class TrialRun:
                                        grace_seconds=self.settings.blame_grace_seconds):
             return self._fail(failed)
         if all(p.poll() == 0 for p in self.processes):
+            silent = self._silent_worker()
+            if silent is not None:  # ended as if done, but with nothing to show: os._exit(0) in user code
+                return self._finish(schema.FAILED, "NoRecords",
+                                    f"rank {silent.slot.rank} ({silent.slot.hostname}) exited with code 0 "
+                                    "but recorded no iteration", failed_rank=silent.slot.rank)
             return self._finish(schema.FINISHED, "Succeeded", None)
         if self.deadline_seconds is not None and self.elapsed() > self.deadline_seconds:
             processes.stop(self.processes, self.settings.grace_seconds)
@@ -151,6 +154,14 @@ class TrialRun:
                                 f"(slowest worker at iteration {self.progress()}/{self.total_iterations}); "
                                 "all ranks were stopped")
         return None
+
+    def _silent_worker(self) -> processes.RankProcess | None:
+        """The first worker that recorded no iteration, once every rank has ended."""
+        for process in self.processes:
+            records.restore(layout.rank_dir(self.directory, process.slot.rank))
+        self.progress()  # counts each worker's lines, the restored ones too
+        return next((p for p in self.processes
+                     if p.slot.role == constants.ROLE_WORKER and self._counts[p.slot.rank][1] == 0), None)
 
     def _failed(self) -> dict[int, failures.Exit]:
         """The ranks that failed so far, by rank, each stamped with when the launcher first saw it end."""

@@ -190,6 +190,8 @@ def lost_contact(error: BaseException) -> bool:
 
 def describe(error: BaseException, beats: heartbeat.Heartbeat | None = None) -> str:
     """The one-line reason: the error's first line; for a lost peer, which rank stopped beating, if one did."""
+    if isinstance(error, SystemExit):
+        return f"user code called sys.exit({error.code!r}) before the rank finished"
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
     if lost_contact(error):
         return failures.lost_contact(heartbeat.lost_peer(beats), first)
@@ -238,6 +240,9 @@ def main(environ=os.environ) -> int:
         publisher = start_publisher(env, trial, recorder.directory)
 
         run_role(trial, env, slot, recorder, device)
+        if slot.role == constants.ROLE_WORKER and not recorder.iterations:
+            # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
+            raise RankError("training ended without recording a single iteration")
         recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras})
 
         gathered = gather_records(recorder, first_worker, control)
@@ -245,7 +250,7 @@ def main(environ=os.environ) -> int:
             summary = summary_.summarize(gathered, trial)
             write_trial_summary(trial, env, summary)
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
-    except Exception as error:  # any failure ends this rank; the reason goes to the operator
+    except (Exception, SystemExit) as error:  # any failure ends this rank, a sys.exit in user code too
         traceback.print_exc(file=sys.stdout)
         if recorder is not None:
             recorder.close()

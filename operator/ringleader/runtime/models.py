@@ -230,17 +230,31 @@ def _builtin(name: str, data: spec_.SyntheticData) -> nn.Module:
                      "or \"package.module:factory\"")
 
 
+def _user_code(reference: str, what: str, call):
+    """call(), the user's code: whatever way it ends other than returning (an exception, sys.exit) is a
+    ModelError naming the factory, so the rank fails with that one line instead of exiting as if done."""
+    try:
+        return call()
+    except SystemExit as exit_:
+        raise ModelError(f"model {reference!r}: {what} called sys.exit({exit_.code!r}); "
+                         "a factory must return a torch.nn.Module") from None
+    except ModelError:
+        raise
+    except ImportError as error:
+        raise ModelError(f"model {reference!r}: {what} failed: cannot import {error.name!r} ({error}); "
+                         "install it in the image or put it on PYTHONPATH") from error
+    except Exception as error:
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise ModelError(f"model {reference!r}: {what} raised {type(error).__name__}: {first}") from error
+
+
 def _from_factory(reference: str) -> nn.Module:
     module_name, _, factory_name = reference.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ModelError(f"model {reference!r}: cannot import {module_name!r} ({error}); install it in the "
-                         "image or put it on PYTHONPATH") from None
+    module = _user_code(reference, f"importing {module_name}", lambda: importlib.import_module(module_name))
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise ModelError(f"model {reference!r}: {module_name} has no callable {factory_name!r}")
-    model = factory()
+    model = _user_code(reference, f"{factory_name}()", factory)
     if not isinstance(model, nn.Module):
         raise ModelError(f"model {reference!r}: {factory_name}() returned {type(model).__name__}, "
                          "not a torch.nn.Module")

@@ -2,7 +2,8 @@
 
 They are operational settings (how long to wait for a dead peer, how big a gradient bucket is),
 not what the experiment measures, so they live in environment variables with safe defaults
-rather than in the CRD. Everything else in runtime/ reads them from `current()`, never from os.environ.
+rather than in the CRD; their variable names are part of the rank environment (contract/environment.py).
+Everything else in runtime/ reads them from `current()`, never from os.environ.
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ import dataclasses
 import os
 from typing import Mapping
 
-TIMEOUT_SECONDS = "RINGLEADER_TIMEOUT_SECONDS"
-BUCKET_BYTES = "RINGLEADER_BUCKET_BYTES"
-TRACE_ITERATIONS = "RINGLEADER_TRACE_ITERATIONS"
-FINISH_TIMEOUT_SECONDS = "RINGLEADER_FINISH_TIMEOUT_SECONDS"
+from ringleader.contract.environment import BUCKET_BYTES, FINISH_TIMEOUT_SECONDS, TIMEOUT_SECONDS, TRACE_ITERATIONS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """A user model ("crashing_models:factory") for fault tests: a tiny classifier whose process exits abruptly on cue.
 
-RINGLEADER_TEST_CRASH="<trial index>:<rank>:<step>" makes that rank of that trial exit with code 3
-(os._exit: no traceback, no cleanup, like a segfault or the OOM killer) in its forward pass of that
-step; every other rank and trial trains normally. Read here, in the test's own model, so production
-code carries no test hook.
+RINGLEADER_TEST_CRASH="<trial index>:<rank>:<step>", passed with `ringleader run --env RINGLEADER_TEST_CRASH`,
+makes that rank of that trial exit with code 3 (os._exit: no traceback, no cleanup, like a segfault or
+the OOM killer) in its forward pass of that step; every other rank and trial trains normally. Read
+here, in the test's own model, so production code carries no test hook.
 """
 
 from __future__ import annotations

@@ -22,20 +22,24 @@ def a_trial() -> trial.Trial:
     })).trials[0]
 
 
-def test_a_rank_gets_the_pod_contract_and_never_the_users_tracking_variables(tmp_path):
+def test_a_rank_gets_the_pod_contract_and_an_allow_list_of_the_users_environment(tmp_path):
     the_trial = a_trial()
     slot = the_trial.slots()[2]
     user = {"HOME": "/home/me", "PYTHONPATH": "mine", "MLFLOW_TRACKING_URI": "http://shared:5000",
-            "RINGLEADER_MLFLOW_RUN_ID": "abc"}
+            "RINGLEADER_MLFLOW_RUN_ID": "abc", "RANK": "7", "MLFLOW_TRACKING_PASSWORD": "pw", "SECRET_X": "x",
+            "LC_ALL": "C.UTF-8", "RINGLEADER_BUCKET_BYTES": "1024", "HF_HOME": "/cache/hf"}
 
-    environ = trials.rank_environ(user, slot, the_trial.world_size, 29123, tmp_path / "trial.json", tmp_path)
+    environ = trials.rank_environ(user, slot, the_trial.world_size, 29123, tmp_path / "trial.json", tmp_path,
+                                  passed=("HF_HOME", "RINGLEADER_MLFLOW_RUN_ID"))
 
     env = contract.PodEnvironment.from_environ(environ)
     assert (env.role, env.rank, env.world_size, env.master_addr, env.master_port) == ("worker", 2, 3, "127.0.0.1", 29123)
     assert env.trial_file == str(tmp_path / "trial.json") and env.output_dir == str(tmp_path)
     assert env.run_id is None and env.tracking_uri is None  # the launcher is MLflow's one writer
     assert environ["PYTHONPATH"].split(os.pathsep) == [str(trials.PACKAGE_ROOT), "mine"]
-    assert environ["HOME"] == "/home/me"
+    assert (environ["HOME"], environ["LC_ALL"], environ["RINGLEADER_BUCKET_BYTES"]) == ("/home/me", "C.UTF-8", "1024")
+    assert environ["HF_HOME"] == "/cache/hf"  # named by the user
+    assert "MLFLOW_TRACKING_PASSWORD" not in environ and "SECRET_X" not in environ
 
 
 def test_progress_is_the_slowest_workers_complete_lines_read_incrementally(tmp_path):

@@ -75,7 +75,8 @@ def test_a_crashed_rank_fails_its_trial_with_the_rank_and_reason_and_the_next_tr
         "architecture": "RingAllReduce", "model": {"name": "crashing_models:factory"},
         "sweep": {"matrix": {"batchSize": [16, 8]}}})
 
-    finished = launching.run(workdir, str(path), extra_env={"RINGLEADER_TEST_CRASH": "0:1:5"})
+    finished = launching.run(workdir, str(path), "--env", "RINGLEADER_TEST_CRASH",
+                             extra_env={"RINGLEADER_TEST_CRASH": "0:1:5"})
 
     assert finished.returncode == 1, finished.output
     assert "crash-0 (RingAllReduce, BSP, 2 workers): FAILED" in finished.output
