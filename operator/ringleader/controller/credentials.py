@@ -11,6 +11,7 @@ host and port) of the operator's configured server and to nothing else.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pathlib
 import urllib.parse
@@ -21,7 +22,6 @@ from ringleader.contract import redaction
 VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN",
              "MLFLOW_TRACKING_AUTH", "MLFLOW_TRACKING_AWS_SIGV4", "MLFLOW_TRACKING_CLIENT_CERT_PATH")
 """The variables MLflow turns into credentials of a request (MlflowHostCreds): the operator's, bound to its server."""
-CREDENTIALS_FILE = pathlib.Path("~/.mlflow/credentials")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 Origin = tuple[str, str, int]
@@ -81,7 +81,7 @@ def take(server_uri: str | None, environ: MutableMapping[str, str] = os.environ,
         raise CredentialsError(
             f"{', '.join(sorted(values))} set, but the operator has no http(s) tracking server to send them to "
             "(--tracking-uri): unset them, or set --tracking-uri to the server they belong to")
-    credentials_file = ((home or pathlib.Path.home()) / ".mlflow" / "credentials")
+    credentials_file = (home or pathlib.Path.home()) / ".mlflow" / "credentials"
     if credentials_file.exists():
         raise CredentialsError(
             f"{credentials_file} exists: MLflow would send it to every tracking server an experiment names; "
@@ -128,8 +128,6 @@ def _route_mlflow_credentials_through(get_host_creds) -> None:
     plugins use, and the two credential properties of its HTTP artifact repositories. MLflow offers no
     public way to give a client explicit credentials; tests/unit/test_controller_credentials.py fails if
     any of these moves."""
-    from functools import partial
-
     import ringleader.tracking  # noqa: F401 - first: its telemetry opt-out must precede MLflow's import
     from mlflow.store.artifact import artifact_repository_registry as artifact_registry
     from mlflow.store.artifact import http_artifact_repo, mlflow_artifacts_repo
@@ -153,7 +151,7 @@ def _route_mlflow_credentials_through(get_host_creds) -> None:
             return get_host_creds(self.artifact_uri.partition(mlflow_artifacts_repo._ARTIFACTS_SERVICE_ROOT)[0].rstrip("/"))
 
     def build_rest_store(store_uri, **_):
-        return rest_store.RestStore(partial(get_host_creds, store_uri))
+        return rest_store.RestStore(functools.partial(get_host_creds, store_uri))
 
     for scheme in ("http", "https"):
         tracking_utils._tracking_store_registry.register(scheme, build_rest_store)
