@@ -25,6 +25,7 @@ import yaml
 import ringleader
 from ringleader import api, topology
 from ringleader.api import crd, loading
+from ringleader.contract import redaction
 
 # Subcommands owned by other packages: name -> (module with add_arguments(parser) and run(args) -> int, help).
 DELEGATED = {
@@ -81,6 +82,10 @@ def render(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
         trials = [trials[args.trial]]
+    if args.tracking_uri and redaction.carries_credentials(args.tracking_uri):
+        print(f"--tracking-uri {redaction.redact(args.tracking_uri)} carries credentials, which would be written into "
+              "every pod: name a Secret with them in the experiment's tracking.credentialsSecret", file=sys.stderr)
+        return 1
     settings = topology.RenderSettings(**{
         name: value for name, value in (
             ("image", args.image), ("default_tracking_uri", args.tracking_uri),

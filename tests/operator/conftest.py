@@ -81,13 +81,15 @@ def _chart_rbac(admin: Client, release: str, values: list[str]) -> str | None:
 class Operator:
     """`python -m ringleader.controller` against the apiserver tier; stop, kill and start it again at will."""
 
-    def __init__(self, kubeconfig: pathlib.Path, args: list[str], log: pathlib.Path) -> None:
+    def __init__(self, kubeconfig: pathlib.Path, args: list[str], log: pathlib.Path,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.kubeconfig, self.args, self.log = kubeconfig, args, log
+        self.extra_env = extra_env or {}
         self.process: subprocess.Popen | None = None
 
     def start(self) -> Operator:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONPATH": str(ROOT / "operator"),
-               "PYTHONUNBUFFERED": "1"}
+               "PYTHONUNBUFFERED": "1", **self.extra_env}
         with open(self.log, "ab") as log:
             log.write(f"\n=== start {time.strftime('%H:%M:%S')} {' '.join(self.args)}\n".encode())
             self.process = subprocess.Popen(
@@ -117,10 +119,11 @@ class Operator:
 def operator(cluster, admin, namespace, tmp_path, request):
     """Start the operator watching this test's namespace (or, with `cluster_wide`, every namespace).
 
-    Usage: operator(cluster_wide=False, extra_args=[...]) -> Operator (already started)."""
+    Usage: operator(cluster_wide=False, extra_args=[...], extra_env={...}) -> Operator (already started)."""
     started: list[Operator] = []
 
-    def start(*, cluster_wide: bool = False, extra_args: tuple[str, ...] = ()) -> Operator:
+    def start(*, cluster_wide: bool = False, extra_args: tuple[str, ...] = (),
+              extra_env: dict[str, str] | None = None) -> Operator:
         if cluster_wide:
             token = _chart_rbac(admin, "rlc", [])
             scope = []
@@ -130,7 +133,7 @@ def operator(cluster, admin, namespace, tmp_path, request):
             scope = ["--namespace", namespace]
         config = apiserver.kubeconfig(tmp_path / "operator.kubeconfig", cluster.url, token or cluster.admin_token, cluster.ca)
         args = [*scope, "--progress-poll-interval", "1", "--recheck-interval", "10", *extra_args]
-        running = Operator(config, args, tmp_path / "operator.log").start()
+        running = Operator(config, args, tmp_path / "operator.log", extra_env).start()
         started.append(running)
         return running
 

@@ -55,6 +55,12 @@ RULE_CASES = {
     "workers sweep without groups": (
         {"workers": {"replicas": 2, "groups": [{"name": "a", "replicas": 2}]}, "sweep": {"matrix": {"workers": [1, 2]}}},
         "spec.sweep.matrix.workers", "sweep without groups"),
+    "tracking.uri without userinfo": (
+        {"tracking": {"uri": "http://alice:s3cret@mlflow:5000"}},
+        "spec.tracking.uri", "put them in a Secret named by `tracking.credentialsSecret`"),
+    "tracking.uri without a token parameter": (
+        {"tracking": {"uri": "https://mlflow.example/?access_token=abc"}},
+        "spec.tracking.uri", "put them in a Secret named by `tracking.credentialsSecret`"),
 }
 
 
@@ -68,10 +74,11 @@ def test_each_rule_reports_its_field_and_fix(experiment_document, case):
 
 def test_every_published_rule_has_a_case():
     models = [spec_.SyncSpec, spec_.Workers, spec_.ModelSpec, spec_.Toleration, spec_.Scheduling, spec_.Sweep,
-              spec_.ExperimentSpec]
+              spec_.Tracking, spec_.ExperimentSpec]
     rule_count = sum(len(model.rules) for model in models)
-    # "swept DSSP needs maxStaleness" exercises a rule already covered, through the sweep.
-    assert rule_count == len(RULE_CASES) - 1
+    # "swept DSSP needs maxStaleness" exercises a rule already covered, through the sweep; the tracking.uri
+    # rule has a case for each kind of credentials.
+    assert rule_count == len(RULE_CASES) - 2
 
 
 def test_all_problems_are_reported_at_once(experiment_document):

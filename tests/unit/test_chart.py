@@ -289,3 +289,18 @@ def test_the_chart_renders_with_helms_own_default_kubernetes_version(helm):
     result = run_helm(helm, "template", "rl", str(CHART), check=False)
     assert result.returncode == 0, result.stderr
     assert "kind: Deployment" in result.stdout
+
+
+def test_the_operators_mlflow_credentials_come_from_a_secret_and_allowed_servers_become_flags(helm):
+    _, documents = template(helm, "--set", "tracking.uri=https://mlflow.example", "--set",
+                            "tracking.credentialsSecret=operator-mlflow", "--set",
+                            "tracking.allowedUris={https://mlflow.team-a.example,http://10.0.0.7:5000}")
+    container = operator_of(documents)["spec"]["template"]["spec"]["containers"][0]
+    assert container["envFrom"] == [{"secretRef": {"name": "operator-mlflow"}}]
+    parser = argparse.ArgumentParser()
+    controller_cli.add_arguments(parser)
+    settings = settings_.from_args(parser.parse_args(container["args"][1:]))
+    assert settings.tracking.default_uri == "https://mlflow.example"
+    assert settings.tracking.allowed_uris == ("https://mlflow.team-a.example", "http://10.0.0.7:5000")
+    _, plain = template(helm)
+    assert "envFrom" not in operator_of(plain)["spec"]["template"]["spec"]["containers"][0]

@@ -106,6 +106,13 @@ def test_render_refuses_a_trial_that_does_not_exist(files, capsys):
     assert "--trial 3 does not exist: the experiment has trials 0 to 2" in err
 
 
+def test_render_refuses_credentials_in_the_tracking_uri_without_echoing_them(files, capsys):
+    code, out, err = run(capsys, "render", str(files / "valid.yaml"), "--tracking-uri", "http://u:hunter2@m:5000")
+    assert (code, out) == (1, "")
+    assert "http://***@m:5000 carries credentials" in err and "tracking.credentialsSecret" in err
+    assert "hunter2" not in err
+
+
 def test_render_of_an_invalid_file_explains_on_stderr(files, capsys):
     code, out, err = run(capsys, "render", str(files / "invalid.yaml"))
     assert (code, out) == (1, "")

@@ -40,3 +40,28 @@ def test_liveness_can_be_turned_off_and_intervals_must_be_positive():
     assert parse(["--liveness", "none"]).liveness_endpoint is None
     with pytest.raises(SystemExit):
         parse(["--progress-poll-interval", "0"])
+
+
+def test_the_operator_calls_only_its_own_tracking_server_unless_more_are_allowed():
+    own = parse(["--tracking-uri", "http://mlflow:5000"]).tracking
+    assert own.allowed_uris == ()
+    assert own.allows("http://mlflow:5000") and own.allows("http://mlflow:5000/")
+    assert not own.allows("http://127.0.0.1:8080")
+    assert not own.allows("http://mlflow:50001")  # a prefix ends at a boundary
+    assert not own.allows("sqlite:////var/run/operator.db")
+    assert not parse([]).tracking.allows("http://mlflow:5000")  # no server configured: none at all
+
+    environ = {"RINGLEADER_TRACKING_ALLOWED_URIS": "https://mlflow.team-a.example,http://10.0.0.7:5000/"}
+    more = parse(["--tracking-uri", "http://mlflow:5000"], environ).tracking
+    assert more.allowed_uris == ("https://mlflow.team-a.example", "http://10.0.0.7:5000/")
+    assert more.allows("https://mlflow.team-a.example/mlflow") and more.allows("http://10.0.0.7:5000/x")
+    assert not more.allows("https://mlflow.team-a.example.evil.net")
+    flags = parse(["--tracking-allowed-uri", "http://b:5000", "--tracking-allowed-uri", "http://c:5000"], environ)
+    assert flags.tracking.allowed_uris == ("http://b:5000", "http://c:5000")
+
+
+def test_an_allowed_uri_with_credentials_is_refused_in_one_line():
+    with pytest.raises(ValueError) as caught:
+        parse(["--tracking-allowed-uri", "http://u:pw@b:5000"])
+    assert str(caught.value).startswith("--tracking-allowed-uri http://***@b:5000 carries credentials")
+    assert "pw" not in str(caught.value)

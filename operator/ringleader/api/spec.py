@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
+import json
 import re
 from typing import Annotated
 
 import pydantic
 
-from ringleader.api import base, rules
+from ringleader.api import base, rules, uris
 from ringleader.api.base import ApiModel
 
 # Kubernetes quantities, restricted to the forms people write for these fields.
@@ -238,14 +239,26 @@ class Tracking(ApiModel):
     """tracking says where timings go: an MLflow tracking server."""
 
     uri: Annotated[str, pydantic.StringConstraints(max_length=2048)] | None = None
-    """uri of the MLflow tracking server ("http://mlflow.ringleader:5000"). Default: the operator's
-    configured server in a cluster; `sqlite:///mlflow.db` (or $MLFLOW_TRACKING_URI) for `ringleader run`."""
+    """uri of the MLflow tracking server ("http://mlflow.ringleader:5000"), without credentials. Default: the
+    operator's configured server in a cluster (another server only if the operator's admin allows it);
+    `sqlite:///mlflow.db` (or $MLFLOW_TRACKING_URI) for `ringleader run`."""
     experiment_name: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=256)] | None = None
     """experimentName is the MLflow experiment that holds this experiment's runs. Default: the
     namespace and name of the DistributedTrainingExperiment ("default/quickstart")."""
     credentials_secret: SecretReference | None = None
     """credentialsSecret names a Secret whose keys (MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD or
-    MLFLOW_TRACKING_TOKEN) are given to the pods as environment variables; never copied into specs or logs."""
+    MLFLOW_TRACKING_TOKEN) are given to the pods as environment variables; never copied into specs or logs.
+    The operator's own credentials never reach the pods, nor any server but the operator's."""
+
+    rules = (
+        rules.Rule(
+            cel=f"!has(self.uri) || !self.uri.matches({json.dumps(uris.CREDENTIALS_PATTERN)})",
+            message="`tracking.uri` must not carry credentials (user:password@ or a password, token or key "
+            "parameter): put them in a Secret named by `tracking.credentialsSecret`",
+            holds=lambda t: t.uri is None or not uris.carries_credentials(t.uri),
+            field_path=".uri",
+        ),
+    )
 
 
 class CleanPodPolicy(str, enum.Enum):

@@ -6,6 +6,7 @@
     journal       the memory-mapped record file that makes each record durable as it is appended
     failures      the failure line a rank prints, and blame(): which rank caused a failure
     progress      the progress line a worker prints and the operator reads back
+    redaction     credentials inside URIs, found and masked wherever a URI is shown or stored
 
 Every other package may import this one; it imports nothing of theirs but `api`, nor torch, kopf or
 mlflow (tests/unit/test_import_directions.py).

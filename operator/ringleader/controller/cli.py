@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 import kopf
 
+from ringleader.controller import credentials
 from ringleader.controller import settings as settings_
 
 
@@ -23,8 +25,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the operator until SIGINT/SIGTERM; returns the exit status."""
-    settings = settings_.from_args(args)
+    """Run the operator until SIGINT/SIGTERM; returns the exit status (2: a setting that can never work)."""
+    try:
+        settings = settings_.from_args(args)
+        # Before anything uses MLflow: its credentials leave the environment, bound to the operator's server.
+        taken = credentials.take(settings.tracking.default_uri)
+    except ValueError as error:
+        print(f"ringleader operator: {error}", file=sys.stderr)
+        return 2
+    if settings.tracking.default_uri or settings.tracking.allowed_uris:
+        credentials.bind(taken)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
     # Importing the module registers its handlers with kopf's default registry.
     from ringleader.controller import handlers  # noqa: F401

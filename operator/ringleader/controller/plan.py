@@ -29,7 +29,7 @@ TRIALS_FAILED = "TrialsFailed"
 NO_RESTART = "NoRestartInProgress"
 INVALID_SPEC = "InvalidSpec"
 # Failed reasons that a corrected spec clears (nothing ran, so nothing is lost by trying again).
-SPEC_REASONS = (INVALID_SPEC, "PodGroupsDisabled")
+SPEC_REASONS = (INVALID_SPEC, "PodGroupsDisabled", "TrackingUriNotAllowed")
 MAX_LISTED_FAILURES = 3
 
 

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 Phase = status_.Phase
 Key = tuple[str, str]  # (namespace, name)
 PODGROUPS_DISABLED = "PodGroupsDisabled"
+TRACKING_URI_NOT_ALLOWED = "TrackingUriNotAllowed"
 
 
 def now() -> datetime.datetime:
@@ -84,6 +85,10 @@ class Controller:
             message = ("`scheduling.gang` Volcano or SchedulerPlugins needs PodGroups, which this operator was installed without: "
                        "install the chart with podGroups.enabled=true (and a gang scheduler), or set gang to Operator")
             return await self._refuse(body, old, PODGROUPS_DISABLED, message, seen_at, generation)
+        refusal = self.runs.recorder.refusal(experiment.spec.tracking.uri)
+        if refusal is not None:
+            # Failing is better than running unrecorded: the pods could not record without the runs the operator opens.
+            return await self._refuse(body, old, TRACKING_URI_NOT_ALLOWED, refusal, seen_at, generation)
 
         uid = body["metadata"]["uid"]
         found = [p for p in await self.kube.list_pods(namespace, rendering.pod_selector(name)) if _owned_by(p, uid)]

@@ -1,6 +1,8 @@
 """The operator's side of MLflow: experiment, parent run, trial runs, their end, the sweep's comparison; used by `reconciler`.
 
-A thin async wrapper over `ringleader.tracking.runs`, with one rule: MLflow never blocks an experiment.
+A thin async wrapper over `ringleader.tracking.runs`, with two rules. The operator calls only the tracking
+servers its settings allow (its own, and `allowed_uris`): `refusal` says why an experiment's URI is not
+one of them. And MLflow never blocks an experiment.
 Calls run in their own small thread pool, bounded by a timeout; after a failure the URI is left alone
 for `retry_seconds` (the reconciler comes back then), and `Unavailable` tells the caller to go on
 without it. Runs are created with tokens derived from the experiment's uid, so a retry, or an
@@ -15,14 +17,23 @@ import logging
 import time
 from typing import Any, Callable
 
+from ringleader.contract import redaction
 from ringleader.controller import settings as settings_
 
 logger = logging.getLogger(__name__)
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
+REPLY_CHARACTERS = 200  # of a server's error shown in Events and logs: its first line, redacted
 
 
 class Unavailable(Exception):
     """The tracking server did not answer (or refused); the experiment goes on and the call is retried later."""
+
+
+def _first_line(error: BaseException) -> str:
+    """What an Event may quote of a failure: the first line, redacted, at most REPLY_CHARACTERS long."""
+    lines = str(error).strip().splitlines()
+    line = redaction.redact(lines[0]) if lines else type(error).__name__
+    return line if len(line) <= REPLY_CHARACTERS else line[:REPLY_CHARACTERS - 1] + "…"
 
 
 def parent_token(uid: str) -> str:
@@ -45,6 +56,15 @@ class Recorder:
     def uri_for(self, spec_uri: str | None) -> str | None:
         return spec_uri or self._settings.default_uri
 
+    def refusal(self, spec_uri: str | None) -> str | None:
+        """Why the operator will not call an experiment's `tracking.uri`, or None if it may."""
+        if spec_uri is None or self._settings.allows(spec_uri):
+            return None
+        own = (f"remove it to record into the operator's server {self._settings.default_uri}"
+               if self._settings.default_uri else "remove it to run unrecorded")
+        return (f"`tracking.uri` {redaction.redact(spec_uri)} is not a tracking server this operator may call: "
+                f"ask its admin to allow it (chart value tracking.allowedUris, flag --tracking-allowed-uri), or {own}")
+
     def ui_url(self, uri: str, experiment_id: str) -> str | None:
         base = self._settings.ui_url or (uri if uri.startswith(("http://", "https://")) else None)
         return f"{base.rstrip('/')}/#/experiments/{experiment_id}" if base else None
@@ -59,8 +79,12 @@ class Recorder:
 
     async def _call(self, uri: str, what: str, function: Callable[[Any], Any]) -> Any:
         """`function(runs)` in the tracking threads, `runs` being ringleader.tracking.runs; Unavailable on failure."""
+        shown = redaction.redact(uri)
+        if not self._settings.allows(uri):
+            # The reconciler refuses such experiments first; this guards every other path (a deletion).
+            raise Unavailable(f"MLflow at {shown}: {what} skipped: not a tracking server this operator may call")
         if self.retry_in(uri) is not None:
-            raise Unavailable(f"MLflow at {uri} was unreachable moments ago; retrying later")
+            raise Unavailable(f"MLflow at {shown} was unreachable moments ago; retrying later")
 
         def call() -> Any:
             # Imported here: mlflow takes seconds to import, and an operator without tracking never needs it.
@@ -75,11 +99,10 @@ class Recorder:
         except asyncio.TimeoutError:
             problem = f"no answer within {self._settings.timeout_seconds:g}s"
         except Exception as error:  # noqa: BLE001 -- any failure of the tracking server; the caller goes on
-            text = str(error).strip()
-            problem = text.splitlines()[0][:300] if text else type(error).__name__
+            problem = _first_line(error)
         self._down_until[uri] = self._clock() + self._settings.retry_seconds
-        logger.warning("MLflow at %s: %s failed: %s", uri, what, problem)
-        raise Unavailable(f"MLflow at {uri}: {what} failed: {problem}")
+        logger.warning("MLflow at %s: %s failed: %s", shown, what, problem)
+        raise Unavailable(f"MLflow at {shown}: {what} failed: {problem}")
 
     async def start_parent(self, uri: str, experiment, uid: str) -> tuple[str, str]:
         """(MLflow experiment id, parent run id) of a DistributedTrainingExperiment."""

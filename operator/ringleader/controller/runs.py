@@ -140,8 +140,9 @@ class Runs:
             status = statuses.read(body)
         except kopf.PermanentError:
             return
-        uri = self.recorder.uri_for(((body.get("spec") or {}).get("tracking") or {}).get("uri"))
-        if uri is None:
+        spec_uri = ((body.get("spec") or {}).get("tracking") or {}).get("uri")
+        uri = self.recorder.uri_for(spec_uri)
+        if uri is None or self.recorder.refusal(spec_uri) is not None:
             return
         ends = [(t.run_id, _outcome(t.phase)) for t in status.trials if t.run_id]
         if status.mlflow.run_id:

@@ -14,6 +14,7 @@ import os
 from typing import Any, Mapping
 
 from ringleader import __version__ as _version
+from ringleader.contract import redaction
 
 DEFAULT_IMAGE = f"localhost/ringleader/ringleader:{_version}"
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
@@ -62,6 +63,16 @@ class TrackingSettings:
     retry_seconds: float = 30.0
     """After a failed tracking call, seconds before the server is tried again. 30 s: an outage is not
     hammered, and a restarted server is picked up within a minute."""
+    allowed_uris: tuple[str, ...] = ()
+    """URI prefixes of tracking servers, besides `default_uri`, that experiments may name in
+    `spec.tracking.uri` and the operator will call. None (default): an experiment is recorded only on
+    the operator's own server, since any other URI makes the operator send requests wherever the
+    experiment's author points it (SSRF). A prefix matches up to a '/', '?' or '#' boundary, so
+    "https://mlflow.team-a.example" does not match "https://mlflow.team-a.example.evil"."""
+
+    def allows(self, uri: str) -> bool:
+        """Whether the operator may call the tracking server at `uri`."""
+        return any(_within(uri, prefix) for prefix in (self.default_uri, *self.allowed_uris) if prefix)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +103,18 @@ class Settings:
     standalone: bool = True
     """Run without kopf peering: the chart runs exactly one replica with strategy Recreate, so peering's
     extra CRD and its RBAC buy nothing."""
+
+
+def _within(uri: str, prefix: str) -> bool:
+    return uri.startswith(prefix) and (len(uri) == len(prefix) or prefix[-1] in "/?#" or uri[len(prefix)] in "/?#")
+
+
+def _without_credentials(uris: tuple[str, ...]) -> tuple[str, ...]:
+    for uri in uris:
+        if redaction.carries_credentials(uri):
+            raise ValueError(f"--tracking-allowed-uri {redaction.redact(uri)} carries credentials: the operator sends "
+                             "none to those servers (the experiments' pods use their own credentialsSecret); remove them")
+    return uris
 
 
 def _env(environ: Mapping[str, str], name: str, default: Any = None) -> Any:
@@ -140,6 +163,12 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
                         help="allow PodGroups for gang schedulers (RINGLEADER_POD_GROUPS)")
     parser.add_argument("--tracking-uri", default=_env(environ, "TRACKING_URI", defaults.tracking.default_uri),
                         help="MLflow tracking URI of experiments that set none (RINGLEADER_TRACKING_URI)")
+    env_allowed = [u for u in _env(environ, "TRACKING_ALLOWED_URIS", "").split(",") if u]
+    parser.add_argument("--tracking-allowed-uri", dest="tracking_allowed_uris", action="append", default=None,
+                        metavar="URI_PREFIX",
+                        help="a tracking server experiments may name in spec.tracking.uri, besides --tracking-uri "
+                             "(repeatable; RINGLEADER_TRACKING_ALLOWED_URIS, comma-separated). Default: none")
+    parser.set_defaults(env_tracking_allowed_uris=env_allowed)
     parser.add_argument("--tracking-ui-url", default=_env(environ, "TRACKING_UI_URL", defaults.tracking.ui_url),
                         help="base URL of the MLflow UI shown in status.mlflow.url (RINGLEADER_TRACKING_UI_URL)")
     parser.add_argument("--tracking-timeout", type=_positive, metavar="SECONDS",
@@ -159,7 +188,8 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
 
 
 def from_args(args: argparse.Namespace) -> Settings:
-    """The frozen Settings of a parsed command line (flags first, then RINGLEADER_* variables)."""
+    """The frozen Settings of a parsed command line (flags first, then RINGLEADER_* variables); ValueError
+    with a one-line message for a value that can never work."""
     liveness = None if str(args.liveness).lower() in ("", "none", "off") else args.liveness
     return Settings(
         scope=ScopeSettings(namespaces=tuple(args.namespaces or args.env_namespaces or ())),
@@ -176,6 +206,7 @@ def from_args(args: argparse.Namespace) -> Settings:
             ui_url=args.tracking_ui_url or None,
             timeout_seconds=args.tracking_timeout,
             retry_seconds=args.tracking_retry,
+            allowed_uris=_without_credentials(tuple(args.tracking_allowed_uris or args.env_tracking_allowed_uris or ())),
         ),
         timing=TimingSettings(
             progress_poll_seconds=args.progress_poll_interval,

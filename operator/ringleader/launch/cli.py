@@ -20,6 +20,7 @@ import pathlib
 import sys
 from typing import TextIO
 
+from ringleader.contract import redaction
 from ringleader.launch import environment
 from ringleader.launch import settings as settings_
 
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     session_dir = new_session_dir(pathlib.Path(settings.output_dir).resolve(), experiment.name)
 
     print(f"{args.file}: {len(trials)} trial{'s' if len(trials) != 1 else ''} of {experiment.name}; "
-          f"records in {shown(session_dir)}; MLflow: {tracking_uri}", file=out)
+          f"records in {shown(session_dir)}; MLflow: {redaction.redact(tracking_uri)}", file=out)
     for parameters, reason in expansion.skipped:
         print(f"  skipped ({', '.join(f'{k}={v}' for k, v in parameters.items())}): {reason}", file=out)
     out.flush()
@@ -113,8 +114,10 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
               f"sweep run {publishing.parent_run_id}", file=out)
         print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id)}", file=out)
     else:
-        print(f"MLflow at {tracking_uri} is unavailable; nothing is lost: the records are in {shown(session_dir)}. "
-              f"When it is back: ringleader publish {shown(session_dir)}", file=out)
+        # Credentials in the URI are never written down: a later publish needs them given again.
+        again = " --tracking-uri URI" if redaction.carries_credentials(tracking_uri) else ""
+        print(f"MLflow at {redaction.redact(tracking_uri)} is unavailable; nothing is lost: the records are in "
+              f"{shown(session_dir)}. When it is back: ringleader publish {shown(session_dir)}{again}", file=out)
     return result.exit_code
 
 
@@ -148,7 +151,8 @@ def shown(path: pathlib.Path) -> str:
 
 
 def how_to_open(tracking_uri: str, experiment_id: str | None) -> str:
-    """The command (sqlite) or the page (a server) that shows the runs."""
+    """The command (sqlite) or the page (a server) that shows the runs; credentials in the URI masked."""
+    tracking_uri = redaction.redact(tracking_uri)
     if tracking_uri.startswith("sqlite:///"):
         database = "sqlite:///" + shown(pathlib.Path(tracking_uri[len("sqlite:///"):]))
         return f"mlflow ui --backend-store-uri {database}   (then http://127.0.0.1:5000)"

@@ -4,7 +4,8 @@
     ringleader publish ringleader-runs/quickstart-20250101-120000 --tracking-uri http://127.0.0.1:5000
 
 Exit status: 0 when everything is published, 1 when the store still does not answer (run it again
-later: nothing is lost, nothing is sent twice), 2 when DIR holds no run.
+later: nothing is lost, nothing is sent twice) or a run's URI had credentials, which are never stored
+(give it again with --tracking-uri), 2 when DIR holds no run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", metavar="DIR",
                         help="a run directory written by `ringleader run`, or a directory of them (ringleader-runs/)")
     parser.add_argument("--tracking-uri", metavar="URI",
-                        help="publish there instead of the store the run was started with")
+                        help="publish there instead of the store the run was started with; needed in full when "
+                             "that store's URI had credentials (they are never written to disk)")
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -35,5 +37,5 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         print(f"{session.directory}: {len(session.trials)} trial(s), {metrics} new metric values; "
               f"sweep run {session.parent_run_id}", file=out)
     for directory, error in replayed.unavailable:
-        print(f"{directory}: not published, MLflow is unavailable: {error}", file=err)
+        print(f"{directory}: not published: {error}", file=err)
     return 0 if replayed.ok else 1

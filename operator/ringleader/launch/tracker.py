@@ -12,6 +12,7 @@ from typing import Callable
 
 import mlflow.exceptions
 
+from ringleader.contract import redaction
 from ringleader.tracking import publisher, sessions
 from ringleader.tracking import settings as tracking_settings_
 from ringleader.tracking import store as store_
@@ -47,7 +48,7 @@ class Tracker:
                 verb = "did not answer" if isinstance(error, store_.TrackingUnavailable) else "refused"
                 self.say(f"MLflow {verb} ({what}); records stay in {self.session.directory} and are "
                          f"published after the next trial, or with `ringleader publish {self.session.directory}`: "
-                         f"{error}")
+                         f"{redaction.redact(str(error))}")
             self.away = str(error)
             return False
         if self.away is not None:

@@ -2,7 +2,9 @@
 
 Records stay on disk when the tracking server is away; this publishes what is missing and
 nothing twice (the cursors of publisher.py), into the store the session was run against unless
-another URI is given. Called by cli.py.
+another URI is given. A session run against a URI with credentials kept it redacted: it is published
+only with the URI given again (credentials come from the user at publish time, never from disk).
+Called by cli.py.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from ringleader.contract import redaction
 from ringleader.tracking import sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
@@ -39,6 +42,11 @@ def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,
     for path in found:
         session = sessions.Session.load(path)
         uri = settings_.absolute_uri(tracking_uri) if tracking_uri else session.tracking_uri
+        if redaction.is_redacted(uri):
+            unavailable.append((path, f"its MLflow URI {uri} carried credentials, which are never stored: publish "
+                                      "with --tracking-uri and the URI in full (or without them and "
+                                      "MLFLOW_TRACKING_USERNAME/PASSWORD or MLFLOW_TRACKING_TOKEN set)"))
+            continue
         store = stores.get(uri) or stores.setdefault(uri, store_.Store(uri, settings))
         try:
             done.append(sessions.publish_session(store, session))

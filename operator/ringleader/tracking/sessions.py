@@ -15,6 +15,7 @@ from typing import Any
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
 from ringleader.contract import records
+from ringleader.contract import redaction
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import layout, publisher, schema
 from ringleader.tracking import store as store_
@@ -22,7 +23,10 @@ from ringleader.tracking import store as store_
 
 @dataclasses.dataclass(frozen=True)
 class Session:
-    """What `ringleader run` wrote in session.json: enough to publish the session again from anywhere."""
+    """What `ringleader run` wrote in session.json: enough to publish the session again from anywhere.
+
+    `tracking_uri` is the URI in full while the run goes on; session.json keeps it redacted (credentials
+    are never written to disk), so a session loaded from there may need the URI given again to publish."""
 
     directory: pathlib.Path
     experiment: experiment_.DistributedTrainingExperiment
@@ -32,7 +36,7 @@ class Session:
 
     def to_json(self) -> dict[str, Any]:
         return {"experiment": self.experiment.model_dump(mode="json", by_alias=True, exclude_none=True),
-                "trackingUri": self.tracking_uri, "trials": self.trials, "source": self.source}
+                "trackingUri": redaction.redact(self.tracking_uri), "trials": self.trials, "source": self.source}
 
     @classmethod
     def load(cls, directory: pathlib.Path) -> Session:

@@ -14,6 +14,9 @@ DEFAULT_LOCAL_URI = "sqlite:///mlflow.db"
 # ringleader retries by itself with a bounded backoff and keeps the records on disk meanwhile.
 MLFLOW_HTTP_RETRIES_VARIABLE = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
 MLFLOW_HTTP_TIMEOUT_VARIABLE = "MLFLOW_HTTP_REQUEST_TIMEOUT"
+# MLflow prints "View run ... at: <tracking URI>" when a run ends, credentials in the URI included;
+# ringleader says where to look itself, with the URI redacted.
+MLFLOW_PRINT_URL_VARIABLE = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,10 +39,12 @@ class TrackingSettings:
     """live_interval_seconds between live publishes from a rank: the MLflow UI lags training by this much."""
 
     def apply(self, environ: dict[str, str] | None = None) -> None:
-        """Give MLflow's HTTP client our timeout and retries, unless the user set them explicitly."""
+        """Give MLflow's HTTP client our timeout and retries, and keep it from printing run URLs, unless
+        the user set them explicitly."""
         environ = os.environ if environ is None else environ
         environ.setdefault(MLFLOW_HTTP_RETRIES_VARIABLE, str(self.http_retries))
         environ.setdefault(MLFLOW_HTTP_TIMEOUT_VARIABLE, str(self.http_timeout_seconds))
+        environ.setdefault(MLFLOW_PRINT_URL_VARIABLE, "true")
 
 
 def resolve_uri(explicit: str | None = None, spec_uri: str | None = None,

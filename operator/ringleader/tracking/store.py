@@ -14,6 +14,7 @@ import mlflow.exceptions
 import mlflow.tracking
 
 from ringleader.api import trial as trial_
+from ringleader.contract import redaction
 from ringleader.tracking import schema
 from ringleader.tracking import settings as settings_
 
@@ -61,9 +62,9 @@ class Store:
                 if not is_transient(error):
                     raise
                 if attempt == self.settings.attempts:
-                    raise TrackingUnavailable(f"MLflow at {self.uri} did not answer ({what}): "
+                    raise TrackingUnavailable(f"MLflow at {redaction.redact(self.uri)} did not answer ({what}): "
                                               f"{_first_line(error)}") from error
-                log.debug("%s failed (attempt %d): %s", what, attempt, error)
+                log.debug("%s failed (attempt %d): %s", what, attempt, redaction.redact(str(error)))
                 self.sleep(min(delay, self.settings.backoff_max_seconds))
                 delay *= 2
         raise AssertionError("unreachable")
@@ -139,7 +140,7 @@ class Store:
 
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
-    return text[0][:300] if text else type(error).__name__
+    return redaction.redact(text[0])[:300] if text else type(error).__name__
 
 
 # An MLflow experiment's name may be 317 characters ("<namespace>/<name>"); a file name holds 255 bytes.

@@ -1,0 +1,153 @@
+"""The operator's MLflow credentials leave its environment at startup and go only to its own tracking server.
+
+Two loopback listeners stand in for tracking servers: the operator's (credentials bound to its origin)
+and one an experiment names. Real MLflow clients and artifact repositories call both; the listeners
+record every request. This also pins the private MLflow API that `credentials.bind` relies on: if
+MLflow moves it, `bind` raises and these tests fail.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+
+import pytest
+
+from ringleader.controller import credentials
+
+SECRET = "s3cret-operator-token-7f1c"
+
+
+class Listener:
+    """A loopback HTTP server that records each request and answers like an MLflow server that knows nothing."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        listener = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                listener.requests.append((self.command, self.path, dict(self.headers), body))
+                status, reply = (200, {}) if self.command == "PUT" else (404, {"error_code": "RESOURCE_DOES_NOT_EXIST",
+                                                                               "message": "nothing here"})
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = _answer
+
+            def log_message(self, *_):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def authorizations(self) -> list[str | None]:
+        return [headers.get("Authorization") for _, _, headers, _ in self.requests]
+
+    def saw(self, text: str) -> bool:
+        return any(text in f"{path} {headers} {body!r}" for _, path, headers, body in self.requests)
+
+
+@pytest.fixture
+def listeners():
+    found = [Listener(), Listener()]
+    yield found
+    for listener in found:
+        listener.close()
+
+
+@pytest.fixture
+def restore_mlflow():
+    """bind() changes MLflow for the whole process; other tests get it back as it was."""
+    from mlflow.store.artifact import artifact_repository_registry as artifacts
+    from mlflow.tracking._tracking_service import registry, utils
+
+    tracking_before = dict(utils._tracking_store_registry._registry)
+    artifacts_before = dict(artifacts._artifact_repository_registry._registry)
+    yield
+    utils._tracking_store_registry._registry.clear()
+    utils._tracking_store_registry._registry.update(tracking_before)
+    artifacts._artifact_repository_registry._registry.clear()
+    artifacts._artifact_repository_registry._registry.update(artifacts_before)
+    registry.TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
+    utils._artifact_repos_cache.clear()
+    credentials._bound = credentials.Credentials(None)
+
+
+def call_like_the_operator(uri: str, tmp_path) -> None:
+    """A tracking call and an artifact upload, as the operator makes them (the comparison table)."""
+    import mlflow.tracking
+    from mlflow.store.artifact import artifact_repository_registry
+
+    assert mlflow.tracking.MlflowClient(tracking_uri=uri).get_experiment_by_name("study") is None
+    table = tmp_path / "comparison.txt"
+    table.write_text("trial | throughput\n")
+    repository = artifact_repository_registry.get_artifact_repository("mlflow-artifacts:/1/run/artifacts",
+                                                                      tracking_uri=uri)
+    repository.log_artifact(str(table))
+
+
+def test_only_the_operators_own_server_gets_its_credentials(listeners, restore_mlflow, tmp_path):
+    own, other = listeners
+    environ = {"MLFLOW_TRACKING_TOKEN": SECRET, "HOME": str(tmp_path)}
+    credentials.bind(credentials.take(own.uri, environ, home=tmp_path))
+
+    call_like_the_operator(own.uri, tmp_path)
+    call_like_the_operator(other.uri, tmp_path)  # same host, another port: another server
+
+    assert {m for m, _, _, _ in own.requests} >= {"GET", "PUT"}
+    assert set(own.authorizations()) == {f"Bearer {SECRET}"}
+    assert {m for m, _, _, _ in other.requests} >= {"GET", "PUT"}
+    assert set(other.authorizations()) == {None}
+    assert not other.saw(SECRET)
+
+
+def test_username_and_password_are_bound_the_same_way(listeners, restore_mlflow, tmp_path):
+    own, other = listeners
+    environ = {"MLFLOW_TRACKING_USERNAME": "operator", "MLFLOW_TRACKING_PASSWORD": SECRET}
+    credentials.bind(credentials.take(own.uri, environ, home=tmp_path))
+    call_like_the_operator(own.uri, tmp_path)
+    call_like_the_operator(other.uri.replace("127.0.0.1", "localhost"), tmp_path)
+    assert all(a and a.startswith("Basic ") for a in own.authorizations())
+    assert set(other.authorizations()) == {None}
+
+
+def test_take_empties_the_environment_and_never_shows_the_values(tmp_path):
+    environ = {"MLFLOW_TRACKING_TOKEN": SECRET, "MLFLOW_TRACKING_USERNAME": "", "PATH": "/bin"}
+    taken = credentials.take("https://MLflow.example", environ, home=tmp_path)
+    assert environ == {"PATH": "/bin"}
+    assert taken.server == ("https", "mlflow.example", 443)
+    assert SECRET not in repr(taken) and "MLFLOW_TRACKING_TOKEN" in repr(taken)
+    assert taken.for_uri("https://mlflow.example:443/api") == {"MLFLOW_TRACKING_TOKEN": SECRET}
+    assert taken.for_uri("https://mlflow.example.evil/") == {}
+    assert taken.for_uri("http://mlflow.example") == {}  # another scheme is another origin
+
+
+@pytest.mark.parametrize("server, environ, wrong", [
+    ("http://op:pw@mlflow:5000", {}, "--tracking-uri http://***@mlflow:5000 carries credentials"),
+    (None, {"MLFLOW_TRACKING_TOKEN": SECRET}, "no http(s) tracking server to send them to"),
+    ("sqlite:////tmp/mlflow.db", {"MLFLOW_TRACKING_PASSWORD": SECRET}, "no http(s) tracking server"),
+])
+def test_credentials_that_could_only_leak_stop_the_operator_with_one_line(server, environ, wrong, tmp_path):
+    with pytest.raises(credentials.CredentialsError) as caught:
+        credentials.take(server, environ, home=tmp_path)
+    message = str(caught.value)
+    assert wrong in message and "\n" not in message and SECRET not in message and "pw" not in message
+
+
+def test_a_credentials_file_that_mlflow_would_send_everywhere_is_refused(tmp_path):
+    (tmp_path / ".mlflow").mkdir()
+    (tmp_path / ".mlflow" / "credentials").write_text(f"[mlflow]\nmlflow_tracking_password = {SECRET}\n")
+    with pytest.raises(credentials.CredentialsError, match="remove it"):
+        credentials.take("http://mlflow:5000", {}, home=tmp_path)
