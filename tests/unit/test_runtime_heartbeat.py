@@ -20,11 +20,12 @@ def test_a_trial_that_progresses_is_left_alone():
 
 def test_a_stopped_rank_is_named_by_its_waiting_peer_once_the_stall_timeout_passed():
     dog = watch()
-    dog.observe(0, beats={0: 1, 1: 1}, progress={0: 10, 1: 10})
-    for second in range(1, 60):  # rank 1 stopped (SIGSTOP): no beat, no progress; rank 0 waits for it, beating
-        dog.observe(second, beats={0: 1 + second, 1: 1}, progress={0: 10, 1: 10})
+    dog.observe(0, beats={0: 1, 1: 1}, progress={0: 10, 1: 10})  # rank 1's last iteration; a last beat follows
+    dog.observe(1, beats={0: 2, 1: 2}, progress={0: 10, 1: 10})
+    for second in range(2, 60):  # rank 1 stopped (SIGSTOP): no beat, no progress; rank 0 waits for it, beating
+        dog.observe(second, beats={0: 1 + second, 1: 2}, progress={0: 10, 1: 10})
         assert dog.verdict(second) is None
-    dog.observe(60, beats={0: 61, 1: 1}, progress={0: 10, 1: 10})
+    dog.observe(60, beats={0: 61, 1: 2}, progress={0: 10, 1: 10})
 
     assert dog.verdict(60) == (1, "rank 1 (worker-1) made no progress for 60 s (and no heartbeat: stopped, frozen or dead)")
 
@@ -67,3 +68,12 @@ def test_a_store_that_stops_answering_names_its_host_rank_0_after_the_stall_time
     assert culprit == 0 and "the rendezvous store it hosts did not answer" in reason
     dog.observe(62, beats={0: 2, 1: 2}, progress={0: 2, 1: 2})  # it answers again: all is well
     assert dog.verdict(62) is None
+
+
+def test_progress_unseen_while_the_store_did_not_answer_is_not_called_a_stall():
+    dog = watch(rank=1, world_size=2)
+    dog.observe(0, beats={0: 1, 1: 1}, progress={0: 0, 1: 0})  # still starting up
+    dog.observe(30, beats={0: 9, 1: 9}, progress={0: 0, 1: 0})  # then the store stops answering (rank 0 stopped)
+
+    assert dog.verdict(65) is None  # 65 s without progress seen, but only 30 s of them in answered reads
+    assert dog.verdict(90)[0] == 0  # 60 s without an answer: the store's host is named

@@ -1,8 +1,9 @@
 """A rank's heartbeat and stall watchdog: counters in the trial's TCPStore and a file touched on disk; started by `main.py`.
 
 Every INTERVAL_SECONDS a thread of the rank adds 1 to its beat counter and publishes its progress (the
-iterations it recorded) beside it. Beats say the process is alive; progress says its training is. A rank
-blocked in a collective, waiting on a peer, still beats; a stopped (SIGSTOP), dead or frozen one goes quiet.
+iterations it recorded) beside it, and touches rank-<r>/heartbeat (its time says when the rank was last
+alive). Beats say the process is alive; progress says its training is. A rank blocked in a collective,
+waiting on a peer, still beats; a stopped (SIGSTOP), dead or frozen one goes quiet.
 
 Two readers. A rank whose collective failed asks which peers stopped beating, so its failure line names the
 rank that went away ("lost contact with rank 1") instead of "a peer". And the same thread watches for a
@@ -80,29 +81,35 @@ class Watchdog:
             # A stopped store host does not close its sockets: a read then waits forever, whatever its timeout.
             return STORE_HOST, (f"{self._name(STORE_HOST)} made no progress for {limit:g} s: the rendezvous store it "
                                 "hosts did not answer (stopped or frozen)")
+        # Unchanged in reads that came back: a store that stopped answering is not evidence of a stall (above).
         stalled = {r: seen for r, seen in self._progress.items()
-                   if seen.value < DONE and now - seen.since >= limit}
+                   if seen.value < DONE and self._answered - seen.since >= limit}
         if not stalled:
             return None
         if self.rank not in stalled:  # this rank goes on (ASP, SSP), so the stalled ones stopped by themselves
             culprit = min(stalled, key=lambda r: (stalled[r].value, r))
-            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit, now)}"
-        silent = [r for r in stalled if r in self._beats and now - self._beats[r].since >= limit]
+            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit)}"
+        silent = [r for r in stalled if self._silent(r)]
         if silent:  # stopped, dead or frozen: the likeliest cause of everyone else waiting
             culprit = min(silent)
-            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit, now)}"
+            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit)}"
         lowest = min(seen.value for seen in stalled.values())
         behind = [r for r, seen in stalled.items() if seen.value == lowest]
         if len(behind) == 1:
             culprit = behind[0]
-            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit, now)}"
+            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit)}"
         ranks = ", ".join(str(r) for r in sorted(stalled))
         return None, (f"no rank made progress for {limit:g} s (ranks {ranks} at iteration {lowest}), though every "
                       "one is alive: a hang inside a collective or native code")
 
-    def _beating(self, rank: int, now: float) -> str:
+    def _silent(self, rank: int) -> bool:
+        # Half the stall timeout: a stopped rank's last beats come up to a beat after its last iteration, and a
+        # live rank's beat thread is never held up that long, even on a loaded machine.
         seen = self._beats.get(rank)
-        if seen is not None and now - seen.since >= self.stall_seconds:
+        return seen is not None and self._answered - seen.since >= self.stall_seconds / 2
+
+    def _beating(self, rank: int) -> str:
+        if self._silent(rank):
             return " (and no heartbeat: stopped, frozen or dead)"
         return " (its heartbeat goes on: stuck inside an iteration?)"
 

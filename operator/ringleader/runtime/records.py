@@ -14,7 +14,8 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                  "step" counts from 0; "timestamp" is when the record was written
                                  (seconds since the Unix epoch); "warmup" marks steps < warmupIterations (a server
                                  may set it itself); non-finite values are written as null. A writer thread
-                                 encodes and writes each line off the training thread; readers skip a torn
+                                 encodes and writes each line off the training thread (a write that fails,
+                                 a full disk, fails the rank at its next record); readers skip a torn
                                  last line (`read_iterations`). After an abrupt death the last lines may be
                                  missing: `restore()` (the launcher and `ringleader publish` call it once a
                                  rank has ended) appends them from the journal below.
