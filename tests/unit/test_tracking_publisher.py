@@ -95,7 +95,7 @@ def test_records_are_published_once_and_new_ones_follow(store, trial_run, tmp_pa
     append_records(rank_dir, range(30, 40))
     assert published.publish() == 10 * 11
 
-    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
     points = history(store, state.run_id)
     assert [step for step, _ in points] == list(range(40))
     assert points[7][1] == pytest.approx(0.03 + 0.0007)
@@ -110,7 +110,7 @@ def test_points_are_timestamped_from_the_ranks_start_plus_the_iteration_times_be
     append_records(rank_dir, range(3, 4))
     published.publish()
 
-    run_id = cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id
+    run_id = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id
     stamps = sorted((m.step, m.timestamp) for m in store.client.get_metric_history(run_id, "loss"))
     iteration_ms = [1000 * iteration_record(step)["time/iteration"] for step in range(3)]
     assert stamps == [(0, 1_700_000_000_000), (1, int(1_700_000_000_000 + iteration_ms[0])),
@@ -123,7 +123,7 @@ def test_the_rank_run_is_nested_under_the_trial_run_and_tagged(store, trial_run,
     append_records(rank_dir, range(3))
     rank_publisher(store, rank_dir, *trial_run, rank=1).publish(final_status="FINISHED")
 
-    run = store.client.get_run(cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id)
+    run = store.client.get_run(cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id)
     assert run.data.tags[schema.TAG_PARENT_RUN_ID] == trial_run[1]
     assert run.data.tags[schema.TAG_RANK] == "1"
     assert run.data.tags[schema.TAG_KIND] == "rank"
@@ -141,7 +141,7 @@ def test_a_line_still_being_written_waits_for_its_newline(store, trial_run, tmp_
         handle.write(line[:20])
     published = rank_publisher(store, rank_dir, *trial_run)
     published.publish()
-    run_id = cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id
+    run_id = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id
     assert [s for s, _ in history(store, run_id)] == [0, 1]
 
     with open(rank_dir / layout.ITERATIONS_FILE, "a") as handle:
@@ -155,7 +155,7 @@ def test_more_metrics_than_one_batch_holds_are_split_at_record_boundaries(store,
     rank_dir = tmp_path / "rank-0"
     append_records(rank_dir, range(150))
     assert rank_publisher(store, rank_dir, *trial_run).publish() == 1650
-    run_id = cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id
+    run_id = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id
     assert len(history(store, run_id, "loss")) == 150
 
 
@@ -166,7 +166,7 @@ def test_a_batch_whose_answer_was_lost_is_not_duplicated_when_replayed(store, tr
     append_records(rank_dir, range(10))
     published = rank_publisher(store, rank_dir, *trial_run)
     published.publish()
-    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
     state.offset, state.records, state.elapsed_ms = 0, 0, 0.0  # as saved before the batch was sent
     state.save()
 
@@ -179,13 +179,13 @@ def test_a_run_created_just_before_a_crash_is_found_again_not_created_twice(stor
     append_records(rank_dir, range(5))
     published = rank_publisher(store, rank_dir, *trial_run)
     published.publish()
-    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
     first_run = state.run_id
     state.run_id, state.offset, state.records, state.elapsed_ms = None, 0, 0, 0.0  # crashed before the cursor was saved
     state.save()
 
     published.publish()
-    assert cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id == first_run
+    assert cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id == first_run
     ranks = store.client.search_runs([trial_run[0]], filter_string="tags.`ringleader.kind` = 'rank'")
     assert len(ranks) == 1
 
@@ -200,19 +200,37 @@ def test_a_store_that_is_away_leaves_the_records_spooled_and_says_so(tmp_path):
     with pytest.raises(store_.TrackingUnavailable, match="did not answer"):
         rank_publisher(away, rank_dir, "1", "0" * 32).publish()
     assert waits == [0.5, 1.0]  # bounded exponential backoff between the 3 attempts
-    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    state = cursor.Cursor.load(cursor.path_for(rank_dir, away.uri))
     assert state.run_id is None and state.offset == 0
 
 
 def test_a_rejected_request_is_not_retried(store, trial_run):
     waits = []
     store.sleep = waits.append
-    store.log_params(trial_run[1], {"sync.paradigm": "BSP"})
-    store.log_params(trial_run[1], {"sync.paradigm": "BSP"})  # the same value again is fine (replays)
     with pytest.raises(Exception) as raised:
-        store.log_params(trial_run[1], {"sync.paradigm": "ASP"})
+        store.set_status("0" * 32, "FINISHED")  # no such run
     assert not isinstance(raised.value, store_.TrackingUnavailable)
     assert waits == []
+
+
+def test_a_param_mlflow_refuses_is_skipped_with_a_warning_and_the_others_are_logged(store, trial_run, caplog):
+    waits = []
+    store.sleep = waits.append
+    assert store.log_params(trial_run[1], {"sync.paradigm": "BSP"}) == []
+    assert store.log_params(trial_run[1], {"sync.paradigm": "BSP"}) == []  # the same value again is fine (replays)
+
+    refused = store.log_params(trial_run[1], {"sync.paradigm": "ASP", "a/../b": "1", "model.name": "mlp"})
+
+    assert refused == ["a/../b", "sync.paradigm"] and waits == []  # refusals are not retried
+    assert store.client.get_run(trial_run[1]).data.params == {"sync.paradigm": "BSP", "model.name": "mlp"}
+    assert "MLflow refused param 'a/../b'" in caplog.text
+
+
+def test_param_keys_mlflow_would_refuse_are_made_acceptable(store, trial_run):
+    store.log_params(trial_run[1], {"scheduling.nodeSelector.disk\ntype": "ssd", "x" * 300: "long"})
+
+    assert store.client.get_run(trial_run[1]).data.params == {"scheduling.nodeSelector.disk_type": "ssd",
+                                                               "x" * 250: "long"}
 
 
 def write_trial(session_dir: pathlib.Path, the_trial: trial.Trial, status: str = "FINISHED",
@@ -353,12 +371,12 @@ def test_a_live_publisher_sends_records_as_they_come_and_flushes_the_rest_on_sto
 
     publishing.start()
     deadline = time.monotonic() + 20
-    while cursor.Cursor.load(rank_dir / cursor.FILE_NAME).records < 5 and time.monotonic() < deadline:
+    while cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).records < 5 and time.monotonic() < deadline:
         time.sleep(0.05)
     append_records(rank_dir, range(5, 8))
     assert publishing.stop("FAILED")
 
-    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
     assert [s for s, _ in history(store, state.run_id)] == list(range(8))
     assert store.client.get_run(state.run_id).info.status == "FAILED"
     trial_run_data = store.client.get_run(trial_run[1]).data
@@ -391,5 +409,5 @@ def test_stopping_while_a_live_round_is_still_publishing_waits_for_it_and_sends_
     assert publishing.stop("FINISHED", timeout_seconds=0.1) is False  # the round outlived the stop's timeout
 
     assert publishing.stop("FINISHED", timeout_seconds=10)
-    state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+    state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
     assert [s for s, _ in history(store, state.run_id)] == list(range(5))

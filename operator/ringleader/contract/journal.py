@@ -24,7 +24,7 @@ import pathlib
 import struct
 
 MAGIC = b"RLJOUR01"
-CHUNK_BYTES = 1 << 20  # 1 MiB: ~8000 records before the first growth; sparse on disk until written
+CHUNK_BYTES = 1 << 20  # 1 MiB: ~8000 records before the first growth; allocated on disk at once (_allocate)
 _LENGTH = struct.Struct("<I")
 _ID = struct.Struct("<H")
 
@@ -35,12 +35,13 @@ class Writer:
     def __init__(self, path: pathlib.Path, constants: dict | None = None):
         self.path = path
         self.constants = constants or {}
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
-            os.ftruncate(fd, CHUNK_BYTES)
-            self._map = mmap.mmap(fd, CHUNK_BYTES)
-        finally:
-            os.close(fd)  # the mapping keeps its own reference to the file
+            _allocate(self._fd, CHUNK_BYTES)
+            self._map = mmap.mmap(self._fd, CHUNK_BYTES)
+        except BaseException:
+            os.close(self._fd)
+            raise
         self._map[: len(MAGIC)] = MAGIC
         self._offset = len(MAGIC)
         self._schemas: dict[tuple[str, ...], tuple[int, struct.Struct]] = {}
@@ -83,13 +84,22 @@ class Writer:
         size = len(self._map)
         while size < needed:
             size *= 2
-        self._map.resize(size)  # also extends the file, zero-filled
+        _allocate(self._fd, size)
+        self._map.resize(size)
 
     def close(self, remove: bool = False) -> None:
         if not self._map.closed:
             self._map.close()
+            os.close(self._fd)
         if remove:
             self.path.unlink(missing_ok=True)
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Give the file `size` bytes of real disk blocks, zero-filled. A sparse file would do until the disk is full;
+    then a store into an unbacked page kills the process with SIGBUS. Allocated up front, a full disk is an
+    OSError (ENOSPC) here, when the journal starts or grows, which the rank reports as its failure."""
+    os.posix_fallocate(fd, 0, size)
 
 
 def read(path: str | os.PathLike) -> list[dict]:

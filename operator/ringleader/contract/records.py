@@ -14,7 +14,8 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                  "step" counts from 0; "timestamp" is when the record was written
                                  (seconds since the Unix epoch); "warmup" marks steps < warmupIterations (a server
                                  may set it itself); non-finite values are written as null. A writer thread
-                                 encodes and writes each line off the training thread; readers skip a torn
+                                 encodes and writes each line off the training thread (a write that fails,
+                                 a full disk, fails the rank at its next record); readers skip a torn
                                  last line (`read_iterations`). After an abrupt death the last lines may be
                                  missing: `restore()` (the launcher and `ringleader publish` call it once a
                                  rank has ended) appends them from the journal below.
@@ -159,6 +160,7 @@ class RankRecorder:
         self._journal = journal.Writer(self.directory / JOURNAL_FILE, constants={"role": role})
         self._file = open(self.directory / ITERATIONS_FILE, "w", encoding="utf-8")
         self._pending: queue.SimpleQueue[dict] = queue.SimpleQueue()
+        self._write_error: OSError | None = None
         self._writer = threading.Thread(target=self._write_until_closed, name=f"records-rank-{rank}", daemon=True)
         self._writer.start()
 
@@ -166,6 +168,8 @@ class RankRecorder:
         # The hot path: a few microseconds. Durable at once through the memory-mapped journal; the JSON
         # encoding and the write(2) of the readable line (~80 us with caches cold after the model's kernels,
         # bench/bench_overhead.py) happen on the writer thread while torch kernels hold no GIL.
+        if self._write_error is not None:  # a full disk: fail the rank now, not after silently keeping nothing
+            raise self._write_error
         warmup = bool(metrics.get("warmup", step < self.warmup_iterations))
         timestamp = time.time()
         self._journal.append(step, timestamp, warmup, metrics)
@@ -182,8 +186,13 @@ class RankRecorder:
                 records.append(self._pending.get_nowait())
             closing = records[-1] is _CLOSE
             lines = [json.dumps(record) + "\n" for record in (records[:-1] if closing else records)]
-            self._file.write("".join(lines))
-            self._file.flush()
+            try:
+                self._file.write("".join(lines))
+                self._file.flush()
+            except OSError as error:
+                # The journal holds these records; restore() writes them once there is room again.
+                self._write_error = error
+                return
             if closing:
                 return
 
@@ -201,5 +210,6 @@ class RankRecorder:
         if self._writer.is_alive():
             self._pending.put(_CLOSE)
             self._writer.join()
+        if self._write_error is None and not self._file.closed:
             self._file.close()
             self._journal.close(remove=True)

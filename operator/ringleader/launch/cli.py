@@ -2,6 +2,7 @@
 
     ringleader run examples/quickstart.yaml                   # into ./mlflow.db, records in ringleader-runs/
     ringleader run sweep.yaml --trial 2 --timeout-seconds 300 # one trial, with a deadline
+    ringleader run sweep.yaml --stall-timeout-seconds 120     # a slow model: allow 2 min without an iteration
     ringleader run sweep.yaml --tracking-uri http://127.0.0.1:5000
     ringleader run mine.yaml --env HF_HOME                    # ranks get this shell variable too
     mlflow ui --backend-store-uri sqlite:///mlflow.db         # then compare the runs
@@ -20,6 +21,7 @@ import pathlib
 import sys
 from typing import TextIO
 
+from ringleader.contract import environment as contract
 from ringleader.contract import redaction
 from ringleader.launch import environment
 from ringleader.launch import settings as settings_
@@ -42,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", metavar="NAME", action="append", dest="passed_variables",
                         help="give the ranks this variable of the shell too (by default they get PATH, HOME, the "
                              "locale and the runtime's knobs, never the whole shell: docs/security.md); repeatable")
+    parser.add_argument("--stall-timeout-seconds", metavar="S", type=float,
+                        help="fail a trial in which no rank recorded an iteration for S seconds, naming the rank that "
+                             f"stopped (default: ${contract.STALL_TIMEOUT_SECONDS}, else {contract.DEFAULT_STALL_TIMEOUT_SECONDS:g})")
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -56,9 +61,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     except (loading.LoadError, experiment_.SpecError) as error:
         print(str(error), file=err)
         return 2
-    # Only now torch, MLflow and matplotlib: a file that cannot run is refused in a moment.
-    from ringleader.analysis import report
-    from ringleader.launch import sweep
+    # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
     from ringleader.tracking import settings as tracking_settings_
 
     trials = expansion.trials
@@ -69,9 +72,13 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                   file=err)
             return 2
         trials = [trials[n] for n in sorted(set(args.trial))]
-    if args.timeout_seconds is not None and args.timeout_seconds <= 0:
-        print("--timeout-seconds must be greater than 0", file=err)
-        return 2
+    for flag, value in (("--timeout-seconds", args.timeout_seconds), ("--stall-timeout-seconds", args.stall_timeout_seconds)):
+        if value is not None and not value > 0:
+            print(f"{flag} must be greater than 0", file=err)
+            return 2
+    environ = dict(os.environ)
+    if args.stall_timeout_seconds is not None:  # the ranks read it (runtime/settings.py)
+        environ[contract.STALL_TIMEOUT_SECONDS] = str(args.stall_timeout_seconds)
 
     source = loading.display_name(args.file) if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve())
     passed = tuple(dict.fromkeys(args.passed_variables or ()))
@@ -86,7 +93,14 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     settings = settings_.LaunchSettings(output_dir=args.output_dir, passed_variables=passed)
     tracking_settings = tracking_settings_.TrackingSettings()
     tracking_uri = tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri)
-    session_dir = new_session_dir(pathlib.Path(settings.output_dir).resolve(), experiment.name)
+    output_dir = pathlib.Path(settings.output_dir).resolve()
+    try:
+        session_dir = new_session_dir(output_dir, experiment.name)
+    except OSError as error:
+        print(f"--output-dir {settings.output_dir}: cannot create a run directory in it: {_why(error)}; "
+              "choose a writable directory", file=err)
+        return 2
+    close_abandoned(output_dir, session_dir, out, err)
 
     print(f"{args.file}: {len(trials)} trial{'s' if len(trials) != 1 else ''} of {experiment.name}; "
           f"records in {shown(session_dir)}; MLflow: {redaction.redact(tracking_uri)}", file=out)
@@ -95,15 +109,27 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     out.flush()
 
     try:
-        result = sweep.run_sweep(experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
-                                 os.environ, args.timeout_seconds, source=source,
-                                 out=out)
+        return _run_and_report(args, experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
+                               environ, source, out)
     except KeyboardInterrupt:
         # A second Ctrl-C, while publishing: every rank is already stopped; the records are on disk.
         print(f"\ninterrupted while publishing; the records are in {shown(session_dir)}: "
               f"ringleader publish {shown(session_dir)}", file=out)
         return 130
+    except OSError as error:  # a full disk, most likely; every rank is stopped by now
+        print(f"ringleader run stopped: {_why(error)}; what was recorded is kept in {shown(session_dir)}: "
+              f"once there is room, `ringleader publish {shown(session_dir)}` publishes it", file=err)
+        return 1
 
+
+def _run_and_report(args, experiment, trials, session_dir, tracking_uri, settings, tracking_settings, environ,
+                    source, out) -> int:
+    from ringleader.analysis import report
+    from ringleader.launch import sweep
+
+    result = sweep.run_sweep(experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
+                             environ, args.timeout_seconds, source=source,
+                             out=out)
     print("", file=out)
     print(report.format_table(result.rows), end="", file=out)
     (session_dir / "comparison.txt").write_text(report.format_table(result.rows))
@@ -123,6 +149,32 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
 # A file name holds 255 bytes and an experiment's name up to 253 characters: longer names keep a prefix and a hash.
 MAX_SESSION_PREFIX = 100
+def close_abandoned(output_dir: pathlib.Path, current: pathlib.Path, out: TextIO, err: TextIO) -> None:
+    """Close and publish the sessions in `output_dir` whose launcher died (tracking/abandoned.py), so their MLflow
+    runs do not stay RUNNING forever."""
+    from ringleader import tracking
+    from ringleader.tracking import abandoned, sessions
+
+    for directory in sessions.find_sessions(output_dir):
+        try:
+            if directory == current or not abandoned.close_if_abandoned(directory):
+                continue
+            replayed = tracking.publish_dir(directory)
+        except OSError as error:
+            print(f"{shown(directory)}: its `ringleader run` ended without recording its end, and closing it failed: "
+                  f"{_why(error)}; later: ringleader publish {shown(directory)}", file=err)
+            continue
+        print(f"{shown(directory)}: its `ringleader run` ended without recording its end; closed from the "
+              f"records on disk{', and published' if replayed.ok else ''}", file=out)
+        for _, error in replayed.unavailable:
+            print(f"{shown(directory)}: not published: {error}; later: ringleader publish {shown(directory)}",
+                  file=err)
+
+
+def _why(error: OSError) -> str:
+    """"/runs/x: No space left on device": the path and the system's reason, without Python's "[Errno 28]"."""
+    where = f"{error.filename}: " if error.filename else ""
+    return f"{where}{error.strerror or error}"
 
 
 def new_session_dir(output_dir: pathlib.Path, experiment_name: str) -> pathlib.Path:

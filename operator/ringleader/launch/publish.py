@@ -3,9 +3,12 @@
     ringleader publish ringleader-runs/                       # every run directory in it
     ringleader publish ringleader-runs/quickstart-20250101-120000 --tracking-uri http://127.0.0.1:5000
 
-Exit status: 0 when everything is published, 1 when the store still does not answer (run it again
-later: nothing is lost, nothing is sent twice) or a run's URI had credentials, which are never stored
-(give it again with --tracking-uri), 2 when DIR holds no run.
+Each store has its own publish cursors, so publishing into a second store (--tracking-uri) sends everything
+there too. A run whose `ringleader run` died (SIGKILL, a full disk) is closed first: its trials that were
+still running end as KILLED, from the records on disk. Exit status: 0 when everything is published, 1
+when the store still does not answer or refuses (run it again later: nothing is lost, nothing is sent
+twice) or a run's URI had credentials, which are never stored (give it again with --tracking-uri), 2
+when DIR holds no run.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     except FileNotFoundError as error:
         print(str(error), file=err)
         return 2
+    except OSError as error:  # a full disk: a cursor could not be saved; what MLflow accepted is not sent again
+        print(f"{args.directory}: not all published: {error.filename or ''}{': ' if error.filename else ''}"
+              f"{error.strerror or error}; run it again once there is room", file=err)
+        return 1
+    for directory in replayed.closed:
+        print(f"{directory}: its `ringleader run` ended without recording its end; closed from the records on disk",
+              file=out)
     for session in replayed.sessions:
         metrics = sum(trial.metrics for trial in session.trials)
         print(f"{session.directory}: {len(session.trials)} trial(s), {metrics} new metric values; "

@@ -21,7 +21,7 @@ from ringleader.api import trial as trial_
 from ringleader.launch import progress, tracker
 from ringleader.launch import settings as settings_
 from ringleader.launch import trials as trials_
-from ringleader.tracking import layout, schema, sessions
+from ringleader.tracking import abandoned, layout, schema, sessions
 from ringleader.tracking import settings as tracking_settings_
 
 
@@ -76,6 +76,8 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
               deadline_seconds: float | None = None, source: str | None = None,
               out: TextIO = sys.stdout) -> SweepResult:
     session_dir.mkdir(parents=True, exist_ok=True)
+    # Held until this process ends: a later run or publish closes the session if this one dies first.
+    abandoned.hold(session_dir)
     session = sessions.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source)
     session.save()
     started = time.time()
@@ -87,6 +89,7 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     max_parallel = experiment.spec.sweep.max_parallel if experiment.spec.sweep else 1
     pending = collections.deque(enumerate(trials, 1))
     running: list[tuple[int, trials_.TrialRun]] = []
+    started_runs: list[trials_.TrialRun] = []
     outcomes: dict[str, layout.Outcome] = {}
     interrupted_by = None
 
@@ -101,6 +104,7 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
                     run.write_files()
                     publishing.trial_started(run.directory)
                     running.append((position, run))  # before start(): an interrupt during it stops its ranks
+                    started_runs.append(run)
                     run.start()
                     display.message(f"[{position}/{len(trials)}] {run.label}: started {trial.world_size} ranks")
                 time.sleep(settings.poll_seconds)
@@ -127,6 +131,9 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
             if signals.received is not None and interrupted_by is None:
                 interrupted_by = signals.received
     # Ranks are gone: from here, a second Ctrl-C interrupts publishing only (the records stay on disk).
+    unsaved = next((run.unsaved for run in started_runs if run.unsaved is not None), None)
+    if unsaved is not None:
+        raise unsaved
     for _, run in running:
         publishing.trial_ended(run.directory)
     if interrupted_by is not None:

@@ -88,6 +88,8 @@ class TrialRun:
         self._monotonic_start = 0.0
         self._counts: dict[int, tuple[int, int]] = {}
         self._failed_at: dict[int, float] = {}
+        self.unsaved: OSError | None = None
+        """unsaved is why the trial's end could not be written to disk (a full disk), if it could not."""
 
     @property
     def total_iterations(self) -> int:
@@ -194,8 +196,11 @@ class TrialRun:
         return self._finish(schema.KILLED, reason, message)
 
     def _finish(self, status: str, reason: str, message: str | None, failed_rank: int | None = None) -> layout.Outcome:
-        for process in self.processes:  # every rank has ended: what a dead one recorded last comes from its journal
-            records.restore(layout.rank_dir(self.directory, process.slot.rank))
+        try:
+            for process in self.processes:  # every rank has ended: what a dead one recorded last comes from its journal
+                records.restore(layout.rank_dir(self.directory, process.slot.rank))
+        except OSError as error:  # a full disk: the journals keep the records; `ringleader publish` restores them
+            self.unsaved = error
         ranks = []
         for process in self.processes:
             code = process.popen.returncode
@@ -209,7 +214,10 @@ class TrialRun:
                                             exit_code=code if code is not None and code >= 0 else None,
                                             signal=process.signal_name()))
         self.outcome = layout.Outcome(status, self.started_at, time.time(), reason, message, ranks)
-        layout.write_outcome(self.directory, self.outcome)
+        try:
+            layout.write_outcome(self.directory, self.outcome)
+        except OSError as error:  # raised by the sweep once every rank is stopped, not here, halfway through
+            self.unsaved = error
         return self.outcome
 
     @property

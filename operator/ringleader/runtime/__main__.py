@@ -1,7 +1,24 @@
-"""`python -m ringleader.runtime`: run this rank (see main.py)."""
+"""`python -m ringleader.runtime`: run this rank (see main.py), then leave without interpreter finalization.
 
+The heartbeat and watchdog threads are daemons that may sit inside a TCPStore call when the rank is
+done. Finalization would stop them mid-call, and the C++ below them aborts the process (SIGABRT,
+"terminate called without an active exception"), turning a finished rank into a failed one. Every
+record, summary and log line is written and flushed by the time main() returns.
+"""
+
+import os
 import sys
+import traceback
 
 from ringleader.runtime import main
 
-sys.exit(main.main())
+try:
+    code = main.main()
+except SystemExit as exit_:
+    code = exit_.code if isinstance(exit_.code, int) else 1
+except BaseException:  # noqa: BLE001 - printed as Python would, then the same exit without finalization
+    traceback.print_exc()
+    code = 1
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(code)

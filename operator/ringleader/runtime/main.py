@@ -19,8 +19,8 @@ Runbook (what `ringleader run` and the operator's pods do for you; from the repo
     # 3. the records (format: contract/records.py)
     cat /tmp/ringleader/quickstart-2/summary.json; wc -l /tmp/ringleader/quickstart-2/rank-*/iterations.jsonl
 
-Optional knobs (runtime/settings.py): RINGLEADER_TIMEOUT_SECONDS (300), RINGLEADER_BUCKET_BYTES
-(25 MiB), RINGLEADER_TRACE_ITERATIONS (20), RINGLEADER_FINISH_TIMEOUT_SECONDS (6 h). Exit status 0
+Optional knobs (runtime/settings.py): RINGLEADER_TIMEOUT_SECONDS (300), RINGLEADER_STALL_TIMEOUT_SECONDS
+(60), RINGLEADER_BUCKET_BYTES (25 MiB), RINGLEADER_TRACE_ITERATIONS (20), RINGLEADER_FINISH_TIMEOUT_SECONDS (6 h). Exit status 0
 on success; otherwise 1 and one line on stderr saying which rank failed and why (also the pod's
 termination message).
 """
@@ -198,6 +198,11 @@ def describe(error: BaseException, beats: heartbeat.Heartbeat | None = None) -> 
     return f"{type(error).__name__}: {first}"
 
 
+def stall_reason(env: contract.PodEnvironment, culprit: int | None, reason: str) -> str:
+    """The heartbeat's stall verdict as this rank's failure reason: an echo when another rank stopped the trial."""
+    return failures.lost_contact(culprit, reason) if culprit is not None and culprit != env.rank else reason
+
+
 def main(environ=os.environ) -> int:
     env = None
     try:
@@ -236,13 +241,18 @@ def main(environ=os.environ) -> int:
         print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
         recorder = records.RankRecorder(env.output_dir, trial.name, env.rank, slot.role,
                                         trial.spec.model.warmup_iterations)
-        beats = heartbeat.Heartbeat(env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory)
+        beats = heartbeat.Heartbeat(env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory,
+                                    progress=lambda: len(recorder.iterations),
+                                    names={s.rank: s.hostname for s in slots},
+                                    stall_seconds=settings.current().stall_timeout_seconds,
+                                    on_stall=lambda culprit, reason: fail(env, stall_reason(env, culprit, reason)))
         publisher = start_publisher(env, trial, recorder.directory)
 
         run_role(trial, env, slot, recorder, device)
         if slot.role == constants.ROLE_WORKER and not recorder.iterations:
             # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
             raise RankError("training ended without recording a single iteration")
+        beats.finished()
         recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras})
 
         gathered = gather_records(recorder, first_worker, control)

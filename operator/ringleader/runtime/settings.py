@@ -12,7 +12,8 @@ import dataclasses
 import os
 from typing import Mapping
 
-from ringleader.contract.environment import BUCKET_BYTES, FINISH_TIMEOUT_SECONDS, TIMEOUT_SECONDS, TRACE_ITERATIONS
+from ringleader.contract.environment import (BUCKET_BYTES, DEFAULT_STALL_TIMEOUT_SECONDS, FINISH_TIMEOUT_SECONDS,
+                                             STALL_TIMEOUT_SECONDS, TIMEOUT_SECONDS, TRACE_ITERATIONS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +22,12 @@ class Settings:
     """Longest wait for any peer (rendezvous, a collective, a message, the final gather), in seconds.
     A dead peer is usually noticed at once (its sockets close); this bounds a hung one. 300 s leaves
     room for a slow straggler finishing its last iterations while the others wait at the end."""
+    stall_timeout_seconds: float = DEFAULT_STALL_TIMEOUT_SECONDS
+    """Longest time, in seconds, the trial may go without any rank recording an iteration before a rank is
+    named as the one that stopped it (runtime/heartbeat.py): a stopped (SIGSTOP) or frozen rank is then
+    caught in about this long rather than after timeout_seconds, and blamed rather than its waiting peers.
+    Must exceed the longest iteration, evaluation pass and startup (model build, first iteration) of the
+    trial: 60 s leaves room for large models on a CPU; raise it for slower ones."""
     finish_timeout_seconds: float = 6 * 3600.0
     """Longest wait, in seconds, of a rank that finished for the slowest rank to finish (the end-of-run
     gather of records), unless the trial's runPolicy.activeDeadlineSeconds bounds it. Long, because under
@@ -50,6 +57,7 @@ class Settings:
 
         return cls(
             timeout_seconds=number(TIMEOUT_SECONDS, defaults.timeout_seconds, float),
+            stall_timeout_seconds=number(STALL_TIMEOUT_SECONDS, defaults.stall_timeout_seconds, float),
             finish_timeout_seconds=number(FINISH_TIMEOUT_SECONDS, defaults.finish_timeout_seconds, float),
             bucket_bytes=int(number(BUCKET_BYTES, defaults.bucket_bytes, int)),
             trace_iterations=int(number(TRACE_ITERATIONS, defaults.trace_iterations, int)),
@@ -59,6 +67,7 @@ class Settings:
         """The variables that reproduce these settings in another process (tests, the local launcher)."""
         return {
             TIMEOUT_SECONDS: str(self.timeout_seconds),
+            STALL_TIMEOUT_SECONDS: str(self.stall_timeout_seconds),
             FINISH_TIMEOUT_SECONDS: str(self.finish_timeout_seconds),
             BUCKET_BYTES: str(self.bucket_bytes),
             TRACE_ITERATIONS: str(self.trace_iterations),

@@ -1,4 +1,4 @@
-"""The publish cursor: a small JSON file beside the records saying what already reached MLflow; used by publisher.py.
+"""Publish cursors: small JSON files beside the records saying what already reached which MLflow store; used by publisher.py.
 
 Written atomically (temporary file, fsync, rename) after every batch that MLflow accepted, so a crash
 or an outage at any point replays at most the batch in flight, and the store drops exact repeats
@@ -8,13 +8,25 @@ of that (metrics carry deterministic timestamps).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import pathlib
 import time
+import urllib.parse
 import uuid
 
-FILE_NAME = "mlflow-cursor.json"
+FILE_PATTERN = "mlflow-cursor-*.json"
+
+
+def path_for(directory: pathlib.Path, tracking_uri: str) -> pathlib.Path:
+    """directory/mlflow-cursor-<12 hex digits>.json: one cursor per store, so publishing the same records into a
+    second store (`ringleader publish DIR --tracking-uri ...`) starts there from nothing. The digits hash the URI
+    without its user and password: a rotated password still names the same store, and no secret is on disk."""
+    parts = urllib.parse.urlsplit(tracking_uri)
+    netloc = parts.netloc.rpartition("@")[2]
+    key = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return directory / f"mlflow-cursor-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
 
 
 @dataclasses.dataclass

@@ -8,7 +8,8 @@
     <session>/<trial>/logs/rank-<r>.stdout, .stderr   the ranks' output (launcher)
     <session>/<trial>/rank-<r>/         iterations.jsonl, summary.json, trace.json, layers.json (runtime,
                                         format in contract/records.py)
-    mlflow-cursor.json in the session, trial and rank directories: what is published (publisher)
+    <session>/launcher.lock             held by the launcher while it lives (abandoned.py)
+    mlflow-cursor-<store>.json in the session, trial and rank directories: what is published, per store (cursor.py)
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class RankPublisher:
     def publish(self, final_status: str | None = None, end_time: float | None = None) -> int:
         """Publish records not yet published; with `final_status`, also the rank's summary and status.
         Returns the number of metric values logged. Raises TrackingUnavailable when the store is away."""
-        cursor = cursor_.Cursor.load(self.rank_dir / cursor_.FILE_NAME, self.start_time)
+        cursor = cursor_.Cursor.load(cursor_.path_for(self.rank_dir, self.store.uri), self.start_time)
         run_id = self._run(cursor)
         logged = self._iterations(cursor, run_id)
         if final_status is None:
@@ -133,7 +133,7 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
     summary, traces, breakdown plot, logs and status once its outcome is final."""
     trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
     outcome = layout.read_outcome(trial_dir)
-    cursor = cursor_.Cursor.load(trial_dir / cursor_.FILE_NAME)
+    cursor = cursor_.Cursor.load(cursor_.path_for(trial_dir, store.uri))
     if cursor.run_id is None:
         cursor.save()
         start = ms(outcome.start_time) if outcome else None
@@ -148,6 +148,9 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
     artifact_once(store, cursor, run_id, trial_dir / layout.TOPOLOGY_FILE, None)
 
     final = outcome is not None and outcome.status in schema.TERMINAL_STATUSES
+    if final:  # every rank has ended: what one recorded last before dying may be only in its journal
+        for directory in layout.rank_dirs(trial_dir).values():
+            record_files.restore(directory)
     rank_status = {r.rank: r for r in outcome.ranks} if outcome else {}
     slots = {slot.rank: slot for slot in trial.slots()}
     metrics = 0

@@ -1,10 +1,11 @@
 """`ringleader publish DIR`: replays into MLflow whatever `ringleader run` sessions left unpublished.
 
 Records stay on disk when the tracking server is away; this publishes what is missing and
-nothing twice (the cursors of publisher.py), into the store the session was run against unless
-another URI is given. A session run against a URI with credentials kept it redacted: it is published
-only with the URI given again (credentials come from the user at publish time, never from disk).
-Called by cli.py.
+nothing twice (the cursors of publisher.py, one set per store), into the store the session was run
+against unless another URI is given. A session whose launcher died is closed first (abandoned.py).
+A session run against a URI with credentials kept it redacted: it is published only with the URI
+given again (credentials come from the user at publish time, never from disk). Called by
+launch/publish.py and launch/cli.py.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+import mlflow.exceptions
+
 from ringleader.contract import redaction
-from ringleader.tracking import sessions
+from ringleader.tracking import abandoned, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -22,7 +25,9 @@ from ringleader.tracking import store as store_
 class Replayed:
     sessions: list[sessions.SessionResult]
     unavailable: list[tuple[pathlib.Path, str]]
-    """unavailable lists the sessions whose store did not answer, with the error: try again later."""
+    """unavailable lists the sessions whose store did not answer or refused them, with the error: try again later."""
+    closed: list[pathlib.Path] = dataclasses.field(default_factory=list)
+    """closed lists the sessions whose launcher had died before recording their end (abandoned.py)."""
 
     @property
     def ok(self) -> bool:
@@ -39,7 +44,10 @@ def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,
     settings = settings or settings_.TrackingSettings()
     stores: dict[str, store_.Store] = {}
     done, unavailable = [], []
+    closed = []
     for path in found:
+        if abandoned.close_if_abandoned(path):
+            closed.append(path)
         session = sessions.Session.load(path)
         uri = settings_.absolute_uri(tracking_uri) if tracking_uri else session.tracking_uri
         if redaction.is_redacted(uri):
@@ -52,4 +60,6 @@ def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,
             done.append(sessions.publish_session(store, session))
         except store_.TrackingUnavailable as error:
             unavailable.append((path, str(error)))
-    return Replayed(done, unavailable)
+        except mlflow.exceptions.MlflowException as error:  # refused: a wrong URI, no permission; the next session may pass
+            unavailable.append((path, f"MLflow at {uri} refused it: {store_.first_line(error)}"))
+    return Replayed(done, unavailable, closed)

@@ -8,6 +8,7 @@ rank with step-indexed metrics. Used by runs.py and publisher.py; the operator r
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Iterable, Mapping
 
 from ringleader.api import trial as trial_
@@ -47,11 +48,19 @@ TERMINAL_STATUSES = (FINISHED, FAILED, KILLED)
 MAX_PARAM_VALUE = 6000
 MAX_TAG_VALUE = 8000
 MAX_PARAMS_PER_BATCH = 100
+MAX_PARAM_KEY = 250
+_PARAM_KEY_REFUSED = re.compile(r"[^\w\-./: ]")
 
 # Record keys that are indexes or labels, not metrics.
 NOT_METRICS = frozenset({"step", "rank", "role", "warmup", "timestamp", "time", "wall_time", "worker"})
 # A rank's summary.json is logged under this prefix so it never adds points to an iteration metric's history.
 RANK_SUMMARY_PREFIX = "summary/"
+
+
+def param_key(key: str) -> str:
+    """`key` as MLflow accepts a param name: characters other than letters, digits and _ - . / : and space
+    (a newline in a nodeSelector key, say) become "_", and at most MAX_PARAM_KEY characters."""
+    return _PARAM_KEY_REFUSED.sub("_", key)[:MAX_PARAM_KEY] or "_"
 
 
 def flatten(document: Any, prefix: str = "") -> dict[str, str]:

@@ -75,7 +75,7 @@ def sweep_params(experiment: experiment_.DistributedTrainingExperiment) -> dict[
 
 def open_session(store: store_.Store, session: Session) -> tuple[str, str, cursor_.Cursor]:
     """The session's MLflow experiment and parent run, created once: (experiment id, parent run id, cursor)."""
-    cursor = cursor_.Cursor.load(session.directory / cursor_.FILE_NAME)
+    cursor = cursor_.Cursor.load(cursor_.path_for(session.directory, store.uri))
     experiment_id = cursor.extra.get("experimentId")
     if experiment_id is None:
         experiment_id = store.ensure_experiment(session.experiment.mlflow_experiment_name())

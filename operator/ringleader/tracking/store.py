@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import logging
 import pathlib
 import re
 import time
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable
 
 import mlflow.entities
 import mlflow.exceptions
@@ -19,7 +20,6 @@ from ringleader.tracking import schema
 from ringleader.tracking import settings as settings_
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # Errors that say the request itself is wrong: retrying them can never succeed.
 PERMANENT_ERROR_CODES = frozenset({
@@ -34,10 +34,11 @@ class TrackingUnavailable(RuntimeError):
 
 
 def is_transient(error: BaseException) -> bool:
-    """Connection failures, timeouts, 5xx and a locked sqlite file pass; a rejected request does not."""
+    """Whether retrying may help: every error but a rejected request. Connection failures, timeouts, 5xx, a
+    locked or unreadable sqlite file, a store that cannot be created: the store is unavailable, the records wait."""
     if isinstance(error, mlflow.exceptions.MlflowException):
         return error.error_code not in PERMANENT_ERROR_CODES
-    return isinstance(error, OSError)  # requests' errors are OSErrors too
+    return isinstance(error, Exception)
 
 
 @dataclasses.dataclass
@@ -50,20 +51,38 @@ class Store:
 
     def __post_init__(self) -> None:
         self.settings.apply()
-        self.client = mlflow.tracking.MlflowClient(tracking_uri=self.uri)
+        self._client: mlflow.tracking.MlflowClient | None = None
 
-    def call(self, what: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """`function(*args, **kwargs)`, retried on transient errors; TrackingUnavailable after the last attempt."""
+    @property
+    def client(self) -> mlflow.tracking.MlflowClient:
+        """MLflow's client, made on first use: for a sqlite file that creates or migrates the database, which
+        may fail (a locked or unreadable file) and is retried like any call."""
+        if self._client is None:
+            self._client = self._connect()
+        return self._client
+
+    def _connect(self) -> mlflow.tracking.MlflowClient:
+        database = sqlite_path(self.uri)
+        if database is None:
+            return mlflow.tracking.MlflowClient(tracking_uri=self.uri)
+        # MLflow creates a new database's schema in many steps; two processes doing it at once leave a
+        # half-migrated file for good. Under a lock on <db>.lock, the second one finds the work done.
+        with open(f"{database}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, or when this process dies
+            return mlflow.tracking.MlflowClient(tracking_uri=self.uri)
+
+    def call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The client's `method(*args, **kwargs)`, retried on transient errors; TrackingUnavailable after the last attempt."""
         delay = self.settings.backoff_initial_seconds
         for attempt in range(1, self.settings.attempts + 1):
             try:
-                return function(*args, **kwargs)
+                return getattr(self.client, method)(*args, **kwargs)
             except Exception as error:  # noqa: BLE001 - classified right below; permanent ones re-raise
                 if not is_transient(error):
                     raise
                 if attempt == self.settings.attempts:
                     raise TrackingUnavailable(f"MLflow at {redaction.redact(self.uri)} did not answer ({what}): "
-                                              f"{_first_line(error)}") from error
+                                              f"{first_line(error)}") from error
                 log.debug("%s failed (attempt %d): %s", what, attempt, redaction.redact(str(error)))
                 self.sleep(min(delay, self.settings.backoff_max_seconds))
                 delay *= 2
@@ -72,26 +91,26 @@ class Store:
     # Experiments and runs.
 
     def ensure_experiment(self, name: str) -> str:
-        existing = self.call("get experiment", self.client.get_experiment_by_name, name)
+        existing = self.call("get experiment", "get_experiment_by_name", name)
         if existing is not None:
             if existing.lifecycle_stage == "deleted":
-                self.call("restore experiment", self.client.restore_experiment, existing.experiment_id)
+                self.call("restore experiment", "restore_experiment", existing.experiment_id)
             return existing.experiment_id
         artifact_location = None
         root = settings_.local_artifact_root(self.uri)
         if root is not None:
             artifact_location = (root / _slug(name)).as_uri()
         try:
-            return self.call("create experiment", self.client.create_experiment, name,
+            return self.call("create experiment", "create_experiment", name,
                              artifact_location=artifact_location)
         except mlflow.exceptions.MlflowException as error:
             # Someone else (another operator replica, a retried request) created it meanwhile.
             if error.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
-            return self.call("get experiment", self.client.get_experiment_by_name, name).experiment_id
+            return self.call("get experiment", "get_experiment_by_name", name).experiment_id
 
     def find_run(self, experiment_id: str, token: str) -> str | None:
-        runs = self.call("search runs", self.client.search_runs, [experiment_id],
+        runs = self.call("search runs", "search_runs", [experiment_id],
                          filter_string=f"tags.`{schema.TAG_TOKEN}` = '{token}'", max_results=1)
         return runs[0].info.run_id if runs else None
 
@@ -103,42 +122,71 @@ class Store:
             return found
         tags = {**tags, schema.TAG_TOKEN: token}
         run_name = tags.get(schema.TAG_RUN_NAME)
-        run = self.call("create run", self.client.create_run, experiment_id, start_time=start_time_ms,
+        run = self.call("create run", "create_run", experiment_id, start_time=start_time_ms,
                         tags=tags, run_name=run_name)
         return run.info.run_id
 
     def experiment_of(self, run_id: str) -> str:
-        return self.call("get run", self.client.get_run, run_id).info.experiment_id
+        return self.call("get run", "get_run", run_id).info.experiment_id
 
-    def log_params(self, run_id: str, params: dict[str, str]) -> None:
-        items = [mlflow.entities.Param(k, v) for k, v in sorted(params.items())]
+    def log_params(self, run_id: str, params: dict[str, str]) -> list[str]:
+        """Log `params` (keys made acceptable to MLflow, schema.param_key); returns the keys MLflow still refused.
+
+        A refused param is skipped with a warning rather than refusing the run everything else for good."""
+        items = [mlflow.entities.Param(schema.param_key(k), v) for k, v in sorted(params.items())]
+        refused = []
         for batch in schema.chunks(items, schema.MAX_PARAMS_PER_BATCH):
-            self.call("log params", self.client.log_batch, run_id, params=batch)
+            try:
+                self.call("log params", "log_batch", run_id, params=batch)
+            except mlflow.exceptions.MlflowException as error:
+                if error.error_code != "INVALID_PARAMETER_VALUE":
+                    raise
+                refused += self._log_params_one_by_one(run_id, batch)
+        return refused
+
+    def _log_params_one_by_one(self, run_id: str, params: list[mlflow.entities.Param]) -> list[str]:
+        refused = []
+        for param in params:
+            try:
+                self.call("log param", "log_batch", run_id, params=[param])
+            except mlflow.exceptions.MlflowException as error:
+                if error.error_code != "INVALID_PARAMETER_VALUE":
+                    raise
+                log.warning("MLflow refused param %r of run %s, skipped (the rest is published): %s",
+                            param.key[:100], run_id, first_line(error))
+                refused.append(param.key)
+        return refused
 
     def log_metrics(self, run_id: str, metrics: Iterable[mlflow.entities.Metric]) -> int:
         """Log in batches of at most `metrics_per_batch`; the store drops exact repeats, so a replay is harmless."""
         count = 0
         for batch in schema.chunks(metrics, self.settings.metrics_per_batch):
-            self.call("log metrics", self.client.log_batch, run_id, metrics=batch)
+            self.call("log metrics", "log_batch", run_id, metrics=batch)
             count += len(batch)
         return count
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         items = [mlflow.entities.RunTag(k, v[: schema.MAX_TAG_VALUE]) for k, v in tags.items()]
         for batch in schema.chunks(items, schema.MAX_PARAMS_PER_BATCH):
-            self.call("set tags", self.client.log_batch, run_id, tags=batch)
+            self.call("set tags", "log_batch", run_id, tags=batch)
 
     def log_artifact(self, run_id: str, path: pathlib.Path, artifact_path: str | None = None) -> None:
-        self.call("log artifact", self.client.log_artifact, run_id, str(path), artifact_path)
+        self.call("log artifact", "log_artifact", run_id, str(path), artifact_path)
 
     def set_status(self, run_id: str, status: str, end_time_ms: int | None = None) -> None:
         if status == schema.RUNNING:
-            self.call("set status", self.client.update_run, run_id, status=status)
+            self.call("set status", "update_run", run_id, status=status)
         else:
-            self.call("set status", self.client.set_terminated, run_id, status, end_time_ms)
+            self.call("set status", "set_terminated", run_id, status, end_time_ms)
 
 
-def _first_line(error: BaseException) -> str:
+def sqlite_path(uri: str) -> str | None:
+    """The database file of a sqlite:/// URI; None for other stores and in-memory databases."""
+    path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    return path if path and path != ":memory:" else None
+
+
+def first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return redaction.redact(text[0])[:300] if text else type(error).__name__
 

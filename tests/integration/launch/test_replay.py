@@ -55,7 +55,7 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
     client = runs.store_for(uri).client
 
     def published() -> list[tuple[int, float]]:
-        state = cursor.Cursor.load(rank_dir / cursor.FILE_NAME)
+        state = cursor.Cursor.load(cursor.path_for(rank_dir, uri))
         if state.run_id is None:
             return []
         return sorted((m.step, m.value) for m in client.get_metric_history(state.run_id, "time/iteration"))
@@ -70,7 +70,7 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
                         "--tracking-uri", uri)
     assert away.returncode == 0, away.output  # the trials ran; only publishing waits
     assert "did not answer" in away.output and "ringleader publish" in away.output
-    assert cursor.Cursor.load(rank_dir / cursor.FILE_NAME).records == 10  # the rest is spooled on disk
+    assert cursor.Cursor.load(cursor.path_for(rank_dir, uri)).records == 10  # the rest is spooled on disk
     [session] = list((workdir / "ringleader-runs").iterdir())
 
     tracking_server.start()
@@ -82,7 +82,7 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
 
     # The live rank: every iteration exactly once, with its value.
     assert published() == [(step, record(step)["time/iteration"]) for step in range(40)]
-    rank_run = client.get_run(cursor.Cursor.load(rank_dir / cursor.FILE_NAME).run_id)
+    rank_run = client.get_run(cursor.Cursor.load(cursor.path_for(rank_dir, uri)).run_id)
     assert rank_run.info.status == "FINISHED"
     assert rank_run.data.tags["mlflow.parentRunId"] == trial_run_id
     assert [a.path for a in client.list_artifacts(trial_run_id, "traces")] == ["traces/rank-1.trace.json"]

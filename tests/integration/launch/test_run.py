@@ -66,7 +66,8 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
 
     # Every rank's records are on disk too, published (the cursors reached the end of each file).
     [session] = [d for d in (workdir / "ringleader-runs").iterdir() if d.is_dir()]
-    cursor = json.loads((session / "arch-1" / "rank-0" / "mlflow-cursor.json").read_text())
+    [cursor_file] = (session / "arch-1" / "rank-0").glob("mlflow-cursor-*.json")  # one store, one cursor
+    cursor = json.loads(cursor_file.read_text())
     assert cursor["records"] == 20
 
 
