@@ -7,7 +7,7 @@ import pytest
 from ringleader import api
 from ringleader.api import constants
 from ringleader.api import status as status_
-from ringleader.controller import conditions, due, events, plan, rendering, statuses, trials
+from ringleader.controller import conditions, due, events, plan, reasons, rendering, statuses
 from ringleader.controller import settings as settings_
 
 Phase = status_.Phase
@@ -91,7 +91,7 @@ def test_a_succeeded_trial_makes_the_experiment_succeed_with_its_summary():
     dte = experiment()
     trial = api.expand(dte).trials[0]
     old = status_.ExperimentStatus(trials=[status_.TrialStatus(
-        name=trial.name, index=0, phase=Phase.SUCCEEDED, reason=trials.WORKERS_SUCCEEDED, message="all 2 workers succeeded",
+        name=trial.name, index=0, phase=Phase.SUCCEEDED, reason=reasons.WORKERS_SUCCEEDED, message="all 2 workers succeeded",
         completion_time=T0, summary=status_.Summary(throughput=99.0))])
     result = decide(dte, old, at=1).status
     assert (result.phase, result.summary.throughput, result.completion_time) == (Phase.SUCCEEDED, 99.0, T0 + datetime.timedelta(seconds=1))
@@ -102,18 +102,18 @@ def test_a_succeeded_trial_makes_the_experiment_succeed_with_its_summary():
 def test_a_failed_trial_fails_the_experiment_with_the_trials_reason_and_message():
     dte = experiment()
     old = status_.ExperimentStatus(trials=[status_.TrialStatus(
-        name="q-0", index=0, phase=Phase.FAILED, reason=trials.BACKOFF_LIMIT_EXCEEDED, message="pod q-0-worker-1: ...")])
+        name="q-0", index=0, phase=Phase.FAILED, reason=reasons.BACKOFF_LIMIT_EXCEEDED, message="pod q-0-worker-1: ...")])
     failed = condition(decide(dte, old).status, Type.FAILED)
-    assert (failed.reason, failed.message) == (trials.BACKOFF_LIMIT_EXCEEDED, "trial q-0: pod q-0-worker-1: ...")
+    assert (failed.reason, failed.message) == (reasons.BACKOFF_LIMIT_EXCEEDED, "trial q-0: pod q-0-worker-1: ...")
 
 
 def test_a_restart_shows_as_the_restarting_condition_and_clears_when_the_trial_is_recreated():
     dte = experiment()
     restarting = status_.ExperimentStatus(trials=[status_.TrialStatus(
-        name="q-0", index=0, phase=Phase.RESTARTING, restarts=1, reason=trials.POD_FAILED, message="pod x failed",
+        name="q-0", index=0, phase=Phase.RESTARTING, restarts=1, reason=reasons.POD_FAILED, message="pod x failed",
         start_time=T0)])
     first = decide(dte, restarting, pods={"q-0": [{"metadata": {"name": "q-0-ps-0", "deletionTimestamp": "x"}}]}).status
-    assert (first.phase, condition(first, Type.RESTARTING).reason) == (Phase.RESTARTING, trials.POD_FAILED)
+    assert (first.phase, condition(first, Type.RESTARTING).reason) == (Phase.RESTARTING, reasons.POD_FAILED)
     second = decide(dte, first).status
     assert condition(second, Type.RESTARTING).status == "False"
     assert second.phase == Phase.CREATED
@@ -144,7 +144,7 @@ def test_a_trials_conditions_keep_when_it_was_created_started_and_failed():
 
 
 def test_an_invalid_spec_fails_the_experiment_and_a_corrected_one_clears_it():
-    invalid = plan.invalid(status_.ExperimentStatus(), plan.INVALID_SPEC, "`spec.x` is wrong", now=T0, generation=1)
+    invalid = plan.invalid(status_.ExperimentStatus(), reasons.INVALID_SPEC, "`spec.x` is wrong", now=T0, generation=1)
     assert (invalid.phase, condition(invalid, Type.FAILED).message) == (Phase.FAILED, "`spec.x` is wrong")
     assert condition(decide(experiment(), invalid).status, Type.FAILED) is None
 
@@ -156,7 +156,7 @@ def test_a_sweep_runs_at_most_max_parallel_trials_in_order():
     result = decide(dte)
     assert result.create == (0, 1)
     assert [t.phase for t in result.status.trials] == [Phase.CREATED] * 2 + [Phase.PENDING] * 4
-    assert result.status.trials[2].reason == trials.WAITING_FOR_SLOT
+    assert result.status.trials[2].reason == reasons.WAITING_FOR_SLOT
     assert result.status.trials[3].parameters == {"workers": "2", "repetition": "1"}
 
 
@@ -170,10 +170,10 @@ def test_a_finished_trial_frees_its_slot_for_the_next_one_in_the_same_pass():
 def test_a_sweep_with_a_failed_trial_runs_the_others_and_fails_at_the_end_listing_it():
     dte = experiment(sweep={"matrix": {"workers": [1, 2]}})
     old = status_.ExperimentStatus(trials=[
-        status_.TrialStatus(name="q-0", index=0, phase=Phase.FAILED, reason=trials.DEADLINE_EXCEEDED, message="too slow"),
+        status_.TrialStatus(name="q-0", index=0, phase=Phase.FAILED, reason=reasons.DEADLINE_EXCEEDED, message="too slow"),
         status_.TrialStatus(name="q-1", index=1, phase=Phase.SUCCEEDED, message="ok")])
     failed = condition(decide(dte, old).status, Type.FAILED)
-    assert (failed.reason, failed.message) == (trials.DEADLINE_EXCEEDED, "1 of 2 trials failed: q-0 (DeadlineExceeded: too slow)")
+    assert (failed.reason, failed.message) == (reasons.DEADLINE_EXCEEDED, "1 of 2 trials failed: q-0 (DeadlineExceeded: too slow)")
 
 
 def test_skipped_combinations_are_reported_in_the_created_condition():
@@ -224,12 +224,12 @@ def test_every_trial_transition_and_experiment_milestone_is_an_event():
     dte = experiment()
     created = decide(dte).status
     found = events.transitions(status_.ExperimentStatus(), created)
-    assert [(e.type, e.reason) for e in found] == [("Normal", trials.PODS_CREATED), ("Normal", plan.EXPERIMENT_CREATED)]
+    assert [(e.type, e.reason) for e in found] == [("Normal", reasons.PODS_CREATED), ("Normal", reasons.EXPERIMENT_CREATED)]
     failed = created.model_copy(update={"trials": [created.trials[0].model_copy(update={
-        "phase": Phase.FAILED, "reason": trials.BACKOFF_LIMIT_EXCEEDED, "message": "pod x"})]})
+        "phase": Phase.FAILED, "reason": reasons.BACKOFF_LIMIT_EXCEEDED, "message": "pod x"})]})
     finished = decide(dte, failed).status
     assert [(e.type, e.reason) for e in events.transitions(created, finished)] == [
-        ("Warning", trials.BACKOFF_LIMIT_EXCEEDED), ("Warning", trials.BACKOFF_LIMIT_EXCEEDED)]
+        ("Warning", reasons.BACKOFF_LIMIT_EXCEEDED), ("Warning", reasons.BACKOFF_LIMIT_EXCEEDED)]
     assert events.transitions(finished, finished) == []
 
 

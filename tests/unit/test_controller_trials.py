@@ -6,7 +6,7 @@ import json
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
-from ringleader.controller import trials
+from ringleader.controller import reasons, trials
 
 Phase = status_.Phase
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
@@ -53,7 +53,7 @@ def test_a_pending_trial_with_a_free_slot_creates_its_objects_and_records_its_st
 def test_a_pending_trial_without_a_slot_waits_and_says_why():
     ctx = trials.Context(now=T0, run_policy=spec_.RunPolicy(), expected=EXPECTED, may_start=False)
     step = trials.step(trial(), [], ctx)
-    assert (step.status.phase, step.status.reason, step.create) == (Phase.PENDING, trials.WAITING_FOR_SLOT, False)
+    assert (step.status.phase, step.status.reason, step.create) == (Phase.PENDING, reasons.WAITING_FOR_SLOT, False)
 
 
 def test_a_pending_trial_first_deletes_pods_left_by_an_earlier_run():
@@ -65,7 +65,7 @@ def test_gang_semantics_a_trial_is_not_running_until_every_pod_is_scheduled_and_
     pods = all_running()
     pods[2] = pod("q-0-worker-1", phase="Pending", scheduled=False)
     step = trials.step(trial(Phase.CREATED, start_time=T0), pods, context())
-    assert (step.status.phase, step.status.reason) == (Phase.CREATED, trials.WAITING_FOR_PODS)
+    assert (step.status.phase, step.status.reason) == (Phase.CREATED, reasons.WAITING_FOR_PODS)
     assert step.status.message.startswith("2 of 3 pods running, 2 of 3 scheduled; pod q-0-worker-1: not scheduled yet")
 
 
@@ -83,7 +83,7 @@ def test_a_failed_pod_restarts_the_whole_trial_and_counts_the_restart():
     pods = all_running()
     pods[1] = pod("q-0-worker-0", "Failed", exit_code=137, reason="OOMKilled")
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=2))
-    assert (step.status.phase, step.status.restarts, step.status.reason) == (Phase.RESTARTING, 1, trials.POD_FAILED)
+    assert (step.status.phase, step.status.restarts, step.status.reason) == (Phase.RESTARTING, 1, reasons.POD_FAILED)
     assert step.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
     assert step.status.message == ("pod q-0-worker-0: container trainer exited with code 137 (OOMKilled); "
                                    "restarting the trial (restart 1 of at most 2)")
@@ -101,7 +101,7 @@ def test_after_backoff_limit_restarts_the_trial_fails_naming_pod_exit_code_and_r
     pods = all_running()
     pods[2] = pod("q-0-worker-1", "Failed", exit_code=1, reason="Error", message="RuntimeError: NCCL timeout")
     step = trials.step(trial(Phase.RUNNING, restarts=2, start_time=T0), pods, context(backoff_limit=2))
-    assert (step.status.phase, step.status.reason) == (Phase.FAILED, trials.BACKOFF_LIMIT_EXCEEDED)
+    assert (step.status.phase, step.status.reason) == (Phase.FAILED, reasons.BACKOFF_LIMIT_EXCEEDED)
     assert step.status.message == ("pod q-0-worker-1: container trainer exited with code 1 (Error): "
                                    "RuntimeError: NCCL timeout; backoffLimit 2 reached after 2 restarts")
     assert step.status.completion_time == T0
@@ -123,7 +123,7 @@ def test_a_peer_that_lost_contact_is_not_blamed_while_the_grace_for_the_cause_ru
     pods = all_running()
     pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error", message=ECHO)
     waiting = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(at=61, backoff_limit=0))
-    assert (waiting.status.phase, waiting.status.reason) == (Phase.RUNNING, trials.DECIDING_CAUSE)
+    assert (waiting.status.phase, waiting.status.reason) == (Phase.RUNNING, reasons.DECIDING_CAUSE)
     assert waiting.delete == () and not waiting.create
     pods[2] = pod("q-0-worker-1", "Failed", exit_code=137, reason="Error", finished="2030-01-01T00:01:01Z")
     decided = trials.step(waiting.status, pods, context(at=62, backoff_limit=0))
@@ -146,7 +146,7 @@ def test_a_pod_deleted_while_the_trial_runs_breaks_the_gang_and_restarts_the_tri
     pods = all_running()
     pods[1] = pod("q-0-worker-0", deleting=True)
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context())
-    assert (step.status.phase, step.status.reason) == (Phase.RESTARTING, trials.POD_DELETED)
+    assert (step.status.phase, step.status.reason) == (Phase.RESTARTING, reasons.POD_DELETED)
     assert step.status.message.startswith("pod q-0-worker-0 was deleted")
 
 
@@ -154,7 +154,7 @@ def test_the_deadline_fails_an_active_trial_at_its_start_plus_active_deadline_se
     before = trials.step(trial(Phase.RUNNING, start_time=T0), all_running(), context(at=59, active_deadline_seconds=60))
     at = trials.step(trial(Phase.RUNNING, start_time=T0), all_running(), context(at=60, active_deadline_seconds=60))
     assert before.status.phase == Phase.RUNNING
-    assert (at.status.phase, at.status.reason) == (Phase.FAILED, trials.DEADLINE_EXCEEDED)
+    assert (at.status.phase, at.status.reason) == (Phase.FAILED, reasons.DEADLINE_EXCEEDED)
     assert at.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
 
 
@@ -178,7 +178,7 @@ def test_workers_that_exit_0_without_the_summary_fail_the_trial_never_succeed_it
     # What os._exit(0) in a model factory looks like: every rank "succeeds" before training, and writes nothing.
     pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1", "Succeeded", exit_code=0)]
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(clean_pod_policy="None"))
-    assert (step.status.phase, step.status.reason) == (Phase.FAILED, trials.NO_SUMMARY)
+    assert (step.status.phase, step.status.reason) == (Phase.FAILED, reasons.NO_SUMMARY)
     assert step.status.message.startswith("all 2 workers exited with code 0 but pod q-0-worker-0 left no summary")
     assert step.delete == ("q-0-ps-0",)
 
@@ -190,7 +190,7 @@ def test_clean_pod_policy_all_deletes_every_pod_of_a_finished_trial():
 
 
 def test_clean_pod_policy_none_keeps_the_pods_of_a_failed_trial():
-    assert trials.step(trial(Phase.FAILED, reason=trials.BACKOFF_LIMIT_EXCEEDED), all_running(),
+    assert trials.step(trial(Phase.FAILED, reason=reasons.BACKOFF_LIMIT_EXCEEDED), all_running(),
                        context(clean_pod_policy="None")).delete == ()
 
 
@@ -205,7 +205,7 @@ def test_suspending_deletes_the_pods_and_resuming_starts_the_trial_over():
 
 def test_a_trial_whose_objects_are_refused_fails_for_good():
     failed = trials.create_failed(trial(Phase.CREATED), "spec.containers[0].image: Required value", T0)
-    assert (failed.phase, failed.reason) == (Phase.FAILED, trials.CREATE_FAILED)
+    assert (failed.phase, failed.reason) == (Phase.FAILED, reasons.CREATE_FAILED)
 
 
 def test_cleanup_under_policy_running_keeps_a_pod_whose_container_exited_before_its_phase_caught_up():

@@ -11,9 +11,8 @@ import datetime
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import failures
-from ringleader.controller import plan
+from ringleader.controller import plan, reasons, trials
 from ringleader.controller import settings as settings_
-from ringleader.controller import trials
 
 Phase = status_.Phase
 
@@ -29,7 +28,7 @@ def _waiting_on_pods(status: status_.ExperimentStatus) -> bool:
     return any(
         (t.phase == Phase.CREATED)
         or (t.phase == Phase.RESTARTING)
-        or (t.phase == Phase.PENDING and t.reason == trials.WAITING_FOR_OLD_PODS)
+        or (t.phase == Phase.PENDING and t.reason == reasons.WAITING_FOR_OLD_PODS)
         for t in status.trials
     )
 
@@ -49,7 +48,7 @@ def next_wake(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy, now
         times.append(timing.progress_poll_seconds)
     if _waiting_on_pods(status):
         times.append(timing.recheck_seconds)
-    if any(t.reason == trials.DECIDING_CAUSE for t in status.trials):
+    if any(t.reason == reasons.DECIDING_CAUSE for t in status.trials):
         # A grace of its own, not a pod event, ends this wait: look again a few times within it.
         times.append(failures.DEFAULT_GRACE_SECONDS / 5)
     if retry_tracking_in is not None:

@@ -9,15 +9,14 @@ from __future__ import annotations
 import dataclasses
 
 from ringleader.api import status as status_
-from ringleader.controller import conditions
-from ringleader.controller import trials
+from ringleader.controller import conditions, reasons
 
 Type = status_.ConditionType
 Phase = status_.Phase
 NORMAL, WARNING = "Normal", "Warning"
 # Pending trials announce nothing until they wait on something unusual: a 256-trial sweep would
 # otherwise open with 256 identical events.
-_QUIET_PENDING = (None, trials.WAITING_FOR_SLOT, trials.RESUMED)
+_QUIET_PENDING = (None, reasons.WAITING_FOR_SLOT, reasons.RESUMED)
 _WARNING_PHASES = (Phase.FAILED, Phase.RESTARTING)
 
 
@@ -52,7 +51,7 @@ def _condition_events(old: status_.ExperimentStatus, new: status_.ExperimentStat
     resumed = conditions.is_true(old.conditions, Type.SUSPENDED) and not conditions.is_true(new.conditions, Type.SUSPENDED)
     if resumed:
         condition = conditions.find(new.conditions, Type.SUSPENDED)
-        found.append(Event(NORMAL, condition.reason if condition else trials.RESUMED,
+        found.append(Event(NORMAL, condition.reason if condition else reasons.RESUMED,
                            condition.message if condition else "resumed"))
     return found
 

@@ -13,23 +13,14 @@ import datetime
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.api import trial as trial_
-from ringleader.controller import conditions
+from ringleader.controller import conditions, reasons, trials
 from ringleader.controller import pods as pods_
-from ringleader.controller import trials
 
 Type = status_.ConditionType
 Phase = status_.Phase
 
-EXPERIMENT_CREATED = "ExperimentCreated"
-TRIAL_RUNNING = "TrialRunning"
-EXPERIMENT_FINISHED = "ExperimentFinished"
-TRIALS_PENDING = "TrialsPending"
-TRIALS_SUCCEEDED = "TrialsSucceeded"
-TRIALS_FAILED = "TrialsFailed"
-NO_RESTART = "NoRestartInProgress"
-INVALID_SPEC = "InvalidSpec"
 # Failed reasons that a corrected spec clears (nothing ran, so nothing is lost by trying again).
-SPEC_REASONS = (INVALID_SPEC, "PodGroupsDisabled", "TrackingUriNotAllowed")
+SPEC_REASONS = (reasons.INVALID_SPEC, reasons.PODGROUPS_DISABLED, reasons.TRACKING_URI_NOT_ALLOWED)
 MAX_LISTED_FAILURES = 3
 
 
@@ -136,62 +127,62 @@ def _conditions(experiment, expansion: trial_.Expansion, old: status_.Experiment
     if expansion.skipped:
         planned += f"; {len(expansion.skipped)} combination{'s' * (len(expansion.skipped) != 1)} skipped (" + \
             "; ".join(sorted({reason for _, reason in expansion.skipped})) + ")"
-    put(Type.CREATED, True, EXPERIMENT_CREATED, planned)
+    put(Type.CREATED, True, reasons.EXPERIMENT_CREATED, planned)
 
     suspended = experiment.spec.run_policy.suspend
     if suspended:
-        put(Type.SUSPENDED, True, trials.SUSPENDED, "runPolicy.suspend is true: running trials' pods were deleted; "
+        put(Type.SUSPENDED, True, reasons.SUSPENDED, "runPolicy.suspend is true: running trials' pods were deleted; "
             "they restart from the beginning when it is set back to false")
     elif conditions.find(found, Type.SUSPENDED):
-        put(Type.SUSPENDED, False, trials.RESUMED, "runPolicy.suspend is false: trials run again")
+        put(Type.SUSPENDED, False, reasons.RESUMED, "runPolicy.suspend is false: trials run again")
 
     restarting = [t for t in new_trials if t.phase == Phase.RESTARTING]
     if restarting:
-        put(Type.RESTARTING, True, restarting[0].reason or trials.POD_FAILED, _describe(restarting[0]))
+        put(Type.RESTARTING, True, restarting[0].reason or reasons.POD_FAILED, _describe(restarting[0]))
     elif conditions.find(found, Type.RESTARTING):
         # The last restart's cause stays readable after the pods are back: its message is kept.
         last = conditions.find(found, Type.RESTARTING)
-        message = last.message if last.reason == NO_RESTART else f"pods recreated after {last.message}"
-        put(Type.RESTARTING, False, NO_RESTART, message)
+        message = last.message if last.reason == reasons.NO_RESTART else f"pods recreated after {last.message}"
+        put(Type.RESTARTING, False, reasons.NO_RESTART, message)
 
     finished = all(t.phase in trials.TERMINAL_PHASES for t in new_trials)
     failed = [t for t in new_trials if t.phase == Phase.FAILED]
     running = [t for t in new_trials if t.phase == Phase.RUNNING]
     if finished:
-        put(Type.RUNNING, False, EXPERIMENT_FINISHED, "the trial finished" if count == 1 else f"all {count} trials finished")
+        put(Type.RUNNING, False, reasons.EXPERIMENT_FINISHED, "the trial finished" if count == 1 else f"all {count} trials finished")
         if failed:
             put(Type.FAILED, True, *_failure(failed, count))
         else:
             message = _describe(new_trials[0]) if count == 1 else f"all {count} trials succeeded"
-            put(Type.SUCCEEDED, True, TRIALS_SUCCEEDED, message)
+            put(Type.SUCCEEDED, True, reasons.TRIALS_SUCCEEDED, message)
     elif suspended:
-        put(Type.RUNNING, False, trials.SUSPENDED, "the experiment is suspended")
+        put(Type.RUNNING, False, reasons.SUSPENDED, "the experiment is suspended")
     elif running:
         message = _describe(running[0]) if len(running) == 1 else \
             f"{len(running)} trials running: " + ", ".join(t.name for t in running)
-        put(Type.RUNNING, True, TRIAL_RUNNING, message)
+        put(Type.RUNNING, True, reasons.TRIAL_RUNNING, message)
     else:
         # The trial closest to running says what the experiment waits for.
         by_phase = {phase: next((t for t in new_trials if t.phase == phase), None)
                     for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING)}
         if by_phase[Phase.CREATED]:
-            put(Type.RUNNING, False, trials.WAITING_FOR_PODS, _describe(by_phase[Phase.CREATED]))
+            put(Type.RUNNING, False, reasons.WAITING_FOR_PODS, _describe(by_phase[Phase.CREATED]))
         elif by_phase[Phase.RESTARTING]:
             waiting = by_phase[Phase.RESTARTING]
-            put(Type.RUNNING, False, waiting.reason or trials.POD_FAILED, _describe(waiting))
+            put(Type.RUNNING, False, waiting.reason or reasons.POD_FAILED, _describe(waiting))
         else:
-            put(Type.RUNNING, False, TRIALS_PENDING, _describe(by_phase[Phase.PENDING]) if by_phase[Phase.PENDING]
+            put(Type.RUNNING, False, reasons.TRIALS_PENDING, _describe(by_phase[Phase.PENDING]) if by_phase[Phase.PENDING]
                 else "no trial is running")
     return found
 
 
 def _failure(failed: list[status_.TrialStatus], count: int) -> tuple[str, str]:
     if count == 1:
-        return failed[0].reason or TRIALS_FAILED, _describe(failed[0])
+        return failed[0].reason or reasons.TRIALS_FAILED, _describe(failed[0])
     listed = "; ".join(f"{t.name} ({t.reason}: {t.message})" for t in failed[:MAX_LISTED_FAILURES])
     more = f"; and {len(failed) - MAX_LISTED_FAILURES} more" if len(failed) > MAX_LISTED_FAILURES else ""
-    reason = failed[0].reason if len({t.reason for t in failed}) == 1 else TRIALS_FAILED
-    return reason or TRIALS_FAILED, f"{len(failed)} of {count} trials failed: {listed}{more}"
+    reason = failed[0].reason if len({t.reason for t in failed}) == 1 else reasons.TRIALS_FAILED
+    return reason or reasons.TRIALS_FAILED, f"{len(failed)} of {count} trials failed: {listed}{more}"
 
 
 def _progress(expansion: trial_.Expansion, old: status_.ExperimentStatus, new_trials: list[status_.TrialStatus],

@@ -21,7 +21,8 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line
-from ringleader.controller import due, events, kube, plan, progress, recording, rendering, runs, statuses, trials, workqueue
+from ringleader.controller import (due, events, kube, plan, progress, reasons, recording, rendering, runs, statuses,
+                                   trials, workqueue)
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
 from ringleader import topology
@@ -29,8 +30,6 @@ from ringleader import topology
 logger = logging.getLogger(__name__)
 Phase = status_.Phase
 Key = tuple[str, str]  # (namespace, name)
-PODGROUPS_DISABLED = "PodGroupsDisabled"
-TRACKING_URI_NOT_ALLOWED = "TrackingUriNotAllowed"
 
 
 def now() -> datetime.datetime:
@@ -80,15 +79,15 @@ class Controller:
             experiment = api.parse({k: v for k, v in body.items() if k != "status"}, f"{namespace}/{name}")
             expansion = api.expand(experiment)
         except api.SpecError as error:
-            return await self._refuse(body, old, plan.INVALID_SPEC, "; ".join(error.problems), seen_at, generation)
+            return await self._refuse(body, old, reasons.INVALID_SPEC, "; ".join(error.problems), seen_at, generation)
         if not self.settings.pods.pod_groups and self._uses_pod_groups(experiment, expansion):
             message = ("`scheduling.gang` Volcano or SchedulerPlugins needs PodGroups, which this operator was installed without: "
                        "install the chart with podGroups.enabled=true (and a gang scheduler), or set gang to Operator")
-            return await self._refuse(body, old, PODGROUPS_DISABLED, message, seen_at, generation)
+            return await self._refuse(body, old, reasons.PODGROUPS_DISABLED, message, seen_at, generation)
         refusal = self.runs.recorder.refusal(experiment.spec.tracking.uri)
         if refusal is not None:
             # Failing is better than running unrecorded: the pods could not record without the runs the operator opens.
-            return await self._refuse(body, old, TRACKING_URI_NOT_ALLOWED, refusal, seen_at, generation)
+            return await self._refuse(body, old, reasons.TRACKING_URI_NOT_ALLOWED, refusal, seen_at, generation)
 
         uid = body["metadata"]["uid"]
         found = [p for p in await self.kube.list_pods(namespace, rendering.pod_selector(name)) if _owned_by(p, uid)]

@@ -15,14 +15,12 @@ from typing import Any
 import kopf
 
 from ringleader.api import status as status_
-from ringleader.controller import plan, recording, statuses, trials
+from ringleader.controller import plan, reasons, recording, statuses, trials
 from ringleader.controller import settings as settings_
 
 logger = logging.getLogger(__name__)
 Phase = status_.Phase
 Key = tuple[str, str]
-TRACKING_UNAVAILABLE = "TrackingUnavailable"
-TRACKING_AVAILABLE = "TrackingAvailable"
 KILL_ATTEMPTS = 10  # tries to end a deleted experiment's runs while MLflow is away, retry_seconds apart
 
 
@@ -52,14 +50,14 @@ class Runs:
     def _failed(self, key: Key, body: dict[str, Any], error: recording.Unavailable) -> float:
         if key not in self._down:
             self._down.add(key)
-            kopf.warn(body, reason=TRACKING_UNAVAILABLE,
+            kopf.warn(body, reason=reasons.TRACKING_UNAVAILABLE,
                       message=f"{error}; the experiment goes on, and its runs are recorded when MLflow answers")
         return self._settings.retry_seconds
 
     def _worked(self, key: Key, body: dict[str, Any]) -> None:
         if key in self._down:
             self._down.discard(key)
-            kopf.info(body, reason=TRACKING_AVAILABLE, message="MLflow answers again; the runs are being recorded")
+            kopf.info(body, reason=reasons.TRACKING_AVAILABLE, message="MLflow answers again; the runs are being recorded")
 
     async def start(self, key: Key, body: dict[str, Any], experiment, expansion, status: status_.ExperimentStatus,
                     starting: tuple[int, ...]) -> tuple[status_.ExperimentStatus, float | None]:

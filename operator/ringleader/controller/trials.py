@@ -16,6 +16,7 @@ from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import failures
 from ringleader.controller import pods as pods_
+from ringleader.controller import reasons
 
 Phase = status_.Phase
 TrialStatus = status_.TrialStatus
@@ -23,21 +24,6 @@ ACTIVE_PHASES = (Phase.CREATED, Phase.RUNNING, Phase.RESTARTING)
 TERMINAL_PHASES = status_.TERMINAL_PHASES
 
 # Reasons a trial gives for its phase (TrialStatus.reason); events and conditions reuse them.
-WAITING_FOR_SLOT = "WaitingForSlot"
-WAITING_FOR_OLD_PODS = "WaitingForOldPods"
-PODS_CREATED = "PodsCreated"
-WAITING_FOR_PODS = "WaitingForPods"
-ALL_PODS_RUNNING = "AllPodsRunning"
-POD_FAILED = "PodFailed"
-DECIDING_CAUSE = "DecidingCause"
-POD_DELETED = "PodDeleted"
-WORKERS_SUCCEEDED = "WorkersSucceeded"
-NO_SUMMARY = "NoSummary"
-BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-CREATE_FAILED = "CreateFailed"
-SUSPENDED = "Suspended"
-RESUMED = "Resumed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +117,7 @@ def _fail_or_restart(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, re
         # Every pod goes, finished ones included: the new attempt reuses their names and ranks.
         return Step(status, delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
     message = f"{cause}; backoffLimit {limit} reached after {trial.restarts} restart{'s' * (trial.restarts != 1)}"
-    return _finish(trial, pods, ctx, Phase.FAILED, BACKOFF_LIMIT_EXCEEDED, message)
+    return _finish(trial, pods, ctx, Phase.FAILED, reasons.BACKOFF_LIMIT_EXCEEDED, message)
 
 
 def step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
@@ -141,7 +127,7 @@ def step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if ctx.suspended:
         return _suspend(trial, pods)
     if trial.phase == Phase.SUSPENDED:
-        trial = _with(trial, phase=Phase.PENDING, reason=RESUMED, message="resumed: restarts from the beginning",
+        trial = _with(trial, phase=Phase.PENDING, reason=reasons.RESUMED, message="resumed: restarts from the beginning",
                       start_time=None)
     if trial.phase == Phase.PENDING:
         return _start(trial, pods, ctx)
@@ -153,7 +139,7 @@ def step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
 def _finished(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     # Clean-up is repeated at every pass (idempotent), so one interrupted by an operator restart completes.
     workers_done = trial.phase == Phase.SUCCEEDED
-    stop_running = trial.reason == DEADLINE_EXCEEDED
+    stop_running = trial.reason == reasons.DEADLINE_EXCEEDED
     return Step(trial, delete=cleanup(pods, ctx.run_policy.clean_pod_policy,
                                       workers_done=workers_done, stop_running=stop_running))
 
@@ -163,20 +149,20 @@ def _suspend(trial: TrialStatus, pods: list[pods_.Pod]) -> Step:
     if trial.phase in (Phase.PENDING, Phase.SUSPENDED):
         return Step(trial, delete=delete)
     message = "suspended: its pods were deleted; it restarts from the beginning when the experiment resumes"
-    return Step(_with(trial, phase=Phase.SUSPENDED, reason=SUSPENDED, message=message), delete=delete)
+    return Step(_with(trial, phase=Phase.SUSPENDED, reason=reasons.SUSPENDED, message=message), delete=delete)
 
 
 def _start(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if not ctx.may_start:
         message = "waiting for a running trial to finish (sweep.maxParallel)"
-        return Step(_with(trial, reason=WAITING_FOR_SLOT, message=message))
+        return Step(_with(trial, reason=reasons.WAITING_FOR_SLOT, message=message))
     if pods:
         # Pods left by an earlier run (suspended, or an interrupted clean-up) hold the names it needs.
         message = f"waiting for {len(pods)} pod{'s' * (len(pods) != 1)} of an earlier run to terminate"
-        return Step(_with(trial, reason=WAITING_FOR_OLD_PODS, message=message),
+        return Step(_with(trial, reason=reasons.WAITING_FOR_OLD_PODS, message=message),
                     delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
     message = f"created {_pods_phrase(ctx.expected)}; waiting for all of them to be scheduled"
-    status = _with(trial, phase=Phase.CREATED, reason=PODS_CREATED, message=message,
+    status = _with(trial, phase=Phase.CREATED, reason=reasons.PODS_CREATED, message=message,
                    start_time=trial.start_time or ctx.now, completion_time=None)
     return Step(status, create=True)
 
@@ -188,14 +174,14 @@ def _recreate(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if pods:
         return Step(trial, delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
     message = f"recreated {_pods_phrase(ctx.expected)} (restart {trial.restarts}); waiting for all of them to be scheduled"
-    return Step(_with(trial, phase=Phase.CREATED, reason=PODS_CREATED, message=message), create=True)
+    return Step(_with(trial, phase=Phase.CREATED, reason=reasons.PODS_CREATED, message=message), create=True)
 
 
 def _deadline(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     seconds = ctx.run_policy.active_deadline_seconds
     message = (f"the trial ran longer than activeDeadlineSeconds={seconds} "
                f"(started {trial.start_time.isoformat()}); its running pods were stopped")
-    return _finish(trial, pods, ctx, Phase.FAILED, DEADLINE_EXCEEDED, message, stop_running=True)
+    return _finish(trial, pods, ctx, Phase.FAILED, reasons.DEADLINE_EXCEEDED, message, stop_running=True)
 
 
 def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
@@ -213,7 +199,7 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if going or (missing and trial.phase == Phase.RUNNING):
         gone = going + [m for m in missing if m not in going]
         cause = f"pod {gone[0]} was deleted" + (f" (and {len(gone) - 1} more)" if len(gone) > 1 else "")
-        return _fail_or_restart(trial, pods, ctx, POD_DELETED, cause)
+        return _fail_or_restart(trial, pods, ctx, reasons.POD_DELETED, cause)
     if missing:
         return Step(trial, create=True)
     workers = [live[e.name] for e in ctx.expected if e.role == constants.ROLE_WORKER]
@@ -223,14 +209,14 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         if summary is None:
             # Every run the runtime finishes ends with the summary; exit 0 without it is user code ending the
             # process early (os._exit(0) skips the runtime's own checks), never a trial to report as done.
-            return _finish(trial, pods, ctx, Phase.FAILED, NO_SUMMARY,
+            return _finish(trial, pods, ctx, Phase.FAILED, reasons.NO_SUMMARY,
                            f"all {len(workers)} workers exited with code 0 but pod {pods_.name(aggregator)} left no "
                            "summary in its termination message: the ranks ended before training did (os._exit in "
                            "user code?) or the image does not run the ringleader runtime", workers_done=True)
         message = f"all {len(workers)} workers succeeded"
         if summary.throughput is not None:
             message += f": {summary.throughput:.1f} samples/s"
-        return _finish(trial, pods, ctx, Phase.SUCCEEDED, WORKERS_SUCCEEDED, message,
+        return _finish(trial, pods, ctx, Phase.SUCCEEDED, reasons.WORKERS_SUCCEEDED, message,
                        workers_done=True, summary=summary)
     waiting = [p for p in (live[e.name] for e in ctx.expected)
                if not (pods_.is_scheduled(p) and pods_.phase(p) in ("Running", "Succeeded"))]
@@ -238,7 +224,7 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         if trial.phase == Phase.RUNNING:
             return Step(trial)
         message = f"all {_pods_phrase(ctx.expected)} are running"
-        return Step(_with(trial, phase=Phase.RUNNING, reason=ALL_PODS_RUNNING, message=message))
+        return Step(_with(trial, phase=Phase.RUNNING, reason=reasons.ALL_PODS_RUNNING, message=message))
     # Gang semantics: a trial with any pod not yet running is not Running, and says which pod waits on what.
     total = len(ctx.expected)
     scheduled = sum(1 for e in ctx.expected if pods_.is_scheduled(live[e.name]))
@@ -247,7 +233,7 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
                f"pod {pods_.name(first)}: {pods_.waiting_reason(first)}")
     if len(waiting) > 1:
         message += f" (and {len(waiting) - 1} more waiting)"
-    return Step(_with(trial, reason=WAITING_FOR_PODS, message=message))
+    return Step(_with(trial, reason=reasons.WAITING_FOR_PODS, message=message))
 
 
 def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod], failed: dict[int, pods_.Failure],
@@ -261,7 +247,7 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
         first = min(failed.values(), key=lambda f: pods_.seconds_of(f.finished_at))
         message = (f"{first.describe()}; waiting up to {failures.DEFAULT_GRACE_SECONDS:g} s for the other pods "
                    "to end, to name the cause rather than a peer that lost contact with it")
-        return Step(_with(trial, reason=DECIDING_CAUSE, message=message))
+        return Step(_with(trial, reason=reasons.DECIDING_CAUSE, message=message))
     culprit = failures.blame(exits)
     by_rank = {pods_.rank(p): p for p in live.values()}
     if isinstance(culprit, int):  # named by its peers, its own end not visible (yet): still running, silent
@@ -272,10 +258,10 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
         cause = failed[culprit.rank].describe()
     if len(failed) > 1:
         cause += f" (and {len(failed) - 1} more pod{'s' * (len(failed) > 2)} failed)"
-    return _fail_or_restart(trial, pods, ctx, POD_FAILED, cause)
+    return _fail_or_restart(trial, pods, ctx, reasons.POD_FAILED, cause)
 
 
 def create_failed(trial: TrialStatus, error: str, now: datetime.datetime) -> TrialStatus:
     """A trial whose objects the API server refused as invalid: retrying cannot help."""
-    return _with(trial, phase=Phase.FAILED, reason=CREATE_FAILED, completion_time=now,
+    return _with(trial, phase=Phase.FAILED, reason=reasons.CREATE_FAILED, completion_time=now,
                  message=f"the API server refused the trial's objects: {error}")

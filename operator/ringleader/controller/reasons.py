@@ -1,0 +1,40 @@
+"""Every CamelCase reason the operator writes into conditions, trial statuses and Events, in one place.
+
+Reasons are for machines (`kubectl wait`, alerts); messages say the rest for people."""
+
+from __future__ import annotations
+
+# The experiment's conditions (plan.py).
+EXPERIMENT_CREATED = "ExperimentCreated"
+TRIAL_RUNNING = "TrialRunning"
+EXPERIMENT_FINISHED = "ExperimentFinished"
+TRIALS_PENDING = "TrialsPending"
+TRIALS_SUCCEEDED = "TrialsSucceeded"
+TRIALS_FAILED = "TrialsFailed"
+NO_RESTART = "NoRestartInProgress"
+INVALID_SPEC = "InvalidSpec"
+
+# A trial's phase (trials.py).
+WAITING_FOR_SLOT = "WaitingForSlot"
+WAITING_FOR_OLD_PODS = "WaitingForOldPods"
+PODS_CREATED = "PodsCreated"
+WAITING_FOR_PODS = "WaitingForPods"
+ALL_PODS_RUNNING = "AllPodsRunning"
+POD_FAILED = "PodFailed"
+DECIDING_CAUSE = "DecidingCause"
+POD_DELETED = "PodDeleted"
+WORKERS_SUCCEEDED = "WorkersSucceeded"
+NO_SUMMARY = "NoSummary"
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+CREATE_FAILED = "CreateFailed"
+SUSPENDED = "Suspended"
+RESUMED = "Resumed"
+
+# Experiments the operator refuses to run as written (reconciler.py).
+PODGROUPS_DISABLED = "PodGroupsDisabled"
+TRACKING_URI_NOT_ALLOWED = "TrackingUriNotAllowed"
+
+# The experiment's tracking (runs.py).
+TRACKING_UNAVAILABLE = "TrackingUnavailable"
+TRACKING_AVAILABLE = "TrackingAvailable"
