@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import pathlib
 import signal
 import sys
 from typing import Callable, TextIO
@@ -26,6 +25,7 @@ import ringleader
 from ringleader import api, topology
 from ringleader.api import crd, loading
 from ringleader.contract import redaction
+from ringleader.topology import settings as render_settings
 
 # Subcommands owned by other packages: name -> (module with add_arguments(parser) and run(args) -> int, help).
 DELEGATED = {
@@ -86,12 +86,7 @@ def render(args: argparse.Namespace) -> int:
         print(f"--tracking-uri {redaction.redact(args.tracking_uri)} carries credentials, which would be written into "
               "every pod: name a Secret with them in the experiment's tracking.credentialsSecret", file=sys.stderr)
         return 1
-    settings = topology.RenderSettings(**{
-        name: value for name, value in (
-            ("image", args.image), ("default_tracking_uri", args.tracking_uri),
-            ("templates_dir", args.templates_dir), ("gpu_resource_name", args.gpu_resource_name),
-        ) if value is not None
-    })
+    settings = render_settings.from_args(args, default_tracking_uri=args.tracking_uri)
     documents = [document for trial in trials for document in topology.render(trial, settings, args.run_id)]
     sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, width=120))
     return 0
@@ -133,12 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                                            "for each trial, as a YAML multi-document stream.")
     show.add_argument("file", metavar="FILE", help="experiment file; '-' reads standard input")
     show.add_argument("--trial", type=int, metavar="N", help="only trial N (0-based, as `validate` lists them)")
-    show.add_argument("--image", help="training image when the experiment sets none "
-                                      f"(default: {topology.RenderSettings().image})")
     show.add_argument("--run-id", help="MLflow run id given to the pods (RINGLEADER_MLFLOW_RUN_ID)")
     show.add_argument("--tracking-uri", help="MLFLOW_TRACKING_URI when the experiment sets no tracking.uri")
-    show.add_argument("--gpu-resource-name", help="extended resource requested for GPUs (default: nvidia.com/gpu)")
-    show.add_argument("--templates-dir", type=pathlib.Path, help="directory of templates replacing the packaged ones")
+    render_settings.add_arguments(show)  # the operator's own pod flags: the same objects for the same flags
     show.set_defaults(handler=render)
 
     definition = commands.add_parser("crd", help="print the CustomResourceDefinition",

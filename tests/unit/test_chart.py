@@ -200,8 +200,8 @@ def test_the_operator_args_are_the_controllers_flags_and_carry_the_values(helm):
     settings = settings_.from_args(parser.parse_args(container["args"][1:]))
     assert settings.scope.namespaces == ("team-a", "team-b")
     assert settings.pods.pod_groups is True
-    assert settings.pods.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists"},)
-    assert settings.pods.default_image == "localhost/ringleader/ringleader:0.1.0"
+    assert settings.pods.render.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists"},)
+    assert settings.pods.render.image == "localhost/ringleader/ringleader:0.1.0"
     assert settings.tracking.default_uri == "http://rl-ringleader-mlflow.ringleader.svc.cluster.local:5000"
     # The liveness probe asks the port kopf's endpoint listens on.
     port = int(settings.liveness_endpoint.rsplit(":", 1)[1].split("/")[0])

@@ -11,7 +11,7 @@ OWN = "http://mlflow:5000"
 
 
 def recorder(**overrides) -> recording.Recorder:
-    return recording.Recorder(settings_.TrackingSettings(default_uri=OWN, timeout_seconds=120, **overrides))
+    return recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=120, **overrides))
 
 
 def test_an_experiment_naming_another_server_is_refused_with_the_fix():

@@ -31,7 +31,7 @@ def test_variables_are_read_when_no_flag_is_given_and_flags_win():
 
 def test_gpu_tolerations_are_a_json_list():
     found = parse(["--gpu-tolerations", '[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]'])
-    assert found.pods.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
+    assert found.pods.render.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
     with pytest.raises(SystemExit):
         parse(["--gpu-tolerations", '{"key": 1}'])
 

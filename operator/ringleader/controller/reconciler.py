@@ -52,7 +52,6 @@ class Controller:
         self.settings = settings
         self.kube = kube_
         self.runs = runs.Runs(recorder, settings.tracking)
-        self.render_settings = rendering.render_settings(settings)
         self.queue = workqueue.WorkQueue(self.reconcile, error_backoff=settings.timing.error_backoff_seconds,
                                          max_errors=settings.timing.max_error_retries, on_give_up=self._gave_up)
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
@@ -148,7 +147,7 @@ class Controller:
             trial = by_index[index]
             record = next(t for t in status.trials if t.index == index)
             try:
-                objects = rendering.objects(trial, body, self.settings, self.render_settings, record.run_id)
+                objects = rendering.objects(trial, body, self.settings, record.run_id)
                 others = [o for o in objects if o["kind"] != "Pod"]
                 for obj in others:  # Service and ConfigMap first: pods resolve and mount them
                     await self.kube.create(obj)

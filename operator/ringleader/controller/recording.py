@@ -46,7 +46,7 @@ def trial_token(uid: str, trial_name: str) -> str:
 
 
 class Recorder:
-    def __init__(self, settings: settings_.TrackingSettings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, settings: settings_.MlflowSettings, clock: Callable[[], float] = time.monotonic) -> None:
         self._settings = settings
         self._clock = clock
         self._down_until: dict[str, float] = {}

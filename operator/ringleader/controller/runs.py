@@ -34,7 +34,7 @@ def _failed_condition(status: status_.ExperimentStatus) -> status_.Condition | N
 
 
 class Runs:
-    def __init__(self, recorder: recording.Recorder, settings: settings_.TrackingSettings) -> None:
+    def __init__(self, recorder: recording.Recorder, settings: settings_.MlflowSettings) -> None:
         self.recorder = recorder
         self._settings = settings
         self._closed: set[str] = set()

@@ -13,11 +13,8 @@ import json
 import os
 from typing import Any, Mapping
 
-from ringleader import __version__ as _version
 from ringleader.contract import redaction
-
-DEFAULT_IMAGE = f"localhost/ringleader/ringleader:{_version}"
-PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+from ringleader.topology import settings as render_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,28 +26,17 @@ class ScopeSettings:
 
 @dataclasses.dataclass(frozen=True)
 class PodSettings:
-    default_image: str = DEFAULT_IMAGE
-    """Image of training pods whose experiment sets no `spec.image`. Default: the operator's own image
-    (one image holds the operator and the runtime), as the cluster harness imports it."""
-    image_pull_policy: str = "IfNotPresent"
-    """imagePullPolicy of training pods. IfNotPresent by default: images imported into containerd
-    without a registry must never be pulled; use Always with mutable tags in a registry."""
-    gpu_resource_name: str = "nvidia.com/gpu"
-    """Extended resource requested for `resources.gpu`. NVIDIA's device plugin name by default;
-    amd.com/gpu or a MIG profile name on other clusters."""
-    gpu_tolerations: tuple[dict[str, Any], ...] = ()
-    """Tolerations added to pods that request GPUs, so they land on tainted GPU nodes. None by default:
-    untainted clusters need none."""
-    scratch_limit: str = "1Gi"
-    """Local disk of each training pod, a quantity: its /tmp emptyDir's sizeLimit and its ephemeral-storage
-    request and limit (topology.RenderSettings.scratch_limit says why 1Gi is ample)."""
+    render: render_settings.RenderSettings = render_settings.RenderSettings()
+    """How training pods are rendered where an experiment says nothing (image, pull policy, GPU resource and
+    tolerations, disk, user, templates, scheduler names): the same settings, and flags, as `ringleader render`."""
     pod_groups: bool = False
-    """Whether PodGroups may be created (`scheduling.gang` Volcano or SchedulerPlugins). Off by default: it needs a gang scheduler
-    (Volcano or scheduler-plugins) and RBAC on podgroups, which the chart grants only when enabled."""
+    """Whether PodGroups may be created (`scheduling.gang` Volcano or SchedulerPlugins). Off by default: it
+    needs a gang scheduler (Volcano or scheduler-plugins) and RBAC on podgroups, which the chart grants only
+    when enabled."""
 
 
 @dataclasses.dataclass(frozen=True)
-class TrackingSettings:
+class MlflowSettings:
     default_uri: str | None = None
     """MLflow tracking URI of experiments that set no `spec.tracking.uri`. None (default): such
     experiments are not recorded; the chart sets it to its in-cluster MLflow when that is enabled."""
@@ -96,7 +82,7 @@ class Settings:
 
     scope: ScopeSettings = ScopeSettings()
     pods: PodSettings = PodSettings()
-    tracking: TrackingSettings = TrackingSettings()
+    tracking: MlflowSettings = MlflowSettings()
     timing: TimingSettings = TimingSettings()
     liveness_endpoint: str | None = "http://0.0.0.0:8080/healthz"
     """kopf's liveness endpoint, probed by the Deployment. None disables it (tests, local runs)."""
@@ -122,16 +108,6 @@ def _env(environ: Mapping[str, str], name: str, default: Any = None) -> Any:
     return default if value in (None, "") else value
 
 
-def _tolerations(text: str) -> tuple[dict[str, Any], ...]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"--gpu-tolerations must be a JSON list of tolerations: {error}") from None
-    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise argparse.ArgumentTypeError("--gpu-tolerations must be a JSON list of toleration objects")
-    return tuple(value)
-
-
 def _positive(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -147,17 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
                         help="watch only this namespace (repeatable; RINGLEADER_NAMESPACES, comma-separated). "
                              f"Default: cluster-wide{f' (env: {env_namespaces})' if env_namespaces else ''}")
     parser.set_defaults(env_namespaces=env_namespaces)
-    parser.add_argument("--default-image", default=_env(environ, "DEFAULT_IMAGE", defaults.pods.default_image),
-                        help="image of training pods whose experiment sets none (RINGLEADER_DEFAULT_IMAGE)")
-    parser.add_argument("--image-pull-policy", choices=PULL_POLICIES,
-                        default=_env(environ, "IMAGE_PULL_POLICY", defaults.pods.image_pull_policy),
-                        help="imagePullPolicy of training pods (RINGLEADER_IMAGE_PULL_POLICY)")
-    parser.add_argument("--pod-scratch-limit", default=_env(environ, "POD_SCRATCH_LIMIT", defaults.pods.scratch_limit),
-                        help="local disk of each training pod: /tmp sizeLimit and ephemeral-storage (RINGLEADER_POD_SCRATCH_LIMIT)")
-    parser.add_argument("--gpu-resource-name", default=_env(environ, "GPU_RESOURCE_NAME", defaults.pods.gpu_resource_name),
-                        help="extended resource requested for GPUs (RINGLEADER_GPU_RESOURCE_NAME)")
-    parser.add_argument("--gpu-tolerations", type=_tolerations, default=_tolerations(_env(environ, "GPU_TOLERATIONS", "[]")),
-                        help="JSON list of tolerations added to GPU pods (RINGLEADER_GPU_TOLERATIONS)")
+    render_settings.add_arguments(parser, environ)
     parser.add_argument("--pod-groups", action=argparse.BooleanOptionalAction,
                         default=_env(environ, "POD_GROUPS", "false").lower() == "true",
                         help="allow PodGroups for gang schedulers (RINGLEADER_POD_GROUPS)")
@@ -194,14 +160,10 @@ def from_args(args: argparse.Namespace) -> Settings:
     return Settings(
         scope=ScopeSettings(namespaces=tuple(args.namespaces or args.env_namespaces or ())),
         pods=PodSettings(
-            default_image=args.default_image,
-            image_pull_policy=args.image_pull_policy,
-            gpu_resource_name=args.gpu_resource_name,
-            scratch_limit=args.pod_scratch_limit,
-            gpu_tolerations=tuple(args.gpu_tolerations),
+            render=render_settings.from_args(args, default_tracking_uri=args.tracking_uri or None),
             pod_groups=args.pod_groups,
         ),
-        tracking=TrackingSettings(
+        tracking=MlflowSettings(
             default_uri=args.tracking_uri or None,
             ui_url=args.tracking_ui_url or None,
             timeout_seconds=args.tracking_timeout,

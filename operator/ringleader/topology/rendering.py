@@ -131,6 +131,7 @@ def context(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str
         "scheduler_name": pod_group.scheduler_name if pod_group else spec.scheduling.scheduler_name,
         "priority_class_name": spec.scheduling.priority_class_name,
         "tolerations": [toleration.wire() for toleration in spec.scheduling.tolerations],
+        "gpu_tolerations": list(settings.gpu_tolerations),
         "credentials_secret": secret.name if secret else None,
         "run_as_user": settings.run_as_user,
         "shared_memory_limit": settings.shared_memory_limit,
