@@ -46,7 +46,6 @@ def train() -> None:
     # -----------------------------------------------------------------------------------------
 
     torch.set_num_threads(main.cpu_threads(slot))
-    settings.use(settings.Settings())
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=harness.PEER_TIMEOUT_SECONDS))
     cpu = torch.device("cpu")
@@ -55,7 +54,7 @@ def train() -> None:
     ddp_model = parallel.DistributedDataParallel(models.build(spec.model, spec.data.synthetic))
     dataset = data.SyntheticDataset(spec.data.synthetic, models.input_spec(spec.model, spec.data.synthetic, ring_model),
                                     shard=slot.index, shards=len(trial.worker_slots()))
-    timer = timing.IterationTimer(rank, cpu, range(warmup, warmup + settings.current().trace_iterations))
+    timer = timing.IterationTimer(rank, cpu, range(warmup, warmup + settings.Settings().trace_iterations))
     timer.watch_layers(ring_model)
     synchronizer = ring.RingSynchronizer(trial, env, cpu)
     synchronizer.attach(ring_model, optimizers.factory(spec.model.optimizer))

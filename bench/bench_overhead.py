@@ -189,7 +189,7 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
     bare_model = models.build(spec.model, spec.data.synthetic)
     control_model = models.build(spec.model, spec.data.synthetic)
     dataset = data.SyntheticDataset(spec.data.synthetic, models.input_spec(spec.model, spec.data.synthetic, bare_model))
-    timer = timing.IterationTimer(0, cpu, range(warmup, warmup + settings.current().trace_iterations))
+    timer = timing.IterationTimer(0, cpu, range(warmup, warmup + settings.Settings().trace_iterations))
     timer.watch_layers(instrumented_model)
     synchronizer = ring.RingSynchronizer(trial, env, cpu)
     synchronizer.attach(instrumented_model, optimizers.factory(spec.model.optimizer))
@@ -269,7 +269,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(1)  # as a rank with cpu "1" (runtime/main.py cpu_threads)
-    settings.use(settings.Settings())
     trial = harness.make_trial({
         "architecture": "RingAllReduce", "workers": {"replicas": 1},
         "model": {"name": args.model, "batchSize": args.batch, "iterations": args.iterations,

@@ -9,7 +9,7 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys, records
-from ringleader.runtime import ring, settings, worker
+from ringleader.runtime import ring, worker
 
 CPU = torch.device("cpu")
 
@@ -23,9 +23,8 @@ def train_alone(tmp_path, model: dict, data: dict | None = None, groups: list | 
     })
     trial = trial_.Trial(experiment="alone", name="alone-0", index=0, spec=spec)
     env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "trial.json", str(tmp_path))
-    settings.use(settings.Settings(trace_iterations=3))
     recorder = records.RankRecorder(tmp_path, trial.name, 0, "worker", spec.model.warmup_iterations)
-    worker.train(trial, env, ring.RingSynchronizer(trial, env, CPU), recorder, CPU)
+    worker.train(trial, env, ring.RingSynchronizer(trial, env, CPU), recorder, CPU, trace_iterations=3)
     recorder.close()
     return recorder
 
@@ -36,7 +35,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-    settings.use(settings.Settings())
 
 
 def test_every_iteration_is_recorded_with_its_phases_and_warmup_flag(tmp_path):

@@ -108,19 +108,19 @@ def stop_publisher(publisher, failed: bool) -> None:
 
 
 def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slot, recorder: records.RankRecorder,
-             device: torch.device) -> None:
+             device: torch.device, knobs: settings.Settings) -> None:
     """Serve or train, by role and architecture."""
     architecture = trial.spec.architecture
     if slot.role == constants.ROLE_PS:
-        parameter_server.serve(trial, env, recorder)
+        parameter_server.serve(trial, env, recorder, knobs)
         return
     if architecture == spec_.Architecture.PARAMETER_SERVER:
-        synchronizer = parameter_server.WorkerSynchronizer(trial, env, device)
+        synchronizer = parameter_server.WorkerSynchronizer(trial, env, device, knobs)
     elif architecture == spec_.Architecture.PEER_TO_PEER:
-        synchronizer = peer_to_peer.PeerSynchronizer(trial, env, device)
+        synchronizer = peer_to_peer.PeerSynchronizer(trial, env, device, knobs)
     else:
-        synchronizer = ring.RingSynchronizer(trial, env, device)
-    worker.train(trial, env, synchronizer, recorder, device)
+        synchronizer = ring.RingSynchronizer(trial, env, device, bucket_bytes=knobs.bucket_bytes)
+    worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations)
 
 
 def gather_records(recorder: records.RankRecorder, destination: int, group) -> dict[int, list[dict]] | None:
@@ -140,14 +140,14 @@ def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summa
             file.write(json.dumps(summary_.compact(summary)))
 
 
-def finish_timeout(trial: trial_.Trial) -> datetime.timedelta:
+def finish_timeout(trial: trial_.Trial, knobs: settings.Settings) -> datetime.timedelta:
     """How long a finished rank waits for the others at the end: the trial's deadline if it has one."""
-    current = settings.current()
-    seconds = trial.spec.run_policy.active_deadline_seconds or current.finish_timeout_seconds
-    return datetime.timedelta(seconds=max(seconds, current.timeout_seconds))
+    seconds = trial.spec.run_policy.active_deadline_seconds or knobs.finish_timeout_seconds
+    return datetime.timedelta(seconds=max(seconds, knobs.timeout_seconds))
 
 
-def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device, backend: str) -> None:
+def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device, backend: str,
+                      knobs: settings.Settings) -> None:
     spec = trial.spec
     config = {
         "trial": trial.name,
@@ -163,8 +163,8 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
         "bandwidth": spec.network.bandwidth or "unshaped",
         "device": str(device),
         "backend": backend,
-        "timeoutSeconds": settings.current().timeout_seconds,
-        "bucketBytes": settings.current().bucket_bytes,
+        "timeoutSeconds": knobs.timeout_seconds,
+        "bucketBytes": knobs.bucket_bytes,
         "outputDir": str(records.trial_dir(env.output_dir, trial.name)),
     }
     print("config: " + json.dumps(config), flush=True)
@@ -207,7 +207,7 @@ def main(environ=os.environ) -> int:
     env = None
     try:
         env = contract.PodEnvironment.from_environ(environ)
-        settings.use(settings.Settings.from_environ(environ))
+        knobs = settings.Settings.from_environ(environ)
         trial = load_trial(env.trial_file)
         slots = trial.slots()
         if env.world_size != len(slots):
@@ -221,7 +221,7 @@ def main(environ=os.environ) -> int:
     torch.set_num_threads(cpu_threads(slot))
     device = pick_device(slot)
     backend = backend_for(trial, device)
-    timeout = datetime.timedelta(seconds=settings.current().timeout_seconds)
+    timeout = datetime.timedelta(seconds=knobs.timeout_seconds)
     first_worker = trial.worker_slots()[0].rank
     if env.master_addr in LOOPBACK:
         # Keep gloo's pairs on loopback too: by default it binds to the address the hostname resolves to.
@@ -235,20 +235,20 @@ def main(environ=os.environ) -> int:
                                 timeout=timeout)
         # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
         # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
-        control = dist.new_group(backend="gloo", timeout=finish_timeout(trial))
+        control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
         if env.rank == first_worker:
-            log_configuration(trial, env, device, backend)
+            log_configuration(trial, env, device, backend, knobs)
         print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
         recorder = records.RankRecorder(env.output_dir, trial.name, env.rank, slot.role,
                                         trial.spec.model.warmup_iterations)
         beats = heartbeat.Heartbeat(env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory,
                                     progress=lambda: len(recorder.iterations),
                                     names={s.rank: s.hostname for s in slots},
-                                    stall_seconds=settings.current().stall_timeout_seconds,
+                                    stall_seconds=knobs.stall_timeout_seconds,
                                     on_stall=lambda culprit, reason: fail(env, stall_reason(env, culprit, reason)))
         publisher = start_publisher(env, trial, recorder.directory)
 
-        run_role(trial, env, slot, recorder, device)
+        run_role(trial, env, slot, recorder, device, knobs)
         if slot.role == constants.ROLE_WORKER and not recorder.iterations:
             # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
             raise RankError("training ended without recording a single iteration")

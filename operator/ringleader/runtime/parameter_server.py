@@ -26,12 +26,12 @@ from ringleader.contract import environment as contract
 from ringleader.runtime import exchange, interfaces, models, optimizers, paradigms, settings, shaping
 
 
-def group_for(trial: trial_.Trial) -> object:
+def group_for(trial: trial_.Trial, timeout_seconds: float) -> object:
     """This protocol's own gloo process group, created collectively by every rank of the trial.
 
     Its timeout outlasts the application's own (RINGLEADER_TIMEOUT_SECONDS), so a silent peer is reported
     by the server's or worker's clear message first, not by a gloo receive timing out."""
-    seconds = 2 * settings.current().timeout_seconds + 30
+    seconds = 2 * timeout_seconds + 30
     return dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=seconds))
 
 
@@ -46,15 +46,16 @@ def server_device(slot: trial_.Slot) -> torch.device:
     return torch.device("cpu")
 
 
-def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interfaces.Recorder) -> None:
+def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interfaces.Recorder,
+          knobs: settings.Settings = settings.Settings()) -> None:
     """Serve this rank's shard until every worker is done; records one line per aggregation."""
     spec = trial.spec
-    timeout = settings.current().timeout_seconds
+    timeout = knobs.timeout_seconds
     servers = server_ranks(trial)
     workers = [s.rank for s in trial.worker_slots()]
     owner = servers.index(env.rank)
     device = server_device(trial.slots()[env.rank])
-    group = group_for(trial)
+    group = group_for(trial, timeout)
 
     # The shard: the same seeded model every rank builds, cut by the plan every rank computes.
     parameters = exchange.client.trainable(models.build(spec.model, spec.data.synthetic))
@@ -78,12 +79,13 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
 class WorkerSynchronizer:
     """interfaces.Synchronizer of a ParameterServer worker: push to every server, wait for ps-0's OK, pull."""
 
-    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device):
+    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
+                 knobs: settings.Settings = settings.Settings()):
         # `device` is where the model already is: gradients are copied from it and weights into it.
         spec = trial.spec
-        self.timeout = settings.current().timeout_seconds
+        self.timeout = knobs.timeout_seconds
         servers = server_ranks(trial)
-        group = group_for(trial)
+        group = group_for(trial, self.timeout)
         self.link = exchange.link.Link(group, env.rank, requests_from=[], replies_from=servers,
                                  shaper=shaping.Shaper(spec.network.bits_per_second())).start()
         self.client = exchange.client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout)

@@ -30,13 +30,14 @@ from ringleader.runtime import exchange, interfaces, paradigms, parameter_server
 class PeerSynchronizer:
     """A peer: pushes shards to every peer, serves its own shard in a thread."""
 
-    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device):
+    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
+                 knobs: settings.Settings = settings.Settings()):
         # `device` is where the model already is; the shard server keeps its shard there too.
         self.spec = trial.spec
         self.rank = env.rank
-        self.timeout = settings.current().timeout_seconds
+        self.timeout = knobs.timeout_seconds
         self.peers = [s.rank for s in trial.worker_slots()]
-        group = parameter_server.group_for(trial)
+        group = parameter_server.group_for(trial, self.timeout)
         self.link = exchange.link.Link(group, env.rank, requests_from=self.peers, replies_from=self.peers,
                                  shaper=shaping.Shaper(self.spec.network.bits_per_second())).start()
         self.client = exchange.client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout)

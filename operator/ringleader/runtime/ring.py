@@ -73,7 +73,7 @@ class RingSynchronizer:
                  bucket_bytes: int | None = None, group=None):
         self.world = len(trial.worker_slots())
         self.device = device
-        self.bucket_bytes = bucket_bytes or settings.current().bucket_bytes
+        self.bucket_bytes = bucket_bytes or settings.Settings().bucket_bytes
         self.group = group
         self.shaper = shaping.Shaper(trial.spec.network.bits_per_second())
         self.buckets: list[Bucket] = []

@@ -3,7 +3,7 @@
 They are operational settings (how long to wait for a dead peer, how big a gradient bucket is),
 not what the experiment measures, so they live in environment variables with safe defaults
 rather than in the CRD; their variable names are part of the rank environment (contract/environment.py).
-Everything else in runtime/ reads them from `current()`, never from os.environ.
+main.py reads them once and passes them on; nothing else in runtime/ reads os.environ.
 """
 
 from __future__ import annotations
@@ -72,20 +72,3 @@ class Settings:
             BUCKET_BYTES: str(self.bucket_bytes),
             TRACE_ITERATIONS: str(self.trace_iterations),
         }
-
-
-_current: Settings | None = None
-
-
-def current() -> Settings:
-    """The settings of this process, read from the environment on first use."""
-    global _current
-    if _current is None:
-        _current = Settings.from_environ()
-    return _current
-
-
-def use(settings: Settings) -> None:
-    """Make `settings` current (main.py at startup, tests in-process)."""
-    global _current
-    _current = settings

@@ -15,7 +15,8 @@ from ringleader.runtime import data, interfaces, models, optimizers, settings, s
 
 
 def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
-          recorder: records.RankRecorder, device: torch.device) -> None:
+          recorder: records.RankRecorder, device: torch.device,
+          trace_iterations: int = settings.Settings().trace_iterations) -> None:
     """Run this worker's iterations, recording each one, then close the synchronizer."""
     slot = trial.slots()[env.rank]
     spec = trial.spec
@@ -25,7 +26,7 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     warmup = spec.model.warmup_iterations         # recorded, flagged, left out of the summary
     batch_size = spec.model.batch_size            # per-worker minibatch, in samples
     slowdown = slot.slowdown_percent              # >100: an emulated straggler
-    trace_steps = range(warmup, warmup + settings.current().trace_iterations)  # traced after warm-up
+    trace_steps = range(warmup, warmup + trace_iterations)  # traced after warm-up (RINGLEADER_TRACE_ITERATIONS)
     progress_every = max(1, iterations // 10)     # a progress line every ~10%
     # -----------------------------------------------------------------------------------------
 
