@@ -3,7 +3,8 @@
 Used by trials.py. Each rank runs `python -m ringleader.runtime` in a new session, so a Ctrl-C on the
 terminal reaches only the launcher, which then stops every group it started (SIGTERM, then SIGKILL
 after a grace period). If the launcher itself is killed, the kernel kills the ranks
-(PR_SET_PDEATHSIG), so no rank outlives it either way.
+(PR_SET_PDEATHSIG; on macOS each rank notices its parent is gone, runtime/parent.py), so no rank
+outlives it either way.
 """
 
 from __future__ import annotations
@@ -24,12 +25,16 @@ from ringleader.contract import failures
 
 PR_SET_PDEATHSIG = 1
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
 
 def _die_with(parent: int):
+    """Linux: the kernel kills the rank when the launcher dies. Elsewhere (macOS) None: the rank watches its
+    parent itself (runtime/parent.py, told the launcher's pid by RINGLEADER_LAUNCHER_PID)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
     def setup() -> None:  # runs in the child between fork and exec: nothing but two system calls
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the launcher died before prctl took effect
             os._exit(1)
     return setup

@@ -48,6 +48,7 @@ def rank_environ(base: Mapping[str, str], slot: trial_.Slot, world_size: int, po
         role=slot.role, rank=slot.rank, world_size=world_size, master_addr=LOOPBACK, master_port=port,
         trial_file=str(trial_file), output_dir=str(output_dir),
     ).to_environ())
+    environ[contract.LAUNCHER_PID] = str(os.getpid())
     return environ
 
 

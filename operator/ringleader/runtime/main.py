@@ -43,7 +43,7 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import heartbeat, parameter_server, peer_to_peer, ring, settings, worker
+from ringleader.runtime import heartbeat, parameter_server, parent, peer_to_peer, ring, settings, worker
 
 TERMINATION_LOG = "/dev/termination-log"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -208,6 +208,8 @@ def main(environ=os.environ) -> int:
     try:
         env = contract.PodEnvironment.from_environ(environ)
         knobs = settings.Settings.from_environ(environ)
+        if environ.get(contract.LAUNCHER_PID):  # a local run: leave with the launcher, on any OS
+            parent.watch(int(environ[contract.LAUNCHER_PID]))
         trial = load_trial(env.trial_file)
         slots = trial.slots()
         if env.world_size != len(slots):
