@@ -1,4 +1,8 @@
-"""The desired state of a DistributedTrainingExperiment: the one source of truth for its CRD schema and rules."""
+"""The desired state of a DistributedTrainingExperiment: the one source of truth for its CRD schema and rules.
+
+Longer than other modules on purpose: it is the schema, read top to bottom in the order of the spec,
+and most of its lines are the field docstrings that become the CRD's descriptions and docs/api.md.
+"""
 
 from __future__ import annotations
 
