@@ -22,14 +22,6 @@ import matplotlib.pyplot as pyplot  # noqa: E402
 from ringleader.api import trial as trial_  # noqa: E402
 from ringleader.contract import keys  # noqa: E402
 
-# The summary keys (api/status.py Summary, wire names) a row reads.
-THROUGHPUT = "throughput"
-P50 = "iterationTimeP50Seconds"
-P95 = "iterationTimeP95Seconds"
-COMPUTE = "computeFraction"
-COMM = "commFraction"
-WAIT = "waitFraction"
-
 # Phases of a rank's breakdown plot, bottom to top, with the colours of the comparison plot's shares.
 BREAKDOWN_PHASES = (
     (keys.TIME_DATA, "data", "#9ecae1"),
@@ -75,9 +67,10 @@ def row_for(trial: trial_.Trial, summary: Mapping[str, Any] | None, status: str,
     spec = trial.spec
     return ComparisonRow(
         trial=trial.name, architecture=spec.architecture.value, paradigm=spec.sync.paradigm.value,
-        workers=spec.workers.replicas, status=status, throughput=number(THROUGHPUT),
-        p50_seconds=number(P50), p95_seconds=number(P95), compute_fraction=number(COMPUTE),
-        comm_fraction=number(COMM), wait_fraction=number(WAIT), parameters=dict(trial.parameters),
+        workers=spec.workers.replicas, status=status, throughput=number(keys.THROUGHPUT),
+        p50_seconds=number(keys.P50), p95_seconds=number(keys.P95), compute_fraction=number(keys.COMPUTE_FRACTION),
+        comm_fraction=number(keys.COMM_FRACTION), wait_fraction=number(keys.WAIT_FRACTION),
+        parameters=dict(trial.parameters),
         message=message,
     )
 

@@ -122,13 +122,13 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         return totals[part] / totals["iteration"] if totals["iteration"] > 0 else None
 
     summary: dict[str, Any] = {
-        "throughput": throughput if count else None,
-        "iterationTimeP50Seconds": percentile(iteration_times, 50),
-        "iterationTimeP95Seconds": percentile(iteration_times, 95),
-        "computeFraction": fraction("compute"),
-        "commFraction": fraction("comm"),
-        "waitFraction": fraction("wait"),
-        "stragglerRank": max(mean_compute, key=mean_compute.get) if mean_compute else None,
+        keys.THROUGHPUT: throughput if count else None,
+        keys.P50: percentile(iteration_times, 50),
+        keys.P95: percentile(iteration_times, 95),
+        keys.COMPUTE_FRACTION: fraction("compute"),
+        keys.COMM_FRACTION: fraction("comm"),
+        keys.WAIT_FRACTION: fraction("wait"),
+        keys.STRAGGLER_RANK: max(mean_compute, key=mean_compute.get) if mean_compute else None,
         "workers": len(worker_ranks),
         "measuredIterations": count,
         "batchSize": batch_size,

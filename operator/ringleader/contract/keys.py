@@ -22,5 +22,11 @@ SERVER_THRESHOLD = "server/threshold"  # DSSP: the staleness threshold granted (
 COMPUTE_PHASES = (TIME_DATA, TIME_FORWARD, TIME_BACKWARD, TIME_UPDATE)
 
 # The trial summary values shown in the experiment status and the comparison table.
-STATUS_KEYS = ("throughput", "iterationTimeP50Seconds", "iterationTimeP95Seconds", "computeFraction",
-               "commFraction", "waitFraction", "stragglerRank")
+THROUGHPUT = "throughput"  # samples per second, all workers together
+P50 = "iterationTimeP50Seconds"
+P95 = "iterationTimeP95Seconds"
+COMPUTE_FRACTION = "computeFraction"
+COMM_FRACTION = "commFraction"
+WAIT_FRACTION = "waitFraction"
+STRAGGLER_RANK = "stragglerRank"
+STATUS_KEYS = (THROUGHPUT, P50, P95, COMPUTE_FRACTION, COMM_FRACTION, WAIT_FRACTION, STRAGGLER_RANK)

@@ -18,6 +18,7 @@ from typing import Mapping, TextIO
 from ringleader.analysis import report
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
+from ringleader.contract import keys
 from ringleader.launch import progress, tracker
 from ringleader.launch import settings as settings_
 from ringleader.launch import trials as trials_
@@ -169,7 +170,7 @@ def _ended(position: int, total: int, run: trials_.TrialRun, outcome: layout.Out
     text = f"[{position}/{total}] {run.label}: {outcome.status} in {seconds:.1f} s"
     if outcome.status == schema.FINISHED:
         summary = layout.read_json(run.directory / layout.SUMMARY_FILE) or {}
-        throughput, p50 = summary.get(report.THROUGHPUT), summary.get(report.P50)
+        throughput, p50 = summary.get(keys.THROUGHPUT), summary.get(keys.P50)
         if throughput is not None and p50 is not None:
             text += f": {throughput:.1f} samples/s, iteration p50 {p50 * 1000:.1f} ms"
         return text
