@@ -32,7 +32,7 @@ KIND_KUBECONFIG ?= $(or $(RINGLEADER_CACHE),$(HOME)/.cache/ringleader)/e2e-kind/
 KIND_BUILD_ARGS ?=
 E2E_KIND_KEEP_CLUSTER ?=
 
-.PHONY: e2e e2e-image e2e-test e2e-kind
+.PHONY: e2e e2e-image e2e-test e2e-repeat e2e-kind
 
 e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down + check-clean (tests' exit status)
 	@start=$$(date +%s); rc=0; \
@@ -54,6 +54,11 @@ e2e-image: ## build the project image for the harness cluster (cached by content
 
 e2e-test: ## only pytest tests/e2e against the running harness cluster (no up/down)
 	cd $(RL_E2E_ROOT) && RINGLEADER_E2E_CLUSTER=harness RINGLEADER_E2E_IMAGE=$(E2E_IMAGE) RINGLEADER_E2E_DOCKERFILE=$(E2E_DOCKERFILE) $(E2E_PYTEST)
+
+E2E_REPEAT ?= 20
+E2E_REPEAT_TEST ?= test_a_killed_worker_with_backoff_limit_0_fails_the_experiment_naming_the_pod
+e2e-repeat: ## run one e2e test E2E_REPEAT times on the running cluster while every core is kept busy (not in CI)
+	cd $(RL_E2E_ROOT) && tests/e2e/repeat_under_load.sh $(E2E_REPEAT) $(E2E_REPEAT_TEST)
 
 e2e-kind: ## the same e2e tests on a kind cluster from kind-config.yaml (docker build, kind load); deleted at the end
 	@command -v $(KIND) >/dev/null && command -v $(DOCKER) >/dev/null || { echo "e2e-kind needs docker and kind on PATH"; exit 2; }
