@@ -6,6 +6,7 @@ import copy
 import os
 from typing import Any
 
+from documents import merged
 from e2e_kube import millicores
 
 API_VERSION = "ringleader.dev/v1alpha1"
@@ -23,15 +24,6 @@ SLOW_NETWORK = {"bandwidth": "20Mbit"}
 SLOW_ITERATIONS = 80
 
 
-def _merge(into: dict, update: dict) -> dict:
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = value
-    return into
-
-
 def experiment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     """2 workers (and 1 parameter server for ParameterServer) training an mlp on 8x8 images; `spec` merged over."""
     base = {
@@ -45,7 +37,7 @@ def experiment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
         "runPolicy": {"backoffLimit": 1, "activeDeadlineSeconds": 600},
     }
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name, "namespace": namespace},
-            "spec": _merge(copy.deepcopy(base), spec)}
+            "spec": merged(copy.deepcopy(base), spec)}
 
 
 def trial_specs(manifest: dict) -> list[dict]:

@@ -40,6 +40,7 @@ from ringleader.contract import environment as contract
 from ringleader.contract import records
 from ringleader.runtime import settings
 
+from documents import merged
 from loopback import free_port
 
 DEFAULT_PEER_TIMEOUT_SECONDS = 20.0
@@ -55,15 +56,7 @@ def small_trial(spec: dict[str, Any] | None = None, name: str = "test-0") -> tri
         "data": {"synthetic": {"samples": 512, "imageSize": 8, "numClasses": 4}},
     }
 
-    def merge(into: dict, update: dict) -> dict:
-        for key, value in update.items():
-            if isinstance(value, dict) and isinstance(into.get(key), dict):
-                merge(into[key], value)
-            else:
-                into[key] = value
-        return into
-
-    resolved = spec_.ExperimentSpec.model_validate(merge(base, spec or {}))
+    resolved = spec_.ExperimentSpec.model_validate(merged(base, spec or {}))
     return trial_.Trial(experiment=name.rsplit("-", 1)[0], name=name, index=0, spec=resolved)
 
 
