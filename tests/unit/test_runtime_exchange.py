@@ -222,5 +222,5 @@ def test_messages_arriving_together_share_the_ingress_bandwidth_one_after_anothe
 def test_an_unshaped_ingress_never_waits():
     ingress = exchange.link.Ingress(shaping.Shaper(None))
     started = time.perf_counter()
-    ingress.arrive(10**9, started)
-    assert time.perf_counter() - started < 0.01
+    ingress.arrive(10**9, started)  # 1 GB: shaped at any real NIC's rate this would take seconds
+    assert time.perf_counter() - started < 1.0  # room for a loaded machine's scheduling, none for a wait
