@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="give the ranks this variable of the shell too (by default they get PATH, HOME, the "
                              "locale and the runtime's knobs, never the whole shell: docs/security.md); repeatable")
     parser.add_argument("--stall-timeout-seconds", metavar="S", type=float,
-                        help="fail a trial in which no rank recorded an iteration for S seconds, naming the rank that "
-                             f"stopped (default: ${contract.STALL_TIMEOUT_SECONDS}, else {contract.DEFAULT_STALL_TIMEOUT_SECONDS:g})")
+                        help="fail a trial in which a rank stopped (no heartbeat) and recorded no iteration for S "
+                             "seconds (5 x S for one that still beats), naming it "
+                             f"(default: ${contract.STALL_TIMEOUT_SECONDS}, else {contract.DEFAULT_STALL_TIMEOUT_SECONDS:g})")
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:

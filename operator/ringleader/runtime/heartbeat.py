@@ -7,9 +7,10 @@ waiting on a peer, still beats; a stopped (SIGSTOP), dead or frozen one goes qui
 
 Two readers. A rank whose collective failed asks which peers stopped beating, so its failure line names the
 rank that went away ("lost contact with rank 1") instead of "a peer". And the same thread watches for a
-stall: when the trial made no progress for the stall timeout (runtime/settings.py, 60 s by default), the
-rank fails at once naming the rank that stopped it ("rank 1 (worker-1) made no progress for 60 s"),
-instead of waiting out the communication timeout (300 s) and being blamed itself. `Watchdog` decides who;
+stall: when a rank whose heartbeat stopped made no progress for the stall timeout (runtime/settings.py,
+60 s by default), the rank fails at once naming it ("rank 1 (worker-1) made no progress for 60 s"),
+instead of waiting out the communication timeout (300 s) and being blamed itself. A rank that still
+beats is only slow, perhaps, so it is named after ALIVE_FACTOR (5) stall timeouts without progress. `Watchdog` decides who;
 it works the same in a pod and under `ringleader run`, since every rank watches its peers through the store.
 """
 
@@ -35,6 +36,9 @@ STORE_TIMEOUT = datetime.timedelta(seconds=5)
 DONE = 1 << 48
 # The rank hosting the TCPStore (torch.distributed's env:// rendezvous: MASTER_ADDR is rank 0).
 STORE_HOST = 0
+# A rank whose heartbeat goes on is alive: its one iteration may just be long (a big model on a slow CPU),
+# so it is called stalled only after this many stall timeouts; a silent one after one.
+ALIVE_FACTOR = 5
 
 
 def _key(rank: int) -> str:
@@ -83,24 +87,24 @@ class Watchdog:
                                 "hosts did not answer (stopped or frozen)")
         # Unchanged in reads that came back: a store that stopped answering is not evidence of a stall (above).
         stalled = {r: seen for r, seen in self._progress.items()
-                   if seen.value < DONE and self._answered - seen.since >= limit}
+                   if seen.value < DONE and self._answered - seen.since >= self._patience(r)}
         if not stalled:
             return None
         if self.rank not in stalled:  # this rank goes on (ASP, SSP), so the stalled ones stopped by themselves
             culprit = min(stalled, key=lambda r: (stalled[r].value, r))
-            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit)}"
+            return culprit, self._no_progress(culprit)
         silent = [r for r in stalled if self._silent(r)]
         if silent:  # stopped, dead or frozen: the likeliest cause of everyone else waiting
             culprit = min(silent)
-            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit)}"
+            return culprit, self._no_progress(culprit)
         lowest = min(seen.value for seen in stalled.values())
         behind = [r for r, seen in stalled.items() if seen.value == lowest]
         if len(behind) == 1:
             culprit = behind[0]
-            return culprit, f"{self._name(culprit)} made no progress for {limit:g} s{self._beating(culprit)}"
+            return culprit, self._no_progress(culprit)
         ranks = ", ".join(str(r) for r in sorted(stalled))
-        return None, (f"no rank made progress for {limit:g} s (ranks {ranks} at iteration {lowest}), though every "
-                      "one is alive: a hang inside a collective or native code")
+        return None, (f"no rank made progress for {limit * ALIVE_FACTOR:g} s (ranks {ranks} at iteration {lowest}), "
+                      "though every one is alive: a hang inside a collective or native code")
 
     def _silent(self, rank: int) -> bool:
         # Half the stall timeout: a stopped rank's last beats come up to a beat after its last iteration, and a
@@ -108,10 +112,13 @@ class Watchdog:
         seen = self._beats.get(rank)
         return seen is not None and self._answered - seen.since >= self.stall_seconds / 2
 
-    def _beating(self, rank: int) -> str:
-        if self._silent(rank):
-            return " (and no heartbeat: stopped, frozen or dead)"
-        return " (its heartbeat goes on: stuck inside an iteration?)"
+    def _patience(self, rank: int) -> float:
+        return self.stall_seconds if self._silent(rank) else self.stall_seconds * ALIVE_FACTOR
+
+    def _no_progress(self, rank: int) -> str:
+        why = (" (and no heartbeat: stopped, frozen or dead)" if self._silent(rank)
+               else " (its heartbeat goes on: stuck inside an iteration?)")
+        return f"{self._name(rank)} made no progress for {self._patience(rank):g} s{why}"
 
 
 class Heartbeat:

@@ -23,11 +23,11 @@ class Settings:
     A dead peer is usually noticed at once (its sockets close); this bounds a hung one. 300 s leaves
     room for a slow straggler finishing its last iterations while the others wait at the end."""
     stall_timeout_seconds: float = DEFAULT_STALL_TIMEOUT_SECONDS
-    """Longest time, in seconds, the trial may go without any rank recording an iteration before a rank is
-    named as the one that stopped it (runtime/heartbeat.py): a stopped (SIGSTOP) or frozen rank is then
+    """Longest time, in seconds, a rank whose heartbeat stopped (SIGSTOP, frozen, dead) may go without
+    recording an iteration before it is named as the one that stopped the trial (runtime/heartbeat.py):
     caught in about this long rather than after timeout_seconds, and blamed rather than its waiting peers.
-    Must exceed the longest iteration, evaluation pass and startup (model build, first iteration) of the
-    trial: 60 s leaves room for large models on a CPU; raise it for slower ones."""
+    A rank that still beats is alive, perhaps in one long iteration, and is named only after five times
+    this; 60 s (5 min for a live rank) leaves room for large models on a CPU."""
     finish_timeout_seconds: float = 6 * 3600.0
     """Longest wait, in seconds, of a rank that finished for the slowest rank to finish (the end-of-run
     gather of records), unless the trial's runPolicy.activeDeadlineSeconds bounds it. Long, because under
