@@ -13,7 +13,8 @@ import pytest
 
 import experiments as dtes
 from apiserver_client import wait_for
-from tracking_listener import Listener, MlflowServer
+from loopback import Listener
+from tracking_listener import MlflowServer
 
 SECRET = "operator-token-9d2e51"
 

@@ -8,55 +8,13 @@ MLflow moves it, `bind` raises and these tests fail.
 
 from __future__ import annotations
 
-import http.server
-import json
-import threading
-
 import pytest
 
 from ringleader.controller import credentials
 
+from loopback import Listener
+
 SECRET = "s3cret-operator-token-7f1c"
-
-
-class Listener:
-    """A loopback HTTP server that records each request and answers like an MLflow server that knows nothing."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
-        listener = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                listener.requests.append((self.command, self.path, dict(self.headers), body))
-                status, reply = (200, {}) if self.command == "PUT" else (404, {"error_code": "RESOURCE_DOES_NOT_EXIST",
-                                                                               "message": "nothing here"})
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = _answer
-
-            def log_message(self, *_):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def authorizations(self) -> list[str | None]:
-        return [headers.get("Authorization") for _, _, headers, _ in self.requests]
-
-    def saw(self, text: str) -> bool:
-        return any(text in f"{path} {headers} {body!r}" for _, path, headers, body in self.requests)
 
 
 @pytest.fixture
