@@ -146,9 +146,7 @@ class TrialRun:
         if all(p.poll() == 0 for p in self.processes):
             silent = self._silent_worker()
             if silent is not None:  # ended as if done, but with nothing to show: os._exit(0) in user code
-                return self._finish(schema.FAILED, "NoRecords",
-                                    f"rank {silent.slot.rank} ({silent.slot.hostname}) exited with code 0 "
-                                    "but recorded no iteration", failed_rank=silent.slot.rank)
+                return self._no_records(silent)
             return self._finish(schema.FINISHED, "Succeeded", None)
         if self.deadline_seconds is not None and self.elapsed() > self.deadline_seconds:
             processes.stop(self.processes, self.settings.grace_seconds)
@@ -166,6 +164,15 @@ class TrialRun:
         return next((p for p in self.processes
                      if p.slot.role == constants.ROLE_WORKER and self._counts[p.slot.rank][1] == 0), None)
 
+    def _recorded_nothing(self, rank: int) -> bool:
+        directory = layout.rank_dir(self.directory, rank)
+        records.restore(directory)
+        return not records.read_iterations(directory / layout.ITERATIONS_FILE)
+
+    def _no_records(self, process: processes.RankProcess) -> layout.Outcome:
+        return self._finish(schema.FAILED, "NoRecords", f"rank {process.slot.rank} ({process.slot.hostname}) exited "
+                            "with code 0 but recorded no iteration", failed_rank=process.slot.rank)
+
     def _failed(self) -> dict[int, failures.Exit]:
         """The ranks that failed so far, by rank, each stamped with when the launcher first saw it end."""
         now = time.monotonic()
@@ -181,6 +188,13 @@ class TrialRun:
         processes.stop(self.processes, self.settings.grace_seconds)
         by_rank = {p.slot.rank: p for p in self.processes}
         tail = self.settings.stderr_tail_lines
+        if isinstance(culprit, int) or culprit.echo:
+            # Peers that only lost contact, and a rank that ended "successfully" with nothing recorded
+            # (os._exit(0) in user code): that rank went away first.
+            early = next((p for p in self.processes if p.poll() == 0 and not p.stopped
+                          and self._recorded_nothing(p.slot.rank)), None)
+            if early is not None:
+                return self._no_records(early)
         if isinstance(culprit, int):  # known only from its peers: it was still running, silent
             witness = next(by_rank[e.rank] for e in failed.values() if failures.lost_rank(e.reason) == culprit)
             message = (f"rank {culprit} ({by_rank[culprit].slot.hostname}) stopped responding: "

@@ -82,7 +82,7 @@ def test_a_factory_that_exits_or_raises_or_a_rank_that_ends_early_fails_its_tria
     assert ("exited with code 1: ModelError: model 'untrusted_models:misbehaving': misbehaving() raised "
             "RuntimeError: no weights in this checkpoint" in message["rogue-1"]), message["rogue-1"]
     # os._exit(0): nothing in the rank can see it; the launcher does, from the records.
-    assert reason["rogue-2"] == "NoRecords"
+    assert reason["rogue-2"] == "NoRecords", message["rogue-2"]
     assert message["rogue-2"] == "rank 0 (worker-0) exited with code 0 but recorded no iteration"
     assert ("rank 1 (worker-1) exited with code 1: user code called sys.exit(0) before the rank finished"
             in message["rogue-3"]), message["rogue-3"]
