@@ -73,7 +73,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                   file=err)
             return 2
         trials = [trials[n] for n in sorted(set(args.trial))]
-    for flag, value in (("--timeout-seconds", args.timeout_seconds), ("--stall-timeout-seconds", args.stall_timeout_seconds)):
+    for flag, value in (("--timeout-seconds", args.timeout_seconds),
+                        ("--stall-timeout-seconds", args.stall_timeout_seconds)):
         if value is not None and not value > 0:
             print(f"{flag} must be greater than 0", file=err)
             return 2
@@ -148,8 +149,6 @@ def _run_and_report(args, experiment, trials, session_dir, tracking_uri, setting
     return result.exit_code
 
 
-# A file name holds 255 bytes and an experiment's name up to 253 characters: longer names keep a prefix and a hash.
-MAX_SESSION_PREFIX = 100
 def close_abandoned(output_dir: pathlib.Path, current: pathlib.Path, out: TextIO, err: TextIO) -> None:
     """Close and publish the sessions in `output_dir` whose launcher died (tracking/abandoned.py), so their MLflow
     runs do not stay RUNNING forever."""
@@ -176,6 +175,10 @@ def _why(error: OSError) -> str:
     """"/runs/x: No space left on device": the path and the system's reason, without Python's "[Errno 28]"."""
     where = f"{error.filename}: " if error.filename else ""
     return f"{where}{error.strerror or error}"
+
+
+# A file name holds 255 bytes and an experiment's name up to 253 characters: longer names keep a prefix and a hash.
+MAX_SESSION_PREFIX = 100
 
 
 def new_session_dir(output_dir: pathlib.Path, experiment_name: str) -> pathlib.Path:

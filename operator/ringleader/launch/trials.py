@@ -18,11 +18,10 @@ import ringleader
 from ringleader import topology
 from ringleader.api import constants
 from ringleader.api import trial as trial_
-from ringleader.contract import failures
+from ringleader.contract import environment as contract
+from ringleader.contract import failures, records
 from ringleader.launch import environment, processes
 from ringleader.launch import settings as settings_
-from ringleader.contract import environment as contract
-from ringleader.contract import records
 from ringleader.tracking import layout, schema
 
 LOOPBACK = "127.0.0.1"
@@ -158,16 +157,15 @@ class TrialRun:
 
     def _silent_worker(self) -> processes.RankProcess | None:
         """The first worker that recorded no iteration, once every rank has ended."""
-        for process in self.processes:
-            records.restore(layout.rank_dir(self.directory, process.slot.rank))
-        self.progress()  # counts each worker's lines, the restored ones too
         return next((p for p in self.processes
-                     if p.slot.role == constants.ROLE_WORKER and self._counts[p.slot.rank][1] == 0), None)
+                     if p.slot.role == constants.ROLE_WORKER and self._recorded_nothing(p.slot.rank)), None)
 
     def _recorded_nothing(self, rank: int) -> bool:
+        """Whether an ended rank left no record, its journal's included (restored first)."""
         directory = layout.rank_dir(self.directory, rank)
         records.restore(directory)
-        return not records.read_iterations(directory / layout.ITERATIONS_FILE)
+        first, _ = records.read_lines(directory / layout.ITERATIONS_FILE, limit_bytes=1 << 16)
+        return not first
 
     def _no_records(self, process: processes.RankProcess) -> layout.Outcome:
         return self._finish(schema.FAILED, "NoRecords", f"rank {process.slot.rank} ({process.slot.hostname}) exited "
