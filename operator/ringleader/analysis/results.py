@@ -1,0 +1,48 @@
+"""What a report is made of: a sweep's trials with their outcome, summary and records, wherever they were read.
+
+tracking/ fills these from a `ringleader run` directory or from MLflow (the same files, uploaded as
+artifacts); analysis/ turns them into tables, figures and findings. Nothing here reads a file or a
+server, so a report is the same whichever source it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from ringleader.api import trial as trial_
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialResult:
+    """One trial as it ended (or stands): the resolved trial, its MLflow status and what it recorded."""
+
+    trial: trial_.Trial
+    status: str
+    """status is the trial run's MLflow status: FINISHED, FAILED, KILLED or RUNNING."""
+    message: str | None = None
+    """message says why a trial did not finish."""
+    summary: Mapping[str, Any] | None = None
+    """summary is the trial's summary.json document (analysis.summary.summarize), None if it has none."""
+    records: Mapping[int, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    """records maps each rank to its iteration records (contract/records.py), empty where none were read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """A sweep: one experiment's trials in expansion order."""
+
+    experiment: str
+    trials: list[TrialResult]
+
+    @property
+    def axes(self) -> dict[str, list[str]]:
+        """What the sweep varies: each swept axis (wire name, "repetition" included) with its values in
+        first-seen order; an axis with one value is not varied and is left out."""
+        values: dict[str, list[str]] = {}
+        for result in self.trials:
+            for axis, value in result.trial.parameters.items():
+                seen = values.setdefault(axis, [])
+                if value not in seen:
+                    seen.append(value)
+        return {axis: seen for axis, seen in values.items() if len(seen) > 1}
