@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import e2e_specs
 from e2e_kube import Kube, condition, is_true, phase, status, trials, wait_for
@@ -124,3 +125,18 @@ def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
             assert all(point.value > 0 and math.isfinite(point.value) for point in history)
         counts[trial["name"]] = len(ranks)
     return counts
+
+
+def assert_report_attached(mlflow, dte: dict) -> None:
+    """The sweep's report is on the parent run, self-contained, naming every trial, and status links it."""
+    found = status(dte)
+    parent = found["mlflow"]["runId"]
+    link = found["mlflow"].get("reportUrl") or ""
+    assert link.endswith(f"/runs/{parent}/artifacts/report/report.html"), found["mlflow"]
+    page = mlflow.artifact_text(parent, "report/report.html")
+    assert "data:image/png;base64," in page, page[:500]
+    assert not re.search(r"""(src|href)=["']?https?://""", page), "the report fetches something from the network"
+    for trial in trials(dte):
+        assert trial["name"] in page, trial["name"]
+    note = mlflow.run(parent).data.tags.get("mlflow.note.content", "")
+    assert all(trial["name"] in note for trial in trials(dte)), note

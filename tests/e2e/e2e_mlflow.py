@@ -94,3 +94,12 @@ class Mlflow:
 
     def history(self, run_id: str, key: str) -> list:
         return self.client().get_metric_history(run_id, key)
+
+    def artifact_text(self, run_id: str, path: str) -> str:
+        """The text of one artifact of a run, downloaded through the server."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="e2e-artifact-") as directory:
+            local = self.client().download_artifacts(run_id, path, directory)
+            with open(local, encoding="utf-8") as file:
+                return file.read()

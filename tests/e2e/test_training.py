@@ -65,6 +65,7 @@ def test_a_sweep_runs_its_trials_one_at_a_time_and_records_each(kube, namespace,
     checks.assert_pods_cleaned(kube, namespace, manifest)
     counts = checks.assert_mlflow_runs(mlflow, dte, manifest)
     assert counts == {"sweep-0": 2, "sweep-1": 2}, counts
+    checks.assert_report_attached(mlflow, dte)
 
 
 def columns(output: str) -> list[dict[str, str]]:

@@ -3,9 +3,11 @@
 The operator records into a real MLflow store (SQLite in the test's directory): one MLflow experiment
 per DistributedTrainingExperiment, a parent run, one run per trial whose id the pods get, each closed
 with the trial's outcome; deleting an experiment mid-run ends its runs KILLED. An unreachable server
-never holds an experiment up.
+never holds an experiment up. When it ends, the sweep's report is attached to the parent run and linked
+from status.
 """
 
+import pathlib
 import socket
 
 import experiments as dtes
@@ -42,6 +44,20 @@ def test_runs_are_created_passed_to_the_pods_and_closed_with_the_outcome(admin, 
     wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "tracked")) == "Succeeded")
     wait_for("the trial run to be FINISHED", lambda: run_status(uri, run_id) == "FINISHED", timeout=60)
     wait_for("the parent run to be FINISHED", lambda: run_status(uri, parent) == "FINISHED", timeout=60)
+
+    # The report is made from what MLflow holds (here no rank logged anything: the trial's summary comes
+    # from status), attached to the parent run, and linked from status; no UI address: an artifact URI.
+    dte = admin.experiment(namespace, "tracked")
+    assert dte["status"]["mlflow"]["reportUrl"] == f"runs:/{parent}/report/report.html"
+    page = artifact_text(uri, parent, "report/report.html")
+    assert dtes.trials(dte)[0]["name"] in page and "data:image/png;base64," in page
+    assert [e["reason"] for e in admin.events(namespace, "tracked")].count("ReportReady") == 1
+
+
+def artifact_text(uri, run_id, path):
+    import mlflow
+
+    return pathlib.Path(mlflow.MlflowClient(tracking_uri=uri).download_artifacts(run_id, path)).read_text()
 
 
 def test_deleting_an_experiment_mid_run_ends_its_runs_killed(admin, namespace, operator, tmp_path):

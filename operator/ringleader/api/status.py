@@ -138,6 +138,10 @@ class MlflowStatus(ApiModel):
     """runId of the experiment's parent run (trials are its children)."""
     url: str | None = None
     """url of the MLflow experiment page."""
+    report_url: str | None = None
+    """reportUrl is the sweep's report (report.html, attached to the parent run once the experiment has ended): its
+    page in the MLflow UI, or `runs:/<run id>/report/report.html` (for `mlflow artifacts download -u`) when the
+    operator knows no UI address."""
 
 
 class TrialStatus(ApiModel):

@@ -38,3 +38,5 @@ TRACKING_URI_NOT_ALLOWED = "TrackingUriNotAllowed"
 # The experiment's tracking (runs.py).
 TRACKING_UNAVAILABLE = "TrackingUnavailable"
 TRACKING_AVAILABLE = "TrackingAvailable"
+REPORT_READY = "ReportReady"
+REPORT_FAILED = "ReportFailed"

@@ -105,7 +105,10 @@ class Controller:
         await self._publish(body, old, new)
         await asyncio.gather(*(self.kube.delete_pod(namespace, pod) for pod in decision.delete))
         new = await self._create_trials(body, expansion, new, decision.create)
-        retry_end = await self.runs.end(key, body, experiment, expansion, new)
+        reported, retry_end = await self.runs.end(key, body, experiment, expansion, new)
+        if reported is not new:
+            await self._publish(body, new, reported)
+            new = reported
 
         run_policy = experiment.spec.run_policy
         expiry = due.expiry_of(new, run_policy)

@@ -1,4 +1,4 @@
-"""The operator's side of MLflow: experiment, parent run, trial runs, their end, the sweep's comparison; used by `reconciler`.
+"""The operator's side of MLflow: experiment, parent run, trial runs, their end, the sweep's report; used by `reconciler`.
 
 A thin async wrapper over `ringleader.tracking.runs`, with two rules. The operator calls only the tracking
 servers its settings allow (its own, and `allowed_uris`): `refusal` says why an experiment's URI is not
@@ -22,11 +22,18 @@ from ringleader.controller import settings as settings_
 
 logger = logging.getLogger(__name__)
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
+REPORT_ARTIFACT = "report/report.html"
+# Making a report downloads every rank's records and draws its figures: far more than one call's timeout.
+REPORT_TIMEOUT_SECONDS = 300.0
 REPLY_CHARACTERS = 200  # of a server's error shown in Events and logs: its first line, redacted
 
 
 class Unavailable(Exception):
     """The tracking server did not answer (or refused); the experiment goes on and the call is retried later."""
+
+
+class ReportFailed(Exception):
+    """The sweep's report could not be made from what MLflow holds; told once, not retried."""
 
 
 def _first_line(error: BaseException) -> str:
@@ -77,7 +84,7 @@ class Recorder:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def _call(self, uri: str, what: str, function: Callable[[Any], Any]) -> Any:
+    async def _call(self, uri: str, what: str, function: Callable[[Any], Any], timeout: float | None = None) -> Any:
         """`function(runs)` in the tracking threads, `runs` being ringleader.tracking.runs; Unavailable on failure."""
         shown = redaction.redact(uri)
         if not self._settings.allows(uri):
@@ -95,9 +102,9 @@ class Recorder:
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(loop.run_in_executor(self._pool, call),
-                                          timeout=self._settings.timeout_seconds)
+                                          timeout=timeout or self._settings.timeout_seconds)
         except asyncio.TimeoutError:
-            problem = f"no answer within {self._settings.timeout_seconds:g}s"
+            problem = f"no answer within {timeout or self._settings.timeout_seconds:g}s"
         except Exception as error:  # noqa: BLE001 -- any failure of the tracking server; the caller goes on
             problem = _first_line(error)
         self._down_until[uri] = self._clock() + self._settings.retry_seconds
@@ -121,12 +128,28 @@ class Recorder:
         await self._call(uri, f"end run {run_id}", lambda runs: runs.finish_run(
             run_id, status, summary, reason=reason, message=message, tracking_uri=uri))
 
-    async def compare(self, uri: str, parent_run_id: str, entries: list[tuple[Any, dict | None, str, str | None]]) -> None:
-        """The sweep's comparison table on the parent run; `entries` are (trial, summary wire dict, status, message)."""
-        def log(runs) -> None:
-            from ringleader.analysis import report
+    def report_url(self, uri: str, experiment_id: str, parent_run_id: str) -> str:
+        """The report's page in the MLflow UI, or its artifact URI when no UI address is known."""
+        page = self.ui_url(uri, experiment_id)
+        if page is None:
+            return f"runs:/{parent_run_id}/{REPORT_ARTIFACT}"
+        return f"{page}/runs/{parent_run_id}/artifacts/{REPORT_ARTIFACT}"
 
-            rows = [report.row_for(trial, summary, status, message) for trial, summary, status, message in entries]
-            runs.log_comparison(parent_run_id, rows, tracking_uri=uri)
+    async def report(self, uri: str, parent_run_id: str, summaries: dict[str, dict]) -> None:
+        """Make the sweep's report from what its runs hold in MLflow and attach it to the parent run.
 
-        await self._call(uri, "log the comparison", log)
+        `summaries` are the trials' summaries from status, for trials whose runs hold none (no rank could
+        log it). ReportFailed when the report itself cannot be made; Unavailable when MLflow is away."""
+        def make(runs) -> str | None:
+            try:
+                runs.attach_report(parent_run_id, summaries=summaries, tracking_uri=uri)
+            except runs.TRACKING_ERRORS:  # MLflow away or refusing: retried like every other call
+                raise
+            except Exception as error:  # noqa: BLE001 -- a report bug must not hold the experiment's end up
+                logger.exception("the report of run %s could not be made", parent_run_id)
+                return _first_line(error)
+            return None
+
+        problem = await self._call(uri, "attach the report", make, timeout=REPORT_TIMEOUT_SECONDS)
+        if problem is not None:
+            raise ReportFailed(f"the sweep's report could not be made: {problem}")

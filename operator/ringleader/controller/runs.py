@@ -88,11 +88,14 @@ class Runs:
         return status.model_copy(update=dict(mlflow=mlflow, trials=records)), retry
 
     async def end(self, key: Key, body: dict[str, Any], experiment, expansion,
-                  status: status_.ExperimentStatus) -> float | None:
-        """Close the runs of finished trials; at the end, the sweep's comparison and the parent run."""
+                  status: status_.ExperimentStatus) -> tuple[status_.ExperimentStatus, float | None]:
+        """Close the runs of finished trials; at the end, the sweep's report and the parent run.
+
+        Returns the status with `mlflow.reportUrl` once the report is attached: status, not memory, says it
+        is done, so an operator that restarts does not make it twice."""
         uri = self.recorder.uri_for(experiment.spec.tracking.uri)
         if uri is None:
-            return None
+            return status, None
         try:
             for record in status.trials:
                 if record.phase in trials.TERMINAL_PHASES and record.run_id and record.run_id not in self._closed:
@@ -103,28 +106,31 @@ class Runs:
                     self._closed.add(record.run_id)
             parent = status.mlflow.run_id
             if plan.is_finished(status) and parent and parent not in self._closed:
-                if len(status.trials) > 1:
-                    await self.recorder.compare(uri, parent, self._comparison(expansion, status))
+                if not status.mlflow.report_url:
+                    status = await self._report(uri, body, status)
                 failed = _failed_condition(status)
                 await self.recorder.finish(uri, parent, recording.FAILED if failed else recording.FINISHED,
                                            reason=failed.reason if failed else None,
                                            message=failed.message if failed else None)
                 self._closed.add(parent)
         except recording.Unavailable as error:
-            return self._failed(key, body, error)
+            return status, self._failed(key, body, error)
         self._worked(key, body)
-        return None
+        return status, None
 
-    @staticmethod
-    def _comparison(expansion, status: status_.ExperimentStatus) -> list[tuple[Any, dict | None, str, str | None]]:
-        records = {t.name: t for t in status.trials}
-        entries = []
-        for trial in expansion.trials:
-            record = records[trial.name]
-            outcome = _outcome(record.phase)
-            entries.append((trial, record.summary.wire() if record.summary else None, outcome,
-                            None if outcome == recording.FINISHED else record.message))
-        return entries
+    async def _report(self, uri: str, body: dict[str, Any], status: status_.ExperimentStatus) -> status_.ExperimentStatus:
+        """The sweep's report on the parent run, linked from status; a report that cannot be made is a Warning
+        Event, never a reason to keep the parent run open (Unavailable, MLflow away, is retried by the caller)."""
+        mlflow = status.mlflow
+        summaries = {t.name: t.summary.wire() for t in status.trials if t.summary}
+        try:
+            await self.recorder.report(uri, mlflow.run_id, summaries)
+        except recording.ReportFailed as error:
+            kopf.warn(body, reason=reasons.REPORT_FAILED, message=str(error))
+            return status
+        url = self.recorder.report_url(uri, mlflow.experiment_id, mlflow.run_id)
+        kopf.info(body, reason=reasons.REPORT_READY, message=f"the sweep's report is attached to its MLflow run: {url}")
+        return status.model_copy(update={"mlflow": mlflow.model_copy(update={"report_url": url})})
 
     def forget(self, key: Key, body: dict[str, Any]) -> None:
         """The experiment was deleted: end its open runs in the background (KILLED unless already finished)."""
