@@ -39,6 +39,7 @@ class Runs:
         self._settings = settings
         self._closed: set[str] = set()
         self._late: set[str] = set()  # runs created after their pods started: no rank logged their summary
+        self._swept: set[str] = set()  # parent runs that have their metrics comparing the trials
         self._down: set[Key] = set()  # experiments told that MLflow is away
         self._background: set[asyncio.Task] = set()
 
@@ -89,7 +90,7 @@ class Runs:
 
     async def end(self, key: Key, body: dict[str, Any], experiment, expansion,
                   status: status_.ExperimentStatus) -> float | None:
-        """Close the runs of finished trials; at the end, the sweep's comparison and the parent run."""
+        """Close the runs of finished trials; at the end, the sweep's metrics and comparison, and the parent run."""
         uri = self.recorder.uri_for(experiment.spec.tracking.uri)
         if uri is None:
             return None
@@ -103,6 +104,10 @@ class Runs:
                     self._closed.add(record.run_id)
             parent = status.mlflow.run_id
             if plan.is_finished(status) and parent and parent not in self._closed:
+                if parent not in self._swept:
+                    await self.recorder.log_sweep_metrics(uri, parent, {
+                        t.name: t.summary.wire() if t.summary else None for t in status.trials})
+                    self._swept.add(parent)
                 if len(status.trials) > 1:
                     await self.recorder.compare(uri, parent, self._comparison(expansion, status))
                 failed = _failed_condition(status)
