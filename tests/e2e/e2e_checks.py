@@ -94,12 +94,16 @@ def assert_pods_cleaned(kube: Kube, namespace: str, manifest: dict) -> list[dict
 def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
     """The parent run, one run per trial under it, one nested run per rank with step-indexed metrics.
 
-    Every run FINISHED; each worker rank's `time/iteration` history has one point per iteration."""
+    Every run FINISHED; each worker rank's `time/iteration_ms` history, with its warm-up steps under
+    `warmup/`, has one point per iteration; the names and artifacts docs/metrics.md lists are there."""
     iterations = manifest["spec"]["model"]["iterations"]
     found = status(dte)
     experiment_id, parent = found["mlflow"]["experimentId"], found["mlflow"]["runId"]
     wait_for(f"MLflow parent run of {manifest['metadata']['name']} to be FINISHED",
              lambda: mlflow.status(parent) == "FINISHED", 60, describe=lambda: mlflow.status(parent))
+    kind = mlflow.client().get_experiment(experiment_id).tags.get("mlflow.experimentKind")
+    assert kind == "custom_model_development", f"experiment {experiment_id} kind {kind!r}"
+    parent_metrics = mlflow.run(parent).data.metrics
     trial_runs = {r.info.run_id: r for r in mlflow.children(experiment_id, parent)}
     expected_runs = {t["runId"] for t in trials(dte)}
     assert set(trial_runs) == expected_runs, f"trial runs under the parent {sorted(trial_runs)} != status {sorted(expected_runs)}"
@@ -108,6 +112,11 @@ def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
         run = trial_runs[trial["runId"]]
         assert run.info.status == "FINISHED", (trial["name"], run.info.status)
         assert run.data.tags.get("ringleader.kind") == "trial", run.data.tags
+        assert run.info.run_name.startswith(f"{trial['name']} ({shape['architecture']}, "), run.info.run_name
+        assert run.data.metrics.get("iteration/p50_ms", 0) > 0, (trial["name"], sorted(run.data.metrics))
+        assert parent_metrics.get(f"throughput_samples_per_s/{trial['name']}", 0) > 0, sorted(parent_metrics)
+        trial_artifacts = {a.path for a in mlflow.client().list_artifacts(run.info.run_id)}
+        assert "summary.json" in trial_artifacts, (trial["name"], sorted(trial_artifacts))
         ranks = mlflow.children(experiment_id, trial["runId"])
         expected_ranks = e2e_specs.ranks(shape["architecture"], shape["workers"], shape["ps"])
         assert len(ranks) == expected_ranks, f"{trial['name']}: {len(ranks)} rank runs, expected {expected_ranks}"
@@ -116,12 +125,17 @@ def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
         workers = [r for r in ranks if r.data.tags.get("ringleader.role") == WORKER_ROLE]
         assert len(workers) == shape["workers"], [r.data.tags for r in ranks]
         for rank in ranks:
-            assert rank.info.status == "FINISHED", (trial["name"], rank.data.tags.get("ringleader.rank"), rank.info.status)
+            number = rank.data.tags.get("ringleader.rank")
+            assert rank.info.status == "FINISHED", (trial["name"], number, rank.info.status)
+            assert rank.info.run_name == f"{trial['name']}/rank-{number} ({rank.data.tags['ringleader.role']})"
+            records = [a.path for a in mlflow.client().list_artifacts(rank.info.run_id, "records")]
+            assert records == ["records/iterations.jsonl"], (trial["name"], number, records)
         for rank in workers:
-            history = mlflow.history(rank.info.run_id, "time/iteration")
+            history = (mlflow.history(rank.info.run_id, "time/iteration_ms")
+                       + mlflow.history(rank.info.run_id, "warmup/time/iteration_ms"))
             steps = sorted(point.step for point in history)
             assert len(history) == iterations and len(set(steps)) == iterations, (
-                f"{trial['name']} rank {rank.data.tags['ringleader.rank']}: time/iteration steps {steps}")
+                f"{trial['name']} rank {rank.data.tags['ringleader.rank']}: time/iteration_ms steps {steps}")
             assert all(point.value > 0 and math.isfinite(point.value) for point in history)
         counts[trial["name"]] = len(ranks)
     return counts

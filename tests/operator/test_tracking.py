@@ -45,19 +45,24 @@ def test_runs_are_created_passed_to_the_pods_and_closed_with_the_outcome(admin, 
     wait_for("the trial run to be FINISHED", lambda: run_status(uri, run_id) == "FINISHED", timeout=60)
     wait_for("the parent run to be FINISHED", lambda: run_status(uri, parent) == "FINISHED", timeout=60)
 
+    # The experiment opens as model training; the sweep run compares its trials from their status summaries.
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment(dte["status"]["mlflow"]["experimentId"])
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    metrics = client.get_run(parent).data.metrics
+    assert metrics["throughput_samples_per_s/tracked-0"] == dtes.SUMMARY["throughput"]
+    assert metrics["iteration_p50_ms/tracked-0"] == 1000 * dtes.SUMMARY["iterationTimeP50Seconds"]
+    assert metrics["share_comm_pct/tracked-0"] == 100 * dtes.SUMMARY["commFraction"]
+
     # The report is made from what MLflow holds (here no rank logged anything: the trial's summary comes
     # from status), attached to the parent run, and linked from status; no UI address: an artifact URI.
     dte = admin.experiment(namespace, "tracked")
     assert dte["status"]["mlflow"]["reportUrl"] == f"runs:/{parent}/report/report.html"
-    page = artifact_text(uri, parent, "report/report.html")
+    page = pathlib.Path(client.download_artifacts(parent, "report/report.html", str(tmp_path))).read_text()
     assert dtes.trials(dte)[0]["name"] in page and "data:image/png;base64," in page
     assert [e["reason"] for e in admin.events(namespace, "tracked")].count("ReportReady") == 1
-
-
-def artifact_text(uri, run_id, path):
-    import mlflow
-
-    return pathlib.Path(mlflow.MlflowClient(tracking_uri=uri).download_artifacts(run_id, path)).read_text()
 
 
 def test_deleting_an_experiment_mid_run_ends_its_runs_killed(admin, namespace, operator, tmp_path):

@@ -70,8 +70,10 @@ def append_records(rank_dir: pathlib.Path, steps: range, rank: int = 0) -> None:
             handle.write(json.dumps(iteration_record(step, rank)) + "\n")
 
 
-def history(store: store_.Store, run_id: str, key: str = "time/iteration") -> list[tuple[int, float]]:
-    return sorted((m.step, m.value) for m in store.client.get_metric_history(run_id, key))
+def history(store: store_.Store, run_id: str, key: str = "time/iteration_ms") -> list[tuple[int, float]]:
+    """A series' points, its warm-up steps (logged under warmup/) included."""
+    return sorted((m.step, m.value) for name in (key, f"warmup/{key}")
+                  for m in store.client.get_metric_history(run_id, name))
 
 
 def rank_publisher(store, rank_dir, experiment_id, trial_run_id, rank=0) -> publisher.RankPublisher:
@@ -98,7 +100,9 @@ def test_records_are_published_once_and_new_ones_follow(store, trial_run, tmp_pa
     state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
     points = history(store, state.run_id)
     assert [step for step, _ in points] == list(range(40))
-    assert points[7][1] == pytest.approx(0.03 + 0.0007)
+    assert points[7][1] == pytest.approx(1000 * (0.03 + 0.0007))  # milliseconds in MLflow, seconds in the file
+    charted = store.client.get_metric_history(state.run_id, "time/iteration_ms")
+    assert sorted(m.step for m in charted) == list(range(2, 40))  # warm-up steps 0 and 1 are apart
     assert state.records == 40 and state.offset == (rank_dir / layout.ITERATIONS_FILE).stat().st_size
 
 
@@ -111,7 +115,8 @@ def test_points_are_timestamped_from_the_ranks_start_plus_the_iteration_times_be
     published.publish()
 
     run_id = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id
-    stamps = sorted((m.step, m.timestamp) for m in store.client.get_metric_history(run_id, "loss"))
+    stamps = sorted((m.step, m.timestamp) for key in ("train/loss", "warmup/train/loss")
+                    for m in store.client.get_metric_history(run_id, key))
     iteration_ms = [1000 * iteration_record(step)["time/iteration"] for step in range(3)]
     assert stamps == [(0, 1_700_000_000_000), (1, int(1_700_000_000_000 + iteration_ms[0])),
                       (2, int(1_700_000_000_000 + iteration_ms[0] + iteration_ms[1])),
@@ -128,9 +133,13 @@ def test_the_rank_run_is_nested_under_the_trial_run_and_tagged(store, trial_run,
     assert run.data.tags[schema.TAG_RANK] == "1"
     assert run.data.tags[schema.TAG_KIND] == "rank"
     assert run.info.status == "FINISHED"
-    # Booleans and labels are not metrics; every number of the record is.
+    assert run.data.tags[schema.TAG_RUN_NAME] == run.info.run_name == "tiny-0/rank-1 (worker)"
+    # Booleans and labels are not metrics; every number of the record is, under MLflow's names.
     assert "warmup" not in run.data.metrics and "role" not in run.data.metrics
-    assert {"time/comm", "bytes/sent", "staleness", "loss"} <= set(run.data.metrics)
+    assert {"time/comm_ms", "network/sent_bytes", "sync/staleness", "train/loss"} <= set(run.data.metrics)
+    assert not {"time/comm", "bytes/sent", "loss"} & set(run.data.metrics)
+    # The ended rank's records file, whole, for `ringleader report`.
+    assert artifacts(store, run.info.run_id, "records") == {"records/iterations.jsonl"}
 
 
 def test_a_line_still_being_written_waits_for_its_newline(store, trial_run, tmp_path):
@@ -156,7 +165,7 @@ def test_more_metrics_than_one_batch_holds_are_split_at_record_boundaries(store,
     append_records(rank_dir, range(150))
     assert rank_publisher(store, rank_dir, *trial_run).publish() == 1650
     run_id = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id
-    assert len(history(store, run_id, "loss")) == 150
+    assert len(history(store, run_id, "train/loss")) == 150
 
 
 def test_a_batch_whose_answer_was_lost_is_not_duplicated_when_replayed(store, trial_run, tmp_path):
@@ -243,12 +252,13 @@ def write_trial(session_dir: pathlib.Path, the_trial: trial.Trial, status: str =
         rank_dir = layout.rank_dir(trial_dir, slot.rank)
         append_records(rank_dir, range(20), slot.rank)
         (rank_dir / layout.TRACE_FILE).write_text(json.dumps({"traceEvents": []}))
-        (rank_dir / layout.SUMMARY_FILE).write_text(json.dumps({"iterations": 18, "meanIterationSeconds": 0.03}))
+        (rank_dir / layout.SUMMARY_FILE).write_text(json.dumps({"iterations": 20, "measuredIterations": 18,
+                                                                "time/iteration": 0.03}))
     if status == "FINISHED":
         (trial_dir / layout.SUMMARY_FILE).write_text(json.dumps({
             "throughput": 512.5, "iterationTimeP50Seconds": 0.031, "iterationTimeP95Seconds": 0.035,
             "computeFraction": 0.6, "commFraction": 0.3, "waitFraction": 0.1, "stragglerRank": 2,
-            "extra": {"networkUtilization": 0.25}, "note": "text is not a metric"}))
+            "networkUtilization": 0.25, "perRank": {"1": {"commSeconds": 0.009}}, "note": "text is not a metric"}))
     (trial_dir / layout.LOGS_DIR).mkdir()
     (trial_dir / layout.LOGS_DIR / "rank-1.stderr").write_text("warning: something\n")
     layout.write_outcome(trial_dir, layout.Outcome(
@@ -276,16 +286,22 @@ def test_a_finished_trial_gets_params_summary_artifacts_nested_ranks_and_status(
     assert run.data.params["model.batchSize"] == "8"
     assert run.data.params["model.optimizer.learningRate"] == "0.01"
     assert run.data.params["trial.name"] == "tiny-0" and run.data.params["trial.index"] == "0"
-    assert run.data.metrics["throughput"] == 512.5
-    assert run.data.metrics["extra.networkUtilization"] == 0.25
+    assert run.data.metrics["throughput/samples_per_s"] == 512.5
+    assert run.data.metrics["iteration/p50_ms"] == pytest.approx(31.0)
+    assert run.data.metrics["share/comm_pct"] == pytest.approx(30.0)
+    assert run.data.metrics["network/utilization_pct"] == pytest.approx(25.0)
+    assert run.data.metrics["rank/1/comm_ms"] == pytest.approx(9.0)
     assert "note" not in run.data.metrics
-    assert {"trial.json", "breakdown.png", "traces", "logs"} <= artifacts(store, result.run_id)
+    assert {"trial.json", "summary.json", "breakdown.png", "traces", "logs"} <= artifacts(store, result.run_id)
     assert artifacts(store, result.run_id, "traces") == {"traces/rank-1.trace.json", "traces/rank-2.trace.json"}
 
     ranks = store.client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{result.run_id}'")
     assert sorted(r.data.tags[schema.TAG_RANK] for r in ranks) == ["1", "2"]
     assert all(r.info.status == "FINISHED" for r in ranks)
-    assert all(r.data.metrics["summary/meanIterationSeconds"] == 0.03 for r in ranks)
+    assert all(r.data.metrics["mean/time/iteration_ms"] == pytest.approx(30.0) for r in ranks)
+    assert all(r.data.metrics["count/measured_iterations"] == 18 for r in ranks)
+    assert all(artifacts(store, r.info.run_id, "records") == {"records/iterations.jsonl"} for r in ranks)
+    assert sorted(r.info.run_name for r in ranks) == ["tiny-0/rank-1 (worker)", "tiny-0/rank-2 (worker)"]
     assert all(len(history(store, r.info.run_id)) == 20 for r in ranks)
 
     # Published twice: nothing new.
@@ -335,7 +351,13 @@ def test_a_session_is_published_with_its_parent_run_and_comparison_and_replay_ad
     assert len(store.client.search_runs([experiment_id])) == 1 + 2 + 2 + 2  # parent, trials, ranks (PS: 2 workers)
     parent = store.client.get_run(result.parent_run_id)
     assert parent.info.status == "FAILED"
-    assert parent.data.params["sweep.matrix.architecture.1"] == "RingAllReduce"
+    assert parent.data.params["sweep.architecture"] == "ParameterServer, RingAllReduce"
+    assert "architecture" not in parent.data.params
+    # The trials compared on the sweep run; the failed trial wrote no summary.
+    assert parent.data.metrics == {"throughput_samples_per_s/tiny-0": 512.5, "iteration_p50_ms/tiny-0": pytest.approx(31.0),
+                                   "iteration_p95_ms/tiny-0": pytest.approx(35.0), "share_compute_pct/tiny-0": 60.0,
+                                   "share_comm_pct/tiny-0": 30.0, "share_wait_pct/tiny-0": 10.0}
+    assert store.client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
     assert {"comparison.txt", "comparison.csv", "comparison.md", "comparison.png"} <= artifacts(store, parent.info.run_id)
     children = store.client.search_runs([experiment_id], filter_string="tags.`ringleader.kind` = 'trial'")
     assert {r.data.tags[schema.TAG_PARENT_RUN_ID] for r in children} == {result.parent_run_id}
@@ -380,8 +402,12 @@ def test_a_live_publisher_sends_records_as_they_come_and_flushes_the_rest_on_sto
     assert [s for s, _ in history(store, state.run_id)] == list(range(8))
     assert store.client.get_run(state.run_id).info.status == "FAILED"
     trial_run_data = store.client.get_run(trial_run[1]).data
-    assert trial_run_data.metrics["throughput"] == 99.5
+    assert trial_run_data.metrics["throughput/samples_per_s"] == 99.5
     assert artifacts(store, trial_run[1], "traces") == {"traces/rank-1.trace.json"}
+    assert "summary.json" in artifacts(store, trial_run[1])  # this rank wrote the trial summary
+    assert artifacts(store, state.run_id, "records") == {"records/iterations.jsonl"}
+    local = pathlib.Path(store.client.get_run(state.run_id).info.artifact_uri.removeprefix("file://"))
+    assert (local / "records" / "iterations.jsonl").read_bytes() == (rank_dir / layout.ITERATIONS_FILE).read_bytes()
 
 
 def test_stopping_while_a_live_round_is_still_publishing_waits_for_it_and_sends_each_record_once(

@@ -52,12 +52,16 @@ def test_the_operators_runs_nest_sweep_trial_and_carry_the_spec(uri, sweep):
     client = runs.store_for(uri).client
     parent_run = client.get_run(parent)
     assert parent_run.info.status == "RUNNING"
-    assert parent_run.data.params["sweep.matrix.paradigm.1"] == "SSP"
+    assert parent_run.data.params["sweep.paradigm"] == "BSP, SSP"
+    assert "sync.paradigm" not in parent_run.data.params  # replaced by the axis, never a misleading base value
+    assert parent_run.data.params["sync.staleness"] == "2"  # the SSP trial uses it
     assert parent_run.data.tags[schema.TAG_KIND] == "sweep"
     second = client.get_run(children[1])
     assert second.data.tags[schema.TAG_PARENT_RUN_ID] == parent
     assert second.data.params["sync.paradigm"] == "SSP" and second.data.params["trial.parameters.paradigm"] == "SSP"
     assert second.info.run_name == "op-1 (ParameterServer, SSP, 2 workers)"
+    assert "sync.staleness" not in client.get_run(children[0]).data.params  # BSP reads no staleness
+    assert client.get_experiment(experiment_id).tags[schema.TAG_EXPERIMENT_KIND] == schema.EXPERIMENT_KIND_TRAINING
 
 
 def test_a_repeated_start_with_the_same_token_returns_the_same_run(uri, sweep):
@@ -82,11 +86,32 @@ def test_finishing_a_trial_run_logs_the_summary_and_why_it_ended(uri, sweep):
 
     run = runs.store_for(uri).client.get_run(run_id)
     assert run.info.status == "FAILED" and run.info.end_time is not None
-    assert run.data.metrics == {"throughput": 812.0, "iterationTimeP50Seconds": 0.04, "commFraction": 0.3,
-                                "stragglerRank": 2.0}
+    assert run.data.metrics == {"throughput/samples_per_s": 812.0, "iteration/p50_ms": 40.0, "share/comm_pct": 30.0,
+                                "straggler/rank": 2.0}
     assert run.data.tags[schema.TAG_STATUS_REASON] == "BackoffLimitExceeded"
     with pytest.raises(ValueError, match="FINISHED, FAILED, KILLED"):
         runs.finish_run(run_id, "SUCCEEDED", tracking_uri=uri)
+
+
+def test_an_experiment_gets_the_training_kind_once_and_a_kind_chosen_since_is_kept(uri):
+    client = runs.store_for(uri).client
+    older = client.create_experiment("lab/older")  # made by a ringleader without the tag
+    assert runs.ensure_experiment("lab/older", tracking_uri=uri) == older
+    assert client.get_experiment(older).tags[schema.TAG_EXPERIMENT_KIND] == "custom_model_development"
+    client.set_experiment_tag(older, schema.TAG_EXPERIMENT_KIND, "genai_development")  # the user's choice
+    runs.ensure_experiment("lab/older", tracking_uri=uri)
+    assert client.get_experiment(older).tags[schema.TAG_EXPERIMENT_KIND] == "genai_development"
+
+
+def test_the_sweep_run_compares_the_trials_from_their_status_summaries(uri, sweep):
+    experiment_id = runs.ensure_experiment("lab/op", tracking_uri=uri)
+    parent = runs.start_parent_run(experiment_id, sweep, tracking_uri=uri)
+    summaries = {"op-0": status.Summary(throughput=812.0, iteration_time_p50_seconds=0.0206).wire(), "op-1": None}
+
+    assert runs.log_sweep_metrics(parent, summaries, tracking_uri=uri) == 2
+
+    assert runs.store_for(uri).client.get_run(parent).data.metrics == {
+        "throughput_samples_per_s/op-0": 812.0, "iteration_p50_ms/op-0": pytest.approx(20.6)}
 
 
 def test_the_comparison_lands_on_the_parent_run(uri, sweep, tmp_path):

@@ -54,14 +54,14 @@ def rank_summary(records: list[dict]) -> dict[str, float]:
     counted = measured(records)
     metrics = sorted({key for record in counted for key, value in record.items()
                       if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ("step", "timestamp")})
-    summary: dict[str, float] = {"iterations": float(len(records)), "measuredIterations": float(len(counted))}
+    summary: dict[str, float] = {keys.ITERATIONS: float(len(records)), keys.MEASURED_ITERATIONS: float(len(counted))}
     for metric in metrics:
         mean = _mean(record.get(metric) for record in counted)
         if mean is not None:
             summary[metric] = mean
     losses = [r[keys.LOSS] for r in records if r.get(keys.LOSS) is not None]
     if losses:
-        summary["lossFirst"], summary["lossLast"] = float(losses[0]), float(losses[-1])
+        summary[keys.LOSS_FIRST], summary[keys.LOSS_LAST] = float(losses[0]), float(losses[-1])
     return summary
 
 
@@ -111,11 +111,11 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
             first_losses.append(losses[0])
             last_losses.append(losses[-1])
         per_rank[str(rank)] = {
-            "iterations": len(records),
-            "iterationSeconds": _mean(times),
-            "computeSeconds": mean_compute[rank],
-            "commSeconds": _mean(comm),
-            "waitSeconds": _mean(wait),
+            keys.ITERATIONS: len(records),
+            keys.ITERATION_SECONDS: _mean(times),
+            keys.COMPUTE_SECONDS: mean_compute[rank],
+            keys.COMM_SECONDS: _mean(comm),
+            keys.WAIT_SECONDS: _mean(wait),
         }
 
     def fraction(part: str) -> float | None:
@@ -129,29 +129,29 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         keys.COMM_FRACTION: fraction("comm"),
         keys.WAIT_FRACTION: fraction("wait"),
         keys.STRAGGLER_RANK: max(mean_compute, key=mean_compute.get) if mean_compute else None,
-        "workers": len(worker_ranks),
-        "measuredIterations": count,
-        "batchSize": batch_size,
-        "computeSeconds": totals["compute"] / count if count else None,
-        "commSeconds": totals["comm"] / count if count else None,
-        "waitSeconds": totals["wait"] / count if count else None,
-        "bytesPerIteration": totals["bytes"] / count if count else None,
+        keys.WORKERS: len(worker_ranks),
+        keys.MEASURED_ITERATIONS: count,
+        keys.BATCH_SIZE: batch_size,
+        keys.COMPUTE_SECONDS: totals["compute"] / count if count else None,
+        keys.COMM_SECONDS: totals["comm"] / count if count else None,
+        keys.WAIT_SECONDS: totals["wait"] / count if count else None,
+        keys.BYTES_PER_ITERATION: totals["bytes"] / count if count else None,
     }
     if staleness:
-        summary["stalenessMean"] = sum(staleness) / len(staleness)
-        summary["stalenessMax"] = max(staleness)
+        summary[keys.STALENESS_MEAN] = sum(staleness) / len(staleness)
+        summary[keys.STALENESS_MAX] = max(staleness)
     server_records = [r for records in records_by_rank.values() for r in measured(records, constants.ROLE_PS)
                       if r.get("role") == constants.ROLE_PS]
     if server_records:
-        summary["serverAggregationSeconds"] = _mean(r.get(keys.SERVER_AGGREGATION) for r in server_records)
-        summary["serverQueueDepthMean"] = _mean(r.get(keys.SERVER_QUEUE_DEPTH) for r in server_records)
+        summary[keys.SERVER_AGGREGATION_SECONDS] = _mean(r.get(keys.SERVER_AGGREGATION) for r in server_records)
+        summary[keys.SERVER_QUEUE_DEPTH_MEAN] = _mean(r.get(keys.SERVER_QUEUE_DEPTH) for r in server_records)
     bits_per_second = trial.spec.network.bits_per_second()
     if bits_per_second and totals["iteration"] > 0:
-        summary["networkUtilization"] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
+        summary[keys.NETWORK_UTILIZATION] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
     if first_losses:
-        summary["lossFirst"] = sum(first_losses) / len(first_losses)
-        summary["lossLast"] = sum(last_losses) / len(last_losses)
-    summary["perRank"] = per_rank
+        summary[keys.LOSS_FIRST] = sum(first_losses) / len(first_losses)
+        summary[keys.LOSS_LAST] = sum(last_losses) / len(last_losses)
+    summary[keys.PER_RANK] = per_rank
     return summary
 
 
@@ -164,7 +164,7 @@ def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
     """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank goes first."""
     if len(json.dumps(summary)) <= limit:
         return summary
-    smaller = {key: value for key, value in summary.items() if key != "perRank"}
+    smaller = {key: value for key, value in summary.items() if key != keys.PER_RANK}
     if len(json.dumps(smaller)) <= limit:
         return smaller
     return {key: summary.get(key) for key in keys.STATUS_KEYS}

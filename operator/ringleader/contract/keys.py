@@ -30,3 +30,23 @@ COMM_FRACTION = "commFraction"
 WAIT_FRACTION = "waitFraction"
 STRAGGLER_RANK = "stragglerRank"
 STATUS_KEYS = (THROUGHPUT, P50, P95, COMPUTE_FRACTION, COMM_FRACTION, WAIT_FRACTION, STRAGGLER_RANK)
+# The trial summary's other values (analysis/summary.py; seconds, bytes, fractions, counts).
+WORKERS = "workers"
+MEASURED_ITERATIONS = "measuredIterations"
+BATCH_SIZE = "batchSize"
+COMPUTE_SECONDS = "computeSeconds"
+COMM_SECONDS = "commSeconds"
+WAIT_SECONDS = "waitSeconds"
+BYTES_PER_ITERATION = "bytesPerIteration"
+STALENESS_MEAN = "stalenessMean"
+STALENESS_MAX = "stalenessMax"
+SERVER_AGGREGATION_SECONDS = "serverAggregationSeconds"
+SERVER_QUEUE_DEPTH_MEAN = "serverQueueDepthMean"
+NETWORK_UTILIZATION = "networkUtilization"  # bytes sent per second over the emulated bandwidth
+LOSS_FIRST = "lossFirst"
+LOSS_LAST = "lossLast"
+PER_RANK = "perRank"  # {rank: {ITERATIONS, ITERATION_SECONDS, COMPUTE_SECONDS, COMM_SECONDS, WAIT_SECONDS}}
+# A rank's summary.json (analysis.summary.rank_summary): these, LOSS_FIRST, LOSS_LAST, MEASURED_ITERATIONS,
+# and the mean after warm-up of each per-iteration metric above, under its own name.
+ITERATIONS = "iterations"
+ITERATION_SECONDS = "iterationSeconds"

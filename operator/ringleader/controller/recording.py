@@ -1,4 +1,5 @@
-"""The operator's side of MLflow: experiment, parent run, trial runs, their end, the sweep's report; used by `reconciler`.
+"""The operator's side of MLflow: experiment, parent run, trial runs, their end, the sweep's metrics and report;
+used by `reconciler`.
 
 A thin async wrapper over `ringleader.tracking.runs`, with two rules. The operator calls only the tracking
 servers its settings allow (its own, and `allowed_uris`): `refusal` says why an experiment's URI is not
@@ -74,7 +75,11 @@ class Recorder:
 
     def ui_url(self, uri: str, experiment_id: str) -> str | None:
         base = self._settings.ui_url or (uri if uri.startswith(("http://", "https://")) else None)
-        return f"{base.rstrip('/')}/#/experiments/{experiment_id}" if base else None
+        if base is None:
+            return None
+        from ringleader.tracking import schema  # loaded already: called once MLflow has answered
+
+        return schema.ui_url(base, experiment_id)
 
     def retry_in(self, uri: str) -> float | None:
         """Seconds until `uri` may be tried again, or None if it is not known to be down."""
@@ -127,6 +132,11 @@ class Recorder:
                      message: str | None = None) -> None:
         await self._call(uri, f"end run {run_id}", lambda runs: runs.finish_run(
             run_id, status, summary, reason=reason, message=message, tracking_uri=uri))
+
+    async def log_sweep_metrics(self, uri: str, parent_run_id: str, summaries: dict[str, dict | None]) -> None:
+        """The parent run's metrics comparing the trials, from {trial name: its status summary's wire dict or None}."""
+        await self._call(uri, "log the sweep's metrics", lambda runs: runs.log_sweep_metrics(
+            parent_run_id, summaries, tracking_uri=uri))
 
     def report_url(self, uri: str, experiment_id: str, parent_run_id: str) -> str:
         """The report's page in the MLflow UI, or its artifact URI when no UI address is known."""

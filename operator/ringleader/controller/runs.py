@@ -39,6 +39,7 @@ class Runs:
         self._settings = settings
         self._closed: set[str] = set()
         self._late: set[str] = set()  # runs created after their pods started: no rank logged their summary
+        self._swept: set[str] = set()  # parent runs that have their metrics comparing the trials
         self._down: set[Key] = set()  # experiments told that MLflow is away
         self._background: set[asyncio.Task] = set()
 
@@ -106,6 +107,10 @@ class Runs:
                     self._closed.add(record.run_id)
             parent = status.mlflow.run_id
             if plan.is_finished(status) and parent and parent not in self._closed:
+                if parent not in self._swept:
+                    await self.recorder.log_sweep_metrics(uri, parent, {
+                        t.name: t.summary.wire() if t.summary else None for t in status.trials})
+                    self._swept.add(parent)
                 if not status.mlflow.report_url:
                     status = await self._report(uri, body, status)
                 failed = _failed_condition(status)

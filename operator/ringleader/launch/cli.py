@@ -140,7 +140,7 @@ def _run_and_report(args, experiment, trials, session_dir, tracking_uri, setting
     if publishing.away is None and publishing.parent_run_id:
         print(f'MLflow: experiment "{experiment.mlflow_experiment_name()}" (id {publishing.experiment_id}), '
               f"sweep run {publishing.parent_run_id}", file=out)
-        print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id)}", file=out)
+        print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id, publishing.parent_run_id)}", file=out)
     else:
         # Credentials in the URI are never written down: a later publish needs them given again.
         again = " --tracking-uri URI" if redaction.carries_credentials(tracking_uri) else ""
@@ -206,12 +206,18 @@ def shown(path: pathlib.Path) -> str:
         return str(path)
 
 
-def how_to_open(tracking_uri: str, experiment_id: str | None) -> str:
-    """The command (sqlite) or the page (a server) that shows the runs; credentials in the URI masked."""
+def how_to_open(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """Where to see the sweep run: its page on a tracking server, or for a file store the `mlflow ui` command and the
+    page it will serve; credentials in the URI masked."""
+    from ringleader.tracking import schema
+
     tracking_uri = redaction.redact(tracking_uri)
-    if tracking_uri.startswith("sqlite:///"):
-        database = "sqlite:///" + shown(pathlib.Path(tracking_uri[len("sqlite:///"):]))
-        return f"mlflow ui --backend-store-uri {database}   (then http://127.0.0.1:5000)"
     if tracking_uri.startswith(("http://", "https://")):
-        return f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}"
-    return f"mlflow ui --backend-store-uri {tracking_uri}"
+        return schema.ui_url(tracking_uri, experiment_id, run_id)
+    if tracking_uri.startswith("sqlite:///"):
+        tracking_uri = "sqlite:///" + shown(pathlib.Path(tracking_uri[len("sqlite:///"):]))
+    return (f"mlflow ui --backend-store-uri {tracking_uri}\n"
+            f"      then open {schema.ui_url(LOCAL_UI, experiment_id, run_id)}")
+
+
+LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default

@@ -235,6 +235,5 @@ class TrialRun:
 
     @property
     def label(self) -> str:
-        spec = self.trial.spec
-        workers = len([s for s in self.trial.slots() if s.role == constants.ROLE_WORKER])
-        return f"{self.trial.name} ({spec.architecture.value}, {spec.sync.paradigm.value}, {workers} workers)"
+        """The trial's MLflow run name, so the console and the UI name a trial alike."""
+        return schema.trial_run_name(self.trial)

@@ -19,7 +19,7 @@ from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.tracking import cursor as cursor_
-from ringleader.tracking import layout, publisher, schema
+from ringleader.tracking import layout, metric_names, publisher, schema
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -113,10 +113,13 @@ class LivePublisher:
         publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.LAYERS_FILE, "layers",
                                  f"rank-{rank}.layers.json")
         summary_path = self.rank_dir.parent / layout.SUMMARY_FILE
-        if self.env.role == constants.ROLE_WORKER and summary_path.is_file() and not cursor.is_done("summary"):
+        if self.env.role != constants.ROLE_WORKER or not summary_path.is_file():
+            return
+        if not cursor.is_done("summary"):
             summary = layout.read_json(summary_path)
             if isinstance(summary, dict):
                 at = int(time.time() * 1000)
                 store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0) for k, v in
-                                           sorted(schema.numeric_items(summary).items())])
+                                           sorted(metric_names.trial(summary).items())])
             cursor.mark_done("summary")
+        publisher.artifact_once(store, cursor, run_id, summary_path, None)

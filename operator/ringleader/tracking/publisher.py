@@ -18,16 +18,19 @@ from typing import Any, Mapping
 import mlflow.entities
 
 from ringleader.api import trial as trial_
+from ringleader.contract import keys
 from ringleader.contract import records as record_files
 from ringleader.tracking import cursor as cursor_
-from ringleader.tracking import layout, schema
+from ringleader.tracking import layout, metric_names, schema
 from ringleader.tracking import store as store_
 
 log = logging.getLogger(__name__)
 
 # Keys a record's wall-clock time may carry (seconds since the epoch); without one, the cursor's clock stands in.
 TIMESTAMP_KEYS = ("timestamp", "time", "wall_time")
-ITERATION_TIME = "time/iteration"
+ITERATION_TIME = keys.TIME_ITERATION
+# Artifacts `ringleader report` reads back from MLflow: <trial run>/summary.json, <rank run>/records/iterations.jsonl.
+ITERATIONS_ARTIFACT_DIR = "records"
 
 
 def ms(seconds: float | None) -> int | None:
@@ -38,7 +41,7 @@ def ms(seconds: float | None) -> int | None:
 def record_timestamp_ms(record: Mapping[str, Any], fallback_ms: int) -> int:
     for key in TIMESTAMP_KEYS:
         value = record.get(key)
-        if schema.is_metric_value(value):
+        if metric_names.is_metric_value(value):
             return int(value * 1000)
     return fallback_ms
 
@@ -68,11 +71,13 @@ class RankPublisher:
         if not cursor.is_done("summary"):
             summary = layout.read_json(self.rank_dir / layout.SUMMARY_FILE)
             if isinstance(summary, dict):
-                metrics = schema.numeric_items(summary, schema.RANK_SUMMARY_PREFIX)
+                metrics = metric_names.rank(summary)
                 at = ms(end_time) or int(time.time() * 1000)
                 logged += self.store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0)
                                                          for k, v in sorted(metrics.items())])
             cursor.mark_done("summary")
+        # The rank has ended, so its file is whole: `ringleader report` reads it from here.
+        artifact_once(self.store, cursor, run_id, self.rank_dir / layout.ITERATIONS_FILE, ITERATIONS_ARTIFACT_DIR)
         if not cursor.is_done("status"):
             self.store.set_status(run_id, final_status, ms(end_time))
             cursor.mark_done("status")
@@ -100,9 +105,9 @@ class RankPublisher:
             for record, end in lines:
                 line = cursor.records + batch_records
                 step = record.get("step")
-                step = int(step) if schema.is_metric_value(step) else line
+                step = int(step) if metric_names.is_metric_value(step) else line
                 at = record_timestamp_ms(record, int(cursor.created_ms + elapsed))
-                metrics = [mlflow.entities.Metric(k, v, at, step) for k, v in schema.record_metrics(record).items()]
+                metrics = [mlflow.entities.Metric(k, v, at, step) for k, v in metric_names.series(record).items()]
                 if batch and len(batch) + len(metrics) > self.store.settings.metrics_per_batch:
                     logged += self._commit(cursor, run_id, batch, batch_end, batch_records, elapsed)
                     batch, batch_records = [], 0
@@ -170,8 +175,9 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
         if isinstance(summary, dict):
             at = ms(outcome.end_time) or int(time.time() * 1000)
             metrics += store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0) for k, v in
-                                                  sorted(schema.numeric_items(summary).items())])
+                                                  sorted(metric_names.trial(summary).items())])
         cursor.mark_done("summary")
+    artifact_once(store, cursor, run_id, trial_dir / layout.SUMMARY_FILE, None)
     for rank, directory in layout.rank_dirs(trial_dir).items():
         artifact_once(store, cursor, run_id, directory / layout.TRACE_FILE, "traces", f"rank-{rank}.trace.json")
         artifact_once(store, cursor, run_id, directory / layout.LAYERS_FILE, "layers", f"rank-{rank}.layers.json")

@@ -19,7 +19,7 @@ import mlflow.tracking
 
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
-from ringleader.tracking import schema, sessions
+from ringleader.tracking import metric_names, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -53,7 +53,7 @@ def start_parent_run(experiment_id: str, experiment: experiment_.DistributedTrai
     store = store_for(tracking_uri)
     run_id = store.create_run_once(experiment_id, _token(token), sessions.sweep_tags(experiment, source),
                                    int(time.time() * 1000))
-    store.log_params(run_id, sessions.sweep_params(experiment))
+    store.log_params(run_id, schema.sweep_params(experiment))
     return run_id
 
 
@@ -82,11 +82,18 @@ def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | Any | None
         document = summary.wire() if hasattr(summary, "wire") else dict(summary)
         now = int(time.time() * 1000)
         store.log_metrics(run_id, [mlflow.entities.Metric(k, v, now, 0)
-                                   for k, v in sorted(schema.numeric_items(document).items())])
+                                   for k, v in sorted(metric_names.trial(document).items())])
     tags = {k: v for k, v in ((schema.TAG_STATUS_REASON, reason), (schema.TAG_STATUS_MESSAGE, message)) if v}
     if tags:
         store.set_tags(run_id, tags)
     store.set_status(run_id, status)
+
+
+def log_sweep_metrics(parent_run_id: str, summaries: Mapping[str, Mapping[str, Any] | None], *,
+                      tracking_uri: str | None = None) -> int:
+    """The sweep run's metrics comparing its trials (metric_names.sweep), from {trial name: summary wire dict or
+    None}; the number logged. Logged again, the same values are harmless: the Metrics tab shows the latest."""
+    return sessions.log_sweep_metrics(store_for(tracking_uri), parent_run_id, summaries)
 
 
 def log_comparison(parent_run_id: str, rows: Sequence[Any], *, tracking_uri: str | None = None) -> None:

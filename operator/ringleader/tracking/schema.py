@@ -1,22 +1,32 @@
-"""The MLflow schema: tag keys, run names, params from a trial, metrics from records.
+"""The MLflow schema: tag keys, run names, params from a trial; metric names are metric_names.py's.
 
-One MLflow experiment per DistributedTrainingExperiment; a parent run per sweep (one `ringleader run`
-or one CR generation); a child run per trial whose params are the resolved spec; a nested run per
-rank with step-indexed metrics. Used by runs.py and publisher.py; the operator reads the tag keys.
+One MLflow experiment per DistributedTrainingExperiment, tagged as a model-training experiment; a
+parent run per sweep (one `ringleader run` or one CR generation); a child run per trial whose params
+are the resolved spec, less what the trial does not use; a nested run per rank with step-indexed
+metrics. Used by runs.py, sessions.py and publisher.py; the operator reads the tag keys.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Iterable, Mapping
 
+from ringleader.api import experiment as experiment_
+from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 
 # MLflow's own tags: nesting in the UI and the run's display name.
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"
 TAG_RUN_NAME = "mlflow.runName"
 TAG_NOTE = "mlflow.note.content"
+
+# MLflow 3's experiment tag choosing what its UI shows: model training (runs, charts) or GenAI (traces, judges).
+TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_KIND_TRAINING = "custom_model_development"
+
+# The MLflow UI of recent releases (3.17 here) chooses that view from a switch kept in the browser, GenAI unless
+# changed, and no longer from the tag: this query in a link opens the model-training view.
+UI_TRAINING_VIEW = "workflowType=machine_learning"
 
 # ringleader's tags, for filtering in the UI ("tags.`ringleader.kind` = 'trial'") and for finding runs again.
 TAG_KIND = "ringleader.kind"
@@ -51,10 +61,8 @@ MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_KEY = 250
 _PARAM_KEY_REFUSED = re.compile(r"[^\w\-./: ]")
 
-# Record keys that are indexes or labels, not metrics.
-NOT_METRICS = frozenset({"step", "rank", "role", "warmup", "timestamp", "time", "wall_time", "worker"})
-# A rank's summary.json is logged under this prefix so it never adds points to an iteration metric's history.
-RANK_SUMMARY_PREFIX = "summary/"
+# Param values that say "nothing here": a param is left out rather than shown with one of them.
+PLACEHOLDERS = frozenset({"", "{}", "[]", "None", "null"})
 
 
 def param_key(key: str) -> str:
@@ -65,29 +73,78 @@ def param_key(key: str) -> str:
 
 def flatten(document: Any, prefix: str = "") -> dict[str, str]:
     """{"sync": {"paradigm": "BSP"}, "workers": {"groups": [{"name": "a"}]}} ->
-    {"sync.paradigm": "BSP", "workers.groups.0.name": "a"}; empty maps and lists are kept as "{}"/"[]"."""
+    {"sync.paradigm": "BSP", "workers.groups.0.name": "a"}; empty maps, lists and nulls are left out."""
     if isinstance(document, Mapping):
-        if not document and prefix:
-            return {prefix: "{}"}
         items: dict[str, str] = {}
         for key, value in document.items():
             items.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         return items
     if isinstance(document, (list, tuple)):
-        if not document:
-            return {prefix: "[]"}
         items = {}
         for index, value in enumerate(document):
             items.update(flatten(value, f"{prefix}.{index}"))
         return items
     if isinstance(document, bool):
         return {prefix: "true" if document else "false"}
-    return {prefix: "" if document is None else str(document)[:MAX_PARAM_VALUE]}
+    text = "" if document is None else str(document)[:MAX_PARAM_VALUE]
+    return {} if text in PLACEHOLDERS else {prefix: text}
+
+
+TRANSFORMER = "transformer"  # the built-in model that reads tokens (sequenceLength), not images
+
+
+def unused(spec: spec_.ExperimentSpec) -> tuple[str, ...]:
+    """The dotted spec fields a trial of `spec` never reads (api/spec.py says which each setting needs): shown
+    as params they would suggest, say, parameter servers in a ring."""
+    ignored = []
+    if spec.architecture != spec_.Architecture.PARAMETER_SERVER:
+        ignored.append("parameterServers")
+    if spec.sync.paradigm not in spec_.STALE_PARADIGMS:
+        ignored.append("sync.staleness")
+    if spec.sync.paradigm != spec_.Paradigm.DSSP:
+        ignored.append("sync.maxStaleness")
+    if spec.model.optimizer.name != spec_.OptimizerName.SGD:
+        ignored.append("model.optimizer.momentum")
+    if spec.model.name == TRANSFORMER:
+        ignored.append("data.synthetic.imageSize")
+    elif ":" not in spec.model.name:  # a built-in image model; a user's own may read either
+        ignored.append("data.synthetic.sequenceLength")
+    return tuple(ignored)
+
+
+def without(params: Mapping[str, str], prefixes: Iterable[str]) -> dict[str, str]:
+    """`params` less every key that is, or lies under, one of `prefixes`."""
+    prefixes = tuple(prefixes)
+    return {key: value for key, value in params.items()
+            if not any(key == p or key.startswith(p + ".") for p in prefixes)}
+
+
+def spec_params(spec: spec_.ExperimentSpec) -> dict[str, str]:
+    """A resolved spec as params in dotted camelCase keys: what the trial uses, nothing empty."""
+    document = spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"sweep"})
+    return without(flatten(document), unused(spec))
+
+
+def sweep_params(experiment: experiment_.DistributedTrainingExperiment) -> dict[str, str]:
+    """The parent run's params: the settings its trials share, and each swept axis with its values
+    ("sweep.architecture" = "ParameterServer, RingAllReduce"), never the base value an axis replaces."""
+    spec = experiment.spec
+    document = spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"sweep"})
+    params = flatten(document)
+    if spec.sweep is not None:
+        axes = spec.sweep.matrix.axes()
+        params = without(params, (".".join(trial_.AXIS_PATHS[axis]) for axis in axes))
+        for axis, values in axes.items():
+            params[f"sweep.{axis}"] = ", ".join(str(getattr(value, "value", value)) for value in values)
+        params["sweep.repetitions"] = str(spec.sweep.repetitions)
+        params["sweep.maxParallel"] = str(spec.sweep.max_parallel)
+    unused_by_all = set.intersection(*(set(unused(t.spec)) for t in trial_.expand(experiment).trials))
+    return without(params, unused_by_all)
 
 
 def trial_params(trial: trial_.Trial) -> dict[str, str]:
-    """A trial run's params: the resolved spec in dotted camelCase keys, plus the trial's identity."""
-    params = flatten(trial.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+    """A trial run's params: the resolved spec it uses (spec_params), plus the trial's identity."""
+    params = spec_params(trial.spec)
     params["trial.name"] = trial.name
     params["trial.index"] = str(trial.index)
     params["trial.repetition"] = str(trial.repetition)
@@ -111,13 +168,39 @@ def trial_tags(trial: trial_.Trial, parent_run_id: str | None) -> dict[str, str]
     return tags
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+# How a swept axis reads in a trial's run name, after architecture, paradigm and worker count (always there).
+AXIS_LABELS = {
+    "parameterServers": lambda value: _count(int(value), "server"),
+    "staleness": lambda value: f"staleness {value}",
+    "batchSize": lambda value: f"batch {value}",
+    "model": lambda value: f"model {value}",
+    "bandwidth": lambda value: f"bandwidth {value}",
+    "repetition": lambda value: f"repetition {value}",
+}
+ALWAYS_NAMED = ("architecture", "paradigm", "workers")
+
+
 def trial_run_name(trial: trial_.Trial) -> str:
-    """"quickstart-1 (PeerToPeer, SSP, 4 workers)": the swept values are what tells trials apart in the UI."""
+    """"study-3-2 (RingAllReduce, BSP, 4 workers, bandwidth 100Mbit, repetition 1)": the topology, then every
+    other value the sweep varies that the trial uses (no staleness under BSP): what tells trials apart in the
+    UI's lists and chart legends."""
     spec = trial.spec
-    label = f"{spec.architecture.value}, {spec.sync.paradigm.value}, {spec.workers.replicas} workers"
-    if "repetition" in trial.parameters:
-        label += f", repetition {trial.repetition}"
-    return f"{trial.name} ({label})"
+    label = [spec.architecture.value, spec.sync.paradigm.value, _count(len(trial.worker_slots()), "worker")]
+    ignored = unused(spec)
+    for axis, value in trial.parameters.items():
+        path = ".".join(trial_.AXIS_PATHS.get(axis, (axis,)))
+        if axis not in ALWAYS_NAMED and without({path: value}, ignored):
+            label.append(AXIS_LABELS.get(axis, lambda v, a=axis: f"{a} {v}")(value))
+    return f"{trial.name} ({', '.join(label)})"
+
+
+def rank_run_name(trial_name: str, rank: int, role: str) -> str:
+    """"study-3-2/rank-1 (worker)": with its trial, so rank runs of different trials differ in a chart legend."""
+    return f"{trial_name}/rank-{rank} ({role})"
 
 
 def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str) -> dict[str, str]:
@@ -127,29 +210,14 @@ def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str) -> dict[
         TAG_RANK: str(rank),
         TAG_ROLE: role,
         TAG_PARENT_RUN_ID: trial_run_id,
-        TAG_RUN_NAME: f"rank-{rank} ({role})",
+        TAG_RUN_NAME: rank_run_name(trial_name, rank, role),
     }
 
 
-def is_metric_value(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def record_metrics(record: Mapping[str, Any]) -> dict[str, float]:
-    """The metrics of one iteration or server record: every finite number that is not an index or label."""
-    return {key: float(value) for key, value in record.items() if key not in NOT_METRICS and is_metric_value(value)}
-
-
-def numeric_items(document: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """Finite numbers of a (nested) summary as flat metric names; text, lists and nulls are left out."""
-    items: dict[str, float] = {}
-    for key, value in document.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            items.update(numeric_items(value, name + "."))
-        elif is_metric_value(value):
-            items[name] = float(value)
-    return items
+def ui_url(base: str, experiment_id: str, run_id: str | None = None) -> str:
+    """The MLflow UI's page of an experiment, or of one of its runs, under `base` (http://127.0.0.1:5000)."""
+    page = f"{base.rstrip('/')}/#/experiments/{experiment_id}"
+    return f"{page}/runs/{run_id}?{UI_TRAINING_VIEW}" if run_id else f"{page}?{UI_TRAINING_VIEW}"
 
 
 def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:

@@ -10,14 +10,17 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import tempfile
+import time
 from typing import Any
+
+import mlflow.entities
 
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
 from ringleader.contract import records
 from ringleader.contract import redaction
 from ringleader.tracking import cursor as cursor_
-from ringleader.tracking import layout, publisher, schema
+from ringleader.tracking import layout, metric_names, publisher, schema
 from ringleader.tracking import store as store_
 
 
@@ -68,11 +71,6 @@ def sweep_tags(experiment: experiment_.DistributedTrainingExperiment, source: st
     return tags
 
 
-def sweep_params(experiment: experiment_.DistributedTrainingExperiment) -> dict[str, str]:
-    """The parent run's params: the experiment's spec as written, sweep included."""
-    return schema.flatten(experiment.spec.model_dump(mode="json", by_alias=True, exclude_none=True))
-
-
 def open_session(store: store_.Store, session: Session) -> tuple[str, str, cursor_.Cursor]:
     """The session's MLflow experiment and parent run, created once: (experiment id, parent run id, cursor)."""
     cursor = cursor_.Cursor.load(cursor_.path_for(session.directory, store.uri))
@@ -88,18 +86,22 @@ def open_session(store: store_.Store, session: Session) -> tuple[str, str, curso
                                               publisher.ms(outcome.start_time) if outcome else None)
         cursor.save()
     if not cursor.is_done("params"):
-        store.log_params(cursor.run_id, sweep_params(session.experiment))
+        store.log_params(cursor.run_id, schema.sweep_params(session.experiment))
         cursor.mark_done("params")
     return experiment_id, cursor.run_id, cursor
 
 
 def publish_session(store: store_.Store, session: Session) -> SessionResult:
-    """Publish every trial directory that exists, then, once the sweep is over, the comparison and status."""
+    """Publish every trial directory that exists, then, once the sweep is over, the metrics comparing the trials,
+    the comparison and status."""
     experiment_id, parent_run_id, cursor = open_session(store, session)
     results = [publisher.publish_trial(store, session.directory / name, experiment_id, parent_run_id)
                for name in session.trials if (session.directory / name / layout.TRIAL_FILE).is_file()]
     outcome = layout.read_outcome(session.directory)
     if outcome is not None and outcome.status in schema.TERMINAL_STATUSES:
+        if not cursor.is_done("sweep-metrics"):
+            log_sweep_metrics(store, parent_run_id, trial_summaries(session))
+            cursor.mark_done("sweep-metrics")
         if not cursor.is_done("comparison"):
             log_comparison(store, parent_run_id, comparison_rows(session))
             cursor.mark_done("comparison")
@@ -107,6 +109,23 @@ def publish_session(store: store_.Store, session: Session) -> SessionResult:
             publisher.end_run(store, parent_run_id, outcome)
             cursor.mark_done("status")
     return SessionResult(session.directory, experiment_id, parent_run_id, results)
+
+
+def trial_summaries(session: Session) -> dict[str, dict | None]:
+    """{trial name: its summary.json document, None when it wrote none} for the trials of the session that ran."""
+    summaries = {}
+    for name in session.trials:
+        if (session.directory / name / layout.TRIAL_FILE).is_file():
+            summary = layout.read_json(session.directory / name / layout.SUMMARY_FILE)
+            summaries[name] = summary if isinstance(summary, dict) else None
+    return summaries
+
+
+def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: dict[str, Any]) -> int:
+    """The sweep run's metrics comparing its trials (metric_names.sweep); the number logged."""
+    now = int(time.time() * 1000)
+    return store.log_metrics(parent_run_id, [mlflow.entities.Metric(key, value, now, 0) for key, value
+                                             in sorted(metric_names.sweep(summaries).items())])
 
 
 def comparison_rows(session: Session) -> list:

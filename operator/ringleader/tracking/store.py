@@ -91,23 +91,28 @@ class Store:
     # Experiments and runs.
 
     def ensure_experiment(self, name: str) -> str:
+        """The id of experiment `name`, created if absent, and tagged as model training (schema.TAG_EXPERIMENT_KIND)
+        unless it says its kind already: MLflow 3 opens an untagged experiment in its GenAI view."""
         existing = self.call("get experiment", "get_experiment_by_name", name)
         if existing is not None:
             if existing.lifecycle_stage == "deleted":
                 self.call("restore experiment", "restore_experiment", existing.experiment_id)
+            if schema.TAG_EXPERIMENT_KIND not in existing.tags:  # a kind chosen in the UI is the user's to keep
+                self.call("tag experiment", "set_experiment_tag", existing.experiment_id,
+                          schema.TAG_EXPERIMENT_KIND, schema.EXPERIMENT_KIND_TRAINING)
             return existing.experiment_id
         artifact_location = None
         root = settings_.local_artifact_root(self.uri)
         if root is not None:
             artifact_location = (root / _slug(name)).as_uri()
         try:
-            return self.call("create experiment", "create_experiment", name,
-                             artifact_location=artifact_location)
+            return self.call("create experiment", "create_experiment", name, artifact_location=artifact_location,
+                             tags={schema.TAG_EXPERIMENT_KIND: schema.EXPERIMENT_KIND_TRAINING})
         except mlflow.exceptions.MlflowException as error:
             # Someone else (another operator replica, a retried request) created it meanwhile.
             if error.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
-            return self.call("get experiment", "get_experiment_by_name", name).experiment_id
+            return self.ensure_experiment(name)
 
     def find_run(self, experiment_id: str, token: str) -> str | None:
         runs = self.call("search runs", "search_runs", [experiment_id],

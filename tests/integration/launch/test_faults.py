@@ -57,7 +57,8 @@ def runs_by_kind(database, experiment_name: str) -> dict[str, list]:
 
 def steps_published(database, rank_run) -> list[int]:
     client = mlflow.tracking.MlflowClient(f"sqlite:///{database}")
-    return sorted(m.step for m in client.get_metric_history(rank_run.info.run_id, "time/iteration"))
+    return sorted(m.step for key in ("time/iteration_ms", "warmup/time/iteration_ms")
+                  for m in client.get_metric_history(rank_run.info.run_id, key))
 
 
 def steps_on_disk(rank_dir) -> list[int]:

@@ -158,9 +158,11 @@ def test_each_run_gets_its_own_directory(tmp_path):
 
 def test_the_output_says_how_to_open_the_runs(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    assert cli.how_to_open(f"sqlite:///{tmp_path}/mlflow.db", "1").startswith(
-        "mlflow ui --backend-store-uri sqlite:///mlflow.db")
-    assert cli.how_to_open("http://127.0.0.1:5000", "7") == "http://127.0.0.1:5000/#/experiments/7"
+    local = cli.how_to_open(f"sqlite:///{tmp_path}/mlflow.db", "1", "abc")
+    assert local.startswith("mlflow ui --backend-store-uri sqlite:///mlflow.db\n")
+    assert local.endswith("then open http://127.0.0.1:5000/#/experiments/1/runs/abc?workflowType=machine_learning")
+    assert cli.how_to_open("http://127.0.0.1:5000", "7", "abc") == \
+        "http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning"
 
 
 def test_run_refuses_an_invalid_file_and_a_missing_trial_with_status_2(tmp_path):

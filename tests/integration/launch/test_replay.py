@@ -58,7 +58,8 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
         state = cursor.Cursor.load(cursor.path_for(rank_dir, uri))
         if state.run_id is None:
             return []
-        return sorted((m.step, m.value) for m in client.get_metric_history(state.run_id, "time/iteration"))
+        return sorted((m.step, m.value) for key in ("time/iteration_ms", "warmup/time/iteration_ms")
+                      for m in client.get_metric_history(state.run_id, key))
 
     append(rank_dir, range(0, 10))
     publisher.start()
@@ -81,7 +82,7 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
     assert publisher.stop("FINISHED")
 
     # The live rank: every iteration exactly once, with its value.
-    assert published() == [(step, record(step)["time/iteration"]) for step in range(40)]
+    assert published() == [(step, pytest.approx(1000 * record(step)["time/iteration"])) for step in range(40)]
     rank_run = client.get_run(cursor.Cursor.load(cursor.path_for(rank_dir, uri)).run_id)
     assert rank_run.info.status == "FINISHED"
     assert rank_run.data.tags["mlflow.parentRunId"] == trial_run_id
@@ -99,5 +100,6 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
     assert [r.info.status for r in kinds["trial"]] == ["FINISHED"]
     assert len(kinds["rank"]) == 2
     for rank in kinds["rank"]:
-        steps = [m.step for m in client.get_metric_history(rank.info.run_id, "time/iteration")]
+        steps = [m.step for key in ("time/iteration_ms", "warmup/time/iteration_ms")
+                 for m in client.get_metric_history(rank.info.run_id, key)]
         assert sorted(steps) == list(range(20))

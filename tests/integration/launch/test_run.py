@@ -46,8 +46,8 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
         assert run.info.status == "FINISHED"
         assert run.data.tags["mlflow.parentRunId"] == sweep.info.run_id
         assert run.data.params["workers.replicas"] == "2" and run.data.params["trial.name"] == name
-        assert run.data.metrics["throughput"] > 0
-        assert 0 < run.data.metrics["iterationTimeP50Seconds"] <= run.data.metrics["iterationTimeP95Seconds"]
+        assert run.data.metrics["throughput/samples_per_s"] > 0
+        assert 0 < run.data.metrics["iteration/p50_ms"] <= run.data.metrics["iteration/p95_ms"]
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert {"trial.json", "topology.yaml", "breakdown.png", "traces", "logs"} <= artifacts
     assert trials["arch-0"].data.params["architecture"] == "ParameterServer"
@@ -61,8 +61,9 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
         assert rank.data.tags["mlflow.parentRunId"] == trial_run.info.run_id
         assert rank.info.status == "FINISHED"
         if rank.data.tags["ringleader.role"] == "worker":
-            history = client.get_metric_history(rank.info.run_id, "time/iteration")
-            assert sorted(m.step for m in history) == list(range(20))  # every iteration, once
+            history = client.get_metric_history(rank.info.run_id, "time/iteration_ms")
+            warmup = client.get_metric_history(rank.info.run_id, "warmup/time/iteration_ms")
+            assert sorted(m.step for m in warmup + history) == list(range(20))  # every iteration, once
 
     # Every rank's records are on disk too, published (the cursors reached the end of each file).
     [session] = [d for d in (workdir / "ringleader-runs").iterdir() if d.is_dir()]
@@ -80,7 +81,7 @@ def test_a_crashed_rank_fails_its_trial_with_the_rank_and_reason_and_the_next_tr
                              extra_env={"RINGLEADER_TEST_CRASH": "0:1:5"})
 
     assert finished.returncode == 1, finished.output
-    assert "crash-0 (RingAllReduce, BSP, 2 workers): FAILED" in finished.output
+    assert "crash-0 (RingAllReduce, BSP, 2 workers, batch 16): FAILED" in finished.output
     assert "rank 1 (worker-1) exited with code 3" in finished.output
     table = finished.output[finished.output.index("trial "):].splitlines()
     assert table[2].split()[0] == "crash-0" and table[2].split()[-1] == "FAILED"
@@ -100,4 +101,6 @@ def test_a_crashed_rank_fails_its_trial_with_the_rank_and_reason_and_the_next_tr
     # What the crashed rank did before it died is kept: its first 5 iterations.
     crashed = next(r for r in runs["rank"] if r.data.tags["ringleader.trial"] == "crash-0"
                    and r.data.tags["ringleader.rank"] == "1")
-    assert sorted(m.step for m in client.get_metric_history(crashed.info.run_id, "time/iteration")) == list(range(5))
+    steps = [m.step for key in ("time/iteration_ms", "warmup/time/iteration_ms")
+             for m in client.get_metric_history(crashed.info.run_id, key)]
+    assert sorted(steps) == list(range(5))

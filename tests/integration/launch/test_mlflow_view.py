@@ -1,0 +1,75 @@
+"""What a person opening MLflow after `ringleader run` sees: a model-training experiment, runs named by what they
+vary, one metric scheme in milliseconds and percent, the trials compared on the sweep run, the files the report reads."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import mlflow.tracking
+import pytest
+
+import launching
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
+    path = launching.experiment_file(workdir, "view", {
+        "architecture": "RingAllReduce", "sweep": {"matrix": {"workers": [1, 2], "batchSize": [16]}}})
+
+    finished = launching.run(workdir, str(path))
+
+    assert finished.returncode == 0, finished.output
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("default/view")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    [sweep] = [r for r in runs if r.data.tags["ringleader.kind"] == "sweep"]
+    trials = {r.data.tags["ringleader.trial"]: r for r in runs if r.data.tags["ringleader.kind"] == "trial"}
+    ranks = [r for r in runs if r.data.tags["ringleader.kind"] == "rank"]
+    [session] = [d for d in (workdir / "ringleader-runs").iterdir() if d.is_dir()]
+
+    # The last lines say how to open the sweep run, in the model-training view.
+    page = (f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs/{sweep.info.run_id}"
+            "?workflowType=machine_learning")
+    assert "mlflow ui --backend-store-uri sqlite:///mlflow.db" in finished.output and page in finished.output
+
+    # Names carry every swept value, one worker singular; rank runs carry their trial.
+    assert {r.info.run_name for r in trials.values()} == {"view-0 (RingAllReduce, BSP, 1 worker, batch 16)",
+                                                          "view-1 (RingAllReduce, BSP, 2 workers, batch 16)"}
+    assert sorted(r.info.run_name for r in ranks) == ["view-0/rank-0 (worker)", "view-1/rank-0 (worker)",
+                                                      "view-1/rank-1 (worker)"]
+
+    # Params: the axes with their values on the sweep run, nothing unused or empty anywhere.
+    assert sweep.data.params["sweep.workers"] == "1, 2" and sweep.data.params["sweep.batchSize"] == "16"
+    assert "workers.replicas" not in sweep.data.params and "architecture" in sweep.data.params
+    for run in [sweep, *trials.values()]:
+        assert not [k for k in run.data.params if k.startswith(("parameterServers", "sync.staleness"))]
+        assert not [k for k, v in run.data.params.items() if v in ("", "{}", "[]", "None")]
+
+    # The sweep run compares its trials, in the trial runs' units.
+    for name, run in trials.items():
+        summary = json.loads((session / name / "summary.json").read_text())
+        assert run.data.metrics["iteration/p50_ms"] == pytest.approx(1000 * summary["iterationTimeP50Seconds"])
+        assert run.data.metrics["share/comm_pct"] == pytest.approx(100 * summary["commFraction"])
+        assert sweep.data.metrics[f"iteration_p50_ms/{name}"] == run.data.metrics["iteration/p50_ms"]
+        assert sweep.data.metrics[f"throughput_samples_per_s/{name}"] == pytest.approx(summary["throughput"])
+        assert "summary.json" in {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert not [key for key in run.data.metrics if "Seconds" in key or "Fraction" in key]
+
+    # Every charted point is the file's seconds times 1000; warm-up steps (2 here) are apart, under warmup/.
+    for rank in ranks:
+        trial_name, number = rank.data.tags["ringleader.trial"], rank.data.tags["ringleader.rank"]
+        records = [json.loads(line) for line in
+                   (session / trial_name / f"rank-{number}" / "iterations.jsonl").read_text().splitlines()]
+        charted = {m.step: m.value for m in client.get_metric_history(rank.info.run_id, "time/comm_ms")}
+        warmup = {m.step: m.value for m in client.get_metric_history(rank.info.run_id, "warmup/time/comm_ms")}
+        assert sorted(warmup) == [0, 1] and sorted(charted) == list(range(2, 20))
+        for record in records:
+            value = (warmup if record["warmup"] else charted)[record["step"]]
+            assert value == pytest.approx(1000 * record["time/comm"], rel=1e-9, abs=1e-9)
+        assert rank.data.metrics["mean/time/iteration_ms"] > 0
+        assert [a.path for a in client.list_artifacts(rank.info.run_id, "records")] == ["records/iterations.jsonl"]
+        local = pathlib.Path(rank.info.artifact_uri.removeprefix("file://")) / "records" / "iterations.jsonl"
+        assert local.read_bytes() == (session / trial_name / f"rank-{number}" / "iterations.jsonl").read_bytes()
