@@ -60,10 +60,10 @@ def test_validate_lists_trials_and_skipped_combinations(files, capsys):
     ]
 
 
-def test_validate_prints_every_problem_with_its_field_and_fix(files, capsys):
-    code, out, _ = run(capsys, "validate", str(files / "invalid.yaml"))
-    assert code == 1
-    lines = out.splitlines()
+def test_validate_prints_every_problem_with_its_field_and_fix_on_stderr(files, capsys):
+    code, out, err = run(capsys, "validate", str(files / "invalid.yaml"))
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
     assert lines[0] == f"{files / 'invalid.yaml'}: invalid"
     assert "  - `spec.workers.replicas` must be greater than or equal to 1 (got 0)" in lines
     assert "  - `spec.modle` is not a field of this object: check its spelling (fields are camelCase)" in lines
@@ -73,11 +73,12 @@ def test_validate_prints_every_problem_with_its_field_and_fix(files, capsys):
 
 
 def test_validate_fails_when_any_file_is_invalid(files, capsys):
-    code, out, _ = run(capsys, "validate", str(files / "valid.yaml"), str(files / "invalid.yaml"),
-                       str(files / "absent.yaml"))
+    code, out, err = run(capsys, "validate", str(files / "valid.yaml"), str(files / "invalid.yaml"),
+                         str(files / "absent.yaml"))
     assert code == 1
-    assert "valid.yaml: valid, 3 trials" in out
-    assert f"{files / 'absent.yaml'}: file not found\n" in out
+    assert out.startswith(f"{files / 'valid.yaml'}: valid, 3 trials\n") and "invalid" not in out
+    assert err.startswith(f"{files / 'invalid.yaml'}: invalid\n")
+    assert err.endswith(f"{files / 'absent.yaml'}: file not found\n")
 
 
 def test_render_prints_every_trials_objects_as_one_stream(files, capsys):
@@ -100,15 +101,15 @@ def test_render_one_trial(files, capsys):
     assert env["MLFLOW_TRACKING_URI"] == "http://m:5000"
 
 
-def test_render_refuses_a_trial_that_does_not_exist(files, capsys):
+def test_render_refuses_a_trial_that_does_not_exist_as_a_usage_error(files, capsys):
     code, out, err = run(capsys, "render", str(files / "valid.yaml"), "--trial", "3")
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert "--trial 3 does not exist: the experiment has trials 0 to 2" in err
 
 
 def test_render_refuses_credentials_in_the_tracking_uri_without_echoing_them(files, capsys):
     code, out, err = run(capsys, "render", str(files / "valid.yaml"), "--tracking-uri", "http://u:hunter2@m:5000")
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert "http://***@m:5000 carries credentials" in err and "tracking.credentialsSecret" in err
     assert "hunter2" not in err
 
@@ -142,7 +143,7 @@ def test_help_lists_every_command(capsys):
         cli.main(["--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    for command in ("validate", "render", "crd", "run", "operator"):
+    for command in ("validate", "render", "crd", "run", "operator", "publish", "version"):
         assert f"    {command} " in out
 
 
