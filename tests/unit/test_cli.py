@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import importlib.metadata
 import io
 import json
 import os
+import pathlib
 import platform
+import re
 import subprocess
 import sys
 import types
@@ -17,6 +21,7 @@ import yaml
 import ringleader
 from ringleader import cli
 from ringleader.api import crd
+from ringleader.topology import settings as render_settings
 
 VALID = """\
 apiVersion: ringleader.dev/v1alpha1
@@ -330,3 +335,44 @@ def test_every_command_exits_0_ok_1_invalid_or_failed_2_usage_with_problems_on_s
     assert code == status, captured.err
     if status:
         assert captured.out == "" and captured.err.strip(), captured
+
+
+CLI_DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+
+
+def test_the_cli_page_shows_what_validate_prints(repo_root, monkeypatch, capsys):
+    [block] = re.findall(r"```console\n\$ ringleader validate (\S+)\n(.*?)```", CLI_DOCS.read_text(), re.S)
+    monkeypatch.chdir(repo_root)
+    code, out, err = run(capsys, "validate", block[0])
+    assert (code, out, err) == (0, block[1], "")
+
+
+def test_the_cli_page_lists_every_command_and_its_own_options():
+    page = CLI_DOCS.read_text()
+    parser = cli.build_parser()
+    [commands] = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    for name, subparser in commands.choices.items():
+        assert f"`ringleader {name}" in page, name
+        if name in cli.DELEGATED:
+            subparser = argparse.ArgumentParser()
+            importlib.import_module(cli.DELEGATED[name][0]).add_arguments(subparser)
+        if name == "operator":
+            continue  # its flags are listed in docs/operator.md, which the page links
+        for action in subparser._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help") and option not in operator_pod_flags():
+                    assert f"`{option}" in page, f"ringleader {name} {option}"
+    for status in ("| 0 |", "| 1 |", "| 2 |", "| 128 + N |"):
+        assert status in page
+
+
+def operator_pod_flags() -> set[str]:
+    """`render`'s flags that are the operator's own, listed in docs/operator.md."""
+    parser = argparse.ArgumentParser()
+    render_settings.add_arguments(parser)
+    return {option for action in parser._actions for option in action.option_strings}
+
+
+def test_the_readme_links_the_cli_page():
+    readme = (CLI_DOCS.parents[1] / "README.md").read_text()
+    assert "(docs/cli.md)" in readme
