@@ -73,6 +73,7 @@ class Checked:
 
 
 def check(path: str) -> Checked:
+    """Load, validate and expand one file ('-': standard input), keeping its problems rather than raising them."""
     file = loading.display_name(path)
     try:
         return Checked(file, api.expand(api.load(path)), [])
