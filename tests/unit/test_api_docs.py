@@ -56,4 +56,5 @@ def test_the_validation_example_is_what_validate_prints(tmp_path, monkeypatch, c
         "spec": {"sync": {"paradigm": "DSSP", "staleness": 5, "maxStaleness": 3}, "workers": {"replicas": 0}}}))
     monkeypatch.chdir(tmp_path)
     assert cli.main(["validate", "broken.yaml"]) == 1
-    assert capsys.readouterr().out == block
+    printed = capsys.readouterr()
+    assert (printed.out, printed.err) == ("", block)  # problems go to stderr

@@ -91,6 +91,46 @@ def test_all_problems_are_reported_at_once(experiment_document):
     assert "`spec.sync.paradigm` must be 'BSP', 'ASP', 'SSP' or 'DSSP' (got 'Sometimes')" in found
 
 
+@pytest.mark.parametrize("case", RULE_CASES, ids=list(RULE_CASES))
+def test_a_field_error_does_not_hide_a_broken_rule(experiment_document, case):
+    # Pydantic checks a model's rules only when all its fields are valid: `spec.image` of the wrong type
+    # would otherwise hide every rule of `spec` until it is fixed.
+    spec, path, fix = RULE_CASES[case]
+    found = problems(experiment_document({**spec, "image": 5}))
+    [field_error] = [p for p in found if p.field == "spec.image"]
+    [broken] = [p for p in found if p != field_error]
+    assert field_error == "`spec.image` must be a valid string (got 5)"
+    assert broken.startswith(f"{path}: `") and fix in broken and broken.field == path
+
+
+def test_a_rule_that_reads_a_field_in_error_is_not_reported(experiment_document):
+    # With `replicas` unreadable, whether the groups add up to it is unknown: only the names rule, which
+    # reads the groups alone, can be said to be broken.
+    found = problems(experiment_document({
+        "sync": {"paradigm": "DSSP", "staleness": "3", "maxStaleness": 2},
+        "workers": {"replicas": "two", "groups": [{"name": "a", "replicas": 1}, {"name": "a", "replicas": 2}]},
+    }))
+    assert found == [
+        "`spec.sync.staleness` must be a valid integer (got '3')",
+        "`spec.workers.replicas` must be a valid integer (got 'two')",
+        "spec.workers.groups: `workers.groups` names must be unique: rename the repeated group",
+    ]
+
+
+def test_a_missing_field_drops_its_object_and_the_rules_reading_it(experiment_document):
+    found = problems(experiment_document({
+        "architecture": "RingAllReduce", "sync": {"paradigm": "SSP"},
+        "workers": {"replicas": 2, "groups": [{"replicas": 2}]},
+    }))
+    assert found == [
+        "`spec.workers.groups.0.name` is required",
+        "spec.sync.paradigm: `sync.paradigm` must be BSP when `architecture` is RingAllReduce: allreduce is a "
+        "collective in which every worker waits for all; use ParameterServer or PeerToPeer for ASP, SSP or DSSP",
+        "spec.sync.staleness: `sync.staleness` is required when `sync.paradigm` is SSP or DSSP: set it to how many "
+        "iterations the fastest worker may run ahead of the slowest (e.g. 3)",
+    ]
+
+
 def test_gang_names_who_starts_a_trials_pods_together_and_the_old_boolean_is_refused(experiment_document):
     assert api.parse(experiment_document({})).spec.scheduling.gang == spec_.Gang.OPERATOR
     [problem] = problems(experiment_document({"scheduling": {"gang": True}}))

@@ -7,8 +7,10 @@ import re
 from typing import Annotated, Any, Literal
 
 import pydantic
+import pydantic_core
 
 from ringleader.api import constants, loading
+from ringleader.api import problems as problems_
 from ringleader.api import spec as spec_
 from ringleader.api.spec import ExperimentSpec
 from ringleader.api.status import ExperimentStatus
@@ -63,11 +65,11 @@ class DistributedTrainingExperiment(pydantic.BaseModel):
 
 
 class SpecError(ValueError):
-    """An experiment file or CR is invalid; `problems` lists each as 'path: what to change'."""
+    """An experiment file or CR is invalid; `problems` lists each as 'path: what to change' (a problems.Problem)."""
 
     def __init__(self, source: str, problems: list[str]):
         self.source = source
-        self.problems = problems
+        self.problems = [p if isinstance(p, problems_.Problem) else problems_.Problem(None, p) for p in problems]
         super().__init__(f"{source} is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
@@ -75,42 +77,52 @@ MAX_PROBLEMS = 20
 """Problems listed at most: a file of a thousand typos is fixed a screenful at a time."""
 
 
-def problems_of(error: pydantic.ValidationError) -> list[str]:
-    """Pydantic errors in the API's own wording: "`spec.workers.replicas` must be greater than or equal to 1"."""
-    problems = []
-    items = error.errors()
-    for item in items[:MAX_PROBLEMS]:
-        path = ".".join(loading.shorten(str(part), 60) for part in item["loc"])
-        message = item["msg"]
-        if item["type"] == "rule":
-            problems.append(f"{path}: {message}")
-            continue
-        message = re.sub(r"^(Input|String|List|Dictionary|Object) should", "must", message.replace("Value error, ", ""))
-        if item["type"] == "string_pattern_mismatch":
-            pattern = item.get("ctx", {}).get("pattern", "")
-            message = f"must be {PATTERN_HINTS.get(pattern, f'a string matching {pattern}')}"
-        if item["type"] == "extra_forbidden":
-            message = "is not a field of this object: check its spelling (fields are camelCase)"
-        elif item["type"] == "missing":
-            message = "is required"
-        got = item.get("input")
-        shown = item["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict)
-        detail = f" (got {loading.shorten(repr(got), 80)})" if shown else ""
-        problems.append(f"`{path}` {message}{detail}")
-    if len(items) > MAX_PROBLEMS:
-        problems.append(f"... and {len(items) - MAX_PROBLEMS} more problems: fix these first")
+def problems_of(error: pydantic.ValidationError, hidden: list[tuple[tuple, str]] = ()) -> list[problems_.Problem]:
+    """Pydantic errors in the API's own wording: "`spec.workers.replicas` must be greater than or equal to 1",
+    then the `hidden` rules (problems.hidden_rules) that pydantic did not report itself."""
+    problems = [_problem(item) for item in error.errors()]
+    problems += [problem for problem in (_broken_rule(location, message) for location, message in hidden)
+                 if problem not in problems]
+    if len(problems) > MAX_PROBLEMS:
+        more = len(problems) - MAX_PROBLEMS
+        problems = problems[:MAX_PROBLEMS] + [problems_.Problem(None, f"... and {more} more problems: fix these first")]
     return problems
 
 
+def _broken_rule(location: tuple, message: str) -> problems_.Problem:
+    path = ".".join(loading.shorten(str(part), 60) for part in location)
+    return problems_.Problem(path, message, line=f"{path}: {message}")
+
+
+def _problem(item: pydantic_core.ErrorDetails) -> problems_.Problem:
+    if item["type"] == "rule":
+        return _broken_rule(item["loc"], item["msg"])
+    path = ".".join(loading.shorten(str(part), 60) for part in item["loc"])
+    message = re.sub(r"^(Input|String|List|Dictionary|Object) should", "must", item["msg"].replace("Value error, ", ""))
+    if item["type"] == "string_pattern_mismatch":
+        pattern = item.get("ctx", {}).get("pattern", "")
+        message = f"must be {PATTERN_HINTS.get(pattern, f'a string matching {pattern}')}"
+    if item["type"] == "extra_forbidden":
+        message = "is not a field of this object: check its spelling (fields are camelCase)"
+    elif item["type"] == "missing":
+        message = "is required"
+    got = item.get("input")
+    shown = item["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict)
+    detail = f" (got {loading.shorten(repr(got), 80)})" if shown else ""
+    return problems_.Problem(path, message + detail)
+
+
 def parse(document: Any, source: str = "experiment") -> DistributedTrainingExperiment:
-    """Validate a CR body (a dict) against the models, or raise SpecError listing every problem."""
+    """Validate a CR body (a dict) against the models, or raise SpecError listing every problem, the
+    cross-field rules that field errors hid included."""
     if not isinstance(document, dict):
         raise SpecError(source, ["the document must be a mapping with apiVersion, kind, metadata and spec"])
     try:
         # Wire names only, as the API server sees them: `batch_size` in a file is a typo there, so here too.
         return DistributedTrainingExperiment.model_validate(document, by_alias=True, by_name=False)
     except pydantic.ValidationError as error:
-        raise SpecError(source, problems_of(error)) from None
+        hidden = problems_.hidden_rules(DistributedTrainingExperiment, document, error)
+        raise SpecError(source, problems_of(error, hidden)) from None
 
 
 def load(path: str | pathlib.Path) -> DistributedTrainingExperiment:

@@ -13,6 +13,7 @@ import pydantic
 from ringleader.api import constants
 from ringleader.api.base import ApiModel
 from ringleader.api.experiment import DistributedTrainingExperiment, SpecError, problems_of
+from ringleader.api.problems import Problem
 from ringleader.api import spec as spec_
 from ringleader.api.spec import Architecture, ExperimentSpec, Resources
 
@@ -170,7 +171,7 @@ def expand(experiment: DistributedTrainingExperiment) -> Expansion:
     repetitions = spec.sweep.repetitions if spec.sweep else 1
     trials: list[Trial] = []
     skipped: list[tuple[dict[str, str], str]] = []
-    problems: list[str] = []
+    problems: list[Problem] = []
     for combination in itertools.product(*axes.values()):
         chosen = dict(zip(axes.keys(), combination))
         document = copy.deepcopy(base)
@@ -186,7 +187,8 @@ def expand(experiment: DistributedTrainingExperiment) -> Expansion:
             resolved = ExperimentSpec.model_validate(document)
         except pydantic.ValidationError as error:
             label = ", ".join(f"{k}={v}" for k, v in parameters.items()) or "the experiment"
-            problems += [f"trial ({label}): {p}" for p in problems_of(error)]
+            problems += [Problem(p.field and f"spec.{p.field}", f"trial ({label}): {p.message}",
+                                 line=f"trial ({label}): {p}") for p in problems_of(error)]
             continue
         for repetition in range(repetitions):
             index = len(trials)

@@ -7,6 +7,7 @@
     failures      the failure line a rank prints, and blame(): which rank caused a failure
     progress      the progress line a worker prints and the operator reads back
     redaction     credentials inside URIs, found and masked wherever a URI is shown or stored
+    exits         the exit statuses of every `ringleader` command: 0 ok, 1 invalid or failed, 2 usage
 
 Every other package may import this one; it imports nothing of theirs but `api`, nor torch, kopf or
 mlflow (tests/unit/test_import_directions.py).

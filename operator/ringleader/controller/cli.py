@@ -13,6 +13,7 @@ import sys
 
 import kopf
 
+from ringleader.contract import exits
 from ringleader.controller import credentials
 from ringleader.controller import settings as settings_
 
@@ -25,14 +26,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the operator until SIGINT/SIGTERM; returns the exit status (2: a setting that can never work)."""
+    """Run the operator until SIGINT/SIGTERM; returns the exit status (contract/exits.py; USAGE: a setting that can
+    never work)."""
     try:
         settings = settings_.from_args(args)
         # Before anything uses MLflow: its credentials leave the environment, bound to the operator's server.
         taken = credentials.take(settings.tracking.default_uri)
     except ValueError as error:
         print(f"ringleader operator: {error}", file=sys.stderr)
-        return 2
+        return exits.USAGE
     if settings.tracking.default_uri or settings.tracking.allowed_uris:
         credentials.bind(taken)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         liveness_endpoint=settings.liveness_endpoint,
         memo=kopf.Memo(settings=settings),
     )
-    return 0
+    return exits.OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,8 +7,9 @@
     ringleader run mine.yaml --env HF_HOME                    # ranks get this shell variable too
     mlflow ui --backend-store-uri sqlite:///mlflow.db         # then compare the runs
 
-Exit status: 0 when every trial finished, 1 when any failed, 2 when the file or the options are
-wrong, 128 + N after signal N (Ctrl-C: 130). Importing this module is cheap (the `ringleader`
+Exit status (contract/exits.py): 0 when every trial finished; 1 when the file is invalid, a trial
+failed or the disk filled up; 2 when an option cannot work (--trial out of range, an --output-dir
+that cannot hold a run); 128 + N after signal N (Ctrl-C: 130). Importing this module is cheap (the `ringleader`
 parser is built with it); torch, MLflow and matplotlib are imported when `run` is called.
 """
 
@@ -18,11 +19,12 @@ import argparse
 import datetime
 import os
 import pathlib
+import signal
 import sys
 from typing import TextIO
 
 from ringleader.contract import environment as contract
-from ringleader.contract import redaction
+from ringleader.contract import exits, redaction
 from ringleader.launch import environment
 from ringleader.launch import settings as settings_
 
@@ -50,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default: ${contract.STALL_TIMEOUT_SECONDS}, else {contract.DEFAULT_STALL_TIMEOUT_SECONDS:g})")
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
+    out, err = out or sys.stdout, err or sys.stderr
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
     from ringleader.api import experiment as experiment_
     from ringleader.api import loading
@@ -61,7 +65,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         expansion = trial_.expand(experiment)
     except (loading.LoadError, experiment_.SpecError) as error:
         print(str(error), file=err)
-        return 2
+        return exits.FAILED
     # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
     from ringleader.tracking import settings as tracking_settings_
 
@@ -69,15 +73,15 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     if args.trial:
         wrong = [n for n in args.trial if not 0 <= n < len(trials)]
         if wrong:
-            print(f"{args.file}: --trial {wrong[0]} does not exist: the experiment has trials 0 to {len(trials) - 1}",
-                  file=err)
-            return 2
+            print(f"{loading.display_name(args.file)}: --trial {wrong[0]} does not exist: the experiment has trials "
+                  f"0 to {len(trials) - 1}", file=err)
+            return exits.USAGE
         trials = [trials[n] for n in sorted(set(args.trial))]
     for flag, value in (("--timeout-seconds", args.timeout_seconds),
                         ("--stall-timeout-seconds", args.stall_timeout_seconds)):
         if value is not None and not value > 0:
             print(f"{flag} must be greater than 0", file=err)
-            return 2
+            return exits.USAGE
     environ = dict(os.environ)
     if args.stall_timeout_seconds is not None:  # the ranks read it (runtime/settings.py)
         environ[contract.STALL_TIMEOUT_SECONDS] = str(args.stall_timeout_seconds)
@@ -87,7 +91,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     refusal = next((r for r in map(environment.refusal, passed) if r), None)
     if refusal:
         print(refusal, file=err)
-        return 2
+        return exits.USAGE
     for name in passed:
         if name not in os.environ:
             print(f"warning: --env {name} is not set in this shell; the ranks will not have it", file=err)
@@ -101,11 +105,11 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     except OSError as error:
         print(f"--output-dir {settings.output_dir}: cannot create a run directory in it: {_why(error)}; "
               "choose a writable directory", file=err)
-        return 2
+        return exits.USAGE
     close_abandoned(output_dir, session_dir, out, err)
 
-    print(f"{args.file}: {len(trials)} trial{'s' if len(trials) != 1 else ''} of {experiment.name}; "
-          f"records in {shown(session_dir)}; MLflow: {redaction.redact(tracking_uri)}", file=out)
+    count = f"{len(trials)} trial{'s' if len(trials) != 1 else ''}"
+    print(f"{loading.display_name(args.file)}: {count} of {experiment.name}; records in {shown(session_dir)}; MLflow: {redaction.redact(tracking_uri)}", file=out)
     for parameters, reason in expansion.skipped:
         print(f"  skipped ({', '.join(f'{k}={v}' for k, v in parameters.items())}): {reason}", file=out)
     out.flush()
@@ -117,11 +121,11 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         # A second Ctrl-C, while publishing: every rank is already stopped; the records are on disk.
         print(f"\ninterrupted while publishing; the records are in {shown(session_dir)}: "
               f"ringleader publish {shown(session_dir)}", file=out)
-        return 130
+        return exits.signalled(signal.SIGINT)
     except OSError as error:  # a full disk, most likely; every rank is stopped by now
         print(f"ringleader run stopped: {_why(error)}; what was recorded is kept in {shown(session_dir)}: "
               f"once there is room, `ringleader publish {shown(session_dir)}` publishes it", file=err)
-        return 1
+        return exits.FAILED
 
 
 def _run_and_report(args, experiment, trials, session_dir, tracking_uri, settings, tracking_settings, environ,

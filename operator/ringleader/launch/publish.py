@@ -5,10 +5,10 @@
 
 Each store has its own publish cursors, so publishing into a second store (--tracking-uri) sends everything
 there too. A run whose `ringleader run` died (SIGKILL, a full disk) is closed first: its trials that were
-still running end as KILLED, from the records on disk. Exit status: 0 when everything is published, 1
-when the store still does not answer or refuses (run it again later: nothing is lost, nothing is sent
-twice) or a run's URI had credentials, which are never stored (give it again with --tracking-uri), 2
-when DIR holds no run.
+still running end as KILLED, from the records on disk. Exit status (contract/exits.py): 0 when
+everything is published; 1 when DIR holds no run, when the store still does not answer or refuses (run
+it again later: nothing is lost, nothing is sent twice), or when a run's URI had credentials, which are
+never stored (give it again with --tracking-uri).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import TextIO
+
+from ringleader.contract import exits
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "that store's URI had credentials (they are never written to disk)")
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
+    out, err = out or sys.stdout, err or sys.stderr
     # Imported here: MLflow takes seconds to import and the `ringleader` parser is built with this module.
     from ringleader import tracking
 
@@ -34,11 +38,11 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         replayed = tracking.publish_dir(args.directory, tracking_uri=args.tracking_uri)
     except FileNotFoundError as error:
         print(str(error), file=err)
-        return 2
+        return exits.FAILED
     except OSError as error:  # a full disk: a cursor could not be saved; what MLflow accepted is not sent again
         print(f"{args.directory}: not all published: {error.filename or ''}{': ' if error.filename else ''}"
               f"{error.strerror or error}; run it again once there is room", file=err)
-        return 1
+        return exits.FAILED
     for directory in replayed.closed:
         print(f"{directory}: its `ringleader run` ended without recording its end; closed from the records on disk",
               file=out)
@@ -48,4 +52,4 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
               f"sweep run {session.parent_run_id}", file=out)
     for directory, error in replayed.unavailable:
         print(f"{directory}: not published: {error}", file=err)
-    return 0 if replayed.ok else 1
+    return exits.OK if replayed.ok else exits.FAILED

@@ -18,7 +18,7 @@ from typing import Mapping, TextIO
 from ringleader.analysis import report
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
-from ringleader.contract import keys
+from ringleader.contract import exits, keys
 from ringleader.launch import progress, tracker
 from ringleader.launch import settings as settings_
 from ringleader.launch import trials as trials_
@@ -45,8 +45,8 @@ class SweepResult:
     @property
     def exit_code(self) -> int:
         if self.interrupted_by is not None:
-            return 128 + self.interrupted_by
-        return 0 if all(o.status == schema.FINISHED for o in self.outcomes.values()) else 1
+            return exits.signalled(self.interrupted_by)
+        return exits.OK if all(o.status == schema.FINISHED for o in self.outcomes.values()) else exits.FAILED
 
 
 class _Signals:

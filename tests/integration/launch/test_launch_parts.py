@@ -165,19 +165,19 @@ def test_the_output_says_how_to_open_the_runs(monkeypatch, tmp_path):
         "http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning"
 
 
-def test_run_refuses_an_invalid_file_and_a_missing_trial_with_status_2(tmp_path):
+def test_run_refuses_an_invalid_file_with_status_1_and_a_missing_trial_with_status_2(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("apiVersion: ringleader.dev/v1alpha1\nkind: DistributedTrainingExperiment\n"
                     "metadata: {name: bad}\nspec: {workers: {replicas: 0}}\n")
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     err = io.StringIO()
-    assert cli.run(parser.parse_args([str(path)]), io.StringIO(), err) == 2
+    assert cli.run(parser.parse_args([str(path)]), io.StringIO(), err) == 1  # the input is wrong
     assert "`spec.workers.replicas` must be greater than or equal to 1" in err.getvalue()
 
     path.write_text(path.read_text().replace("replicas: 0", "replicas: 2"))
     err = io.StringIO()
-    assert cli.run(parser.parse_args([str(path), "--trial", "3"]), io.StringIO(), err) == 2
+    assert cli.run(parser.parse_args([str(path), "--trial", "3"]), io.StringIO(), err) == 2  # the command line is
     assert "--trial 3 does not exist: the experiment has trials 0 to 0" in err.getvalue()
 
 
@@ -185,7 +185,7 @@ def test_publish_refuses_a_directory_without_runs(tmp_path):
     parser = argparse.ArgumentParser()
     publish.add_arguments(parser)
     err = io.StringIO()
-    assert publish.run(parser.parse_args([str(tmp_path)]), io.StringIO(), err) == 2
+    assert publish.run(parser.parse_args([str(tmp_path)]), io.StringIO(), err) == 1  # as a missing file is
     assert "no session written by `ringleader run`" in err.getvalue()
 
 

@@ -1,0 +1,130 @@
+"""Every problem of an experiment at once: the cross-field rules that field errors hid; experiment.parse calls it.
+
+Pydantic checks a model's rules only when all its fields are valid, so a wrong type in
+`spec.model` would hide every broken rule of `spec` until it is fixed. Here the fields in error
+are dropped (back to their defaults), the document is validated again without rules, and each
+rule is checked over the result, reported only when it read none of the dropped fields: a rule
+that fails because of a default stood in for a wrong value would send people after a problem
+they do not have.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterator
+
+import pydantic
+
+from ringleader.api import base
+
+Location = tuple[Any, ...]
+
+MAX_PASSES = 5
+"""Validations of the trimmed document at most: dropping a field fixes its error in one pass, a missing
+field in two (its object goes); a document still invalid after five is reported as it is."""
+
+
+class Problem(str):
+    """One problem, as the line people read ("`spec.workers.replicas` must be ..."), with its parts for
+    machine output: `field` (its dotted path, None for the file as a whole) and `message`."""
+
+    field: str | None
+    message: str
+
+    def __new__(cls, field: str | None, message: str, line: str | None = None) -> Problem:
+        self = super().__new__(cls, line if line is not None else (f"`{field}` {message}" if field else message))
+        self.field = field
+        self.message = message
+        return self
+
+
+def dotted(location: Location) -> str:
+    return ".".join(str(part) for part in location)
+
+
+def hidden_rules(model: type[pydantic.BaseModel], document: Any, error: pydantic.ValidationError
+                 ) -> list[tuple[Location, str]]:
+    """(location, message) of each broken rule that the field errors of `error` kept pydantic from checking.
+
+    Also returns the rules `error` already reports (the caller keeps one of each); empty when the
+    document cannot be trimmed into a valid one."""
+    trimmed, dropped = copy.deepcopy(document), set()
+    for _ in range(MAX_PASSES):
+        for item in error.errors():
+            if item["type"] == "rule":
+                continue
+            # A missing field cannot be dropped: its object goes, and whatever reads it with it.
+            location = tuple(item["loc"][:-1] if item["type"] == "missing" else item["loc"])
+            location = _drop(trimmed, location)
+            if not location:
+                return []
+            dropped.add(location)
+        try:
+            valid = model.model_validate(trimmed, by_alias=True, by_name=False, context={base.WITHOUT_RULES: True})
+        except pydantic.ValidationError as again:
+            error = again
+            continue
+        return list(_broken(valid, (), dropped))
+    return []
+
+
+def _drop(document: Any, location: Location) -> Location:
+    """Delete the value at `location`, or at its deepest part that exists; returns what was deleted."""
+    parents, node = [], document
+    for depth, part in enumerate(location):
+        inside = (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node))
+        if not inside:
+            location = location[:depth]
+            break
+        parents.append(node)
+        node = node[part]
+    if location:
+        del parents[len(location) - 1][location[-1]]
+    return location
+
+
+def _broken(model: pydantic.BaseModel, where: Location, dropped: set[Location]) -> Iterator[tuple[Location, str]]:
+    """The rules broken in `model` and every model inside it, except those that read a dropped field."""
+    for rule in getattr(type(model), "rules", ()):
+        reads: list[Location] = []
+        if rule.holds(_Reading(model, where, reads)):
+            continue
+        if not any(_overlaps(read, gone) for read in reads for gone in dropped):
+            yield where + tuple(part for part in rule.field_path.split(".") if part), rule.message
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        inside = where + (field.alias or name,)
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        if isinstance(value, pydantic.BaseModel):
+            yield from _broken(value, inside, dropped)
+        for key, item in items:
+            if isinstance(item, pydantic.BaseModel):
+                yield from _broken(item, inside + (key,), dropped)
+
+
+def _overlaps(read: Location, gone: Location) -> bool:
+    shorter = min(len(read), len(gone))
+    return read[:shorter] == gone[:shorter]
+
+
+class _Reading:
+    """A model as a rule sees it, noting the location of every value the rule reads.
+
+    Nested models are wrapped in turn, so reading `s.sync.paradigm` notes `sync.paradigm`, not all
+    of `sync`; a method (`sweep.trial_count()`) reads its whole model, so it notes the model."""
+
+    def __init__(self, model: pydantic.BaseModel, where: Location, reads: list[Location]):
+        self._model, self._where, self._reads = model, where, reads
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._model, name)
+        field = type(self._model).model_fields.get(name)
+        if field is None:
+            self._reads.append(self._where)
+            return value
+        where = self._where + (field.alias or name,)
+        if isinstance(value, pydantic.BaseModel):
+            return _Reading(value, where, self._reads)
+        self._reads.append(where)
+        return value
