@@ -32,6 +32,7 @@ DELEGATED = {
     "run": ("ringleader.launch.cli", "run an experiment as local processes, recording into a local MLflow store"),
     "operator": ("ringleader.controller.cli", "run the Kubernetes operator (kopf) that reconciles experiments"),
     "publish": ("ringleader.launch.publish", "publish records that ringleader run could not send to MLflow"),
+    "report": ("ringleader.launch.report", "write a sweep's report (HTML, figures, CSV) and attach it in MLflow"),
 }
 
 

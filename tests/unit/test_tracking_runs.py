@@ -13,7 +13,7 @@ import shutil
 import mlflow.tracking
 import pytest
 
-from ringleader.analysis import report
+from ringleader.analysis import tables
 from ringleader.api import experiment, status, trial
 from ringleader.tracking import runs, schema
 
@@ -93,13 +93,12 @@ def test_the_comparison_lands_on_the_parent_run(uri, sweep, tmp_path):
     experiment_id = runs.ensure_experiment("lab/op", tracking_uri=uri)
     parent = runs.start_parent_run(experiment_id, sweep, tracking_uri=uri)
     trials = trial.expand(sweep).trials
-    rows = [report.row_for(trials[0], {"throughput": 10.0, "iterationTimeP50Seconds": 0.1}, "FINISHED"),
-            report.row_for(trials[1], None, "FAILED", "pod op-1-ps-0 was evicted")]
+    rows = [tables.row_for(trials[0], {"throughput": 10.0, "iterationTimeP50Seconds": 0.1}, "FINISHED"),
+            tables.row_for(trials[1], None, "FAILED", "pod op-1-ps-0 was evicted")]
 
     runs.log_comparison(parent, rows, tracking_uri=uri)
 
     client = runs.store_for(uri).client
-    assert {a.path for a in client.list_artifacts(parent)} == {"comparison.txt", "comparison.csv", "comparison.md",
-                                                                "comparison.png"}
+    assert {a.path for a in client.list_artifacts(parent)} == {"comparison.txt", "comparison.csv", "comparison.md"}
     text = pathlib.Path(client.download_artifacts(parent, "comparison.md", str(tmp_path))).read_text()
     assert "| op-0 | ParameterServer | BSP | 2 | 10.0 | 100.0 |" in text and "FAILED" in text

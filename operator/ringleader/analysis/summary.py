@@ -132,10 +132,10 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         "workers": len(worker_ranks),
         "measuredIterations": count,
         "batchSize": batch_size,
-        "computeSeconds": totals["compute"] / count if count else None,
-        "commSeconds": totals["comm"] / count if count else None,
-        "waitSeconds": totals["wait"] / count if count else None,
-        "bytesPerIteration": totals["bytes"] / count if count else None,
+        keys.COMPUTE_SECONDS: totals["compute"] / count if count else None,
+        keys.COMM_SECONDS: totals["comm"] / count if count else None,
+        keys.WAIT_SECONDS: totals["wait"] / count if count else None,
+        keys.BYTES_PER_ITERATION: totals["bytes"] / count if count else None,
     }
     if staleness:
         summary["stalenessMean"] = sum(staleness) / len(staleness)
@@ -150,7 +150,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         summary["networkUtilization"] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
     if first_losses:
         summary["lossFirst"] = sum(first_losses) / len(first_losses)
-        summary["lossLast"] = sum(last_losses) / len(last_losses)
+        summary[keys.LOSS_LAST] = sum(last_losses) / len(last_losses)
     summary["perRank"] = per_rank
     return summary
 

@@ -30,3 +30,9 @@ COMM_FRACTION = "commFraction"
 WAIT_FRACTION = "waitFraction"
 STRAGGLER_RANK = "stragglerRank"
 STATUS_KEYS = (THROUGHPUT, P50, P95, COMPUTE_FRACTION, COMM_FRACTION, WAIT_FRACTION, STRAGGLER_RANK)
+# Summary extras read by reports (analysis/summary.py writes them): means per worker iteration, and the loss.
+COMPUTE_SECONDS = "computeSeconds"
+COMM_SECONDS = "commSeconds"
+WAIT_SECONDS = "waitSeconds"
+BYTES_PER_ITERATION = "bytesPerIteration"
+LOSS_LAST = "lossLast"

@@ -124,9 +124,9 @@ class Recorder:
     async def compare(self, uri: str, parent_run_id: str, entries: list[tuple[Any, dict | None, str, str | None]]) -> None:
         """The sweep's comparison table on the parent run; `entries` are (trial, summary wire dict, status, message)."""
         def log(runs) -> None:
-            from ringleader.analysis import report
+            from ringleader.analysis import tables
 
-            rows = [report.row_for(trial, summary, status, message) for trial, summary, status, message in entries]
+            rows = [tables.row_for(trial, summary, status, message) for trial, summary, status, message in entries]
             runs.log_comparison(parent_run_id, rows, tracking_uri=uri)
 
         await self._call(uri, "log the comparison", log)

@@ -9,7 +9,9 @@ duplicate run behind (use e.g. "<cr uid>.<generation>.<trial name>.<restart>").
 from __future__ import annotations
 
 import functools
+import pathlib
 import re
+import tempfile
 import time
 import uuid
 from typing import Any, Mapping, Sequence
@@ -90,6 +92,15 @@ def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | Any | None
 
 
 def log_comparison(parent_run_id: str, rows: Sequence[Any], *, tracking_uri: str | None = None) -> None:
-    """The comparison table (text, CSV, markdown) and plot of `rows` (analysis.report.ComparisonRow, e.g.
-    from `report.row_for(trial, summary, status)`) as artifacts of the parent run."""
-    sessions.log_comparison(store_for(tracking_uri), parent_run_id, list(rows))
+    """The comparison table of `rows` (analysis.tables.ComparisonRow, e.g. from `tables.row_for(trial, summary,
+    status)`) as comparison.txt, .csv and .md artifacts of the parent run."""
+    from ringleader.analysis import tables
+
+    rows = list(rows)
+    store = store_for(tracking_uri)
+    with tempfile.TemporaryDirectory(prefix="ringleader-comparison-") as staging:
+        directory = pathlib.Path(staging)
+        for name, text in (("comparison.txt", tables.format_table(rows)), ("comparison.csv", tables.to_csv(rows)),
+                           ("comparison.md", tables.to_markdown(rows))):
+            (directory / name).write_text(text)
+            store.log_artifact(parent_run_id, directory / name, None)
