@@ -160,7 +160,7 @@ def communication(result: results_.SweepResult, directory: pathlib.Path) -> figu
                           "line chart: measured communication milliseconds per worker iteration against workers"
                           + (", with the cost models of " + ", ".join(drawn) + " dashed" if drawn else ""),
                           "Measured: mean communication time per worker iteration after warm-up. Dashed: the "
-                          "standard cost models (parameter server 2NM/(kB), peer-to-peer 2(N-1)M/(NB), ring "
+                          "standard cost models (parameter server max(2NM/(kB), 2M/B), peer-to-peer 2(N-1)M/(NB), ring "
                           f"2(N-1)M/(NB)) with {note.removeprefix('model: ')}. Measured far above its model means the "
                           "exchange is not bandwidth-bound (latency, serialization, CPU contention).", path)
 
