@@ -122,7 +122,7 @@ def test_a_sweep_where_nothing_finished_says_so_and_draws_nothing(tmp_path):
     _, made = built(tmp_path, {"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}},
                     lambda t: {"status": "FAILED", "message": "pod evicted"})
     assert made.figures == []
-    assert made.findings == ["No trial finished with a summary: nothing to compare (2 trials).",
+    assert made.findings == ["No finished trial has a summary (summary.json): nothing to compare (2 trials).",
                              "rep-0 FAILED: pod evicted.", "rep-1 FAILED: pod evicted."]
 
 

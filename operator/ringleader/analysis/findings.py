@@ -136,7 +136,7 @@ def findings(result: results_.SweepResult) -> list[str]:
     groups = combinations.group(result)
     found = fastest(groups)
     if not found:
-        return [f"No trial finished with a summary: nothing to compare ({len(result.trials)} trials)."] \
+        return [f"No finished trial has a summary (summary.json): nothing to compare ({len(result.trials)} trials)."] \
             + failures(result)
     return (found + comparisons(result) + communication(groups) + time_to_loss(result) + network(result)
             + failures(result))
