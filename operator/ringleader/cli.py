@@ -40,6 +40,7 @@ DELEGATED = {
     "run": ("ringleader.launch.cli", "run an experiment as local processes, recording into a local MLflow store"),
     "operator": ("ringleader.controller.cli", "run the Kubernetes operator (kopf) that reconciles experiments"),
     "publish": ("ringleader.launch.publish", "publish records that ringleader run could not send to MLflow"),
+    "report": ("ringleader.launch.report", "write a sweep's report (HTML, figures, CSV) and attach it in MLflow"),
 }
 # Distributions whose versions `ringleader version` shows: read from their metadata, never imported (torch takes seconds).
 COMPONENTS = ("torch", "mlflow", "kopf")

@@ -326,7 +326,7 @@ def test_a_failed_trial_records_each_ranks_status_and_the_reason(store, tmp_path
     assert statuses == {"1": "FAILED", "2": "KILLED"}
 
 
-def test_a_session_is_published_with_its_parent_run_and_comparison_and_replay_adds_nothing(store, tmp_path):
+def test_a_session_is_published_with_its_parent_run_and_report_and_replay_adds_nothing(store, tmp_path):
     trials = make_trials(("ParameterServer", "RingAllReduce"))
     session_dir = tmp_path / "tiny-session"
     session_dir.mkdir()
@@ -358,12 +358,16 @@ def test_a_session_is_published_with_its_parent_run_and_comparison_and_replay_ad
                                    "iteration_p95_ms/tiny-0": pytest.approx(35.0), "share_compute_pct/tiny-0": 60.0,
                                    "share_comm_pct/tiny-0": 30.0, "share_wait_pct/tiny-0": 10.0}
     assert store.client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
-    assert {"comparison.txt", "comparison.csv", "comparison.md", "comparison.png"} <= artifacts(store, parent.info.run_id)
+    assert "report" in artifacts(store, parent.info.run_id)
+    assert {"report/report.html", "report/report.csv", "report/report.json"} <= artifacts(
+        store, parent.info.run_id, "report")
+    assert "tiny-0" in parent.data.tags[schema.TAG_NOTE] and "killed by signal 9" in parent.data.tags[schema.TAG_NOTE]
     children = store.client.search_runs([experiment_id], filter_string="tags.`ringleader.kind` = 'trial'")
     assert {r.data.tags[schema.TAG_PARENT_RUN_ID] for r in children} == {result.parent_run_id}
     local = pathlib.Path(parent.info.artifact_uri.removeprefix("file://"))
-    table = (local / "comparison.txt").read_text()
+    table = (local / "report" / "report.csv").read_text()
     assert "tiny-0" in table and "512.5" in table and "killed by signal 9" in table
+    assert (session_dir / "report" / "report.html").is_file()  # the same report beside the records
 
 
 def test_publish_dir_refuses_a_directory_without_sessions(tmp_path):

@@ -13,7 +13,6 @@ import shutil
 import mlflow.tracking
 import pytest
 
-from ringleader.analysis import report
 from ringleader.api import experiment, status, trial
 from ringleader.tracking import runs, schema
 
@@ -114,17 +113,25 @@ def test_the_sweep_run_compares_the_trials_from_their_status_summaries(uri, swee
         "throughput_samples_per_s/op-0": 812.0, "iteration_p50_ms/op-0": pytest.approx(20.6)}
 
 
-def test_the_comparison_lands_on_the_parent_run(uri, sweep, tmp_path):
+def test_the_report_is_made_from_the_runs_and_the_operators_summaries_and_attached(uri, sweep, tmp_path):
     experiment_id = runs.ensure_experiment("lab/op", tracking_uri=uri)
     parent = runs.start_parent_run(experiment_id, sweep, tracking_uri=uri)
-    trials = trial.expand(sweep).trials
-    rows = [report.row_for(trials[0], {"throughput": 10.0, "iterationTimeP50Seconds": 0.1}, "FINISHED"),
-            report.row_for(trials[1], None, "FAILED", "pod op-1-ps-0 was evicted")]
+    first, second = trial.expand(sweep).trials
+    ended = [runs.start_trial_run(experiment_id, parent, t, tracking_uri=uri) for t in (first, second)]
+    runs.finish_run(ended[0], "FINISHED", tracking_uri=uri)
+    runs.finish_run(ended[1], "FAILED", reason="BackoffLimitExceeded", message="pod op-1-worker-0 was evicted",
+                    tracking_uri=uri)
+    # No rank logged a summary.json; the operator knows the first trial's from its pod's termination message.
+    summaries = {first.name: {"throughput": 640.0, "iterationTimeP50Seconds": 0.025, "computeFraction": 0.5,
+                              "commFraction": 0.4, "waitFraction": 0.1, "computeSeconds": 0.0125,
+                              "commSeconds": 0.01, "waitSeconds": 0.0025}}
 
-    runs.log_comparison(parent, rows, tracking_uri=uri)
+    runs.attach_report(parent, summaries=summaries, tracking_uri=uri)
 
     client = runs.store_for(uri).client
-    assert {a.path for a in client.list_artifacts(parent)} == {"comparison.txt", "comparison.csv", "comparison.md",
-                                                                "comparison.png"}
-    text = pathlib.Path(client.download_artifacts(parent, "comparison.md", str(tmp_path))).read_text()
-    assert "| op-0 | ParameterServer | BSP | 2 | 10.0 | 100.0 |" in text and "FAILED" in text
+    assert {"report/report.html", "report/report.csv", "report/report.json"} <= {
+        a.path for a in client.list_artifacts(parent, "report")}
+    page = pathlib.Path(client.download_artifacts(parent, "report/report.html", str(tmp_path))).read_text()
+    assert first.name in page and second.name in page and "data:image/png;base64," in page
+    note = client.get_run(parent).data.tags[schema.TAG_NOTE]
+    assert "640" in note and "pod op-1-worker-0 was evicted" in note

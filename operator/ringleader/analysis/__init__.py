@@ -1,1 +1,1 @@
-"""Analysis of recorded timings: trial summaries, performance models, what-if studies and comparison reports."""
+"""Analysis of recorded timings: trial summaries, performance models, what-if studies, comparison tables and sweep reports."""

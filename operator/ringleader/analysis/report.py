@@ -1,232 +1,163 @@
-"""Comparison reports of a sweep's trials (text, CSV, markdown) and plots of where iteration time goes.
+"""A sweep's report: report.html, one PNG per figure, report.csv and report.json, and its markdown for MLflow.
 
-Called by the launcher (the table printed at the end of `ringleader run`), by tracking/ (the
-comparison and breakdown artifacts in MLflow) and by the operator (the parent run's report).
-Plots use matplotlib's Agg backend: no display is needed, in a pod or over ssh.
+    report = build(sweep_result, directory)   # analysis.results.SweepResult, from tracking/results.py
+    report.html                                # <directory>/report.html
+    report.note(8000, "report/report.html")    # findings and tables within MLflow's tag limit
+
+Called by `ringleader report`, by the launcher's session end (tracking/sessions.py) and by the operator.
+Figures are chosen by what the sweep varies (SweepResult.axes) and drawn only from data that exists.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
+import datetime
+import json
 import pathlib
-import statistics
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable
 
-import matplotlib
+from ringleader.analysis import combinations, convergence, figures, findings, page, scaling, tables
+from ringleader.analysis import results as results_
+from ringleader.contract import keys
 
-matplotlib.use("Agg")  # before pyplot: files only, never a window
-import matplotlib.pyplot as pyplot  # noqa: E402
+HTML_FILE = "report.html"
+CSV_FILE = "report.csv"
+JSON_FILE = "report.json"
 
-from ringleader.api import trial as trial_  # noqa: E402
-from ringleader.contract import keys  # noqa: E402
-
-# Phases of a rank's breakdown plot, bottom to top, with the colours of the comparison plot's shares.
-BREAKDOWN_PHASES = (
-    (keys.TIME_DATA, "data", "#9ecae1"),
-    (keys.TIME_FORWARD, "forward", "#4292c6"),
-    (keys.TIME_BACKWARD, "backward", "#08519c"),
-    (keys.TIME_UPDATE, "update", "#6baed6"),
-    (keys.TIME_COMM, "communication", "#fd8d3c"),
-    (keys.TIME_WAIT, "waiting", "#bdbdbd"),
+FigureMaker = Callable[[results_.SweepResult, pathlib.Path], "figures.Figure | None"]
+FIGURES: tuple[FigureMaker, ...] = (
+    figures.time_breakdown,      # every sweep
+    scaling.scaling,             # sweeps over workers
+    scaling.communication,
+    convergence.loss,            # sweeps over paradigms
+    convergence.time_to_loss,
+    convergence.staleness,
+    convergence.thresholds,      # whenever a DSSP server recorded its thresholds
+    scaling.network,             # sweeps over bandwidth
+    figures.repetitions,         # sweeps with repetitions
+    # Predicted against measured joins here once `ringleader predict` exists: a FigureMaker like the others.
 )
-SHARE_COLOURS = {"compute": "#2171b5", "communication": "#fd8d3c", "waiting": "#bdbdbd"}
+
+COMBINATION_COLUMNS = ("combination", "finished", "throughput (samples/s)", "iteration p50 (ms)", "comm", "wait",
+                       "time to target loss (s)")
 
 
 @dataclasses.dataclass(frozen=True)
-class ComparisonRow:
-    """One trial in the comparison: what it was, how fast, where the time went, how it ended."""
+class Report:
+    """What build() wrote, and the text that describes the sweep in MLflow."""
 
-    trial: str
-    architecture: str
-    paradigm: str
-    workers: int
-    status: str
-    throughput: float | None = None
-    """throughput in samples per second, all workers together."""
-    p50_seconds: float | None = None
-    p95_seconds: float | None = None
-    compute_fraction: float | None = None
-    comm_fraction: float | None = None
-    wait_fraction: float | None = None
-    parameters: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    message: str | None = None
-    """message says why a trial failed."""
-
-
-def row_for(trial: trial_.Trial, summary: Mapping[str, Any] | None, status: str,
-            message: str | None = None) -> ComparisonRow:
-    """A row from a trial and its summary (a summary.json document or `Summary.wire()`; None if it has none)."""
-    summary = summary or {}
-
-    def number(key: str) -> float | None:
-        value = summary.get(key)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-    spec = trial.spec
-    return ComparisonRow(
-        trial=trial.name, architecture=spec.architecture.value, paradigm=spec.sync.paradigm.value,
-        workers=spec.workers.replicas, status=status, throughput=number(keys.THROUGHPUT),
-        p50_seconds=number(keys.P50), p95_seconds=number(keys.P95), compute_fraction=number(keys.COMPUTE_FRACTION),
-        comm_fraction=number(keys.COMM_FRACTION), wait_fraction=number(keys.WAIT_FRACTION),
-        parameters=dict(trial.parameters),
-        message=message,
-    )
-
-
-# -- tables -----------------------------------------------------------------------------------
-
-COLUMNS = ("trial", "architecture", "paradigm", "workers", "throughput (samples/s)", "iteration p50 (ms)",
-           "iteration p95 (ms)", "compute", "comm", "wait", "status")
-
-
-def _cells(row: ComparisonRow) -> list[str]:
-    def fixed(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
-        return "-" if value is None else f"{value * scale:.{digits}f}"
-
-    def share(value: float | None) -> str:
-        return "-" if value is None else f"{value * 100:.0f}%"
-
-    return [row.trial, row.architecture, row.paradigm, str(row.workers), fixed(row.throughput),
-            fixed(row.p50_seconds, 1000.0), fixed(row.p95_seconds, 1000.0), share(row.compute_fraction),
-            share(row.comm_fraction), share(row.wait_fraction), row.status]
-
-
-def format_table(rows: Sequence[ComparisonRow]) -> str:
-    """An aligned text table for a terminal, numbers right-aligned; failed trials' reasons listed below it."""
-    table = [list(COLUMNS)] + [_cells(row) for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
-    numeric = {3, 4, 5, 6, 7, 8, 9}
-    lines = []
-    for number, line in enumerate(table):
-        cells = [cell.rjust(widths[i]) if i in numeric and number else cell.ljust(widths[i])
-                 for i, cell in enumerate(line)]
-        lines.append("  ".join(cells).rstrip())
-        if number == 0:
-            lines.append("  ".join("-" * width for width in widths))
-    for row in rows:
-        if row.message:
-            lines.append(f"{row.trial}: {row.message}")
-    return "\n".join(lines) + "\n"
-
-
-def to_markdown(rows: Sequence[ComparisonRow]) -> str:
-    def escape(cell: str) -> str:
-        return cell.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(COLUMNS) + " |",
-             "|" + "|".join("---:" if i in (3, 4, 5, 6, 7, 8, 9) else "---" for i in range(len(COLUMNS))) + "|"]
-    lines += ["| " + " | ".join(escape(cell) for cell in _cells(row)) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-CSV_FIELDS = ("trial", "architecture", "paradigm", "workers", "throughput", "iteration_time_p50_seconds",
-              "iteration_time_p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction", "status",
-              "parameters", "message")
-
-
-def to_csv(rows: Sequence[ComparisonRow]) -> str:
-    """Unrounded numbers in SI units (seconds, fractions), for pandas or a spreadsheet."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_FIELDS)
-    for row in rows:
-        writer.writerow([
-            row.trial, row.architecture, row.paradigm, row.workers,
-            *("" if v is None else repr(v) for v in (row.throughput, row.p50_seconds, row.p95_seconds,
-                                                    row.compute_fraction, row.comm_fraction, row.wait_fraction)),
-            row.status, ";".join(f"{k}={v}" for k, v in row.parameters.items()), row.message or "",
-        ])
-    return buffer.getvalue()
-
-
-# -- plots ------------------------------------------------------------------------------------
-
-def plot_comparison(rows: Sequence[ComparisonRow], path: pathlib.Path) -> pathlib.Path:
-    """Stacked bars per trial: the shares of iteration time in compute, communication and waiting,
-    labelled with the trial's p50 iteration time and throughput. Trials without a summary get an empty bar."""
-    figure, axes = pyplot.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2.5), 4.5))
-    try:
-        positions = range(len(rows))
-        bottoms = [0.0] * len(rows)
-        for label, attribute in (("compute", "compute_fraction"), ("communication", "comm_fraction"),
-                                 ("waiting", "wait_fraction")):
-            heights = [getattr(row, attribute) or 0.0 for row in rows]
-            axes.bar(positions, heights, bottom=bottoms, label=label, color=SHARE_COLOURS[label])
-            bottoms = [b + h for b, h in zip(bottoms, heights)]
-        for position, row in zip(positions, rows):
-            if row.p50_seconds is None:
-                text = row.status
-            else:
-                text = f"{row.p50_seconds * 1000:.1f} ms"
-                if row.throughput is not None:
-                    text += f"\n{row.throughput:.0f}/s"
-            axes.text(position, max(bottoms[position], 0.0) + 0.02, text, ha="center", va="bottom", fontsize=8)
-        axes.set_xticks(list(positions))
-        axes.set_xticklabels([f"{row.trial}\n{row.architecture}\n{row.paradigm}, {row.workers}w" for row in rows],
-                             fontsize=7)
-        axes.set_ylim(0, 1.25)
-        axes.set_ylabel("share of iteration time")
-        axes.set_title("Where iteration time goes, per trial\n(above each bar: p50 iteration time, throughput)",
-                       fontsize=10)
-        axes.legend(loc="upper right", fontsize=8, ncols=3)
-        figure.tight_layout()
-        figure.savefig(path, dpi=110)
-    finally:
-        pyplot.close(figure)
-    return path
-
-
-@dataclasses.dataclass(frozen=True)
-class RankBreakdown:
-    """Mean seconds per phase of one rank's iterations after warm-up."""
-
-    rank: int
-    role: str
-    iterations: int
-    phases: Mapping[str, float]
-    """phases maps TIME_* keys to mean seconds; TIME_ITERATION is the mean iteration."""
+    directory: pathlib.Path
+    files: list[pathlib.Path]
+    """files are every file written: report.html, report.csv, report.json and the figures' PNGs."""
+    findings: list[str]
+    figures: list[figures.Figure]
+    sections: list[tuple[str, tables.Table]]
+    """sections are the tables, with their headings: combinations (with repetitions) and trials."""
 
     @property
-    def unaccounted(self) -> float:
-        """Iteration time in no phase (loop overhead, logging), never negative."""
-        timed = sum(self.phases.get(key, 0.0) for key, _, _ in BREAKDOWN_PHASES)
-        return max(0.0, self.phases.get(keys.TIME_ITERATION, 0.0) - timed)
+    def html(self) -> pathlib.Path:
+        return self.directory / HTML_FILE
+
+    @property
+    def markdown(self) -> str:
+        """Findings and every table, in markdown."""
+        return self.note()
+
+    def note(self, limit: int | None = None, where: str | None = None) -> str:
+        """The markdown within `limit` characters: table rows are dropped from the end (trials first) and
+        counted in a line that says where the rest is; `where` names the full report."""
+        shown = [len(table.rows) for _, table in self.sections]
+        while True:
+            text = self._markdown(shown, where)
+            if limit is None or len(text) <= limit:
+                return text
+            longest = max(range(len(shown)), key=lambda i: (shown[i] > 0, i), default=None)
+            if longest is None or shown[longest] == 0:
+                return text[: max(0, limit - 1)] + "…"
+            shown[longest] -= 1
+
+    def _markdown(self, shown: list[int], where: str | None) -> str:
+        lines = ["**Findings**", ""] + [f"- {finding}" for finding in self.findings]
+        for (heading, table), rows in zip(self.sections, shown):
+            lines += ["", f"**{heading}**", "", table.markdown(rows).rstrip("\n")]
+            if rows < len(table.rows):
+                lines.append(f"\n({len(table.rows) - rows} more rows in {CSV_FILE} and {HTML_FILE})")
+        if where:
+            lines += ["", f"Full report with figures: {where}"]
+        return "\n".join(lines) + "\n"
 
 
-def rank_breakdown(rank: int, records: Iterable[Mapping[str, Any]]) -> RankBreakdown | None:
-    """Means over a worker rank's records that are not warm-up; None for a rank without worker records."""
-    steady = [r for r in records if keys.TIME_ITERATION in r and not r.get("warmup")]
-    if not steady:
-        return None
-    names = [key for key, _, _ in BREAKDOWN_PHASES] + [keys.TIME_ITERATION]
-    phases = {key: statistics.fmean(float(r.get(key) or 0.0) for r in steady) for key in names}
-    role = str(steady[0].get("role", "worker"))
-    return RankBreakdown(rank=rank, role=role, iterations=len(steady), phases=phases)
+def _estimate_cell(estimate, scale: float = 1.0, digits: int = 1) -> str:
+    if estimate is None:
+        return "-"
+    text = f"{scale * estimate.mean:.{digits}f}"
+    if estimate.low is not None:
+        text += f" ({scale * estimate.low:.{digits}f}-{scale * estimate.high:.{digits}f})"
+    return text
 
 
-def plot_rank_breakdown(breakdowns: Sequence[RankBreakdown], path: pathlib.Path, title: str = "") -> pathlib.Path:
-    """Stacked bars per rank of mean milliseconds in data, forward, backward, update, communication,
-    waiting and the unaccounted rest: a straggler or a rank that waits stands out."""
-    figure, axes = pyplot.subplots(figsize=(max(6.0, 0.8 * len(breakdowns) + 4.0), 4.5))
-    try:
-        positions = range(len(breakdowns))
-        bottoms = [0.0] * len(breakdowns)
-        for key, label, colour in BREAKDOWN_PHASES:
-            heights = [b.phases.get(key, 0.0) * 1000 for b in breakdowns]
-            axes.bar(positions, heights, bottom=bottoms, label=label, color=colour)
-            bottoms = [b + h for b, h in zip(bottoms, heights)]
-        other = [b.unaccounted * 1000 for b in breakdowns]
-        if any(value > 0 for value in other):
-            axes.bar(positions, other, bottom=bottoms, label="other", color="#f0f0f0", edgecolor="#d9d9d9")
-        axes.set_xticks(list(positions))
-        axes.set_xticklabels([f"rank {b.rank}\n{b.role}" for b in breakdowns], fontsize=8)
-        axes.set_ylabel("mean time per iteration (ms)")
-        axes.set_title(title or "Where iteration time goes, per rank (after warm-up)", fontsize=9)
-        axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-        figure.tight_layout()
-        figure.savefig(path, dpi=110)
-    finally:
-        pyplot.close(figure)
-    return path
+def _share_cell(estimate) -> str:
+    return "-" if estimate is None else f"{100 * estimate.mean:.0f}%"
+
+
+def combination_table(groups: list[combinations.Combination], goal: convergence.Target | None) -> tables.Table:
+    """Mean (95 % CI) per combination of the numbers that repetitions make uncertain."""
+    rows = []
+    for group in groups:
+        seconds = group.estimate(lambda t: goal.seconds.get(t.trial.name)) if goal else None
+        finished = sum(1 for t in group.trials if t.status == combinations.FINISHED)
+        rows.append([group.label, f"{finished}/{len(group.trials)}", _estimate_cell(group.estimate(keys.THROUGHPUT)),
+                     _estimate_cell(group.estimate(keys.P50), 1000.0), _share_cell(group.estimate(keys.COMM_FRACTION)),
+                     _share_cell(group.estimate(keys.WAIT_FRACTION)), _estimate_cell(seconds)])
+    return tables.Table(COMBINATION_COLUMNS, rows, frozenset({1, 2, 3, 4, 5, 6}))
+
+
+def _document(result: results_.SweepResult, found: list[str], groups: list[combinations.Combination],
+              goal: convergence.Target | None, made: list[figures.Figure]) -> dict[str, Any]:
+    def seconds(trial: results_.TrialResult) -> float | None:
+        return goal.seconds.get(trial.trial.name) if goal else None
+
+    return {
+        "experiment": result.experiment,
+        "axes": result.axes,
+        "findings": found,
+        "targetLoss": None if goal is None else {"loss": goal.loss, "trial": goal.trial},
+        "trials": [{"name": t.trial.name, "index": t.trial.index, "repetition": t.trial.repetition,
+                    "parameters": dict(t.trial.parameters), "architecture": t.trial.spec.architecture.value,
+                    "paradigm": t.trial.spec.sync.paradigm.value, "workers": t.trial.spec.workers.replicas,
+                    "status": t.status, "message": t.message, "summary": t.summary,
+                    "timeToTargetLossSeconds": seconds(t)} for t in result.trials],
+        "combinations": [{"label": g.label, "parameters": g.parameters, "trials": [t.trial.name for t in g.trials],
+                          "throughput": combinations.wire(g.estimate(keys.THROUGHPUT)),
+                          "iterationTimeP50Seconds": combinations.wire(g.estimate(keys.P50)),
+                          "commFraction": combinations.wire(g.estimate(keys.COMM_FRACTION)),
+                          "waitFraction": combinations.wire(g.estimate(keys.WAIT_FRACTION)),
+                          "timeToTargetLossSeconds": combinations.wire(g.estimate(seconds))} for g in groups],
+        "figures": [{"id": f.id, "title": f.title, "file": f.path.name, "alt": f.alt, "caption": f.caption}
+                    for f in made],
+    }
+
+
+def build(result: results_.SweepResult, directory: str | pathlib.Path) -> Report:
+    """Write the report of `result` into `directory` (created if absent; files of the same names are replaced)."""
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    made = [figure for maker in FIGURES if (figure := maker(result, directory)) is not None]
+    found = findings.findings(result)
+    groups = combinations.group(result)
+    goal = convergence.target(result) if convergence.PARADIGM in result.axes else None
+    rows = [tables.row_for(t.trial, t.summary, t.status, t.message if t.status != combinations.FINISHED else None)
+            for t in result.trials]
+    sections = [("Trials", tables.comparison(rows))]
+    if combinations.REPETITION in result.axes:
+        sections.insert(0, ("Combinations: mean (95 % CI)", combination_table(groups, goal)))
+
+    csv_path, json_path, html_path = directory / CSV_FILE, directory / JSON_FILE, directory / HTML_FILE
+    csv_path.write_text(tables.to_csv(rows))
+    json_path.write_text(json.dumps(_document(result, found, groups, goal, made), indent=1, default=float))
+    stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    html_path.write_text(page.render(f"{result.experiment}: {len(result.trials)} trials", found, sections, made,
+                                     f"ringleader report, {stamp}. Numbers: {CSV_FILE} (per trial, SI units) and "
+                                     f"{JSON_FILE} (summaries, combinations, findings)."))
+    files = [html_path, csv_path, json_path] + [figure.path for figure in made]
+    return Report(directory, files, found, made, sections)

@@ -26,6 +26,8 @@ class TrialResult:
     """summary is the trial's summary.json document (analysis.summary.summarize), None if it has none."""
     records: Mapping[int, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     """records maps each rank to its iteration records (contract/records.py), empty where none were read."""
+    layers: Mapping[int, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    """layers maps each rank to its layers.json document (gradient-ready times, for the what-if model), where read."""
 
 
 @dataclasses.dataclass(frozen=True)

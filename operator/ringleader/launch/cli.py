@@ -130,21 +130,25 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 def _run_and_report(args, experiment, trials, session_dir, tracking_uri, settings, tracking_settings, environ,
                     source, out) -> int:
-    from ringleader.analysis import report
+    from ringleader.analysis import tables
     from ringleader.launch import sweep
+    from ringleader.tracking import sessions
 
     result = sweep.run_sweep(experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
                              environ, args.timeout_seconds, source=source,
                              out=out)
     print("", file=out)
-    print(report.format_table(result.rows), end="", file=out)
-    (session_dir / "comparison.txt").write_text(report.format_table(result.rows))
+    print(tables.format_table(result.rows), end="", file=out)
+    (session_dir / "comparison.txt").write_text(tables.format_table(result.rows))
     print("", file=out)
     publishing = result.tracker
     if publishing.away is None and publishing.parent_run_id:
         print(f'MLflow: experiment "{experiment.mlflow_experiment_name()}" (id {publishing.experiment_id}), '
               f"sweep run {publishing.parent_run_id}", file=out)
         print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id, publishing.parent_run_id)}", file=out)
+        html = sessions.report_directory(session_dir) / "report.html"
+        if html.is_file():
+            print(f"Report: {shown(html)}", file=out)
     else:
         # Credentials in the URI are never written down: a later publish needs them given again.
         again = " --tracking-uri URI" if redaction.carries_credentials(tracking_uri) else ""

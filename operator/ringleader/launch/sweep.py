@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Mapping, TextIO
 
-from ringleader.analysis import report
+from ringleader.analysis import tables
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
 from ringleader.contract import exits, keys
@@ -38,7 +38,7 @@ class Interrupted(BaseException):
 class SweepResult:
     session_dir: pathlib.Path
     outcomes: dict[str, layout.Outcome]
-    rows: list[report.ComparisonRow]
+    rows: list[tables.ComparisonRow]
     interrupted_by: int | None
     tracker: tracker.Tracker
 

@@ -13,12 +13,12 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 from ringleader.tracking.live import LivePublisher  # noqa: E402 - after the telemetry opt-out
 from ringleader.tracking.replay import Replayed, publish_dir
-from ringleader.tracking.runs import (ensure_experiment, finish_run, log_comparison, log_sweep_metrics, start_parent_run,
+from ringleader.tracking.runs import (ensure_experiment, attach_report, finish_run, log_sweep_metrics, start_parent_run,
                                      start_trial_run)
 from ringleader.tracking.settings import TrackingSettings, resolve_uri
 from ringleader.tracking.store import Store, TrackingUnavailable
 
 __all__ = [
-    "LivePublisher", "Replayed", "publish_dir", "ensure_experiment", "finish_run", "log_comparison", "log_sweep_metrics",
+    "LivePublisher", "Replayed", "publish_dir", "ensure_experiment", "attach_report", "finish_run", "log_sweep_metrics",
     "start_parent_run", "start_trial_run", "TrackingSettings", "resolve_uri", "Store", "TrackingUnavailable",
 ]

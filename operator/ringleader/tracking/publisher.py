@@ -219,14 +219,14 @@ def artifact_once(store: store_.Store, cursor: cursor_.Cursor, run_id: str, path
 
 def _log_breakdown(store: store_.Store, run_id: str, trial: trial_.Trial, trial_dir: pathlib.Path) -> None:
     # Imported here: matplotlib costs a second at import and only finished trials need it.
-    from ringleader.analysis import report
+    from ringleader.analysis import figures
 
     breakdowns = [b for rank, directory in layout.rank_dirs(trial_dir).items()
-                  if (b := report.rank_breakdown(rank, record_files.read_iterations(directory / layout.ITERATIONS_FILE)))]
+                  if (b := figures.rank_breakdown(rank, record_files.read_iterations(directory / layout.ITERATIONS_FILE)))]
     if not breakdowns:
         return
     with tempfile.TemporaryDirectory(prefix="ringleader-plot-") as staging:
         path = pathlib.Path(staging) / "breakdown.png"
-        report.plot_rank_breakdown(breakdowns, path, title=f"{schema.trial_run_name(trial)}\nmean time per "
+        figures.plot_rank_breakdown(breakdowns, path, title=f"{schema.trial_run_name(trial)}\nmean time per "
                                                            "iteration after warm-up, per rank")
         store.log_artifact(run_id, path, None)

@@ -1,4 +1,4 @@
-"""The MLflow runs of an experiment, for the operator and the launcher: experiment, sweep, trial, finish, compare.
+"""The MLflow runs of an experiment, for the operator and the launcher: experiment, sweep, trial, finish, report.
 
 Every function takes an optional `tracking_uri` (default: MLflow's own, i.e. $MLFLOW_TRACKING_URI)
 and an optional `token`: runs created with the same token are found again instead of created twice,
@@ -8,22 +8,32 @@ duplicate run behind (use e.g. "<cr uid>.<generation>.<trial name>.<restart>").
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import pathlib
 import re
+import tempfile
+import threading
 import time
 import uuid
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import mlflow.entities
+import mlflow.exceptions
 import mlflow.tracking
 
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
-from ringleader.tracking import metric_names, schema, sessions
+from ringleader.contract import records
+from ringleader.tracking import layout, metric_names, reports, results, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._:/-]{1,200}$")
+# What a call raises when the tracking server is away or refuses: callers retry these, and only these.
+TRACKING_ERRORS = (store_.TrackingUnavailable, mlflow.exceptions.MlflowException)
+# pyplot keeps global state: one report draws at a time in a process whose threads may make several.
+_FIGURES = threading.Lock()
 
 
 @functools.lru_cache(maxsize=8)
@@ -59,12 +69,17 @@ def start_parent_run(experiment_id: str, experiment: experiment_.DistributedTrai
 
 def start_trial_run(experiment_id: str, parent_run_id: str | None, trial: trial_.Trial, *,
                     token: str | None = None, tracking_uri: str | None = None) -> str:
-    """A trial's run (RUNNING), child of the parent run, with the resolved spec as params; returns its run id.
-    Pods get it as RINGLEADER_MLFLOW_RUN_ID and nest their rank runs under it (live.py)."""
+    """A trial's run (RUNNING), child of the parent run, with the resolved spec as params and trial.json (what the
+    report reads) as an artifact; returns its run id. Pods get it as RINGLEADER_MLFLOW_RUN_ID and nest their
+    rank runs under it (live.py)."""
     store = store_for(tracking_uri)
     run_id = store.create_run_once(experiment_id, _token(token), schema.trial_tags(trial, parent_run_id),
                                    int(time.time() * 1000))
     store.log_params(run_id, schema.trial_params(trial))
+    with tempfile.TemporaryDirectory(prefix="ringleader-trial-") as staging:
+        path = pathlib.Path(staging) / layout.TRIAL_FILE
+        records.write_json(path, trial.model_dump(mode="json", by_alias=True))
+        store.log_artifact(run_id, path, None)
     return run_id
 
 
@@ -96,7 +111,19 @@ def log_sweep_metrics(parent_run_id: str, summaries: Mapping[str, Mapping[str, A
     return sessions.log_sweep_metrics(store_for(tracking_uri), parent_run_id, summaries)
 
 
-def log_comparison(parent_run_id: str, rows: Sequence[Any], *, tracking_uri: str | None = None) -> None:
-    """The comparison table (text, CSV, markdown) and plot of `rows` (analysis.report.ComparisonRow, e.g.
-    from `report.row_for(trial, summary, status)`) as artifacts of the parent run."""
-    sessions.log_comparison(store_for(tracking_uri), parent_run_id, list(rows))
+def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, Any]] | None = None,
+                  tracking_uri: str | None = None) -> None:
+    """The sweep's report, made from what its runs hold in MLflow, attached to the sweep run (reports.attach).
+
+    `summaries` ({trial name: summary wire dict}) stand in for trials whose runs hold no summary.json: in a
+    cluster, a trial whose ranks could not log it, known to the operator from a pod's termination message."""
+    from ringleader.analysis import report  # matplotlib: loaded by the first report only
+
+    store = store_for(tracking_uri)
+    result, run_id = results.from_mlflow(store, parent_run_id)
+    known = summaries or {}
+    result = dataclasses.replace(result, trials=[
+        t if t.summary or t.trial.name not in known else dataclasses.replace(t, summary=known[t.trial.name])
+        for t in result.trials])
+    with _FIGURES, tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
+        reports.attach(store, run_id, report.build(result, pathlib.Path(staging)))

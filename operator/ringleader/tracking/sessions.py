@@ -1,4 +1,4 @@
-"""A `ringleader run` session in MLflow: its experiment, its parent (sweep) run, its trials, its comparison.
+"""A `ringleader run` session in MLflow: its experiment, its parent (sweep) run, its trials, its report.
 
 Used by the launcher (launch/tracker.py) while it runs and by replay.py (`ringleader publish DIR`)
 afterwards; the session's own cursor keeps the experiment and parent run ids, so both write into
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-import tempfile
 import time
 from typing import Any
 
@@ -22,6 +21,8 @@ from ringleader.contract import redaction
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import layout, metric_names, publisher, schema
 from ringleader.tracking import store as store_
+
+REPORT_DIR = "report"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +94,7 @@ def open_session(store: store_.Store, session: Session) -> tuple[str, str, curso
 
 def publish_session(store: store_.Store, session: Session) -> SessionResult:
     """Publish every trial directory that exists, then, once the sweep is over, the metrics comparing the trials,
-    the comparison and status."""
+    its report and status."""
     experiment_id, parent_run_id, cursor = open_session(store, session)
     results = [publisher.publish_trial(store, session.directory / name, experiment_id, parent_run_id)
                for name in session.trials if (session.directory / name / layout.TRIAL_FILE).is_file()]
@@ -102,9 +103,9 @@ def publish_session(store: store_.Store, session: Session) -> SessionResult:
         if not cursor.is_done("sweep-metrics"):
             log_sweep_metrics(store, parent_run_id, trial_summaries(session))
             cursor.mark_done("sweep-metrics")
-        if not cursor.is_done("comparison"):
-            log_comparison(store, parent_run_id, comparison_rows(session))
-            cursor.mark_done("comparison")
+        if not cursor.is_done("report"):
+            publish_report(store, session, parent_run_id)
+            cursor.mark_done("report")
         if not cursor.is_done("status"):
             publisher.end_run(store, parent_run_id, outcome)
             cursor.mark_done("status")
@@ -128,9 +129,24 @@ def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: dict[s
                                              in sorted(metric_names.sweep(summaries).items())])
 
 
-def comparison_rows(session: Session) -> list:
-    """report.ComparisonRow per trial of the session, from the trial directories (missing ones: not run)."""
+def report_directory(session_dir: pathlib.Path) -> pathlib.Path:
+    """Where a session's report is written: <session>/report/."""
+    return session_dir / REPORT_DIR
+
+
+def publish_report(store: store_.Store, session: Session, parent_run_id: str) -> None:
+    """Build the session's report into <session>/report/ and attach it to the sweep run."""
+    # Imported here: matplotlib costs a second at import, and results.py reads sessions through this module.
     from ringleader.analysis import report
+    from ringleader.tracking import reports, results
+
+    built = report.build(results.from_directory(session.directory), report_directory(session.directory))
+    reports.attach(store, parent_run_id, built)
+
+
+def comparison_rows(session: Session) -> list:
+    """tables.ComparisonRow per trial of the session, from the trial directories (missing ones: not run)."""
+    from ringleader.analysis import tables
 
     rows = []
     for name in session.trials:
@@ -142,22 +158,8 @@ def comparison_rows(session: Session) -> list:
         summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
         status = outcome.status if outcome else schema.RUNNING
         message = outcome.message if outcome and outcome.status != schema.FINISHED else None
-        rows.append(report.row_for(trial, summary if isinstance(summary, dict) else None, status, message))
+        rows.append(tables.row_for(trial, summary if isinstance(summary, dict) else None, status, message))
     return rows
-
-
-def log_comparison(store: store_.Store, parent_run_id: str, rows: list) -> None:
-    """comparison.txt, .csv, .md and .png as artifacts of the parent run."""
-    from ringleader.analysis import report
-
-    with tempfile.TemporaryDirectory(prefix="ringleader-comparison-") as staging:
-        directory = pathlib.Path(staging)
-        (directory / "comparison.txt").write_text(report.format_table(rows))
-        (directory / "comparison.csv").write_text(report.to_csv(rows))
-        (directory / "comparison.md").write_text(report.to_markdown(rows))
-        report.plot_comparison(rows, directory / "comparison.png")
-        for name in ("comparison.txt", "comparison.csv", "comparison.md", "comparison.png"):
-            store.log_artifact(parent_run_id, directory / name, None)
 
 
 def find_sessions(directory: pathlib.Path) -> list[pathlib.Path]:

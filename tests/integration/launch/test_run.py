@@ -39,7 +39,7 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
     client, runs = runs_of(workdir, "default/arch")
     [sweep] = runs["sweep"]
     assert sweep.info.status == "FINISHED"
-    assert {"comparison.txt", "comparison.csv", "comparison.png"} <= {a.path for a in client.list_artifacts(sweep.info.run_id)}
+    assert {"report/report.html", "report/report.csv"} <= {a.path for a in client.list_artifacts(sweep.info.run_id, "report")}
     trials = {run.data.tags["ringleader.trial"]: run for run in runs["trial"]}
     assert sorted(trials) == ["arch-0", "arch-1"]
     for name, run in trials.items():

@@ -1,4 +1,4 @@
-"""The comparison report: what the table shows for succeeded and failed trials, in text, CSV and markdown; the plots."""
+"""The comparison table: what it shows for succeeded and failed trials, in text, CSV and markdown; the per-rank plot."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from ringleader.analysis import report
+from ringleader.analysis import figures, tables
 from ringleader.api import experiment, trial
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -25,13 +25,14 @@ def trials() -> list[trial.Trial]:
 
 
 SUMMARY = {"throughput": 1234.56, "iterationTimeP50Seconds": 0.0312, "iterationTimeP95Seconds": 0.0457,
-           "computeFraction": 0.612, "commFraction": 0.288, "waitFraction": 0.1, "stragglerRank": 3}
+           "computeFraction": 0.612, "commFraction": 0.288, "waitFraction": 0.1, "stragglerRank": 3,
+           "commSeconds": 0.009, "lossLast": 0.25}
 
 
 @pytest.fixture
-def rows(trials) -> list[report.ComparisonRow]:
-    return [report.row_for(trials[0], SUMMARY, "FINISHED"),
-            report.row_for(trials[1], None, "FAILED", "rank 2 (worker-1) exited with code 3: RuntimeError: boom | x")]
+def rows(trials) -> list[tables.ComparisonRow]:
+    return [tables.row_for(trials[0], SUMMARY, "FINISHED"),
+            tables.row_for(trials[1], None, "FAILED", "rank 2 (worker-1) exited with code 3: RuntimeError: boom | x")]
 
 
 def test_a_row_takes_its_identity_from_the_trial_and_its_numbers_from_the_summary(trials, rows):
@@ -45,7 +46,7 @@ def test_a_row_takes_its_identity_from_the_trial_and_its_numbers_from_the_summar
 
 
 def test_the_text_table_shows_milliseconds_shares_and_the_failure_reason(rows):
-    table = report.format_table(rows)
+    table = tables.format_table(rows)
     lines = table.splitlines()
     assert lines[0].split()[:4] == ["trial", "architecture", "paradigm", "workers"]
     assert set(lines[1]) == {"-", " "}
@@ -59,26 +60,21 @@ def test_the_text_table_shows_milliseconds_shares_and_the_failure_reason(rows):
 
 
 def test_csv_keeps_unrounded_si_numbers_and_empty_cells_for_missing_ones(rows):
-    parsed = list(csv.DictReader(io.StringIO(report.to_csv(rows))))
+    parsed = list(csv.DictReader(io.StringIO(tables.to_csv(rows))))
     assert float(parsed[0]["iteration_time_p50_seconds"]) == 0.0312
     assert float(parsed[0]["throughput"]) == 1234.56
+    assert float(parsed[0]["comm_seconds"]) == 0.009 and float(parsed[0]["loss_last"]) == 0.25
     assert parsed[0]["parameters"] == "architecture=ParameterServer;paradigm=BSP"
     assert parsed[1]["throughput"] == "" and parsed[1]["status"] == "FAILED"
     assert "boom | x" in parsed[1]["message"]
 
 
 def test_markdown_escapes_pipes_and_right_aligns_numbers(rows):
-    lines = report.to_markdown(rows).splitlines()
+    lines = tables.to_markdown(rows).splitlines()
     assert lines[0].startswith("| trial | architecture |")
     assert lines[1].split("|")[4] == "---:"  # workers
     assert len(lines) == 4
-    assert all(line.count("|") - line.count("\\|") == len(report.COLUMNS) + 1 for line in lines)
-
-
-def test_the_comparison_plot_is_a_png_even_with_a_trial_without_summary(rows, tmp_path):
-    path = report.plot_comparison(rows, tmp_path / "comparison.png")
-    data = path.read_bytes()
-    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+    assert all(line.count("|") - line.count("\\|") == len(tables.COLUMNS) + 1 for line in lines)
 
 
 def worker_records(rank: int, slow: float = 1.0) -> list[dict]:
@@ -94,16 +90,16 @@ def worker_records(rank: int, slow: float = 1.0) -> list[dict]:
 
 
 def test_a_rank_breakdown_averages_the_steady_iterations_only():
-    breakdown = report.rank_breakdown(1, worker_records(1, slow=2.0))
+    breakdown = figures.rank_breakdown(1, worker_records(1, slow=2.0))
     assert breakdown.iterations == 10
     assert breakdown.phases["time/forward"] == pytest.approx(0.02)
     assert breakdown.phases["time/iteration"] == pytest.approx(0.09)
     assert breakdown.unaccounted == pytest.approx(0.09 - (0.001 + 0.02 + 0.04 + 0.005 + 0.002 + 0.001))
     server = [{"step": 0, "role": "ps", "server/aggregation": 0.01, "server/queue_depth": 2}]
-    assert report.rank_breakdown(0, server) is None
+    assert figures.rank_breakdown(0, server) is None
 
 
 def test_the_rank_breakdown_plot_is_a_png(tmp_path):
-    breakdowns = [report.rank_breakdown(rank, worker_records(rank, slow=1.0 + rank)) for rank in range(3)]
-    data = report.plot_rank_breakdown(breakdowns, tmp_path / "breakdown.png").read_bytes()
+    breakdowns = [figures.rank_breakdown(rank, worker_records(rank, slow=1.0 + rank)) for rank in range(3)]
+    data = figures.plot_rank_breakdown(breakdowns, tmp_path / "breakdown.png").read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000

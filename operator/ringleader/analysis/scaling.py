@@ -1,0 +1,251 @@
+"""Scaling figures: throughput, speedup and efficiency against workers, communication against the cost models,
+and the scaling factor against bandwidth beside the what-if model; used by report.py and findings.py.
+
+Cost models (models.py) need the model's size M and the link's bandwidth B. M is the sum of the
+parameters' bytes in a rank's layers.json; without one, no model is drawn. B is spec.network.bandwidth
+when the trials set one, else ASSUMED_BANDWIDTH, written on the figure; latency is taken as 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+
+import matplotlib.pyplot as pyplot
+
+from ringleader.analysis import combinations, figures, models, statistics, whatif
+from ringleader.analysis import results as results_
+from ringleader.api import constants
+from ringleader.contract import keys
+
+WORKERS = "workers"
+BANDWIDTH = "bandwidth"
+ASSUMED_BANDWIDTH = 10e9
+"""ASSUMED_BANDWIDTH in bits per second (10 Gbit/s, a common data-centre NIC) when spec.network.bandwidth is unset;
+local runs over loopback are faster still, so their communication lies below this model."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One worker count of a series: throughput, speedup and efficiency over the series' smallest count."""
+
+    workers: int
+    throughput: statistics.Estimate
+    speedup: statistics.Estimate
+    efficiency: statistics.Estimate
+    comm_seconds: statistics.Estimate | None
+
+
+def _scaled(estimate: statistics.Estimate, factor: float) -> statistics.Estimate:
+    return statistics.Estimate(estimate.mean * factor, None if estimate.low is None else estimate.low * factor,
+                               None if estimate.high is None else estimate.high * factor, estimate.count)
+
+
+def scaling_series(result: results_.SweepResult) -> dict[str, list[Point]]:
+    """Per series (every varied axis but workers, e.g. "RingAllReduce"), its points by worker count; speedup
+    and efficiency are relative to the series' smallest worker count, with intervals when repeated."""
+    others = [axis for axis in combinations.varied_axes(result) if axis != WORKERS]
+    series: dict[str, list[Point]] = {}
+    for line in combinations.group(result, others):
+        by_workers = combinations.group(results_.SweepResult(result.experiment, line.trials), [WORKERS])
+        measured = sorted(((int(c.parameters[WORKERS]), c) for c in by_workers if c.values(keys.THROUGHPUT)),
+                          key=lambda item: item[0])
+        if len(measured) < 2:
+            continue
+        base_workers, base = measured[0]
+        points = []
+        for workers, combination in measured:
+            speedup = statistics.ratio(combination.values(keys.THROUGHPUT), base.values(keys.THROUGHPUT))
+            points.append(Point(workers, combination.estimate(keys.THROUGHPUT), speedup,
+                                _scaled(speedup, base_workers / workers), combination.estimate(keys.COMM_SECONDS)))
+        series[line.label] = points
+    return series
+
+
+def model_bytes(result: results_.SweepResult) -> float | None:
+    """M: the bytes of all parameters, from the first layers.json document found; None without one."""
+    for trial in result.trials:
+        for _, layers in sorted(trial.layers.items()):
+            sizes = [p.get("bytes") for p in layers.get("parameters") or []]
+            if sizes and all(isinstance(size, (int, float)) for size in sizes):
+                return float(sum(sizes))
+    return None
+
+
+def link(result: results_.SweepResult) -> tuple[models.Link, str]:
+    """The link of the cost models and how it was chosen, in words for the figure."""
+    rates = {trial.trial.spec.network.bits_per_second() for trial in result.trials}
+    if len(rates) == 1 and None not in rates:
+        rate = rates.pop()
+        return models.Link(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
+    return models.Link(ASSUMED_BANDWIDTH), (f"B = {ASSUMED_BANDWIDTH / 1e9:g} Gbit/s assumed "
+                                            "(spec.network.bandwidth unset or swept), latency 0")
+
+
+def _errorbar(axes, xs, estimates, scale=1.0, **style) -> None:
+    means = [scale * e.mean for e in estimates]
+    below = [scale * (e.mean - e.low) if e.low is not None else 0.0 for e in estimates]
+    above = [scale * (e.high - e.mean) if e.high is not None else 0.0 for e in estimates]
+    axes.errorbar(xs, means, yerr=[below, above], capsize=3, marker="o", **style)
+
+
+def scaling(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+    """Throughput, speedup and efficiency against workers, one line per series."""
+    if WORKERS not in result.axes:
+        return None
+    series = scaling_series(result)
+    if not series:
+        return None
+    figure, panels = pyplot.subplots(1, 3, figsize=(13.0, 4.2))
+    for index, (name, points) in enumerate(series.items()):
+        xs = [p.workers for p in points]
+        style = {"color": figures.colour(index), "label": name}
+        _errorbar(panels[0], xs, [p.throughput for p in points], **style)
+        _errorbar(panels[1], xs, [p.speedup for p in points], **style)
+        _errorbar(panels[2], xs, [p.efficiency for p in points], **style)
+    every = sorted({p.workers for points in series.values() for p in points})
+    panels[1].plot(every, [w / every[0] for w in every], "k:", linewidth=1, label="linear")
+    panels[2].axhline(1.0, color="k", linestyle=":", linewidth=1)
+    for panel, unit in zip(panels, ("throughput (samples/s)", "speedup", "efficiency")):
+        panel.set_xlabel("workers")
+        panel.set_ylabel(unit)
+        panel.set_xticks(every)
+    panels[1].legend(fontsize=7)
+    figure.suptitle("Scaling with workers (error bars: 95 % CI over repetitions, where repeated)", fontsize=10)
+    path = figures.save(figure, directory, "scaling")
+    return figures.Figure("scaling", "Scaling with workers",
+                          "three line charts against workers per series: throughput, speedup and efficiency",
+                          "Speedup is throughput over that of the series' smallest worker count; efficiency is speedup "
+                          "over the ratio of worker counts (1 = linear scaling, dotted). Intervals of speedup come "
+                          "from the delta method on the ratio of means.", path)
+
+
+def communication(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+    """Measured communication seconds per worker iteration against workers, with the cost models drawn over."""
+    if WORKERS not in result.axes:
+        return None
+    series = {name: [p for p in points if p.comm_seconds is not None] for name, points in scaling_series(result).items()}
+    series = {name: points for name, points in series.items() if points}
+    if not series:
+        return None
+    size = model_bytes(result)
+    chosen, described = link(result)
+    figure, axes = pyplot.subplots(figsize=(7.5, 4.6))
+    every = sorted({p.workers for points in series.values() for p in points})
+    for index, (name, points) in enumerate(series.items()):
+        _errorbar(axes, [p.workers for p in points], [p.comm_seconds for p in points], scale=1000.0,
+                  color=figures.colour(index), label=f"{name} (measured)")
+    drawn = []
+    if size is not None:
+        architectures = dict.fromkeys(t.trial.spec.architecture for t in result.trials)
+        servers = max(t.trial.spec.parameter_servers.replicas for t in result.trials)
+        for index, architecture in enumerate(architectures):
+            xs = list(range(every[0], every[-1] + 1))
+            ys = [1000 * models.comm_seconds(architecture, n, size, chosen, servers) for n in xs]
+            axes.plot(xs, ys, linestyle="--", color=figures.colour(len(series) + index),
+                      label=f"{architecture.value} (model)")
+            drawn.append(architecture.value)
+    axes.set_xlabel("workers")
+    axes.set_ylabel("communication per worker iteration (ms)")
+    axes.set_xticks(every)
+    if size is None:
+        note = "no cost model: the model's size M needs a rank's layers.json, which this source lacks"
+    else:
+        note = f"model: M = {size / 1e6:.3g} MB (layers.json), {described}"
+    axes.set_title(f"Communication against workers\n{note}", fontsize=9)
+    axes.legend(fontsize=7)
+    path = figures.save(figure, directory, "communication")
+    return figures.Figure("communication", "Communication against the cost models",
+                          "line chart: measured communication milliseconds per worker iteration against workers"
+                          + (", with the cost models of " + ", ".join(drawn) + " dashed" if drawn else ""),
+                          "Measured: mean communication time per worker iteration after warm-up. Dashed: the "
+                          "standard cost models (parameter server max(2NM/(kB), 2M/B), peer-to-peer 2(N-1)M/(NB), ring "
+                          f"2(N-1)M/(NB)) with {note.removeprefix('model: ')}. Measured far above its model means the "
+                          "exchange is not bandwidth-bound (latency, serialization, CPU contention).", path)
+
+
+# -- bandwidth ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class WhatIfCurve:
+    """Study 3's what-if scaling factors for one profiled trial, at the given bandwidths."""
+
+    trial: str
+    workers: int
+    points: list[tuple[float, float]]
+    """points are (bits per second, scaling factor)."""
+
+
+def bandwidth_series(result: results_.SweepResult) -> dict[str, list[tuple[float, statistics.Estimate]]]:
+    """Per series (every varied axis but bandwidth), the measured scaling factor (compute share of iteration
+    time) at each bandwidth, in bits per second, slowest first."""
+    others = [axis for axis in combinations.varied_axes(result) if axis != BANDWIDTH]
+    series = {}
+    for line in combinations.group(result, others):
+        points = []
+        for combination in combinations.group(results_.SweepResult(result.experiment, line.trials), [BANDWIDTH]):
+            estimate = combination.estimate(keys.COMPUTE_FRACTION)
+            if estimate is not None:
+                rate = combination.trials[0].trial.spec.network.bits_per_second()
+                points.append((float(rate), estimate))
+        if points:
+            series[line.label] = sorted(points, key=lambda point: point[0])
+    return series
+
+
+def whatif_curve(result: results_.SweepResult, bandwidths: list[float]) -> WhatIfCurve | str:
+    """The what-if model at `bandwidths` from the first finished trial with a worker's layers.json, or why not."""
+    for trial in result.trials:
+        if trial.status != combinations.FINISHED:
+            continue
+        for rank, layers in sorted(trial.layers.items()):
+            records = trial.records.get(rank) or []
+            if not any(r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER for r in records):
+                continue
+            try:
+                profile = whatif.profile_from_layers(dict(layers))
+                batch = whatif.batch_seconds_from_records(records)
+            except (ValueError, KeyError):
+                continue
+            workers = trial.trial.spec.workers.replicas
+            points = [(rate, whatif.simulate(profile, workers, rate, batch_seconds=batch).scaling_factor)
+                      for rate in bandwidths]
+            return WhatIfCurve(trial.trial.name, workers, points)
+    return "no what-if curve: it needs a worker's layers.json and records of a finished trial, which this source lacks"
+
+
+def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+    """Measured scaling factor against bandwidth, with the what-if model's curve beside it."""
+    if BANDWIDTH not in result.axes:
+        return None
+    series = bandwidth_series(result)
+    if not series:
+        return None
+    rates = [rate for points in series.values() for rate, _ in points]
+    low, high = math.log10(min(rates) / 2), math.log10(max(rates) * 2)
+    grid = [10 ** (low + (high - low) * i / 40) for i in range(41)]
+    curve = whatif_curve(result, grid)
+    figure, axes = pyplot.subplots(figsize=(7.5, 4.6))
+    for index, (name, points) in enumerate(series.items()):
+        _errorbar(axes, [rate for rate, _ in points], [estimate for _, estimate in points],
+                  color=figures.colour(index), label=f"{name} (measured: compute share)")
+    if isinstance(curve, WhatIfCurve):
+        axes.plot([r for r, _ in curve.points], [sf for _, sf in curve.points], "k--",
+                  label=f"what-if model ({curve.trial}'s profile, N={curve.workers})")
+        note = f"what-if model from {curve.trial}'s layers.json"
+    else:
+        note = curve
+    axes.set_xscale("log")
+    axes.set_ylim(0, 1.05)
+    axes.set_xlabel("bandwidth (bits/s)")
+    axes.set_ylabel("scaling factor")
+    axes.set_title(f"Scaling factor against bandwidth\n{note}", fontsize=9)
+    axes.legend(fontsize=7)
+    path = figures.save(figure, directory, "network")
+    return figures.Figure("network", "Scaling factor against bandwidth",
+                          "line chart: measured scaling factor against bandwidth"
+                          + (", with the what-if model's curve dashed" if isinstance(curve, WhatIfCurve) else ""),
+                          "Measured scaling factor: compute time over iteration time (1 = the network costs nothing). "
+                          "Dashed: the what-if model (fused gradient buckets allreduced while backward runs) at "
+                          f"each bandwidth; {note}.", path)

@@ -1,0 +1,153 @@
+"""The comparison table of a sweep's trials, one row per trial: as text, CSV and markdown.
+
+Called by the launcher (the table printed at the end of `ringleader run`), by report.py (report.csv and
+the table of the MLflow description) and by the operator (the parent run's comparison).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from typing import Any, Mapping, Sequence
+
+from ringleader.api import trial as trial_
+from ringleader.contract import keys
+
+
+@dataclasses.dataclass(frozen=True)
+class ComparisonRow:
+    """One trial in the comparison: what it was, how fast, where the time went, how it ended."""
+
+    trial: str
+    architecture: str
+    paradigm: str
+    workers: int
+    status: str
+    throughput: float | None = None
+    """throughput in samples per second, all workers together."""
+    p50_seconds: float | None = None
+    p95_seconds: float | None = None
+    compute_fraction: float | None = None
+    comm_fraction: float | None = None
+    wait_fraction: float | None = None
+    compute_seconds: float | None = None
+    """compute_seconds, comm_seconds and wait_seconds are means per worker iteration after warm-up."""
+    comm_seconds: float | None = None
+    wait_seconds: float | None = None
+    bytes_per_iteration: float | None = None
+    """bytes_per_iteration is the mean of bytes sent per worker iteration."""
+    loss_last: float | None = None
+    """loss_last is the mean over workers of their last recorded loss."""
+    parameters: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    message: str | None = None
+    """message says why a trial failed."""
+
+
+def row_for(trial: trial_.Trial, summary: Mapping[str, Any] | None, status: str,
+            message: str | None = None) -> ComparisonRow:
+    """A row from a trial and its summary (a summary.json document or `Summary.wire()`; None if it has none)."""
+    summary = summary or {}
+
+    def number(key: str) -> float | None:
+        value = summary.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    spec = trial.spec
+    return ComparisonRow(
+        trial=trial.name, architecture=spec.architecture.value, paradigm=spec.sync.paradigm.value,
+        workers=spec.workers.replicas, status=status, throughput=number(keys.THROUGHPUT),
+        p50_seconds=number(keys.P50), p95_seconds=number(keys.P95), compute_fraction=number(keys.COMPUTE_FRACTION),
+        comm_fraction=number(keys.COMM_FRACTION), wait_fraction=number(keys.WAIT_FRACTION),
+        compute_seconds=number(keys.COMPUTE_SECONDS), comm_seconds=number(keys.COMM_SECONDS),
+        wait_seconds=number(keys.WAIT_SECONDS), bytes_per_iteration=number(keys.BYTES_PER_ITERATION),
+        loss_last=number(keys.LOSS_LAST), parameters=dict(trial.parameters),
+        message=message,
+    )
+
+
+COLUMNS = ("trial", "architecture", "paradigm", "workers", "throughput (samples/s)", "iteration p50 (ms)",
+           "iteration p95 (ms)", "compute", "comm", "wait", "status")
+
+
+def _cells(row: ComparisonRow) -> list[str]:
+    def fixed(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
+        return "-" if value is None else f"{value * scale:.{digits}f}"
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value * 100:.0f}%"
+
+    return [row.trial, row.architecture, row.paradigm, str(row.workers), fixed(row.throughput),
+            fixed(row.p50_seconds, 1000.0), fixed(row.p95_seconds, 1000.0), share(row.compute_fraction),
+            share(row.comm_fraction), share(row.wait_fraction), row.status]
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """Cells as they are shown, for markdown here and HTML in page.py."""
+
+    columns: Sequence[str]
+    rows: Sequence[Sequence[str]]
+    numeric: frozenset[int] = frozenset()
+    """numeric are the indexes of right-aligned columns."""
+
+    def markdown(self, rows: int | None = None) -> str:
+        """The table in GitHub markdown, its first `rows` rows only when given."""
+        def escape(cell: str) -> str:
+            return cell.replace("|", "\\|").replace("\n", " ")
+
+        lines = ["| " + " | ".join(map(escape, self.columns)) + " |",
+                 "|" + "|".join("---:" if i in self.numeric else "---" for i in range(len(self.columns))) + "|"]
+        lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in self.rows[:rows]]
+        return "\n".join(lines) + "\n"
+
+
+NUMERIC_COLUMNS = frozenset({3, 4, 5, 6, 7, 8, 9})
+
+
+def comparison(rows: Sequence[ComparisonRow]) -> Table:
+    return Table(COLUMNS, [_cells(row) for row in rows], NUMERIC_COLUMNS)
+
+
+def format_table(rows: Sequence[ComparisonRow]) -> str:
+    """An aligned text table for a terminal, numbers right-aligned; failed trials' reasons listed below it."""
+    table = [list(COLUMNS)] + [_cells(row) for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
+    lines = []
+    for number, line in enumerate(table):
+        cells = [cell.rjust(widths[i]) if i in NUMERIC_COLUMNS and number else cell.ljust(widths[i])
+                 for i, cell in enumerate(line)]
+        lines.append("  ".join(cells).rstrip())
+        if number == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    for row in rows:
+        if row.message:
+            lines.append(f"{row.trial}: {row.message}")
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(rows: Sequence[ComparisonRow]) -> str:
+    return comparison(rows).markdown()
+
+
+CSV_FIELDS = ("trial", "architecture", "paradigm", "workers", "throughput", "iteration_time_p50_seconds",
+              "iteration_time_p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
+              "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last", "status",
+              "parameters", "message")
+NUMBERS = ("throughput", "p50_seconds", "p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
+           "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last")
+"""The ComparisonRow attributes behind CSV_FIELDS' numeric columns, in the same order."""
+
+
+def to_csv(rows: Sequence[ComparisonRow]) -> str:
+    """Unrounded numbers in SI units (seconds, fractions), for pandas or a spreadsheet."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for row in rows:
+        writer.writerow([
+            row.trial, row.architecture, row.paradigm, row.workers,
+            *("" if getattr(row, name) is None else repr(getattr(row, name)) for name in NUMBERS),
+            row.status, ";".join(f"{k}={v}" for k, v in row.parameters.items()), row.message or "",
+        ])
+    return buffer.getvalue()

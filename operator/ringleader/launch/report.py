@@ -1,0 +1,121 @@
+"""`ringleader report SOURCE`: a sweep's report (HTML, figures, CSV, JSON), attached to its MLflow sweep run; cli.py delegates here.
+
+    ringleader report ringleader-runs/                        # the newest run directory in it
+    ringleader report ringleader-runs/quickstart-20250101-120000 -o /tmp/quickstart
+    ringleader report default/quickstart                      # an MLflow experiment's newest sweep run
+    ringleader report 3f2a9c...                               # one sweep run, by id
+    ringleader report quickstart --tracking-uri http://127.0.0.1:5000 --no-attach
+
+SOURCE is tried as a run directory first, then in MLflow as a sweep run id, an experiment name (also
+"default/<name>") and an experiment id. Exit status: 0 when the report is written (and attached), 1
+when SOURCE names nothing, MLflow does not answer or attaching failed (the files are still written),
+2 for wrong options. Importing this module is cheap; MLflow and matplotlib are imported by `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+from typing import TextIO
+
+from ringleader.contract import redaction
+
+DEFAULT_OUTPUT = pathlib.Path("ringleader-report")
+"""DEFAULT_OUTPUT holds <experiment>/ for a report from MLflow; a run directory's report goes into it, as report/."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", metavar="SOURCE",
+                        help="a run directory of `ringleader run` (or the directory holding them: the newest is "
+                             "taken), an MLflow experiment name or id (its newest sweep run), or a sweep run id")
+    parser.add_argument("-o", "--output-dir", metavar="DIR", type=pathlib.Path,
+                        help="where the report's files go (default: <run dir>/report for a run directory, else "
+                             f"./{DEFAULT_OUTPUT}/<experiment>)")
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="MLflow tracking URI (default: for a run directory, the store it was published to; "
+                             "else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this directory)")
+    parser.add_argument("--no-attach", action="store_true",
+                        help="only write the files; do not attach them to the sweep run in MLflow")
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    # Imported here: MLflow and matplotlib take seconds, and the `ringleader` parser is built with this module.
+    from ringleader.analysis import report
+    from ringleader.tracking import reports, results
+    from ringleader.tracking import store as store_
+
+    try:
+        if pathlib.Path(args.source).is_dir():
+            result, output, attach_to = _from_directory(args, out)
+        else:
+            result, output, attach_to = _from_mlflow(args)
+    except (results.SourceNotFound, store_.TrackingUnavailable) as error:
+        print(str(error), file=err)
+        return 1
+
+    built = report.build(result, output)
+    for finding in built.findings:
+        print(f"- {finding}", file=out)
+    print(f"Report: {built.html}", file=out)
+    if args.no_attach:
+        return 0
+    if isinstance(attach_to, str):  # why it cannot be attached
+        print(f"not attached: {attach_to}", file=err)
+        return 1
+    store, run_id = attach_to
+    try:
+        reports.attach(store, run_id, built)
+    except store_.TrackingUnavailable as error:
+        print(f"not attached: {error}; the files are in {built.directory}", file=err)
+        return 1
+    print(f"Attached to sweep run {run_id} at {redaction.redact(store.uri)}: artifacts report/, and its description",
+          file=out)
+    return 0
+
+
+def _from_directory(args: argparse.Namespace, out: TextIO):
+    """(result, output directory, (store, sweep run id) or why not) for a run directory."""
+    from ringleader.tracking import cursor as cursor_
+    from ringleader.tracking import results, sessions
+    from ringleader.tracking import settings as settings_
+    from ringleader.tracking import store as store_
+
+    directory, picked = results.session_directory(args.source)
+    if picked:
+        print(picked, file=out)
+    result = results.from_directory(directory)
+    output = args.output_dir or sessions.report_directory(directory)
+    if args.no_attach:
+        return result, output, None
+    uri = settings_.absolute_uri(args.tracking_uri) if args.tracking_uri else sessions.Session.load(directory).tracking_uri
+    if redaction.is_redacted(uri):
+        return result, output, (f"the run's MLflow URI {uri} carried credentials, which are never stored: give it "
+                                "in full with --tracking-uri")
+    store = store_.Store(uri)
+    run_id = cursor_.Cursor.load(cursor_.path_for(directory, store.uri)).run_id
+    if run_id is None:
+        return result, output, (f"{directory} was never published to {redaction.redact(uri)}: "
+                                f"`ringleader publish {directory}` first, or --no-attach")
+    return result, output, (store, run_id)
+
+
+def _from_mlflow(args: argparse.Namespace):
+    """(result, output directory, (store, sweep run id)) for an experiment or a sweep run in MLflow."""
+    from ringleader.tracking import results
+    from ringleader.tracking import settings as settings_
+    from ringleader.tracking import store as store_
+
+    uri = settings_.resolve_uri(args.tracking_uri)
+    database = store_.sqlite_path(uri)
+    if database is not None and not pathlib.Path(database).is_file():
+        # Opening it would create an empty store: a typo would leave an mlflow.db behind.
+        raise results.SourceNotFound(f"{args.source}: not a run directory, and no MLflow store at "
+                                     f"{redaction.redact(uri)} to look it up in (--tracking-uri URI names another)")
+    store = store_.Store(uri)
+    try:
+        result, run_id = results.from_mlflow(store, args.source)
+    except results.SourceNotFound as error:
+        raise results.SourceNotFound(f"{args.source}: not a run directory; in MLflow at {redaction.redact(uri)}: "
+                                     f"{str(error).removeprefix(args.source + ': ')}") from None
+    return result, args.output_dir or DEFAULT_OUTPUT / result.experiment, (store, run_id)

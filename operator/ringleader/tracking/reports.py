@@ -1,0 +1,29 @@
+"""A report attached to its sweep run: the files under `report/`, the findings and tables as the run's description.
+
+    attach(store, sweep_run_id, analysis.report.build(result, directory))
+
+Used by `ringleader report`, the launcher's session end (sessions.py) and the operator. MLflow shows
+the description (tag mlflow.note.content) on the run's page; it is cut to MLflow's tag limit by
+dropping table rows, never by failing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ringleader.tracking import schema
+from ringleader.tracking import store as store_
+
+if TYPE_CHECKING:  # the type only: importing analysis.report loads matplotlib
+    from ringleader.analysis import report as report_
+
+ARTIFACT_DIR = "report"
+
+
+def attach(store: store_.Store, sweep_run_id: str, report: report_.Report) -> None:
+    """Log every file of `report` under report/ of the run and set the run's description; repeating it
+    replaces both. Raises TrackingUnavailable when the store does not answer."""
+    for path in report.files:
+        store.log_artifact(sweep_run_id, path, ARTIFACT_DIR)
+    where = f"artifact {ARTIFACT_DIR}/{report.html.name} of this run"
+    store.set_tags(sweep_run_id, {schema.TAG_NOTE: report.note(schema.MAX_TAG_VALUE, where)})

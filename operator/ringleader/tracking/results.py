@@ -1,0 +1,182 @@
+"""A sweep's results (analysis.results.SweepResult) read from a `ringleader run` directory or from MLflow.
+
+    result = from_directory("ringleader-runs/quickstart-20250101-120000")
+    result, sweep_run_id = from_mlflow(store, "default/quickstart")   # or an experiment id, or a sweep run id
+
+Used by `ringleader report`, the launcher's session end (sessions.py) and the operator. Both sources
+read the same files: on disk, or as the runs' artifacts (trial.json and summary.json at a trial run's
+root, records/iterations.jsonl on each rank run, layers/rank-<r>.layers.json on the trial run). A
+missing file leaves its part empty: a trial without records still has its row.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import tempfile
+
+import mlflow.exceptions
+
+from ringleader.analysis import results
+from ringleader.api import trial as trial_
+from ringleader.contract import records as record_files
+from ringleader.tracking import layout, schema, sessions
+from ringleader.tracking import store as store_
+
+RECORDS_ARTIFACT = "records/iterations.jsonl"
+"""RECORDS_ARTIFACT is where a rank run keeps its iterations.jsonl."""
+LAYERS_DIR = "layers"
+"""LAYERS_DIR holds a trial run's rank-<r>.layers.json (publisher.py uploads them)."""
+MAX_RUNS = 5000
+"""MAX_RUNS a search returns: a sweep has at most 256 trials (api.spec.MAX_TRIALS) of at most 1024 ranks each."""
+
+
+class SourceNotFound(LookupError):
+    """The source names no run directory, MLflow experiment or sweep run; the message says what was tried."""
+
+
+# -- a run directory ------------------------------------------------------------------------
+
+def session_directory(path: str | pathlib.Path) -> tuple[pathlib.Path, str | None]:
+    """The session at `path`: itself, or the newest session inside it (with a sentence saying it was picked)."""
+    path = pathlib.Path(path)
+    try:
+        found = sessions.find_sessions(path)
+    except FileNotFoundError:
+        found = []
+    if not found:
+        raise SourceNotFound(f"{path}: no `ringleader run` directory ({layout.SESSION_FILE}) there or inside it")
+    if found == [path]:
+        return path, None
+    newest = found[-1]  # session names end with their start time, so the last in name order is the newest
+    return newest, f"{path} holds {len(found)} runs; reporting the newest, {newest.name}"
+
+
+def from_directory(path: str | pathlib.Path) -> results.SweepResult:
+    """The session at `path` (or the newest inside it), each trial directory that holds a trial.json."""
+    directory, _ = session_directory(path)
+    session = sessions.Session.load(directory)
+    trials = []
+    for name in session.trials:
+        trial_dir = directory / name
+        if (trial_dir / layout.TRIAL_FILE).is_file():
+            trials.append(_trial_from_directory(trial_dir))
+    return results.SweepResult(session.experiment.name, trials)
+
+
+def _trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:
+    trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
+    outcome = layout.read_outcome(trial_dir)
+    status = outcome.status if outcome else schema.RUNNING
+    message = (outcome.message or outcome.reason) if outcome and outcome.status != schema.FINISHED else None
+    summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
+    records, layers = {}, {}
+    for rank, rank_dir in layout.rank_dirs(trial_dir).items():
+        records[rank] = record_files.read_iterations(rank_dir / layout.ITERATIONS_FILE)
+        document = layout.read_json(rank_dir / layout.LAYERS_FILE)
+        if isinstance(document, dict):
+            layers[rank] = document
+    return results.TrialResult(trial, status, message, summary if isinstance(summary, dict) else None, records,
+                               layers)
+
+
+# -- MLflow ---------------------------------------------------------------------------------
+
+def from_mlflow(store: store_.Store, source: str) -> tuple[results.SweepResult, str]:
+    """(the sweep, its run id) for `source`: a sweep run id, or an MLflow experiment (name or id) whose newest
+    sweep run is taken. Raises SourceNotFound naming what was tried."""
+    run = _sweep_run(store, source)
+    experiment = run.data.tags.get(schema.TAG_EXPERIMENT, "")
+    trial_runs = _search(store, run.info.experiment_id, f"tags.`{schema.TAG_KIND}` = '{schema.KIND_TRIAL}' and "
+                                                        f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{run.info.run_id}'")
+    with tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
+        trials = [t for t in (_trial_from_run(store, trial_run, pathlib.Path(staging)) for trial_run in trial_runs) if t]
+    trials.sort(key=lambda t: t.trial.index)
+    return results.SweepResult(experiment or (trials[0].trial.experiment if trials else ""), trials), run.info.run_id
+
+
+def _sweep_run(store: store_.Store, source: str):
+    tried = []
+    run = _get_run(store, source)
+    if run is not None:
+        if run.data.tags.get(schema.TAG_KIND) == schema.KIND_SWEEP:
+            return run
+        tried.append(f"run {source} is a {run.data.tags.get(schema.TAG_KIND, 'non-ringleader')} run, not a sweep run")
+    else:
+        tried.append(f"no run {source}")
+    candidates = [source] + ([f"default/{source}"] if "/" not in source else [])
+    for name in candidates:
+        experiment = store.call("get experiment", "get_experiment_by_name", name)
+        if experiment is None:
+            tried.append(f"no experiment named {name!r}")
+            continue
+        return _newest_sweep(store, experiment.experiment_id, f"experiment {name!r}")
+    if source.isdigit():
+        try:
+            experiment = store.call("get experiment", "get_experiment", source)
+            return _newest_sweep(store, experiment.experiment_id, f"experiment id {source}")
+        except mlflow.exceptions.MlflowException:
+            tried.append(f"no experiment with id {source}")
+    raise SourceNotFound(f"{source}: " + "; ".join(tried))
+
+
+def _get_run(store: store_.Store, run_id: str):
+    try:
+        return store.call("get run", "get_run", run_id)
+    except mlflow.exceptions.MlflowException:  # RESOURCE_DOES_NOT_EXIST, or an id of the wrong shape
+        return None
+
+
+def _newest_sweep(store: store_.Store, experiment_id: str, what: str):
+    runs = store.call("search runs", "search_runs", [experiment_id],
+                      filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
+                      order_by=["attributes.start_time DESC"], max_results=1)
+    if not runs:
+        raise SourceNotFound(f"{what} has no sweep run (tag {schema.TAG_KIND}={schema.KIND_SWEEP})")
+    return runs[0]
+
+
+def _search(store: store_.Store, experiment_id: str, filter_string: str) -> list:
+    return list(store.call("search runs", "search_runs", [experiment_id], filter_string=filter_string,
+                           max_results=MAX_RUNS))
+
+
+def _artifacts(store: store_.Store, run_id: str, path: str | None = None) -> set[str]:
+    return {artifact.path for artifact in store.call("list artifacts", "list_artifacts", run_id, path)}
+
+
+def _download(store: store_.Store, run_id: str, path: str, staging: pathlib.Path) -> pathlib.Path:
+    target = staging / run_id
+    target.mkdir(exist_ok=True)
+    return pathlib.Path(store.call("download artifact", "download_artifacts", run_id, path, str(target)))
+
+
+def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> results.TrialResult | None:
+    """A trial run's result; None when it has no trial.json (nothing says what it was)."""
+    run_id = run.info.run_id
+    root = _artifacts(store, run_id)
+    if layout.TRIAL_FILE not in root:
+        return None
+    trial = trial_.Trial.model_validate_json(_download(store, run_id, layout.TRIAL_FILE, staging).read_text())
+    summary = None
+    if layout.SUMMARY_FILE in root:
+        summary = json.loads(_download(store, run_id, layout.SUMMARY_FILE, staging).read_text())
+    layers = {}
+    if LAYERS_DIR in root:
+        for path in sorted(_artifacts(store, run_id, LAYERS_DIR)):
+            name = pathlib.PurePosixPath(path).name
+            if name.startswith("rank-") and name.endswith(".layers.json"):
+                rank = int(name[len("rank-"):-len(".layers.json")])
+                layers[rank] = json.loads(_download(store, run_id, path, staging).read_text())
+    records = {}
+    rank_runs = _search(store, run.info.experiment_id, f"tags.`{schema.TAG_KIND}` = '{schema.KIND_RANK}' and "
+                                                       f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{run_id}'")
+    for rank_run in rank_runs:
+        rank = int(rank_run.data.tags.get(schema.TAG_RANK, "-1"))
+        if RECORDS_ARTIFACT.split("/")[0] in _artifacts(store, rank_run.info.run_id):
+            path = _download(store, rank_run.info.run_id, RECORDS_ARTIFACT, staging)
+            records[rank] = record_files.read_iterations(path)
+    message = None
+    if run.info.status != schema.FINISHED:
+        message = run.data.tags.get(schema.TAG_STATUS_MESSAGE) or run.data.tags.get(schema.TAG_STATUS_REASON)
+    return results.TrialResult(trial, run.info.status, message, summary, dict(sorted(records.items())), layers)

@@ -1,0 +1,99 @@
+"""`ringleader report`: a real sweep with 2 repetitions, reported from its run directory and from MLflow."""
+
+from __future__ import annotations
+
+import csv
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import mlflow.tracking
+import pytest
+
+import launching
+
+pytestmark = pytest.mark.integration
+
+
+def report(cwd: pathlib.Path, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ringleader.cli", "report", *arguments], cwd=cwd,
+                          env=launching.launcher_environ(), capture_output=True, text=True, timeout=120)
+
+
+def upload_records(client: mlflow.tracking.MlflowClient, session: pathlib.Path, sweep_run_id: str) -> None:
+    # The trial run's summary.json and each rank run's records/iterations.jsonl are uploaded by the publisher
+    # on another branch; until then this test uploads them itself, at the same paths, before reading MLflow.
+    experiment_id = client.get_run(sweep_run_id).info.experiment_id
+    for trial_run in client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{sweep_run_id}'"):
+        trial_dir = session / trial_run.data.tags["ringleader.trial"]
+        if not any(a.path == "summary.json" for a in client.list_artifacts(trial_run.info.run_id)):
+            client.log_artifact(trial_run.info.run_id, str(trial_dir / "summary.json"))
+        for rank_run in client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{trial_run.info.run_id}'"):
+            rank_dir = trial_dir / f"rank-{rank_run.data.tags['ringleader.rank']}"
+            if not any(a.path == "records" for a in client.list_artifacts(rank_run.info.run_id)):
+                client.log_artifact(rank_run.info.run_id, str(rank_dir / "iterations.jsonl"), "records")
+
+
+def self_contained(page: str) -> bool:
+    return not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page) and "<script" not in page
+
+
+def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_the_same_numbers(workdir):
+    path = launching.experiment_file(workdir, "rep", {
+        "sweep": {"repetitions": 2, "matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
+    finished = launching.run(workdir, str(path), timeout=300)
+    assert finished.returncode == 0, finished.output
+    [session] = [d for d in (workdir / "ringleader-runs").iterdir() if d.is_dir()]
+    assert f"Report: {(session / 'report' / 'report.html').relative_to(workdir)}" in finished.output
+
+    # The launcher attached the report to the sweep run at its end.
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    [sweep] = client.search_runs([client.get_experiment_by_name("default/rep").experiment_id],
+                                 "tags.`ringleader.kind` = 'sweep'")
+    attached = {a.path for a in client.list_artifacts(sweep.info.run_id, "report")}
+    assert {"report/report.html", "report/report.csv", "report/report.json", "report/time.png",
+            "report/repetitions.png"} <= attached
+    note = sweep.data.tags["mlflow.note.content"]
+    assert "**Findings**" in note and "| ParameterServer | 2/2 |" in note and "report/report.html" in note
+
+    # From the directory (the directory holding it: the newest run is taken).
+    by_directory = report(workdir, "ringleader-runs", "--no-attach")
+    assert by_directory.returncode == 0, by_directory.stderr
+    assert f"reporting the newest, {session.name}" in by_directory.stdout
+    local = session / "report"
+    page = (local / "report.html").read_text()
+    assert self_contained(page)
+    assert re.findall(r'<figure id="([^"]+)">', page) == ["time", "repetitions"]
+    assert 'alt="stacked bars per trial: compute, communication and waiting' in page
+    document = json.loads((local / "report.json").read_text())
+    rows = list(csv.DictReader((local / "report.csv").open()))
+    assert [row["trial"] for row in rows] == [f"rep-{i}" for i in range(4)]
+    for row, entry in zip(rows, document["trials"]):
+        summary = json.loads((session / row["trial"] / "summary.json").read_text())
+        assert float(row["throughput"]) == summary["throughput"] == entry["summary"]["throughput"]
+        assert float(row["iteration_time_p50_seconds"]) == summary["iterationTimeP50Seconds"]
+        assert float(row["comm_seconds"]) == summary["commSeconds"]
+    fastest = max(rows[:2], rows[2:], key=lambda pair: sum(float(r["throughput"]) for r in pair))
+    assert document["findings"][0].startswith(f"Fastest: {fastest[0]['architecture']}: ")
+    assert re.search(r"x the throughput of \w+ \(95 % CI \d+\.\d\d-\d+\.\d\d\)\.", " ".join(document["findings"]))
+    assert document["combinations"][0]["throughput"]["count"] == 2
+
+    # From MLflow, by experiment name, written elsewhere and attached again.
+    upload_records(client, session, sweep.info.run_id)
+    by_mlflow = report(workdir, "rep", "-o", str(workdir / "from-mlflow"))
+    assert by_mlflow.returncode == 0, by_mlflow.stderr
+    assert f"Attached to sweep run {sweep.info.run_id}" in by_mlflow.stdout
+    again = json.loads((workdir / "from-mlflow" / "report.json").read_text())
+    assert [t["summary"] for t in again["trials"]] == [t["summary"] for t in document["trials"]]
+    assert again["findings"] == document["findings"]
+    assert self_contained((workdir / "from-mlflow" / "report.html").read_text())
+
+    # By sweep run id; an unknown source is one line naming what was tried.
+    assert report(workdir, sweep.info.run_id, "--no-attach").returncode == 0
+    unknown = report(workdir, "nothing-here")
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert unknown.stderr.strip().splitlines() == [
+        "nothing-here: not a run directory; in MLflow at sqlite:///" + str(workdir / "mlflow.db") + ": no run "
+        "nothing-here; no experiment named 'nothing-here'; no experiment named 'default/nothing-here'"]

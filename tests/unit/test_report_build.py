@@ -1,0 +1,139 @@
+"""The report of synthetic sweeps: which figures appear for what the sweep varies, what the findings say, and
+that report.html stands alone. Trials are real (api.expand), records are shaped like the runtime's (sweeps.py)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import pytest
+
+import sweeps
+from ringleader.analysis import report, results, statistics
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def built(tmp_path, spec, change=lambda trial: {}, name="rep"):
+    trials = sweeps.trials(spec, name)
+    sweep = results.SweepResult(name, [sweeps.result_of(trial, **change(trial)) for trial in trials])
+    return sweep, report.build(sweep, tmp_path / "report")
+
+
+def figure_ids(made: report.Report) -> list[str]:
+    return [figure.id for figure in made.figures]
+
+
+def test_an_architecture_sweep_with_repetitions_compares_with_intervals(tmp_path):
+    sweep, made = built(tmp_path, {"sweep": {"repetitions": 2, "matrix": {
+        "architecture": ["ParameterServer", "PeerToPeer", "RingAllReduce"]}}},
+                        lambda t: {"jitter": 0.001 * t.repetition} if t.index != 3 else
+                        {"status": "FAILED", "message": "rank 1 (worker-1) exited with code 3"})
+
+    assert figure_ids(made) == ["time", "repetitions"]
+    # Throughput of 2 workers of batch 16: 32 / iteration seconds (20 ms compute + communication + jitter).
+    ps = [32 / 0.050, 32 / 0.051]
+    p2p = 32 / 0.040  # its second repetition failed
+    ring = [32 / 0.030, 32 / 0.031]
+    fastest = statistics.estimate(ring)
+    assert made.findings[0] == (f"Fastest: RingAllReduce: {fastest.mean:.1f} samples/s (95 % CI {fastest.low:.1f}-"
+                                f"{fastest.high:.1f}, 2 repetitions), iteration p50 30.5 ms.")
+    versus_ps = statistics.ratio(ring, ps)
+    assert (f"RingAllReduce: {versus_ps.mean:.2f}x the throughput of ParameterServer "
+            f"(95 % CI {versus_ps.low:.2f}-{versus_ps.high:.2f}).") in made.findings
+    # One PeerToPeer trial finished: a ratio without an interval.
+    assert f"RingAllReduce: {fastest.mean / p2p:.2f}x the throughput of PeerToPeer." in made.findings
+    assert ("Communication is 60 % of iteration time for ParameterServer, waiting 0 %; "
+            "34 % of iteration time for RingAllReduce, waiting 0 %.") in made.findings
+    assert made.findings[-1] == "rep-3 FAILED: rank 1 (worker-1) exited with code 3."
+
+    heading, combined = made.sections[0]
+    assert heading.startswith("Combinations")
+    throughput = statistics.estimate(ps)
+    assert combined.rows[0][:3] == ["ParameterServer", "2/2",
+                                    f"{throughput.mean:.1f} ({throughput.low:.1f}-{throughput.high:.1f})"]
+    assert combined.rows[1][1] == "1/2"
+
+
+def test_the_csv_and_json_carry_the_summaries_numbers_unrounded(tmp_path):
+    sweep, made = built(tmp_path, {"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
+
+    rows = list(csv.DictReader((made.directory / "report.csv").open()))
+    document = json.loads((made.directory / "report.json").read_text())
+    for trial, row, entry in zip(sweep.trials, rows, document["trials"]):
+        assert row["trial"] == entry["name"] == trial.trial.name
+        assert float(row["throughput"]) == trial.summary["throughput"] == entry["summary"]["throughput"]
+        assert float(row["comm_seconds"]) == trial.summary["commSeconds"]
+        assert float(row["iteration_time_p50_seconds"]) == trial.summary["iterationTimeP50Seconds"]
+    assert document["axes"] == {"architecture": ["ParameterServer", "RingAllReduce"]}
+    assert [f["file"] for f in document["figures"]] == ["time.png"]
+    assert document["findings"] == made.findings
+
+
+def test_report_html_stands_alone_with_every_figure_inline(tmp_path):
+    _, made = built(tmp_path, {"workers": {"replicas": 2}, "sweep": {"repetitions": 2, "matrix": {
+        "architecture": ["ParameterServer", "RingAllReduce"], "workers": [2, 4]}}},
+                    lambda t: {"jitter": 0.002 * t.repetition, "layers": sweeps.layers_document()})
+
+    page = made.html.read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)
+    assert "<script" not in page and "@import" not in page and "url(" not in page
+    images = re.findall(r'<figure id="([^"]+)">\s*<h3>[^<]*</h3>\s*<img src="data:image/png;base64,[A-Za-z0-9+/=]+" '
+                        r'alt="([^"]+)">', page)
+    assert [figure_id for figure_id, _ in images] == figure_ids(made) == ["time", "scaling", "communication",
+                                                                         "repetitions"]
+    assert "cost models of ParameterServer, RingAllReduce dashed" in dict(images)["communication"]
+    for finding in made.findings:
+        assert finding.replace("'", "&#x27;") in page
+    for figure in made.figures:
+        assert figure.path.read_bytes().startswith(PNG_MAGIC) and figure.path in made.files
+    assert "workers=4: 2.00x the throughput of workers=2 at RingAllReduce" in " ".join(made.findings)
+
+
+def test_a_paradigm_sweep_times_each_paradigm_to_the_worst_final_loss(tmp_path):
+    _, made = built(tmp_path, {"architecture": "ParameterServer", "sync": {"staleness": 2}, "sweep": {"matrix": {
+        "paradigm": ["BSP", "SSP"]}}},
+                    lambda t: {"stale": 2, "loss_rate": 0.05} if t.spec.sync.paradigm.value == "SSP" else {})
+
+    assert figure_ids(made) == ["time", "loss", "time-to-loss", "staleness"]
+    # BSP: loss 2.0 - 0.1*step, SSP: 2.0 - 0.05*step; 20 steps, trailing mean of 10 losses of 2 workers
+    # (5 steps): SSP's last is 2.0 - 0.05*17 = 1.15, BSP reaches it within its run.
+    [timing] = [f for f in made.findings if f.startswith("Time to loss")]
+    assert timing.startswith("Time to loss 1.15 (the final loss of rep-1): BSP ")
+    assert re.search(r"BSP (\d+\.\d) s; SSP 1\.0 s\.$", timing), timing
+
+
+def test_a_bandwidth_sweep_draws_the_what_if_model_only_from_a_layer_profile(tmp_path):
+    spec = {"architecture": "RingAllReduce", "sweep": {"matrix": {"bandwidth": ["100Mbit", "1Gbit"]}}}
+    _, with_profile = built(tmp_path / "a", spec, lambda t: {"layers": sweeps.layers_document()})
+    _, without = built(tmp_path / "b", spec)
+
+    assert figure_ids(with_profile) == figure_ids(without) == ["time", "network"]
+    assert "what-if model's curve" in with_profile.figures[1].alt
+    assert "what-if model's curve" not in without.figures[1].alt
+    assert "no what-if curve: it needs a worker's layers.json" in without.figures[1].caption
+    [network] = [f for f in with_profile.findings if "scaling factor" in f]
+    assert re.fullmatch(r"scaling factor 0\.67 at 0\.1 Gbit/s and 0\.67 at 1 Gbit/s \(measured\); "
+                        r"the what-if model says 0\.\d\d and 0\.\d\d\.", network), network
+
+
+def test_a_sweep_where_nothing_finished_says_so_and_draws_nothing(tmp_path):
+    _, made = built(tmp_path, {"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}},
+                    lambda t: {"status": "FAILED", "message": "pod evicted"})
+    assert made.figures == []
+    assert made.findings == ["No finished trial has a summary (summary.json): nothing to compare (2 trials).",
+                             "rep-0 FAILED: pod evicted.", "rep-1 FAILED: pod evicted."]
+
+
+def test_the_note_drops_table_rows_to_fit_and_says_where_the_rest_is(tmp_path):
+    _, made = built(tmp_path, {"sweep": {"repetitions": 3, "matrix": {
+        "architecture": ["ParameterServer", "PeerToPeer", "RingAllReduce"]}}})
+    full = made.note(where="report/report.html")
+    assert full.count("| rep-") == 9 and full.endswith("Full report with figures: report/report.html\n")
+
+    short = made.note(1500, "report/report.html")
+    assert len(short) <= 1500
+    assert "more rows in report.csv and report.html" in short
+    assert short.count("| rep-") < 9 and "Fastest:" in short
+    assert len(made.note(40)) <= 40
