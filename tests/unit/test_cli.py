@@ -205,7 +205,7 @@ def test_ringleader_alone_prints_the_help_on_stdout_and_exits_0(repo_root):
     alone = ringleader_command(repo_root)
     assert (alone.returncode, alone.stderr) == (0, "")
     assert alone.stdout.startswith("usage: ringleader ")
-    for command in ("validate", "render", "crd", "run", "operator", "publish", "version"):
+    for command in ("validate", "render", "crd", "run", "operator", "publish", "report", "version"):
         assert f"    {command} " in alone.stdout
     assert "exit status: 0 ok, 1 invalid input or failed, 2 usage" in " ".join(alone.stdout.split())
 

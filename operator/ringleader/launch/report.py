@@ -19,7 +19,7 @@ import pathlib
 import sys
 from typing import TextIO
 
-from ringleader.contract import redaction
+from ringleader.contract import exits, redaction
 
 DEFAULT_OUTPUT = pathlib.Path("ringleader-report")
 """DEFAULT_OUTPUT holds <experiment>/ for a report from MLflow; a run directory's report goes into it, as report/."""
@@ -39,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only write the files; do not attach them to the sweep run in MLflow")
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
+    out, err = out or sys.stdout, err or sys.stderr
     # Imported here: MLflow and matplotlib take seconds, and the `ringleader` parser is built with this module.
     from ringleader.analysis import report
     from ringleader.tracking import reports, results
@@ -52,26 +54,26 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
             result, output, attach_to = _from_mlflow(args)
     except (results.SourceNotFound, store_.TrackingUnavailable) as error:
         print(str(error), file=err)
-        return 1
+        return exits.FAILED
 
     built = report.build(result, output)
     for finding in built.findings:
         print(f"- {finding}", file=out)
     print(f"Report: {built.html}", file=out)
     if args.no_attach:
-        return 0
+        return exits.OK
     if isinstance(attach_to, str):  # why it cannot be attached
         print(f"not attached: {attach_to}", file=err)
-        return 1
+        return exits.FAILED
     store, run_id = attach_to
     try:
         reports.attach(store, run_id, built)
     except store_.TrackingUnavailable as error:
         print(f"not attached: {error}; the files are in {built.directory}", file=err)
-        return 1
+        return exits.FAILED
     print(f"Attached to sweep run {run_id} at {redaction.redact(store.uri)}: artifacts report/, and its description",
           file=out)
-    return 0
+    return exits.OK
 
 
 def _from_directory(args: argparse.Namespace, out: TextIO):
