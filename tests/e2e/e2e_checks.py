@@ -146,7 +146,7 @@ def assert_report_attached(mlflow, dte: dict) -> None:
     found = status(dte)
     parent = found["mlflow"]["runId"]
     link = found["mlflow"].get("reportUrl") or ""
-    assert link.endswith(f"/runs/{parent}/artifacts/report/report.html"), found["mlflow"]
+    assert f"/runs/{parent}/artifacts/report/report.html?" in link, found["mlflow"]
     page = mlflow.artifact_text(parent, "report/report.html")
     assert "data:image/png;base64," in page, page[:500]
     assert not re.search(r"""(src|href)=["']?https?://""", page), "the report fetches something from the network"

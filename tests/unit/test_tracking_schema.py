@@ -101,6 +101,8 @@ def test_ui_links_open_the_model_training_view():
     assert schema.ui_url("http://127.0.0.1:5000/", "4", "abc") == \
         "http://127.0.0.1:5000/#/experiments/4/runs/abc?workflowType=machine_learning"
     assert schema.ui_url("https://mlflow.example", "4") == "https://mlflow.example/#/experiments/4?workflowType=machine_learning"
+    assert schema.ui_url("http://127.0.0.1:5000", "4", "abc", "report/report.html") == \
+        "http://127.0.0.1:5000/#/experiments/4/runs/abc/artifacts/report/report.html?workflowType=machine_learning"
 
 
 def test_flatten_leaves_empty_containers_and_nulls_out():

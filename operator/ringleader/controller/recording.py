@@ -74,12 +74,16 @@ class Recorder:
                 f"ask its admin to allow it (chart value tracking.allowedUris, flag --tracking-allowed-uri), or {own}")
 
     def ui_url(self, uri: str, experiment_id: str) -> str | None:
-        base = self._settings.ui_url or (uri if uri.startswith(("http://", "https://")) else None)
+        base = self._ui_base(uri)
         if base is None:
             return None
         from ringleader.tracking import schema  # loaded already: called once MLflow has answered
 
         return schema.ui_url(base, experiment_id)
+
+    def _ui_base(self, uri: str) -> str | None:
+        """Where the MLflow UI of `uri` is served: the configured address, else the server itself when it is HTTP."""
+        return self._settings.ui_url or (uri if uri.startswith(("http://", "https://")) else None)
 
     def retry_in(self, uri: str) -> float | None:
         """Seconds until `uri` may be tried again, or None if it is not known to be down."""
@@ -140,10 +144,12 @@ class Recorder:
 
     def report_url(self, uri: str, experiment_id: str, parent_run_id: str) -> str:
         """The report's page in the MLflow UI, or its artifact URI when no UI address is known."""
-        page = self.ui_url(uri, experiment_id)
-        if page is None:
+        base = self._ui_base(uri)
+        if base is None:
             return f"runs:/{parent_run_id}/{REPORT_ARTIFACT}"
-        return f"{page}/runs/{parent_run_id}/artifacts/{REPORT_ARTIFACT}"
+        from ringleader.tracking import schema  # loaded already: called once MLflow has answered
+
+        return schema.ui_url(base, experiment_id, parent_run_id, REPORT_ARTIFACT)
 
     async def report(self, uri: str, parent_run_id: str, summaries: dict[str, dict]) -> None:
         """Make the sweep's report from what its runs hold in MLflow and attach it to the parent run.

@@ -214,10 +214,13 @@ def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str) -> dict[
     }
 
 
-def ui_url(base: str, experiment_id: str, run_id: str | None = None) -> str:
-    """The MLflow UI's page of an experiment, or of one of its runs, under `base` (http://127.0.0.1:5000)."""
+def ui_url(base: str, experiment_id: str, run_id: str | None = None, artifact: str | None = None) -> str:
+    """The MLflow UI's page of an experiment, of one of its runs, or of one of a run's artifacts (the run's
+    Artifacts tab with that file open), under `base` (http://127.0.0.1:5000)."""
     page = f"{base.rstrip('/')}/#/experiments/{experiment_id}"
-    return f"{page}/runs/{run_id}?{UI_TRAINING_VIEW}" if run_id else f"{page}?{UI_TRAINING_VIEW}"
+    if run_id:
+        page += f"/runs/{run_id}" + (f"/artifacts/{artifact}" if artifact else "")
+    return f"{page}?{UI_TRAINING_VIEW}"
 
 
 def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
