@@ -183,8 +183,8 @@ class ModelSpec(ApiModel):
     iterations: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)] = 100
     """iterations is the number of training iterations each worker runs. Default 100."""
     warmup_iterations: Annotated[base.Integer, pydantic.Field(ge=0, le=10_000_000)] = 5
-    """warmupIterations are run first and left out of the summary timings (but not of the per-iteration
-    metrics). Default 5; must be less than `iterations`."""
+    """warmupIterations are run first and left out of the summary timings; their records are kept, and in
+    MLflow charted apart under `warmup/`. Default 5; must be less than `iterations`."""
     optimizer: Optimizer = Optimizer()
     """optimizer and its hyperparameters. Default SGD, learning rate 0.01."""
 
