@@ -16,7 +16,7 @@ import shutil
 import urllib.parse
 from typing import Iterator
 
-from playwright.sync_api import BrowserContext, sync_playwright
+from playwright.sync_api import BrowserContext, expect, sync_playwright
 
 # The binary itself, not Debian's /usr/bin/chromium wrapper: the wrapper adds flags and Google API keys of its own.
 DEFAULT_EXECUTABLE = "/usr/lib/chromium/chromium"
@@ -135,6 +135,7 @@ def session(directory: pathlib.Path) -> Iterator[tuple[BrowserContext, Traffic]]
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.set_default_timeout(ACTION_TIMEOUT_MS)
             context.set_default_navigation_timeout(ACTION_TIMEOUT_MS)
+            expect.set_options(timeout=ACTION_TIMEOUT_MS)  # expect()'s own default is 5 s
             context.on("request", lambda request: traffic.page_requests.append(request.url))
             context.on("websocket", lambda socket: traffic.page_requests.append(socket.url))
             yield context, traffic
