@@ -49,8 +49,9 @@ integration: venv  ## integration tests: real torch.distributed processes on loo
 operator-tests: venv cluster-build  ## operator tests against a real kube-apiserver (binaries from cluster-build)
 	$(PY) -m pytest tests/operator -q
 
-# cluster-build first: the chart tests need its helm, the operator tests its kube-apiserver and etcd.
-test: venv crds-check cluster-build  ## everything CI runs: unit, integration, operator, then e2e on a real cluster
+# cluster-build first: the chart tests need its helm, the operator tests its kube-apiserver and etcd;
+# browser-deps: the MLflow UI test needs Chromium.
+test: venv crds-check cluster-build browser-deps  ## everything CI runs: unit, integration (the browser test too), operator, then e2e on a real cluster
 	RINGLEADER_HEAVY_TESTS=1 $(PY) -m pytest tests/unit tests/integration tests/operator -q
 	$(MAKE) e2e
 

@@ -1,0 +1,118 @@
+"""The MLflow UI in headless Chromium shows what `ringleader run` recorded: the sweep in the experiment's runs,
+the comparison table in the sweep run's description, the report's figures rendered; the browser reaches
+127.0.0.1 only. Screenshots are kept (see conftest.py); docs/e2e.md describes the test.
+
+Heavy (a sweep, a server, a browser: about a minute): RINGLEADER_HEAVY_TESTS=1, as `make test` sets.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+import chromium
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not os.environ.get("RINGLEADER_HEAVY_TESTS"),
+                       reason="heavy: set RINGLEADER_HEAVY_TESTS=1 (a sweep, mlflow server and Chromium)"),
+]
+
+# --- What the UI must show: the contract of `ringleader report` and of the experiments' tags. Adjust here. ---
+# MLflow 3.17's UI takes the GenAI/model-training mode from this query parameter (else the browser's last
+# choice, else GenAI), not from the experiment's `mlflow.experimentKind` tag; a fresh browser needs it.
+MODE = "?workflowType=machine_learning"
+EXPERIMENT_PAGE = "/#/experiments/{experiment_id}" + MODE
+RUN_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}" + MODE
+ARTIFACT_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}/artifacts/{path}" + MODE
+DESCRIPTION_HEADER = "trial"  # a header cell of the description's comparison table; one row per trial
+REPORT_PAGE = "report/report.html"  # self-contained: its figures are inside it
+REPORT_FIGURES = ["report/time_breakdown.png"]  # PNG artifacts shown on their own
+# --------------------------------------------------------------------------------------------------------------
+
+
+def rendered_widths(frame_or_page, selector: str) -> list[int]:
+    """Natural widths of the images `selector` finds once each has decoded (0: it failed; -1: not within 30 s)."""
+    images = frame_or_page.locator(selector)
+    expect(images.first, f"no image {selector} is shown").to_be_visible()
+    return images.evaluate_all("""imgs => Promise.all(imgs.map(img => Promise.race([
+        img.decode().then(() => img.naturalWidth, () => img.naturalWidth),
+        new Promise(resolve => setTimeout(() => resolve(-1), 30000))])))""")
+
+
+def test_the_ui_shows_the_sweep_its_comparison_table_and_the_report_figures(recorded_sweep, screenshots):
+    base = recorded_sweep.server.uri
+    ids = {"experiment_id": recorded_sweep.experiment_id, "run_id": recorded_sweep.sweep_run_id}
+
+    with chromium.session(screenshots.directory) as (context, traffic):
+        def visit(path: str) -> Page:
+            # A new page each time: the UI reads an artifact's path when it loads, not when only the #fragment moves.
+            for previous in context.pages:
+                previous.close()
+            page = context.new_page()
+            page.goto(base + path)
+            return page
+
+        # The experiment: its runs table lists the sweep run.
+        page = visit(EXPERIMENT_PAGE.format(**ids))
+        try:
+            expect(page.get_by_role("link", name=recorded_sweep.sweep_run_name, exact=True).first,
+                   f"the runs table lists no {recorded_sweep.sweep_run_name!r}").to_be_visible()
+        finally:
+            screenshots.take(page, "experiment")
+
+        # The sweep run: its description renders as a table, one row per trial.
+        page = visit(RUN_PAGE.format(**ids))
+        try:
+            table = page.locator("table").filter(
+                has=page.get_by_role("columnheader", name=re.compile(rf"^\s*{DESCRIPTION_HEADER}\s*$")))
+            expect(table.first, f"the sweep run's description shows no table with a {DESCRIPTION_HEADER!r} header"
+                   ).to_be_visible()
+            for trial in recorded_sweep.trials:
+                expect(table.first.get_by_role("cell", name=trial, exact=True),
+                       f"the description table has no row for trial {trial!r}").to_be_visible()
+        finally:
+            screenshots.take(page, "sweep-run")
+
+        # The report page in the artifact viewer (an iframe): every figure in it decoded and drawn.
+        page = visit(ARTIFACT_PAGE.format(**ids, path=REPORT_PAGE))
+        try:
+            report = page.frame_locator("iframe")
+            widths = rendered_widths(report, "img")
+            assert widths and all(width > 0 for width in widths), f"{REPORT_PAGE}: images' natural widths {widths}"
+        finally:
+            screenshots.take(page, "report")
+
+        # Each figure on its own, as the artifact viewer shows a PNG.
+        for figure in REPORT_FIGURES:
+            page = visit(ARTIFACT_PAGE.format(**ids, path=figure))
+            try:
+                widths = rendered_widths(page, f'img[alt="{figure}"]')  # the viewer's alt text: the path
+                assert widths and all(width > 0 for width in widths), f"{figure}: images' natural widths {widths}"
+            finally:
+                screenshots.take(page, "figure-" + pathlib.PurePosixPath(figure).stem)
+
+    (screenshots.directory / "refused.txt").write_text("".join(f"{url}\n" for url in traffic.refused()))
+    assert traffic.page_requests, "the pages' requests were not recorded"
+    assert traffic.pages_outside_loopback() == []
+    assert any(entry.startswith("TCP_CONNECT_ATTEMPT 127.0.0.1:") for entry in traffic.sent()), \
+        "the net log shows no connection to the server: it would not show one elsewhere either"
+    assert traffic.sent_outside_loopback() == []
+
+
+def test_a_request_beyond_loopback_is_refused_in_the_browser_and_recorded(recorded_sweep, screenshots):
+    # What the main test relies on: a page asking for another host gets an error from the browser itself
+    # (no name resolves but 127.0.0.1; no DNS query is sent) and the record shows the request.
+    with chromium.session(screenshots.directory / "refusal") as (context, traffic):
+        page = context.new_page()
+        page.goto(recorded_sweep.server.uri + "/health")
+        error = page.evaluate("""() => fetch('http://ringleader-test.invalid/').then(
+                                   response => 'answered ' + response.status, error => String(error))""")
+
+    assert error.startswith("TypeError"), error
+    assert traffic.pages_outside_loopback() == ["http://ringleader-test.invalid/"]
+    assert traffic.sent_outside_loopback() == []
