@@ -31,7 +31,7 @@ RUN_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}" + MODE
 ARTIFACT_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}/artifacts/{path}" + MODE
 DESCRIPTION_HEADER = "trial"  # a header cell of the description's comparison table; one row per trial
 REPORT_PAGE = "report/report.html"  # self-contained: its figures are inside it
-REPORT_FIGURES = ["report/time_breakdown.png"]  # PNG artifacts shown on their own
+REPORT_FIGURES = ["report/time.png"]  # PNG artifacts shown on their own
 # --------------------------------------------------------------------------------------------------------------
 
 
