@@ -114,28 +114,101 @@ def test_a_temporary_error_retries_after_its_delay_and_a_permanent_one_does_not(
     assert run(scenario(kopf.PermanentError("cannot work"))) == 1
 
 
+def test_a_repeated_temporary_error_backs_off_doubling_up_to_the_cap_and_every_failure_is_told():
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        times, told, succeeded = [], [], []
+
+        async def work(key):
+            times.append(loop.time())
+            if len(times) <= 6:
+                raise kopf.TemporaryError("forbidden", delay=1.0)
+
+        async def on_failure(key, failure):
+            told.append((failure.attempt, failure.retry_in))
+
+        async def on_success(key):
+            succeeded.append(key)
+
+        queue = workqueue.WorkQueue(work, max_backoff=10.0, on_failure=on_failure, on_success=on_success)
+        queue.request("a")
+        await asyncio.sleep(60)
+        await queue.close()
+        return times, told, succeeded
+
+    times, told, succeeded = run(scenario())
+    gaps = [round(b - a, 6) for a, b in zip(times, times[1:])]
+    assert gaps == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert told == [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (6, 10.0)]
+    assert succeeded == ["a"]
+
+
+def test_a_permanent_error_is_told_with_no_retry():
+    async def scenario():
+        told = []
+
+        async def work(key):
+            raise kopf.PermanentError("cannot work")
+
+        async def on_failure(key, failure):
+            told.append((key, str(failure.error), failure.attempt, failure.retry_in))
+
+        queue = workqueue.WorkQueue(work, on_failure=on_failure)
+        queue.request("a")
+        await asyncio.sleep(1.0)
+        await queue.close()
+        return told
+
+    assert run(scenario()) == [("a", "cannot work", 1, None)]
+
+
 def test_unexpected_errors_back_off_and_give_up_after_the_limit_until_the_next_request():
     async def scenario():
-        calls, given_up = 0, []
+        calls, told = 0, []
 
         async def work(key):
             nonlocal calls
             calls += 1
             raise RuntimeError("bug")
 
-        queue = workqueue.WorkQueue(work, error_backoff=0.01, max_errors=3,
-                                    on_give_up=lambda key, error: given_up.append(key))
+        async def on_failure(key, failure):
+            told.append((failure.attempt, failure.retry_in))
+
+        queue = workqueue.WorkQueue(work, error_backoff=0.01, max_errors=3, on_failure=on_failure)
         queue.request("a")
         await asyncio.sleep(0.5)
         stopped_at = calls
         queue.request("a")
         await asyncio.sleep(0.02)
         await queue.close()
-        return stopped_at, given_up, calls
+        return stopped_at, told, calls
 
-    stopped_at, given_up, calls = run(scenario())
-    assert (stopped_at, given_up) == (4, ["a"])  # the first try, then 3 retries
+    stopped_at, told, calls = run(scenario())
+    assert stopped_at == 4  # the first try, then 3 retries
+    assert told[:4] == [(1, 0.01), (2, 0.02), (3, 0.04), (4, None)]  # the last one gives up
     assert calls > stopped_at
+
+
+def test_a_failing_hook_never_stops_the_queue():
+    async def scenario():
+        calls = 0
+
+        async def work(key):
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise kopf.TemporaryError("blip", delay=0.05)
+
+        async def on_failure(key, failure):
+            raise RuntimeError("the API server refused the Event too")
+
+        queue = workqueue.WorkQueue(work, on_failure=on_failure)
+        queue.request("a")
+        await asyncio.sleep(0.5)
+        await queue.close()
+        return calls
+
+    assert run(scenario()) == 2
 
 
 def test_a_forgotten_key_is_not_served_any_more():

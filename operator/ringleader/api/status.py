@@ -23,6 +23,7 @@ class ConditionType(str, enum.Enum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    RECONCILE_FAILED = "ReconcileFailed"
 
 
 class ConditionStatus(str, enum.Enum):
@@ -50,7 +51,7 @@ class Condition(ApiModel):
     """A condition, as in the Kubernetes API conventions (metav1.Condition)."""
 
     type: ConditionType
-    """type of the condition: Created, Running, Restarting, Succeeded, Failed or Suspended."""
+    """type of the condition: Created, Running, Restarting, Succeeded, Failed, Suspended or ReconcileFailed."""
     status: ConditionStatus
     """status is True, False or Unknown."""
     reason: Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
@@ -142,6 +143,16 @@ class MlflowStatus(ApiModel):
     """reportUrl is the sweep's report (report.html, attached to the parent run once the experiment has ended): its
     page in the MLflow UI, or `runs:/<run id>/report/report.html` (for `mlflow artifacts download -u`) when the
     operator knows no UI address."""
+    run_ended: bool = False
+    """runEnded is true once the parent run was ended (after the sweep's metrics and report were logged): an
+    operator restarted at any point neither leaves it open nor ends it twice."""
+
+
+class RunSummarySource(str, enum.Enum):
+    """Who logs a trial's summary into its MLflow run."""
+
+    RANKS = "Ranks"
+    OPERATOR = "Operator"
 
 
 class TrialStatus(ApiModel):
@@ -167,6 +178,13 @@ class TrialStatus(ApiModel):
     """restarts of the trial so far, bounded by runPolicy.backoffLimit."""
     run_id: str | None = None
     """runId of the trial's MLflow run."""
+    run_summary_source: RunSummarySource | None = None
+    """runSummarySource says who logs the trial's summary into its run: Ranks (the run existed when the pods
+    started; the lowest worker rank logs it) or Operator (the run was made after the pods started, as when MLflow
+    was away; the operator logs the summary from status when it ends the run). Unset while there is no run."""
+    run_ended: bool = False
+    """runEnded is true once the trial's run was ended in MLflow with the trial's outcome (and summary, when
+    runSummarySource is Operator): an operator restarted at any point ends it once, summary included."""
     start_time: datetime.datetime | None = None
     """startTime of the trial's current attempt."""
     completion_time: datetime.datetime | None = None
@@ -183,7 +201,8 @@ class ExperimentStatus(ApiModel):
     conditions: Annotated[list[Condition], pydantic.Field(max_length=MAX_CONDITIONS,
                                                           json_schema_extra=base.list_map("type"))] = []
     """conditions are the status contract, keyed by type: Created, Running, Restarting, Succeeded, Failed,
-    Suspended."""
+    Suspended, and ReconcileFailed (True while the operator's passes over the experiment fail: the error, how many
+    attempts in a row, and when the next one is; False once a pass succeeds again)."""
     observed_generation: int | None = None
     """observedGeneration is the spec generation the operator last acted on."""
     start_time: datetime.datetime | None = None

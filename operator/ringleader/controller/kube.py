@@ -2,7 +2,7 @@
 
 Every call here is one verb the Helm chart's RBAC grants (get/list/create/delete/patch, pods/log get),
 so the chart and this module can be read side by side. Calls run the blocking `kubernetes` client in
-threads; errors become kopf's retry types: a 5xx, 429 or broken connection is a TemporaryError;
+threads; errors become kopf's retry types: a 5xx, 429 or broken connection is a TemporaryError, a 403 a `Forbidden` one;
 409 AlreadyExists on create and 404 on delete are successes (idempotent, never a duplicate).
 """
 
@@ -27,6 +27,11 @@ PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Pod
 REQUEST_TIMEOUT = (5.0, 30.0)  # seconds: connect, read
 RETRY_DELAY = 5.0  # seconds before retrying a failed API call
 FORBIDDEN_RETRY_DELAY = 60.0  # seconds: RBAC changes take an administrator, not a moment
+
+
+class Forbidden(kopf.TemporaryError):
+    """The API server refused a call (403): the operator's RBAC lacks a verb. Retried with a growing delay, since
+    only an administrator can fix it; the experiment says so in its ReconcileFailed condition."""
 
 
 class InvalidObject(Exception):
@@ -87,8 +92,8 @@ class Kube:
         if status in (400, 422):
             raise InvalidObject(message)
         if status == 403:
-            raise kopf.TemporaryError(f"{method} {path} is forbidden: {message}; check the operator's RBAC "
-                                      "(the Helm chart grants exactly what it needs)", delay=FORBIDDEN_RETRY_DELAY)
+            raise Forbidden(f"{method} {path} is forbidden: {message}; check the operator's RBAC "
+                            "(the Helm chart grants exactly what it needs)", delay=FORBIDDEN_RETRY_DELAY)
         raise kopf.TemporaryError(f"{method} {path} failed with HTTP {status}: {message}", delay=RETRY_DELAY)
 
     async def get_experiment(self, namespace: str, name: str) -> dict[str, Any] | None:

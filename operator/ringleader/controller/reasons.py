@@ -40,3 +40,13 @@ TRACKING_UNAVAILABLE = "TrackingUnavailable"
 TRACKING_AVAILABLE = "TrackingAvailable"
 REPORT_READY = "ReportReady"
 REPORT_FAILED = "ReportFailed"
+
+# The ReconcileFailed condition and its Events (reconciler.py): why the operator's passes fail.
+FORBIDDEN = "Forbidden"
+API_ERROR = "ApiError"
+STATUS_UNREADABLE = "StatusUnreadable"
+RECONCILE_FAILING = "ReconcileFailing"
+RECONCILED = "Reconciled"
+
+# MLflow runs the operator ended on its own (runs.py, orphans.py).
+EXPERIMENT_DELETED = "ExperimentDeleted"

@@ -21,14 +21,15 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line
-from ringleader.controller import (due, events, kube, plan, progress, reasons, recording, rendering, runs, statuses,
-                                   trials, workqueue)
+from ringleader.controller import (conditions, due, events, failures, kube, plan, progress, reasons, recording,
+                                   rendering, runs, statuses, trials, workqueue)
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
 from ringleader import topology
 
 logger = logging.getLogger(__name__)
 Phase = status_.Phase
+RECONCILE_FAILED = status_.ConditionType.RECONCILE_FAILED
 Key = tuple[str, str]  # (namespace, name)
 
 
@@ -53,7 +54,9 @@ class Controller:
         self.kube = kube_
         self.runs = runs.Runs(recorder, settings.tracking)
         self.queue = workqueue.WorkQueue(self.reconcile, error_backoff=settings.timing.error_backoff_seconds,
-                                         max_errors=settings.timing.max_error_retries, on_give_up=self._gave_up)
+                                         max_backoff=settings.timing.max_error_backoff_seconds,
+                                         max_errors=settings.timing.max_error_retries,
+                                         on_failure=self._failed, on_success=self._succeeded)
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
         self._bodies: dict[Key, dict[str, Any]] = {}
         self._progress: dict[Key, tuple[float, dict[str, int]]] = {}
@@ -210,8 +213,36 @@ class Controller:
         self._progress.pop(key, None)
         self.runs.forget(key, body)
 
-    def _gave_up(self, key: Hashable, error: BaseException) -> None:
+    # -- errors, where users look --------------------------------------------------------------
+
+    async def _failed(self, key: Hashable, failure: workqueue.Failure) -> None:
+        """A failed pass: a Warning Event and the ReconcileFailed condition, with the count and the next attempt."""
         body = self._bodies.get(key)
-        if body is not None:
-            kopf.warn(body, reason="ReconcileFailing",
-                      message=f"the operator keeps failing on this experiment ({error}); it retries at the next change")
+        notice = failures.notice(failure)
+        if body is None or notice is None:
+            return
+        kopf.warn(body, reason=notice.reason, message=notice.message)
+        await self._set_reconcile_failed(body, True, notice.reason, notice.message)
+
+    async def _succeeded(self, key: Hashable) -> None:
+        body = self._bodies.get(key)
+        if body is not None and conditions.is_true(statuses.read_conditions(body), RECONCILE_FAILED):
+            message = "the operator's last pass over the experiment succeeded"
+            kopf.info(body, reason=reasons.RECONCILED, message=message)
+            await self._set_reconcile_failed(body, False, reasons.RECONCILED, message)
+
+    async def _set_reconcile_failed(self, body: dict[str, Any], value: bool, reason: str, message: str) -> None:
+        # Only the conditions are written: they parse even when the rest of the status does not.
+        found = statuses.read_conditions(body)
+        new = conditions.set_condition(found, RECONCILE_FAILED, value, reason, message, now=now(),
+                                       generation=body["metadata"].get("generation"))
+        if new is found:
+            return
+        dumped = statuses.dump_conditions(new)
+        namespace, name = key_of(body)
+        try:
+            await self.kube.patch_status(namespace, name, {"conditions": dumped})
+        except kopf.TemporaryError as error:  # the status itself may be what the operator may not write
+            logger.warning("could not write the ReconcileFailed condition of %s/%s: %s", namespace, name, error)
+            return
+        body.setdefault("status", {})["conditions"] = dumped

@@ -2,8 +2,11 @@
 
 MLflow never holds an experiment up: when the server is away, the pass goes on without it, a
 Warning Event says so once, and the work is retried at the next pass (at most `retry_seconds`
-later). What was done is remembered in memory only to save calls: after an operator restart the
-runs of finished trials are closed once more, which is harmless.
+later). What decides correctness is kept in status, not memory: who logs a trial's summary
+(`runSummarySource`: a run made after its pods started gets it from the operator), which runs are
+ended (`runEnded`, the parent's too) and the report (`reportUrl`). Status rather than MLflow tags:
+status is read and written by every pass anyway, while asking MLflow would cost a call per run per
+pass. A crash between ending a run and writing status ends it once more, which is harmless.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ def _outcome(phase: Phase) -> str:
     return {Phase.SUCCEEDED: recording.FINISHED, Phase.FAILED: recording.FAILED}.get(phase, recording.KILLED)
 
 
+def _summary_to_log(trial: status_.TrialStatus) -> status_.Summary | None:
+    """The summary the operator logs when it ends a trial's run: only where no rank could (ranks log theirs)."""
+    return trial.summary if trial.run_summary_source == status_.RunSummarySource.OPERATOR else None
+
+
+def _with_trial(status: status_.ExperimentStatus, trial: status_.TrialStatus) -> status_.ExperimentStatus:
+    return status.model_copy(update={"trials": [trial if t.name == trial.name else t for t in status.trials]})
+
+
 def _failed_condition(status: status_.ExperimentStatus) -> status_.Condition | None:
     return next((c for c in status.conditions
                  if c.type == status_.ConditionType.FAILED and c.status == status_.ConditionStatus.TRUE), None)
@@ -37,9 +49,6 @@ class Runs:
     def __init__(self, recorder: recording.Recorder, settings: settings_.MlflowSettings) -> None:
         self.recorder = recorder
         self._settings = settings
-        self._closed: set[str] = set()
-        self._late: set[str] = set()  # runs created after their pods started: no rank logged their summary
-        self._swept: set[str] = set()  # parent runs that have their metrics comparing the trials
         self._down: set[Key] = set()  # experiments told that MLflow is away
         self._background: set[asyncio.Task] = set()
 
@@ -79,9 +88,9 @@ class Runs:
                 if record.run_id is None and (now_starting or record.phase not in (Phase.PENDING, Phase.SUSPENDED)):
                     run_id = await self.recorder.start_trial(uri, mlflow.experiment_id, mlflow.run_id,
                                                              by_name[record.name], uid)
-                    if not now_starting:
-                        self._late.add(run_id)
-                    records[position] = record.model_copy(update={"run_id": run_id})
+                    # Pods started without the run's id log nothing into it: the operator logs their summary.
+                    source = status_.RunSummarySource.RANKS if now_starting else status_.RunSummarySource.OPERATOR
+                    records[position] = record.model_copy(update={"run_id": run_id, "run_summary_source": source})
         except recording.Unavailable as error:
             retry = self._failed(key, body, error)
         else:
@@ -90,34 +99,32 @@ class Runs:
 
     async def end(self, key: Key, body: dict[str, Any], experiment, expansion,
                   status: status_.ExperimentStatus) -> tuple[status_.ExperimentStatus, float | None]:
-        """Close the runs of finished trials; at the end, the sweep's report and the parent run.
+        """End the runs of finished trials; at the end, the sweep's metrics, its report and the parent run.
 
-        Returns the status with `mlflow.reportUrl` once the report is attached: status, not memory, says it
-        is done, so an operator that restarts does not make it twice."""
+        Returns the status marking what was done (`runEnded`, `mlflow.reportUrl`), also when MLflow went away
+        midway: status, not memory, says it is done, so an operator that restarts does each thing once."""
         uri = self.recorder.uri_for(experiment.spec.tracking.uri)
         if uri is None:
             return status, None
         try:
             for record in status.trials:
-                if record.phase in trials.TERMINAL_PHASES and record.run_id and record.run_id not in self._closed:
-                    # Ranks log the summary into runs they knew of; only late runs get it from here.
-                    summary = record.summary if record.run_id in self._late else None
-                    await self.recorder.finish(uri, record.run_id, _outcome(record.phase), summary=summary,
-                                               reason=record.reason, message=record.message)
-                    self._closed.add(record.run_id)
-            parent = status.mlflow.run_id
-            if plan.is_finished(status) and parent and parent not in self._closed:
-                if parent not in self._swept:
-                    await self.recorder.log_sweep_metrics(uri, parent, {
-                        t.name: t.summary.wire() if t.summary else None for t in status.trials})
-                    self._swept.add(parent)
-                if not status.mlflow.report_url:
+                if record.phase in trials.TERMINAL_PHASES and record.run_id and not record.run_ended:
+                    await self.recorder.finish(uri, record.run_id, _outcome(record.phase),
+                                               summary=_summary_to_log(record), reason=record.reason,
+                                               message=record.message)
+                    status = _with_trial(status, record.model_copy(update={"run_ended": True}))
+            mlflow = status.mlflow
+            if plan.is_finished(status) and mlflow.run_id and not mlflow.run_ended:
+                # Logged again after a restart or an outage midway, the same values are harmless.
+                await self.recorder.log_sweep_metrics(uri, mlflow.run_id, {
+                    t.name: t.summary.wire() if t.summary else None for t in status.trials})
+                if not mlflow.report_url:
                     status = await self._report(uri, body, status)
                 failed = _failed_condition(status)
-                await self.recorder.finish(uri, parent, recording.FAILED if failed else recording.FINISHED,
+                await self.recorder.finish(uri, mlflow.run_id, recording.FAILED if failed else recording.FINISHED,
                                            reason=failed.reason if failed else None,
                                            message=failed.message if failed else None)
-                self._closed.add(parent)
+                status = status.model_copy(update={"mlflow": status.mlflow.model_copy(update={"run_ended": True})})
         except recording.Unavailable as error:
             return status, self._failed(key, body, error)
         self._worked(key, body)
@@ -153,20 +160,22 @@ class Runs:
         uri = self.recorder.uri_for(spec_uri)
         if uri is None or self.recorder.refusal(spec_uri) is not None:
             return
-        ends = [(t.run_id, _outcome(t.phase)) for t in status.trials if t.run_id]
-        if status.mlflow.run_id:
+        # The last status seen says which runs are ended already; those keep their outcome.
+        ends = [(t.run_id, _outcome(t.phase), _summary_to_log(t))
+                for t in status.trials if t.run_id and not t.run_ended]
+        if status.mlflow.run_id and not status.mlflow.run_ended:
             finished = plan.is_finished(status)
             parent = (recording.FAILED if _failed_condition(status) else recording.FINISHED) if finished else recording.KILLED
-            ends.append((status.mlflow.run_id, parent))
-        pending = [(run_id, outcome) for run_id, outcome in ends if run_id not in self._closed]
+            ends.append((status.mlflow.run_id, parent, None))
+        pending = list(ends)
         for _ in range(KILL_ATTEMPTS):
             try:
                 while pending:
-                    run_id, outcome = pending[0]
+                    run_id, outcome, summary = pending[0]
                     killed = outcome == recording.KILLED
-                    await self.recorder.finish(uri, run_id, outcome, reason="ExperimentDeleted" if killed else None,
-                                               message="the DistributedTrainingExperiment was deleted" if killed else None)
-                    self._closed.add(run_id)
+                    await self.recorder.finish(
+                        uri, run_id, outcome, summary=summary, reason=reasons.EXPERIMENT_DELETED if killed else None,
+                        message="the DistributedTrainingExperiment was deleted" if killed else None)
                     pending.pop(0)
                 return
             except recording.Unavailable:

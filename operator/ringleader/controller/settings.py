@@ -71,6 +71,10 @@ class TimingSettings:
     operator at once; this only bounds the harm of a lost watch event."""
     error_backoff_seconds: float = 5.0
     """First delay after an unexpected error in a reconcile, in seconds, doubled per consecutive error."""
+    max_error_backoff_seconds: float = 600.0
+    """Longest delay between retries of a failing reconcile, in seconds. A retried error's delay doubles per
+    failure in a row (a 403 from 60 s, an unreachable API server from 5 s) up to 10 minutes: an error that
+    needs an administrator is not hammered, and a fix is still picked up within minutes."""
     max_error_retries: int = 8
     """Consecutive unexpected errors after which an experiment is left alone until its next change or pod
     event (with a warning Event), instead of retrying forever. 8 doublings of 5 s span about 20 minutes."""

@@ -12,6 +12,10 @@ from ringleader.api import status as status_
 _MISSING = object()
 
 
+class Unreadable(kopf.PermanentError):
+    """The recorded status does not parse: retrying cannot help until a person fixes or recreates the experiment."""
+
+
 def read(body: dict[str, Any]) -> status_.ExperimentStatus:
     """The status the operator last wrote. An unreadable one is a PermanentError: starting over would
     delete running pods, so the experiment is left alone until a person looks."""
@@ -20,8 +24,23 @@ def read(body: dict[str, Any]) -> status_.ExperimentStatus:
     try:
         return status_.ExperimentStatus.model_validate(raw)
     except pydantic.ValidationError as error:
-        raise kopf.PermanentError(f"status of the experiment is unreadable ({error.error_count()} problems: "
+        raise Unreadable(f"status of the experiment is unreadable ({error.error_count()} problems: "
                                   f"{error.errors()[0]['loc']} {error.errors()[0]['msg']}); delete and recreate it")
+
+
+_CONDITIONS = pydantic.TypeAdapter(list[status_.Condition])
+
+
+def read_conditions(body: dict[str, Any]) -> list[status_.Condition]:
+    """The experiment's conditions alone: readable even when the rest of the status is not; [] when they are not either."""
+    try:
+        return _CONDITIONS.validate_python((body.get("status") or {}).get("conditions") or [])
+    except pydantic.ValidationError:
+        return []
+
+
+def dump_conditions(found: list[status_.Condition]) -> list[dict[str, Any]]:
+    return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in found]
 
 
 def dump(status: status_.ExperimentStatus) -> dict[str, Any]:

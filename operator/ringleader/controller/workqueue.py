@@ -3,8 +3,11 @@
 Like controller-runtime's queue: many triggers (pod events, spec changes, due times) collapse into
 one pending reconcile per experiment; reconciles of one experiment never overlap; the reconcile's
 answer (seconds until the next due time) schedules the next one. Retry semantics follow kopf's
-exception types: TemporaryError retries after its delay, PermanentError does not retry, anything
-else backs off exponentially and gives up after a bounded number of attempts (until the next trigger).
+exception types: TemporaryError retries after its delay, doubled per failure in a row up to a cap (a
+403 retried every minute forever is noise, not a fix); PermanentError does not retry; anything else
+backs off exponentially and gives up after a bounded number of attempts (until the next trigger).
+Every failure, with its count and the next attempt's delay, goes to `on_failure`, and every success
+to `on_success`, so the caller can tell the experiment's users where they look.
 """
 
 from __future__ import annotations
@@ -19,7 +22,20 @@ import kopf
 logger = logging.getLogger(__name__)
 
 Work = Callable[[Hashable], Awaitable[float | None]]
-GiveUp = Callable[[Hashable, BaseException], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """One failed pass: the error, the failures in a row (this one included), and when the next pass is."""
+
+    error: BaseException
+    attempt: int
+    retry_in: float | None
+    """Seconds until the next attempt; None: none until the next trigger (a permanent error, or given up)."""
+
+
+OnFailure = Callable[[Hashable, Failure], Awaitable[None]]
+OnSuccess = Callable[[Hashable], Awaitable[None]]
 
 
 @dataclasses.dataclass
@@ -31,12 +47,14 @@ class _Entry:
 
 
 class WorkQueue:
-    def __init__(self, work: Work, *, error_backoff: float = 5.0, max_errors: int = 8,
-                 on_give_up: GiveUp | None = None) -> None:
+    def __init__(self, work: Work, *, error_backoff: float = 5.0, max_backoff: float = 600.0, max_errors: int = 8,
+                 on_failure: OnFailure | None = None, on_success: OnSuccess | None = None) -> None:
         self._work = work
         self._error_backoff = error_backoff
+        self._max_backoff = max_backoff
         self._max_errors = max_errors
-        self._on_give_up = on_give_up
+        self._on_failure = on_failure
+        self._on_success = on_success
         self._entries: dict[Hashable, _Entry] = {}
         self._closed = False
 
@@ -105,25 +123,41 @@ class WorkQueue:
     async def _attempt(self, key: Hashable, entry: _Entry) -> float | None:
         try:
             next_in = await self._work(key)
-        except kopf.TemporaryError as error:
-            logger.info("reconcile of %s will be retried in %ss: %s", key, error.delay, error)
-            return error.delay or self._error_backoff
-        except kopf.PermanentError as error:
-            logger.error("reconcile of %s failed permanently: %s", key, error)
-            return None
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # noqa: BLE001 -- bounded below, never retried forever
+        except Exception as error:  # noqa: BLE001 -- classified in _retry_in: bounded, never retried forever
             entry.errors += 1
-            if entry.errors > self._max_errors:
-                logger.exception("reconcile of %s failed %d times in a row; waiting for its next change",
-                                 key, entry.errors)
-                entry.errors = 0
-                if self._on_give_up is not None:
-                    self._on_give_up(key, error)
-                return None
-            delay = self._error_backoff * 2 ** (entry.errors - 1)
-            logger.exception("reconcile of %s failed (attempt %d); retrying in %.0fs", key, entry.errors, delay)
-            return delay
+            failure = Failure(error, entry.errors, self._retry_in(key, entry, error))
+            await self._tell(self._on_failure, key, failure)
+            return failure.retry_in
         entry.errors = 0
+        await self._tell(self._on_success, key)
         return next_in
+
+    def _retry_in(self, key: Hashable, entry: _Entry, error: Exception) -> float | None:
+        if isinstance(error, kopf.PermanentError):
+            logger.error("reconcile of %s failed permanently: %s", key, error)
+            return None
+        if isinstance(error, kopf.TemporaryError):
+            delay = min((error.delay or self._error_backoff) * 2 ** (entry.errors - 1), self._max_backoff)
+            logger.info("reconcile of %s failed (attempt %d); retrying in %.0fs: %s", key, entry.errors, delay, error)
+            return delay
+        if entry.errors > self._max_errors:
+            logger.error("reconcile of %s failed %d times in a row; waiting for its next change", key, entry.errors,
+                         exc_info=error)
+            entry.errors = 0
+            return None
+        delay = min(self._error_backoff * 2 ** (entry.errors - 1), self._max_backoff)
+        logger.error("reconcile of %s failed (attempt %d); retrying in %.0fs", key, entry.errors, delay, exc_info=error)
+        return delay
+
+    @staticmethod
+    async def _tell(hook, *args) -> None:
+        if hook is None:
+            return
+        try:
+            await hook(*args)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 -- telling users must never stop the queue; the log keeps it
+            logger.exception("could not report the outcome of a reconcile of %s", args[0])
