@@ -37,6 +37,7 @@ async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, l
         # (Helm installs crds/ first).
         settings.scanning.disabled = True
     memo.controller = reconciler.Controller(ours, kube.Kube(kube.configure()), recording.Recorder(ours.tracking))
+    memo.controller.start()
     logger.info("ringleader operator settings: %s", settings_.describe(ours))
 
 

@@ -21,8 +21,8 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line
-from ringleader.controller import (conditions, due, events, failures, kube, plan, progress, reasons, recording,
-                                   rendering, runs, statuses, trials, workqueue)
+from ringleader.controller import (conditions, due, events, failures, kube, orphans, plan, progress, reasons,
+                                   recording, rendering, runs, statuses, trials, workqueue)
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
 from ringleader import topology
@@ -60,8 +60,16 @@ class Controller:
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
         self._bodies: dict[Key, dict[str, Any]] = {}
         self._progress: dict[Key, tuple[float, dict[str, int]]] = {}
+        self._orphans: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """Work that runs once per operator start, in the background: ending runs of experiments deleted meanwhile."""
+        self._orphans = asyncio.get_running_loop().create_task(
+            orphans.end_orphaned_runs(self.runs.recorder, self.kube, self.settings), name="end orphaned runs")
 
     async def close(self) -> None:
+        if self._orphans is not None:
+            self._orphans.cancel()
         await self.queue.close()
         await self.runs.close()
 

@@ -142,6 +142,15 @@ class Recorder:
         await self._call(uri, "log the sweep's metrics", lambda runs: runs.log_sweep_metrics(
             parent_run_id, summaries, tracking_uri=uri))
 
+    async def open_sweeps(self, uri: str, limit: int):
+        """The RUNNING sweep runs this operator made on `uri` (tracking.runs.OpenSweep), at most `limit`."""
+        return await self._call(uri, "find open sweep runs", lambda runs: runs.open_operator_sweeps(
+            limit=limit, tracking_uri=uri))
+
+    async def open_children(self, uri: str, parent_run_id: str, limit: int) -> list[str]:
+        return await self._call(uri, f"find open runs under {parent_run_id}", lambda runs: runs.open_children(
+            parent_run_id, limit=limit, tracking_uri=uri))
+
     def report_url(self, uri: str, experiment_id: str, parent_run_id: str) -> str:
         """The report's page in the MLflow UI, or its artifact URI when no UI address is known."""
         base = self._ui_base(uri)

@@ -127,3 +127,42 @@ def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, An
         for t in result.trials])
     with _FIGURES, tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
         reports.attach(store, run_id, report.build(result, pathlib.Path(staging)))
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenSweep:
+    """A RUNNING sweep run the operator made, and the experiment it belongs to (from its tags)."""
+
+    run_id: str
+    namespace: str
+    name: str
+    token: str
+    """The run's creation token: the operator derives it from the experiment's uid, so a newer experiment of the
+    same name is told apart."""
+
+
+def open_operator_sweeps(*, limit: int, tracking_uri: str | None = None) -> list[OpenSweep]:
+    """The RUNNING sweep runs the operator made (tag ringleader.source = operator), at most `limit` of them."""
+    store = store_for(tracking_uri)
+    experiments = store.call("search experiments", "search_experiments", max_results=limit)
+    query = (f"attributes.status = '{schema.RUNNING}' AND tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}' "
+             f"AND tags.`{schema.TAG_SOURCE}` = 'operator'")
+    found: list[OpenSweep] = []
+    for ids in schema.chunks([e.experiment_id for e in experiments], 100):
+        for run in store.call("search runs", "search_runs", ids, filter_string=query, max_results=limit):
+            tags = run.data.tags
+            token = tags.get(schema.TAG_TOKEN, "")
+            if schema.TAG_EXPERIMENT in tags and schema.TAG_NAMESPACE in tags and token:
+                found.append(OpenSweep(run.info.run_id, tags[schema.TAG_NAMESPACE], tags[schema.TAG_EXPERIMENT], token))
+        if len(found) >= limit:
+            break
+    return found[:limit]
+
+
+def open_children(parent_run_id: str, *, limit: int, tracking_uri: str | None = None) -> list[str]:
+    """Ids of the RUNNING runs nested under `parent_run_id` (a sweep's trial runs), at most `limit`."""
+    store = store_for(tracking_uri)
+    query = f"attributes.status = '{schema.RUNNING}' AND tags.`{schema.TAG_PARENT_RUN_ID}` = '{parent_run_id}'"
+    runs = store.call("search runs", "search_runs", [store.experiment_of(parent_run_id)], filter_string=query,
+                      max_results=limit)
+    return [run.info.run_id for run in runs]
