@@ -1,4 +1,4 @@
-"""The `ringleader` command: validate, render, crd and version here; run, operator and publish delegated.
+"""The `ringleader` command: validate, render, crd and version here; run, operator, publish, report and whatif delegated.
 
     ringleader validate examples/*.yaml           # every problem with its field and fix; the trials
     ringleader validate -o json sweep.yaml        # the same, one JSON document per file
@@ -6,6 +6,7 @@
     ringleader crd | kubectl apply -f -           # the CustomResourceDefinition
     ringleader run examples/quickstart.yaml       # run locally into ./mlflow.db (ringleader.launch)
     ringleader operator                           # the operator (ringleader.controller)
+    ringleader whatif ringleader-runs/            # a trial's scaling factor at other N, bandwidths, compressions
     ringleader version                            # ringleader's, Python's, torch's, MLflow's, kopf's
 
 Results go to stdout, problems to stderr; every command exits 0 (ok), 1 (invalid input or failed) or 2
@@ -41,6 +42,8 @@ DELEGATED = {
     "operator": ("ringleader.controller.cli", "run the Kubernetes operator (kopf) that reconciles experiments"),
     "publish": ("ringleader.launch.publish", "publish records that ringleader run could not send to MLflow"),
     "report": ("ringleader.launch.report", "write a sweep's report (HTML, figures, CSV) and attach it in MLflow"),
+    "whatif": ("ringleader.launch.whatif", "model a trial's scaling factor at other worker counts, bandwidths and "
+                                           "compression ratios"),
 }
 # Distributions whose versions `ringleader version` shows: read from their metadata, never imported (torch takes seconds).
 COMPONENTS = ("torch", "mlflow", "kopf")

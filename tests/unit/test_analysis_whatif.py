@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from ringleader.analysis import whatif
+from ringleader.analysis import addcost, whatif
 from ringleader.contract import keys, records
 from ringleader.runtime import timing
 
@@ -147,3 +147,99 @@ def test_profile_of_a_real_timer_lists_gradients_in_backward_order():
     assert profile.total_bytes == 4 * (4 * 3 + 3 + 3 * 2 + 2)
     assert {g.name for g in profile.gradients[:2]} == {"2.weight", "2.bias"}  # the last layer's come first
     assert all(0 <= g.ready_seconds <= profile.backward_seconds for g in profile.gradients)
+
+
+# -- the fusion policy where both rules bite -------------------------------------------------------------------
+
+def test_fuse_where_the_cycle_time_and_the_threshold_both_close_buckets():
+    # cycle time 5 ms, threshold 100 bytes:
+    #   g0 60 B @ 0, g1 30 B @ 1 ms          -> 90 B; g2 (30 B) would make 120 > 100: threshold closes [g0, g1] at 1 ms
+    #   g2 30 B @ 2 ms opens, g3 10 B @ 6 ms  -> 6 - 2 = 4 < 5 ms and 40 B: joins
+    #   g4 10 B @ 7.5 ms                      -> 7.5 - 2 = 5.5 >= 5 ms: cycle time closes [g2, g3] at 6 ms
+    #   g5 200 B @ 8 ms                       -> 10 + 200 > 100: threshold closes [g4]; g5 goes alone, over it
+    ready = [(60, 0.0), (30, 0.001), (30, 0.002), (10, 0.006), (10, 0.0075), (200, 0.008)]
+    buckets = whatif.fuse([gradient(f"g{i}", size, t) for i, (size, t) in enumerate(ready)],
+                          window_seconds=0.005, cap_bytes=100)
+    assert [(b.size_bytes, b.ready_seconds, b.gradients) for b in buckets] == [
+        (90, 0.001, 2), (40, 0.006, 2), (10, 0.0075, 1), (200, 0.008, 1)]
+
+
+def test_simulate_and_sweep_pass_the_fusion_policy_on():
+    # One 5 ms cycle fuses A alone and B, C together; a 20 ms cycle fuses all three: one 4 MB bucket at 12 ms.
+    assert len(whatif.simulate(PROFILE, 2, 1e9, window_seconds=0.020).buckets) == 1
+    [result] = whatif.sweep(PROFILE, 2, 0.048, [1e9], [1], window_seconds=0.020)
+    assert result.allreduce_ends == pytest.approx((0.012 + 0.032,))
+
+
+# -- the add cost -----------------------------------------------------------------------------------------------
+
+def test_fixed_plus_per_byte_add_prices_a_small_bucket_by_its_calls():
+    # 1000 B, N = 4, 1 Gbit/s: transfer 2*(8*1000*3/4)/1e9 = 12 us; add 3 calls of 10 us + 1 ns * 250 B = 30.75 us.
+    add = whatif.fixed_plus_per_byte(10e-6, 1e-9)
+    assert whatif.allreduce_seconds(1000, 4, 1e9, add=add) == pytest.approx(12e-6 + 30.75e-6)
+    # a per-byte rate alone sees 0.75 us of the 30.75
+    assert whatif.allreduce_seconds(1000, 4, 1e9, add=whatif.linear_add(1e-9)) == pytest.approx(12.75e-6)
+    with pytest.raises(ValueError, match="must be greater than or equal to 0"):
+        whatif.fixed_plus_per_byte(-1, 0)
+
+
+def test_an_add_table_interpolates_and_reads_back_its_document():
+    table = addcost.AddTable((1000.0, 3000.0), (10e-6, 14e-6), "cpu")
+    assert table(500) == 10e-6  # below the smallest size: the smallest's per-call cost
+    assert table(2000) == pytest.approx(12e-6)  # halfway
+    assert table(6000) == pytest.approx(28e-6)  # above: in proportion to size
+    assert addcost.AddTable.from_document(json.loads(json.dumps(table.to_document()))) == table
+    assert table.fit() == pytest.approx((8e-6, 2e-9))  # through both points: 8 us + 2 ns/B
+    with pytest.raises(ValueError, match="not an add-cost table"):
+        addcost.AddTable.from_document({"points": []})
+    with pytest.raises(ValueError, match="increasing"):
+        addcost.AddTable((2.0, 1.0), (1.0, 1.0))
+
+
+# -- the compression search -------------------------------------------------------------------------------------
+
+def test_compression_search_finds_the_hand_computed_ratio():
+    # N = 2, 100 Mbit/s, t_batch 48 ms: [A] lasts 80/c ms; [B, C] 240/c ms from max(80/c, 12) ms.
+    # SF 0.85 allows overhead 48*(1/0.85 - 1) = 8.4706 ms, so [B, C] must end by 28.4706 ms: with c >= 80/12 it
+    # starts at 12 ms, so 240/c = 16.4706 and c = 14.5714 (80/14.57 = 5.5 ms < 12: it does start at 12 ms).
+    hand = 240 / (0.048 / 0.85 - 0.048 + 0.020 - 0.012) / 1000
+    needed = whatif.compression_needed(PROFILE, 2, 1e8, 0.85, 0.048)
+    assert needed.compression == pytest.approx(hand, rel=1e-5)
+    assert whatif.simulate(PROFILE, 2, 1e8, needed.compression, batch_seconds=0.048).scaling_factor >= 0.85
+    assert whatif.simulate(PROFILE, 2, 1e8, needed.compression * 0.999, batch_seconds=0.048).scaling_factor < 0.85
+
+
+def test_compression_search_says_1_when_the_target_is_met_and_none_when_unreachable():
+    assert whatif.compression_needed(PROFILE, 2, 1e11, 0.99, 0.048).compression == 1.0
+    # A 10 ms add per call, N = 2: at infinite compression [A] ends at 10 ms, [B, C] runs 12..22 ms: overhead 2 ms,
+    # SF 48/50 = 0.96 at best.
+    add = whatif.fixed_plus_per_byte(0.010, 0)
+    unreachable = whatif.compression_needed(PROFILE, 2, 1e8, 0.97, 0.048, add)
+    assert unreachable.compression is None and unreachable.limit == pytest.approx(0.96)
+    assert whatif.compression_needed(PROFILE, 2, 1e8, 0.95, 0.048, add).compression > 1
+    with pytest.raises(ValueError, match="at most 1"):
+        whatif.compression_needed(PROFILE, 2, 1e8, 1.5, 0.048)
+
+
+@pytest.mark.parametrize("bandwidth", [1e7, 1e8, 1e9])
+@pytest.mark.parametrize("window", [0.001, 0.005, 0.050])
+def test_scaling_factor_never_falls_as_compression_grows(bandwidth, window):
+    # What makes the bisection exact: checked on a profile whose buckets wait for gradients and for the channel.
+    ready = [(3e5, 0.0), (1e6, 0.002), (2e5, 0.003), (4e6, 0.009), (5e5, 0.011), (2e6, 0.018)]
+    profile = whatif.BackwardProfile(tuple(gradient(f"g{i}", s, t) for i, (s, t) in enumerate(ready)), 0.020)
+    add = whatif.fixed_plus_per_byte(20e-6, 0.5e-9)
+    compressions = [1 + 0.25 * i for i in range(200)]
+    factors = [whatif.simulate(profile, 4, bandwidth, c, add, 0.030, window).scaling_factor for c in compressions]
+    assert factors == sorted(factors)
+    assert factors[0] < factors[-1] or factors[0] == 1.0
+
+
+# -- the profile file --------------------------------------------------------------------------------------------
+
+def test_a_profile_document_reads_back_and_bad_ones_say_which_field():
+    document = whatif.profile_document(PROFILE, 0.048)
+    assert whatif.profile_from_document(json.loads(json.dumps(document))) == (PROFILE, 0.048)
+    with pytest.raises(ValueError) as raised:
+        whatif.profile_from_document({"batchSeconds": 0, "backwardSeconds": 0.02,
+                                      "gradients": [{"name": "a", "bytes": 4, "readySeconds": -1}]})
+    assert "`batchSeconds`" in str(raised.value) and "`gradients[0].readySeconds`" in str(raised.value)

@@ -1,58 +1,50 @@
-"""Study 3's what-if network model: how much would faster links or gradient compression help this model?
+"""What-if network model: how much would faster links, more workers or gradient compression cost or save?
 
-Called by users on a finished trial (`python -m ringleader.analysis.whatif <trial>/rank-0 --workers 8`),
-by docs/performance.md's examples and by reports. The model is pure arithmetic over a backward profile.
+Called by `ringleader whatif` (launch/whatif.py), by the report's scaling figures (scaling.py) and from
+Python. Pure arithmetic over a backward profile; docs/whatif.md explains the model and its limits.
 
-The model (Zhang et al., NetAI 2020, arXiv 2006.10103), from one rank's layers.json (records.py):
-backward emits layer gradients at their measured ready times; they are fused into buckets (a bucket
-closes once ~5 ms of backward has passed since it opened, or before it would exceed 64 MiB); buckets
-are allreduced in FIFO order on one channel, each starting at max(channel free, bucket ready), a
-bucket of S bytes costing  2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N)  at bandwidth bw (bits/s) and
-compression ratio c; overhead = end of the last allreduce - end of backward (0 when all is hidden);
-scaling factor SF = t_batch / (t_batch + overhead).
+From one rank's backward (layers.json, records.py, or a profile file): gradients are emitted at their
+measured ready times and fused into buckets (fuse(): a bucket closes once the cycle time has passed since
+it opened, or before it would pass the fusion threshold); buckets are allreduced first-in first-out on
+one channel, each starting at max(channel free, bucket ready), a bucket of S bytes costing
+2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N)  at bandwidth bw (bits/s) and compression ratio c;
+overhead = end of the last allreduce - end of backward (0 when all is hidden); scaling factor
+SF = t_batch / (t_batch + overhead).
 
 Profiles are best taken from a one-worker trial: its backward has no communication competing for the
-CPU, and its compute time is study 3's t_batch. Ready times are host times of the gradient hooks
-(timing.py), so on GPU they are launch times, earlier than the real gradient; the model is optimistic there.
+CPU, and its compute time is t_batch. Ready times are host times of the gradient hooks (timing.py), so
+on GPU they are launch times, earlier than the real gradient; the model is optimistic there.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
+import math
 import pathlib
 import statistics
-import sys
-from typing import Callable, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from ringleader.analysis import summary
+from ringleader.analysis import addcost, summary
 from ringleader.api import constants
 from ringleader.contract import keys, records
 
 BITS_PER_BYTE = 8.0
 FUSION_WINDOW_SECONDS = 0.005
-"""Horovod's cycle time, which the study's simulator uses: gradients ready within 5 ms share a bucket."""
+"""The cycle time (Horovod's default, 5 ms): gradients ready within it of a bucket's first share the bucket."""
 FUSION_BYTES = 64 * 1024 * 1024
-"""Horovod's fusion threshold (64 MiB): a bucket never grows past it (a bigger gradient goes alone)."""
+"""The fusion threshold (Horovod's default, 64 MiB): a bucket never grows past it (a bigger gradient goes alone)."""
 BANDWIDTHS_GBIT = (1, 10, 25, 40, 100)
-"""The link rates the study capped its NICs to with `tc ... tbf`, in Gbit/s."""
+"""Link rates swept by default, in Gbit/s: from a cloud VM's NIC to a datacentre's fastest."""
 COMPRESSIONS = (1, 2, 4, 8)
 """Compression ratios swept by default: 1 (none) to 8 (e.g. fp32 -> 4-bit)."""
 
-AddCost = Callable[[float], float]
-"""add(bytes) -> seconds: the reduction arithmetic of one ring step on `bytes` bytes."""
-
-
-def no_add(_size_bytes: float) -> float:
-    return 0.0
-
-
-def linear_add(seconds_per_byte: float) -> AddCost:
-    """add(S) = seconds_per_byte * S, e.g. from timing torch.add on the target device."""
-    if seconds_per_byte < 0:
-        raise ValueError(f"seconds_per_byte must be greater than or equal to 0, got {seconds_per_byte}")
-    return lambda size_bytes: seconds_per_byte * size_bytes
+AddCost = addcost.AddCost
+no_add = addcost.no_add
+linear_add = addcost.linear_add
+fixed_plus_per_byte = addcost.fixed_plus_per_byte
+SEARCH_MAX_COMPRESSION = 1e12
+"""SEARCH_MAX_COMPRESSION bounds compression_needed's search: past it, a target is called unreachable."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,10 +160,57 @@ def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
 
 def sweep(profile: BackwardProfile, workers: int, batch_seconds: float | None = None,
           bandwidths_bits_per_second: Sequence[float] = tuple(g * 1e9 for g in BANDWIDTHS_GBIT),
-          compressions: Sequence[float] = COMPRESSIONS, add: AddCost = no_add) -> list[WhatIf]:
-    """`simulate` at every bandwidth x compression, bandwidth-major (the study's figure: SF per link rate)."""
-    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds)
+          compressions: Sequence[float] = COMPRESSIONS, add: AddCost = no_add,
+          window_seconds: float = FUSION_WINDOW_SECONDS, cap_bytes: float = FUSION_BYTES) -> list[WhatIf]:
+    """`simulate` at every bandwidth x compression, bandwidth-major (SF per link rate)."""
+    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, window_seconds, cap_bytes)
             for bandwidth in bandwidths_bits_per_second for compression in compressions]
+
+
+@dataclasses.dataclass(frozen=True)
+class Needed:
+    """The compression a target scaling factor needs at one (workers, bandwidth) point."""
+
+    workers: int
+    bandwidth_bits_per_second: float
+    target: float
+    compression: float | None
+    """compression is the smallest ratio >= 1 reaching the target (within the search's tolerance), None when unreachable."""
+    limit: float
+    """limit is the SF at infinite compression: what the add cost and the ready times alone leave."""
+
+
+def compression_needed(profile: BackwardProfile, workers: int, bandwidth_bits_per_second: float, target: float,
+                       batch_seconds: float, add: AddCost = no_add, window_seconds: float = FUSION_WINDOW_SECONDS,
+                       cap_bytes: float = FUSION_BYTES, relative_tolerance: float = 1e-6) -> Needed:
+    """The smallest compression ratio c >= 1 with SF(c) >= target, by bisection.
+
+    Bisection is exact here because SF never decreases as c grows: every bucket's allreduce gets shorter,
+    and a FIFO channel's start and end times (sums and maxima of those durations and of fixed ready times)
+    can then only move earlier. The answer is the upper end of the last bracket, so SF there meets the
+    target, and lies within `relative_tolerance` of the true ratio. Unreachable (compression None) when
+    even infinite compression, where only the reduction arithmetic is left, misses the target."""
+    if not 0 < target <= 1:
+        raise ValueError(f"the target scaling factor must be greater than 0 and at most 1, got {target}")
+
+    def sf(compression: float) -> float:
+        return simulate(profile, workers, bandwidth_bits_per_second, compression, add, batch_seconds,
+                        window_seconds, cap_bytes).scaling_factor
+
+    limit = sf(math.inf)
+    if sf(1.0) >= target:
+        return Needed(workers, bandwidth_bits_per_second, target, 1.0, limit)
+    if limit < target:
+        return Needed(workers, bandwidth_bits_per_second, target, None, limit)
+    low, high = 1.0, 2.0
+    while sf(high) < target:
+        low, high = high, 2 * high
+        if high > SEARCH_MAX_COMPRESSION:  # the limit meets the target only in the limit
+            return Needed(workers, bandwidth_bits_per_second, target, None, limit)
+    while high - low > relative_tolerance * low:
+        middle = (low + high) / 2
+        low, high = (middle, high) if sf(middle) < target else (low, middle)
+    return Needed(workers, bandwidth_bits_per_second, target, high, limit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,6 +253,51 @@ def read_rank(rank_dir: str | pathlib.Path) -> tuple[BackwardProfile, float]:
     return profile_from_layers(layers), batch_seconds_from_records(records.read_iterations(rank_dir / records.ITERATIONS_FILE))
 
 
+def profile_from_document(document: Any) -> tuple[BackwardProfile, float]:
+    """(profile, t_batch) of a profile file's document (docs/whatif.md):
+    {"batchSeconds": t, "backwardSeconds": t, "gradients": [{"name": str, "bytes": n, "readySeconds": t}, ...]}."""
+    if not isinstance(document, Mapping):
+        raise ValueError("a profile must be a JSON object with batchSeconds, backwardSeconds and gradients")
+    problems = []
+    batch, backward = document.get("batchSeconds"), document.get("backwardSeconds")
+    if not _number(batch) or not batch > 0:
+        problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
+    if not _number(backward) or backward < 0:
+        problems.append("`backwardSeconds` (how long backward lasts, seconds) must be a number greater than or "
+                        "equal to 0")
+    entries = document.get("gradients")
+    if not isinstance(entries, list) or not entries:
+        problems.append("`gradients` must be a non-empty list of {name, bytes, readySeconds}")
+        entries = []
+    gradients = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            problems.append(f"`gradients[{index}]` must be an object {{name, bytes, readySeconds}}")
+            continue
+        size, ready = entry.get("bytes"), entry.get("readySeconds")
+        if not _number(size) or size < 0:
+            problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
+        if not _number(ready) or ready < 0:
+            problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
+                            "number greater than or equal to 0")
+        if not problems:
+            gradients.append(Gradient(str(entry.get("name", f"gradient-{index}")), float(size), float(ready)))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return BackwardProfile(tuple(sorted(gradients, key=lambda g: g.ready_seconds)), float(backward)), float(batch)
+
+
+def profile_document(profile: BackwardProfile, batch_seconds: float) -> dict[str, Any]:
+    """The profile file's document of (profile, t_batch): profile_from_document reads it back."""
+    return {"batchSeconds": batch_seconds, "backwardSeconds": profile.backward_seconds,
+            "gradients": [{"name": g.name, "bytes": g.size_bytes, "readySeconds": g.ready_seconds}
+                          for g in profile.gradients]}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def table(results: Sequence[WhatIf]) -> str:
     lines = [f"{'Gbit/s':>7} {'compr':>6} {'buckets':>7} {'overhead ms':>12} {'SF':>6}"]
     for r in results:
@@ -221,21 +305,3 @@ def table(results: Sequence[WhatIf]) -> str:
         lines.append(f"{r.bandwidth_bits_per_second / 1e9:>7g} {r.compression:>6g} {len(r.buckets):>7} "
                      f"{1000 * r.overhead_seconds:>12.3f} {'-' if sf is None else f'{sf:.3f}':>6}")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ringleader.analysis.whatif", description=__doc__.splitlines()[0])
-    parser.add_argument("rank_dir", help="a rank directory of a finished trial (<output>/<trial>/rank-<r>)")
-    parser.add_argument("--workers", type=int, default=8, help="N, the workers to model (default 8)")
-    parser.add_argument("--add-ns-per-byte", type=float, default=0.0,
-                        help="cost of the reduction arithmetic, nanoseconds per byte (default 0: ignored)")
-    args = parser.parse_args(argv)
-    profile, batch = read_rank(args.rank_dir)
-    print(f"{len(profile.gradients)} gradients, {profile.total_bytes / 1e6:.2f} MB, backward "
-          f"{1000 * profile.backward_seconds:.2f} ms, t_batch {1000 * batch:.2f} ms, N={args.workers}")
-    print(table(sweep(profile, args.workers, batch, add=linear_add(args.add_ns_per_byte * 1e-9))))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

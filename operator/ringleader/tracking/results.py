@@ -3,7 +3,7 @@
     result = from_directory("ringleader-runs/quickstart-20250101-120000")
     result, sweep_run_id = from_mlflow(store, "default/quickstart")   # or an experiment id, or a sweep run id
 
-Used by `ringleader report`, the launcher's session end (sessions.py) and the operator. Both sources
+Used by `ringleader report` and `ringleader whatif`, the launcher's session end (sessions.py) and the operator. Both sources
 read the same files: on disk, or as the runs' artifacts (trial.json and summary.json at a trial run's
 root, records/iterations.jsonl on each rank run, layers/rank-<r>.layers.json on the trial run). A
 missing file leaves its part empty: a trial without records still has its row.
@@ -60,11 +60,12 @@ def from_directory(path: str | pathlib.Path) -> results.SweepResult:
     for name in session.trials:
         trial_dir = directory / name
         if (trial_dir / layout.TRIAL_FILE).is_file():
-            trials.append(_trial_from_directory(trial_dir))
+            trials.append(trial_from_directory(trial_dir))
     return results.SweepResult(session.experiment.name, trials)
 
 
-def _trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:
+def trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:
+    """One trial directory of a session (it holds trial.json): its records, layers, summary and outcome."""
     trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
     outcome = layout.read_outcome(trial_dir)
     status = outcome.status if outcome else schema.RUNNING
@@ -93,6 +94,15 @@ def from_mlflow(store: store_.Store, source: str) -> tuple[results.SweepResult, 
         trials = [t for t in (_trial_from_run(store, trial_run, pathlib.Path(staging)) for trial_run in trial_runs) if t]
     trials.sort(key=lambda t: t.trial.index)
     return results.SweepResult(experiment or (trials[0].trial.experiment if trials else ""), trials), run.info.run_id
+
+
+def trial_from_mlflow(store: store_.Store, run_id: str) -> results.TrialResult | None:
+    """The trial run `run_id`'s result; None when there is no such run or it is not a trial run."""
+    run = _get_run(store, run_id)
+    if run is None or run.data.tags.get(schema.TAG_KIND) != schema.KIND_TRIAL:
+        return None
+    with tempfile.TemporaryDirectory(prefix="ringleader-trial-") as staging:
+        return _trial_from_run(store, run, pathlib.Path(staging))
 
 
 def _sweep_run(store: store_.Store, source: str):

@@ -1,0 +1,44 @@
+"""`ringleader whatif -o FILE.png`: scaling factor against bandwidth, one line per compression ratio, a panel per N.
+
+matplotlib's Agg backend (files only, no display); imported by launch/whatif.py only when a plot is asked for.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: files only, never a window
+import matplotlib.pyplot as pyplot  # noqa: E402
+
+from ringleader.analysis import figures, whatif  # noqa: E402
+
+
+def plot(results: Sequence[whatif.WhatIf], path: pathlib.Path, title: str = "") -> pathlib.Path:
+    """One panel per worker count; x: bandwidth (Gbit/s, log scale), y: SF, a line per compression ratio."""
+    workers = sorted({r.workers for r in results})
+    figure, axes = pyplot.subplots(1, len(workers), figsize=(4.2 * len(workers) + 1, 3.6), squeeze=False,
+                                   sharey=True)
+    for panel, n in zip(axes[0], workers):
+        compressions = sorted({r.compression for r in results if r.workers == n})
+        for index, compression in enumerate(compressions):
+            line = sorted((r.bandwidth_bits_per_second / 1e9, r.scaling_factor) for r in results
+                          if r.workers == n and r.compression == compression)
+            panel.plot([x for x, _ in line], [y for _, y in line], marker="o", color=figures.colour(index),
+                       label=f"compression {compression:g}")
+        panel.set_xscale("log")
+        panel.set_xlabel("bandwidth (Gbit/s)")
+        panel.set_title(f"N = {n}")
+        panel.set_ylim(0, 1.05)
+        panel.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("scaling factor")
+    axes[0][-1].legend(loc="lower right", fontsize="small")
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=figures.DPI)
+    pyplot.close(figure)
+    return path

@@ -1,0 +1,245 @@
+"""`ringleader whatif SOURCE`: a trial's scaling factor at other worker counts, bandwidths and compressions; cli.py delegates here.
+
+    ringleader whatif ringleader-runs/                         # the newest run: its fewest-worker trial's rank 0
+    ringleader whatif ringleader-runs/quickstart-20250101-120000/quickstart-2 --workers 8 16
+    ringleader whatif profile.json --bandwidths 10 100 --target-sf 0.9 -o whatif.png
+    ringleader whatif 3f2a9c... --calibrate-add add.json       # a sweep or trial run in MLflow; add timed here
+    ringleader whatif profile.json --add-table add.json        # the same machine's add times, read back
+
+SOURCE is a profile file (docs/whatif.md), a rank, trial or run directory, or in MLflow a trial run id,
+a sweep run id or an experiment (as `ringleader report` finds them). Exit status: 0 when the table is
+printed, 1 when SOURCE names nothing usable or calibration fails, 2 for wrong options. Importing this
+module is cheap: MLflow, matplotlib and torch are imported only when needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import TextIO
+
+from ringleader.analysis import addcost, whatif
+from ringleader.contract import exits, records, redaction
+
+MIB = 1024 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", metavar="SOURCE",
+                        help="a profile file (JSON, docs/whatif.md); a rank, trial or run directory of `ringleader "
+                             "run` (a run directory: its trial with the fewest workers); or in MLflow a trial run "
+                             "id, a sweep run id or an experiment name or id")
+    parser.add_argument("--trial", metavar="NAME", help="the trial of a run directory or sweep to take the profile from")
+    parser.add_argument("--rank", type=int, default=0, metavar="R", help="the rank whose backward is the profile "
+                                                                         "(default 0)")
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="MLflow tracking URI to look SOURCE up in (default: $MLFLOW_TRACKING_URI, else "
+                             "sqlite:///mlflow.db in this directory)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[8], metavar="N", help="worker counts (default 8)")
+    parser.add_argument("--bandwidths", type=float, nargs="+", default=list(whatif.BANDWIDTHS_GBIT), metavar="GBIT",
+                        help="link rates in Gbit/s (default: %(default)s)")
+    parser.add_argument("--compressions", type=float, nargs="+", default=list(whatif.COMPRESSIONS), metavar="C",
+                        help="compression ratios, 1 = none (default: %(default)s)")
+    parser.add_argument("--cycle-time-ms", type=float, default=1000 * whatif.FUSION_WINDOW_SECONDS, metavar="MS",
+                        help="fusion cycle time: gradients ready within it of a bucket's first share the bucket "
+                             "(default %(default)g)")
+    parser.add_argument("--fusion-threshold-mib", type=float, default=whatif.FUSION_BYTES / MIB, metavar="MIB",
+                        help="fusion threshold: a bucket never grows past it (default %(default)g)")
+    parser.add_argument("--add-fixed-us", type=float, default=0.0, metavar="US",
+                        help="reduction arithmetic: fixed cost per add call, microseconds (default 0)")
+    parser.add_argument("--add-ns-per-byte", type=float, default=0.0, metavar="NS",
+                        help="reduction arithmetic: cost per byte added, nanoseconds (default 0; both 0: free)")
+    parser.add_argument("--add-table", type=pathlib.Path, metavar="FILE",
+                        help="reduction arithmetic from a table that --calibrate-add wrote")
+    parser.add_argument("--calibrate-add", type=pathlib.Path, metavar="FILE",
+                        help="time torch's add on this machine (about 2 s), write the table to FILE and use it")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="the device --calibrate-add times (default cpu)")
+    parser.add_argument("--target-sf", type=float, metavar="SF",
+                        help="also print the smallest compression ratio reaching this scaling factor (0 < SF <= 1) "
+                             "at each worker count and bandwidth")
+    parser.add_argument("-o", "--plot", type=pathlib.Path, metavar="FILE.png",
+                        help="write a plot: scaling factor against bandwidth, a line per compression")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
+    out, err = out or sys.stdout, err or sys.stderr
+    wrong = _wrong_options(args)
+    if wrong:
+        print(f"ringleader whatif: {wrong}", file=err)
+        return exits.USAGE
+    try:
+        add, add_said = _add_cost(args, out)
+        profile, batch, said = _profile(args, out)
+    except (ValueError, LookupError, OSError, RuntimeError) as error:
+        print(f"ringleader whatif: {error}", file=err)
+        return exits.FAILED
+
+    window, cap = args.cycle_time_ms / 1000, args.fusion_threshold_mib * MIB
+    print(f"{said}: {len(profile.gradients)} gradients, {profile.total_bytes / 1e6:.3f} MB, backward "
+          f"{1000 * profile.backward_seconds:.3f} ms, t_batch {1000 * batch:.3f} ms", file=out)
+    print(f"fusion: cycle time {args.cycle_time_ms:g} ms, threshold {args.fusion_threshold_mib:g} MiB; add: {add_said}",
+          file=out)
+    bandwidths = [g * 1e9 for g in args.bandwidths]
+    everything = []
+    for workers in args.workers:
+        results = whatif.sweep(profile, workers, batch, bandwidths, args.compressions, add, window, cap)
+        everything.extend(results)
+        print(f"\nN = {workers}", file=out)
+        print(whatif.table(results), file=out)
+    if args.target_sf is not None:
+        print(f"\ncompression needed for SF >= {args.target_sf:g}:", file=out)
+        for workers in args.workers:
+            for bandwidth in bandwidths:
+                needed = whatif.compression_needed(profile, workers, bandwidth, args.target_sf, batch, add, window, cap)
+                print(f"  N={workers} {bandwidth / 1e9:g} Gbit/s: {_needed(needed)}", file=out)
+    if args.plot:
+        from ringleader.analysis import whatif_figure  # matplotlib takes a second: only when a plot is asked for
+
+        whatif_figure.plot(everything, args.plot, title=said)
+        print(f"\nPlot: {args.plot}", file=out)
+    return exits.OK
+
+
+def _wrong_options(args: argparse.Namespace) -> str | None:
+    if any(n < 1 for n in args.workers):
+        return "--workers must be greater than or equal to 1"
+    if any(not b > 0 for b in args.bandwidths):
+        return "--bandwidths must be greater than 0 (Gbit/s)"
+    if any(not c >= 1 for c in args.compressions):
+        return "--compressions must be greater than or equal to 1 (1: no compression)"
+    if not args.cycle_time_ms > 0 or not args.fusion_threshold_mib > 0:
+        return "--cycle-time-ms and --fusion-threshold-mib must be greater than 0"
+    if args.add_fixed_us < 0 or args.add_ns_per_byte < 0:
+        return "--add-fixed-us and --add-ns-per-byte must be greater than or equal to 0"
+    chosen = [name for name, given in (("--add-fixed-us/--add-ns-per-byte", args.add_fixed_us or args.add_ns_per_byte),
+                                       ("--add-table", args.add_table), ("--calibrate-add", args.calibrate_add)) if given]
+    if len(chosen) > 1:
+        return f"{' and '.join(chosen)} each set the add cost: give one of them"
+    if args.target_sf is not None and not 0 < args.target_sf <= 1:
+        return "--target-sf must be greater than 0 and at most 1"
+    if args.rank < 0:
+        return "--rank must be greater than or equal to 0"
+    return None
+
+
+def _add_cost(args: argparse.Namespace, out: TextIO) -> tuple[addcost.AddCost, str]:
+    """The add cost the options ask for, and how to say it."""
+    if args.calibrate_add:
+        from ringleader.launch import addcalibration  # imports torch
+
+        table = addcalibration.calibrate(args.device)
+        args.calibrate_add.parent.mkdir(parents=True, exist_ok=True)
+        args.calibrate_add.write_text(json.dumps(table.to_document(), indent=2) + "\n")
+        print(f"add cost calibrated on {args.device}, written to {args.calibrate_add}", file=out)
+        return table, _table_said(table, str(args.calibrate_add))
+    if args.add_table:
+        try:
+            document = json.loads(args.add_table.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"--add-table {args.add_table}: not JSON ({error})") from None
+        try:
+            table = addcost.AddTable.from_document(document)
+        except ValueError as error:
+            raise ValueError(f"--add-table {args.add_table}: {error}") from None
+        return table, _table_said(table, str(args.add_table))
+    if args.add_fixed_us or args.add_ns_per_byte:
+        return (addcost.fixed_plus_per_byte(args.add_fixed_us * 1e-6, args.add_ns_per_byte * 1e-9),
+                f"{args.add_fixed_us:g} us + {args.add_ns_per_byte:g} ns/byte per call")
+    return addcost.no_add, "none"
+
+
+def _table_said(table: addcost.AddTable, where: str) -> str:
+    ends = [(size, seconds) for size, seconds in zip(table.sizes_bytes, table.seconds)][::len(table.seconds) - 1 or 1]
+    return (f"table {where} ({table.device}: " + " to ".join(f"{1e6 * s:.2f} us at {b / 1024:g} KiB" for b, s in ends)
+            + ", interpolated)")
+
+
+def _needed(needed: whatif.Needed) -> str:
+    if needed.compression is None:
+        return f"unreachable (even infinite compression gives SF {needed.limit:.4f})"
+    if needed.compression == 1.0:
+        return "1 (met without compression)"
+    return f"{needed.compression:.4f}"
+
+
+def _profile(args: argparse.Namespace, out: TextIO) -> tuple[whatif.BackwardProfile, float, str]:
+    """(profile, t_batch, what it was taken from) for SOURCE."""
+    path = pathlib.Path(args.source)
+    if path.is_file():
+        try:
+            document = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not a profile file: not JSON ({error}); docs/whatif.md gives the format") \
+                from None
+        try:
+            profile, batch = whatif.profile_from_document(document)
+        except ValueError as error:
+            raise ValueError(f"{path}: not a profile file: {error}") from None
+        return profile, batch, str(path)
+    if path.is_dir() and (path / records.LAYERS_FILE).is_file():  # a rank directory
+        profile, batch = whatif.read_rank(path)
+        return profile, batch, str(path)
+    return _from_trial(_trial(args, out), args.rank)
+
+
+def _trial(args: argparse.Namespace, out: TextIO):
+    """The TrialResult SOURCE names: a trial directory, a run directory's trial, or an MLflow trial or sweep's."""
+    from ringleader.tracking import layout
+    from ringleader.tracking import results
+    from ringleader.tracking import settings as settings_
+    from ringleader.tracking import store as store_
+
+    path = pathlib.Path(args.source)
+    if path.is_dir() and (path / layout.TRIAL_FILE).is_file():
+        return results.trial_from_directory(path)
+    if path.is_dir():
+        directory, picked = results.session_directory(path)
+        if picked:
+            print(picked.replace("reporting", "taking"), file=out)
+        return _pick(results.from_directory(directory), args.trial, str(directory))
+    uri = settings_.resolve_uri(args.tracking_uri)
+    database = store_.sqlite_path(uri)
+    if database is not None and not pathlib.Path(database).is_file():
+        # Opening it would create an empty store: a typo would leave an mlflow.db behind.
+        raise results.SourceNotFound(f"{args.source}: not a profile file or run directory, and no MLflow store at "
+                                     f"{redaction.redact(uri)} to look it up in (--tracking-uri URI names another)")
+    store = store_.Store(uri)
+    trial = results.trial_from_mlflow(store, args.source)
+    if trial is not None:
+        return trial
+    try:
+        sweep, run_id = results.from_mlflow(store, args.source)
+    except results.SourceNotFound as error:
+        raise results.SourceNotFound(f"{args.source}: not a profile file or run directory; in MLflow at "
+                                     f"{redaction.redact(uri)}: no trial run {args.source}; "
+                                     f"{str(error).removeprefix(args.source + ': ')}") from None
+    return _pick(sweep, args.trial, f"sweep run {run_id}")
+
+
+def _pick(sweep, name: str | None, where: str):
+    """The trial named `name`, else the one with the fewest workers that has a backward profile (the first such)."""
+    if name is not None:
+        for trial in sweep.trials:
+            if trial.trial.name == name:
+                return trial
+        raise LookupError(f"{where} has no trial {name!r}; its trials: {', '.join(t.trial.name for t in sweep.trials)}")
+    profiled = [t for t in sweep.trials if t.layers]
+    if not profiled:
+        raise LookupError(f"{where}: no trial has a backward profile (layers.json): ranks trace backward after "
+                          "warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
+    return min(profiled, key=lambda t: (t.trial.world_size, t.trial.index))
+
+
+def _from_trial(trial, rank: int) -> tuple[whatif.BackwardProfile, float, str]:
+    name = trial.trial.name
+    if rank not in trial.layers:
+        raise LookupError(f"trial {name} has no backward profile (layers.json) for rank {rank}; ranks with one: "
+                          f"{sorted(trial.layers) or 'none'} (--rank R picks another)")
+    if not trial.records.get(rank):
+        raise LookupError(f"trial {name} has no iteration records for rank {rank}, so no t_batch")
+    profile = whatif.profile_from_layers(dict(trial.layers[rank]))
+    return profile, whatif.batch_seconds_from_records(trial.records[rank]), f"trial {name}, rank {rank}"
