@@ -308,6 +308,7 @@ EXIT_STATUSES = [
     (["render", "{files}/hidden.yaml"], 1),
     (["run", "{files}/invalid.yaml"], 1),
     (["publish", "{files}"], 1),  # holds no run, as a missing file
+    (["whatif", "{files}/valid.yaml"], 1),  # not a profile file (JSON)
     (["nonsense"], 2),
     (["validate"], 2),
     (["validate", "-o", "xml", "{files}/valid.yaml"], 2),
@@ -319,6 +320,8 @@ EXIT_STATUSES = [
     (["run", "{files}/valid.yaml", "--env", "RANK"], 2),
     (["run", "{files}/valid.yaml", "--output-dir", "{files}/valid.yaml/runs"], 2),
     (["publish"], 2),
+    (["whatif"], 2),
+    (["whatif", "{files}/valid.yaml", "--workers", "0"], 2),
     (["operator", "--no-such-option"], 2),
 ]
 
