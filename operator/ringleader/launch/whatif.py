@@ -200,7 +200,7 @@ def _trial(args: argparse.Namespace, out: TextIO):
         directory, picked = results.session_directory(path)
         if picked:
             print(picked.replace("reporting", "taking"), file=out)
-        return _pick(results.from_directory(directory), args.trial, str(directory))
+        return _pick(results.from_directory(directory), args.trial, args.rank, str(directory))
     uri = settings_.resolve_uri(args.tracking_uri)
     database = store_.sqlite_path(uri)
     if database is not None and not pathlib.Path(database).is_file():
@@ -217,20 +217,21 @@ def _trial(args: argparse.Namespace, out: TextIO):
         raise results.SourceNotFound(f"{args.source}: not a profile file or run directory; in MLflow at "
                                      f"{redaction.redact(uri)}: no trial run {args.source}; "
                                      f"{str(error).removeprefix(args.source + ': ')}") from None
-    return _pick(sweep, args.trial, f"sweep run {run_id}")
+    return _pick(sweep, args.trial, args.rank, f"sweep run {run_id}")
 
 
-def _pick(sweep, name: str | None, where: str):
-    """The trial named `name`, else the one with the fewest workers that has a backward profile (the first such)."""
+def _pick(sweep, name: str | None, rank: int, where: str):
+    """The trial named `name`, else the one with the fewest workers whose rank `rank` has a backward profile (the
+    first such: a parameter server's rank has none)."""
     if name is not None:
         for trial in sweep.trials:
             if trial.trial.name == name:
                 return trial
         raise LookupError(f"{where} has no trial {name!r}; its trials: {', '.join(t.trial.name for t in sweep.trials)}")
-    profiled = [t for t in sweep.trials if t.layers]
+    profiled = [t for t in sweep.trials if rank in t.layers]
     if not profiled:
-        raise LookupError(f"{where}: no trial has a backward profile (layers.json): ranks trace backward after "
-                          "warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
+        raise LookupError(f"{where}: no trial has a backward profile (layers.json) for rank {rank}: workers trace "
+                          "backward after warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
     return min(profiled, key=lambda t: (t.trial.world_size, t.trial.index))
 
 
