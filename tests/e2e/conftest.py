@@ -171,8 +171,12 @@ def release(kube, image, tmp_path_factory):
     with timed("helm install (until operator and MLflow ready)"):
         # Helm installs crds/ only when they are absent: apply them so a changed CRD is never stale.
         kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
-        kube.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     f"crd/{e2e_kube.DTE}", timeout=90)
+        # Polled, not `kubectl wait`: on a CRD created a moment ago the API server may not have written any
+        # condition yet, and `kubectl wait --for=condition` then fails at once (".status.conditions accessor
+        # error: <nil>") instead of waiting.
+        wait_for(f"crd/{e2e_kube.DTE} to be Established", lambda: any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in (kube.json("get", "crd", e2e_kube.DTE).get("status") or {}).get("conditions") or []), 60, interval=1)
         kube.helm("upgrade", "--install", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "--create-namespace",
                   "-f", str(values), "--timeout", "120s")
         deployments = [d["metadata"]["name"] for d in kube.json(
