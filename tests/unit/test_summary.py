@@ -71,8 +71,8 @@ def test_servers_staleness_and_losses_are_summarized():
 def test_network_utilization_is_reported_against_the_emulated_bandwidth():
     result = summary.summarize(two_workers(), make_trial(network={"bandwidth": "1Mbit"}))
     # 8 iterations x 1000 bytes in 6 s of worker time: 8000*8/6 bit/s over 1 Mbit/s.
-    assert result["networkUtilization"] == pytest.approx(8 * 1000 * 8 / 6.0 / 1e6)
-    assert "networkUtilization" not in summary.summarize(two_workers(), make_trial())
+    assert result["sentOverBandwidth"] == pytest.approx(8 * 1000 * 8 / 6.0 / 1e6)
+    assert "sentOverBandwidth" not in summary.summarize(two_workers(), make_trial())
 
 
 def test_a_trial_that_only_warmed_up_still_has_a_summary():

@@ -81,7 +81,7 @@ def test_trial_summary_in_milliseconds_and_percent():
     assert metrics["share/comm_pct"] == pytest.approx(100 * document[keys.COMM_FRACTION])
     assert metrics["time/comm_ms"] == pytest.approx(4.0)
     assert metrics["rank/2/iteration_ms"] == pytest.approx(25.3)
-    assert metrics["network/utilization_pct"] == pytest.approx(100 * document[keys.NETWORK_UTILIZATION])
+    assert metrics["network/sent_over_bandwidth_pct"] == pytest.approx(100 * document[keys.SENT_OVER_BANDWIDTH])
     assert metrics["throughput/samples_per_s"] == pytest.approx(document[keys.THROUGHPUT])
     assert "batchSize" not in metrics and not any("Seconds" in key or "Fraction" in key for key in metrics)
     assert all(KEY.match(key) for key in metrics), sorted(metrics)
