@@ -4,7 +4,7 @@ The interface is the pod's eth0 in a cluster and the loopback (lo) under `ringle
 the machine sends through it: its counters then count all their traffic, not this rank's, and records say so
 (`describe`). The thread samples only during measured iterations and keeps the last KEEP_SAMPLES samples; the
 training thread asks it, after each iteration, for the tx and rx rates over that iteration (`rates`), and
-never reads a file itself. Linux only (/sys/class/net): elsewhere, or when the counters cannot be read,
+reads the files itself only until the thread has taken two samples. Linux only (/sys/class/net): elsewhere, or when the counters cannot be read,
 `Sampler.open` says so once in the rank log and returns None, and nothing is recorded.
 """
 
@@ -69,13 +69,13 @@ def rates(samples: Sequence[Sample], start: float, end: float) -> tuple[float, f
 
     The window runs from the last sample at or before `start` (the first kept, if none) to the last sample at
     or before `end`, and is at least one sampling period: a 10 Hz sampler cannot resolve a shorter iteration,
-    whose rate is then that of the latest period it overlaps."""
+    whose rate is then that of the period it lies in, or the latest before it when that one is not over."""
     if len(samples) < 2:
         return None
     first = max((i for i, s in enumerate(samples) if s.at <= start), default=0)
     last = max((i for i, s in enumerate(samples) if s.at <= end), default=0)
-    if last <= first:
-        first, last = (last - 1, last) if last > 0 else (0, 1)
+    if last <= first:  # no sample inside: the period around the iteration, else the latest before it
+        first, last = (last, last + 1) if last + 1 < len(samples) else (last - 1, last)
     seconds = samples[last].at - samples[first].at
     if seconds <= 0:
         return None
@@ -121,6 +121,11 @@ class Sampler:
         """(tx, rx) bytes per second over [start, end], perf_counter times (see `rates`)."""
         with self._lock:
             samples = list(self._samples)
+        if len(samples) < 2:
+            # The first iterations of a fast model end before the thread's second sample: read once here.
+            self._sample()
+            with self._lock:
+                samples = list(self._samples)
         return rates(samples, start, end)
 
     def _run(self) -> None:
@@ -128,12 +133,11 @@ class Sampler:
             self._sample()
 
     def _sample(self) -> None:
-        counters = self._read()
-        if counters is None:  # the interface went away: keep what was sampled, rates just stop moving on
-            return
-        sample = Sample(time.perf_counter(), *counters)
+        # Read and stamp under the lock: samples from this thread and the training thread stay in time order.
         with self._lock:
-            self._samples.append(sample)
+            counters = self._read()
+            if counters is not None:  # else the interface went away: keep what was sampled
+                self._samples.append(Sample(time.perf_counter(), *counters))
 
 
 def link_bits_per_second(interface: str, cap_bits_per_second: float | None, ranks_sharing: int,
