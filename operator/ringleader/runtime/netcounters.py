@@ -72,8 +72,13 @@ def rates(samples: Sequence[Sample], start: float, end: float) -> tuple[float, f
     whose rate is then that of the period it lies in, or the latest before it when that one is not over."""
     if len(samples) < 2:
         return None
-    first = max((i for i, s in enumerate(samples) if s.at <= start), default=0)
-    last = max((i for i, s in enumerate(samples) if s.at <= end), default=0)
+    # From the newest back: an iteration that just ended is near the end of the samples.
+    last = len(samples) - 1
+    while last > 0 and samples[last].at > end:
+        last -= 1
+    first = last
+    while first > 0 and samples[first].at > start:
+        first -= 1
     if last <= first:  # no sample inside: the period around the iteration, else the latest before it
         first, last = (last, last + 1) if last + 1 < len(samples) else (last - 1, last)
     seconds = samples[last].at - samples[first].at
