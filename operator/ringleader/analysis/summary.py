@@ -112,7 +112,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         mean_compute[rank] = sum(compute) / len(records) if records else 0.0
         staleness += [float(r[keys.STALENESS]) for r in records if r.get(keys.STALENESS) is not None]
         link_tx += [float(r[keys.LINK_TX]) for r in records if r.get(keys.LINK_TX) is not None]
-        link_utilization += [float(r[keys.LINK_UTILIZATION]) for r in records if r.get(keys.LINK_UTILIZATION) is not None]
+        link_utilization += [float(r[keys.LINK_UTILIZATION]) for r in records
+                             if r.get(keys.LINK_UTILIZATION) is not None]
         losses = [r[keys.LOSS] for r in all_records if r.get(keys.LOSS) is not None]
         if losses:
             first_losses.append(losses[0])

@@ -264,9 +264,9 @@ def main(environ=os.environ) -> int:
         gathered = gather_records(recorder, first_worker, control)
         if gathered is not None:
             summary = summary_.summarize(gathered, trial)
-            if keys.LINK_TX_MEAN in summary:  # where the rates were measured, from this rank (the same everywhere)
-                summary.update({key: recorder.summary_extras[key] for key in (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
-                                if key in recorder.summary_extras})
+            if keys.LINK_TX_MEAN in summary:  # where the rates were measured: this rank's, as every worker's
+                link = (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
+                summary.update({key: recorder.summary_extras[key] for key in link if key in recorder.summary_extras})
             write_trial_summary(trial, env, summary)
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
     except (Exception, SystemExit) as error:  # any failure ends this rank, a sys.exit in user code too

@@ -4,8 +4,9 @@ The interface is the pod's eth0 in a cluster and the loopback (lo) under `ringle
 the machine sends through it: its counters then count all their traffic, not this rank's, and records say so
 (`describe`). The thread samples only during measured iterations and keeps the last KEEP_SAMPLES samples; the
 training thread asks it, after each iteration, for the tx and rx rates over that iteration (`rates`), and
-reads the files itself only until the thread has taken two samples. Linux only (/sys/class/net): elsewhere, or when the counters cannot be read,
-`Sampler.open` says so once in the rank log and returns None, and nothing is recorded.
+reads the files itself only until the thread has taken two samples. Linux only (/sys/class/net): elsewhere,
+or when the counters cannot be read, `Sampler.open` says so once in the rank log and returns None, and
+nothing is recorded.
 """
 
 from __future__ import annotations
