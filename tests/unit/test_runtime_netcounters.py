@@ -71,6 +71,19 @@ def test_an_unreadable_interface_gives_no_sampler_and_one_log_line(tmp_path):
     assert len(said) == 1 and "cannot be read" in said[0] and "eth0" in said[0]
 
 
+def test_a_pod_measures_the_interface_of_its_default_route(tmp_path):
+    table = tmp_path / "route"
+    table.write_text("Iface\tDestination\tGateway \tFlags\n"
+                     "net1\t0010A8C0\t00000000\t0001\n"
+                     "eth0\t00000000\t0100F40A\t0003\n")
+    assert netcounters.pod_interface(table) == "eth0"
+    table.write_text("Iface\tDestination\tGateway \tFlags\nnet1\t0010A8C0\t00000000\t0001\n")
+    assert netcounters.pod_interface(table) == "eth0"  # no default route: the usual name
+    assert netcounters.pod_interface(tmp_path / "absent") == "eth0"
+    table.write_text("Iface\tDestination\nens5\t00000000\n")
+    assert netcounters.pod_interface(table) == "ens5"
+
+
 def test_the_loopback_is_labelled_shared():
     assert "shared" in netcounters.describe("lo")
     assert netcounters.describe("eth0") == "eth0"

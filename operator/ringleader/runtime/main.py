@@ -123,7 +123,7 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
     # Local ranks all go through the loopback; a pod has its own eth0.
     local = env.master_addr in LOOPBACK
     worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations,
-                 interface=netcounters.LOOPBACK if local else netcounters.POD_INTERFACE,
+                 interface=netcounters.LOOPBACK if local else netcounters.pod_interface(),
                  ranks_sharing_interface=env.world_size if local else 1)
 
 

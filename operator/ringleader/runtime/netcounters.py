@@ -1,6 +1,6 @@
 """The byte counters of this rank's network interface, sampled at 10 Hz by a daemon thread; started by worker.py.
 
-The interface is the pod's eth0 in a cluster and the loopback (lo) under `ringleader run`, where every rank of
+The interface is the pod's eth0 (its default route's) in a cluster and the loopback (lo) under `ringleader run`, where every rank of
 the machine sends through it: its counters then count all their traffic, not this rank's, and records say so
 (`describe`). The thread samples only during measured iterations and keeps the last KEEP_SAMPLES samples; the
 training thread asks it, after each iteration, for the tx and rx rates over that iteration (`rates`), and
@@ -19,6 +19,7 @@ import time
 from typing import Callable, Sequence
 
 SYS_NET = pathlib.Path("/sys/class/net")
+PROC_ROUTE = pathlib.Path("/proc/net/route")
 LOOPBACK = "lo"
 POD_INTERFACE = "eth0"
 SAMPLE_SECONDS = 0.1
@@ -55,6 +56,20 @@ def nominal_bits_per_second(interface: str, root: pathlib.Path = SYS_NET) -> flo
     except (OSError, ValueError):
         return None
     return megabits * 1e6 if megabits > 0 else None
+
+
+def pod_interface(route_table: pathlib.Path = PROC_ROUTE) -> str:
+    """The interface of the default route (/proc/net/route), which a pod's traffic to its peers leaves by:
+    eth0 with nearly every CNI; POD_INTERFACE when the table cannot be read or has no default route."""
+    try:
+        lines = route_table.read_text().splitlines()[1:]
+    except OSError:
+        return POD_INTERFACE
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 1 and fields[1] == "00000000":  # destination 0.0.0.0: the default route
+            return fields[0]
+    return POD_INTERFACE
 
 
 def describe(interface: str) -> str:
