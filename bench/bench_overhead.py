@@ -1,4 +1,4 @@
-"""What ringleader's per-iteration instrumentation (timing.IterationTimer + records.RankRecorder) costs a training loop.
+"""What ringleader's per-iteration instrumentation (timer, records, network counters' sampler) costs a training loop.
 
 Runbook (from the repository root; about a minute on a loaded 2-core machine):
 
@@ -9,7 +9,8 @@ The runtime has no switch that turns its instrumentation off (worker.py always t
 so the cost is measured two ways, in one process, one intra-op thread:
 
 1. micro: the exact calls one ring iteration makes on the timer and recorder (begin, five phases,
-   two add()s, a bucket span, finish, log_iteration writing and flushing a JSONL line, and one
+   two add()s, a bucket span, finish, the loopback's rates from the 10 Hz sampler (runtime/netcounters.py,
+   its thread running), log_iteration writing and flushing a JSONL line, and one
    gradient-ready hook per parameter), in a tight loop with nothing to time, minus the same loop
    empty; both outside and inside the trace window (the first 20 steps after warm-up are traced).
    That is the instrumentation's cost per iteration, in microseconds, independent of the model.
@@ -46,7 +47,7 @@ import torch
 from ringleader.api import constants
 from ringleader.contract import environment as contract
 from ringleader.contract import keys, records
-from ringleader.runtime import data, models, optimizers, ring, settings, timing, worker
+from ringleader.runtime import data, models, netcounters, optimizers, ring, settings, timing, worker
 
 
 # ---------------------------------------------------------------------------------------------
@@ -61,6 +62,9 @@ def instrumented_calls(directory: pathlib.Path, iterations: int, parameters: int
     recorder = records.RankRecorder(directory, "micro-0", 0)
     phases = [timer.phase(name) for name in (keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD,
                                               keys.TIME_COMM, keys.TIME_UPDATE)]
+    link = netcounters.Sampler.open(netcounters.LOOPBACK)  # its thread runs, as in a rank; None off Linux
+    if link is not None:
+        link.start()
     started = time.perf_counter()
     for step in range(iterations):
         timer.begin(step)
@@ -75,8 +79,12 @@ def instrumented_calls(directory: pathlib.Path, iterations: int, parameters: int
         timer.add(keys.BYTES_RECEIVED, 1.0)
         metrics = timer.finish()
         metrics[keys.LOSS] = 1.0
+        if link is not None:
+            worker.record_link_rates(link, 1e9, timer, metrics)
         recorder.log_iteration(step, metrics)
     elapsed = time.perf_counter() - started
+    if link is not None:
+        link.stop()
     recorder.close()
     return elapsed / iterations
 
@@ -125,7 +133,7 @@ def instrumented_loop(trial, directory: pathlib.Path) -> list[float]:
                                   master_port=1, trial_file="", output_dir=str(directory))
     recorder = ClockedRecorder(directory, trial.name, 0, constants.ROLE_WORKER, trial.spec.model.warmup_iterations)
     synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"))
-    worker.train(trial, env, synchronizer, recorder, torch.device("cpu"))
+    worker.train(trial, env, synchronizer, recorder, torch.device("cpu"), interface=netcounters.LOOPBACK)
     recorder.close()
     return [b - a for a, b in zip(recorder.clock, recorder.clock[1:])]
 
@@ -197,6 +205,9 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
                        id(control_model): optimizers.factory(spec.model.optimizer)(list(control_model.parameters()))}
     recorder = records.RankRecorder(directory, trial.name, 0, constants.ROLE_WORKER, warmup)
     instrumented, bare, control = [], [], []
+    link = netcounters.Sampler.open(netcounters.LOOPBACK)  # sampling all along, as in a rank's measured iterations
+    if link is not None:
+        link.start()
 
     def instrumented_iteration(step: int) -> None:
         # worker.train's iteration
@@ -212,6 +223,8 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
         synchronizer.synchronize(step, timer)
         metrics = timer.finish()
         metrics[keys.LOSS] = loss.item()
+        if link is not None and step >= warmup:
+            worker.record_link_rates(link, None, timer, metrics)
         recorder.log_iteration(step, metrics)
         instrumented.append(time.perf_counter() - started)
 
@@ -232,6 +245,8 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
         # Which kind goes first rotates too, so none always runs on caches another warmed.
         for kind in kinds[step % 3:] + kinds[:step % 3]:
             kind(step)
+    if link is not None:
+        link.stop()
     recorder.close()
 
     def overhead(of: list[float]) -> tuple[float, dict]:

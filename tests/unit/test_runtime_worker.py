@@ -14,17 +14,20 @@ from ringleader.runtime import ring, worker
 CPU = torch.device("cpu")
 
 
-def train_alone(tmp_path, model: dict, data: dict | None = None, groups: list | None = None) -> records.RankRecorder:
+def train_alone(tmp_path, model: dict, data: dict | None = None, groups: list | None = None,
+                interface: str | None = None, network: dict | None = None) -> records.RankRecorder:
     spec = spec_.ExperimentSpec.model_validate({
         "architecture": "RingAllReduce",
         "workers": {"replicas": 1, **({"groups": groups} if groups else {})},
         "model": model,
         "data": {"synthetic": {"samples": 256, "imageSize": 8, "numClasses": 4, **(data or {})}},
+        **({"network": network} if network else {}),
     })
     trial = trial_.Trial(experiment="alone", name="alone-0", index=0, spec=spec)
     env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "trial.json", str(tmp_path))
     recorder = records.RankRecorder(tmp_path, trial.name, 0, "worker", spec.model.warmup_iterations)
-    worker.train(trial, env, ring.RingSynchronizer(trial, env, CPU), recorder, CPU, trace_iterations=3)
+    worker.train(trial, env, ring.RingSynchronizer(trial, env, CPU), recorder, CPU, trace_iterations=3,
+                 interface=interface)
     recorder.close()
     return recorder
 
@@ -89,3 +92,25 @@ def test_a_straggler_group_stretches_forward_and_backward(tmp_path):
 
     # 400% would be 4x; 2x leaves room for a loaded machine slowing the normal run.
     assert compute(slow) > 2 * compute(normal)
+
+
+def test_measured_iterations_carry_the_interfaces_rates_and_the_trace_shows_them(tmp_path):
+    recorder = train_alone(tmp_path, {"name": "mlp", "batchSize": 8, "iterations": 8, "warmupIterations": 2},
+                           interface="lo", network={"bandwidth": "1Gbit"})
+    lines = records.read_iterations(recorder.directory / records.ITERATIONS_FILE)
+    assert not any(keys.LINK_TX in line for line in lines[:2])  # warm-up: not sampled
+    for line in lines[2:]:
+        assert line[keys.LINK_TX] >= 0 and line[keys.LINK_RX] >= 0
+        assert line[keys.LINK_UTILIZATION] == pytest.approx(8 * line[keys.LINK_TX] / 1e9)
+    assert "shared" in recorder.summary_extras[keys.LINK_INTERFACE]
+    assert recorder.summary_extras[keys.LINK_BITS_PER_SECOND] == 1e9
+    trace = json.loads((recorder.directory / records.TRACE_FILE).read_text())
+    counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert len(counters) == 3  # one per traced iteration
+    assert {e["name"] for e in counters} == {"lo bytes/s"} and all(set(e["args"]) == {"tx", "rx"} for e in counters)
+
+
+def test_no_interface_no_rates(tmp_path):
+    recorder = train_alone(tmp_path, {"name": "mlp", "batchSize": 8, "iterations": 4, "warmupIterations": 1})
+    lines = records.read_iterations(recorder.directory / records.ITERATIONS_FILE)
+    assert not any(keys.LINK_TX in line for line in lines)

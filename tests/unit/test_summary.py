@@ -68,11 +68,27 @@ def test_servers_staleness_and_losses_are_summarized():
     assert result["lossFirst"] == pytest.approx(2.1) and result["lossLast"] == pytest.approx(1.1)
 
 
+def test_measured_link_rates_get_a_mean_and_p95_over_every_worker_iteration_after_warmup():
+    records = two_workers()
+    records[1][0].update({"link/tx_bytes_per_second": 1e9, "link/utilization": 0.9})  # warm-up: left out
+    for rank, offset in ((1, 0), (2, 4)):
+        for step in range(1, 5):
+            tx = 1000.0 * (step + offset)  # 1000 .. 8000
+            records[rank][step].update({"link/tx_bytes_per_second": tx, "link/rx_bytes_per_second": tx / 2,
+                                        "link/utilization": tx / 10000})
+    result = summary.summarize(records, make_trial())
+    assert result["linkTxBytesPerSecondMean"] == pytest.approx(4500.0)
+    assert result["linkTxBytesPerSecondP95"] == pytest.approx(7000 + 0.65 * 1000)  # numpy's linear p95 of 1000..8000
+    assert result["linkUtilizationMean"] == pytest.approx(0.45)
+    assert result["linkUtilizationP95"] == pytest.approx(0.765)
+    assert not any(key.startswith("link") for key in summary.summarize(two_workers(), make_trial()))
+
+
 def test_network_utilization_is_reported_against_the_emulated_bandwidth():
     result = summary.summarize(two_workers(), make_trial(network={"bandwidth": "1Mbit"}))
     # 8 iterations x 1000 bytes in 6 s of worker time: 8000*8/6 bit/s over 1 Mbit/s.
-    assert result["networkUtilization"] == pytest.approx(8 * 1000 * 8 / 6.0 / 1e6)
-    assert "networkUtilization" not in summary.summarize(two_workers(), make_trial())
+    assert result["sentOverBandwidth"] == pytest.approx(8 * 1000 * 8 / 6.0 / 1e6)
+    assert "sentOverBandwidth" not in summary.summarize(two_workers(), make_trial())
 
 
 def test_a_trial_that_only_warmed_up_still_has_a_summary():

@@ -28,6 +28,7 @@ def worker(step: int, warmup: bool = False, iteration: float = 0.0206, comm: flo
             keys.TIME_DATA: 0.0001, keys.TIME_FORWARD: 0.002, keys.TIME_BACKWARD: 0.006, keys.TIME_COMM: comm,
             keys.TIME_WAIT: 0.001, keys.TIME_UPDATE: 0.0005, keys.TIME_ITERATION: iteration,
             keys.BYTES_SENT: 236000.0, keys.BYTES_RECEIVED: 235000.0, keys.LOSS: 2.0 - step / 10,
+            keys.LINK_TX: 5e6 + step, keys.LINK_RX: 4e6, keys.LINK_UTILIZATION: 0.04,
             keys.STALENESS: 1.0}
 
 
@@ -81,8 +82,12 @@ def test_trial_summary_in_milliseconds_and_percent():
     assert metrics["share/comm_pct"] == pytest.approx(100 * document[keys.COMM_FRACTION])
     assert metrics["time/comm_ms"] == pytest.approx(4.0)
     assert metrics["rank/2/iteration_ms"] == pytest.approx(25.3)
-    assert metrics["network/utilization_pct"] == pytest.approx(100 * document[keys.NETWORK_UTILIZATION])
+    assert metrics["network/sent_over_bandwidth_pct"] == pytest.approx(100 * document[keys.SENT_OVER_BANDWIDTH])
     assert metrics["throughput/samples_per_s"] == pytest.approx(document[keys.THROUGHPUT])
+    assert metrics["network/link_tx_mean_bytes_per_s"] == pytest.approx(document[keys.LINK_TX_MEAN])
+    assert metrics["network/link_tx_p95_bytes_per_s"] == pytest.approx(document[keys.LINK_TX_P95])
+    assert metrics["network/link_utilization_mean_pct"] == pytest.approx(4.0)
+    assert metrics["network/link_utilization_p95_pct"] == pytest.approx(4.0)
     assert "batchSize" not in metrics and not any("Seconds" in key or "Fraction" in key for key in metrics)
     assert all(KEY.match(key) for key in metrics), sorted(metrics)
 
@@ -116,3 +121,12 @@ def test_the_reference_documents_every_name():
     names += [f"rank/<r>/{name.key}" for name in metric_names.PER_RANK.values()]
     missing = [name for name in names if f"`{name}`" not in text]
     assert not missing, f"docs/metrics.md lacks {missing}"
+
+
+def test_measured_link_rates_become_bytes_per_second_and_percent():
+    metrics = metric_names.series(worker(3))
+    assert metrics["network/link_tx_bytes_per_s"] == 5e6 + 3
+    assert metrics["network/link_rx_bytes_per_s"] == 4e6
+    assert metrics["network/link_utilization_pct"] == pytest.approx(4.0)
+    ranked = metric_names.rank({keys.LINK_BITS_PER_SECOND: 1e9, keys.LINK_INTERFACE: "lo (loopback, shared)"})
+    assert ranked == {"network/link_bits_per_s": 1e9}  # the label is not a metric

@@ -258,7 +258,7 @@ def write_trial(session_dir: pathlib.Path, the_trial: trial.Trial, status: str =
         (trial_dir / layout.SUMMARY_FILE).write_text(json.dumps({
             "throughput": 512.5, "iterationTimeP50Seconds": 0.031, "iterationTimeP95Seconds": 0.035,
             "computeFraction": 0.6, "commFraction": 0.3, "waitFraction": 0.1, "stragglerRank": 2,
-            "networkUtilization": 0.25, "perRank": {"1": {"commSeconds": 0.009}}, "note": "text is not a metric"}))
+            "sentOverBandwidth": 0.25, "perRank": {"1": {"commSeconds": 0.009}}, "note": "text is not a metric"}))
     (trial_dir / layout.LOGS_DIR).mkdir()
     (trial_dir / layout.LOGS_DIR / "rank-1.stderr").write_text("warning: something\n")
     layout.write_outcome(trial_dir, layout.Outcome(
@@ -289,7 +289,7 @@ def test_a_finished_trial_gets_params_summary_artifacts_nested_ranks_and_status(
     assert run.data.metrics["throughput/samples_per_s"] == 512.5
     assert run.data.metrics["iteration/p50_ms"] == pytest.approx(31.0)
     assert run.data.metrics["share/comm_pct"] == pytest.approx(30.0)
-    assert run.data.metrics["network/utilization_pct"] == pytest.approx(25.0)
+    assert run.data.metrics["network/sent_over_bandwidth_pct"] == pytest.approx(25.0)
     assert run.data.metrics["rank/1/comm_ms"] == pytest.approx(9.0)
     assert "note" not in run.data.metrics
     assert {"trial.json", "summary.json", "breakdown.png", "traces", "logs"} <= artifacts(store, result.run_id)

@@ -71,8 +71,11 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     workers, measuredIterations (worker iterations counted, all workers), batchSize,
     computeSeconds / commSeconds / waitSeconds (means per worker iteration), bytesPerIteration
     (mean bytes sent per worker iteration), stalenessMean / stalenessMax (when recorded),
-    serverAggregationSeconds / serverQueueDepthMean (parameter servers), networkUtilization
-    (bytes sent per second over the emulated bandwidth, when spec.network.bandwidth is set),
+    serverAggregationSeconds / serverQueueDepthMean (parameter servers), sentOverBandwidth
+    (bytes/sent per second over spec.network.bandwidth, when set: computed from what the ranks counted,
+    not measured on the wire), linkTxBytesPerSecondMean / linkTxBytesPerSecondP95 and
+    linkUtilizationMean / linkUtilizationP95 (measured on each worker's network interface, over its
+    iterations after warm-up, when recorded; runtime/netcounters.py),
     lossFirst / lossLast (mean over workers of their first and last recorded loss),
     perRank {rank: {iterations, iterationSeconds, computeSeconds, commSeconds, waitSeconds}}.
     """
@@ -86,6 +89,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     count = 0
     mean_compute: dict[int, float] = {}
     staleness: list[float] = []
+    link_tx: list[float] = []
+    link_utilization: list[float] = []
     first_losses, last_losses = [], []
     for rank in worker_ranks:
         all_records = [r for r in records_by_rank[rank] if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER]
@@ -106,6 +111,9 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         count += len(records)
         mean_compute[rank] = sum(compute) / len(records) if records else 0.0
         staleness += [float(r[keys.STALENESS]) for r in records if r.get(keys.STALENESS) is not None]
+        link_tx += [float(r[keys.LINK_TX]) for r in records if r.get(keys.LINK_TX) is not None]
+        link_utilization += [float(r[keys.LINK_UTILIZATION]) for r in records
+                             if r.get(keys.LINK_UTILIZATION) is not None]
         losses = [r[keys.LOSS] for r in all_records if r.get(keys.LOSS) is not None]
         if losses:
             first_losses.append(losses[0])
@@ -147,7 +155,12 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         summary[keys.SERVER_QUEUE_DEPTH_MEAN] = _mean(r.get(keys.SERVER_QUEUE_DEPTH) for r in server_records)
     bits_per_second = trial.spec.network.bits_per_second()
     if bits_per_second and totals["iteration"] > 0:
-        summary[keys.NETWORK_UTILIZATION] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
+        summary[keys.SENT_OVER_BANDWIDTH] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
+    if link_tx:
+        summary[keys.LINK_TX_MEAN], summary[keys.LINK_TX_P95] = _mean(link_tx), percentile(link_tx, 95)
+    if link_utilization:
+        summary[keys.LINK_UTILIZATION_MEAN] = _mean(link_utilization)
+        summary[keys.LINK_UTILIZATION_P95] = percentile(link_utilization, 95)
     if first_losses:
         summary[keys.LOSS_FIRST] = sum(first_losses) / len(first_losses)
         summary[keys.LOSS_LAST] = sum(last_losses) / len(last_losses)

@@ -12,6 +12,10 @@ TIME_UPDATE = "time/update"
 TIME_ITERATION = "time/iteration"
 BYTES_SENT = "bytes/sent"
 BYTES_RECEIVED = "bytes/received"
+# Measured on the rank's network interface (runtime/netcounters.py), after warm-up, when it can be read:
+LINK_TX = "link/tx_bytes_per_second"  # bytes/s the interface sent over the iteration (lo: every local rank's)
+LINK_RX = "link/rx_bytes_per_second"  # bytes/s it received
+LINK_UTILIZATION = "link/utilization"  # LINK_TX in bits/s over the link rate, when one is known (a fraction)
 STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the server's clock
 LOSS = "loss"
 # Per server, per aggregation.
@@ -42,7 +46,13 @@ STALENESS_MEAN = "stalenessMean"
 STALENESS_MAX = "stalenessMax"
 SERVER_AGGREGATION_SECONDS = "serverAggregationSeconds"
 SERVER_QUEUE_DEPTH_MEAN = "serverQueueDepthMean"
-NETWORK_UTILIZATION = "networkUtilization"  # bytes sent per second over the emulated bandwidth
+SENT_OVER_BANDWIDTH = "sentOverBandwidth"  # bytes/sent per second over spec.network.bandwidth: computed, not measured
+LINK_INTERFACE = "linkInterface"  # the interface the LINK_* values were measured on, and whether it is shared
+LINK_BITS_PER_SECOND = "linkBitsPerSecond"  # the link rate LINK_UTILIZATION is measured against
+LINK_TX_MEAN = "linkTxBytesPerSecondMean"  # over every worker iteration after warm-up
+LINK_TX_P95 = "linkTxBytesPerSecondP95"
+LINK_UTILIZATION_MEAN = "linkUtilizationMean"
+LINK_UTILIZATION_P95 = "linkUtilizationP95"
 LOSS_FIRST = "lossFirst"
 LOSS_LAST = "lossLast"
 PER_RANK = "perRank"  # {rank: {ITERATIONS, ITERATION_SECONDS, COMPUTE_SECONDS, COMM_SECONDS, WAIT_SECONDS}}

@@ -10,6 +10,9 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                     "time/comm": 0.001, "time/wait": 0.0, "time/update": 0.0003,
                                     "time/iteration": 0.008, "bytes/sent": 236000.0,
                                     "bytes/received": 236000.0, "loss": 2.1, "staleness": 0.0}
+                                 after warm-up, where the network interface can be read (Linux), also
+                                   "link/tx_bytes_per_second", "link/rx_bytes_per_second" and, when a link
+                                   rate is known, "link/utilization" (runtime/netcounters.py);
                                  keys are interfaces.* metric names (seconds, bytes, iterations);
                                  "step" counts from 0; "timestamp" is when the record was written
                                  (seconds since the Unix epoch); "warmup" marks steps < warmupIterations (a server
@@ -26,7 +29,8 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
     rank-<rank>/summary.json     this rank's summary (analysis.summary.rank_summary): means after warm-up
     rank-<rank>/trace.json       Chrome trace (chrome://tracing, Perfetto) of a window of iterations
                                  after warm-up: "X" events, ts/dur in microseconds of wall-clock time,
-                                 pid = rank, one tid per track (iterations, main-thread phases, communication)
+                                 pid = rank, one tid per track (iterations, main-thread phases, communication);
+                                 "C" counter events "<interface> bytes/s" (args tx, rx) once per iteration
     rank-<rank>/layers.json      per-parameter gradient-ready times of the same window (timing.layers())
 
 The line count of iterations.jsonl is the rank's progress.

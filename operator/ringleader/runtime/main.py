@@ -43,7 +43,7 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import heartbeat, parameter_server, parent, peer_to_peer, ring, settings, worker
+from ringleader.runtime import heartbeat, netcounters, parameter_server, parent, peer_to_peer, ring, settings, worker
 
 TERMINATION_LOG = "/dev/termination-log"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -120,7 +120,11 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
         synchronizer = peer_to_peer.PeerSynchronizer(trial, env, device, knobs)
     else:
         synchronizer = ring.RingSynchronizer(trial, env, device, bucket_bytes=knobs.bucket_bytes)
-    worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations)
+    # Local ranks all go through the loopback; a pod has its own eth0.
+    local = env.master_addr in LOOPBACK
+    worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations,
+                 interface=netcounters.LOOPBACK if local else netcounters.pod_interface(),
+                 ranks_sharing_interface=env.world_size if local else 1)
 
 
 def gather_records(recorder: records.RankRecorder, destination: int, group) -> dict[int, list[dict]] | None:
@@ -260,6 +264,9 @@ def main(environ=os.environ) -> int:
         gathered = gather_records(recorder, first_worker, control)
         if gathered is not None:
             summary = summary_.summarize(gathered, trial)
+            if keys.LINK_TX_MEAN in summary:  # where the rates were measured: this rank's, as every worker's
+                link = (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
+                summary.update({key: recorder.summary_extras[key] for key in link if key in recorder.summary_extras})
             write_trial_summary(trial, env, summary)
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
     except (Exception, SystemExit) as error:  # any failure ends this rank, a sys.exit in user code too

@@ -152,7 +152,18 @@ class IterationTimer:
         self._last_finish = ended
         return self.metrics
 
+    def interval(self) -> tuple[float, float]:
+        """The last finished iteration's (start, end), perf_counter times."""
+        return self._started, self._last_finish if self._last_finish is not None else self._started
+
     # -- trace and layers ---------------------------------------------------------------------
+
+    def counter(self, name: str, at: float, values: dict[str, float]) -> None:
+        """Add a counter event ("C": a value that holds until the next one) at perf_counter time `at`, if this
+        step is traced."""
+        if self.tracing:
+            self.events.append({"name": name, "ph": "C", "ts": self._micros(at), "pid": self.rank,
+                                "args": dict(values)})
 
     def span(self, name: str, start: float, end: float, track: str = TRACK_COMM, args: dict | None = None) -> None:
         """Add a complete event (perf_counter times) to the trace, if this step is traced; thread-safe enough

@@ -11,13 +11,17 @@ import torch
 from ringleader.api import trial as trial_
 from ringleader.contract import keys, progress, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import data, interfaces, models, optimizers, settings, straggler, timing
+from ringleader.runtime import data, interfaces, models, netcounters, optimizers, settings, straggler, timing
 
 
 def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
           recorder: records.RankRecorder, device: torch.device,
-          trace_iterations: int = settings.Settings().trace_iterations) -> None:
-    """Run this worker's iterations, recording each one, then close the synchronizer."""
+          trace_iterations: int = settings.Settings().trace_iterations, interface: str | None = None,
+          ranks_sharing_interface: int = 1) -> None:
+    """Run this worker's iterations, recording each one, then close the synchronizer.
+
+    `interface` (lo, eth0; None: not measured) is sampled for the network rates of the measured iterations;
+    `ranks_sharing_interface` ranks send through it (all of them on the loopback), each under the emulated cap."""
     slot = trial.slots()[env.rank]
     spec = trial.spec
     # -----------------------------------------------------------------------------------------
@@ -41,9 +45,19 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     timer.watch_layers(model)
     synchronizer.attach(model, optimizers.factory(spec.model.optimizer))
     model.train()
+    # The interface's counters, sampled by a thread of their own from the first measured iteration on.
+    link = netcounters.Sampler.open(interface) if interface else None
+    link_rate = (netcounters.link_bits_per_second(interface, spec.network.bits_per_second(), ranks_sharing_interface)
+                 if link is not None else None)
+    if link is not None:
+        recorder.summary_extras[keys.LINK_INTERFACE] = netcounters.describe(interface)
+        if link_rate:
+            recorder.summary_extras[keys.LINK_BITS_PER_SECOND] = link_rate
 
     try:
         for step in range(iterations):
+            if link is not None and step == warmup:
+                link.start()
             timer.begin(step)
 
             # data: the batch of this step, copied to the device (the DAG model's read + h2d)
@@ -71,6 +85,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             # time and log: finish() is the iteration's one device sync, after which loss.item() is free
             metrics = timer.finish()
             metrics[keys.LOSS] = loss.item()
+            if link is not None and step >= warmup:
+                record_link_rates(link, link_rate, timer, metrics)
             recorder.log_iteration(step, metrics)
             if (step + 1) % progress_every == 0 or step + 1 == iterations:
                 print(progress.progress_line(step + 1, iterations, metrics[keys.LOSS],
@@ -78,6 +94,22 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     finally:
         # stop: release the peers even when this rank fails, so nobody waits for it longer than needed
         synchronizer.close()
+        if link is not None:
+            link.stop()
     recorder.write_trace(timer.trace())
     recorder.write_layers(timer.layers())
     recorder.summary_extras["parameterDigest"] = models.digest(model)
+
+
+def record_link_rates(link: netcounters.Sampler, link_rate: float | None, timer: timing.IterationTimer,
+                      metrics: dict[str, float]) -> None:
+    """The interface's rates over the iteration just finished, into its metrics and, when traced, the trace."""
+    start, end = timer.interval()
+    measured = link.rates(start, end)
+    if measured is None:
+        return
+    tx, rx = measured
+    metrics[keys.LINK_TX], metrics[keys.LINK_RX] = tx, rx
+    if link_rate:
+        metrics[keys.LINK_UTILIZATION] = 8.0 * tx / link_rate
+    timer.counter(f"{link.interface} bytes/s", start, {"tx": tx, "rx": rx})

@@ -49,6 +49,11 @@ SERIES: dict[str, Name] = {
     keys.TIME_ITERATION: Name("time/iteration_ms", MS, "the whole iteration, wall clock"),
     keys.BYTES_SENT: Name("network/sent_bytes", 1.0, "bytes this rank sent"),
     keys.BYTES_RECEIVED: Name("network/received_bytes", 1.0, "bytes this rank received"),
+    keys.LINK_TX: Name("network/link_tx_bytes_per_s", 1.0, "bytes per second the network interface sent over "
+                                                           "the iteration (loopback: every local rank's)"),
+    keys.LINK_RX: Name("network/link_rx_bytes_per_s", 1.0, "bytes per second it received"),
+    keys.LINK_UTILIZATION: Name("network/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
+                                                                     "emulated cap, else the interface's speed)"),
     keys.STALENESS: Name("sync/staleness", 1.0, "iterations between the weights a gradient was computed on "
                                                 "and the server's clock"),
     keys.LOSS: Name("train/loss", 1.0, "training loss of the batch"),
@@ -82,8 +87,14 @@ TRIAL: dict[str, Name | None] = {
     keys.STALENESS_MAX: Name("sync/staleness_max", 1.0, "largest staleness recorded, in iterations"),
     keys.SERVER_AGGREGATION_SECONDS: Name("server/aggregation_ms", MS, "mean aggregation round of the servers"),
     keys.SERVER_QUEUE_DEPTH_MEAN: Name("server/queue_depth", 1.0, "mean pushes held back by the servers"),
-    keys.NETWORK_UTILIZATION: Name("network/utilization_pct", PCT, "bytes sent per second over the emulated "
-                                                                   "bandwidth (spec.network.bandwidth)"),
+    keys.SENT_OVER_BANDWIDTH: Name("network/sent_over_bandwidth_pct", PCT, "bytes sent per second, as the ranks "
+                                   "counted them, over the emulated bandwidth (spec.network.bandwidth)"),
+    keys.LINK_INTERFACE: None,  # a label, not a number: the trial's summary.json artifact has it
+    keys.LINK_BITS_PER_SECOND: Name("network/link_bits_per_s", 1.0, "the link rate utilization is measured against"),
+    keys.LINK_TX_MEAN: Name("network/link_tx_mean_bytes_per_s", 1.0, "mean of link_tx over worker iterations"),
+    keys.LINK_TX_P95: Name("network/link_tx_p95_bytes_per_s", 1.0, "95th percentile of the same"),
+    keys.LINK_UTILIZATION_MEAN: Name("network/link_utilization_mean_pct", PCT, "mean link utilization"),
+    keys.LINK_UTILIZATION_P95: Name("network/link_utilization_p95_pct", PCT, "95th percentile of the same"),
     keys.LOSS_FIRST: Name("train/loss_first", 1.0, "first recorded loss, mean over workers"),
     keys.LOSS_LAST: Name("train/loss_last", 1.0, "last recorded loss, mean over workers"),
 }
@@ -103,6 +114,7 @@ RANK: dict[str, Name] = {
     keys.MEASURED_ITERATIONS: Name("count/measured_iterations", 1.0, "records after warm-up"),
     keys.LOSS_FIRST: Name("train/loss_first", 1.0, "first recorded loss"),
     keys.LOSS_LAST: Name("train/loss_last", 1.0, "last recorded loss"),
+    keys.LINK_BITS_PER_SECOND: Name("network/link_bits_per_s", 1.0, "the link rate utilization is measured against"),
 }
 
 # What the sweep run compares of its trials, as <trial key, "/" made "_">/<trial name>: the status's summary

@@ -131,7 +131,7 @@ def test_the_link_is_shaped_to_the_bandwidth(ring_run):
     link_seconds = 8 * ring_run.iterations(0)[0][keys.BYTES_SENT] / 100e6
     for rank in ("0", "1"):
         assert summary["perRank"][rank]["iterationSeconds"] >= link_seconds
-    assert 0 < summary["networkUtilization"] <= 1.05
+    assert 0 < summary["sentOverBandwidth"] <= 1.05
 
 
 def test_a_hung_worker_makes_the_others_give_up_after_the_peer_timeout(make_trial, start_trial):
