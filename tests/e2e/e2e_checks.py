@@ -114,6 +114,8 @@ def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
         assert run.data.tags.get("ringleader.kind") == "trial", run.data.tags
         assert run.info.run_name.startswith(f"{trial['name']} ({shape['architecture']}, "), run.info.run_name
         assert run.data.metrics.get("iteration/p50_ms", 0) > 0, (trial["name"], sorted(run.data.metrics))
+        # Measured from the pods' own interface counters (eth0), not computed from what the ranks counted sending.
+        assert run.data.metrics.get("network/link_tx_mean_bytes_per_s", 0) > 0, (trial["name"], sorted(run.data.metrics))
         assert parent_metrics.get(f"throughput_samples_per_s/{trial['name']}", 0) > 0, sorted(parent_metrics)
         trial_artifacts = {a.path for a in mlflow.client().list_artifacts(run.info.run_id)}
         assert "summary.json" in trial_artifacts, (trial["name"], sorted(trial_artifacts))
