@@ -105,19 +105,11 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
 def _from_mlflow(args: argparse.Namespace):
     """(result, output directory, (store, sweep run id)) for an experiment or a sweep run in MLflow."""
     from ringleader.tracking import results
-    from ringleader.tracking import settings as settings_
-    from ringleader.tracking import store as store_
 
-    uri = settings_.resolve_uri(args.tracking_uri)
-    database = store_.sqlite_path(uri)
-    if database is not None and not pathlib.Path(database).is_file():
-        # Opening it would create an empty store: a typo would leave an mlflow.db behind.
-        raise results.SourceNotFound(f"{args.source}: not a run directory, and no MLflow store at "
-                                     f"{redaction.redact(uri)} to look it up in (--tracking-uri URI names another)")
-    store = store_.Store(uri)
+    store = results.lookup_store(args.tracking_uri, args.source, "not a run directory")
     try:
         result, run_id = results.from_mlflow(store, args.source)
     except results.SourceNotFound as error:
-        raise results.SourceNotFound(f"{args.source}: not a run directory; in MLflow at {redaction.redact(uri)}: "
+        raise results.SourceNotFound(f"{args.source}: not a run directory; in MLflow at {redaction.redact(store.uri)}: "
                                      f"{str(error).removeprefix(args.source + ': ')}") from None
     return result, args.output_dir or DEFAULT_OUTPUT / result.experiment, (store, run_id)

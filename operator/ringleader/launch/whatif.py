@@ -190,8 +190,6 @@ def _trial(args: argparse.Namespace, out: TextIO):
     """The TrialResult SOURCE names: a trial directory, a run directory's trial, or an MLflow trial or sweep's."""
     from ringleader.tracking import layout
     from ringleader.tracking import results
-    from ringleader.tracking import settings as settings_
-    from ringleader.tracking import store as store_
 
     path = pathlib.Path(args.source)
     if path.is_dir() and (path / layout.TRIAL_FILE).is_file():
@@ -199,15 +197,9 @@ def _trial(args: argparse.Namespace, out: TextIO):
     if path.is_dir():
         directory, picked = results.session_directory(path)
         if picked:
-            print(picked.replace("reporting", "taking"), file=out)
+            print(picked, file=out)
         return _pick(results.from_directory(directory), args.trial, args.rank, str(directory))
-    uri = settings_.resolve_uri(args.tracking_uri)
-    database = store_.sqlite_path(uri)
-    if database is not None and not pathlib.Path(database).is_file():
-        # Opening it would create an empty store: a typo would leave an mlflow.db behind.
-        raise results.SourceNotFound(f"{args.source}: not a profile file or run directory, and no MLflow store at "
-                                     f"{redaction.redact(uri)} to look it up in (--tracking-uri URI names another)")
-    store = store_.Store(uri)
+    store = results.lookup_store(args.tracking_uri, args.source, "not a profile file or run directory")
     trial = results.trial_from_mlflow(store, args.source)
     if trial is not None:
         return trial
@@ -215,7 +207,7 @@ def _trial(args: argparse.Namespace, out: TextIO):
         sweep, run_id = results.from_mlflow(store, args.source)
     except results.SourceNotFound as error:
         raise results.SourceNotFound(f"{args.source}: not a profile file or run directory; in MLflow at "
-                                     f"{redaction.redact(uri)}: no trial run {args.source}; "
+                                     f"{redaction.redact(store.uri)}: no trial run {args.source}; "
                                      f"{str(error).removeprefix(args.source + ': ')}") from None
     return _pick(sweep, args.trial, args.rank, f"sweep run {run_id}")
 

@@ -20,7 +20,9 @@ import mlflow.exceptions
 from ringleader.analysis import results
 from ringleader.api import trial as trial_
 from ringleader.contract import records as record_files
+from ringleader.contract import redaction
 from ringleader.tracking import layout, schema, sessions
+from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
 RECORDS_ARTIFACT = "records/iterations.jsonl"
@@ -49,7 +51,8 @@ def session_directory(path: str | pathlib.Path) -> tuple[pathlib.Path, str | Non
     if found == [path]:
         return path, None
     newest = found[-1]  # session names end with their start time, so the last in name order is the newest
-    return newest, f"{path} holds {len(found)} runs; reporting the newest, {newest.name}"
+    runs = f"{len(found)} run{'s' if len(found) != 1 else ''}"
+    return newest, f"{path} holds {runs}; taking the newest, {newest.name}"
 
 
 def from_directory(path: str | pathlib.Path) -> results.SweepResult:
@@ -82,6 +85,18 @@ def trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:
 
 
 # -- MLflow ---------------------------------------------------------------------------------
+
+def lookup_store(tracking_uri: str | None, source: str, tried: str) -> store_.Store:
+    """The MLflow store to look `source` up in (`tracking_uri`, else the default `ringleader run` uses).
+    SourceNotFound, naming what was `tried` first, when it is a sqlite file that does not exist: opening it
+    would create an empty store, and a typo would leave an mlflow.db behind."""
+    uri = settings_.resolve_uri(tracking_uri)
+    database = store_.sqlite_path(uri)
+    if database is not None and not pathlib.Path(database).is_file():
+        raise SourceNotFound(f"{source}: {tried}, and no MLflow store at {redaction.redact(uri)} to look it up in "
+                             "(--tracking-uri URI names another)")
+    return store_.Store(uri)
+
 
 def from_mlflow(store: store_.Store, source: str) -> tuple[results.SweepResult, str]:
     """(the sweep, its run id) for `source`: a sweep run id, or an MLflow experiment (name or id) whose newest

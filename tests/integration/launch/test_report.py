@@ -61,7 +61,7 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     # From the directory (the directory holding it: the newest run is taken).
     by_directory = report(workdir, "ringleader-runs", "--no-attach")
     assert by_directory.returncode == 0, by_directory.stderr
-    assert f"reporting the newest, {session.name}" in by_directory.stdout
+    assert f"taking the newest, {session.name}" in by_directory.stdout
     local = session / "report"
     page = (local / "report.html").read_text()
     assert self_contained(page)
