@@ -4,14 +4,14 @@ Called by bench/bench_ps_vs_ring.py (predictions next to measurements), by analy
 neighbours in reports, and by anyone comparing a trial's records with what the network should allow.
 Pure functions of typed inputs: seconds, bytes, bits per second; no torch, no I/O.
 
-Study 1 (Alqahtani & Demirbas, arXiv 1909.02061), standard models, N workers, k servers, M model bytes, link B, latency a:
+Study 1, standard models, N workers, k servers, M model bytes, link B, latency a:
 
     1PS / kPS  T_comm = max(2*N*M/(k*B), 2*M/B) + 2a      (k = 1: 2*N*M/B + 2a, the server's NIC)
     P2P        T_comm = 2*(N-1)*M/(N*B) + 2a              (ideal; incast makes it worse in practice)
     RA         T_comm = 2*(N-1)*a + 2*(N-1)/N * M/B
     T_iter     T_comp + T_comm; RA: T_comp + max(0, T_comm - T_overlap)
 
-Study 2 (Shi et al., arXiv 1805.03812), the DAG model with wait-free backprop and one FIFO channel, layers 1..L
+Study 2, the DAG model with wait-free backprop and one FIFO channel, layers 1..L
 (forward order; backward runs L..1), t_c(M) = a + b*M fitted from measured (bytes, seconds) pairs.
 """
 

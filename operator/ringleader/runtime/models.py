@@ -115,7 +115,7 @@ def _shortcut(in_planes: int, out_planes: int, stride: int) -> nn.Module:
 
 
 class ResNet(nn.Module):
-    """CIFAR ResNet (He et al. 2016; the common 3x3-stem variant): ResNet-18 and ResNet-50."""
+    """CIFAR-style ResNet (the common 3x3-stem variant): ResNet-18 and ResNet-50."""
 
     def __init__(self, block: type[nn.Module], blocks: list[int], num_classes: int):
         super().__init__()

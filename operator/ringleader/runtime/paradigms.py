@@ -9,7 +9,7 @@ workers whose OK it holds. `clock` (min t) is the global clock: every worker has
 that many gradients, so weights released at clock c lack at most t[p] - c iterations of anyone's
 updates, which is the staleness a worker records.
 
-DSSP follows the paper's algorithm (Zhao et al., ICDCS 2019, arXiv 1908.11848) to the letter, with these readings of what it leaves open:
+DSSP follows its published algorithm to the letter, with these readings of what it leaves open:
 argmin/argmax take the lowest index among ties (numpy's rule); before a worker's first push its
 push times A[i] are both the time of its initial pull (`begin`), so its first interval runs from
 the initial pull, and a worker never heard from has interval 0. As stated, a grant of r lets p
@@ -129,7 +129,7 @@ class SSP(Gate):
 
 
 class DSSP(Gate):
-    """Dynamic SSP (Zhao et al., arXiv 1908.11848): a fast worker past s_L may get r in [0, s_U - s_L] extra
+    """Dynamic SSP: a fast worker past s_L may get r in [0, s_U - s_L] extra
     iterations, r chosen by matching its predicted push times to the slowest worker's."""
 
     def __init__(self, workers: int, lower: int, upper: int):
