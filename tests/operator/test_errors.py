@@ -18,6 +18,12 @@ def _warnings(admin, namespace, name, reason):
     return [e for e in admin.events(namespace, name) if e["reason"] == reason and e["type"] == "Warning"]
 
 
+def _failing(admin, namespace, name):
+    """The experiment once its ReconcileFailed condition is True."""
+    return wait_for("ReconcileFailed True", lambda: (lambda dte: dtes.is_true(dte, "ReconcileFailed") and dte)(
+        admin.experiment(namespace, name)), timeout=120)
+
+
 def test_a_forbidden_call_is_a_warning_event_and_a_condition_and_is_retried_until_allowed(admin, namespace, operator):
     operator()
     role = next(r for r in admin.list("Role", namespace) if any("pods" in rule.get("resources", []) for rule in r["rules"]))
@@ -28,9 +34,7 @@ def test_a_forbidden_call_is_a_warning_event_and_a_condition_and_is_retried_unti
         for rule in granted]})
     admin.create(dtes.experiment("denied", namespace))
 
-    failing = wait_for("ReconcileFailed True", lambda: dtes.is_true(admin.experiment(namespace, "denied"),
-                                                                    "ReconcileFailed") and admin.experiment(namespace, "denied"),
-                       timeout=120)
+    failing = _failing(admin, namespace, "denied")
     condition = dtes.condition(failing, "ReconcileFailed")
     assert condition["reason"] == "Forbidden"
     assert "pods is forbidden" in condition["message"] and "check the operator's RBAC" in condition["message"]
@@ -59,9 +63,7 @@ def test_a_status_that_cannot_be_read_is_a_warning_event_and_a_condition_not_ret
     admin.patch(constants.KIND, namespace, "garbled", {"status": {"startTime": "2024-01-01T00:00:00+99:00"}}, sub="status")
     running.start()
 
-    failing = wait_for("ReconcileFailed True", lambda: dtes.is_true(admin.experiment(namespace, "garbled"),
-                                                                    "ReconcileFailed") and admin.experiment(namespace, "garbled"),
-                       timeout=120)
+    failing = _failing(admin, namespace, "garbled")
     condition = dtes.condition(failing, "ReconcileFailed")
     assert condition["reason"] == "StatusUnreadable"
     assert "startTime" in condition["message"] and "delete and recreate it" in condition["message"]
