@@ -110,6 +110,11 @@ def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
     counts = {}
     for trial, shape in zip(trials(dte), e2e_specs.trial_specs(manifest)):
         run = trial_runs[trial["runId"]]
+        # MLflow was ready before any experiment was applied: every trial's run exists before its pods start,
+        # so the pods log into it (else the operator logs only the status summary, and the records are lost).
+        assert trial.get("runSummarySource") == "Ranks", (
+            f"{trial['name']}: its run was made after its pods started (runSummarySource "
+            f"{trial.get('runSummarySource')!r}); the operator's log says why MLflow did not answer at the start")
         assert run.info.status == "FINISHED", (trial["name"], run.info.status)
         assert run.data.tags.get("ringleader.kind") == "trial", run.data.tags
         assert run.info.run_name.startswith(f"{trial['name']} ({shape['architecture']}, "), run.info.run_name

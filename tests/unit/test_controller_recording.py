@@ -44,3 +44,46 @@ def test_a_failure_is_quoted_in_its_first_line_redacted_and_short():
     assert "\n" not in message and "pw" not in message and "t0k" not in message
     assert "http://***@mlflow:5000/x?token=***" in message
     assert len(message) < 300
+
+
+def test_loading_the_mlflow_client_is_not_counted_against_a_calls_timeout():
+    """On a cold, busy node importing mlflow can take longer than a call may; the first experiments must
+    still get their runs (else their pods start with no run to log into)."""
+    import time
+    import types
+
+    def slow_load():
+        time.sleep(0.6)
+        return types.SimpleNamespace(answer=lambda: "run-1")
+
+    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.3), load_runs=slow_load)
+    try:
+        assert asyncio.run(found._call(OWN, "create run", lambda runs: runs.answer())) == "run-1"
+        assert found.retry_in(OWN) is None
+    finally:
+        found.close()
+
+
+def test_a_call_that_outlives_its_timeout_leaves_the_server_alone_until_the_retry():
+    import time
+
+    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.2, retry_seconds=30),
+                               load_runs=lambda: None)
+    try:
+        with pytest.raises(recording.Unavailable, match=r"create run failed: no answer within 0.2s"):
+            asyncio.run(found._call(OWN, "create run", lambda _runs: time.sleep(0.5)))
+        assert found.retry_in(OWN) > 25
+    finally:
+        found.close()
+
+
+def test_a_client_that_cannot_be_loaded_leaves_experiments_running_without_mlflow():
+    def broken():
+        raise ImportError("No module named 'mlflow'")
+
+    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN), load_runs=broken)
+    try:
+        with pytest.raises(recording.Unavailable, match="the MLflow client cannot be loaded: No module named 'mlflow'"):
+            asyncio.run(found._call(OWN, "create experiment", lambda runs: runs))
+    finally:
+        found.close()

@@ -36,7 +36,10 @@ async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, l
         # The named namespaces are taken as given, and the CRD must exist before the operator starts
         # (Helm installs crds/ first).
         settings.scanning.disabled = True
-    memo.controller = reconciler.Controller(ours, kube.Kube(kube.configure()), recording.Recorder(ours.tracking))
+    recorder = recording.Recorder(ours.tracking)
+    if ours.tracking.default_uri or ours.tracking.allowed_uris:
+        recorder.load()  # in the background: loaded before the first experiment needs it
+    memo.controller = reconciler.Controller(ours, kube.Kube(kube.configure()), recorder)
     memo.controller.start()
     logger.info("ringleader operator settings: %s", settings_.describe(ours))
 

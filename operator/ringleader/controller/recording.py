@@ -6,7 +6,9 @@ servers its settings allow (its own, and `allowed_uris`): `refusal` says why an 
 one of them. And MLflow never blocks an experiment.
 Calls run in their own small thread pool, bounded by a timeout; after a failure the URI is left alone
 for `retry_seconds` (the reconciler comes back then), and `Unavailable` tells the caller to go on
-without it. Runs are created with tokens derived from the experiment's uid, so a retry, or an
+without it. Loading the MLflow client (seconds; tens of seconds on a cold, busy node) is not a call:
+it starts with the operator (`load`) and is never counted against a call's timeout, or the first
+experiments would start their pods without runs to log into. Runs are created with tokens derived from the experiment's uid, so a retry, or an
 operator restart between "create run" and "write status", finds the run instead of creating another.
 """
 
@@ -14,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib
 import logging
 import time
+from types import ModuleType
 from typing import Any, Callable
 
 from ringleader.contract import redaction
@@ -53,13 +57,27 @@ def trial_token(uid: str, trial_name: str) -> str:
     return f"{uid}.{trial_name}"
 
 
+def _load_runs() -> ModuleType:
+    # Imported on demand: mlflow takes seconds to import, and an operator without tracking never needs it.
+    return importlib.import_module("ringleader.tracking.runs")
+
+
 class Recorder:
-    def __init__(self, settings: settings_.MlflowSettings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, settings: settings_.MlflowSettings, clock: Callable[[], float] = time.monotonic,
+                 load_runs: Callable[[], ModuleType] = _load_runs) -> None:
         self._settings = settings
         self._clock = clock
         self._down_until: dict[str, float] = {}
         # Its own threads: a hung MLflow call must not take the threads the API calls need.
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="mlflow")
+        self._load_runs = load_runs
+        self._runs: concurrent.futures.Future | None = None
+
+    def load(self) -> concurrent.futures.Future:
+        """Start loading the tracking client in the pool, once; the operator calls it at startup when it tracks."""
+        if self._runs is None:
+            self._runs = self._pool.submit(self._load_runs)
+        return self._runs
 
     def uri_for(self, spec_uri: str | None) -> str | None:
         return spec_uri or self._settings.default_uri
@@ -101,16 +119,14 @@ class Recorder:
             raise Unavailable(f"MLflow at {shown}: {what} skipped: not a tracking server this operator may call")
         if self.retry_in(uri) is not None:
             raise Unavailable(f"MLflow at {shown} was unreachable moments ago; retrying later")
-
-        def call() -> Any:
-            # Imported here: mlflow takes seconds to import, and an operator without tracking never needs it.
-            from ringleader.tracking import runs
-
-            return function(runs)
-
+        try:
+            # Not under the timeout: a slow import says nothing about the server.
+            runs = await asyncio.wrap_future(self.load())
+        except Exception as error:  # noqa: BLE001 -- a broken image; the experiments still go on without MLflow
+            raise Unavailable(f"the MLflow client cannot be loaded: {_first_line(error)}") from error
         loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self._pool, call),
+            return await asyncio.wait_for(loop.run_in_executor(self._pool, function, runs),
                                           timeout=timeout or self._settings.timeout_seconds)
         except asyncio.TimeoutError:
             problem = f"no answer within {timeout or self._settings.timeout_seconds:g}s"
