@@ -31,7 +31,8 @@ def test_every_spec_field_and_rule_is_in_the_reference():
 
     for path in paths(crd.openapi_schema()["properties"]["spec"], "spec."):
         assert f"| `{path}` |" in text, path
-    for model in (api.spec.SyncSpec, api.spec.Workers, api.spec.ModelSpec, api.spec.Toleration,
+    for model in (api.spec.SyncSpec, api.spec.Workers, api.spec.Target, api.spec.ModelSpec, api.spec.DataSpec,
+                  api.spec.Toleration,
                   api.spec.Scheduling, api.spec.Sweep, api.spec.ExperimentSpec):
         for rule in model.rules:
             assert rule.message in text

@@ -61,6 +61,25 @@ RULE_CASES = {
     "tracking.uri without a token parameter": (
         {"tracking": {"uri": "https://mlflow.example/?access_token=abc"}},
         "spec.tracking.uri", "put them in a Secret named by `tracking.credentialsSecret`"),
+    "target needs evaluation": (
+        {"data": {"format": "Digits"}, "model": {"target": {"accuracyPercent": 90}}},
+        "spec.model.target", "set evaluation.everyIterations"),
+    "target is one of accuracy and loss": (
+        {"data": {"format": "Digits"},
+         "model": {"evaluation": {"everyIterations": 5}, "target": {"accuracyPercent": 90, "loss": 0.5}}},
+        "spec.model.target.accuracyPercent", "exactly one of `accuracyPercent` and `loss`"),
+    "file formats need a path": (
+        {"data": {"format": "CIFAR10"}},
+        "spec.data.path", "set it to the dataset's directory"),
+    "Factory needs a factory": (
+        {"data": {"format": "Factory"}},
+        "spec.data.factory", '"package.module:factory"'),
+    "a volume's path is relative": (
+        {"data": {"format": "ImageFolder", "path": "/images", "volume": {"claimName": "images"}}},
+        "spec.data.path", "under the volume's mount point"),
+    "evaluation needs real data": (
+        {"model": {"evaluation": {"everyIterations": 5}}},
+        "spec.model.evaluation", "set `data.format` to Digits"),
 }
 
 
@@ -73,8 +92,8 @@ def test_each_rule_reports_its_field_and_fix(experiment_document, case):
 
 
 def test_every_published_rule_has_a_case():
-    models = [spec_.SyncSpec, spec_.Workers, spec_.ModelSpec, spec_.Toleration, spec_.Scheduling, spec_.Sweep,
-              spec_.Tracking, spec_.ExperimentSpec]
+    models = [spec_.SyncSpec, spec_.Workers, spec_.Target, spec_.ModelSpec, spec_.DataSpec, spec_.Toleration,
+              spec_.Scheduling, spec_.Sweep, spec_.Tracking, spec_.ExperimentSpec]
     rule_count = sum(len(model.rules) for model in models)
     # "swept DSSP needs maxStaleness" exercises a rule already covered, through the sweep; the tracking.uri
     # rule has a case for each kind of credentials.

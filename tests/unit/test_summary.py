@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from ringleader.analysis import summary
+from ringleader.analysis import summary, targets
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
+from ringleader.contract import keys
 
 
 def make_trial(**spec) -> trial_.Trial:
@@ -127,3 +128,30 @@ def test_the_status_summary_is_rounded_for_people_reading_kubectl_get():
     shown = status.Summary(throughput=1805.5186803674728, iteration_time_p50_seconds=0.0123456789,
                            compute_fraction=0.123456)
     assert (shown.throughput, shown.iteration_time_p50_seconds, shown.compute_fraction) == (1805.5, 0.012346, 0.1235)
+
+
+def test_time_to_target_runs_from_the_first_iteration_to_the_end_of_the_iteration_that_reached_it():
+    def record(step, timestamp, **evaluated):
+        return {"step": step, "role": "worker", "warmup": False, "timestamp": timestamp,
+                keys.TIME_ITERATION: 1.0, keys.LOSS: 1.0, **evaluated}
+
+    def evaluated(loss, accuracy, seconds):
+        return {keys.EVAL_LOSS: loss, keys.EVAL_ACCURACY: accuracy, keys.EVAL_SECONDS: seconds}
+
+    records = {
+        # rank 1 evaluates after steps 1, 3 and 5; each evaluation takes 0.5 s and delays its record.
+        1: [record(0, 101.0), record(1, 102.5, **evaluated(1.2, 0.40, 0.5)), record(2, 103.5),
+            record(3, 105.0, **evaluated(0.6, 0.80, 0.5)), record(4, 106.0),
+            record(5, 107.5, **evaluated(0.7, 0.75, 0.5))],
+        2: [record(0, 100.5), record(1, 101.5)],  # started half a second before rank 1
+    }
+    by_accuracy = targets.summarize(records, spec_.Target(accuracyPercent=80))
+    assert by_accuracy[keys.TARGET_ITERATIONS] == 4
+    assert by_accuracy[keys.TARGET_SECONDS] == pytest.approx(105.0 - 0.5 - 99.5)
+    assert by_accuracy[keys.EVALUATIONS] == 3
+    assert by_accuracy[keys.EVAL_ACCURACY_LAST] == 0.75 and by_accuracy[keys.EVAL_ACCURACY_BEST] == 0.80
+    assert by_accuracy[keys.EVAL_LOSS_LAST] == 0.7
+    assert targets.summarize(records, spec_.Target(loss=1.2))[keys.TARGET_ITERATIONS] == 2
+    never = targets.summarize(records, spec_.Target(accuracyPercent=95))
+    assert keys.TARGET_SECONDS not in never and never[keys.EVALUATIONS] == 3
+    assert targets.summarize({1: [record(0, 1.0)]}, spec_.Target(loss=1.0)) == {}

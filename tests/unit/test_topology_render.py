@@ -275,3 +275,24 @@ def test_a_template_that_renders_no_objects_is_refused(trial_of, tmp_path):
     (tmp_path / "parameter_server.yaml.j2").write_text("- just\n- a list\n")
     with pytest.raises(topology.TemplateError, match="not a Kubernetes object"):
         topology.render(trial_of({}), topology.RenderSettings(templates_dir=tmp_path))
+
+
+@pytest.mark.parametrize("architecture", ["ParameterServer", "PeerToPeer", "RingAllReduce"])
+def test_a_data_volume_is_mounted_read_only_in_every_pod_and_named_in_the_contract(trial_of, architecture):
+    spec = {"architecture": architecture,
+            "data": {"format": "CIFAR10", "path": "cifar-10-batches-bin", "volume": {"claimName": "datasets"}}}
+    pods = by_kind(topology.render(trial_of(spec), SETTINGS), "Pod")
+    assert len(pods) == (3 if architecture == "ParameterServer" else 2)
+    for pod in pods:
+        [volume] = [v for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        assert volume["persistentVolumeClaim"] == {"claimName": "datasets", "readOnly": True}
+        [mount] = [m for m in container(pod)["volumeMounts"] if m["name"] == volume["name"]]
+        assert mount == {"name": volume["name"], "mountPath": contract.POD_DATA_DIR, "readOnly": True}
+        assert env_of(pod)[contract.DATA_DIR] == contract.POD_DATA_DIR
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_without_a_data_volume_no_claim_is_mounted(trial_of):
+    for pod in by_kind(topology.render(trial_of({"data": {"format": "Digits"}}), SETTINGS), "Pod"):
+        assert not [v for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        assert contract.DATA_DIR not in env_of(pod)

@@ -11,7 +11,7 @@ import collections
 from typing import Iterable
 
 from ringleader.analysis import results as results_
-from ringleader.analysis import summary
+from ringleader.analysis import summary, targets
 from ringleader.api import constants
 from ringleader.contract import keys
 
@@ -28,9 +28,7 @@ def _worker_records(result: results_.TrialResult) -> Iterable[dict]:
 
 def start_time(result: results_.TrialResult) -> float | None:
     """When the trial's first iteration began, in seconds since the epoch; None without timed records."""
-    starts = [float(r["timestamp"]) - float(r.get(keys.TIME_ITERATION) or 0.0)
-              for records in result.records.values() for r in records if r.get("timestamp") is not None]
-    return min(starts) if starts else None
+    return targets.start_time(r for records in result.records.values() for r in records)
 
 
 def loss_curve(result: results_.TrialResult) -> Curve:

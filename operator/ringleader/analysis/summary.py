@@ -16,6 +16,7 @@ import json
 import math
 from typing import Any, Iterable
 
+from ringleader.analysis import targets
 from ringleader.api import constants, status
 from ringleader.api import trial as trial_
 from ringleader.contract import keys
@@ -77,6 +78,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     linkUtilizationMean / linkUtilizationP95 (measured on each worker's network interface, over its
     iterations after warm-up, when recorded; runtime/netcounters.py),
     lossFirst / lossLast (mean over workers of their first and last recorded loss),
+    evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations
+    (with spec.model.evaluation and target; analysis/targets.py),
     perRank {rank: {iterations, iterationSeconds, computeSeconds, commSeconds, waitSeconds}}.
     """
     batch_size = trial.spec.model.batch_size
@@ -164,6 +167,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     if first_losses:
         summary[keys.LOSS_FIRST] = sum(first_losses) / len(first_losses)
         summary[keys.LOSS_LAST] = sum(last_losses) / len(last_losses)
+    summary.update(targets.summarize(records_by_rank, trial.spec.model.target))
     summary[keys.PER_RANK] = per_rank
     return summary
 

@@ -26,6 +26,8 @@ MODEL_PATTERN = r"^(" + "|".join(BUILTIN_MODELS) + r"|[A-Za-z_][A-Za-z0-9_.]*:[A
 MAX_TRIALS = 256
 IMAGE_PATTERN = r"^[^\s]+$"
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+FACTORY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
+DATA_PATH_PATTERN = r"^\S+$"  # as IMAGE_PATTERN, written apart so each has its own hint
 # What each pattern means, for error messages (`experiment.problems_of`).
 PATTERN_HINTS = {
     CPU_PATTERN: 'a CPU quantity such as "500m", "1" or "2.5"',
@@ -34,7 +36,9 @@ PATTERN_HINTS = {
     DNS_LABEL_PATTERN: "a DNS label: lower-case letters, digits and '-', starting with a letter",
     MODEL_PATTERN: f"a built-in model ({', '.join(BUILTIN_MODELS)}) or \"package.module:factory\"",
     IMAGE_PATTERN: "an image reference without spaces",
-    SECRET_NAME_PATTERN: "the name of a Secret: lower-case letters, digits, '-' and '.'",
+    SECRET_NAME_PATTERN: "the name of a Secret (or PersistentVolumeClaim): lower-case letters, digits, '-' and '.'",
+    FACTORY_PATTERN: '"package.module:factory", a callable importable in the image',
+    DATA_PATH_PATTERN: "a path without spaces",
 }
 
 CpuQuantity = Annotated[str, pydantic.StringConstraints(pattern=CPU_PATTERN, max_length=16)]
@@ -172,6 +176,48 @@ class Optimizer(ApiModel):
     """weightDecay is L2 regularization. Default 0."""
 
 
+class Evaluation(ApiModel):
+    """evaluation measures the model on held-out data while it trains, for accuracy and time to accuracy."""
+
+    every_iterations: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)]
+    """everyIterations is K: after every K-th iteration (and after the last) the first worker evaluates the
+    current global parameters on the held-out split (`data.heldOutPercent`, or CIFAR's test batch), recording
+    eval/loss and eval/accuracy. Required. The other workers do not wait for it, but under BSP they wait
+    for the evaluating worker's next push: keep K large enough that evaluation stays a small share of the time."""
+    max_samples: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)] | None = None
+    """maxSamples bounds each evaluation to the first maxSamples held-out samples (their order is seeded
+    and fixed). Unset (default): the whole held-out split."""
+
+
+class OnReached(str, enum.Enum):
+    CONTINUE = "Continue"
+    STOP = "Stop"
+
+
+class Target(ApiModel):
+    """target is the quality a trial is timed to: time and iterations to reach it go into the summary."""
+
+    accuracy_percent: Annotated[base.Number, pydantic.Field(gt=0, le=100)] | None = None
+    """accuracyPercent is reached when eval/accuracy is at least this, in percent (0, 100]. Exactly one of
+    accuracyPercent and loss."""
+    loss: Annotated[base.Number, pydantic.Field(gt=0, le=1_000_000)] | None = None
+    """loss is reached when eval/loss is at most this (cross entropy, nats). Exactly one of accuracyPercent
+    and loss."""
+    on_reached: OnReached = OnReached.CONTINUE
+    """onReached is Continue (default: run every iteration, the time to target is recorded) or Stop (every
+    worker stops after the evaluation that reached the target; the trial then has fewer iterations)."""
+
+    rules = (
+        rules.Rule(
+            cel="has(self.accuracyPercent) != has(self.loss)",
+            message="`model.target` must set exactly one of `accuracyPercent` and `loss`: keep the one the "
+            "trial is timed to",
+            holds=lambda t: (t.accuracy_percent is None) != (t.loss is None),
+            field_path=".accuracyPercent",
+        ),
+    )
+
+
 class ModelSpec(ApiModel):
     """model is what is trained, on what batch, for how long."""
 
@@ -187,8 +233,21 @@ class ModelSpec(ApiModel):
     MLflow charted apart under `warmup/`. Default 5; must be less than `iterations`."""
     optimizer: Optimizer = Optimizer()
     """optimizer and its hyperparameters. Default SGD, learning rate 0.01."""
+    evaluation: Evaluation | None = None
+    """evaluation on held-out data every K iterations. Unset (default): none; needs real data (`data.format`
+    other than Synthetic)."""
+    target: Target | None = None
+    """target accuracy or loss: time and iterations to reach it go into the summary, the status and MLflow,
+    and onReached Stop ends training there. Unset (default): none; needs `evaluation`."""
 
     rules = (
+        rules.Rule(
+            cel="!has(self.target) || has(self.evaluation)",
+            message="`model.target` needs `model.evaluation`: set evaluation.everyIterations, how often the "
+            "target is checked",
+            holds=lambda m: m.target is None or m.evaluation is not None,
+            field_path=".target",
+        ),
         rules.Rule(
             cel="self.warmupIterations < self.iterations",
             message="`model.warmupIterations` must be less than `model.iterations`: lower warmupIterations "
@@ -211,14 +270,84 @@ class SyntheticData(ApiModel):
     sequence_length: Annotated[base.Integer, pydantic.Field(ge=2, le=8192)] = 64
     """sequenceLength is the number of tokens per sample, for transformer. Default 64."""
     seed: Annotated[base.Integer, pydantic.Field(ge=0, le=2**31 - 1)] = 0
-    """seed makes the dataset and the initial weights reproducible. Default 0."""
+    """seed makes the synthetic dataset, the order and split of real data, and the initial weights
+    reproducible, whatever `data.format` is. Default 0."""
+
+
+class DataFormat(str, enum.Enum):
+    SYNTHETIC = "Synthetic"
+    DIGITS = "Digits"
+    CIFAR10 = "CIFAR10"
+    CIFAR100 = "CIFAR100"
+    IMAGE_FOLDER = "ImageFolder"
+    FACTORY = "Factory"
+
+
+FILE_FORMATS = (DataFormat.CIFAR10, DataFormat.CIFAR100, DataFormat.IMAGE_FOLDER)
+
+
+class DataVolume(ApiModel):
+    """volume is where a dataset's files live in a cluster: a claim mounted read-only into every pod."""
+
+    claim_name: Annotated[str, pydantic.StringConstraints(pattern=SECRET_NAME_PATTERN, max_length=253)]
+    """claimName of a PersistentVolumeClaim in the experiment's namespace, mounted read-only at /data in
+    every pod of a trial (servers too: they build the model, whose shape the data decides). Pods on several
+    nodes need a ReadOnlyMany (or ReadWriteMany) claim."""
 
 
 class DataSpec(ApiModel):
-    """data feeds the workers; only synthetic data exists today, so runs measure the system, not I/O."""
+    """data feeds the workers: synthetic (runs measure the system, not I/O), or a real dataset read from files.
 
+    Real data is never downloaded: it ships in a package (Digits), or its files are on a volume. Each worker
+    trains on its own shard, a disjoint slice of a seeded permutation, in an order reshuffled every epoch."""
+
+    format: DataFormat = DataFormat.SYNTHETIC
+    """format is Synthetic (default: `synthetic`), Digits (scikit-learn's 8x8 handwritten digits, 1797
+    images in 10 classes, shipped inside the image), CIFAR10 or CIFAR100 (under `path`, the binary version's
+    data_batch_1..5.bin and test_batch.bin, or train.bin and test.bin; or the Python version torchvision
+    reads, data_batch_1..5 and test_batch, or train and test; the test files are the held-out split), ImageFolder (`path`/<class>/<image>,
+    PNG or JPEG, one directory per class in sorted order, each image resized to the size of the first) or
+    Factory (`factory`). Images are RGB; grey ones are repeated over three channels."""
+    path: Annotated[str, pydantic.StringConstraints(pattern=DATA_PATH_PATTERN, max_length=1024)] | None = None
+    """path is the dataset's directory, required for CIFAR10, CIFAR100 and ImageFolder. Relative: under the
+    volume's root in a cluster (/data), and under `ringleader run --data-dir` (default: the current
+    directory) locally. Absolute: used as it is (data baked into the image)."""
+    volume: DataVolume | None = None
+    """volume mounts a PersistentVolumeClaim read-only at /data in the pods. Unset (default): none; a
+    relative `path` then needs one in a cluster. Ignored by `ringleader run`."""
+    factory: Annotated[str, pydantic.StringConstraints(pattern=FACTORY_PATTERN, max_length=253)] | None = None
+    """factory is "package.module:factory", a callable importable in the image returning the whole dataset:
+    a pair (inputs, labels) of tensors, inputs (N, 3, H, W) floats or uint8 and labels (N,) integers.
+    Required for Factory, ignored otherwise."""
+    held_out_percent: Annotated[base.Integer, pydantic.Field(ge=1, le=50)] = 10
+    """heldOutPercent of a real dataset is held out of training, for `model.evaluation`, where the format
+    has no test split of its own (Digits, ImageFolder, Factory; CIFAR's test batch is its held-out split).
+    Default 10."""
     synthetic: SyntheticData = SyntheticData()
-    """synthetic data settings."""
+    """synthetic data settings; its seed applies to every format."""
+
+    rules = (
+        rules.Rule(
+            cel="!(self.format in ['CIFAR10', 'CIFAR100', 'ImageFolder']) || has(self.path)",
+            message="`data.path` is required when `data.format` is CIFAR10, CIFAR100 or ImageFolder: set it to "
+            "the dataset's directory",
+            holds=lambda d: d.format not in FILE_FORMATS or d.path is not None,
+            field_path=".path",
+        ),
+        rules.Rule(
+            cel="self.format != 'Factory' || has(self.factory)",
+            message="`data.factory` is required when `data.format` is Factory: set it to \"package.module:factory\"",
+            holds=lambda d: d.format != DataFormat.FACTORY or d.factory is not None,
+            field_path=".factory",
+        ),
+        rules.Rule(
+            cel="!has(self.volume) || !has(self.path) || !self.path.startsWith('/')",
+            message="`data.path` must be relative when `data.volume` is set: it is read under the volume's "
+            "mount point, /data",
+            holds=lambda d: d.volume is None or d.path is None or not d.path.startswith("/"),
+            field_path=".path",
+        ),
+    )
 
 
 class Network(ApiModel):
@@ -462,7 +591,7 @@ class ExperimentSpec(ApiModel):
     model: ModelSpec = ModelSpec()
     """model, batch size, iterations and optimizer. Default mlp, batch 32, 100 iterations, SGD."""
     data: DataSpec = DataSpec()
-    """data the workers train on. Default: synthetic."""
+    """data the workers train on: synthetic (default), or a real dataset from a package, a volume or a factory."""
     network: Network = Network()
     """network shaping for what-if studies. Default: none."""
     image: Annotated[str, pydantic.StringConstraints(pattern=IMAGE_PATTERN, max_length=512)] | None = None
@@ -531,6 +660,13 @@ class ExperimentSpec(ApiModel):
             or any(a != Architecture.RING_ALL_REDUCE for a in s.sweep.matrix.architecture)
             or Paradigm.BSP in s.sweep.matrix.paradigm,
             field_path=".sweep.matrix",
+        ),
+        rules.Rule(
+            cel="!has(self.model.evaluation) || self.data.format != 'Synthetic'",
+            message="`model.evaluation` needs real data: set `data.format` to Digits, CIFAR10, CIFAR100, "
+            "ImageFolder or Factory (synthetic data has no held-out split to measure accuracy on)",
+            holds=lambda s: s.model.evaluation is None or s.data.format != DataFormat.SYNTHETIC,
+            field_path=".model.evaluation",
         ),
     )
 

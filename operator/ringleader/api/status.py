@@ -112,6 +112,11 @@ class Summary(ApiModel):
     """waitFraction of the iteration time spent waiting for other workers (barrier or staleness bound)."""
     straggler_rank: int | None = None
     """stragglerRank is the worker with the largest mean compute time."""
+    target_seconds: float | None = None
+    """targetSeconds from the trial's first iteration until the iteration whose parameters first reached
+    `model.target`; unset when there is no target or it was not reached."""
+    target_iterations: int | None = None
+    """targetIterations the evaluating worker had run when `model.target` was first reached."""
 
     # Status is read by people (`kubectl get dte` prints throughput); MLflow keeps the exact values.
     @pydantic.field_validator("throughput")
@@ -119,7 +124,7 @@ class Summary(ApiModel):
     def _round_throughput(cls, value: float | None) -> float | None:
         return None if value is None else round(value, 1)
 
-    @pydantic.field_validator("iteration_time_p50_seconds", "iteration_time_p95_seconds")
+    @pydantic.field_validator("iteration_time_p50_seconds", "iteration_time_p95_seconds", "target_seconds")
     @classmethod
     def _round_seconds(cls, value: float | None) -> float | None:
         return None if value is None else round(value, 6)

@@ -20,9 +20,12 @@ TRIAL_FILE = "RINGLEADER_TRIAL_FILE"
 OUTPUT_DIR = "RINGLEADER_OUTPUT_DIR"
 RUN_ID = "RINGLEADER_MLFLOW_RUN_ID"
 TRACKING_URI = "MLFLOW_TRACKING_URI"
+# Where a relative spec.data.path is read from: the data volume's mount in a pod, `--data-dir` locally.
+DATA_DIR = "RINGLEADER_DATA_DIR"
 # Set by the local launcher only: the rank exits when this process is no longer its parent (runtime/parent.py).
 LAUNCHER_PID = "RINGLEADER_LAUNCHER_PID"
-NAMES = (ROLE, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRIAL_FILE, OUTPUT_DIR, RUN_ID, TRACKING_URI, LAUNCHER_PID)
+NAMES = (ROLE, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRIAL_FILE, OUTPUT_DIR, RUN_ID, TRACKING_URI, DATA_DIR,
+         LAUNCHER_PID)
 # A rank's tuning knobs (runtime/settings.py): optional, with defaults; the local launcher passes them on.
 TIMEOUT_SECONDS = "RINGLEADER_TIMEOUT_SECONDS"
 BUCKET_BYTES = "RINGLEADER_BUCKET_BYTES"
@@ -37,6 +40,8 @@ DEFAULT_MASTER_PORT = 29500
 TRIAL_MOUNT_DIR = "/etc/ringleader"
 TRIAL_FILE_NAME = "trial.json"
 POD_OUTPUT_DIR = "/tmp/ringleader"
+# In a pod the claim of spec.data.volume is mounted here, read-only.
+POD_DATA_DIR = "/data"
 
 
 class ContractError(ValueError):
@@ -54,6 +59,7 @@ class PodEnvironment:
     output_dir: str
     run_id: str | None = None
     tracking_uri: str | None = None
+    data_dir: str | None = None
 
     def to_environ(self) -> dict[str, str]:
         env = {
@@ -69,6 +75,8 @@ class PodEnvironment:
             env[RUN_ID] = self.run_id
         if self.tracking_uri:
             env[TRACKING_URI] = self.tracking_uri
+        if self.data_dir:
+            env[DATA_DIR] = self.data_dir
         return env
 
     @classmethod
@@ -97,6 +105,7 @@ class PodEnvironment:
             output_dir=environ.get(OUTPUT_DIR) or POD_OUTPUT_DIR,
             run_id=environ.get(RUN_ID) or None,
             tracking_uri=environ.get(TRACKING_URI) or None,
+            data_dir=environ.get(DATA_DIR) or None,
         )
         if not 0 <= env.rank < env.world_size:
             raise ContractError(f"{RANK}={env.rank} must be in [0, {WORLD_SIZE}={env.world_size})")

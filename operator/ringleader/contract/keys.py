@@ -18,6 +18,10 @@ LINK_RX = "link/rx_bytes_per_second"  # bytes/s it received
 LINK_UTILIZATION = "link/utilization"  # LINK_TX in bits/s over the link rate, when one is known (a fraction)
 STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the server's clock
 LOSS = "loss"
+# Per evaluation, in the evaluating worker's record of the iteration it followed (spec.model.evaluation).
+EVAL_LOSS = "eval/loss"  # mean cross entropy over the held-out samples
+EVAL_ACCURACY = "eval/accuracy"  # fraction of held-out samples (tokens) classified right
+EVAL_SECONDS = "eval/seconds"  # how long the evaluation took: after the iteration, not part of its time
 # Per server, per aggregation.
 SERVER_AGGREGATION = "server/aggregation"
 SERVER_QUEUE_DEPTH = "server/queue_depth"
@@ -33,7 +37,12 @@ COMPUTE_FRACTION = "computeFraction"
 COMM_FRACTION = "commFraction"
 WAIT_FRACTION = "waitFraction"
 STRAGGLER_RANK = "stragglerRank"
-STATUS_KEYS = (THROUGHPUT, P50, P95, COMPUTE_FRACTION, COMM_FRACTION, WAIT_FRACTION, STRAGGLER_RANK)
+# Time to target (spec.model.target): seconds from the trial's first iteration to the end of the iteration
+# whose parameters first reached it (evaluations before it included), and iterations of the evaluating worker.
+TARGET_SECONDS = "targetSeconds"
+TARGET_ITERATIONS = "targetIterations"
+STATUS_KEYS = (THROUGHPUT, P50, P95, COMPUTE_FRACTION, COMM_FRACTION, WAIT_FRACTION, STRAGGLER_RANK,
+               TARGET_SECONDS, TARGET_ITERATIONS)
 # The trial summary's other values (analysis/summary.py; seconds, bytes, fractions, counts).
 WORKERS = "workers"
 MEASURED_ITERATIONS = "measuredIterations"
@@ -55,6 +64,10 @@ LINK_UTILIZATION_MEAN = "linkUtilizationMean"
 LINK_UTILIZATION_P95 = "linkUtilizationP95"
 LOSS_FIRST = "lossFirst"
 LOSS_LAST = "lossLast"
+EVAL_LOSS_LAST = "evalLossLast"  # the last evaluation's eval/loss
+EVAL_ACCURACY_LAST = "evalAccuracyLast"  # the last evaluation's eval/accuracy (a fraction)
+EVAL_ACCURACY_BEST = "evalAccuracyBest"  # the highest eval/accuracy of any evaluation
+EVALUATIONS = "evaluations"  # evaluations recorded
 PER_RANK = "perRank"  # {rank: {ITERATIONS, ITERATION_SECONDS, COMPUTE_SECONDS, COMM_SECONDS, WAIT_SECONDS}}
 # A rank's summary.json (analysis.summary.rank_summary): these, LOSS_FIRST, LOSS_LAST, MEASURED_ITERATIONS,
 # and the mean after warm-up of each per-iteration metric above, under its own name.

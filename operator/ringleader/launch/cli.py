@@ -5,6 +5,7 @@
     ringleader run sweep.yaml --stall-timeout-seconds 120     # a slow model: allow 2 min without an iteration
     ringleader run sweep.yaml --tracking-uri http://127.0.0.1:5000
     ringleader run mine.yaml --env HF_HOME                    # ranks get this shell variable too
+    ringleader run cifar.yaml --data-dir ~/datasets           # data.path is read under ~/datasets
     mlflow ui --backend-store-uri sqlite:///mlflow.db         # then compare the runs
 
 Exit status (contract/exits.py): 0 when every trial finished; 1 when the file is invalid, a trial
@@ -46,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", metavar="NAME", action="append", dest="passed_variables",
                         help="give the ranks this variable of the shell too (by default they get PATH, HOME, the "
                              "locale and the runtime's knobs, never the whole shell: docs/security.md); repeatable")
+    parser.add_argument("--data-dir", metavar="DIR", default=defaults.data_dir,
+                        help="where a relative data.path is read from, as a cluster's pods read it under the "
+                             "data volume (default: the current directory)")
     parser.add_argument("--stall-timeout-seconds", metavar="S", type=float,
                         help="fail a trial in which a rank stopped (no heartbeat) and recorded no iteration for S "
                              "seconds (5 x S for one that still beats), naming it "
@@ -96,7 +100,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if name not in os.environ:
             print(f"warning: --env {name} is not set in this shell; the ranks will not have it", file=err)
 
-    settings = settings_.LaunchSettings(output_dir=args.output_dir, passed_variables=passed)
+    if not pathlib.Path(args.data_dir).is_dir():
+        print(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets", file=err)
+        return exits.USAGE
+    settings = settings_.LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir)
     tracking_settings = tracking_settings_.TrackingSettings()
     tracking_uri = tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri)
     output_dir = pathlib.Path(settings.output_dir).resolve()

@@ -16,6 +16,9 @@ class LaunchSettings:
     passed_variables: tuple[str, ...] = ()
     """passed_variables are the names of the launcher's environment variables its ranks get besides the
     allow-list of environment.py (`ringleader run --env NAME`); the rest of the shell stays out of the ranks."""
+    data_dir: str = "."
+    """data_dir is where a relative spec.data.path is read from (`ringleader run --data-dir`), made absolute at
+    start; the local stand-in for the data volume a cluster's pods mount at /data. Default: the current directory."""
     poll_seconds: float = 0.05
     """poll_seconds between checks of the ranks: a crash is noticed within this, before the peers that lose
     contact with the crashed rank exit too, so the first failure is reported, not its echoes."""

@@ -36,7 +36,8 @@ def free_port() -> int:
 
 
 def rank_environ(base: Mapping[str, str], slot: trial_.Slot, world_size: int, port: int,
-                 trial_file: pathlib.Path, output_dir: pathlib.Path, passed: Collection[str] = ()) -> dict[str, str]:
+                 trial_file: pathlib.Path, output_dir: pathlib.Path, passed: Collection[str] = (),
+                 data_dir: pathlib.Path | None = None) -> dict[str, str]:
     """The allow-listed part of the user's environment (environment.py) with the variables named in `passed`,
     plus the pod contract and an importable ringleader."""
     environ = environment.selected(base, passed)
@@ -45,7 +46,7 @@ def rank_environ(base: Mapping[str, str], slot: trial_.Slot, world_size: int, po
     environ["PYTHONUNBUFFERED"] = "1"  # the logs show what a rank printed right before it died
     environ.update(contract.PodEnvironment(
         role=slot.role, rank=slot.rank, world_size=world_size, master_addr=LOOPBACK, master_port=port,
-        trial_file=str(trial_file), output_dir=str(output_dir),
+        trial_file=str(trial_file), output_dir=str(output_dir), data_dir=str(data_dir) if data_dir else None,
     ).to_environ())
     environ[contract.LAUNCHER_PID] = str(os.getpid())
     return environ
@@ -119,7 +120,8 @@ class TrialRun:
         try:
             for slot in slots:
                 environ = rank_environ(self.environ, slot, len(slots), port, self.directory / layout.TRIAL_FILE,
-                                       self.session_dir, self.settings.passed_variables)
+                                       self.session_dir, self.settings.passed_variables,
+                                       pathlib.Path(self.settings.data_dir).resolve())
                 stdout_path, stderr_path = layout.log_paths(self.directory, slot.rank)
                 self.processes.append(processes.start(slot, environ, cwd, stdout_path, stderr_path))
         except BaseException:

@@ -43,6 +43,10 @@ class Synchronizer(Protocol):
 
         Records TIME_COMM, TIME_WAIT, TIME_UPDATE, BYTES_SENT, BYTES_RECEIVED and STALENESS via `timer`."""
 
+    def stop(self) -> None:
+        """Called when every worker ends training early at the same step (model.target reached, onReached
+        Stop): close() then ends the exchange as it does after the last iteration."""
+
     def close(self) -> None:
         """Called once after the last iteration: release servers, flush, no process left waiting."""
 

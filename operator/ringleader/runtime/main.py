@@ -107,8 +107,21 @@ def stop_publisher(publisher, failed: bool) -> None:
         publisher.stop(status="FAILED" if failed else "FINISHED")
 
 
+def stop_group(trial: trial_.Trial, knobs: settings.Settings):
+    """The workers' gloo group for the verdict "target reached, stop", when model.target says Stop; None otherwise.
+
+    Created by every rank (new_group is collective over the world), servers included, before any other
+    group the architecture makes, so that every rank creates its groups in the same order."""
+    target = trial.spec.model.target
+    if target is None or target.on_reached != spec_.OnReached.STOP:
+        return None
+    # As long a timeout as the end-of-run gather: under ASP the evaluator may wait long for the slowest worker.
+    return dist.new_group(ranks=[s.rank for s in trial.worker_slots()], backend="gloo",
+                          timeout=finish_timeout(trial, knobs))
+
+
 def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slot, recorder: records.RankRecorder,
-             device: torch.device, knobs: settings.Settings) -> None:
+             device: torch.device, knobs: settings.Settings, stopping=None) -> None:
     """Serve or train, by role and architecture."""
     architecture = trial.spec.architecture
     if slot.role == constants.ROLE_PS:
@@ -124,7 +137,7 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
     local = env.master_addr in LOOPBACK
     worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations,
                  interface=netcounters.LOOPBACK if local else netcounters.pod_interface(),
-                 ranks_sharing_interface=env.world_size if local else 1)
+                 ranks_sharing_interface=env.world_size if local else 1, stop_group=stopping)
 
 
 def gather_records(recorder: records.RankRecorder, destination: int, group) -> dict[int, list[dict]] | None:
@@ -160,6 +173,8 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
         "ranks": env.world_size,
         "workers": len(trial.worker_slots()),
         "model": spec.model.name,
+        "data": spec.data.format.value + (f" {spec.data.path}" if spec.data.path else ""),
+        "evaluateEvery": spec.model.evaluation.every_iterations if spec.model.evaluation else None,
         "batchSize": spec.model.batch_size,
         "iterations": spec.model.iterations,
         "warmupIterations": spec.model.warmup_iterations,
@@ -242,6 +257,7 @@ def main(environ=os.environ) -> int:
         # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
         # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
         control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
+        stopping = stop_group(trial, knobs)
         if env.rank == first_worker:
             log_configuration(trial, env, device, backend, knobs)
         print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
@@ -254,7 +270,7 @@ def main(environ=os.environ) -> int:
                                     on_stall=lambda culprit, reason: fail(env, stall_reason(env, culprit, reason)))
         publisher = start_publisher(env, trial, recorder.directory)
 
-        run_role(trial, env, slot, recorder, device, knobs)
+        run_role(trial, env, slot, recorder, device, knobs, stopping)
         if slot.role == constants.ROLE_WORKER and not recorder.iterations:
             # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
             raise RankError("training ended without recording a single iteration")

@@ -1,7 +1,7 @@
 """The models a rank trains, built deterministically from the spec: built-ins in plain torch, or the user's factory.
 
-`worker.py` calls `build(spec.model, spec.data.synthetic)` and asks `input_spec(...)` what batches
-`data.py` must make. Built-ins are CIFAR-sized (3x3 stems, no ImageNet downsampling) and adapt
+`worker.py` calls `build(spec.model, spec.data.synthetic, shape)`, where `shape` is what real data
+(`datasets.py`) looks like, or asks `input_spec(...)` what batches synthetic data (`data.py`) must make. Built-ins are CIFAR-sized (3x3 stems, no ImageNet downsampling) and adapt
 to `imageSize` through adaptive pooling, so tests can run them on 8x8 images.
 """
 
@@ -212,10 +212,10 @@ class ModelError(ValueError):
     """The model named in the spec cannot be built; the message says what to change."""
 
 
-def _builtin(name: str, data: spec_.SyntheticData) -> nn.Module:
-    classes = data.num_classes
+def _builtin(name: str, shape: InputSpec) -> nn.Module:
+    classes = shape.num_classes
     if name == "mlp":
-        return MLP(3 * data.image_size * data.image_size, classes)
+        return MLP(math.prod(shape.shape), classes)
     if name == "cnn":
         return SmallCNN(classes)
     if name == "resnet18":
@@ -225,7 +225,7 @@ def _builtin(name: str, data: spec_.SyntheticData) -> nn.Module:
     if name == "vgg16":
         return VGG16(classes)
     if name == "transformer":
-        return GPT(vocab_size=classes, block_size=data.sequence_length)
+        return GPT(vocab_size=classes, block_size=shape.shape[0])
     raise ModelError(f"unknown built-in model {name!r}: use one of {', '.join(spec_.BUILTIN_MODELS)} "
                      "or \"package.module:factory\"")
 
@@ -261,13 +261,18 @@ def _from_factory(reference: str) -> nn.Module:
     return model
 
 
-def build(model: spec_.ModelSpec, data: spec_.SyntheticData) -> nn.Module:
-    """The model of the spec with weights drawn from `data.seed`: every rank builds the same initial weights."""
+def build(model: spec_.ModelSpec, data: spec_.SyntheticData, shape: InputSpec | None = None) -> nn.Module:
+    """The model of the spec with weights drawn from `data.seed`: every rank builds the same initial weights.
+
+    `shape` is what real data looks like (datasets.describe); None: the synthetic data's (input_spec)."""
+    if shape is not None and model.name == "transformer" and shape.kind != TOKENS:
+        raise ModelError("model 'transformer' needs token sequences, and real data is images: use mlp, cnn, "
+                         "resnet18, resnet50, vgg16 or your own model")
     # A forked RNG keeps the caller's random stream untouched by model construction.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(data.seed)
         if model.name in spec_.BUILTIN_MODELS:
-            return _builtin(model.name, data)
+            return _builtin(model.name, shape or input_spec(model, data))
         return _from_factory(model.name)
 
 

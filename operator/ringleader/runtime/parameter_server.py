@@ -21,9 +21,10 @@ import torch
 import torch.distributed as dist
 
 from ringleader.api import constants
+from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.runtime import exchange, interfaces, models, optimizers, paradigms, settings, shaping
+from ringleader.runtime import datasets, exchange, interfaces, models, optimizers, paradigms, settings, shaping
 
 
 def group_for(trial: trial_.Trial, timeout_seconds: float) -> object:
@@ -58,7 +59,8 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     group = group_for(trial, timeout)
 
     # The shard: the same seeded model every rank builds, cut by the plan every rank computes.
-    parameters = exchange.client.trainable(models.build(spec.model, spec.data.synthetic))
+    shape = None if spec.data.format == spec_.DataFormat.SYNTHETIC else datasets.describe(spec.data, env.data_dir)
+    parameters = exchange.client.trainable(models.build(spec.model, spec.data.synthetic, shape))
     plan = exchange.shards.Plan.of(parameters, len(servers))
     shard = [p.detach().to(device) for p in plan.shard(owner, parameters)]
     gate = paradigms.make_gate(spec.sync, len(workers))
@@ -96,6 +98,10 @@ class WorkerSynchronizer:
 
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         self.client.synchronize(step, timer)
+
+    def stop(self) -> None:
+        # Every worker stops after the same step: the run is complete at this many pushes.
+        self.client.iterations = self.client.steps
 
     def close(self) -> None:
         try:

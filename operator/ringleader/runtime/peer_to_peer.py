@@ -89,6 +89,10 @@ class PeerSynchronizer:
         if threshold is not None:
             timer.set(keys.SERVER_THRESHOLD, threshold)
 
+    def stop(self) -> None:
+        # Every worker stops after the same step: the run is complete at this many pushes.
+        self.client.iterations = self.client.steps
+
     def close(self) -> None:
         finished = self.client.steps >= self.client.iterations
         try:

@@ -153,6 +153,10 @@ class RingSynchronizer:
         with timer.phase(keys.TIME_UPDATE):
             self.optimizer.step()
 
+    def stop(self) -> None:
+        # Every worker stops at the same step: no collective is left half-joined.
+        pass
+
     def close(self) -> None:
         # Nothing is left in flight after synchronize(); on a failure mid-iteration the process exits.
         self.where.clear()

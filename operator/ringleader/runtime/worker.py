@@ -7,21 +7,35 @@ push/pull, waiting on a staleness bound, the update) belongs to the `Synchronize
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 
+from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys, progress, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import data, interfaces, models, netcounters, optimizers, settings, straggler, timing
+from ringleader.runtime import (data, datasets, evaluation, interfaces, models, netcounters, optimizers, settings,
+                                straggler, timing)
+
+
+def build(spec: spec_.ExperimentSpec, env: contract.PodEnvironment, shard: int, shards: int):
+    """(model on the CPU, this worker's data): synthetic, or the real dataset's shard with the model shaped to it."""
+    if spec.data.format == spec_.DataFormat.SYNTHETIC:
+        model = models.build(spec.model, spec.data.synthetic)
+        shape = models.input_spec(spec.model, spec.data.synthetic, model)
+        return model, data.SyntheticDataset(spec.data.synthetic, shape, shard=shard, shards=shards)
+    model = models.build(spec.model, spec.data.synthetic, datasets.describe(spec.data, env.data_dir))
+    return model, datasets.shard(spec.data, env.data_dir, shard, shards)
 
 
 def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
           recorder: records.RankRecorder, device: torch.device,
           trace_iterations: int = settings.Settings().trace_iterations, interface: str | None = None,
-          ranks_sharing_interface: int = 1) -> None:
+          ranks_sharing_interface: int = 1, stop_group=None) -> None:
     """Run this worker's iterations, recording each one, then close the synchronizer.
 
     `interface` (lo, eth0; None: not measured) is sampled for the network rates of the measured iterations;
-    `ranks_sharing_interface` ranks send through it (all of them on the loopback), each under the emulated cap."""
+    `ranks_sharing_interface` ranks send through it (all of them on the loopback), each under the emulated cap.
+    `stop_group` (the workers' gloo group, when model.target says Stop) carries the evaluator's verdict."""
     slot = trial.slots()[env.rank]
     spec = trial.spec
     # -----------------------------------------------------------------------------------------
@@ -32,12 +46,16 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     slowdown = slot.slowdown_percent              # >100: an emulated straggler
     trace_steps = range(warmup, warmup + trace_iterations)  # traced after warm-up (RINGLEADER_TRACE_ITERATIONS)
     progress_every = max(1, iterations // 10)     # a progress line every ~10%
+    plan = evaluation.Plan.of(spec, slot.index)   # evaluate every K (first worker), stop together at the target
     # -----------------------------------------------------------------------------------------
 
     torch.manual_seed(spec.data.synthetic.seed + env.rank)  # dropout-like randomness differs by rank
-    model = models.build(spec.model, spec.data.synthetic).to(device)
-    dataset = data.SyntheticDataset(spec.data.synthetic, models.input_spec(spec.model, spec.data.synthetic, model),
-                                    shard=slot.index, shards=len(trial.worker_slots()))
+    model, dataset = build(spec, env, slot.index, len(trial.worker_slots()))
+    model = model.to(device)
+    held_out = None
+    if plan is not None and plan.evaluator:
+        held_out = datasets.held_out(spec.data, env.data_dir, spec.model.evaluation.max_samples)
+    target_reached = False
     slow = straggler.Straggler(slowdown, device)
     timer = timing.IterationTimer(env.rank, device, trace_steps, label=f"rank {env.rank} ({slot.hostname})")
     # Hook order matters: the straggler delays a gradient before the timer and the synchronizer see it.
@@ -87,10 +105,23 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             metrics[keys.LOSS] = loss.item()
             if link is not None and step >= warmup:
                 record_link_rates(link, link_rate, timer, metrics)
+
+            # evaluate: after the iteration's time is taken, on the parameters the synchronizer just made
+            due = plan is not None and evaluation.due(step, plan.every, iterations)
+            if due and held_out is not None:
+                metrics.update(evaluation.evaluate(model, held_out, device))
+                target_reached = spec.model.target is not None and evaluation.reached(spec.model.target, metrics)
             recorder.log_iteration(step, metrics)
             if (step + 1) % progress_every == 0 or step + 1 == iterations:
                 print(progress.progress_line(step + 1, iterations, metrics[keys.LOSS],
                                              metrics[keys.TIME_ITERATION]), flush=True)
+
+            # stop: every worker hears the evaluator's verdict at the same step, so all leave together
+            if due and plan.stop_at_target and stop_together(target_reached, trial, stop_group):
+                print(f"target {describe_target(spec.model.target)} reached after iteration {step + 1}: stopping",
+                      flush=True)
+                synchronizer.stop()
+                break
     finally:
         # stop: release the peers even when this rank fails, so nobody waits for it longer than needed
         synchronizer.close()
@@ -99,6 +130,19 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     recorder.write_trace(timer.trace())
     recorder.write_layers(timer.layers())
     recorder.summary_extras["parameterDigest"] = models.digest(model)
+
+
+def stop_together(reached: bool, trial: trial_.Trial, group) -> bool:
+    """The evaluator's verdict, broadcast to every worker (a collective of the workers: all wait for it)."""
+    verdict = torch.tensor([1 if reached else 0], dtype=torch.int64)
+    dist.broadcast(verdict, src=trial.worker_slots()[0].rank, group=group)
+    return bool(verdict.item())
+
+
+def describe_target(target: spec_.Target) -> str:
+    if target.accuracy_percent is not None:
+        return f"accuracy {target.accuracy_percent:g}%"
+    return f"loss {target.loss:g}"
 
 
 def record_link_rates(link: netcounters.Sampler, link_rate: float | None, timer: timing.IterationTimer,

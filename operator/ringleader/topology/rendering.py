@@ -83,6 +83,7 @@ def _pods(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str |
             output_dir=contract.POD_OUTPUT_DIR,
             run_id=run_id,
             tracking_uri=trial.spec.tracking.uri or settings.default_tracking_uri,
+            data_dir=contract.POD_DATA_DIR if trial.spec.data.volume else None,
         )
         pod_labels = {**labels, constants.LABEL_ROLE: slot.role, constants.LABEL_RANK: str(slot.rank)}
         if slot.group:
@@ -138,6 +139,8 @@ def context(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str
         "scratch_limit": settings.scratch_limit,
         "command": ["python", "-m", "ringleader.runtime"],
         "trial_mount_dir": contract.TRIAL_MOUNT_DIR,
+        "data_volume": None if spec.data.volume is None else {
+            "claim_name": spec.data.volume.claim_name, "mount_path": contract.POD_DATA_DIR},
         "output_dir": contract.POD_OUTPUT_DIR,
     }
 

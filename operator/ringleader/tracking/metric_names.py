@@ -57,6 +57,10 @@ SERIES: dict[str, Name] = {
     keys.STALENESS: Name("sync/staleness", 1.0, "iterations between the weights a gradient was computed on "
                                                 "and the server's clock"),
     keys.LOSS: Name("train/loss", 1.0, "training loss of the batch"),
+    keys.EVAL_LOSS: Name("eval/loss", 1.0, "held-out loss of the parameters after the iteration (every "
+                                           "model.evaluation.everyIterations, first worker)"),
+    keys.EVAL_ACCURACY: Name("eval/accuracy_pct", PCT, "held-out accuracy of the same"),
+    keys.EVAL_SECONDS: Name("eval/time_ms", MS, "how long that evaluation took (not part of the iteration)"),
     keys.SERVER_AGGREGATION: Name("server/aggregation_ms", MS, "a parameter server's aggregation round"),
     keys.SERVER_QUEUE_DEPTH: Name("server/queue_depth", 1.0, "pushes a server holds back, waiting"),
     keys.SERVER_THRESHOLD: Name("sync/threshold", 1.0, "DSSP: the staleness threshold the server granted"),
@@ -97,6 +101,13 @@ TRIAL: dict[str, Name | None] = {
     keys.LINK_UTILIZATION_P95: Name("network/link_utilization_p95_pct", PCT, "95th percentile of the same"),
     keys.LOSS_FIRST: Name("train/loss_first", 1.0, "first recorded loss, mean over workers"),
     keys.LOSS_LAST: Name("train/loss_last", 1.0, "last recorded loss, mean over workers"),
+    keys.EVALUATIONS: Name("count/evaluations", 1.0, "held-out evaluations recorded"),
+    keys.EVAL_LOSS_LAST: Name("eval/loss_last", 1.0, "held-out loss at the last evaluation"),
+    keys.EVAL_ACCURACY_LAST: Name("eval/accuracy_last_pct", PCT, "held-out accuracy at the last evaluation"),
+    keys.EVAL_ACCURACY_BEST: Name("eval/accuracy_best_pct", PCT, "highest held-out accuracy of any evaluation"),
+    keys.TARGET_SECONDS: Name("target/time_s", 1.0, "seconds from the first iteration until the parameters first "
+                                                    "reached model.target (earlier evaluations included)"),
+    keys.TARGET_ITERATIONS: Name("target/iterations", 1.0, "iterations of the evaluating worker by then"),
 }
 # The trial summary's perRank entries, as rank/<rank>/<key>.
 PER_RANK: dict[str, Name] = {
@@ -119,7 +130,8 @@ RANK: dict[str, Name] = {
 
 # What the sweep run compares of its trials, as <trial key, "/" made "_">/<trial name>: the status's summary
 # values, which the operator has for every trial as well.
-SWEEP = (keys.THROUGHPUT, keys.P50, keys.P95, keys.COMPUTE_FRACTION, keys.COMM_FRACTION, keys.WAIT_FRACTION)
+SWEEP = (keys.THROUGHPUT, keys.P50, keys.P95, keys.COMPUTE_FRACTION, keys.COMM_FRACTION, keys.WAIT_FRACTION,
+         keys.TARGET_SECONDS)
 
 # Record keys that are indexes or labels, not metrics.
 NOT_METRICS = frozenset({"step", "rank", "role", "warmup", "timestamp", "time", "wall_time", "worker"})
