@@ -120,6 +120,10 @@ def test_ring_buckets_merge_layers_as_the_runtime_fills_them():
     # B1 (L3+L2): 0 to 3 ms, t_c 6 ms; B2 (L1): 3 to 7 ms, t_c 2 ms, starts at max(3+6, 7) = 9, ends 11: 4 ms exposed.
     dag = prediction.ring_dag(PROFILE, 2, LINK, bucket_bytes=4000)
     assert dag.t_c_no == pytest.approx(0.004) and dag.t_iter == pytest.approx(0.015)
+    # The same buckets from the sizes a ring trial recorded, whatever bucket_bytes says.
+    recorded = prediction.ring_buckets(PROFILE.layers, prediction.DEFAULT_BUCKET_BYTES, sizes=[5000, 1000])
+    assert recorded == buckets
+    assert prediction.recorded_bucket_sizes(layers_document()) == [100, 300, 200]
     # One bucket (the 25 MiB default): nothing overlaps, 7 ms after a 7 ms backward.
     assert prediction.ring_dag(PROFILE, 2, LINK, prediction.DEFAULT_BUCKET_BYTES).t_iter == pytest.approx(0.018)
 

@@ -248,12 +248,15 @@ class Estimate:
     iteration_seconds: float
 
 
-def ring_buckets(layers: Sequence[Layer], bucket_bytes: float) -> list[Layer]:
+def ring_buckets(layers: Sequence[Layer], bucket_bytes: float, sizes: Sequence[float] = ()) -> list[Layer]:
     """The layers merged as the ring fills its buckets (runtime/ring.py): in backward order, a bucket closes
-    once it holds `bucket_bytes` or more. Returned in forward order, each with its layers' t_b and bytes."""
+    once it holds `bucket_bytes` or more, or, given the `sizes` of the buckets a ring trial recorded, once it
+    holds its recorded size. Returned in forward order, each with its layers' t_b and bytes."""
     buckets: list[list[Layer]] = [[]]
     for layer in reversed(layers):
-        if buckets[-1] and sum(x.size_bytes for x in buckets[-1]) >= bucket_bytes:
+        held = sum(x.size_bytes for x in buckets[-1])
+        limit = sizes[len(buckets) - 1] if len(buckets) <= len(sizes) else bucket_bytes
+        if buckets[-1] and held >= limit:
             buckets.append([])
         buckets[-1].append(layer)
     merged = [Layer("+".join(x.name for x in bucket), sum(x.backward_seconds for x in bucket),
@@ -261,18 +264,28 @@ def ring_buckets(layers: Sequence[Layer], bucket_bytes: float) -> list[Layer]:
     return merged[::-1]
 
 
-def ring_dag(profile_: Profile, workers: int, link: models.Link, bucket_bytes: float) -> models.DagIteration:
+def recorded_bucket_sizes(layers_document: Mapping[str, Any]) -> list[float]:
+    """The sizes of a ring trial's buckets in launch order, from its first traced iteration with collectives."""
+    for iteration in layers_document.get("iterations") or []:
+        if iteration.get("collectives"):
+            return [float(c["bytes"]) for c in sorted(iteration["collectives"], key=lambda c: c["start"])]
+    return []
+
+
+def ring_dag(profile_: Profile, workers: int, link: models.Link, bucket_bytes: float,
+             sizes: Sequence[float] = ()) -> models.DagIteration:
     """Study 2's DAG model of a ring trial: each bucket allreduced, first in first out, once its last
     gradient is ready; t_c of a bucket of M bytes = 2(N-1)a + 2(N-1)/N * 8M/B."""
-    buckets = ring_buckets(profile_.layers, bucket_bytes)
+    buckets = ring_buckets(profile_.layers, bucket_bytes, sizes)
     return models.dag_iteration([b.backward_seconds for b in buckets],
                                 [models.ring_comm_seconds(workers, b.size_bytes, link) for b in buckets],
                                 forward_seconds=profile_.forward_seconds, update_seconds=profile_.update_seconds)
 
 
 def estimates(profile_: Profile, workers: int, link: models.Link, bucket_bytes: float = DEFAULT_BUCKET_BYTES,
-              servers: Sequence[int] = COMPARED_SERVERS) -> list[Estimate]:
-    """Every architecture on this model, these workers and this link: kPS for each of `servers`, P2P, ring."""
+              servers: Sequence[int] = COMPARED_SERVERS, bucket_sizes: Sequence[float] = ()) -> list[Estimate]:
+    """Every architecture on this model, these workers and this link: kPS for each of `servers`, P2P, ring
+    (its buckets of `bucket_sizes` when a ring trial recorded them, else of `bucket_bytes`)."""
     compute, size = profile_.compute_seconds, profile_.model_bytes
     found = []
     for k in sorted(set(servers)):
@@ -282,7 +295,7 @@ def estimates(profile_: Profile, workers: int, link: models.Link, bucket_bytes: 
     comm = models.peer_to_peer_comm_seconds(workers, size, link)
     found.append(Estimate(P2P, "study 1", compute, comm,
                           models.iteration_seconds(Architecture.PEER_TO_PEER, compute, comm)))
-    dag = ring_dag(profile_, workers, link, bucket_bytes)
+    dag = ring_dag(profile_, workers, link, bucket_bytes, bucket_sizes)
     found.append(Estimate(RING, "DAG", compute, dag.t_c_no, dag.t_iter))
     return found
 
@@ -334,6 +347,7 @@ def predict_trial(trial: trial_.Trial, records_by_rank: Mapping[int, Sequence[Ma
                   layers_document: Mapping[str, Any], rank: int,
                   bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> TrialPrediction:
     """Calibrate on worker `rank` (its layers.json document and records) and predict every architecture.
+    A ring trial's own buckets are those it recorded; `bucket_bytes` makes the ring's buckets otherwise.
 
     ValueError, saying why, when the records cannot calibrate the models (no traced iteration, one ring
     worker, no communication recorded)."""
@@ -343,13 +357,15 @@ def predict_trial(trial: trial_.Trial, records_by_rank: Mapping[int, Sequence[Ma
     workers = len(trial.worker_slots())
     servers = spec.parameter_servers.replicas if spec.architecture == Architecture.PARAMETER_SERVER else 1
     profile_ = profile(layers_document, records_by_rank[rank])
-    samples = collective_samples(layers_document) if spec.architecture == Architecture.RING_ALL_REDUCE else []
+    ring = spec.architecture == Architecture.RING_ALL_REDUCE
+    samples = collective_samples(layers_document) if ring else []
     if not samples:
         samples = exchange_samples(records_by_rank[rank], profile_.model_bytes)
     calibration = calibrate(spec.architecture, workers, samples, servers, spec.network.bits_per_second())
     compared = tuple(COMPARED_SERVERS) + ((servers,) if spec.architecture == Architecture.PARAMETER_SERVER else ())
     return TrialPrediction(label(spec.architecture, servers), workers, profile_, calibration,
-                           tuple(estimates(profile_, workers, calibration.link, bucket_bytes, compared)),
+                           tuple(estimates(profile_, workers, calibration.link, bucket_bytes, compared,
+                                           recorded_bucket_sizes(layers_document) if ring else ())),
                            measured_iteration_seconds(records_by_rank))
 
 
