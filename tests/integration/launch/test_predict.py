@@ -55,8 +55,12 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
     for name, document in documents.items():
         assert 1000 * document["iterationSeconds"] == pytest.approx(logged[name]["predict/iteration_ms"])
         assert 100 * document["errorFraction"] == pytest.approx(logged[name]["predict/error_pct"])
-        if document["architecture"] == "ring":  # its bucket allreduces, of two sizes, fit both link parameters
-            assert document["fit"].startswith("latency and bandwidth fitted"), document["fit"]
+        if document["architecture"] == "ring":
+            # Its bucket allreduces, of two sizes, are the pairs. Whether both link parameters come out of them is
+            # the data's (gloo on a loaded CPU need not take longer for more bytes); either way the label says.
+            assert "of 2 sizes" in document["fit"], document["fit"]
+            assert document["fit"].startswith(("latency and bandwidth fitted", "bandwidth fitted as the effective "
+                                               "rate; latency not fitted (time does not grow with size)"))
         else:  # one exchange size per iteration: the effective rate, and the label says so
             assert "latency not fitted (one message size)" in document["fit"], document["fit"]
 
