@@ -1,4 +1,5 @@
-"""The `ringleader` command: validate, render, crd and version here; run, operator, publish, report and whatif delegated.
+"""The `ringleader` command: validate, render, crd and version here; run, operator, publish, report, whatif and
+predict delegated.
 
     ringleader validate examples/*.yaml           # every problem with its field and fix; the trials
     ringleader validate -o json sweep.yaml        # the same, one JSON document per file
@@ -7,6 +8,7 @@
     ringleader run examples/quickstart.yaml       # run locally into ./mlflow.db (ringleader.launch)
     ringleader operator                           # the operator (ringleader.controller)
     ringleader whatif ringleader-runs/            # a trial's scaling factor at other N, bandwidths, compressions
+    ringleader predict ringleader-runs/           # each trial's iteration time predicted, and 1PS's, P2P's, ring's
     ringleader version                            # ringleader's, Python's, torch's, MLflow's, kopf's
 
 Results go to stdout, problems to stderr; every command exits 0 (ok), 1 (invalid input or failed) or 2
@@ -44,6 +46,8 @@ DELEGATED = {
     "report": ("ringleader.launch.report", "write a sweep's report (HTML, figures, CSV) and attach it in MLflow"),
     "whatif": ("ringleader.launch.whatif", "model a trial's scaling factor at other worker counts, bandwidths and "
                                            "compression ratios"),
+    "predict": ("ringleader.launch.predict", "predict a trial's iteration time and that of the other architectures "
+                                             "from its own measurements"),
 }
 # Distributions whose versions `ringleader version` shows: read from their metadata, never imported (torch takes seconds).
 COMPONENTS = ("torch", "mlflow", "kopf")

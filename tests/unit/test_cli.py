@@ -309,6 +309,7 @@ EXIT_STATUSES = [
     (["run", "{files}/invalid.yaml"], 1),
     (["publish", "{files}"], 1),  # holds no run, as a missing file
     (["whatif", "{files}/valid.yaml"], 1),  # not a profile file (JSON)
+    (["predict", "{files}"], 1),  # holds no run
     (["nonsense"], 2),
     (["validate"], 2),
     (["validate", "-o", "xml", "{files}/valid.yaml"], 2),
@@ -322,6 +323,9 @@ EXIT_STATUSES = [
     (["publish"], 2),
     (["whatif"], 2),
     (["whatif", "{files}/valid.yaml", "--workers", "0"], 2),
+    (["predict"], 2),
+    (["predict", "{files}", "--bucket-mib", "0"], 2),
+    (["predict", "{files}", "-o", "xml"], 2),
     (["operator", "--no-such-option"], 2),
 ]
 

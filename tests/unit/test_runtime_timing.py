@@ -3,6 +3,7 @@
 import json
 import time
 
+import pytest
 import torch
 
 from ringleader.contract import keys
@@ -100,6 +101,25 @@ def test_layer_gradients_are_timed_within_backward_last_layer_first():
     assert set(ready) == {"0.weight", "0.bias", "2.weight", "2.bias"}
     assert all(iteration["backwardStart"] <= t <= iteration["backwardEnd"] for t in ready.values())
     assert ready["2.weight"] <= ready["0.weight"]
+
+
+def test_sized_communication_spans_become_the_iterations_collectives():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 2))
+    timer = timing.IterationTimer(0, CPU, trace_steps=range(1))
+    timer.watch_layers(model)
+    timer.begin(0)
+    loss = model(torch.ones(2, 4)).sum()
+    with timer.phase(keys.TIME_BACKWARD):
+        loss.backward()
+    launched = time.perf_counter()
+    timer.span("allreduce bucket 0", launched, launched + 0.004, timing.TRACK_COMM, {"bytes": 40})
+    timer.span("push", launched, launched + 0.001)  # no size: not a collective the link can be fitted to
+    timer.finish()
+    (iteration,) = json.loads(json.dumps(timer.layers()))["iterations"]
+    (collective,) = iteration["collectives"]
+    assert collective["bytes"] == 40
+    assert collective["end"] - collective["start"] == pytest.approx(0.004)
+    assert iteration["backwardEnd"] <= collective["start"]  # seconds from the iteration's start, as ready times
 
 
 def test_the_timer_is_cheap_enough_to_leave_on():

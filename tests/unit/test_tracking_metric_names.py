@@ -119,6 +119,8 @@ def test_the_reference_documents_every_name():
     names += [name.key for name in metric_names.TRIAL.values() if name]
     names += [name.key for name in metric_names.RANK.values()]
     names += [f"rank/<r>/{name.key}" for name in metric_names.PER_RANK.values()]
+    names += [f"predict/{name.key}" for name in metric_names.PREDICTION.values()]
+    names += [f"predict/<architecture>_{name.key}" for name in metric_names.PREDICTED.values()]
     missing = [name for name in names if f"`{name}`" not in text]
     assert not missing, f"docs/metrics.md lacks {missing}"
 

@@ -16,7 +16,8 @@ import json
 import pathlib
 from typing import Any, Callable
 
-from ringleader.analysis import combinations, convergence, figures, findings, page, scaling, tables
+from ringleader.analysis import (combinations, convergence, figures, findings, page, prediction_figure, scaling,
+                                tables)
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
 
@@ -35,7 +36,7 @@ FIGURES: tuple[FigureMaker, ...] = (
     convergence.thresholds,      # whenever a DSSP server recorded its thresholds
     scaling.network,             # sweeps over bandwidth
     figures.repetitions,         # sweeps with repetitions
-    # Predicted against measured joins here once `ringleader predict` exists: a FigureMaker like the others.
+    prediction_figure.predicted_vs_measured,  # whenever a trial's summary holds a prediction
 )
 
 COMBINATION_COLUMNS = ("combination", "finished", "throughput (samples/s)", "iteration p50 (ms)", "comm", "wait",

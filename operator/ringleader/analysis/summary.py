@@ -178,10 +178,11 @@ def to_status(summary: dict[str, Any]) -> status.Summary:
 
 
 def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
-    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank goes first."""
+    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank and the
+    prediction go first."""
     if len(json.dumps(summary)) <= limit:
         return summary
-    smaller = {key: value for key, value in summary.items() if key != keys.PER_RANK}
+    smaller = {key: value for key, value in summary.items() if key not in (keys.PER_RANK, keys.PREDICTION)}
     if len(json.dumps(smaller)) <= limit:
         return smaller
     return {key: summary.get(key) for key in keys.STATUS_KEYS}

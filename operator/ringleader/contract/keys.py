@@ -73,3 +73,14 @@ PER_RANK = "perRank"  # {rank: {ITERATIONS, ITERATION_SECONDS, COMPUTE_SECONDS, 
 # and the mean after warm-up of each per-iteration metric above, under its own name.
 ITERATIONS = "iterations"
 ITERATION_SECONDS = "iterationSeconds"
+# The trial summary's predicted iteration times (analysis/prediction.py), written by the lowest worker rank:
+# PREDICTION: {PREDICTED_ARCHITECTURE, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
+#              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, FIT,
+#              ARCHITECTURES: {label: {ITERATION_SECONDS, COMM_SECONDS}}}; labels 1ps, 4ps, p2p, ring.
+PREDICTION = "prediction"
+PREDICTED_ARCHITECTURE = "architecture"  # the label of this trial's own architecture
+MEASURED_ITERATION_SECONDS = "measuredIterationSeconds"  # mean time/iteration over worker iterations
+ERROR_FRACTION = "errorFraction"  # |predicted - measured| / measured
+LATENCY_SECONDS = "latencySeconds"  # the per-message latency a of the link the models use
+FIT = "fit"  # how the link was calibrated, in words
+ARCHITECTURES = "architectures"

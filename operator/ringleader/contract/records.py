@@ -31,7 +31,8 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                  after warm-up: "X" events, ts/dur in microseconds of wall-clock time,
                                  pid = rank, one tid per track (iterations, main-thread phases, communication);
                                  "C" counter events "<interface> bytes/s" (args tx, rx) once per iteration
-    rank-<rank>/layers.json      per-parameter gradient-ready times of the same window (timing.layers())
+    rank-<rank>/layers.json      per-parameter gradient-ready times of the same window, and its sized
+                                 collectives (bytes, start, end: the ring's buckets) (timing.layers())
 
 The line count of iterations.jsonl is the rank's progress.
 """

@@ -21,7 +21,8 @@ import sys
 from typing import TextIO
 
 from ringleader.analysis import addcost, whatif
-from ringleader.contract import exits, records, redaction
+from ringleader.contract import exits, records
+from ringleader.launch import sources
 
 MIB = 1024 * 1024
 
@@ -188,39 +189,19 @@ def _profile(args: argparse.Namespace, out: TextIO) -> tuple[whatif.BackwardProf
 
 def _trial(args: argparse.Namespace, out: TextIO):
     """The TrialResult SOURCE names: a trial directory, a run directory's trial, or an MLflow trial or sweep's."""
-    from ringleader.tracking import layout
-    from ringleader.tracking import results
-
-    path = pathlib.Path(args.source)
-    if path.is_dir() and (path / layout.TRIAL_FILE).is_file():
-        return results.trial_from_directory(path)
-    if path.is_dir():
-        directory, picked = results.session_directory(path)
-        if picked:
-            print(picked, file=out)
-        return _pick(results.from_directory(directory), args.trial, args.rank, str(directory))
-    store = results.lookup_store(args.tracking_uri, args.source, "not a profile file or run directory")
-    trial = results.trial_from_mlflow(store, args.source)
-    if trial is not None:
-        return trial
-    try:
-        sweep, run_id = results.from_mlflow(store, args.source)
-    except results.SourceNotFound as error:
-        raise results.SourceNotFound(f"{args.source}: not a profile file or run directory; in MLflow at "
-                                     f"{redaction.redact(store.uri)}: no trial run {args.source}; "
-                                     f"{str(error).removeprefix(args.source + ': ')}") from None
-    return _pick(sweep, args.trial, args.rank, f"sweep run {run_id}")
+    found = sources.resolve(args.source, args.tracking_uri, out, "not a profile file or run directory")
+    return found.trials[0] if found.single else _pick(found.trials, args.trial, args.rank, found.where)
 
 
-def _pick(sweep, name: str | None, rank: int, where: str):
+def _pick(trials, name: str | None, rank: int, where: str):
     """The trial named `name`, else the one with the fewest workers whose rank `rank` has a backward profile (the
     first such: a parameter server's rank has none)."""
     if name is not None:
-        for trial in sweep.trials:
+        for trial in trials:
             if trial.trial.name == name:
                 return trial
-        raise LookupError(f"{where} has no trial {name!r}; its trials: {', '.join(t.trial.name for t in sweep.trials)}")
-    profiled = [t for t in sweep.trials if rank in t.layers]
+        raise LookupError(f"{where} has no trial {name!r}; its trials: {', '.join(t.trial.name for t in trials)}")
+    profiled = [t for t in trials if rank in t.layers]
     if not profiled:
         raise LookupError(f"{where}: no trial has a backward profile (layers.json) for rank {rank}: workers trace "
                           "backward after warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")

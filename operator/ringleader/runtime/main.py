@@ -37,6 +37,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
+from ringleader.analysis import prediction as prediction_
 from ringleader.analysis import summary as summary_
 from ringleader.api import constants
 from ringleader.api import spec as spec_
@@ -155,6 +156,23 @@ def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summa
     if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
         with open(TERMINATION_LOG, "w", encoding="utf-8") as file:
             file.write(json.dumps(summary_.compact(summary)))
+
+
+def predict(trial: trial_.Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
+            knobs: settings.Settings) -> dict | None:
+    """The trial summary's prediction (analysis/prediction.py), calibrated on this rank's layers.json and records;
+    None, with the reason in the log, when they cannot calibrate the models (e.g. one ring worker)."""
+    try:
+        layers = json.loads((recorder.directory / records.LAYERS_FILE).read_text())
+        prediction = prediction_.predict_trial(trial, gathered, layers, recorder.rank, knobs.bucket_bytes)
+    except FileNotFoundError:
+        print("prediction: none: no layers.json (no iteration was traced)", flush=True)
+        return None
+    except ValueError as error:
+        print(f"prediction: none: {error}", flush=True)
+        return None
+    print(f"prediction: {prediction_.headline(prediction)}", flush=True)
+    return prediction.to_document()
 
 
 def finish_timeout(trial: trial_.Trial, knobs: settings.Settings) -> datetime.timedelta:
@@ -283,6 +301,9 @@ def main(environ=os.environ) -> int:
             if keys.LINK_TX_MEAN in summary:  # where the rates were measured: this rank's, as every worker's
                 link = (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
                 summary.update({key: recorder.summary_extras[key] for key in link if key in recorder.summary_extras})
+            prediction = predict(trial, gathered, recorder, knobs)
+            if prediction is not None:
+                summary[keys.PREDICTION] = prediction
             write_trial_summary(trial, env, summary)
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
     except (Exception, SystemExit) as error:  # any failure ends this rank, a sys.exit in user code too

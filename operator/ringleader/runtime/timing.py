@@ -9,7 +9,9 @@ so phases measure device time without stalling the pipeline in between.
 Clocks: trace timestamps are wall-clock microseconds (time.time at start plus perf_counter
 deltas), so traces of ranks on different machines line up as well as their clocks do.
 Per-layer times come from post-accumulate-grad hooks; they are host times at which autograd
-ran the hook (on GPU: when the gradient was enqueued, not computed).
+ran the hook (on GPU: when the gradient was enqueued, not computed). Communication spans that say
+their size (`args={"bytes": n}`, the ring's bucket allreduces) are also kept in layers.json as the
+iteration's "collectives", the (bytes, seconds) pairs `ringleader predict` fits a link to.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class IterationTimer:
         self._last_finish: float | None = None
         self._begin_event = None
         self._ready: dict[str, float] = {}
+        self._collectives: list[dict] = []  # sized communication spans of this traced iteration
         self._watched: list[tuple[str, torch.nn.Parameter]] = []
         self._hooks: list = []  # handles of the layer hooks, registered only while tracing
 
@@ -117,6 +120,7 @@ class IterationTimer:
         self.host_spans.clear()
         self.pending.clear()
         self._ready = {}
+        self._collectives = []
         self._events_used = 0
         now = self._begun = time.perf_counter()
         self._started = self._last_finish if self._last_finish is not None else now
@@ -148,6 +152,7 @@ class IterationTimer:
                     "backwardStart": backward[0] - self._started,
                     "backwardEnd": backward[1] - self._started,
                     "ready": {name: at - self._started for name, at in self._ready.items()},
+                    "collectives": self._collectives,
                 })
         self._last_finish = ended
         return self.metrics
@@ -173,6 +178,9 @@ class IterationTimer:
         event = {"name": name, "ph": "X", "ts": self._micros(start), "dur": max(0.0, (end - start) * 1e6),
                  "pid": self.rank, "tid": self._tid(track), "args": {"step": self.step, **(args or {})}}
         self.events.append(event)
+        if track == TRACK_COMM and args and "bytes" in args:
+            self._collectives.append({"bytes": args["bytes"], "start": start - self._started,
+                                      "end": end - self._started})
 
     def watch_layers(self, model: torch.nn.Module) -> None:
         """Record when each parameter's gradient is ready (post-accumulate-grad hooks), in traced steps."""
@@ -203,7 +211,8 @@ class IterationTimer:
                 "otherData": {"rank": self.rank, "clock": "wall-clock microseconds since the Unix epoch"}}
 
     def layers(self) -> dict:
-        """Per-layer gradient-ready times of the traced steps, in seconds from each iteration's start."""
+        """Per-layer gradient-ready times of the traced steps, and their sized collectives (bytes, start, end),
+        in seconds from each iteration's start."""
         return {
             "rank": self.rank,
             "clock": "seconds from the iteration's start, host clock when the gradient hook ran",

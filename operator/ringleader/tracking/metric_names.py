@@ -9,6 +9,7 @@ One scheme, `<group>/<what>_<unit>`; a count or a loss has no unit suffix:
     mean/<that key>                                a rank's mean after warm-up (rank run, once)
     iteration/p50_ms, share/comm_pct, time/comm_ms the trial summary (trial run, once)
     rank/<r>/comm_ms                               a worker's means within the trial summary (trial run)
+    predict/error_pct, predict/ring_iteration_ms   the trial summary's prediction (trial run, once)
     <trial key with _ for />/<trial name>          the sweep run's comparison of its trials
 
 docs/metrics.md is the reference of every name; a test keeps the two in step.
@@ -119,6 +120,24 @@ PER_RANK: dict[str, Name] = {
 }
 PER_RANK_PREFIX = "rank/"
 
+# The trial summary's prediction (analysis/prediction.py), as predict/<key>; its architectures' estimates as
+# predict/<label>_<key>.
+PREDICTION: dict[str, Name] = {
+    keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of this trial's own architecture"),
+    keys.MEASURED_ITERATION_SECONDS: Name("measured_iteration_ms", MS, "the measured mean iteration time it is "
+                                                                       "compared with"),
+    keys.ERROR_FRACTION: Name("error_pct", PCT, "|predicted - measured| / measured"),
+    keys.COMPUTE_SECONDS: Name("compute_ms", MS, "the compute time every architecture's prediction shares"),
+    keys.LINK_BITS_PER_SECOND: Name("link_bits_per_s", 1.0, "the link bandwidth the models use: the spec's, or "
+                                                            "fitted from the trial's communication"),
+    keys.LATENCY_SECONDS: Name("latency_ms", MS, "the per-message latency the models use (fitted, or 0)"),
+}
+PREDICTED: dict[str, Name] = {
+    keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of that architecture"),
+    keys.COMM_SECONDS: Name("comm_ms", MS, "its communication not hidden behind backward"),
+}
+PREDICTION_PREFIX = "predict/"
+
 # A rank's summary (rank-<r>/summary.json): the rank run, once; its means of SERIES go under MEAN_PREFIX.
 RANK: dict[str, Name] = {
     keys.ITERATIONS: Name("count/iterations", 1.0, "records the rank wrote, warm-up included"),
@@ -170,6 +189,8 @@ def trial(summary: Mapping[str, Any]) -> dict[str, float]:
             for rank, values in value.items():
                 if isinstance(values, Mapping):
                     metrics.update(per_rank(str(rank), values))
+        elif key == keys.PREDICTION and isinstance(value, Mapping):
+            metrics.update(prediction(value))
         elif key in TRIAL:
             metrics.update(_named(TRIAL[key], value))
         else:
@@ -185,6 +206,21 @@ def per_rank(rank: str, values: Mapping[str, Any]) -> dict[str, float]:
             metrics.update({prefix + k: v for k, v in _named(PER_RANK[key], value).items()})
         else:
             metrics.update({prefix + k: v for k, v in _other(key, value).items()})
+    return metrics
+
+
+def prediction(values: Mapping[str, Any]) -> dict[str, float]:
+    """A trial summary's prediction: predict/iteration_ms, predict/error_pct, ..., predict/<label>_iteration_ms."""
+    metrics: dict[str, float] = {}
+    for key, value in values.items():
+        if key == keys.ARCHITECTURES and isinstance(value, Mapping):
+            for label, estimate in value.items():
+                if isinstance(estimate, Mapping):
+                    metrics.update({f"{PREDICTION_PREFIX}{label}_{k}": v for name_key, number in estimate.items()
+                                    if name_key in PREDICTED
+                                    for k, v in _named(PREDICTED[name_key], number).items()})
+        elif key in PREDICTION:
+            metrics.update({PREDICTION_PREFIX + k: v for k, v in _named(PREDICTION[key], value).items()})
     return metrics
 
 

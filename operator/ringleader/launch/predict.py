@@ -1,0 +1,127 @@
+"""`ringleader predict SOURCE`: a trial's iteration time as the models predict it, and 1PS's, 4PS's, P2P's and the ring's.
+
+    ringleader predict ringleader-runs/                   # every trial of the newest run
+    ringleader predict ringleader-runs/quickstart-20250101-120000/quickstart-2 -o json
+    ringleader predict 3f2a9c...                          # a trial or sweep run in MLflow
+
+SOURCE is a trial or run directory of `ringleader run`, or in MLflow a trial run id, a sweep run id or an
+experiment (as `ringleader whatif` and `ringleader report` find them). Each trial is calibrated on one
+worker rank's layers.json and records (analysis/prediction.py; docs/predict.md). Exit status: 0 when at
+least one trial was predicted, 1 when SOURCE names nothing or no trial could be, 2 for wrong options.
+Importing this module is cheap: MLflow is imported only when SOURCE must be looked up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from ringleader.analysis import prediction
+from ringleader.analysis import results as results_
+from ringleader.api import constants
+from ringleader.contract import exits
+from ringleader.launch import sources
+
+MIB = 1024 * 1024
+FORMATS = ("table", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", metavar="SOURCE",
+                        help="a trial or run directory of `ringleader run` (a run directory: every trial), or in "
+                             "MLflow a trial run id, a sweep run id or an experiment name or id")
+    parser.add_argument("--trial", metavar="NAME", help="only this trial of a run directory or sweep")
+    parser.add_argument("--rank", type=int, metavar="R",
+                        help="the worker rank to calibrate on (default: the lowest worker rank with a layers.json)")
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="MLflow tracking URI to look SOURCE up in (default: $MLFLOW_TRACKING_URI, else "
+                             "sqlite:///mlflow.db in this directory)")
+    parser.add_argument("--bucket-mib", type=float, default=prediction.DEFAULT_BUCKET_BYTES / MIB, metavar="MIB",
+                        help="the ring's bucket size the DAG model groups layers by where a trial recorded no "
+                             "buckets of its own (a ring trial's are used): RINGLEADER_BUCKET_BYTES of the run "
+                             "(default %(default)g, the runtime's default)")
+    parser.add_argument("-o", "--output", choices=FORMATS, default="table",
+                        help="table (default) or json: one document per trial")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
+    out, err = out or sys.stdout, err or sys.stderr
+    if args.rank is not None and args.rank < 0:
+        print("ringleader predict: --rank must be greater than or equal to 0", file=err)
+        return exits.USAGE
+    if not args.bucket_mib > 0:
+        print("ringleader predict: --bucket-mib must be greater than 0", file=err)
+        return exits.USAGE
+    try:
+        found = sources.resolve(args.source, args.tracking_uri, err, "not a trial or run directory")
+        trials = _chosen(found, args.trial)
+    except (LookupError, OSError, ValueError) as error:
+        print(f"ringleader predict: {error}", file=err)
+        return exits.FAILED
+
+    documents, predicted = [], 0
+    for trial in trials:
+        name = trial.trial.name
+        try:
+            rank = _rank(trial, args.rank)
+            result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
+                                              args.bucket_mib * MIB)
+        except (LookupError, ValueError) as error:
+            print(f"ringleader predict: trial {name}: {error}", file=err)
+            continue
+        predicted += 1
+        if args.output == "json":
+            documents.append(_document(trial, rank, result))
+        else:
+            _print(trial, rank, result, out)
+    if args.output == "json":
+        print(json.dumps(documents, indent=2), file=out)
+    if not predicted:
+        print(f"ringleader predict: {found.where}: no trial could be predicted", file=err)
+        return exits.FAILED
+    return exits.OK
+
+
+def _chosen(found: sources.Found, name: str | None) -> list[results_.TrialResult]:
+    if name is None:
+        return found.trials
+    chosen = [t for t in found.trials if t.trial.name == name]
+    if not chosen:
+        raise LookupError(f"{found.where} has no trial {name!r}; its trials: "
+                          f"{', '.join(t.trial.name for t in found.trials) or 'none'}")
+    return chosen
+
+
+def _rank(trial: results_.TrialResult, asked: int | None) -> int:
+    """`asked`, else the lowest worker rank with a layers.json (the rank that predicts at a trial's end)."""
+    workers = [s.rank for s in trial.trial.slots() if s.role == constants.ROLE_WORKER]
+    if asked is not None:
+        if asked not in workers:
+            raise LookupError(f"rank {asked} is not a worker; its worker ranks: {workers}")
+        if asked not in trial.layers:
+            raise LookupError(f"rank {asked} has no layers.json; ranks with one: {sorted(trial.layers) or 'none'}")
+        return asked
+    profiled = [rank for rank in workers if rank in trial.layers]
+    if not profiled:
+        raise LookupError("no worker rank has a layers.json: workers trace backward after warm-up when "
+                          "RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
+    return profiled[0]
+
+
+def _print(trial: results_.TrialResult, rank: int, result: prediction.TrialPrediction, out: TextIO) -> None:
+    spec, profile, link = trial.trial.spec, result.profile, result.calibration.link
+    print(f"trial {trial.trial.name} ({spec.architecture.value}, {result.workers} workers), rank {rank}: model "
+          f"{profile.model_bytes / 1e6:.3f} MB in {len(profile.layers)} layers, compute "
+          f"{1000 * profile.compute_seconds:.3f} ms", file=out)
+    print(f"link: {link.bandwidth_bits_per_second / 1e9:.4g} Gbit/s, latency {1e6 * link.latency_seconds:.1f} us: "
+          f"{result.calibration.fit}", file=out)
+    print(prediction.table(result), file=out)
+    print(f"this trial, {prediction.headline(result)}\n", file=out)
+
+
+def _document(trial: results_.TrialResult, rank: int, result: prediction.TrialPrediction) -> dict[str, Any]:
+    """The trial's name and rank, and the trial summary's `prediction` object (docs/predict.md)."""
+    return {"trial": trial.trial.name, "rank": rank, **result.to_document()}

@@ -1,0 +1,53 @@
+"""What SOURCE names for `ringleader whatif` and `ringleader predict`: a trial, or a run's or a sweep's trials.
+
+SOURCE is a trial directory of `ringleader run`, a run directory (or the directory holding runs: the
+newest is taken), or in MLflow a trial run id, a sweep run id or an experiment name or id (its newest
+sweep run), looked up as `ringleader report` does. Importing this module is cheap: MLflow is imported
+only when a lookup needs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import TextIO
+
+from ringleader.analysis import results as results_
+from ringleader.contract import redaction
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """The trials SOURCE names, what they were found in, and whether SOURCE named one trial or a run or sweep."""
+
+    trials: list[results_.TrialResult]
+    where: str
+    single: bool
+
+
+def resolve(source: str, tracking_uri: str | None, out: TextIO, tried: str = "not a run directory") -> Found:
+    """The trials of `source`; a sentence on `out` when a directory of runs had its newest taken.
+
+    `tried` says what else the caller already ruled out, for the message when MLflow has nothing either.
+    Raises SourceNotFound (a LookupError) or OSError."""
+    from ringleader.tracking import layout
+    from ringleader.tracking import results
+
+    path = pathlib.Path(source)
+    if path.is_dir() and (path / layout.TRIAL_FILE).is_file():
+        return Found([results.trial_from_directory(path)], str(path), True)
+    if path.is_dir():
+        directory, picked = results.session_directory(path)
+        if picked:
+            print(picked, file=out)
+        return Found(results.from_directory(directory).trials, str(directory), False)
+    store = results.lookup_store(tracking_uri, source, tried)
+    trial = results.trial_from_mlflow(store, source)
+    if trial is not None:
+        return Found([trial], f"trial run {source}", True)
+    try:
+        sweep, run_id = results.from_mlflow(store, source)
+    except results.SourceNotFound as error:
+        raise results.SourceNotFound(f"{source}: {tried}; in MLflow at {redaction.redact(store.uri)}: no trial run "
+                                     f"{source}; {str(error).removeprefix(source + ': ')}") from None
+    return Found(sweep.trials, f"sweep run {run_id}", False)
