@@ -55,7 +55,7 @@ SERIES: dict[str, Name] = {
     keys.LINK_UTILIZATION: Name("network/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
                                                                      "emulated cap, else the interface's speed)"),
     keys.STALENESS: Name("sync/staleness", 1.0, "iterations between the weights a gradient was computed on "
-                                                "and the server's clock"),
+                                                "and the servers' clock (the smallest of the shards')"),
     keys.LOSS: Name("train/loss", 1.0, "training loss of the batch"),
     keys.SERVER_AGGREGATION: Name("server/aggregation_ms", MS, "a parameter server's aggregation round"),
     keys.SERVER_QUEUE_DEPTH: Name("server/queue_depth", 1.0, "pushes a server holds back, waiting"),
