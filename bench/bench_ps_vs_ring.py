@@ -17,7 +17,8 @@ model charges to communication. The models price the LAST worker served (a serve
 one after another), so "slowest" (per step, the largest comm + wait among workers; the median over
 steps, as a shared machine's load spikes make means jumpy; the mean is in the JSON) is what
 meas/model divides; the mean worker's comm and wait are printed too. The ring has no wait; its time/comm is the part of the allreduce not
-hidden behind backward (all of it here: one 0.47 MB bucket, launched when backward ends).
+hidden behind backward (all of it here: one 0.47 MB bucket, launched when backward ends). Each
+worker's bytes sent per iteration are printed too (least-most), to show how evenly traffic is spread.
 
 "unshaped" runs on raw loopback: there is no link to model, so only trends are compared (each
 architecture's slowest comm+wait at N divided by its value at N=2, beside the model's ratio). With N+1
@@ -76,7 +77,22 @@ def measure(trial, directory: pathlib.Path, timeout: float) -> dict:
             "slowestCommWait": statistics.fmean(by_step.values()),
             "slowestCommWaitMedian": statistics.median(by_step.values()),
             "iteration": mean(keys.TIME_ITERATION), "bytesSent": mean(keys.BYTES_SENT),
-            "wallSeconds": result.seconds}
+            "bytesSentByWorker": bytes_by_worker(trial, result), "wallSeconds": result.seconds}
+
+
+def bytes_by_worker(trial, result) -> dict[int, float]:
+    """Each worker's mean bytes sent per iteration after warm-up: how evenly the traffic is spread."""
+    by_worker = {}
+    for slot in trial.worker_slots():
+        sent = [r.get(keys.BYTES_SENT) or 0.0 for r in result.iterations(slot.rank) if not r["warmup"]]
+        by_worker[slot.rank] = statistics.fmean(sent)
+    return by_worker
+
+
+def sent_range(measured: dict) -> str:
+    """The least and most bytes a worker sent per iteration, in MB."""
+    sent = measured["bytesSentByWorker"].values()
+    return f"{min(sent) / 1e6:.3f}-{max(sent) / 1e6:.3f} MB"
 
 
 def predict(architecture: str, workers: int, model_bytes: int, bandwidth: str) -> float | None:
@@ -130,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                            "predictedComm": predict(architecture, workers, model_bytes, bandwidth)}
                     rows.append(row)
                     print(f"{bandwidth:>9} {architecture:>15} N={workers}: comm {1e3 * measured['comm']:8.2f} ms, "
-                          f"wait {1e3 * measured['wait']:8.2f} ms, compute {1e3 * measured['compute']:7.2f} ms "
+                          f"wait {1e3 * measured['wait']:8.2f} ms, compute {1e3 * measured['compute']:7.2f} ms, "
+                          f"sent/worker {sent_range(measured)} "
                           f"({measured['wallSeconds']:.0f} s)", flush=True)
     trend(rows)
     result = {

@@ -238,3 +238,96 @@ def test_make_gate_builds_the_spec_paradigm_with_its_bounds():
     assert isinstance(ssp, paradigms.SSP) and ssp.staleness == 3 and ssp.workers == 4
     dssp = paradigms.make_gate(spec_.SyncSpec(paradigm="DSSP", staleness=3, maxStaleness=12), 2)
     assert isinstance(dssp, paradigms.DSSP) and (dssp.lower, dssp.upper, dssp.r_max) == (3, 12, 9)
+    follower = paradigms.make_gate(spec_.SyncSpec(paradigm="DSSP", staleness=3, maxStaleness=12), 2, owner=1)
+    assert isinstance(follower, paradigms.DSSPFollower) and follower.lower == 3
+    assert isinstance(paradigms.make_gate(spec_.SyncSpec(paradigm="SSP", staleness=3), 4, owner=2), paradigms.SSP)
+
+
+# ---------------------------------------------------------------------------------------------
+# Several owners, each with its own gate, and messages that take random times (FIFO per pair)
+
+
+def simulate_owners(make, compute_seconds: list[float], owners: int, iterations: int, seed: int = 0):
+    """Workers push to every owner's gate and go on once every owner has answered, as exchange/client.py does;
+    owner 0's DSSP grants are relayed to the others. Returns (staleness of every step, grant releases)."""
+    rng = random.Random(seed)
+    gates = [make(j) for j in range(owners)]
+    workers = len(compute_seconds)
+    arrived = {}  # (sender, receiver) -> the last arrival on that pair: messages between two parties stay in order
+    events, sequence = [], 0
+
+    def deliver(now, sender, receiver, what, *args):
+        nonlocal sequence
+        at = max(now + rng.uniform(0.01, 0.5), arrived.get((sender, receiver), 0.0))
+        arrived[(sender, receiver)] = at
+        heapq.heappush(events, (at, sequence, receiver, what, args))
+        sequence += 1
+
+    def answer(now, j, released):
+        for w in released:
+            deliver(now, ("owner", j), ("worker", w), "reply", j, gates[j].clock, gates[j].allowance(w))
+
+    pushes, waiting, clocks, relayed = [0] * workers, [set() for _ in range(workers)], [[] for _ in range(workers)], [0] * workers
+    staleness, grant_releases, weights_clock = [], 0, [0] * workers
+    for w in range(workers):
+        for j in range(owners):
+            gates[j].begin(w, 0.0)
+        heapq.heappush(events, (compute_seconds[w], sequence, ("worker", w), "compute", ()))
+        sequence += 1
+    while events:
+        now, _, (role, who), what, args = heapq.heappop(events)
+        if what == "compute":  # the worker pushes its gradient to every owner
+            staleness.append(pushes[who] - weights_clock[who])
+            pushes[who] += 1
+            waiting[who] = set(range(owners))
+            for j in range(owners):
+                deliver(now, ("worker", who), ("owner", j), "push", who)
+        elif what == "push":
+            answer(now, who, gates[who].on_push(args[0], now))
+        elif what == "reply":
+            j, clock, grant = args
+            waiting[who].discard(j)
+            clocks[who].append(clock)
+            if j == 0 and grant > relayed[who]:
+                relayed[who] = grant
+                for other in range(1, owners):
+                    deliver(now, ("worker", who), ("owner", other), "grant", who, grant)
+            if not waiting[who]:
+                weights_clock[who] = min(clocks[who])
+                clocks[who] = []
+                if pushes[who] < iterations:
+                    at = now + compute_seconds[who] * rng.uniform(0.9, 1.1)
+                    heapq.heappush(events, (at, sequence, ("worker", who), "compute", ()))
+                    sequence += 1
+        elif what == "grant":
+            released = gates[who].on_grant(*args)
+            grant_releases += len(released)
+            answer(now, who, released)
+    assert pushes == [iterations] * workers, "every worker must finish: no worker left held by any owner"
+    assert all(gate.blocked == [] for gate in gates)
+    return staleness, grant_releases
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_bsp_owners_are_each_their_own_barrier_and_every_step_sees_fresh_weights(seed):
+    staleness, _ = simulate_owners(lambda j: paradigms.BSP(3), STRAGGLER, owners=4, iterations=15, seed=seed)
+    assert set(staleness) == {0}
+
+
+@pytest.mark.parametrize("staleness_bound", [0, 1, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ssp_owners_deciding_alone_never_let_a_worker_past_s(staleness_bound, seed):
+    staleness, _ = simulate_owners(lambda j: paradigms.SSP(3, staleness_bound), STRAGGLER, owners=3, iterations=25,
+                                   seed=seed)
+    assert max(staleness) <= staleness_bound
+    assert max(staleness) == staleness_bound or staleness_bound == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dssp_grants_decided_by_owner_0_reach_the_other_owners_with_the_worker(seed):
+    lower, upper = 1, 5
+    staleness, grant_releases = simulate_owners(
+        lambda j: paradigms.DSSP(2, lower, upper) if j == 0 else paradigms.DSSPFollower(2, lower, upper),
+        [1.0, 4.0], owners=3, iterations=30, seed=seed)
+    assert grant_releases > 0, "some OK of a follower must have come from owner 0's relayed grant"
+    assert max(staleness) > lower, "the grants let the fast worker past s_L"

@@ -15,7 +15,7 @@ import torch
 
 from ringleader.api import spec as spec_
 from ringleader.contract import keys
-from ringleader.runtime import exchange, optimizers, paradigms, shaping
+from ringleader.runtime import exchange, models, optimizers, paradigms, shaping
 
 SERVER, WORKERS = 0, [1, 2]
 LEARNING_RATE = 0.1
@@ -35,11 +35,11 @@ class Outbox:
         return sent
 
 
-def make_server(gate: paradigms.Gate | None, averages_rounds: bool = False, momentum: float = 0.0):
+def make_server(gate: paradigms.Gate, momentum: float = 0.0):
     outbox = Outbox()
     shard = [torch.ones(2, 2), torch.zeros(3)]
     server = exchange.server.ShardServer(
-        rank=SERVER, shard=shard, workers=WORKERS, gate=gate, averages_rounds=averages_rounds, link=outbox,
+        rank=SERVER, shard=shard, workers=WORKERS, gate=gate, link=outbox,
         optimizer_factory=optimizers.factory(spec_.Optimizer(learningRate=LEARNING_RATE, momentum=momentum)),
     )
     return server, outbox
@@ -64,7 +64,7 @@ def gradients(value: float) -> list[torch.Tensor]:
 
 
 def test_bsp_averages_the_round_and_releases_everyone_with_the_same_weights():
-    server, outbox = make_server(paradigms.BSP(2), averages_rounds=True)
+    server, outbox = make_server(paradigms.BSP(2))
     assert push(server, 1, 1, gradients(1.0)) is None  # half a round: nothing applied, nobody answered
     assert outbox.take() == []
     metrics = push(server, 2, 1, gradients(3.0))
@@ -113,18 +113,44 @@ def test_dssp_records_the_threshold_it_granted():
 # Pulls, done, failures
 
 
-def test_a_follower_answers_a_pull_only_once_it_holds_what_the_gate_released():
-    server, outbox = make_server(gate=None)
+def test_a_dssp_follower_holds_a_worker_past_s_lower_until_owner_0s_grant_is_relayed():
+    server, outbox = make_server(paradigms.DSSPFollower(2, lower=0, upper=3))
     push(server, 1, 1, gradients(1.0))
-    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 1, count=1, clock=1))
-    assert outbox.take() == [], "worker 2's first push is not in yet: clock 0 < 1"
-    push(server, 2, 1, gradients(1.0))
+    assert outbox.take() == [], "worker 1 is one ahead of worker 2, past s_L = 0: only a grant lets it go"
+    server.handle(exchange.wire.Message(exchange.wire.Kind.GRANT, 1, count=1, grant=2))
     (destination, reply), = outbox.take()
-    assert destination == 1 and reply.clock == 1 and reply.version == 2
+    assert destination == 1 and reply.clock == 0 and reply.grant == 2
+    push(server, 1, 2, gradients(1.0))  # the second push of the grant: unchecked
+    assert [d for d, _ in outbox.take()] == [1]
+    push(server, 1, 3, gradients(1.0))  # past the grant, three ahead: held again
+    assert outbox.take() == []
+    assert server.held == [1]
+
+
+def test_a_grant_relayed_to_a_gate_that_never_grants_is_a_protocol_error():
+    server, _ = make_server(paradigms.SSP(2, staleness=1))
+    with pytest.raises(paradigms.ProtocolError, match="only DSSP grants"):
+        server.handle(exchange.wire.Message(exchange.wire.Kind.GRANT, 1, count=1, grant=2))
+
+
+def test_owner_0s_dssp_reply_carries_the_grant_its_controller_made():
+    gate = paradigms.DSSP(2, lower=0, upper=3)
+    server, outbox = make_server(gate)
+    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 1, count=0, received_at=0.0))
+    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, received_at=0.0))
+    outbox.take()
+    push(server, 2, 1, gradients(1.0), at=3.0)  # the slow worker: one interval of 3 s
+    push(server, 1, 1, gradients(1.0), at=1.0)
+    assert [reply.grant for _, reply in outbox.take()] == [0, 0], "no grant within s_L"
+    push(server, 1, 2, gradients(1.0), at=2.0)  # 1 ahead of s_L = 0: the controller decides
+    # Worker 1 pushes every 1 s from t=2, worker 2 every 3 s from t=6: r = 3 brings them closest (5 vs 6).
+    (destination, reply), = outbox.take()
+    assert destination == 1 and gate.last_grant.extra == 3
+    assert reply.grant == 2 + 3  # this push and r more go unchecked
 
 
 def test_the_initial_pull_is_answered_at_once_with_the_initial_weights():
-    server, outbox = make_server(paradigms.BSP(2), averages_rounds=True)
+    server, outbox = make_server(paradigms.BSP(2))
     server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, clock=0))
     (destination, reply), = outbox.take()
     assert destination == 2 and torch.equal(weights_of(server, reply)[0], torch.ones(2, 2))
@@ -147,13 +173,13 @@ def test_done_is_acknowledged_and_the_server_finishes_when_every_worker_is_done(
 
 
 def test_losing_a_worker_that_has_not_finished_fails_the_server_naming_it():
-    server, _ = make_server(paradigms.BSP(2), averages_rounds=True)
+    server, _ = make_server(paradigms.BSP(2))
     with pytest.raises(exchange.server.ServerError, match="lost worker rank 2 before it finished: socket closed"):
         server.handle(exchange.wire.Message(exchange.wire.Kind.LOST, 2, reason="socket closed"))
 
 
 def test_silence_names_the_workers_that_owe_a_message_not_those_held():
-    server, _ = make_server(paradigms.BSP(2), averages_rounds=True)
+    server, _ = make_server(paradigms.BSP(2))
     push(server, 1, 1, gradients(1.0))  # worker 1 is held for worker 2
     inbox: queue.Queue = queue.Queue()
     with pytest.raises(exchange.server.ServerError, match=r"waiting on worker rank\(s\) 2,"):
@@ -164,21 +190,66 @@ def test_silence_names_the_workers_that_owe_a_message_not_those_held():
 # Shards and bytes
 
 
-def test_shards_are_whole_tensors_balanced_by_bytes_and_the_same_on_every_rank():
-    sizes = [400, 100, 300, 200, 250]
-    owner_of = exchange.shards.assign(sizes, 2)
-    assert owner_of == exchange.shards.assign(list(sizes), 2)
-    loads = [sum(s for s, o in zip(sizes, owner_of) if o == j) for j in range(2)]
-    assert sorted(loads) == [600, 650]
-    assert exchange.shards.assign(sizes, 1) == [0] * 5
+def shard_bytes(parameters: list[torch.Tensor], owners: int) -> list[int]:
+    plan = exchange.shards.Plan.of(parameters, owners)
+    return [plan.nbytes(j, parameters) for j in range(owners)]
 
 
-def test_a_plan_cuts_any_list_in_model_order():
-    parameters = [torch.zeros(10), torch.zeros(1000), torch.zeros(100), torch.zeros(990)]
-    plan = exchange.shards.Plan.of(parameters, 2)
-    # Largest first: 4000 B -> 0, 3960 -> 1, 400 -> 1 (the lighter), 40 -> 0; loads 4040 and 4360.
-    assert plan.tensors == [[0, 1], [2, 3]]
-    assert plan.shard(1, ["a", "b", "c", "d"]) == ["c", "d"]
+def quickstart_mlp() -> torch.nn.Module:
+    spec = spec_.ExperimentSpec.model_validate({"architecture": "PeerToPeer", "workers": {"replicas": 2},
+                                                "model": {"name": "mlp"}})
+    return models.build(spec.model, spec.data.synthetic)
+
+
+UNEQUAL = [torch.zeros(10), torch.zeros(1_000_003), torch.zeros(3, dtype=torch.float64), torch.zeros(7, 11),
+           torch.zeros(40_000, dtype=torch.float16), torch.zeros(1)]
+
+
+@pytest.mark.parametrize("owners", [1, 2, 3, 4, 7, 8])
+@pytest.mark.parametrize("which", ["quickstart mlp", "very unequal layers"])
+def test_every_owner_gets_the_same_bytes_within_one_element_whatever_the_layer_sizes(which, owners):
+    parameters = exchange.client.trainable(quickstart_mlp()) if which == "quickstart mlp" else UNEQUAL
+    sizes = [p.numel() * p.element_size() for p in parameters]
+    assert max(sizes) > 0.5 * sum(sizes), "the point: one tensor is most of the model"
+    loads = shard_bytes(parameters, owners)
+    assert sum(loads) == sum(sizes)
+    widest = max(p.element_size() for p in parameters)
+    assert max(loads) - min(loads) <= widest, loads  # one element's rounding, not one tensor's
+
+
+def test_pieces_cover_every_element_once_in_model_order_and_the_same_on_every_rank():
+    numels = [p.numel() for p in UNEQUAL]
+    plan = exchange.shards.Plan.of(UNEQUAL, 4)
+    assert plan == exchange.shards.Plan.of([p.clone() for p in UNEQUAL], 4)
+    flat = [(piece.tensor, piece.start, piece.stop) for pieces in plan.pieces for piece in pieces]
+    assert flat[0][:2] == (0, 0)
+    for (tensor, _, stop), (next_tensor, next_start, _) in zip(flat, flat[1:]):
+        # Each piece picks up where the one before stopped: within a tensor, or at the next tensor's start.
+        assert (next_tensor, next_start) in ((tensor, stop), (tensor + 1, 0))
+        assert next_tensor != tensor + 1 or stop == numels[tensor]
+    assert flat[-1][0] == len(numels) - 1 and flat[-1][2] == numels[-1]
+    assert sum(stop - start for _, start, stop in flat) == sum(numels)
+    assert {piece.tensor for piece in plan.pieces[1]} == {1}, "the million-element tensor is split across owners"
+
+
+def test_more_owners_than_elements_leave_some_owners_empty():
+    assert exchange.shards.cut([2], [4], 4) == [[exchange.shards.Piece(0, 0, 1)], [],
+                                               [exchange.shards.Piece(0, 1, 2)], []]
+
+
+def test_a_shard_is_a_set_of_flat_views_writing_through_to_the_parameters():
+    parameters = [torch.zeros(3, 4), torch.zeros(5)]
+    plan = exchange.shards.Plan.of(parameters, 2)  # 17 elements: the cut at 8.5 rounds up, owner 0 gets 9
+    assert [(p.tensor, p.start, p.stop) for p in plan.pieces[1]] == [(0, 9, 12), (1, 0, 5)]
+    for piece in plan.shard(1, parameters):
+        piece.fill_(1.0)
+    assert parameters[0].reshape(-1).tolist() == [0.0] * 9 + [1.0] * 3 and parameters[1].tolist() == [1.0] * 5
+    assert plan.shard(1, [None, torch.ones(5)])[0] is None  # a parameter without a gradient
+
+
+def test_a_non_contiguous_parameter_is_refused_with_what_to_change():
+    with pytest.raises(ValueError, match=r"parameter 1 \(shape \(3, 2\)\) is not contiguous"):
+        exchange.shards.Plan.of([torch.zeros(4), torch.zeros(2, 3).t()], 2)
 
 
 def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_without_copying():

@@ -108,8 +108,9 @@ class ParameterServers(ApiModel):
     """parameterServers are the servers of a ParameterServer job, each holding a shard of the parameters."""
 
     replicas: Annotated[base.Integer, pydantic.Field(ge=1, le=64)] = 1
-    """replicas is the number of parameter servers (k). Default 1. Parameters are sharded across them by
-    tensor, balancing bytes. Ignored by PeerToPeer and RingAllReduce."""
+    """replicas is the number of parameter servers (k). Default 1. Each server holds 1/k of the parameters'
+    bytes (large tensors are split into element ranges across servers). Ignored by PeerToPeer and
+    RingAllReduce."""
     resources: Resources = Resources()
     """resources of each parameter-server pod. Default 1 CPU, 2Gi, no GPU."""
 

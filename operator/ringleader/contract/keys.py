@@ -16,7 +16,7 @@ BYTES_RECEIVED = "bytes/received"
 LINK_TX = "link/tx_bytes_per_second"  # bytes/s the interface sent over the iteration (lo: every local rank's)
 LINK_RX = "link/rx_bytes_per_second"  # bytes/s it received
 LINK_UTILIZATION = "link/utilization"  # LINK_TX in bits/s over the link rate, when one is known (a fraction)
-STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the server's clock
+STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the servers' (smallest) clock
 LOSS = "loss"
 # Per evaluation, in the evaluating worker's record of the iteration it followed (spec.model.evaluation).
 EVAL_LOSS = "eval/loss"  # mean cross entropy over the held-out samples

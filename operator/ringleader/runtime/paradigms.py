@@ -2,7 +2,19 @@
 
 Pure and deterministic (no torch, no clock of its own: callers pass `now`), so the decisions are
 unit-tested on scripted push sequences (tests/unit/test_paradigms.py). `exchange/server.py` runs one
-gate: on parameter server 0 in a ParameterServer job, on peer 0's shard server in a PeerToPeer job.
+gate per owner (every parameter server, every peer's shard server), each on the pushes it receives,
+and a worker goes on once every owner has answered. The decisions agree across owners because the
+clocks travel with the data: every push carries its sender's push count, so each owner knows t[i]
+of every worker up to the pushes still in flight, and pushes from one worker arrive in order.
+- BSP, ASP and SSP decide from push counts alone. An owner that has not yet heard a push sees a
+  smaller clock, so it is stricter, never looser: an SSP worker goes only when every shard is
+  within s of its slowest worker, and a BSP owner is its own shard's barrier (it answers when the
+  round's N gradients are in). No owner waits on another's decision.
+- DSSP's controller also reads push times, which differ from owner to owner, so it runs on owner 0
+  alone (`DSSP`). The grant travels with the data: owner 0's answer carries it, and the worker
+  relays it (a GRANT message) to the other owners, who follow it (`DSSPFollower`) and otherwise
+  apply DSSP's count rule (within s_L of the slowest). Only the steps where the controller runs
+  wait on owner 0's word.
 
 Workers are indices 0..N-1. Every gate keeps t[i] (pushes received from worker i) and the set of
 workers whose OK it holds. `clock` (min t) is the global clock: every worker has pushed at least
@@ -78,6 +90,15 @@ class Gate:
     def _decide(self, worker: int) -> list[int]:
         raise NotImplementedError
 
+    def allowance(self, worker: int) -> int:
+        """The push count through which `worker` may go without a check (DSSP's grants); 0: none."""
+        return 0
+
+    def on_grant(self, worker: int, through: int) -> list[int]:
+        """Owner 0's controller granted `worker` pushes through count `through`; returns the workers to OK now."""
+        raise ProtocolError(f"worker {worker} relayed a grant, but only DSSP grants (this gate is "
+                            f"{type(self).__name__})")
+
     def _hold(self, worker: int) -> None:
         self.blocked.append(worker)
 
@@ -139,6 +160,7 @@ class DSSP(Gate):
         self.lower = lower
         self.upper = upper
         self.r = [0] * workers
+        self.granted = [0] * workers  # the push count each worker's latest grant (r > 0) runs through
 
     @property
     def r_max(self) -> int:
@@ -163,6 +185,8 @@ class DSSP(Gate):
                 self.r[p] = self.controller(p, slow)
                 self.last_grant = Grant(p, self.r[p], self.lower + self.r[p])
                 ok = self.r[p] > 0
+                if ok:
+                    self.granted[p] = self.t[p] + self.r[p]  # this push and r more, unchecked
         # A push can make the slowest worker less slow, which may free workers held before.
         released = self._release_where(lambda w: self.t[w] - self.t[self._slow()] <= self.lower)
         if ok:
@@ -170,6 +194,9 @@ class DSSP(Gate):
         else:
             self._hold(p)
         return released
+
+    def allowance(self, worker: int) -> int:
+        return self.granted[worker]
 
     def controller(self, p: int, slow: int) -> int:
         """r in [0, r_max]: how many extra iterations p may run before syncing; 0 means wait now."""
@@ -183,8 +210,38 @@ class DSSP(Gate):
         return gaps.index(min(gaps))  # lowest r among equal gaps
 
 
-def make_gate(sync: spec_.SyncSpec, workers: int) -> Gate:
-    """The gate of a trial's sync spec for `workers` workers."""
+class DSSPFollower(Gate):
+    """DSSP on an owner other than owner 0: the count rule (within s_L of the slowest) and owner 0's
+    grants, relayed by the workers; never the controller itself."""
+
+    def __init__(self, workers: int, lower: int, upper: int):
+        super().__init__(workers)
+        if not 0 <= lower < upper:
+            raise ValueError(f"DSSP needs 0 <= s_L < s_U, got s_L={lower}, s_U={upper}")
+        self.lower = lower
+        self.granted = [0] * workers  # each worker's allowance: pushes through this count go unchecked
+
+    def _may_go(self, w: int) -> bool:
+        return self.t[w] <= self.granted[w] or self.t[w] - self.clock <= self.lower
+
+    def _decide(self, p: int) -> list[int]:
+        released = self._release_where(self._may_go)
+        if self._may_go(p):
+            released.append(p)
+        else:
+            self._hold(p)
+        return released
+
+    def allowance(self, worker: int) -> int:
+        return self.granted[worker]
+
+    def on_grant(self, worker: int, through: int) -> list[int]:
+        self.granted[worker] = max(self.granted[worker], through)
+        return sorted(self._release_where(lambda w: w == worker and self._may_go(w)))
+
+
+def make_gate(sync: spec_.SyncSpec, workers: int, *, owner: int = 0) -> Gate:
+    """The gate of a trial's sync spec for `workers` workers, on shard owner `owner` (0 runs DSSP's controller)."""
     paradigm = spec_.Paradigm(sync.paradigm)
     if paradigm == spec_.Paradigm.BSP:
         return BSP(workers)
@@ -196,4 +253,6 @@ def make_gate(sync: spec_.SyncSpec, workers: int) -> Gate:
         return SSP(workers, sync.staleness)
     if sync.max_staleness is None:
         raise ValueError("DSSP needs sync.maxStaleness")
-    return DSSP(workers, sync.staleness, sync.max_staleness)
+    if owner == 0:
+        return DSSP(workers, sync.staleness, sync.max_staleness)
+    return DSSPFollower(workers, sync.staleness, sync.max_staleness)

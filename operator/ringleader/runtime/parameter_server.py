@@ -1,10 +1,11 @@
 """A ParameterServer trial's two roles: `serve` (a ps rank's loop) and `WorkerSynchronizer` (a worker's exchange).
 
 main.py calls `serve(trial, env, recorder)` on ranks 0..k-1 (ps-0..ps-k-1) and gives workers a
-`WorkerSynchronizer(trial, env, device)`. The k servers hold whole-tensor shards balanced by bytes
-(exchange/shards.py); ps-0 also holds the paradigm's gate, the one place where OKs are decided
-(exchange/server.py says why); the messages travel as gloo point-to-point on a process group of
-their own (exchange/link.py). A server exits when every worker has said it is done, and raises a
+`WorkerSynchronizer(trial, env, device)`. The k servers hold shards of equal bytes, element ranges
+of the flattened parameters (exchange/shards.py); each holds a gate of the paradigm and answers a
+worker when its gate lets it go (paradigms.py says why the k gates agree; under DSSP ps-0 runs the
+controller); the messages travel as gloo point-to-point on a process group of their own
+(exchange/link.py). A server exits when every worker has said it is done, and raises a
 ServerError naming the worker when one dies (its socket closes) or stays silent past
 RINGLEADER_TIMEOUT_SECONDS; main.py turns that into exit status 1 with the reason on stderr.
 
@@ -63,23 +64,23 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     parameters = exchange.client.trainable(models.build(spec.model, spec.data.synthetic, shape))
     plan = exchange.shards.Plan.of(parameters, len(servers))
     shard = [p.detach().to(device) for p in plan.shard(owner, parameters)]
-    gate = paradigms.make_gate(spec.sync, len(workers))
+    gate = paradigms.make_gate(spec.sync, len(workers), owner=owner)
 
     link = exchange.link.Link(group, env.rank, requests_from=workers, replies_from=[],
                         shaper=shaping.Shaper(spec.network.bits_per_second())).start()
     server = exchange.server.ShardServer(
         rank=env.rank, shard=shard, optimizer_factory=optimizers.factory(spec.model.optimizer), workers=workers,
-        gate=gate if owner == 0 else None, averages_rounds=gate.averages_rounds, link=link,
+        gate=gate, link=link,
         warmup_iterations=spec.model.warmup_iterations, name=f"parameter server ps-{owner}",
     )
-    print(f"ps-{owner}: {len(shard)} tensor(s), {server.layout.nbytes} bytes, {len(workers)} worker(s), "
-          f"{spec.sync.paradigm.value}{' (gate)' if owner == 0 else ''}", flush=True)
+    print(f"ps-{owner}: {len(shard)} piece(s), {server.layout.nbytes} bytes, {len(workers)} worker(s), "
+          f"{spec.sync.paradigm.value} ({type(gate).__name__} gate)", flush=True)
     exchange.server.run(server, link.inbox, timeout, recorder.log_iteration)
     link.close(timeout)
 
 
 class WorkerSynchronizer:
-    """interfaces.Synchronizer of a ParameterServer worker: push to every server, wait for ps-0's OK, pull."""
+    """interfaces.Synchronizer of a ParameterServer worker: push to every server, wait for every server's answer."""
 
     def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
                  knobs: settings.Settings = settings.Settings()):

@@ -1,11 +1,13 @@
 """PeerToPeer synchronization (interfaces.Synchronizer): every peer is a worker and the server of a 1/N shard.
 
-main.py gives each worker rank a `PeerSynchronizer(trial, env, device)`. Gradient shards go straight
-to their owners (an all-to-all of N(N-1) flows), owners update their shard and send it back. The
-shard server runs in a thread of the peer's process (exchange.server.run over the link's inbox);
-the worker side (exchange/client.py) runs in the training loop. Peer 0's shard server holds the gate, so
-the paradigm's decisions are made once for all shards, as in a ParameterServer trial; a peer's
-push to its own shard skips the network. Both threads share one gloo process group of this
+main.py gives each worker rank a `PeerSynchronizer(trial, env, device)`. Gradient shards (1/N of
+the model's bytes each, exchange/shards.py) go straight to their owners (an all-to-all of N(N-1)
+flows), owners update their shard and send it back. The shard server runs in a thread of the
+peer's process (exchange.server.run over the link's inbox); the worker side (exchange/client.py)
+runs in the training loop. Every peer's shard server holds a gate of the paradigm: under BSP each
+peer is its own shard's barrier, answering once the round's N gradients of its shard are in, and no
+central decision sits on the data path (paradigms.py says why the N gates agree, and how DSSP's
+grants, decided by peer 0, travel with the data); a peer's push to its own shard skips the network. Both threads share one gloo process group of this
 protocol's own: one sender thread sends for both, one receiver thread per remote peer receives
 for both (exchange/link.py), so no two threads ever wait on the same (peer, tag).
 
@@ -51,10 +53,9 @@ class PeerSynchronizer:
         owner = self.peers.index(self.rank)
         parameters = exchange.client.trainable(model)
         plan = exchange.shards.Plan.of(parameters, len(self.peers))
-        gate = paradigms.make_gate(self.spec.sync, len(self.peers))
         self.server = exchange.server.ShardServer(
             rank=self.rank, shard=plan.shard(owner, parameters), optimizer_factory=optimizer_factory,
-            workers=self.peers, gate=gate if owner == 0 else None, averages_rounds=gate.averages_rounds,
+            workers=self.peers, gate=paradigms.make_gate(self.spec.sync, len(self.peers), owner=owner),
             link=self.link, warmup_iterations=self.spec.model.warmup_iterations, name=f"peer {owner}'s shard server",
         )
         self.server_thread = threading.Thread(target=self._serve, daemon=True, name="ringleader-shard-server")

@@ -56,7 +56,7 @@ SERIES: dict[str, Name] = {
     keys.LINK_UTILIZATION: Name("network/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
                                                                      "emulated cap, else the interface's speed)"),
     keys.STALENESS: Name("sync/staleness", 1.0, "iterations between the weights a gradient was computed on "
-                                                "and the server's clock"),
+                                                "and the servers' clock (the smallest of the shards')"),
     keys.LOSS: Name("train/loss", 1.0, "training loss of the batch"),
     keys.EVAL_LOSS: Name("eval/loss", 1.0, "held-out loss of the parameters after the iteration (every "
                                            "model.evaluation.everyIterations, first worker)"),

@@ -1,18 +1,22 @@
-"""The worker side of parameter-server and peer-to-peer synchronization: push gradient shards, wait for the OK, pull.
+"""The worker side of parameter-server and peer-to-peer synchronization: push gradient shards, wait for every owner's answer.
 
 Used by parameter_server.WorkerSynchronizer and peer_to_peer.PeerSynchronizer, which differ only in
-who the owners are. One iteration, as the DSSP paper's worker loop (push g; wait OK; pull w):
+who the owners are. One iteration, as the DSSP paper's worker loop (push g; wait OK; pull w), with
+the pull folded into the OK: each owner answers with its shard of the new weights once its own gate
+lets this worker go (paradigms.py says why the owners' gates agree).
 
-    push   every owner gets its gradient shard (owner 0, the gate, too)
-    wait   owner 0 answers when the paradigm lets this worker go: OK + its shard + the gate's clock c
-    pull   every other owner answers "as of clock c" with its shard
+    push   every owner gets its gradient shard (a peer's own shard skips the network)
+    wait   every owner's answer: OK + its shard + its clock; owner 0's first, and when it carries a
+           new DSSP grant, the grant is relayed (GRANT) to the other owners before waiting on them
     update the new weights are copied into the model
 
-Metrics per iteration: time/wait is how long the gate held the OK (the paradigm's doing, measured
-on the server); time/update the copy into the model; time/comm the rest of the exchange
-(transfers, emulated bandwidth, pulls). bytes/* count what crossed the network (a peer's own
-shard does not). staleness is this step's iteration minus the gate's clock of the weights its
-gradient was computed on: how many iterations of the slowest worker those weights lacked.
+Metrics per iteration: time/wait is how long the gates held the OK (the paradigm's doing, measured
+on the servers: the longest hold of any owner); time/update the copy into the model; time/comm the
+rest of the exchange (transfers, emulated bandwidth). bytes/* count what crossed this rank's
+network since the last iteration (exchange/link.py counts it): for a peer, its shard server's
+replies and the pushes it received too; its own shard never crosses. staleness is this step's iteration minus the clock of the weights its
+gradient was computed on (the smallest of the owners' clocks): how many iterations of the slowest
+worker those weights lacked.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 
 
 class Client:
-    """Pushes to and pulls from `owners` (ranks; owners[0] holds the gate) through `link`."""
+    """Pushes to and pulls from `owners` (ranks; owners[0] runs DSSP's controller) through `link`."""
 
     def __init__(self, link: links.Link, rank: int, owners: list[int], iterations: int, timeout_seconds: float):
         self.link = link
@@ -46,7 +50,9 @@ class Client:
         self.layouts: list[wire.Layout] = []
         self.push_buffers: list[torch.Tensor] = []
         self.cuda = False
-        self.weights_clock = 0  # the gate's clock of the weights in the model now
+        self.weights_clock = 0  # the owners' smallest clock of the weights in the model now
+        self.relayed = 0  # the DSSP grant (a push count) last relayed to the other owners
+        self.counted = (0, 0)  # the link's bytes sent and received when the last iteration was recorded
         self.steps = 0  # synchronize() calls completed
         self.closed = False
 
@@ -62,6 +68,7 @@ class Client:
         for owner in self.owners:
             self.link.send(owner, wire.Message(wire.Kind.PULL, self.rank, count=0, clock=0))
         self._install([self._expect_reply(j, "initial weights") for j in range(len(self.owners))])
+        self.counted = (self.link.sent_bytes, self.link.received_bytes)
 
     # -- one iteration -----------------------------------------------------------------------------
 
@@ -69,7 +76,6 @@ class Client:
         started = time.perf_counter()
         # The gradient of this step was computed on weights of clock weights_clock.
         timer.set(keys.STALENESS, float(step - self.weights_clock))
-        sent = received = 0
 
         # push: gradient shards to their owners (on GPU, the copy to pinned memory is a device sync)
         gradients = [p.grad for p in self.parameters]
@@ -78,43 +84,39 @@ class Client:
                 if len(self.layouts[j]) else None
             push = wire.Message(wire.Kind.PUSH, self.rank, count=step + 1, payload=payload)
             self.link.send(owner, push)
-            sent += self._network_bytes(owner, push)
         pushed = time.perf_counter()
 
-        # wait: owner 0 holds the gate; its OK carries its shard and the clock the weights are at
-        ok = self._expect_reply(0, f"the OK for iteration {step}")
-        received += self._network_bytes(self.owners[0], ok)
-        answered = time.perf_counter()
-
-        # pull: the other shards, as of the gate's clock
-        for j in range(1, len(self.owners)):
-            pull = wire.Message(wire.Kind.PULL, self.rank, count=step + 1, clock=ok.clock)
-            self.link.send(self.owners[j], pull)
-            sent += self._network_bytes(self.owners[j], pull)
-        replies = [ok]
-        for j in range(1, len(self.owners)):
+        # wait: each owner answers when its gate lets this worker go, with its shard of the new weights.
+        # Owner 0 first: a DSSP grant it carries must reach the others, which may hold this worker for it.
+        replies = []
+        for j in range(len(self.owners)):
             replies.append(self._expect_reply(j, f"shard {j} for iteration {step}"))
-            received += self._network_bytes(self.owners[j], replies[-1])
-        pulled = time.perf_counter()
+            if j == 0 and replies[0].grant > self.relayed:
+                self.relayed = replies[0].grant
+                for other in self.owners[1:]:
+                    self.link.send(other, wire.Message(wire.Kind.GRANT, self.rank, count=step + 1, grant=self.relayed))
+        answered = time.perf_counter()
 
         # update: the new weights into the model, in place
         self._install(replies)
-        self.weights_clock = ok.clock
+        self.weights_clock = min(reply.clock for reply in replies)
         ended = time.perf_counter()
 
-        update = ended - pulled
-        wait = min(ok.held, answered - pushed)  # the server's hold, never more than we waited here
+        update = ended - answered
+        wait = min(max(reply.held for reply in replies), answered - pushed)  # never more than we waited here
         timer.add(keys.TIME_WAIT, wait)
         timer.add(keys.TIME_UPDATE, update)
         timer.add(keys.TIME_COMM, max(0.0, (ended - started) - wait - update))
-        timer.add(keys.BYTES_SENT, float(sent))
-        timer.add(keys.BYTES_RECEIVED, float(received))
+        counted = (self.link.sent_bytes, self.link.received_bytes)
+        timer.add(keys.BYTES_SENT, float(counted[0] - self.counted[0]))
+        timer.add(keys.BYTES_RECEIVED, float(counted[1] - self.counted[1]))
+        self.counted = counted
         span = getattr(timer, "span", None)  # the trace of timing.IterationTimer, when it is one
         if span is not None:
             span("push", started, pushed)
-            span("wait for OK", pushed, answered, args={"held": ok.held, "clock": ok.clock})
-            if len(self.owners) > 1:
-                span("pull", answered, pulled)
+            for j, reply in enumerate(replies):
+                span(f"shard {j}", pushed, max(pushed, reply.received_at),
+                     args={"owner": self.owners[j], "held": reply.held, "clock": reply.clock})
         for p in self.parameters:
             p.grad = None  # pushed; the next backward starts from zero
         self.steps += 1
@@ -133,9 +135,6 @@ class Client:
                     continue
                 for parameter, value in zip(self.plan.shard(j, self.parameters), self.layouts[j].views(reply.payload)):
                     parameter.copy_(value)
-
-    def _network_bytes(self, owner: int, message: wire.Message) -> int:
-        return 0 if owner == self.rank else message.wire_bytes
 
     # -- end -----------------------------------------------------------------------------------
 

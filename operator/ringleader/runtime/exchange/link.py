@@ -66,6 +66,11 @@ class Link:
         self.mailboxes: dict[int, queue.Queue[wire.Message]] = {r: queue.Queue() for r in self.replies_from}
         self._outgoing: queue.Queue = queue.Queue()
         self._broken: set[int] = set()
+        # What crossed the network, for this rank's records: a peer's NIC carries its worker's pushes and its
+        # shard server's replies alike. Sent bytes count when queued, received bytes when arrived.
+        self._counting = threading.Lock()
+        self.sent_bytes = 0
+        self.received_bytes = 0
         remote = sorted((self.requests_from | self.replies_from) - {rank})
         self._receivers = [threading.Thread(target=self._receive_from, args=(peer,), daemon=True,
                                             name=f"ringleader-recv-{peer}") for peer in remote]
@@ -85,6 +90,8 @@ class Link:
             message.received_at = time.perf_counter()
             self._route(message)
         else:
+            with self._counting:
+                self.sent_bytes += message.wire_bytes
             self._outgoing.put((destination, message))
 
     def _send_all(self) -> None:
@@ -125,6 +132,8 @@ class Link:
                     dist.recv(message.payload, peer, group=self.group, tag=TAG_PAYLOAD)
                 self.ingress.arrive(message.wire_bytes, started)
                 message.received_at = time.perf_counter()
+                with self._counting:
+                    self.received_bytes += message.wire_bytes
                 self._route(message)
                 awaiting.discard(message.kind)
         except Exception as error:  # the peer died or hung past the timeout

@@ -1,14 +1,12 @@
-"""One owner's shard of the parameters: applies pushed gradients with the spec's optimizer, answers workers as the gate says.
+"""One owner's shard of the parameters: applies pushed gradients with the spec's optimizer, answers workers as its gate says.
 
 Run by parameter_server.serve (a ParameterServer's ps rank) and by peer_to_peer's server thread
-(every peer owns a shard). Exactly one shard server in a trial holds the paradigm's gate: owner 0
-(ps-0, or peer 0). It alone decides when a worker gets its OK, so every decision, DSSP's grants
-included, is made once, from one ordered stream of pushes, exactly as the papers' single server does.
-The OK carries owner 0's shard and the gate's clock c; the worker then pulls every other shard
-"as of clock c", and their owners answer once they too have applied everything the gate had
-counted (each worker's c pushes, and the puller's own push). Workers send a push to every owner
-before waiting, so those pushes are already on their way: the pull's wait is transport, not policy.
-
+(every peer owns a shard). Every shard server holds a gate of the paradigm (paradigms.py says why
+their decisions agree): after applying a push it answers each worker its gate releases with the
+shard's new weights and the shard's clock, so a worker goes on once every owner has answered; no
+owner waits on another, and no worker asks twice. A BSP owner is its own shard's barrier. Under
+DSSP, owner 0 runs the controller and its answer carries the grant; the worker relays the grant
+(GRANT) to the other owners, whose gates follow it.
 Aggregation: BSP averages a round's N gradients and applies them once, so everyone gets the same
 new weights; ASP, SSP and DSSP apply every push at once with the learning rate divided by N, so N
 pushes move the weights as far as one BSP round does (Adam included, whose step does not scale
@@ -33,32 +31,31 @@ class ServerError(RuntimeError):
 
 
 class ShardServer:
-    """The state of one owner's shard: weights, optimizer, push counts, held OKs and pending pulls."""
+    """The state of one owner's shard: weights, optimizer, push counts and held OKs."""
 
     def __init__(self, *, rank: int, shard: list[torch.Tensor], optimizer_factory, workers: list[int],
-                 gate: paradigms.Gate | None, averages_rounds: bool, link: links.Link,
+                 gate: paradigms.Gate, link: links.Link,
                  warmup_iterations: int = 0, name: str = "shard server"):
         self.rank = rank
         self.name = name
         self.workers = list(workers)
         self.index = {worker: i for i, worker in enumerate(self.workers)}
         self.gate = gate
-        self.averages_rounds = averages_rounds
+        self.averages_rounds = gate.averages_rounds
         self.link = link
         self.warmup_iterations = warmup_iterations
         # The shard's own leaf tensors: the optimizer updates these in place.
         self.parameters = [torch.nn.Parameter(t.detach().clone(), requires_grad=True) for t in shard]
         self.layout = wire.Layout(self.parameters)
         self.optimizer = optimizer_factory(self.parameters) if self.parameters else None
-        if self.optimizer is not None and not averages_rounds:
+        if self.optimizer is not None and not self.averages_rounds:
             for group in self.optimizer.param_groups:
                 group["lr"] /= len(self.workers)
         self.pushes = {worker: 0 for worker in self.workers}  # t[i] as this owner has seen them
         self.ready_at = {worker: 0.0 for worker in self.workers}  # when each worker's latest push was applied
-        self.pending_pulls: list[wire.Message] = []
         self.done: set[int] = set()
         self.version = 0  # updates applied
-        self.round_sum = [torch.zeros_like(p) for p in self.parameters] if averages_rounds else []
+        self.round_sum = [torch.zeros_like(p) for p in self.parameters] if self.averages_rounds else []
         self.round_seconds = 0.0
 
     @property
@@ -71,9 +68,8 @@ class ShardServer:
 
     @property
     def held(self) -> list[int]:
-        """Workers waiting on this server: OKs the gate holds, and pulls not yet answerable."""
-        blocked = [self.workers[i] for i in self.gate.blocked] if self.gate else []
-        return blocked + [m.sender for m in self.pending_pulls]
+        """Workers waiting on this server: the OKs its gate holds."""
+        return [self.workers[i] for i in self.gate.blocked]
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -83,6 +79,8 @@ class ShardServer:
             return self._push(message)
         if message.kind == wire.Kind.PULL:
             self._pull(message)
+        elif message.kind == wire.Kind.GRANT:
+            self._release(self.gate.on_grant(self.index[message.sender], message.grant))
         elif message.kind == wire.Kind.DONE:
             self._done(message)
         elif message.kind == wire.Kind.LOST:
@@ -119,16 +117,8 @@ class ShardServer:
         self.ready_at[worker] = time.perf_counter()
         self.round_seconds += self.ready_at[worker] - started
 
-        # decide: the gate (owner 0 only) says who gets an OK now; a held OK waited since its push was applied
-        if self.gate is not None:
-            released = self.gate.on_push(self.index[worker], message.received_at)
-            now = time.perf_counter()
-            if released:
-                payload = self._weights()
-                for i in released:
-                    w = self.workers[i]
-                    self._reply(w, self.gate.clock, now - self.ready_at[w], payload)
-        self._answer_pulls()
+        # decide: this shard's gate says who gets an OK now
+        self._release(self.gate.on_push(self.index[worker], message.received_at))
 
         if not applied:
             return None
@@ -138,17 +128,15 @@ class ShardServer:
             "warmup": message.count <= self.warmup_iterations,
         }
         self.round_seconds = 0.0
-        grant = getattr(self.gate, "last_grant", None)
+        grant = self.gate.last_grant
         if grant is not None:
             metrics[keys.SERVER_THRESHOLD] = float(grant.threshold)
         return metrics
 
     def _pull(self, message: wire.Message) -> None:
-        if message.count == 0 and self.gate is not None:
-            # The initial pull starts the worker's first iteration interval (DSSP's push times).
-            self.gate.begin(self.index[message.sender], message.received_at)
-        self.pending_pulls.append(message)
-        self._answer_pulls()
+        # The initial pull starts the worker's first iteration interval (DSSP's push times).
+        self.gate.begin(self.index[message.sender], message.received_at)
+        self._reply(message.sender, 0.0, self._weights())
 
     def _done(self, message: wire.Message) -> None:
         worker = message.sender
@@ -170,18 +158,20 @@ class ShardServer:
         # One CPU copy serves every worker released together (they get the very same weights).
         return self.layout.pack(list(self.parameters)) if self.parameters else None
 
-    def _reply(self, worker: int, clock: int, held: float, payload: torch.Tensor | None) -> None:
-        self.link.send(worker, wire.Message(wire.Kind.REPLY, self.rank, count=self.pushes[worker], clock=clock,
-                                               held=held, version=self.version, payload=payload))
-
-    def _answer_pulls(self) -> None:
-        ready = [m for m in self.pending_pulls if self.pushes[m.sender] >= m.count and self.clock >= m.clock]
-        if not ready:
+    def _release(self, released: list[int]) -> None:
+        """OK the gate's `released` workers (indices) with the weights now; a held OK waited since its push was applied."""
+        if not released:
             return
-        self.pending_pulls = [m for m in self.pending_pulls if m not in ready]
+        now = time.perf_counter()
         payload = self._weights()
-        for message in ready:
-            self._reply(message.sender, self.clock, 0.0, payload)
+        # A peer's own worker last: once it has its shard it records the bytes its rank sent, these replies included.
+        for worker in sorted((self.workers[i] for i in released), key=lambda w: w == self.rank):
+            self._reply(worker, now - self.ready_at[worker], payload)
+
+    def _reply(self, worker: int, held: float, payload: torch.Tensor | None) -> None:
+        self.link.send(worker, wire.Message(
+            wire.Kind.REPLY, self.rank, count=self.pushes[worker], clock=self.clock, held=held, version=self.version,
+            grant=self.gate.allowance(self.index[worker]), payload=payload))
 
     # -- diagnosis -------------------------------------------------------------------------------
 

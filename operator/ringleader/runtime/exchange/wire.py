@@ -19,17 +19,18 @@ ALIGNMENT = 8  # bytes: the largest element size we view a payload slice as
 
 class Kind(enum.IntEnum):
     PUSH = 1  # worker -> owner: a gradient shard
-    PULL = 2  # worker -> owner: "send me your shard once it holds what the gate released"
+    PULL = 2  # worker -> owner: "send me your shard now" (the initial weights)
     DONE = 3  # worker -> owner: no more requests from this worker
-    REPLY = 4  # owner -> worker: OK (from the gate) or the pulled shard, with its weights
+    REPLY = 4  # owner -> worker: OK with the owner's shard of the new weights
     BYE = 5  # owner -> worker: DONE received; nothing more will come from this owner
     LOST = 6  # local only: the link to `sender` broke (the peer died or hung); `reason` says how
     FAILED = 7  # local only: this process's shard server failed; `reason` says why
+    GRANT = 8  # worker -> owner: DSSP's controller (on owner 0) let me push through count `grant` unchecked
 
 
-REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE)  # handled by a shard server
+REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE, Kind.GRANT)  # handled by a shard server
 
-_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "payload_bytes")
+_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "grant", "payload_bytes")
 HEADER_BYTES = len(_FIELDS) * 8
 
 
@@ -37,10 +38,11 @@ HEADER_BYTES = len(_FIELDS) * 8
 class Message:
     kind: Kind
     sender: int  # the rank that sent it (for LOST: the rank lost)
-    count: int = 0  # PUSH: the sender's pushes so far, this one included; PULL: the puller's pushes
-    clock: int = 0  # PULL: the gate's clock to wait for; REPLY: the clock of the weights sent
-    held: float = 0.0  # REPLY: seconds the gate held this OK back (the paradigm's wait)
+    count: int = 0  # PUSH: the sender's pushes so far, this one included; GRANT: the push granted at
+    clock: int = 0  # REPLY: the owner's clock (fewest pushes of any worker) of the weights sent
+    held: float = 0.0  # REPLY: seconds the owner's gate held this OK back (the paradigm's wait)
     version: int = 0  # REPLY: updates the shard has applied so far
+    grant: int = 0  # REPLY (owner 0, DSSP) and GRANT: the push count through which the worker may go unchecked
     payload: torch.Tensor | None = None  # uint8 (bytes,) on the CPU, or None
     received_at: float = 0.0  # time.perf_counter() when the whole message had arrived (set by the link)
     reason: str = ""  # LOST and FAILED: what happened
@@ -57,7 +59,7 @@ class Message:
 def encode_header(message: Message) -> torch.Tensor:
     """The header as a float64 tensor (len(_FIELDS),)."""
     values = [float(int(message.kind)), float(message.sender), float(message.count), float(message.clock),
-              float(message.held), float(message.version), float(message.payload_bytes)]
+              float(message.held), float(message.version), float(message.grant), float(message.payload_bytes)]
     return torch.tensor(values, dtype=torch.float64)
 
 
@@ -67,8 +69,8 @@ def empty_header() -> torch.Tensor:
 
 def decode_header(header: torch.Tensor) -> tuple[Message, int]:
     """The message a header describes (payload not yet attached) and its payload size in bytes."""
-    kind, sender, count, clock, held, version, payload_bytes = header.tolist()
-    message = Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version))
+    kind, sender, count, clock, held, version, grant, payload_bytes = header.tolist()
+    message = Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version), grant=int(grant))
     return message, int(payload_bytes)
 
 
