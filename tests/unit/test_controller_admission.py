@@ -3,12 +3,14 @@ admits the whole Workload, the quota is released when the trial ends, and an evi
 
 import datetime
 
+import pytest
+
 from ringleader import api
 from ringleader.api import constants
 from ringleader.api import status as status_
 from ringleader.controller import admission, due, plan, reasons, rendering
 from ringleader.controller import settings as settings_
-from ringleader.topology import render, workload
+from ringleader.topology import TemplateError, render, workload
 
 Phase = status_.Phase
 Type = status_.ConditionType
@@ -93,6 +95,19 @@ def test_each_worker_group_is_a_pod_set_of_its_own():
     sets = workload.workload(trial, render(trial), "team-a")["spec"]["podSets"]
     assert [(s["name"], s["count"]) for s in sets] == [("worker-fast", 2), ("worker-slow", 1)]
     assert sets[1]["template"]["spec"]["nodeSelector"]["pool"] == "old"
+
+
+def pod(name, role, cpu):
+    return {"kind": "Pod", "metadata": {"name": name, "labels": {constants.LABEL_ROLE: role}},
+            "spec": {"containers": [{"name": "trainer", "image": "i", "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def test_pods_of_one_role_in_two_shapes_make_two_pod_sets_and_more_than_eight_are_refused():
+    sets = workload.pod_sets([pod("a", "ps", "1"), pod("b", "worker", "1"), pod("c", "worker", "2"), pod("d", "worker", "1")])
+    assert [(s["name"], s["count"]) for s in sets] == [("ps", 1), ("worker", 2), ("worker-1", 1)]
+    [trial] = api.expand(experiment()).trials
+    with pytest.raises(TemplateError, match="at most 8 pod sets"):
+        workload.workload(trial, [pod(f"w{i}", "worker", f"{i + 1}") for i in range(9)], "team-a")
 
 
 # -- a single queued trial -------------------------------------------------------------------------------------

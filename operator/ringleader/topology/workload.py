@@ -40,19 +40,19 @@ def _pod_set_name(pod: dict[str, Any]) -> str:
 
 
 def pod_sets(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The trial's pods as Kueue pod sets: one per distinct shape, in rank order, with its pod count."""
-    found: dict[str, dict[str, Any]] = {}
+    """The trial's pods as Kueue pod sets, in rank order: one per role (per worker group) and shape, with its count."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
     for pod in (o for o in objects if o["kind"] == "Pod"):
         template = _template(pod)
-        key = json.dumps(template, sort_keys=True)
+        key = (_pod_set_name(pod), json.dumps(template, sort_keys=True))
         if key in found:
             found[key]["count"] += 1
             continue
-        name = _pod_set_name(pod)
+        name = key[0]
         taken = {s["name"] for s in found.values()}
         suffix = 1
         while name in taken:  # an overridden template gave one role two shapes
-            name, suffix = f"{_pod_set_name(pod)}-{suffix}", suffix + 1
+            name, suffix = f"{key[0]}-{suffix}", suffix + 1
         found[key] = {"name": name, "count": 1, "template": template}
     return list(found.values())
 
