@@ -136,3 +136,29 @@ def test_a_queue_name_is_refused_by_an_operator_installed_without_kueue(admin, n
     assert condition["reason"] == "KueueDisabled"
     assert "kueue.enabled=true" in condition["message"]
     assert admin.trial_pods(namespace, "queued") == []
+
+
+def test_a_trial_whose_admission_kueue_takes_back_loses_its_pods_and_is_admitted_again(admin, namespace, kueue, operator):
+    queue_for_one_trial(admin, namespace)
+    operator(extra_args=("--kueue",), chart_values=KUEUE)
+    admin.create(dtes.experiment("evicted", namespace, scheduling={"queueName": "lab"}))
+    pods = wait_for("the admitted trial's pods", lambda: (lambda found: len(found) == 3 and found)(
+        admin.trial_pods(namespace, "evicted")))
+    for pod in pods:
+        admin.run_pod(pod)
+    wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, "evicted")) == "Running")
+    first = admin.get("Workload", namespace, "evicted-0")["metadata"]["uid"]
+
+    # Deactivating an admitted Workload is how a person (or kueuectl stop) makes Kueue evict it.
+    admin.patch("Workload", namespace, "evicted-0", {"spec": {"active": False}})
+    event = wait_for("the eviction event", lambda: next((e for e in admin.events(namespace, "evicted")
+                                                         if e["reason"] == "Evicted"), None))
+    assert event["type"] == "Warning" and "Kueue evicted its Workload evicted-0" in event["message"]
+    # A fresh Workload queues the trial again; Kueue admits it and the pods come back, all of them.
+    again = wait_for("a new admitted Workload", lambda: (lambda w: w and w["metadata"]["uid"] != first and any(
+        c["type"] == "Admitted" and c["status"] == "True" for c in (w.get("status") or {}).get("conditions", []))
+        and w)(admin.get("Workload", namespace, "evicted-0")))
+    assert again["spec"]["active"] is True
+    recreated = wait_for("the trial's pods, recreated", lambda: (lambda found: len(found) == 3 and found)(
+        admin.trial_pods(namespace, "evicted")))
+    assert {p["metadata"]["uid"] for p in recreated}.isdisjoint({p["metadata"]["uid"] for p in pods})

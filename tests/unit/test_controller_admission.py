@@ -8,7 +8,7 @@ import pytest
 from ringleader import api
 from ringleader.api import constants
 from ringleader.api import status as status_
-from ringleader.controller import admission, due, plan, reasons, rendering
+from ringleader.controller import admission, due, events, plan, reasons, rendering
 from ringleader.controller import settings as settings_
 from ringleader.topology import TemplateError, render, workload
 
@@ -168,6 +168,8 @@ def test_an_evicted_trial_loses_its_pods_and_queues_again_from_the_beginning():
     [found] = evicted.status.trials
     assert (found.phase, found.reason, found.start_time) == (Phase.PENDING, reasons.EVICTED, None)
     assert "Preempted to accommodate" in found.message
+    [event] = [e for e in events.transitions(running, evicted.status) if e.reason == reasons.EVICTED]
+    assert event.type == "Warning"
     requeued = decide(dte, evicted.status)  # the Workload is gone
     assert requeued.workloads == ((0, Action.CREATE),) and requeued.create == ()
 
