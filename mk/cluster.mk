@@ -7,9 +7,10 @@ RL_CLUSTER_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../cluster)
 cluster-deps: ## install the host packages the cluster needs (apt)
 	$(RL_CLUSTER_DIR)/install-deps.sh
 
-cluster-build: cluster-deps ## build Kubernetes, etcd, CoreDNS, crictl, helm and the images (cached)
+cluster-build: cluster-deps ## build Kubernetes, etcd, CoreDNS, crictl, helm, Kueue and the images (cached)
 	$(RL_CLUSTER_DIR)/build-kubernetes.sh
 	$(RL_CLUSTER_DIR)/build-tools.sh
+	$(RL_CLUSTER_DIR)/build-kueue.sh
 	$(RL_CLUSTER_DIR)/build-images.sh
 
 cluster-up: ## start the cluster (idempotent; builds what is missing); prints KUBECONFIG

@@ -37,6 +37,7 @@ from ringleader.api import crd, loading
 from ringleader.api import problems as problems_
 from ringleader.contract import exits, redaction
 from ringleader.topology import settings as render_settings
+from ringleader.topology import workload as topology_workload
 
 # Subcommands owned by other packages: name -> (module with add_arguments(parser) and run(args) -> int, help).
 DELEGATED = {
@@ -152,7 +153,13 @@ def render(args: argparse.Namespace) -> int:
               "every pod: name a Secret with them in the experiment's tracking.credentialsSecret", file=sys.stderr)
         return exits.USAGE
     settings = render_settings.from_args(args, default_tracking_uri=args.tracking_uri)
-    documents = [document for trial in trials for document in topology.render(trial, settings, args.run_id)]
+    documents = []
+    for trial in trials:
+        objects = topology.render(trial, settings, args.run_id)
+        queue_name = trial.spec.scheduling.queue_name
+        if queue_name:  # created first: the others exist only once Kueue admits it
+            documents.append(topology_workload.workload(trial, objects, queue_name))
+        documents.extend(objects)
     sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False, width=120))
     return exits.OK
 

@@ -27,6 +27,11 @@ KINDS = {
     "ValidatingAdmissionPolicy": ("/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False),
     "ValidatingAdmissionPolicyBinding": ("/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings",
                                          False),
+    "Secret": ("/api/v1", "secrets", True),
+    "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta1", "resourceflavors", False),
+    "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta1", "clusterqueues", False),
+    "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta1", "localqueues", True),
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta1", "workloads", True),
     constants.KIND: (f"/apis/{constants.API_VERSION}", constants.PLURAL, True),
 }
 

@@ -36,6 +36,11 @@ def _versions() -> dict[str, str]:
     return found
 
 
+def pinned(name: str) -> str:
+    """A version pinned in cluster/versions.env ("" when it names none)."""
+    return _versions().get(name, "")
+
+
 def binaries() -> dict[str, pathlib.Path] | None:
     """etcd, kube-apiserver and kube-controller-manager from the harness cache, or None if not built yet."""
     versions = _versions()

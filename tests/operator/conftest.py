@@ -23,6 +23,7 @@ from ringleader.api import constants
 # tests/operator is deliberately not a package (it would be imported as `operator`, shadowing the
 # standard library); pytest puts this directory on sys.path, so its helper modules import by name.
 import apiserver_tier as apiserver
+import kueue_tier
 from apiserver_client import Client, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -51,6 +52,15 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="session")
 def admin(cluster) -> Client:
     return Client(cluster.url, cluster.admin_token, cluster.ca)
+
+
+@pytest.fixture(scope="session")
+def kueue(cluster, admin, tmp_path_factory):
+    """A real Kueue controller manager against the apiserver tier, for the whole session; yields its log."""
+    if not kueue_tier.built():
+        pytest.skip("Kueue is not built: run cluster/build-kueue.sh")
+    with kueue_tier.running(cluster, admin, tmp_path_factory.mktemp("kueue")) as log:
+        yield log
 
 
 @pytest.fixture
@@ -119,17 +129,19 @@ class Operator:
 def operator(cluster, admin, namespace, tmp_path, request):
     """Start the operator watching this test's namespace (or, with `cluster_wide`, every namespace).
 
-    Usage: operator(cluster_wide=False, extra_args=[...], extra_env={...}) -> Operator (already started)."""
+    Usage: operator(cluster_wide=False, extra_args=[...], extra_env={...}, chart_values=("--set", "k=v")) -> Operator
+    (already started); `chart_values` shape the RBAC the chart grants it."""
     started: list[Operator] = []
 
     def start(*, cluster_wide: bool = False, extra_args: tuple[str, ...] = (),
-              extra_env: dict[str, str] | None = None) -> Operator:
+              extra_env: dict[str, str] | None = None, chart_values: tuple[str, ...] = ()) -> Operator:
         if cluster_wide:
-            token = _chart_rbac(admin, "rlc", [])
+            token = _chart_rbac(admin, "rlc", list(chart_values))
             scope = []
         else:
             token = _chart_rbac(admin, f"rl-{namespace}", ["--set", "scope.mode=Namespace",
-                                                           "--set", f"scope.namespaces={{{namespace}}}"])
+                                                           "--set", f"scope.namespaces={{{namespace}}}",
+                                                           *chart_values])
             scope = ["--namespace", namespace]
         config = apiserver.kubeconfig(tmp_path / "operator.kubeconfig", cluster.url, token or cluster.admin_token, cluster.ca)
         args = [*scope, "--progress-poll-interval", "1", "--recheck-interval", "10", *extra_args]

@@ -55,6 +55,10 @@ RULE_CASES = {
     "workers sweep without groups": (
         {"workers": {"replicas": 2, "groups": [{"name": "a", "replicas": 2}]}, "sweep": {"matrix": {"workers": [1, 2]}}},
         "spec.sweep.matrix.workers", "sweep without groups"),
+    "queued trials fit a Workload": (
+        {"scheduling": {"queueName": "team-a"},
+         "workers": {"replicas": 8, "groups": [{"name": f"g{i}", "replicas": 1} for i in range(8)]}},
+        "spec.workers.groups", "merge groups or remove queueName"),
     "tracking.uri without userinfo": (
         {"tracking": {"uri": "http://alice:s3cret@mlflow:5000"}},
         "spec.tracking.uri", "put them in a Secret named by `tracking.credentialsSecret`"),
@@ -172,6 +176,7 @@ def test_snake_case_is_not_the_wire_format(experiment_document):
     ({"network": {"bandwidth": "fast"}}, "fast", 'a bandwidth such as "100Mbit"'),
     ({"model": {"name": "resnet18; rm"}}, "resnet18; rm", 'or "package.module:factory"'),
     ({"image": "my image"}, "my image", "an image reference without spaces"),
+    ({"scheduling": {"queueName": "Team_A"}}, "Team_A", "a DNS label"),
 ])
 def test_pattern_errors_say_what_the_value_should_look_like(experiment_document, field, value, hint):
     [problem] = problems(experiment_document(field))
@@ -230,3 +235,4 @@ def test_bandwidth_is_parsed_into_bits_per_second():
 def test_progress_text_is_short_enough_for_a_column():
     assert api.status.Progress(iteration=37, iterations=200, trials=1).text() == "37/200"
     assert api.status.Progress(iteration=3, iterations=50, trials=6, trials_completed=2).text() == "2/6 trials, 3/50"
+    assert api.status.Progress(iteration=0, iterations=50, trials=6, trials_queued=3).text() == "0/6 trials, 0/50, 3 queued"

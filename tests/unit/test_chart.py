@@ -29,7 +29,8 @@ SCENARIOS = {
     "namespaced-mlflow-podgroups.yaml": [
         "--set", "scope.mode=Namespace", "--set", "scope.namespaces={team-a,team-b}",
         "--set", "mlflow.enabled=true", "--set", "mlflow.persistence.enabled=true",
-        "--set", "podGroups.enabled=true", "--set", "workers.gpu.tolerations[0].key=nvidia.com/gpu",
+        "--set", "podGroups.enabled=true", "--set", "kueue.enabled=true",
+        "--set", "workers.gpu.tolerations[0].key=nvidia.com/gpu",
         "--set", "workers.gpu.tolerations[0].operator=Exists",
     ],
     "guard-rails.yaml": [
@@ -125,6 +126,8 @@ ALLOWED = {
     "configmaps": {"create"},
     "events": {"create"},
     "podgroups": {"create"},
+    "workloads": {"list", "watch", "create", "delete"},
+    "workloads/status": {"patch"},
     "customresourcedefinitions": {"list", "watch"},
 }
 
@@ -150,6 +153,7 @@ def test_cluster_mode_binds_a_cluster_role_and_never_reads_secrets_or_namespaces
     assert [d["kind"] for d in documents if d["kind"].endswith(("Role", "RoleBinding"))] == ["ClusterRole", "ClusterRoleBinding"]
     resources = {r for rule in rules_of(documents, "ClusterRole") for r in rule["resources"]}
     assert "secrets" not in resources and "namespaces" not in resources and "podgroups" not in resources
+    assert "workloads" not in resources  # Kueue is off by default
 
 
 def test_namespace_mode_uses_only_roles_one_per_namespace_and_podgroups_when_enabled(helm):
@@ -158,6 +162,7 @@ def test_namespace_mode_uses_only_roles_one_per_namespace_and_podgroups_when_ena
     assert sorted(r["metadata"]["namespace"] for r in objects(documents, "Role")) == ["team-a", "team-b"]
     assert sorted(b["metadata"]["namespace"] for b in objects(documents, "RoleBinding")) == ["team-a", "team-b"]
     assert all(any("podgroups" in rule["resources"] for rule in role["rules"]) for role in objects(documents, "Role"))
+    assert all(any("workloads" in rule["resources"] for rule in role["rules"]) for role in objects(documents, "Role"))
     resources = {r for role in objects(documents, "Role") for rule in role["rules"] for r in rule["resources"]}
     assert "customresourcedefinitions" not in resources
 
@@ -200,6 +205,7 @@ def test_the_operator_args_are_the_controllers_flags_and_carry_the_values(helm):
     settings = settings_.from_args(parser.parse_args(container["args"][1:]))
     assert settings.scope.namespaces == ("team-a", "team-b")
     assert settings.pods.pod_groups is True
+    assert settings.pods.kueue is True
     assert settings.pods.render.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists"},)
     assert settings.pods.render.image == "localhost/ringleader/ringleader:0.1.0"
     assert settings.tracking.default_uri == "http://rl-ringleader-mlflow.ringleader.svc.cluster.local:5000"

@@ -125,6 +125,18 @@ def test_render_prints_every_trials_objects_as_one_stream(files, capsys):
     assert "&id" not in out  # no YAML anchors for people to decode
 
 
+def test_render_puts_a_queued_trials_kueue_workload_first(tmp_path, capsys):
+    path = tmp_path / "queued.yaml"
+    path.write_text("apiVersion: ringleader.dev/v1alpha1\nkind: DistributedTrainingExperiment\n"
+                    "metadata: {name: queued}\nspec: {scheduling: {queueName: lab}}\n")
+    code, out, _ = run(capsys, "render", str(path))
+    assert code == 0
+    objects = list(yaml.safe_load_all(out))
+    assert [o["kind"] for o in objects] == ["Workload", "Service", "ConfigMap", "Pod", "Pod", "Pod"]
+    assert objects[0]["spec"]["queueName"] == "lab"
+    assert [(s["name"], s["count"]) for s in objects[0]["spec"]["podSets"]] == [("ps", 1), ("worker", 2)]
+
+
 def test_render_one_trial(files, capsys):
     code, out, _ = run(capsys, "render", str(files / "valid.yaml"), "--trial", "2", "--tracking-uri", "http://m:5000")
     assert code == 0

@@ -12,7 +12,8 @@ from ringleader import api, cli, topology
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 TRIALS = {"quickstart.yaml": 3, "study-1-architectures.yaml": 48, "study-3-bandwidth.yaml": 5,
-          "study-4-dssp-straggler.yaml": 4, "gpu-ring.yaml": 1, "digits-time-to-accuracy.yaml": 2}
+          "study-4-dssp-straggler.yaml": 4, "gpu-ring.yaml": 1, "digits-time-to-accuracy.yaml": 2,
+          "kueue-queue.yaml": 3}
 
 
 def test_the_promised_examples_exist():

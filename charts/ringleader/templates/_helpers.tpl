@@ -150,6 +150,17 @@ operator/ringleader/controller/kube.py, one function per verb), no wildcard.
   resources: ["podgroups"]
   verbs: ["create"]
 {{- end }}
+{{- if .Values.kueue.enabled }}
+# Kueue Workloads, one per trial of an experiment with scheduling.queueName, only when enabled:
+# created to queue the trial, watched for admission, deleted when an eviction requeues the trial.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["list", "watch", "create", "delete"]
+# A Workload is marked Finished (one condition, server-side apply) when its trial ends: the quota is released.
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads/status"]
+  verbs: ["patch"]
+{{- end }}
 {{- end -}}
 
 {{/* Restricted security context shared by the chart's containers (Pod Security "restricted"). */}}

@@ -24,10 +24,13 @@ DNS_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 BUILTIN_MODELS = ("mlp", "cnn", "resnet18", "resnet50", "vgg16", "transformer")
 MODEL_PATTERN = r"^(" + "|".join(BUILTIN_MODELS) + r"|[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*)$"
 MAX_TRIALS = 256
+# A Kueue Workload holds at most 8 pod sets: one per worker group, and one for the parameter servers.
+MAX_QUEUED_WORKER_GROUPS = 7
 IMAGE_PATTERN = r"^[^\s]+$"
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 FACTORY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 DATA_PATH_PATTERN = r"^\S+$"  # as IMAGE_PATTERN, written apart so each has its own hint
+QUEUE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, as Kueue checks the queue-name label
 # What each pattern means, for error messages (`experiment.problems_of`).
 PATTERN_HINTS = {
     CPU_PATTERN: 'a CPU quantity such as "500m", "1" or "2.5"',
@@ -481,6 +484,12 @@ class Scheduling(ApiModel):
     """nodeSelector of every pod of the experiment."""
     tolerations: Annotated[list[Toleration], pydantic.Field(max_length=32)] = []
     """tolerations of every pod of the experiment (GPU taints, dedicated nodes)."""
+    queue_name: Annotated[str, pydantic.StringConstraints(pattern=QUEUE_NAME_PATTERN, max_length=63)] | None = None
+    """queueName of the Kueue LocalQueue, in the experiment's namespace, that admits each trial. Unset
+    (default): trials start as soon as `sweep.maxParallel` allows. Set: each trial is one Kueue Workload
+    whose pod sets are all its pods (each role's count and resource requests); none of its pods exists until
+    Kueue admits the whole Workload within its ClusterQueue's quota, and the quota is released when the
+    trial ends. The operator must be installed with Kueue enabled."""
 
 
 def _axis(item, max_items: int = 16):
@@ -643,6 +652,14 @@ class ExperimentSpec(ApiModel):
             or s.sync.max_staleness is None
             or all(v < s.sync.max_staleness for v in s.sweep.matrix.staleness),
             field_path=".sweep.matrix.staleness",
+        ),
+        rules.Rule(
+            cel=f"!has(self.scheduling.queueName) || size(self.workers.groups) <= {MAX_QUEUED_WORKER_GROUPS}",
+            message=f"`workers.groups` can have at most {MAX_QUEUED_WORKER_GROUPS} groups when `scheduling.queueName` "
+            "is set: a Kueue Workload holds at most 8 pod sets, one per group plus one for the parameter servers; "
+            "merge groups or remove queueName",
+            holds=lambda s: s.scheduling.queue_name is None or len(s.workers.groups) <= MAX_QUEUED_WORKER_GROUPS,
+            field_path=".workers.groups",
         ),
         rules.Rule(
             cel=f"!{_swept('workers')} || size(self.workers.groups) == 0",

@@ -88,11 +88,15 @@ class Progress(ApiModel):
     """trialsCompleted counts trials that succeeded or failed."""
     trials: int = 0
     """trials in the experiment (1 without a sweep)."""
+    trials_queued: int = 0
+    """trialsQueued counts trials waiting for Kueue to admit them (`scheduling.queueName`)."""
 
     def text(self) -> str:
-        """The printer column's summary: "37/200" iterations, prefixed by "2/6 trials, " in a sweep."""
+        """The printer column's summary: "37/200" iterations, prefixed by "2/6 trials, " in a sweep, and
+        ", 3 queued" appended while trials wait for Kueue."""
         iterations = f"{self.iteration}/{self.iterations}"
-        return iterations if self.trials <= 1 else f"{self.trials_completed}/{self.trials} trials, {iterations}"
+        text = iterations if self.trials <= 1 else f"{self.trials_completed}/{self.trials} trials, {iterations}"
+        return f"{text}, {self.trials_queued} queued" if self.trials_queued else text
 
 
 class Summary(ApiModel):

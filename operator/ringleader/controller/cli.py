@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
         credentials.bind(taken)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
     # Importing the module registers its handlers with kopf's default registry.
-    from ringleader.controller import handlers  # noqa: F401
+    from ringleader.controller import handlers
+    if settings.pods.kueue:
+        handlers.watch_workloads()
 
     namespaces = list(settings.scope.namespaces)
     logging.getLogger(__name__).info("watching %s", ", ".join(namespaces) if namespaces else "the whole cluster")

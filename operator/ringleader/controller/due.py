@@ -28,7 +28,7 @@ def _waiting_on_pods(status: status_.ExperimentStatus) -> bool:
     return any(
         (t.phase == Phase.CREATED)
         or (t.phase == Phase.RESTARTING)
-        or (t.phase == Phase.PENDING and t.reason == reasons.WAITING_FOR_OLD_PODS)
+        or (t.phase == Phase.PENDING and t.reason in (reasons.WAITING_FOR_OLD_PODS, reasons.WAITING_FOR_ADMISSION))
         for t in status.trials
     )
 

@@ -36,7 +36,7 @@ def _trial_events(old: status_.ExperimentStatus, new: status_.ExperimentStatus) 
             continue
         if trial.phase == Phase.PENDING and trial.reason in _QUIET_PENDING:
             continue
-        kind = WARNING if trial.phase in _WARNING_PHASES else NORMAL
+        kind = WARNING if trial.phase in _WARNING_PHASES or trial.reason == reasons.EVICTED else NORMAL
         reason = trial.reason or f"Trial{trial.phase.value}"
         found.append(Event(kind, reason, f"trial {trial.name}: {trial.message or trial.phase.value}"))
     return found

@@ -17,6 +17,7 @@ from ringleader.controller import kube, reconciler, recording
 from ringleader.controller import settings as settings_
 
 EXPERIMENTS = (constants.GROUP, constants.VERSION, constants.PLURAL)
+WORKLOADS = ("kueue.x-k8s.io", "v1beta1", "workloads")
 # kopf's own bookkeeping (which handlers ran, the last handled spec) goes into annotations under this
 # prefix: the status belongs to the API's schema, which would prune kopf's fields anyway.
 KOPF_PREFIX = f"kopf.{constants.GROUP}"
@@ -30,6 +31,8 @@ async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, l
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
     # Only the trials' pods are watched, filtered by the API server: a cluster's other pods never reach us.
     settings.watching.label_selectors["v1", "pods"] = ",".join(f"{k}={v}" for k, v in TRIAL_PODS.items())
+    if ours.pods.kueue:
+        settings.watching.label_selectors[WORKLOADS[0], WORKLOADS[2]] = settings.watching.label_selectors["v1", "pods"]
     settings.posting.level = logging.INFO
     if ours.scope.namespaces:
         # Namespace mode runs on Roles alone: no listing of namespaces or CRDs, which are cluster-scoped.
@@ -60,9 +63,24 @@ async def reconcile_experiment(namespace: str, name: str, memo: kopf.Memo, **_) 
 @kopf.on.event("v1", "pods", labels=TRIAL_PODS)
 async def watch_trial_pods(body: kopf.Body, namespace: str, memo: kopf.Memo, **_) -> None:
     """Any change of a trial's pod (scheduled, running, failed, deleted): reconcile the experiment owning it."""
+    _reconcile_owner(body, namespace, memo)
+
+
+def _reconcile_owner(body: kopf.Body, namespace: str, memo: kopf.Memo) -> None:
     for owner in body.metadata.get("ownerReferences") or []:
         if owner.get("kind") == constants.KIND and owner.get("apiVersion", "").startswith(f"{constants.GROUP}/"):
             memo.controller.queue.request((namespace, owner["name"]))
+
+
+def watch_workloads() -> None:
+    """Register the watch on the trials' Kueue Workloads; `cli` calls it when Kueue is enabled, since the watch
+    needs Kueue's CRDs and RBAC on workloads."""
+    kopf.on.event(*WORKLOADS, labels=TRIAL_PODS)(reconcile_on_admission)
+
+
+async def reconcile_on_admission(body: kopf.Body, namespace: str, memo: kopf.Memo, **_) -> None:
+    """Kueue admitted, evicted or dropped a trial's Workload: reconcile the experiment owning it."""
+    _reconcile_owner(body, namespace, memo)
 
 
 @kopf.on.event(*EXPERIMENTS)

@@ -1,6 +1,7 @@
 """The few Kubernetes API calls the controller makes, as JSON in and out; used by `reconciler` and `handlers`.
 
-Every call here is one verb the Helm chart's RBAC grants (get/list/create/delete/patch, pods/log get),
+Every call here is one verb the Helm chart's RBAC grants (get/list/create/delete/patch, pods/log get, and
+with Kueue enabled list/create/delete on workloads and patch on workloads/status),
 so the chart and this module can be read side by side. Calls run the blocking `kubernetes` client in
 threads; errors become kopf's retry types: a 5xx, 429 or broken connection is a TemporaryError, a 403 a `Forbidden` one;
 409 AlreadyExists on create and 404 on delete are successes (idempotent, never a duplicate).
@@ -23,7 +24,10 @@ from ringleader.api import constants
 logger = logging.getLogger(__name__)
 
 # Plurals of the kinds the topology renders (no discovery round-trips at startup).
-PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "PodGroup": "podgroups"}
+PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "PodGroup": "podgroups",
+           "Workload": "workloads"}
+WORKLOADS_API_VERSION = "kueue.x-k8s.io/v1beta1"
+FIELD_MANAGER = "ringleader"
 REQUEST_TIMEOUT = (5.0, 30.0)  # seconds: connect, read
 RETRY_DELAY = 5.0  # seconds before retrying a failed API call
 FORBIDDEN_RETRY_DELAY = 60.0  # seconds: RBAC changes take an administrator, not a moment
@@ -110,6 +114,28 @@ class Kube:
         path = collection_path(obj["apiVersion"], obj["kind"], metadata["namespace"])
         status, _ = await self._request("POST", path, body=obj, ok=(409,))
         return status != 409
+
+    async def list_workloads(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        _, data = await self._request("GET", collection_path(WORKLOADS_API_VERSION, "Workload", namespace),
+                                      query={"labelSelector": selector})
+        return list(data.get("items") or [])
+
+    async def delete_workload(self, namespace: str, name: str, uid: str | None = None) -> None:
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:  # never a newer Workload that took the same name
+            body["preconditions"] = {"uid": uid}
+        await self._request("DELETE", f"{collection_path(WORKLOADS_API_VERSION, 'Workload', namespace)}/{name}",
+                            body=body, ok=(404, 409))
+
+    async def finish_workload(self, namespace: str, name: str, condition: dict[str, Any]) -> None:
+        """Add the Finished condition to a Workload's status, as Kueue's own job integrations do: a server-side apply
+        of that one condition, so Kueue's conditions (kept in the same list, keyed by type) stay as they are."""
+        body = {"apiVersion": WORKLOADS_API_VERSION, "kind": "Workload", "metadata": {"name": name, "namespace": namespace},
+                "status": {"conditions": [condition]}}
+        path = f"{collection_path(WORKLOADS_API_VERSION, 'Workload', namespace)}/{name}/status"
+        # Sent as text: JSON is YAML, and the client serializes dicts only for JSON content types.
+        await self._request("PATCH", path, body=json.dumps(body), query={"fieldManager": FIELD_MANAGER, "force": "true"},
+                            content_type="application/apply-patch+yaml", ok=(404,))
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         # Background propagation and the pod's own grace period: the kubelet stops it as it would any pod.

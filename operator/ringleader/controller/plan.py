@@ -13,6 +13,7 @@ import datetime
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.api import trial as trial_
+from ringleader.controller import admission as admission_
 from ringleader.controller import conditions, reasons, trials
 from ringleader.controller import pods as pods_
 
@@ -20,7 +21,8 @@ Type = status_.ConditionType
 Phase = status_.Phase
 
 # Failed reasons that a corrected spec clears (nothing ran, so nothing is lost by trying again).
-SPEC_REASONS = (reasons.INVALID_SPEC, reasons.PODGROUPS_DISABLED, reasons.TRACKING_URI_NOT_ALLOWED)
+SPEC_REASONS = (reasons.INVALID_SPEC, reasons.PODGROUPS_DISABLED, reasons.TRACKING_URI_NOT_ALLOWED,
+                reasons.KUEUE_DISABLED)
 MAX_LISTED_FAILURES = 3
 
 
@@ -36,6 +38,8 @@ class Observation:
     """Pods each trial's topology renders, by trial name."""
     progress: dict[str, int] = dataclasses.field(default_factory=dict)
     """Iteration of the slowest worker, by trial name, for the trials whose logs were read."""
+    workloads: dict[str, admission_.Admission] = dataclasses.field(default_factory=dict)
+    """Kueue Workloads by trial name (`scheduling.queueName` only)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +48,8 @@ class Plan:
     delete: tuple[str, ...] = ()
     create: tuple[int, ...] = ()
     """Indices of the trials whose objects to create (409 AlreadyExists counts as created)."""
+    workloads: tuple[tuple[int, admission_.Action], ...] = ()
+    """(trial index, action) for the trials' Kueue Workloads: queue, finish or delete."""
 
 
 def _initial_trials(expansion: trial_.Expansion, old: status_.ExperimentStatus) -> list[status_.TrialStatus]:
@@ -65,7 +71,8 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
     def run(position: int, may_start: bool = False) -> None:
         status = statuses[position]
         ctx = trials.Context(now=seen.now, run_policy=spec.run_policy, expected=seen.expected.get(status.name, ()),
-                             suspended=suspended, may_start=may_start)
+                             suspended=suspended, may_start=may_start, queue_name=spec.scheduling.queue_name,
+                             admission=seen.workloads.get(status.name))
         steps[position] = trials.step(status, seen.pods.get(status.name, []), ctx)
 
     # Started trials first, so those that finish now free their slot for a pending one in the same pass.
@@ -88,7 +95,8 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
     delete += tuple(sorted(pods_.name(p) for trial, found in seen.pods.items() if trial not in known
                            for p in found if not pods_.is_terminating(p)))
     create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
-    return Plan(status=status, delete=delete, create=create)
+    workloads = tuple((statuses[i].index, steps[i].workload) for i in range(len(statuses)) if steps[i].workload)
+    return Plan(status=status, delete=delete, create=create, workloads=workloads)
 
 
 def invalid(old: status_.ExperimentStatus, reason: str, message: str, *, now: datetime.datetime,
@@ -170,6 +178,9 @@ def _conditions(experiment, expansion: trial_.Expansion, old: status_.Experiment
         elif by_phase[Phase.RESTARTING]:
             waiting = by_phase[Phase.RESTARTING]
             put(Type.RUNNING, False, waiting.reason or reasons.POD_FAILED, _describe(waiting))
+        elif by_phase[Phase.PENDING] and by_phase[Phase.PENDING].reason in (reasons.WAITING_FOR_ADMISSION,
+                                                                             reasons.EVICTED):
+            put(Type.RUNNING, False, reasons.WAITING_FOR_ADMISSION, _describe(by_phase[Phase.PENDING]))
         else:
             put(Type.RUNNING, False, reasons.TRIALS_PENDING, _describe(by_phase[Phase.PENDING]) if by_phase[Phase.PENDING]
                 else "no trial is running")
@@ -203,7 +214,9 @@ def _progress(expansion: trial_.Expansion, old: status_.ExperimentStatus, new_tr
     else:
         iteration = old.progress.iteration
         iterations = old.progress.iterations or by_name[new_trials[0].name].spec.model.iterations
-    return status_.Progress(iteration=iteration, iterations=iterations, trials_completed=completed, trials=len(new_trials))
+    queued = sum(1 for t in new_trials if t.phase == Phase.PENDING and t.reason == reasons.WAITING_FOR_ADMISSION)
+    return status_.Progress(iteration=iteration, iterations=iterations, trials_completed=completed, trials=len(new_trials),
+                            trials_queued=queued)
 
 
 def _experiment_status(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus,

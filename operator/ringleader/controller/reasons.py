@@ -30,10 +30,13 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 CREATE_FAILED = "CreateFailed"
 SUSPENDED = "Suspended"
 RESUMED = "Resumed"
+WAITING_FOR_ADMISSION = "WaitingForAdmission"
+EVICTED = "Evicted"
 
 # Experiments the operator refuses to run as written (reconciler.py).
 PODGROUPS_DISABLED = "PodGroupsDisabled"
 TRACKING_URI_NOT_ALLOWED = "TrackingUriNotAllowed"
+KUEUE_DISABLED = "KueueDisabled"
 
 # The experiment's tracking (runs.py).
 TRACKING_UNAVAILABLE = "TrackingUnavailable"

@@ -21,8 +21,8 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line
-from ringleader.controller import (conditions, due, events, failures, kube, orphans, plan, progress, reasons,
-                                   recording, rendering, runs, statuses, trials, workqueue)
+from ringleader.controller import (admission, conditions, due, events, failures, kube, orphans, plan, progress,
+                                   reasons, recording, rendering, runs, statuses, trials, workqueue)
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
 from ringleader import topology
@@ -94,6 +94,11 @@ class Controller:
             message = ("`scheduling.gang` Volcano or SchedulerPlugins needs PodGroups, which this operator was installed without: "
                        "install the chart with podGroups.enabled=true (and a gang scheduler), or set gang to Operator")
             return await self._refuse(body, old, reasons.PODGROUPS_DISABLED, message, seen_at, generation)
+        queue_name = experiment.spec.scheduling.queue_name
+        if queue_name and not self.settings.pods.kueue:
+            message = ("`scheduling.queueName` needs Kueue Workloads, which this operator was installed without: "
+                       "install the chart with kueue.enabled=true (and Kueue), or remove queueName")
+            return await self._refuse(body, old, reasons.KUEUE_DISABLED, message, seen_at, generation)
         refusal = self.runs.recorder.refusal(experiment.spec.tracking.uri)
         if refusal is not None:
             # Failing is better than running unrecorded: the pods could not record without the runs the operator opens.
@@ -104,10 +109,16 @@ class Controller:
         by_trial: dict[str, list[dict[str, Any]]] = {}
         for pod in found:
             by_trial.setdefault(pods_.labels(pod).get(constants.LABEL_TRIAL, ""), []).append(pod)
+        workloads: dict[str, dict[str, Any]] = {}
+        if queue_name:
+            for found_workload in await self.kube.list_workloads(namespace, rendering.pod_selector(name)):
+                if _owned_by(found_workload, uid):
+                    workloads[pods_.labels(found_workload).get(constants.LABEL_TRIAL, "")] = found_workload
         seen = plan.Observation(
             now=seen_at, generation=generation, pods=by_trial,
             expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
             progress=await self._read_progress(key, old, by_trial),
+            workloads={trial: admission.of(w) for trial, w in workloads.items()},
         )
         decision = plan.decide(experiment, expansion, old, seen)
         # Runs first: a starting trial's run id goes into its pods' environment.
@@ -115,6 +126,7 @@ class Controller:
 
         await self._publish(body, old, new)
         await asyncio.gather(*(self.kube.delete_pod(namespace, pod) for pod in decision.delete))
+        new = await self._act_on_workloads(body, expansion, new, decision.workloads, workloads)
         new = await self._create_trials(body, expansion, new, decision.create)
         reported, retry_end = await self.runs.end(key, body, experiment, expansion, new)
         if reported is not new:
@@ -172,6 +184,39 @@ class Controller:
                     trials=[failed if t.index == index else t for t in status.trials]))
                 await self._publish(body, status, new)
                 status = new
+        return status
+
+    async def _act_on_workloads(self, body, expansion, status: status_.ExperimentStatus,
+                                actions: tuple[tuple[int, admission.Action], ...],
+                                found: dict[str, dict[str, Any]]) -> status_.ExperimentStatus:
+        """Queue, finish or delete the trials' Kueue Workloads, after their pods were dealt with."""
+        by_index = {t.index: t for t in expansion.trials}
+        namespace = body["metadata"]["namespace"]
+        for index, action in actions:
+            trial = by_index[index]
+            record = next(t for t in status.trials if t.index == index)
+            existing = found.get(trial.name)
+            if action == admission.Action.CREATE:
+                try:
+                    await self.kube.create(rendering.workload(trial, body, self.settings))
+                except (kube.InvalidObject, topology.TemplateError) as error:
+                    failed = trials.create_failed(record, str(error), now())
+                    new = status.model_copy(update=dict(
+                        trials=[failed if t.index == index else t for t in status.trials]))
+                    await self._publish(body, status, new)
+                    status = new
+            elif existing is None:
+                continue
+            elif action == admission.Action.DELETE:
+                await self.kube.delete_workload(namespace, existing["metadata"]["name"], existing["metadata"].get("uid"))
+            else:
+                # Kueue's own reasons for a finished Workload; its quota is released at once.
+                await self.kube.finish_workload(namespace, existing["metadata"]["name"], {
+                    "type": "Finished", "status": "True",
+                    "reason": "Succeeded" if record.phase == Phase.SUCCEEDED else "Failed",
+                    "message": (record.message or record.phase.value)[:32768],
+                    "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                })
         return status
 
     async def _expire(self, body: dict[str, Any], run_policy: spec_.RunPolicy) -> None:

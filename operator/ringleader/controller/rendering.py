@@ -16,6 +16,7 @@ from ringleader.api import trial as trial_
 from ringleader.controller import settings as settings_
 from ringleader.controller import trials
 from ringleader.topology import names
+from ringleader.topology import workload as topology_workload
 
 
 def pod_selector(experiment_name: str) -> str:
@@ -30,5 +31,13 @@ def objects(trial: trial_.Trial, owner: dict[str, Any], settings: settings_.Sett
             run_id: str | None) -> list[dict[str, Any]]:
     """The trial's objects, owned by the experiment so that deleting it garbage-collects them."""
     found = topology.render(trial, settings.pods.render, run_id=run_id)
+    kopf.adopt(found, owner=owner)
+    return found
+
+
+def workload(trial: trial_.Trial, owner: dict[str, Any], settings: settings_.Settings) -> dict[str, Any]:
+    """The Kueue Workload that admits the trial, owned by the experiment like the trial's other objects."""
+    found = topology_workload.workload(trial, topology.render(trial, settings.pods.render),
+                                       trial.spec.scheduling.queue_name)
     kopf.adopt(found, owner=owner)
     return found

@@ -33,6 +33,10 @@ class PodSettings:
     """Whether PodGroups may be created (`scheduling.gang` Volcano or SchedulerPlugins). Off by default: it
     needs a gang scheduler (Volcano or scheduler-plugins) and RBAC on podgroups, which the chart grants only
     when enabled."""
+    kueue: bool = False
+    """Whether experiments may name a Kueue LocalQueue (`scheduling.queueName`), each trial then waiting for
+    Kueue to admit its Workload. Off by default: it needs Kueue installed and RBAC on its workloads, which the
+    chart grants only when enabled."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +135,9 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
     parser.add_argument("--pod-groups", action=argparse.BooleanOptionalAction,
                         default=_env(environ, "POD_GROUPS", "false").lower() == "true",
                         help="allow PodGroups for gang schedulers (RINGLEADER_POD_GROUPS)")
+    parser.add_argument("--kueue", action=argparse.BooleanOptionalAction,
+                        default=_env(environ, "KUEUE", "false").lower() == "true",
+                        help="allow scheduling.queueName: trials admitted by Kueue Workloads (RINGLEADER_KUEUE)")
     parser.add_argument("--tracking-uri", default=_env(environ, "TRACKING_URI", defaults.tracking.default_uri),
                         help="MLflow tracking URI of experiments that set none (RINGLEADER_TRACKING_URI)")
     env_allowed = [u for u in _env(environ, "TRACKING_ALLOWED_URIS", "").split(",") if u]
@@ -166,6 +173,7 @@ def from_args(args: argparse.Namespace) -> Settings:
         pods=PodSettings(
             render=render_settings.from_args(args, default_tracking_uri=args.tracking_uri or None),
             pod_groups=args.pod_groups,
+            kueue=args.kueue,
         ),
         tracking=MlflowSettings(
             default_uri=args.tracking_uri or None,

@@ -15,6 +15,7 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import failures
+from ringleader.controller import admission as admission_
 from ringleader.controller import pods as pods_
 from ringleader.controller import reasons
 
@@ -44,6 +45,10 @@ class Context:
     expected: tuple[ExpectedPod, ...]
     suspended: bool = False
     may_start: bool = False
+    queue_name: str | None = None
+    """The Kueue LocalQueue that admits the trial (`scheduling.queueName`); None: no admission to wait for."""
+    admission: admission_.Admission | None = None
+    """The trial's Workload as Kueue left it; None when it has none."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +58,8 @@ class Step:
     status: TrialStatus
     delete: tuple[str, ...] = ()
     create: bool = False
+    workload: admission_.Action | None = None
+    """What to do to the trial's Kueue Workload: create it (queue the trial), finish it, or delete it."""
 
 
 def deadline_of(trial: TrialStatus, run_policy: spec_.RunPolicy) -> datetime.datetime | None:
@@ -121,7 +128,19 @@ def _fail_or_restart(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, re
 
 
 def step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
-    """The next status of one trial, and the pod deletions or creation that lead there."""
+    """The next status of one trial, and the pod and Workload actions that lead there."""
+    found = _step(trial, pods, ctx)
+    if ctx.admission is None or found.workload is not None:
+        return found
+    # A Workload holds quota only while its trial may run: released when the trial ends, dropped when it stops.
+    if found.status.phase in TERMINAL_PHASES and ctx.admission.state != admission_.State.FINISHED:
+        return dataclasses.replace(found, workload=admission_.Action.FINISH)
+    if found.status.phase == Phase.SUSPENDED or (found.status.phase == Phase.PENDING and ctx.suspended):
+        return dataclasses.replace(found, workload=admission_.Action.DELETE)
+    return found
+
+
+def _step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if trial.phase in TERMINAL_PHASES:
         return _finished(trial, pods, ctx)
     if ctx.suspended:
@@ -131,6 +150,8 @@ def step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
                       start_time=None)
     if trial.phase == Phase.PENDING:
         return _start(trial, pods, ctx)
+    if ctx.queue_name is not None and (ctx.admission is None or ctx.admission.state != admission_.State.ADMITTED):
+        return _evicted(trial, pods, ctx)
     if trial.phase == Phase.RESTARTING:
         return _recreate(trial, pods, ctx)
     return _watch(trial, pods, ctx)
@@ -156,6 +177,8 @@ def _start(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if not ctx.may_start:
         message = "waiting for a running trial to finish (sweep.maxParallel)"
         return Step(_with(trial, reason=reasons.WAITING_FOR_SLOT, message=message))
+    if ctx.queue_name is not None and (ctx.admission is None or ctx.admission.state != admission_.State.ADMITTED):
+        return _queue(trial, pods, ctx)
     if pods:
         # Pods left by an earlier run (suspended, or an interrupted clean-up) hold the names it needs.
         message = f"waiting for {len(pods)} pod{'s' * (len(pods) != 1)} of an earlier run to terminate"
@@ -165,6 +188,34 @@ def _start(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     status = _with(trial, phase=Phase.CREATED, reason=reasons.PODS_CREATED, message=message,
                    start_time=trial.start_time or ctx.now, completion_time=None)
     return Step(status, create=True)
+
+
+def _queue(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+    """A trial that may start once Kueue admits its Workload: no pod of it exists before (never half-admitted)."""
+    waiting = f"waiting for Kueue to admit all {_pods_phrase(ctx.expected)} (LocalQueue {ctx.queue_name})"
+    delete = tuple(sorted(pods_.name(p) for p in _live(pods)))  # left by an admission Kueue took back
+    if ctx.admission is None:
+        return Step(_with(trial, reason=reasons.WAITING_FOR_ADMISSION, message=f"{waiting}: Workload created"),
+                    delete=delete, workload=admission_.Action.CREATE)
+    if ctx.admission.state in (admission_.State.FINISHED, admission_.State.EVICTED):
+        # The Workload of an earlier attempt: a fresh one queues this attempt.
+        return Step(_with(trial, reason=reasons.WAITING_FOR_ADMISSION, message=f"{waiting}: replacing the Workload "
+                          f"of an earlier attempt ({ctx.admission.state.value})"),
+                    delete=delete, workload=admission_.Action.DELETE)
+    return Step(_with(trial, reason=reasons.WAITING_FOR_ADMISSION, message=f"{waiting}: {ctx.admission.message}"),
+                delete=delete)
+
+
+def _evicted(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+    """A started trial whose admission is gone: its pods go and it queues again, from the beginning."""
+    if ctx.admission is None:
+        cause = f"its Kueue Workload {trial.name} was deleted"
+    else:
+        cause = f"Kueue evicted its Workload {ctx.admission.name} ({ctx.admission.message or ctx.admission.state.value})"
+    message = f"{cause}: its pods were deleted; it restarts from the beginning once Kueue admits it again"
+    status = _with(trial, phase=Phase.PENDING, reason=reasons.EVICTED, message=message, start_time=None)
+    return Step(status, delete=tuple(sorted(pods_.name(p) for p in _live(pods))),
+                workload=None if ctx.admission is None else admission_.Action.DELETE)
 
 
 def _recreate(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:

@@ -1,4 +1,5 @@
-"""Topology: one trial -> its Kubernetes objects (Service, ConfigMap, PodGroup, Pods), through the Jinja2 templates."""
+"""Topology: one trial -> its Kubernetes objects (Service, ConfigMap, PodGroup, Pods), through the Jinja2 templates,
+and the Kueue Workload that admits them (`workload`)."""
 
 from ringleader.topology.rendering import TemplateError, render
 from ringleader.topology.settings import RenderSettings

@@ -23,6 +23,11 @@ def pod_group(trial: trial_.Trial) -> str:
     return trial.name
 
 
+def workload(trial: trial_.Trial) -> str:
+    """The Kueue Workload that admits the trial (`scheduling.queueName`)."""
+    return trial.name
+
+
 def pod(trial: trial_.Trial, slot: trial_.Slot) -> str:
     return f"{trial.name}-{slot.hostname}"
 

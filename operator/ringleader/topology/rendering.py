@@ -57,7 +57,7 @@ def _environment(directory: pathlib.Path) -> jinja2.Environment:
     return environment
 
 
-def _trial_labels(trial: trial_.Trial) -> dict[str, str]:
+def trial_labels(trial: trial_.Trial) -> dict[str, str]:
     return {
         constants.LABEL_EXPERIMENT: names.label_value(trial.experiment),
         constants.LABEL_TRIAL: trial.name,
@@ -106,7 +106,7 @@ def _pods(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str |
 def context(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str | None = None) -> dict[str, Any]:
     """The values a template sees; each is data, never YAML text."""
     spec = trial.spec
-    labels = _trial_labels(trial)
+    labels = trial_labels(trial)
     annotations = {constants.ANNOTATION_TRIAL_PARAMETERS: json.dumps(trial.parameters, sort_keys=True)}
     if run_id:
         annotations[constants.ANNOTATION_MLFLOW_RUN_ID] = run_id

@@ -1,0 +1,136 @@
+"""A real Kueue controller manager (cluster/build-kueue.sh) against the apiserver tier, on loopback only.
+
+Kueue runs as its release does (internal certificate management on, its scheduler and Workload
+controllers), but nothing registers its admission webhooks with the API server: the operator creates
+Workloads itself, the documented integration for a custom workload API, which needs no webhook. Its
+webhook server still starts (controller-runtime always serves it), bound to 127.0.0.1 with the
+certificate Kueue issues into its Secret, which the test copies into Kueue's certDir as a Secret volume
+would. Metrics and the visibility API server are off; leader election too (one replica).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import pathlib
+import subprocess
+import time
+from typing import Iterator
+
+import requests
+
+from apiserver_client import Client, wait_for
+import apiserver_tier as apiserver
+from loopback import free_port
+
+NAMESPACE = "kueue-system"
+START_TIMEOUT = 120.0  # seconds: certificates, informers and the scheduler on two busy cores
+
+
+def directory() -> pathlib.Path:
+    return apiserver.CACHE / f"kueue-{apiserver.pinned('KUEUE_VERSION')}"
+
+
+def built() -> bool:
+    return os.access(directory() / "bin" / "kueue", os.X_OK) and (directory() / "crds").is_dir()
+
+
+def install_crds(admin: Client) -> None:
+    for path in sorted((directory() / "crds").glob("*.yaml")):
+        admin.apply_yaml(path.read_text())
+    wait_for("Kueue's CRDs to be established", lambda: all(
+        any(c["type"] == "Established" and c["status"] == "True" for c in (crd.get("status") or {}).get("conditions", []))
+        for crd in (admin.get("CustomResourceDefinition", None, f"{plural}.kueue.x-k8s.io")
+                    for plural in ("workloads", "clusterqueues", "localqueues", "resourceflavors"))
+        if crd is not None), timeout=60)
+
+
+def _config(work: pathlib.Path, health_port: int) -> pathlib.Path:
+    path = work / "kueue-config.yaml"
+    path.write_text(f"""apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+namespace: {NAMESPACE}
+leaderElection:
+  leaderElect: false
+health:
+  healthProbeBindAddress: 127.0.0.1:{health_port}
+metrics:
+  bindAddress: "0"
+webhook:
+  host: 127.0.0.1
+  port: {free_port()}
+  certDir: {work / 'certs'}
+internalCertManagement:
+  enable: true
+clientConnection:
+  qps: 50
+  burst: 100
+integrations:
+  frameworks: ["batch/job"]
+featureGates:
+  VisibilityOnDemand: false
+""")
+    return path
+
+
+@contextlib.contextmanager
+def running(server: apiserver.ApiServer, admin: Client, work: pathlib.Path) -> Iterator[pathlib.Path]:
+    """Kueue's CRDs installed and its manager running until the block ends; yields its log."""
+    install_crds(admin)
+    admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, exists_ok=True)
+    # Kueue's certificate rotator fills this Secret (its install manifests create it empty).
+    admin.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kueue-webhook-server-cert",
+                                                                    "namespace": NAMESPACE}}, exists_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    health_port = free_port()
+    log_path = server.logs / "kueue.log"
+    log = open(log_path, "wb")
+    process = subprocess.Popen(
+        [str(directory() / "bin" / "kueue"), f"--config={_config(work, health_port)}", "--zap-log-level=2"],
+        env={**os.environ, "KUBECONFIG": str(server.admin_kubeconfig)}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    try:
+        _mount_certificates(admin, work / "certs", process, log_path)
+        _wait_ready(process, health_port, log_path)
+        yield log_path
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        log.close()
+
+
+def _mount_certificates(admin: Client, certs: pathlib.Path, process: subprocess.Popen, log: pathlib.Path) -> None:
+    """Play the kubelet's part: Kueue writes its webhook certificate into the Secret, and reads it from the files a
+    Secret volume would project into its certDir (it waits for them before it starts its controllers)."""
+    def issued() -> dict[str, str] | None:
+        if process.poll() is not None:
+            raise RuntimeError(f"kueue exited ({process.returncode}); see {log}")
+        data = (admin.get("Secret", NAMESPACE, "kueue-webhook-server-cert") or {}).get("data") or {}
+        return data if {"tls.crt", "tls.key"} <= data.keys() else None
+
+    data = wait_for("Kueue to issue its webhook certificate", issued, timeout=START_TIMEOUT)
+    certs.mkdir(parents=True, exist_ok=True)
+    for key, value in data.items():
+        path = certs / key
+        path.write_bytes(base64.b64decode(value))
+        path.chmod(0o600)
+
+
+def _wait_ready(process: subprocess.Popen, port: int, log: pathlib.Path) -> None:
+    session = requests.Session()
+    session.trust_env = False  # loopback only
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"kueue exited ({process.returncode}); see {log}")
+        with contextlib.suppress(requests.RequestException):
+            if session.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"kueue not ready within {START_TIMEOUT:.0f}s; see {log}")
