@@ -77,7 +77,7 @@ def start_run(cwd: pathlib.Path, *arguments: str, extra_env: dict[str, str] | No
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
 
-def run(cwd: pathlib.Path, *arguments: str, timeout: float = 100, extra_env: dict[str, str] | None = None) -> Finished:
+def run(cwd: pathlib.Path, *arguments: str, timeout: float = 300, extra_env: dict[str, str] | None = None) -> Finished:
     started = time.monotonic()
     process = start_run(cwd, *arguments, extra_env=extra_env)
     try:
