@@ -59,6 +59,17 @@ def helm_binary() -> str | None:
     return None
 
 
+def stop(process: subprocess.Popen) -> None:
+    """Terminate, then kill after 15 s: every process a tier starts ends with the tier."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
 def kubeconfig(path: pathlib.Path, server: str, token: str, ca: pathlib.Path) -> pathlib.Path:
     path.write_text(
         "apiVersion: v1\nkind: Config\n"
@@ -154,11 +165,5 @@ def running(directory: pathlib.Path) -> Iterator[ApiServer]:
         yield ApiServer(url=url, admin_token=admin_token, ca=ca, admin_kubeconfig=admin, directory=directory, logs=logs)
     finally:
         for process, log in reversed(processes):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=5)
+            stop(process)
             log.close()

@@ -95,13 +95,7 @@ def running(server: apiserver.ApiServer, admin: Client, work: pathlib.Path) -> I
         _wait_ready(process, health_port, log_path)
         yield log_path
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        apiserver.stop(process)
         log.close()
 
 

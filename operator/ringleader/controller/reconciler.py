@@ -179,12 +179,16 @@ class Controller:
                     await self.kube.create(obj)
                 await asyncio.gather(*(self.kube.create(o) for o in objects if o["kind"] == "Pod"))
             except (kube.InvalidObject, topology.TemplateError) as error:
-                failed = trials.create_failed(record, str(error), now())
-                new = status.model_copy(update=dict(
-                    trials=[failed if t.index == index else t for t in status.trials]))
-                await self._publish(body, status, new)
-                status = new
+                status = await self._creation_failed(body, status, record, error)
         return status
+
+    async def _creation_failed(self, body, status: status_.ExperimentStatus, record: status_.TrialStatus,
+                               error: Exception) -> status_.ExperimentStatus:
+        """The trial failed: the API server refused one of its objects, or its template did not render."""
+        failed = trials.create_failed(record, str(error), now())
+        new = status.model_copy(update=dict(trials=[failed if t.index == record.index else t for t in status.trials]))
+        await self._publish(body, status, new)
+        return new
 
     async def _act_on_workloads(self, body, expansion, status: status_.ExperimentStatus,
                                 actions: tuple[tuple[int, admission.Action], ...],
@@ -200,11 +204,7 @@ class Controller:
                 try:
                     await self.kube.create(rendering.workload(trial, body, self.settings))
                 except (kube.InvalidObject, topology.TemplateError) as error:
-                    failed = trials.create_failed(record, str(error), now())
-                    new = status.model_copy(update=dict(
-                        trials=[failed if t.index == index else t for t in status.trials]))
-                    await self._publish(body, status, new)
-                    status = new
+                    status = await self._creation_failed(body, status, record, error)
             elif existing is None:
                 continue
             elif action == admission.Action.DELETE:

@@ -107,6 +107,15 @@ class Gate:
         self.blocked = [w for w in self.blocked if w not in released]
         return released
 
+    def _release_or_hold(self, worker: int, may_go) -> list[int]:
+        """The held workers that may go now, and the pusher too if it may; else the pusher is held."""
+        released = self._release_where(may_go)
+        if may_go(worker):
+            released.append(worker)
+        else:
+            self._hold(worker)
+        return released
+
 
 class BSP(Gate):
     """Bulk synchronous: hold every OK until all N workers pushed this iteration, then release all together."""
@@ -141,12 +150,7 @@ class SSP(Gate):
         return self.t[worker] - min(self.t) <= self.staleness
 
     def _decide(self, worker: int) -> list[int]:
-        released = self._release_where(self._within)
-        if self._within(worker):
-            released.append(worker)
-        else:
-            self._hold(worker)
-        return released
+        return self._release_or_hold(worker, self._within)
 
 
 class DSSP(Gate):
@@ -225,12 +229,7 @@ class DSSPFollower(Gate):
         return self.t[w] <= self.granted[w] or self.t[w] - self.clock <= self.lower
 
     def _decide(self, p: int) -> list[int]:
-        released = self._release_where(self._may_go)
-        if self._may_go(p):
-            released.append(p)
-        else:
-            self._hold(p)
-        return released
+        return self._release_or_hold(p, self._may_go)
 
     def allowance(self, worker: int) -> int:
         return self.granted[worker]
