@@ -3,7 +3,7 @@
 Runs a real etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 (tests/operator/apiserver_tier.py,
 binaries from cluster/build-kubernetes.sh and cluster/build-tools.sh etcd) and the operator as the operator
 tests run it (tests/operator/operator_process.py: the chart's RBAC, `python -m ringleader.controller`).
-There is no kubelet and no scheduler: the benchmark plays their part (bench/kubelet.py) and says so.
+There is no kubelet and no scheduler: the benchmark plays their part (tests/operator/kubelet.py) and says so.
 Three measurements:
 
     # one big trial: seconds from the experiment's creation until all its pods exist (3 repeats)

@@ -1,9 +1,10 @@
-"""The kubelet's part in bench_operator.py, played on the apiserver tier: a Node, pods bound and reported Running, logs served.
+"""The kubelet's part, played on the apiserver tier: a Node, pods bound and reported Running, logs served; used by
+the operator tests and bench/bench_operator.py.
 
-The apiserver tier runs no kubelet and no scheduler, so the benchmark does their work and says so:
-it binds each trial pod to one Node (pods/binding, as a scheduler does), writes its status Running (as
-a kubelet does), and answers the API server's log requests for that Node with an HTTPS server on
-127.0.0.1 whose body is a worker's progress line: the log reads the operator makes travel the real path
+The apiserver tier runs no kubelet and no scheduler, so tests and the benchmark do their work and say so:
+each trial pod is bound to one Node (pods/binding, as a scheduler does), its status written Running (as a
+kubelet does), and the API server's log requests for that Node are answered by an HTTPS server on 127.0.0.1
+whose body is a worker's progress line: the log reads the operator makes travel the real path
 (operator -> kube-apiserver -> "kubelet") and cost what they cost. Loopback only.
 """
 
@@ -16,6 +17,7 @@ import subprocess
 import threading
 import time
 import urllib.parse
+from typing import Callable
 
 from apiserver_client import Client
 
@@ -24,12 +26,15 @@ ITERATIONS = 1_000_000  # a trial that never finishes while the benchmark watche
 
 
 class LogServer:
-    """Answers GET /containerLogs/<namespace>/<pod>/<container> with a progress line that advances once a second."""
+    """Answers GET /containerLogs/<namespace>/<pod>/<container> with `log(pod)`; by default a progress line that
+    advances once a second. Counts the requests and records which pods' logs were asked for."""
 
-    def __init__(self, directory: pathlib.Path) -> None:
+    def __init__(self, directory: pathlib.Path, log: Callable[[str], str] | None = None) -> None:
         self.requests = 0
+        self.pods: set[str] = set()
         self._lock = threading.Lock()
         self._started = time.monotonic()
+        self._log = log or self._progress
         certificate, key = directory / "kubelet.crt", directory / "kubelet.key"
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
                         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(certificate)],
@@ -40,17 +45,16 @@ class LogServer:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self) -> None:  # noqa: N802 -- http.server's naming
-                with server._lock:
-                    server.requests += 1
-                path = urllib.parse.urlsplit(self.path).path
-                if not path.startswith("/containerLogs/"):
+                path = urllib.parse.urlsplit(self.path).path.split("/")
+                if len(path) < 4 or path[1] != "containerLogs":
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                iteration = 1 + int(time.monotonic() - server._started)
-                body = (f"step {iteration}\nprogress: iteration {iteration}/{ITERATIONS} loss 0.1000 "
-                        "iteration 5.0 ms\n").encode()
+                with server._lock:
+                    server.requests += 1
+                    server.pods.add(path[3])
+                body = server._log(path[3]).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", str(len(body)))
@@ -66,6 +70,10 @@ class LogServer:
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, name="kubelet-logs", daemon=True).start()
+
+    def _progress(self, pod: str) -> str:
+        iteration = 1 + int(time.monotonic() - self._started)
+        return f"step {iteration}\nprogress: iteration {iteration}/{ITERATIONS} loss 0.1000 iteration 5.0 ms\n"
 
     def close(self) -> None:
         self._server.shutdown()
