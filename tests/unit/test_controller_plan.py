@@ -202,6 +202,18 @@ def test_the_next_wake_is_the_earliest_deadline_not_a_periodic_sweep():
     assert due.next_wake(status, dte.spec.run_policy, T0 + datetime.timedelta(seconds=12.5), timing) == 17.5
 
 
+def test_a_running_trial_needs_no_full_pass_for_its_progress_and_a_progress_read_changes_only_the_iteration():
+    dte = experiment(model={"iterations": 200})
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.RUNNING)])
+    trial = api.expand(dte).trials[0]
+    running = decide(dte, old, pods={trial.name: running_pods(trial)}, progress={trial.name: 37}).status
+    assert due.next_wake(running, dte.spec.run_policy, T0, settings_.TimingSettings()) is None  # polling's job
+    read = plan.with_progress(running, {trial.name: 52})
+    assert (read.progress.iteration, read.progress_text) == (52, "52/200")
+    assert read.model_copy(update=dict(progress=running.progress, progress_text=running.progress_text)) == running
+    assert plan.with_progress(running, {}) is running  # nothing read: nothing changes
+
+
 def test_a_finished_experiment_expires_ttl_seconds_after_its_completion():
     dte = experiment(runPolicy={"ttlSecondsAfterFinished": 90})
     old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.SUCCEEDED)])

@@ -1,73 +1,122 @@
-"""Progress: the slowest worker's last `progress: iteration K/N` line, read from the tail of each worker's log."""
+"""Progress: one worker's last `progress: iteration K/N` line per running trial, read once per interval, backing off
+(and saying so in an Event) while its log cannot be read."""
 
 import asyncio
+
+import kopf
+from kopf._core.engines import posting
 
 from ringleader.api import constants
 from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line
-from ringleader.controller import progress, reconciler, recording
+from ringleader.controller import kube, polling, progress, reconciler, recording
 from ringleader.controller import settings as settings_
 
 
 def test_the_operator_reads_back_the_last_progress_line_a_worker_printed():
     log = "\n".join(["starting", progress_line.progress_line(3, 100, 0.5, 0.004), "loss 0.4",
                      progress_line.progress_line(17, 100, 0.25, 0.0035), "a stray line about iteration 99/100"])
-    assert progress_line.last_iteration(log) == 17
-    assert progress_line.last_iteration("warming up\n") is None
+    assert progress.iteration(log) == 17
+    assert progress.iteration("warming up\n") == 0
 
 
-def test_the_slowest_worker_defines_the_progress_and_a_silent_one_counts_as_zero():
-    assert progress.slowest([40, 37, 52]) == 37
-    assert progress.slowest([40, None]) == 0
-
-
-def worker(name, rank, phase="Running"):
-    return {"metadata": {"name": name, "labels": {constants.LABEL_ROLE: "worker", constants.LABEL_RANK: str(rank)}},
+def worker(name, rank, phase="Running", role="worker"):
+    return {"metadata": {"name": name, "labels": {constants.LABEL_ROLE: role, constants.LABEL_RANK: str(rank)}},
             "spec": {"containers": [{"name": "trainer"}]}, "status": {"phase": phase}}
 
 
+def test_the_lowest_ranked_worker_reports_once_it_runs():
+    pods = [worker("q-0-worker-2", 2), worker("q-0-ps-0", 0, role="ps"), worker("q-0-worker-1", 1)]
+    assert progress.reporter(pods)["metadata"]["name"] == "q-0-worker-1"
+    assert progress.reporter([worker("q-0-worker-1", 1, phase="Pending"), worker("q-0-worker-2", 2)]) is None
+    assert progress.container(pods[0]) == "trainer"
+
+
 class FakeKube:
-    """Answers pods/log reads from a dict; counts them."""
+    """Answers pods/log reads from a dict (a missing log is unavailable, as without a node); counts them."""
 
     def __init__(self, logs):
         self.logs, self.reads = logs, []
 
     async def read_log(self, namespace, name, container, *, tail_lines, limit_bytes):
         self.reads.append((namespace, name, container))
-        return self.logs.get(name)
+        if name not in self.logs:
+            raise kube.LogUnavailable("HTTP 204: no node serves the pod's log")
+        return self.logs[name]
+
+
+BODY = {"apiVersion": constants.API_VERSION, "kind": constants.KIND,
+        "metadata": {"namespace": "ns", "name": "q", "uid": "u-1"}}
 
 
 def read(controller, status, pods):
-    return asyncio.run(controller._read_progress(("ns", "q"), status, {"q-0": pods}))
+    """One progress read as a reconcile makes it, with kopf's event queue in place; (progress, events posted)."""
+    async def run():
+        queue = asyncio.Queue()
+        posting.settings_var.set(kopf.OperatorSettings())
+        posting.event_queue_var.set(queue)
+        posting.event_queue_loop_var.set(asyncio.get_running_loop())
+        found = await controller._read_progress(dict(BODY), status, {"q-0": progress.reporter(pods)})
+        return found, [(e.type, e.reason, e.message) for e in [queue.get_nowait() for _ in range(queue.qsize())]]
+    return asyncio.run(run())
 
 
-def controller_with(logs, poll_seconds=60.0):
-    settings = settings_.Settings(timing=settings_.TimingSettings(progress_poll_seconds=poll_seconds))
+def controller_with(logs, poll_seconds=60.0, max_backoff=600.0):
+    settings = settings_.Settings(timing=settings_.TimingSettings(progress_poll_seconds=poll_seconds,
+                                                                 max_progress_backoff_seconds=max_backoff))
     return reconciler.Controller(settings, FakeKube(logs), recording.Recorder(settings.tracking))
 
 
 RUNNING = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=status_.Phase.RUNNING)])
+EIGHT = [worker(f"q-0-worker-{r}", r) for r in range(8)]
 
 
-def test_running_trials_are_polled_once_per_interval_from_their_workers_logs():
-    controller = controller_with({"q-0-worker-0": "progress: iteration 12/50\n", "q-0-worker-1": "progress: iteration 9/50\n"})
-    pods = [worker("q-0-worker-0", 1), worker("q-0-worker-1", 2)]
-    assert read(controller, RUNNING, pods) == {"q-0": 9}
-    assert read(controller, RUNNING, pods) == {"q-0": 9}  # within the interval: no new reads
-    assert [name for _, name, _ in controller.kube.reads] == ["q-0-worker-0", "q-0-worker-1"]
-    assert controller.kube.reads[0][2] == "trainer"
+def test_a_running_trial_costs_one_log_read_per_interval_whatever_its_workers():
+    controller = controller_with({"q-0-worker-0": "progress: iteration 12/50\n"})
+    assert read(controller, RUNNING, EIGHT) == ({"q-0": 12}, [])
+    assert read(controller, RUNNING, EIGHT) == ({"q-0": 12}, [])  # within the interval: no new read
+    assert controller.kube.reads == [("ns", "q-0-worker-0", "trainer")]
 
 
-def test_an_unreadable_log_keeps_the_last_known_progress():
-    controller = controller_with({"q-0-worker-0": "progress: iteration 12/50\n", "q-0-worker-1": "progress: iteration 9/50\n"},
-                                 poll_seconds=0.001)
-    pods = [worker("q-0-worker-0", 1), worker("q-0-worker-1", 2)]
-    assert read(controller, RUNNING, pods) == {"q-0": 9}
-    del controller.kube.logs["q-0-worker-1"]  # the kubelet is away
-    assert read(controller, RUNNING, pods) == {"q-0": 9}
+def test_an_unreadable_log_keeps_the_last_progress_and_says_so_once_per_streak():
+    controller = controller_with({"q-0-worker-0": "progress: iteration 12/50\n"}, poll_seconds=0.001, max_backoff=0.002)
+    assert read(controller, RUNNING, EIGHT)[0] == {"q-0": 12}
+    del controller.kube.logs["q-0-worker-0"]  # the kubelet is away
+    found = []
+    for _ in range(4):
+        asyncio.run(asyncio.sleep(0.005))  # past the backoff, capped at 0.002 s
+        found.append(read(controller, RUNNING, EIGHT))
+    assert [progress_ for progress_, _ in found] == [{"q-0": 12}] * 4
+    events = [event for _, posted in found for event in posted]
+    assert [(t, r) for t, r, _ in events] == [("Warning", "ProgressUnreadable")]
+    assert "pod q-0-worker-0" in events[0][2] and "HTTP 204" in events[0][2] and "0.001 s" in events[0][2]
+    assert len(controller.kube.reads) == 5  # each try read the one reporting worker
+
+
+def test_reading_again_after_a_streak_of_failures_is_announced():
+    controller = controller_with({}, poll_seconds=0.001)
+    assert read(controller, RUNNING, EIGHT)[1][0][1] == "ProgressUnreadable"
+    controller.kube.logs["q-0-worker-0"] = "progress: iteration 7/50\n"
+    asyncio.run(asyncio.sleep(0.01))  # past the backoff (0.001 s doubled once)
+    progress_, events = read(controller, RUNNING, EIGHT)
+    assert progress_ == {"q-0": 7}
+    assert [(t, r) for t, r, _ in events] == [("Normal", "ProgressReadable")]
 
 
 def test_nothing_is_read_when_no_trial_runs():
     controller = controller_with({})
-    assert read(controller, status_.ExperimentStatus(), [worker("q-0-worker-0", 1)]) == {}
+    assert read(controller, status_.ExperimentStatus(), [worker("q-0-worker-0", 1)]) == ({}, [])
     assert controller.kube.reads == []
+
+
+def test_the_schedule_doubles_the_wait_per_failure_up_to_its_cap():
+    schedule = polling.Schedule(interval=15.0, max_interval=100.0)
+    assert schedule.due("k", "t", 0.0)
+    assert [schedule.unreadable("k", "t", 0.0)[1] for _ in range(5)] == [15.0, 30.0, 60.0, 100.0, 100.0]
+    assert schedule.next_in("k", 0.0) == 100.0
+    assert not schedule.due("k", "t", 50.0)
+    assert schedule.read("k", "t", 100.0, 42) is True  # ends the streak
+    assert (schedule.known("k"), schedule.next_in("k", 100.0)) == ({"t": 42}, 15.0)
+    assert schedule.due("k", "t", 114.5)  # a pass woken a little early still reads
+    schedule.keep("k", [])
+    assert schedule.known("k") == {} and schedule.next_in("k", 0.0) is None

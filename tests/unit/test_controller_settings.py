@@ -42,6 +42,16 @@ def test_liveness_can_be_turned_off_and_intervals_must_be_positive():
         parse(["--progress-poll-interval", "0"])
 
 
+def test_api_concurrency_is_a_whole_number_of_calls_from_a_flag_or_variable(capsys):
+    assert parse([]).api.concurrency == 32
+    assert parse([], {"RINGLEADER_API_CONCURRENCY": "8"}).api.concurrency == 8
+    assert parse(["--api-concurrency", "64"], {"RINGLEADER_API_CONCURRENCY": "8"}).api.concurrency == 64
+    for wrong, says in (("0", "must be greater than or equal to 1, got 0"), ("2.5", "must be a whole number, got 2.5")):
+        with pytest.raises(SystemExit):
+            parse(["--api-concurrency", wrong])
+        assert says in capsys.readouterr().err
+
+
 def test_the_operator_calls_only_its_own_tracking_server_unless_more_are_allowed():
     own = parse(["--tracking-uri", "http://mlflow:5000"]).tracking
     assert own.allowed_uris == ()

@@ -81,7 +81,8 @@ class Progress(ApiModel):
     """How far the experiment is."""
 
     iteration: int = 0
-    """iteration reached by the slowest worker of the running trial (the latest, with several)."""
+    """iteration reached by the running trial (the latest, with several), as its lowest-ranked worker reports it:
+    under BSP every worker's, under ASP, SSP and DSSP that worker's (others may be behind or ahead)."""
     iterations: int = 0
     """iterations each worker runs in a trial."""
     trials_completed: int = 0

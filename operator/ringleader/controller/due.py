@@ -1,7 +1,7 @@
-"""When an experiment must next be looked at: deadlines, TTL expiry, progress polls; used by `reconciler`.
+"""When an experiment needs its next full pass: deadlines, TTL expiry, pods waited on; used by `reconciler`.
 
 The work queue sleeps until the earliest of these times (not a periodic sweep), so a deadline or a
-TTL is enforced when it falls due. Pure: times in, seconds out.
+TTL is enforced when it falls due. Progress reads are due apart (`polling`). Pure: times in, seconds out.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def _waiting_on_pods(status: status_.ExperimentStatus) -> bool:
 
 def next_wake(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy, now: datetime.datetime,
               timing: settings_.TimingSettings, *, retry_tracking_in: float | None = None) -> float | None:
-    """Seconds until the experiment must be reconciled again without any event, or None to wait for one."""
+    """Seconds until the experiment needs a full pass without any event, or None to wait for one. Progress
+    reads of running trials are due apart (`polling`): they need no full pass."""
     times: list[float] = []
     for trial in status.trials:
         deadline = trials.deadline_of(trial, run_policy)
@@ -44,8 +45,6 @@ def next_wake(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy, now
     expiry = expiry_of(status, run_policy)
     if expiry is not None:
         times.append((expiry - now).total_seconds())
-    if any(t.phase == Phase.RUNNING for t in status.trials):
-        times.append(timing.progress_poll_seconds)
     if _waiting_on_pods(status):
         times.append(timing.recheck_seconds)
     if any(t.reason == reasons.DECIDING_CAUSE for t in status.trials):

@@ -39,10 +39,11 @@ async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, l
         # The named namespaces are taken as given, and the CRD must exist before the operator starts
         # (Helm installs crds/ first).
         settings.scanning.disabled = True
+    client = kube.Kube(kube.configure(ours.api.concurrency), ours.api.concurrency)
     recorder = recording.Recorder(ours.tracking)
     if ours.tracking.default_uri or ours.tracking.allowed_uris:
         recorder.load()  # in the background: loaded before the first experiment needs it
-    memo.controller = reconciler.Controller(ours, kube.Kube(kube.configure()), recorder)
+    memo.controller = reconciler.Controller(ours, client, recorder)
     memo.controller.start()
     logger.info("ringleader operator settings: %s", settings_.describe(ours))
 
@@ -57,7 +58,7 @@ async def stop_reconciling(memo: kopf.Memo, **_) -> None:
 @kopf.on.update(*EXPERIMENTS, field="spec")
 async def reconcile_experiment(namespace: str, name: str, memo: kopf.Memo, **_) -> None:
     """A new, changed or (after an operator restart) existing experiment: reconcile it now."""
-    memo.controller.queue.request((namespace, name))
+    memo.controller.request((namespace, name))
 
 
 @kopf.on.event("v1", "pods", labels=TRIAL_PODS)
@@ -69,7 +70,7 @@ async def watch_trial_pods(body: kopf.Body, namespace: str, memo: kopf.Memo, **_
 def _reconcile_owner(body: kopf.Body, namespace: str, memo: kopf.Memo) -> None:
     for owner in body.metadata.get("ownerReferences") or []:
         if owner.get("kind") == constants.KIND and owner.get("apiVersion", "").startswith(f"{constants.GROUP}/"):
-            memo.controller.queue.request((namespace, owner["name"]))
+            memo.controller.request((namespace, owner["name"]))
 
 
 def watch_workloads() -> None:
@@ -83,7 +84,9 @@ async def reconcile_on_admission(body: kopf.Body, namespace: str, memo: kopf.Mem
     _reconcile_owner(body, namespace, memo)
 
 
-@kopf.on.event(*EXPERIMENTS)
+# Filtered before the handler is called: the experiments' own status writes (a progress update per running
+# trial per poll) would otherwise each cost a handler call and a log line.
+@kopf.on.event(*EXPERIMENTS, when=lambda type, **_: type == "DELETED")
 async def mark_runs_killed_on_delete(type: str, body: kopf.Body, memo: kopf.Memo, **_) -> None:
     """An experiment is gone (its pods follow by garbage collection): end its open MLflow runs as KILLED.
 

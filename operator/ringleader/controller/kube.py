@@ -2,16 +2,20 @@
 
 Every call here is one verb the Helm chart's RBAC grants (get/list/create/delete/patch, pods/log get, and
 with Kueue enabled list/create/delete on workloads and patch on workloads/status),
-so the chart and this module can be read side by side. Calls run the blocking `kubernetes` client in
-threads; errors become kopf's retry types: a 5xx, 429 or broken connection is a TemporaryError, a 403 a `Forbidden` one;
+so the chart and this module can be read side by side. Calls run the blocking `kubernetes` client in a
+pool of threads of their own (as many as the client keeps connections, `ApiSettings.concurrency`): a
+512-worker trial's creates then run side by side instead of queueing behind asyncio's small default
+pool, and no call opens a new TLS connection because the pool of connections was full. Errors become
+kopf's retry types: a 5xx, 429 or broken connection is a TemporaryError, a 403 a `Forbidden` one;
 409 AlreadyExists on create and 404 on delete are successes (idempotent, never a duplicate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import json
-import logging
 import urllib.parse
 from typing import Any
 
@@ -20,8 +24,6 @@ import kubernetes
 import urllib3
 
 from ringleader.api import constants
-
-logger = logging.getLogger(__name__)
 
 # Plurals of the kinds the topology renders (no discovery round-trips at startup).
 PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "PodGroup": "podgroups",
@@ -42,13 +44,20 @@ class InvalidObject(Exception):
     """The API server refused an object as invalid (400/422): retrying the same object cannot succeed."""
 
 
-def configure() -> kubernetes.client.ApiClient:
-    """An API client from the pod's service account, or else from $KUBECONFIG / ~/.kube/config."""
+class LogUnavailable(Exception):
+    """A container's log could not be read: no node serves it yet (HTTP 204), the kubelet is away, or the call failed."""
+
+
+def configure(connections: int) -> kubernetes.client.ApiClient:
+    """An API client from the pod's service account, or else from $KUBECONFIG / ~/.kube/config, keeping up to
+    `connections` connections open."""
     try:
         kubernetes.config.load_incluster_config()
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()
-    return kubernetes.client.ApiClient()
+    configuration = kubernetes.client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = connections
+    return kubernetes.client.ApiClient(configuration)
 
 
 def collection_path(api_version: str, kind: str, namespace: str) -> str:
@@ -64,10 +73,18 @@ def experiment_path(namespace: str, name: str) -> str:
 
 
 class Kube:
-    """Async JSON access to the API server over one shared client."""
+    """Async JSON access to the API server over one shared client, `threads` calls at a time."""
 
-    def __init__(self, client: kubernetes.client.ApiClient) -> None:
+    def __init__(self, client: kubernetes.client.ApiClient, threads: int) -> None:
         self._client = client
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kube")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _in_pool(self, *args, **kwargs) -> tuple[int, Any]:
+        call = functools.partial(self._call, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     def _call(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
               content_type: str = "application/json", raw: bool = False) -> tuple[int, Any]:
@@ -89,7 +106,7 @@ class Kube:
             return response.status, {"message": data.decode("utf-8", "replace")}
 
     async def _request(self, method: str, path: str, *, ok: tuple[int, ...] = (), **kwargs) -> tuple[int, Any]:
-        status, data = await asyncio.to_thread(self._call, method, path, **kwargs)
+        status, data = await self._in_pool(method, path, **kwargs)
         if 200 <= status < 300 or status in ok:
             return status, data
         message = data.get("message", "") if isinstance(data, dict) else str(data)
@@ -153,15 +170,18 @@ class Kube:
         await self._request("DELETE", experiment_path(namespace, name), body=body, ok=(404, 409))
 
     async def read_log(self, namespace: str, name: str, container: str | None, *, tail_lines: int,
-                       limit_bytes: int) -> str | None:
-        """The tail of a container's log, or None when it cannot be read (no node yet, kubelet away)."""
+                       limit_bytes: int) -> str:
+        """The tail of a container's log; LogUnavailable, saying why, when it cannot be read."""
         query: dict[str, Any] = {"tailLines": tail_lines, "limitBytes": limit_bytes}
         if container:
             query["container"] = container
         try:
-            status, text = await asyncio.to_thread(
-                self._call, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query=query, raw=True)
+            status, text = await self._in_pool("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query=query,
+                                               raw=True)
         except kopf.TemporaryError as error:
-            logger.debug("log of %s/%s unreadable: %s", namespace, name, error)
-            return None
-        return text if status == 200 else None
+            raise LogUnavailable(str(error)) from None
+        if status == 204:
+            raise LogUnavailable("HTTP 204: no node serves the pod's log")
+        if status != 200:
+            raise LogUnavailable(f"HTTP {status}: {' '.join(text.split())[:200]}")
+        return text

@@ -99,6 +99,17 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
     return Plan(status=status, delete=delete, create=create, workloads=workloads)
 
 
+def with_progress(status: status_.ExperimentStatus, progress: dict[str, int]) -> status_.ExperimentStatus:
+    """The status with its latest running trial's iteration as just read (a progress-only pass): the same
+    iteration `decide` would report from the same reads."""
+    running = [t for t in status.trials if t.phase == Phase.RUNNING]
+    latest = max(running, key=lambda t: t.index, default=None)
+    if latest is None or latest.name not in progress or status.progress.iteration == progress[latest.name]:
+        return status
+    found = status.progress.model_copy(update={"iteration": progress[latest.name]})
+    return status.model_copy(update=dict(progress=found, progress_text=found.text()))
+
+
 def invalid(old: status_.ExperimentStatus, reason: str, message: str, *, now: datetime.datetime,
             generation: int | None) -> status_.ExperimentStatus:
     """The status of an experiment that can never run as written (its spec must change)."""

@@ -44,6 +44,10 @@ TRACKING_AVAILABLE = "TrackingAvailable"
 REPORT_READY = "ReportReady"
 REPORT_FAILED = "ReportFailed"
 
+# A running trial's progress (reconciler.py, polling.py): its log could not be read, or can be again.
+PROGRESS_UNREADABLE = "ProgressUnreadable"
+PROGRESS_READABLE = "ProgressReadable"
+
 # The ReconcileFailed condition and its Events (reconciler.py): why the operator's passes fail.
 FORBIDDEN = "Forbidden"
 API_ERROR = "ApiError"

@@ -4,13 +4,20 @@ Level-based: every pass starts from the API server's current state (the experime
 the status written by earlier passes, never from remembered events, so an operator restarted at any
 point resumes correctly. Within a pass the status is written before pods are deleted or created:
 a crash in between repeats the action (idempotently) instead of losing or double-counting it.
+
+One exception keeps running experiments cheap: when a pass is due only because a running trial's
+progress is (no event since the last full pass, no deadline, TTL or recheck due), it reads that one
+log and writes the progress, nothing else. A full pass still follows every event, and comes at least
+every `recheck_seconds`, which bounds what a lost watch event can hide.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
+import math
 import time
 from typing import Any, Hashable
 
@@ -20,9 +27,8 @@ from ringleader import api
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
-from ringleader.contract import progress as progress_line
-from ringleader.controller import (admission, conditions, due, events, failures, kube, orphans, plan, progress,
-                                   reasons, recording, rendering, runs, statuses, trials, workqueue)
+from ringleader.controller import (admission, conditions, due, events, failures, kube, orphans, plan, polling,
+                                   progress, reasons, recording, rendering, runs, statuses, trials, workqueue)
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
 from ringleader import topology
@@ -39,6 +45,18 @@ def now() -> datetime.datetime:
 
 def key_of(body: dict[str, Any]) -> Key:
     return body["metadata"]["namespace"], body["metadata"]["name"]
+
+
+@dataclasses.dataclass
+class _Running:
+    """What a progress-only pass needs, from the last full pass of an experiment with a running trial."""
+
+    body: dict[str, Any]
+    status: status_.ExperimentStatus
+    reporters: dict[str, dict[str, Any] | None]
+    """The pod whose log tells each running trial's progress (`progress.reporter`), None while there is none."""
+    full_at: float
+    """Monotonic time of the next full pass: the earliest deadline, TTL expiry, tracking retry or recheck."""
 
 
 def _owned_by(pod: dict[str, Any], uid: str) -> bool:
@@ -59,7 +77,11 @@ class Controller:
                                          on_failure=self._failed, on_success=self._succeeded)
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
         self._bodies: dict[Key, dict[str, Any]] = {}
-        self._progress: dict[Key, tuple[float, dict[str, int]]] = {}
+        self.polls = polling.Schedule(settings.timing.progress_poll_seconds,
+                                      settings.timing.max_progress_backoff_seconds)
+        self._running: dict[Key, _Running] = {}
+        self._news: set[Key] = set()
+        """Experiments with an event since their last full pass."""
         self._orphans: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -72,11 +94,21 @@ class Controller:
             self._orphans.cancel()
         await self.queue.close()
         await self.runs.close()
+        self.kube.close()
+
+    def request(self, key: Key) -> None:
+        """News of an experiment (a change, an event of its pods): a full pass, now."""
+        self._news.add(key)
+        self.queue.request(key)
 
     # -- the pass -------------------------------------------------------------------------------
 
     async def reconcile(self, key: Hashable) -> float | None:
         """One pass over one experiment; returns seconds until the next pass is due (None: on the next event)."""
+        running = self._running.pop(key, None)
+        if running is not None and key not in self._news and time.monotonic() < running.full_at:
+            return await self._progress_pass(key, running)
+        self._news.discard(key)
         namespace, name = key
         body = await self.kube.get_experiment(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -117,7 +149,8 @@ class Controller:
         seen = plan.Observation(
             now=seen_at, generation=generation, pods=by_trial,
             expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
-            progress=await self._read_progress(key, old, by_trial),
+            progress=await self._read_progress(body, old, {
+                t.name: progress.reporter(by_trial.get(t.name, [])) for t in old.trials if t.phase == Phase.RUNNING}),
             workloads={trial: admission.of(w) for trial, w in workloads.items()},
         )
         decision = plan.decide(experiment, expansion, old, seen)
@@ -143,8 +176,29 @@ class Controller:
             # left to delete, a freed slot): look again at once; a pass that changes nothing ends the chain.
             return 0.0
         retries = [r for r in (retry_tracking, retry_end) if r is not None]
-        return due.next_wake(new, run_policy, now(), self.settings.timing,
-                             retry_tracking_in=min(retries) if retries else None)
+        full_in = due.next_wake(new, run_policy, now(), self.settings.timing,
+                                retry_tracking_in=min(retries) if retries else None)
+        running_now = [t.name for t in new.trials if t.phase == Phase.RUNNING]
+        if not running_now:
+            return full_in
+        clock = time.monotonic()
+        full_in = min(math.inf if full_in is None else full_in, self.settings.timing.recheck_seconds)
+        self._running[key] = _Running(body, new, {n: progress.reporter(by_trial.get(n, [])) for n in running_now},
+                                      clock + full_in)
+        progress_in = self.polls.next_in(key, clock)
+        return min(full_in, self.settings.timing.progress_poll_seconds if progress_in is None else progress_in)
+
+    async def _progress_pass(self, key: Key, running: _Running) -> float:
+        """Only the progress of the running trials, from the last full pass's pods: one log read and one small
+        status patch per due trial. Any event makes the next pass a full one."""
+        self._running[key] = running
+        fresh = await self._read_progress(running.body, running.status, running.reporters)
+        new = plan.with_progress(running.status, fresh)
+        await self._publish(running.body, running.status, new)
+        running.status = new
+        clock = time.monotonic()
+        progress_in = self.polls.next_in(key, clock)
+        return max(0.0, min(running.full_at - clock, math.inf if progress_in is None else progress_in))
 
     @staticmethod
     def _uses_pod_groups(experiment, expansion) -> bool:
@@ -228,33 +282,37 @@ class Controller:
 
     # -- progress -------------------------------------------------------------------------------
 
-    async def _read_progress(self, key: Key, old: status_.ExperimentStatus,
-                             by_trial: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
-        """The slowest worker's iteration of each running trial, read at most once per poll interval."""
+    async def _read_progress(self, body: dict[str, Any], old: status_.ExperimentStatus,
+                             reporters: dict[str, dict[str, Any] | None]) -> dict[str, int]:
+        """Each running trial's iteration: its reporting pod's log, read when due (`polling`), else the last read."""
+        key = key_of(body)
         running = [t.name for t in old.trials if t.phase == Phase.RUNNING]
-        if not running:
-            self._progress.pop(key, None)
-            return {}
-        polled_at, known = self._progress.get(key, (None, {}))
+        self.polls.keep(key, running)
         clock = time.monotonic()
-        if polled_at is not None and clock - polled_at < self.settings.timing.progress_poll_seconds * 0.95:
-            return known
-        fresh: dict[str, int] = {}
-        for name in running:
-            workers = progress.readable_workers(by_trial.get(name, []))
-            if not workers:
-                continue
-            texts = await asyncio.gather(*(
-                self.kube.read_log(key[0], pods_.name(p), (p["spec"].get("containers") or [{}])[0].get("name"),
-                                   tail_lines=progress.TAIL_LINES, limit_bytes=progress.LIMIT_BYTES)
-                for p in workers))
-            if any(text is None for text in texts):
-                if name in known:  # an unreadable log says nothing; keep what was known
-                    fresh[name] = known[name]
-                continue
-            fresh[name] = progress.slowest(progress_line.last_iteration(text) for text in texts)
-        self._progress[key] = (clock, fresh)
-        return fresh
+        due_now = [name for name in running if self.polls.due(key, name, clock)]
+        await asyncio.gather(*(self._read_trial(body, name, reporters.get(name), clock) for name in due_now))
+        return self.polls.known(key)
+
+    async def _read_trial(self, body: dict[str, Any], trial: str, pod: dict[str, Any] | None, clock: float) -> None:
+        key = key_of(body)
+        if pod is None:
+            self.polls.skipped(key, trial, clock)
+            return
+        try:
+            text = await self.kube.read_log(key[0], pods_.name(pod), progress.container(pod),
+                                            tail_lines=progress.TAIL_LINES, limit_bytes=progress.LIMIT_BYTES)
+        except kube.LogUnavailable as error:
+            streak, retry_in = self.polls.unreadable(key, trial, clock)
+            logger.debug("progress of %s/%s unreadable (%d in a row): %s", key[1], trial, streak, error)
+            if streak == 1:  # once per streak: users learn why progress stands still, not every interval
+                kopf.warn(body, reason=reasons.PROGRESS_UNREADABLE, message=(
+                    f"trial {trial}: the log of pod {pods_.name(pod)} cannot be read ({error}), so its progress "
+                    f"is not updated; trying again in {retry_in:g} s, then less often (at most every "
+                    f"{self.polls.max_interval:g} s)"))
+            return
+        if self.polls.read(key, trial, clock, progress.iteration(text)):
+            kopf.info(body, reason=reasons.PROGRESS_READABLE,
+                      message=f"trial {trial}: the log of pod {pods_.name(pod)} can be read again")
 
     # -- deletion -------------------------------------------------------------------------------
 
@@ -263,7 +321,9 @@ class Controller:
         key = key_of(body)
         self.queue.forget(key)
         self._bodies.pop(key, None)
-        self._progress.pop(key, None)
+        self.polls.forget(key)
+        self._running.pop(key, None)
+        self._news.discard(key)
         self.runs.forget(key, body)
 
     # -- errors, where users look --------------------------------------------------------------

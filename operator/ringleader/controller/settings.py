@@ -66,13 +66,28 @@ class MlflowSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class ApiSettings:
+    concurrency: int = 32
+    """Kubernetes API calls in flight at once (threads, and connections kept open). 32: a 512-worker trial's
+    pods are created in about a second (a create takes ~10 ms of the API server's time, so 32 keep it busy
+    without queueing at the operator), and 32 idle threads cost about 2 MB. Lower it to spare a small API server."""
+
+
+@dataclasses.dataclass(frozen=True)
 class TimingSettings:
     progress_poll_seconds: float = 15.0
-    """How often the workers' `progress:` log lines are read while a trial runs, in seconds. 15 s costs
-    one pods/log call per worker per poll, which a cluster shrugs off, and keeps `kubectl get dte` fresh."""
+    """How often a running trial's progress is read, in seconds: one pods/log call per trial (its lowest-ranked
+    worker's `progress:` line), whatever its number of workers. 15 s keeps `kubectl get dte` fresh at about
+    0.07 calls per second per running trial."""
+    max_progress_backoff_seconds: float = 600.0
+    """Longest pause between tries of a log that cannot be read, in seconds. An unreadable log (no node serves
+    it, the kubelet is away) is tried again after the poll interval, doubled per failure in a row up to this:
+    10 minutes, so a cluster whose kubelets never serve logs is not asked every interval, and a log that
+    comes back is read again within minutes."""
     recheck_seconds: float = 60.0
-    """Longest sleep while waiting on pods (terminating or pending), in seconds: pod watch events wake the
-    operator at once; this only bounds the harm of a lost watch event."""
+    """Longest time without a full pass while waiting on pods (terminating or pending) or while a trial runs, in
+    seconds: pod watch events wake the operator at once, and a running trial's progress is read apart; this
+    only bounds the harm of a lost watch event."""
     error_backoff_seconds: float = 5.0
     """First delay after an unexpected error in a reconcile, in seconds, doubled per consecutive error."""
     max_error_backoff_seconds: float = 600.0
@@ -91,6 +106,7 @@ class Settings:
     scope: ScopeSettings = ScopeSettings()
     pods: PodSettings = PodSettings()
     tracking: MlflowSettings = MlflowSettings()
+    api: ApiSettings = ApiSettings()
     timing: TimingSettings = TimingSettings()
     liveness_endpoint: str | None = "http://0.0.0.0:8080/healthz"
     """kopf's liveness endpoint, probed by the Deployment. None disables it (tests, local runs)."""
@@ -114,6 +130,16 @@ def _without_credentials(uris: tuple[str, ...]) -> tuple[str, ...]:
 def _env(environ: Mapping[str, str], name: str, default: Any = None) -> Any:
     value = environ.get(f"RINGLEADER_{name}")
     return default if value in (None, "") else value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be greater than or equal to 1, got {text}")
+    return value
 
 
 def _positive(text: str) -> float:
@@ -154,12 +180,16 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
     parser.add_argument("--tracking-retry", type=_positive, metavar="SECONDS",
                         default=float(_env(environ, "TRACKING_RETRY", defaults.tracking.retry_seconds)),
                         help="pause before retrying an unreachable MLflow (RINGLEADER_TRACKING_RETRY)")
+    parser.add_argument("--api-concurrency", type=_positive_int, metavar="CALLS",
+                        default=_env(environ, "API_CONCURRENCY", defaults.api.concurrency),
+                        help="Kubernetes API calls in flight at once (RINGLEADER_API_CONCURRENCY)")
     parser.add_argument("--progress-poll-interval", type=_positive, metavar="SECONDS",
                         default=float(_env(environ, "PROGRESS_POLL_INTERVAL", defaults.timing.progress_poll_seconds)),
-                        help="how often running workers' progress is read (RINGLEADER_PROGRESS_POLL_INTERVAL)")
+                        help="how often a running trial's progress is read (RINGLEADER_PROGRESS_POLL_INTERVAL)")
     parser.add_argument("--recheck-interval", type=_positive, metavar="SECONDS",
                         default=float(_env(environ, "RECHECK_INTERVAL", defaults.timing.recheck_seconds)),
-                        help="longest sleep while waiting on pods (RINGLEADER_RECHECK_INTERVAL)")
+                        help="longest time without a full pass while waiting on pods or while a trial runs "
+                             "(RINGLEADER_RECHECK_INTERVAL)")
     parser.add_argument("--liveness", default=_env(environ, "LIVENESS", defaults.liveness_endpoint),
                         help="kopf liveness endpoint URL, or 'none' (RINGLEADER_LIVENESS)")
 
@@ -182,6 +212,7 @@ def from_args(args: argparse.Namespace) -> Settings:
             retry_seconds=args.tracking_retry,
             allowed_uris=_without_credentials(tuple(args.tracking_allowed_uris or args.env_tracking_allowed_uris or ())),
         ),
+        api=ApiSettings(concurrency=args.api_concurrency),
         timing=TimingSettings(
             progress_poll_seconds=args.progress_poll_interval,
             recheck_seconds=args.recheck_interval,

@@ -1,0 +1,375 @@
+"""The operator at scale, on the apiserver tier: how fast it creates pods, and what it costs while trials run.
+
+Runs a real etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 (tests/operator/apiserver_tier.py,
+binaries from cluster/build-kubernetes.sh and cluster/build-tools.sh etcd) and the operator as the operator
+tests run it (tests/operator/operator_process.py: the chart's RBAC, `python -m ringleader.controller`).
+There is no kubelet and no scheduler: the benchmark plays their part (tests/operator/kubelet.py) and says so.
+Three measurements:
+
+    # one big trial: seconds from the experiment's creation until all its pods exist (3 repeats)
+    .venv/bin/python bench/bench_operator.py big --workers 512 --repeats 3
+    # many experiments at once: seconds until every pod exists, and per experiment (p50, p95)
+    .venv/bin/python bench/bench_operator.py burst --experiments 1000 --workers 8
+    # running experiments: the operator's CPU-s per minute, API requests/s and RSS, per progress interval
+    .venv/bin/python bench/bench_operator.py steady --experiments 100 --workers 8 --poll-interval 1 15
+
+`--operator-path DIR` runs another tree's operator package (e.g. `git archive <commit> operator | tar -x -C
+DIR`) beside this one, for before/after numbers. Nothing asserts a timing; results go to
+bench/results/operator-<scenario>.json. Results and how to read them: docs/performance.md, "The operator at scale".
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+import requests
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests" / "operator"), str(ROOT / "tests"), str(ROOT / "operator")]
+
+import apiserver_tier  # noqa: E402 -- the test helpers are not a package; see tests/operator/conftest.py
+import kubelet  # noqa: E402
+import operator_process  # noqa: E402
+from apiserver_client import Client, wait_for  # noqa: E402
+from ringleader.api import constants  # noqa: E402
+
+SMALL = {"cpu": "100m", "memory": "128Mi"}
+MANAGED = f"{constants.LABEL_MANAGED_BY}={constants.MANAGED_BY}"
+CLIENT_THREADS = 16  # the benchmark's own requests (creating experiments, playing the kubelet)
+
+
+def experiment(name: str, namespace: str, workers: int) -> dict:
+    """A ring-allreduce experiment of `workers` workers, one trial, small pods."""
+    return {"apiVersion": constants.API_VERSION, "kind": constants.KIND, "metadata": {"name": name, "namespace": namespace},
+            "spec": {"architecture": "RingAllReduce", "workers": {"replicas": workers, "resources": SMALL},
+                     "model": {"name": "mlp", "iterations": kubelet.ITERATIONS, "warmupIterations": 1}}}
+
+
+def add_namespace(admin: Client, name: str) -> None:
+    admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, exists_ok=True)
+    admin.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}},
+                 exists_ok=True)
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+class PodWatch:
+    """Every trial pod's first appearance (monotonic seconds), from one watch of the API server."""
+
+    def __init__(self, admin: Client) -> None:
+        self.seen: dict[tuple[str, str], float] = {}
+        self.pods: dict[tuple[str, str], dict] = {}
+        self._admin = admin
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        listed = admin.request("GET", "/api/v1/pods", labelSelector=MANAGED)
+        self._version = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._watch, name="pod-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                response = self._admin.session.get(
+                    f"{self._admin.url}/api/v1/pods", stream=True, timeout=(5, 30),
+                    params={"watch": "1", "labelSelector": MANAGED, "resourceVersion": self._version,
+                            "allowWatchBookmarks": "true", "timeoutSeconds": "20"})
+                for line in response.iter_lines():
+                    if self._stop.is_set():
+                        return
+                    event = json.loads(line)
+                    obj = event["object"]
+                    self._version = obj["metadata"].get("resourceVersion", self._version)
+                    if event["type"] == "ADDED":
+                        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+                        with self._lock:
+                            self.seen.setdefault(key, time.monotonic())
+                            self.pods[key] = obj
+            except requests.RequestException:
+                time.sleep(0.2)
+
+    def in_namespace(self, namespace: str) -> dict[tuple[str, str], float]:
+        with self._lock:
+            return {k: t for k, t in self.seen.items() if k[0] == namespace}
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+class Probe:
+    """The operator process's CPU seconds and memory (/proc), and the API server's request counters (/metrics)."""
+
+    def __init__(self, admin: Client, pid: int) -> None:
+        self.admin, self.pid = admin, pid
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu_seconds(self) -> float:
+        fields = pathlib.Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / self.tick  # utime + stime
+
+    def memory_mb(self) -> dict[str, float]:
+        found = {}
+        for line in pathlib.Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0]) / 1024
+        return found
+
+    def requests(self) -> dict[str, float]:
+        """Resource requests served so far (watches left out), by 'VERB resource[/subresource]'."""
+        text = self.admin.session.get(f"{self.admin.url}/metrics", timeout=30).text
+        counts: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels_text, _, value = line.partition("} ")
+            labels = dict(part.split("=", 1) for part in labels_text[len("apiserver_request_total{"):].split(","))
+            labels = {k: v.strip('"') for k, v in labels.items()}
+            if labels.get("verb") in ("WATCH", "WATCHLIST") or not labels.get("resource"):
+                continue
+            key = f"{labels['verb']} {labels['resource']}" + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+            counts[key] = counts.get(key, 0.0) + float(value)
+        return counts
+
+
+class Bench:
+    """An apiserver tier, the CRD, the chart's cluster-wide RBAC, and operators started on demand."""
+
+    def __init__(self, directory: pathlib.Path, operator_path: str | None) -> None:
+        self.directory = directory
+        self.operator_path = operator_path
+        self._tier = apiserver_tier.running(directory / "apiserver")
+        self.server = self._tier.__enter__()
+        self.admin = Client(self.server.url, self.server.admin_token, self.server.ca)
+        operator_process.install_crds(self.admin)
+        token = operator_process.chart_rbac(self.admin, "rlc", []) or self.server.admin_token
+        self.kubeconfig = apiserver_tier.kubeconfig(directory / "operator.kubeconfig", self.server.url, token,
+                                                    self.server.ca)
+        self.operator: operator_process.Operator | None = None
+
+    def start_operator(self, args: list[str]) -> operator_process.Operator:
+        self.stop_operator()
+        env = {"PYTHONPATH": self.operator_path} if self.operator_path else None
+        self.operator = operator_process.Operator(self.kubeconfig, args, self.directory / "operator.log", env,
+                                                  verbose=False).start()
+        return self.operator
+
+    def stop_operator(self) -> None:
+        if self.operator is not None:
+            self.operator.stop()
+            self.operator = None
+
+    def close(self) -> None:
+        self.stop_operator()
+        self._tier.__exit__(None, None, None)
+
+
+def create_all(admin: Client, objects: list[dict]) -> dict[str, float]:
+    """POST every object from CLIENT_THREADS threads; when each POST returned (monotonic seconds), by name."""
+    def post(obj: dict) -> tuple[str, float]:
+        admin.create(obj)
+        return obj["metadata"]["name"], time.monotonic()
+
+    with concurrent.futures.ThreadPoolExecutor(CLIENT_THREADS) as pool:
+        return dict(pool.map(post, objects))
+
+
+def wait_for_pods(watch: PodWatch, namespace: str, count: int, timeout: float) -> dict[tuple[str, str], float]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = watch.in_namespace(namespace)
+        if len(seen) >= count:
+            return seen
+        time.sleep(0.05)
+    seen = watch.in_namespace(namespace)
+    raise RuntimeError(f"only {len(seen)} of {count} pods in {namespace} after {timeout:.0f} s")
+
+
+def by_experiment(watch: PodWatch, seen: dict[tuple[str, str], float]) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {}
+    for key, at in seen.items():
+        name = watch.pods[key]["metadata"]["labels"][constants.LABEL_EXPERIMENT]
+        found.setdefault(name, []).append(at)
+    return found
+
+
+def warm_up(bench: Bench, watch: PodWatch) -> None:
+    """One one-worker experiment through the operator, so that no measurement includes its start."""
+    namespace = f"warm-up-{os.getpid()}"
+    add_namespace(bench.admin, namespace)
+    create_all(bench.admin, [experiment("warm-up", namespace, 1)])
+    wait_for_pods(watch, namespace, 1, 120)
+
+
+def big(bench: Bench, args) -> dict:
+    bench.start_operator(["--recheck-interval", "60", *args.operator_arg])
+    watch = PodWatch(bench.admin)
+    runs = []
+    try:
+        warm_up(bench, watch)
+        for repeat in range(args.repeats):
+            namespace = f"big-{repeat}-{os.getpid()}"
+            add_namespace(bench.admin, namespace)
+            created = create_all(bench.admin, [experiment("big", namespace, args.workers)])["big"]
+            seen = wait_for_pods(watch, namespace, args.workers, args.timeout)
+            times = sorted(at - created for at in seen.values())
+            runs.append({"first": times[0], "half": quantile(times, 0.5), "all": times[-1]})
+            print(f"  repeat {repeat}: first pod {times[0]:.2f} s, half {runs[-1]['half']:.2f} s, all {times[-1]:.2f} s",
+                  flush=True)
+            bench.admin.delete(constants.KIND, namespace, "big")
+            wait_for("the trial's pods to be garbage-collected",
+                     lambda: not bench.admin.list("Pod", namespace, labelSelector=MANAGED), timeout=args.timeout)
+    finally:
+        watch.close()
+    return {"runs": runs, "all_seconds": _spread([r["all"] for r in runs])}
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def burst(bench: Bench, args, namespace: str | None = None) -> dict:
+    """E experiments created at once; returns their timings (and leaves them, with pods, for `steady`)."""
+    namespace = namespace or f"burst-{os.getpid()}"
+    add_namespace(bench.admin, namespace)
+    watch = PodWatch(bench.admin)
+    try:
+        warm_up(bench, watch)
+        objects = [experiment(f"e-{i:04d}", namespace, args.workers) for i in range(args.experiments)]
+        started = time.monotonic()
+        created = create_all(bench.admin, objects)
+        posted = time.monotonic() - started
+        seen = wait_for_pods(watch, namespace, args.experiments * args.workers, args.timeout)
+        pods = dict(watch.pods)
+    finally:
+        watch.close()
+    latencies = [max(times) - created[name] for name, times in by_experiment(watch, seen).items()]
+    result = {
+        "experiments": args.experiments, "workers": args.workers, "posted_seconds": posted,
+        "all_pods_seconds": max(seen.values()) - started,
+        "per_experiment": {"p50": quantile(latencies, 0.5), "p95": quantile(latencies, 0.95), "max": max(latencies)},
+        "operator_memory_mb": Probe(bench.admin, bench.operator.process.pid).memory_mb(),
+    }
+    print(f"  {args.experiments}x{args.workers}: all {len(seen)} pods in {result['all_pods_seconds']:.1f} s "
+          f"(experiments posted in {posted:.1f} s); per experiment p50 {result['per_experiment']['p50']:.1f} s, "
+          f"p95 {result['per_experiment']['p95']:.1f} s, max {result['per_experiment']['max']:.1f} s; "
+          f"operator RSS {result['operator_memory_mb']}", flush=True)
+    result["_pods"] = [p for k, p in pods.items() if k[0] == namespace]
+    result["_namespace"] = namespace
+    return result
+
+
+def _running_experiments(admin: Client, namespace: str) -> int:
+    items = admin.list(constants.KIND, namespace)
+    return sum(1 for e in items if ((e.get("status") or {}).get("phase")) == "Running")
+
+
+def steady(bench: Bench, args) -> dict:
+    """Running experiments left alone: the operator's cost per minute at each progress interval."""
+    server = kubelet.LogServer(bench.directory) if args.logs == "served" else None
+    if server is not None:
+        kubelet.add_node(bench.admin, server.port)
+    bench.start_operator(["--recheck-interval", "60", *args.operator_arg])
+    created = burst(bench, args)
+    pods, namespace = created.pop("_pods"), created.pop("_namespace")
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(CLIENT_THREADS) as pool:
+        list(pool.map(lambda pod: kubelet.run_pod(bench.admin, pod, bind=server is not None), pods))
+    print(f"  {len(pods)} pods bound and reported Running in {time.monotonic() - started:.1f} s", flush=True)
+    results = {"burst": created, "logs": args.logs, "intervals": []}
+    try:
+        for interval in args.poll_interval:
+            bench.start_operator(["--recheck-interval", "60", "--progress-poll-interval", str(interval),
+                                  *args.operator_arg])
+            wait_for("every experiment to be Running",
+                     lambda: _running_experiments(bench.admin, namespace) == args.experiments, timeout=args.timeout,
+                     interval=2.0)
+            time.sleep(args.settle + interval)  # the restart's resume pass, then the first polls, are over
+            probe = Probe(bench.admin, bench.operator.process.pid)
+            cpu, counts, logs = probe.cpu_seconds(), probe.requests(), server.requests if server else 0
+            begin = time.monotonic()
+            time.sleep(args.window)
+            seconds = time.monotonic() - begin
+            cpu_used = probe.cpu_seconds() - cpu
+            after = probe.requests()
+            delta = {k: (after.get(k, 0) - counts.get(k, 0)) / seconds for k in after}
+            delta = {k: round(v, 2) for k, v in sorted(delta.items(), key=lambda kv: -kv[1]) if v > 0}
+            row = {"interval_seconds": interval, "window_seconds": seconds,
+                   "cpu_seconds_per_minute": cpu_used * 60 / seconds,
+                   "cpu_seconds_per_minute_per_100": cpu_used * 60 / seconds * 100 / args.experiments,
+                   "requests_per_second": sum(delta.values()), "requests_by_kind": delta,
+                   "kubelet_log_reads_per_second": ((server.requests if server else 0) - logs) / seconds,
+                   "operator_memory_mb": probe.memory_mb()}
+            results["intervals"].append(row)
+            print(f"  interval {interval:g} s: {row['cpu_seconds_per_minute']:.2f} CPU-s/min "
+                  f"({row['cpu_seconds_per_minute_per_100']:.2f} per 100 experiments), "
+                  f"{row['requests_per_second']:.1f} API requests/s {delta}, "
+                  f"log reads at the kubelet {row['kubelet_log_reads_per_second']:.1f}/s, RSS {row['operator_memory_mb']}",
+                  flush=True)
+    finally:
+        if server is not None:
+            server.close()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", choices=("big", "burst", "steady"))
+    parser.add_argument("--workers", type=int, default=None, help="workers per trial (big: 512, else 8)")
+    parser.add_argument("--repeats", type=int, default=3, help="big: trials created one after another")
+    parser.add_argument("--experiments", type=int, default=100, help="burst, steady: experiments created at once")
+    parser.add_argument("--poll-interval", type=float, nargs="+", default=[15.0],
+                        help="steady: progress intervals to measure, seconds (the operator restarts for each)")
+    parser.add_argument("--logs", choices=("served", "unavailable"), default="served",
+                        help="steady: pods bound to a Node whose logs the benchmark serves, or unbound (no log)")
+    parser.add_argument("--window", type=float, default=60.0, help="steady: seconds measured per interval")
+    parser.add_argument("--settle", type=float, default=30.0, help="steady: seconds left after a restart before measuring")
+    parser.add_argument("--timeout", type=float, default=600.0, help="longest wait for pods or experiments, seconds")
+    parser.add_argument("--operator-path", help="PYTHONPATH of the operator to run (another tree's operator/)")
+    parser.add_argument("--operator-arg", action="append", default=[], help="an extra operator flag (repeatable)")
+    args = parser.parse_args()
+    args.workers = args.workers or (512 if args.scenario == "big" else 8)
+    if apiserver_tier.binaries() is None:
+        print("needs etcd, kube-apiserver and kube-controller-manager: run cluster/build-kubernetes.sh and "
+              "cluster/build-tools.sh etcd", file=sys.stderr)
+        return 1
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench-operator-") as directory:
+        bench = Bench(pathlib.Path(directory), args.operator_path)
+        try:
+            if args.scenario == "burst":
+                bench.start_operator(["--recheck-interval", "60", *args.operator_arg])
+            result = {"big": big, "burst": burst, "steady": steady}[args.scenario](bench, args)
+        except BaseException:
+            if bench.operator is not None:
+                print(bench.operator.tail(40), file=sys.stderr)
+            raise
+        finally:
+            bench.close()
+    result.pop("_pods", None)
+    result.pop("_namespace", None)
+    record = {"scenario": args.scenario, "config": {k: v for k, v in vars(args).items()},
+              "operator": args.operator_path or str(ROOT / "operator"), "python": platform.python_version(),
+              "cores": os.cpu_count(), "load_before": load_before, "load_after": os.getloadavg(), "result": result}
+    out = ROOT / "bench" / "results" / f"operator-{args.scenario}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2))
+    print(f"load {load_before[0]:.1f} -> {record['load_after'][0]:.1f}; written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
