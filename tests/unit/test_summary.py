@@ -127,3 +127,9 @@ def test_the_status_summary_is_rounded_for_people_reading_kubectl_get():
     shown = status.Summary(throughput=1805.5186803674728, iteration_time_p50_seconds=0.0123456789,
                            compute_fraction=0.123456)
     assert (shown.throughput, shown.iteration_time_p50_seconds, shown.compute_fraction) == (1805.5, 0.012346, 0.1235)
+
+
+@pytest.mark.parametrize("network, enforced_by", [
+    ({"bandwidth": "1Mbit"}, "Emulated"), ({"bandwidth": "1Mbit", "enforcement": "Network"}, "Network"), ({}, "None")])
+def test_the_summary_says_what_applied_the_cap(network, enforced_by):
+    assert summary.summarize(two_workers(), make_trial(network=network))["bandwidthEnforcement"] == enforced_by

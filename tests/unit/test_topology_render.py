@@ -275,3 +275,16 @@ def test_a_template_that_renders_no_objects_is_refused(trial_of, tmp_path):
     (tmp_path / "parameter_server.yaml.j2").write_text("- just\n- a list\n")
     with pytest.raises(topology.TemplateError, match="not a Kubernetes object"):
         topology.render(trial_of({}), topology.RenderSettings(templates_dir=tmp_path))
+
+
+def test_a_cap_the_network_enforces_annotates_every_pod_both_ways_and_an_emulated_one_none(trial_of):
+    enforced = topology.render(trial_of({"architecture": "RingAllReduce",
+                                         "network": {"bandwidth": "100Mbit", "enforcement": "Network"}}), SETTINGS)
+    for pod in by_kind(enforced, "Pod"):
+        annotations = pod["metadata"]["annotations"]
+        assert annotations[constants.ANNOTATION_INGRESS_BANDWIDTH] == "100000000", annotations
+        assert annotations[constants.ANNOTATION_EGRESS_BANDWIDTH] == "100000000", annotations
+    for spec in ({"network": {"bandwidth": "100Mbit"}}, {}):
+        for pod in by_kind(topology.render(trial_of(spec), SETTINGS), "Pod"):
+            assert not {constants.ANNOTATION_INGRESS_BANDWIDTH, constants.ANNOTATION_EGRESS_BANDWIDTH} & set(
+                pod["metadata"]["annotations"]), (spec, pod["metadata"]["annotations"])
