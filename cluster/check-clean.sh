@@ -23,6 +23,7 @@ done < /proc/self/mounts
 # network
 ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && bad "interface $NODE_BRIDGE"
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do bad "netns $ns"; done
+for v in $(ip -o link show type ifb 2>/dev/null | awk -F': ' '$2 ~ /^bwp/ {print $2}' | cut -d@ -f1); do bad "ifb interface $v"; done
 while read -r r; do bad "route $r"; done < <(ip route show | grep -E "^(${SERVICE_CIDR%/*}|${POD_CIDR%/*})")
 # iptables
 for cmd in iptables ip6tables; do

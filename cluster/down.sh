@@ -86,6 +86,8 @@ fi
 # 4. network: pod veths went with their netns; the bridge (and its routes) is ours.
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do ip netns delete "$ns" 2>/dev/null; done
 for v in $(ip -o link show master "$NODE_BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link delete "$v" 2>/dev/null; done
+# The bandwidth plugin's ifb devices (bwp<hash>) live in the host namespace: gone with CNI DEL, not with a netns.
+for v in $(ip -o link show type ifb 2>/dev/null | awk -F': ' '$2 ~ /^bwp/ {print $2}' | cut -d@ -f1); do ip link delete "$v" 2>/dev/null; done
 ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link delete "$NODE_BRIDGE" && log "deleted bridge $NODE_BRIDGE"
 conntrack -D -s "$POD_CIDR" >/dev/null 2>&1; conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
 

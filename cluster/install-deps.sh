@@ -5,7 +5,7 @@
 
 # command -> Debian package
 declare -A NEED=(
-  [containerd]=containerd [ctr]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
+  [containerd]=containerd [ctr]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins [/usr/lib/cni/bandwidth]=containernetworking-plugins [tc]=iproute2
   [iptables]=iptables [conntrack]=conntrack [ip]=iproute2 [openssl]=openssl [socat]=socat
   [buildah]=buildah [debootstrap]=debootstrap [nsenter]=util-linux [mount]=mount [sysctl]=procps
   [gcc]=gcc [curl]=curl [python3]=python3 [update-ca-certificates]=ca-certificates

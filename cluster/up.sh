@@ -196,6 +196,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins."io.containerd.internal.v1.opt"]
   path = "$CD/opt"
 TOML
+# bandwidth: pods annotated kubernetes.io/ingress-bandwidth / egress-bandwidth get a tbf qdisc on their host
+# veth (what they receive) and on an ifb device their traffic is redirected through (what they send);
+# containerd passes the annotations as the plugin's `bandwidth` capability. Egress needs the ifb module.
+modprobe ifb 2>/dev/null || true
+if ip link add rl-ifb-probe type ifb 2>/dev/null; then ip link delete rl-ifb-probe
+else log "WARNING: no ifb device type (kernel module ifb): pods with kubernetes.io/egress-bandwidth will fail to start"; fi
 cat > "$RUN_DIR/cni/net.d/10-ringleader.conflist" <<JSON
 {
   "cniVersion": "0.4.0",
@@ -209,7 +215,8 @@ cat > "$RUN_DIR/cni/net.d/10-ringleader.conflist" <<JSON
         "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]]
       }
     },
-    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": false}
+    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": false},
+    {"type": "bandwidth", "capabilities": {"bandwidth": true}}
   ]
 }
 JSON

@@ -54,7 +54,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Every e2e test gets the marker; the quick ones run first, training results last (they run meanwhile)."""
-    order = {"test_validation.py": 0, "test_faults.py": 1, "test_training.py": 2}
+    order = {"test_validation.py": 0, "test_faults.py": 1, "test_training.py": 2, "test_bandwidth.py": 2}
     here = pathlib.Path(__file__).resolve().parent
     # A plain `pytest` (testpaths = tests) must not start a cluster: e2e runs when asked for by path,
     # by `-m e2e`, or with RINGLEADER_E2E=1 (`make e2e` does all three).

@@ -24,6 +24,21 @@ SLOW_NETWORK = {"bandwidth": "20Mbit"}
 SLOW_ITERATIONS = 80
 
 
+# A cap the network enforces (CNI bandwidth plugin), and a ring allreduce that can saturate it: 2 workers
+# allreducing an mlp of 7.75M parameters (imageSize 100: 31 MB of gradients, each worker sending 31 MB an
+# iteration), batch 4 so that compute is short. Uncapped, gloo moves that at ~250 MB/s between two 250m pods.
+# containerd gives each pod's token bucket a 512 MiB burst (2^32 bits), sent at full speed before the cap
+# holds: the warm-up (30 iterations, 930 MB per worker, the first ~20 of them spending the burst) drains it,
+# so the measured iterations run at the cap.
+NETWORK_CAP = "100Mbit"
+NETWORK_CAP_BYTES_PER_SECOND = 100e6 / 8
+NETWORK_TRIAL = {
+    "architecture": "RingAllReduce",
+    "model": {"name": "mlp", "batchSize": 4, "iterations": 38, "warmupIterations": 30},
+    "data": {"synthetic": {"samples": 64, "imageSize": 100, "numClasses": 4}},
+}
+
+
 def experiment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     """2 workers (and 1 parameter server for ParameterServer) training an mlp on 8x8 images; `spec` merged over."""
     base = {
@@ -84,4 +99,8 @@ def fleet(namespace: str) -> list[dict[str, Any]]:
         experiment("sweep", namespace, architecture="PeerToPeer",
                    sweep={"matrix": {"architecture": ["PeerToPeer", "RingAllReduce"]}, "maxParallel": 1},
                    runPolicy={"cleanPodPolicy": "All"}),
+        # test_bandwidth.py: the same trial capped by the network, and uncapped.
+        experiment("net-capped", namespace, **NETWORK_TRIAL,
+                   network={"bandwidth": NETWORK_CAP, "enforcement": "Network"}),
+        experiment("net-uncapped", namespace, **NETWORK_TRIAL),
     ]

@@ -59,6 +59,9 @@ RULE_CASES = {
         {"scheduling": {"queueName": "team-a"},
          "workers": {"replicas": 8, "groups": [{"name": f"g{i}", "replicas": 1} for i in range(8)]}},
         "spec.workers.groups", "merge groups or remove queueName"),
+    "network enforcement needs a cap": (
+        {"network": {"enforcement": "Network"}},
+        "spec.network.enforcement", "set `network.bandwidth`"),
     "tracking.uri without userinfo": (
         {"tracking": {"uri": "http://alice:s3cret@mlflow:5000"}},
         "spec.tracking.uri", "put them in a Secret named by `tracking.credentialsSecret`"),
@@ -236,3 +239,14 @@ def test_progress_text_is_short_enough_for_a_column():
     assert api.status.Progress(iteration=37, iterations=200, trials=1).text() == "37/200"
     assert api.status.Progress(iteration=3, iterations=50, trials=6, trials_completed=2).text() == "2/6 trials, 3/50"
     assert api.status.Progress(iteration=0, iterations=50, trials=6, trials_queued=3).text() == "0/6 trials, 0/50, 3 queued"
+
+
+def test_network_enforcement_says_what_applied_the_cap(experiment_document):
+    emulated = api.parse(experiment_document({"network": {"bandwidth": "100Mbit"}})).spec.network
+    enforced = api.parse(experiment_document({"network": {"bandwidth": "100Mbit", "enforcement": "Network"}})).spec.network
+    uncapped = api.parse(experiment_document()).spec.network
+    assert (emulated.enforced_by(), emulated.emulated_bits_per_second()) == ("Emulated", 100_000_000)
+    # The network caps it: the runtime must not sleep on top, yet the cap is still the link rate.
+    assert (enforced.enforced_by(), enforced.emulated_bits_per_second(), enforced.bits_per_second()) == (
+        "Network", None, 100_000_000)
+    assert (uncapped.enforced_by(), uncapped.emulated_bits_per_second()) == ("None", None)

@@ -67,9 +67,21 @@ HIDDEN_PROBLEMS = [
 ]
 
 
+# Valid for a cluster, refused by `ringleader run`: the loopback has no network plugin to cap it.
+NETWORK_ENFORCED = """\
+apiVersion: ringleader.dev/v1alpha1
+kind: DistributedTrainingExperiment
+metadata: {name: capped}
+spec:
+  network: {enforcement: Network}
+  sweep: {matrix: {bandwidth: [100Mbit, 1Gbit]}}
+"""
+
+
 @pytest.fixture
 def files(tmp_path):
     (tmp_path / "valid.yaml").write_text(VALID)
+    (tmp_path / "network.yaml").write_text(NETWORK_ENFORCED)
     (tmp_path / "invalid.yaml").write_text(INVALID)
     (tmp_path / "hidden.yaml").write_text(TYPE_ERROR_AND_TWO_RULES)
     return tmp_path
@@ -163,6 +175,16 @@ def test_render_of_an_invalid_file_explains_on_stderr(files, capsys):
     code, out, err = run(capsys, "render", str(files / "invalid.yaml"))
     assert (code, out) == (1, "")
     assert "`spec.workers.replicas` must be greater than or equal to 1" in err
+
+
+def test_run_refuses_a_cap_the_network_must_enforce_and_says_what_to_do(files, capsys, monkeypatch):
+    monkeypatch.chdir(files)  # were it to run, its records would land here
+    assert run(capsys, "validate", str(files / "network.yaml"))[0] == 0  # a cluster can run it
+    code, out, err = run(capsys, "run", str(files / "network.yaml"))
+    assert (code, out) == (1, "")
+    assert "`spec.network.enforcement` is Network (trial capped-0)" in err
+    assert "`network.enforcement: Emulated`" in err and "bandwidth plugin" in err
+    assert not (files / "ringleader-runs").exists()
 
 
 def test_crd_prints_the_generated_definition(capsys):
@@ -319,6 +341,7 @@ EXIT_STATUSES = [
     (["validate", "{files}/absent.yaml"], 1),
     (["render", "{files}/hidden.yaml"], 1),
     (["run", "{files}/invalid.yaml"], 1),
+    (["run", "{files}/network.yaml"], 1),
     (["publish", "{files}"], 1),  # holds no run, as a missing file
     (["whatif", "{files}/valid.yaml"], 1),  # not a profile file (JSON)
     (["predict", "{files}"], 1),  # holds no run

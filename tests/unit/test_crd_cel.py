@@ -90,3 +90,14 @@ def test_immutability_rules_refuse_changes_and_allow_equal_updates(schema):
     assert not holds(workers_rule, {"replicas": 4}, {"replicas": 2})
     assert holds(image_rule, {"image": "a"}, {"image": "b"})  # the field's own rule catches a change
     assert not holds(image_rule, {"image": "a"}, {})
+
+
+@pytest.mark.parametrize("network, sweep", [
+    ({"bandwidth": "100Mbit", "enforcement": "Network"}, None),
+    ({"enforcement": "Network"}, {"matrix": {"bandwidth": ["100Mbit", "1Gbit"]}}),
+    ({"bandwidth": "100Mbit"}, None),
+], ids=["cap", "swept cap", "emulated by default"])
+def test_network_enforcement_with_a_cap_is_accepted_by_cel_and_pydantic(experiment_document, schema, network, sweep):
+    document = experiment_document({"network": network, **({"sweep": sweep} if sweep else {})})
+    assert api.parse(document).spec.network.enforcement.value == network.get("enforcement", "Emulated")
+    assert broken_messages(document, schema) == set()

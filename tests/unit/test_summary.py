@@ -155,3 +155,9 @@ def test_time_to_target_runs_from_the_first_iteration_to_the_end_of_the_iteratio
     never = targets.summarize(records, spec_.Target(accuracyPercent=95))
     assert keys.TARGET_SECONDS not in never and never[keys.EVALUATIONS] == 3
     assert targets.summarize({1: [record(0, 1.0)]}, spec_.Target(loss=1.0)) == {}
+
+
+@pytest.mark.parametrize("network, enforced_by", [
+    ({"bandwidth": "1Mbit"}, "Emulated"), ({"bandwidth": "1Mbit", "enforcement": "Network"}, "Network"), ({}, "None")])
+def test_the_summary_says_what_applied_the_cap(network, enforced_by):
+    assert summary.summarize(two_workers(), make_trial(network=network))["bandwidthEnforcement"] == enforced_by

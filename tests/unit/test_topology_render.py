@@ -296,3 +296,16 @@ def test_without_a_data_volume_no_claim_is_mounted(trial_of):
     for pod in by_kind(topology.render(trial_of({"data": {"format": "Digits"}}), SETTINGS), "Pod"):
         assert not [v for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
         assert contract.DATA_DIR not in env_of(pod)
+
+
+def test_a_cap_the_network_enforces_annotates_every_pod_both_ways_and_an_emulated_one_none(trial_of):
+    enforced = topology.render(trial_of({"architecture": "RingAllReduce",
+                                         "network": {"bandwidth": "100Mbit", "enforcement": "Network"}}), SETTINGS)
+    for pod in by_kind(enforced, "Pod"):
+        annotations = pod["metadata"]["annotations"]
+        assert annotations[constants.ANNOTATION_INGRESS_BANDWIDTH] == "100000000", annotations
+        assert annotations[constants.ANNOTATION_EGRESS_BANDWIDTH] == "100000000", annotations
+    for spec in ({"network": {"bandwidth": "100Mbit"}}, {}):
+        for pod in by_kind(topology.render(trial_of(spec), SETTINGS), "Pod"):
+            assert not {constants.ANNOTATION_INGRESS_BANDWIDTH, constants.ANNOTATION_EGRESS_BANDWIDTH} & set(
+                pod["metadata"]["annotations"]), (spec, pod["metadata"]["annotations"])

@@ -108,3 +108,13 @@ def test_ui_links_open_the_model_training_view():
 def test_flatten_leaves_empty_containers_and_nulls_out():
     assert schema.flatten({"a": {}, "b": [], "c": {"d": [1, {"e": None}], "f": ""}, "g": False}) == \
         {"c.d.0": "1", "g": "false"}
+
+
+def test_trial_params_say_who_enforces_a_cap_and_nothing_without_one():
+    emulated, enforced = expand({"network": {"enforcement": "Network"},
+                                 "sweep": {"matrix": {"bandwidth": ["100Mbit", "1Gbit"]}}})
+    assert (enforced.spec.network.bandwidth, schema.trial_params(enforced)["network.enforcement"]) == ("1Gbit", "Network")
+    assert schema.trial_params(emulated)["network.bandwidth"] == "100Mbit"
+    assert schema.trial_params(expand({"network": {"bandwidth": "1Gbit"}})[0])["network.enforcement"] == "Emulated"
+    # Uncapped, "Emulated" (the default) would read as if something were emulated.
+    assert "network.enforcement" not in schema.trial_params(expand({})[0])

@@ -72,7 +72,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     workers, measuredIterations (worker iterations counted, all workers), batchSize,
     computeSeconds / commSeconds / waitSeconds (means per worker iteration), bytesPerIteration
     (mean bytes sent per worker iteration), stalenessMean / stalenessMax (when recorded),
-    serverAggregationSeconds / serverQueueDepthMean (parameter servers), sentOverBandwidth
+    serverAggregationSeconds / serverQueueDepthMean (parameter servers), bandwidthEnforcement (what applied
+    spec.network.bandwidth: Emulated, Network, or None without a cap), sentOverBandwidth
     (bytes/sent per second over spec.network.bandwidth, when set: computed from what the ranks counted,
     not measured on the wire), linkTxBytesPerSecondMean / linkTxBytesPerSecondP95 and
     linkUtilizationMean / linkUtilizationP95 (measured on each worker's network interface, over its
@@ -157,6 +158,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         summary[keys.SERVER_AGGREGATION_SECONDS] = _mean(r.get(keys.SERVER_AGGREGATION) for r in server_records)
         summary[keys.SERVER_QUEUE_DEPTH_MEAN] = _mean(r.get(keys.SERVER_QUEUE_DEPTH) for r in server_records)
     bits_per_second = trial.spec.network.bits_per_second()
+    summary[keys.BANDWIDTH_ENFORCEMENT] = trial.spec.network.enforced_by()
     if bits_per_second and totals["iteration"] > 0:
         summary[keys.SENT_OVER_BANDWIDTH] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
     if link_tx:

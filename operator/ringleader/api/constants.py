@@ -23,6 +23,11 @@ MANAGED_BY = "ringleader"
 ANNOTATION_MLFLOW_RUN_ID = f"{GROUP}/mlflow-run-id"
 ANNOTATION_TRIAL_PARAMETERS = f"{GROUP}/trial-parameters"
 
+# Bandwidth caps a CNI chaining the bandwidth plugin applies to a pod (through containerd or CRI-O), in bits
+# per second as a quantity: what the pod receives (ingress) and what it sends (egress).
+ANNOTATION_INGRESS_BANDWIDTH = "kubernetes.io/ingress-bandwidth"
+ANNOTATION_EGRESS_BANDWIDTH = "kubernetes.io/egress-bandwidth"
+
 # Kubernetes limits names of most objects (and label values) to 63 characters.
 MAX_NAME_LENGTH = 63
 

@@ -354,15 +354,37 @@ class DataSpec(ApiModel):
     )
 
 
+class BandwidthEnforcement(str, enum.Enum):
+    EMULATED = "Emulated"
+    NETWORK = "Network"
+
+
 class Network(ApiModel):
     """network shapes what workers see of the network, for what-if studies."""
 
     bandwidth: Bandwidth | None = None
-    """bandwidth caps each rank's communication rate ("1Gbit", "10Gbit", "100Mbit"), emulated in the
-    runtime: a transfer of S bytes takes at least 8*S/bandwidth seconds. Unset (default): no cap."""
+    """bandwidth caps each rank's communication rate ("1Gbit", "10Gbit", "100Mbit"), as `enforcement`
+    says. Unset (default): no cap."""
+    enforcement: BandwidthEnforcement = BandwidthEnforcement.EMULATED
+    """enforcement is who applies `bandwidth`. Emulated (default): the runtime, anywhere: a transfer of S
+    bytes takes at least 8*S/bandwidth seconds (it sleeps the difference; latency and TCP are untouched).
+    Network: the cluster's network, through the pod annotations kubernetes.io/ingress-bandwidth and
+    kubernetes.io/egress-bandwidth, which a CNI chaining the bandwidth plugin turns into kernel traffic
+    shaping of each pod's interface, both ways; on a CNI without it the annotations do nothing and the
+    trial runs uncapped. Needs a cap (`bandwidth` or `sweep.matrix.bandwidth`); refused by `ringleader run`,
+    whose local ranks share an unshaped loopback."""
 
     def bits_per_second(self) -> int | None:
+        """The cap, whoever enforces it."""
         return None if self.bandwidth is None else parse_bandwidth(self.bandwidth)
+
+    def emulated_bits_per_second(self) -> int | None:
+        """The cap the runtime must emulate: None when the network enforces it (or there is none)."""
+        return self.bits_per_second() if self.enforcement == BandwidthEnforcement.EMULATED else None
+
+    def enforced_by(self) -> str:
+        """What applied the cap, as records say it: Emulated, Network, or None without a cap."""
+        return "None" if self.bandwidth is None else self.enforcement.value
 
 
 class SecretReference(ApiModel):
@@ -603,7 +625,7 @@ class ExperimentSpec(ApiModel):
     data: DataSpec = DataSpec()
     """data the workers train on: synthetic (default), or a real dataset from a package, a volume or a factory."""
     network: Network = Network()
-    """network shaping for what-if studies. Default: none."""
+    """network shaping for what-if studies: a bandwidth cap, emulated or enforced by the network. Default: none."""
     image: Annotated[str, pydantic.StringConstraints(pattern=IMAGE_PATTERN, max_length=512)] | None = None
     """image of the training pods. Default: the operator's configured worker image."""
     tracking: Tracking = Tracking()
@@ -660,6 +682,16 @@ class ExperimentSpec(ApiModel):
             "merge groups or remove queueName",
             holds=lambda s: s.scheduling.queue_name is None or len(s.workers.groups) <= MAX_QUEUED_WORKER_GROUPS,
             field_path=".workers.groups",
+        ),
+        rules.Rule(
+            cel="!has(self.network) || !has(self.network.enforcement) || self.network.enforcement != 'Network' || "
+            f"has(self.network.bandwidth) || {_swept('bandwidth')}",
+            message="`network.enforcement` Network needs a cap: set `network.bandwidth` (e.g. \"100Mbit\") or "
+            "sweep `sweep.matrix.bandwidth`, or drop `network.enforcement`",
+            holds=lambda s: s.network.enforcement != BandwidthEnforcement.NETWORK
+            or s.network.bandwidth is not None
+            or _swept_py(s, "bandwidth"),
+            field_path=".network.enforcement",
         ),
         rules.Rule(
             cel=f"!{_swept('workers')} || size(self.workers.groups) == 0",

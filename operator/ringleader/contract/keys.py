@@ -56,6 +56,7 @@ STALENESS_MAX = "stalenessMax"
 SERVER_AGGREGATION_SECONDS = "serverAggregationSeconds"
 SERVER_QUEUE_DEPTH_MEAN = "serverQueueDepthMean"
 SENT_OVER_BANDWIDTH = "sentOverBandwidth"  # bytes/sent per second over spec.network.bandwidth: computed, not measured
+BANDWIDTH_ENFORCEMENT = "bandwidthEnforcement"  # what applied spec.network.bandwidth: Emulated, Network or None (no cap)
 LINK_INTERFACE = "linkInterface"  # the interface the LINK_* values were measured on, and whether it is shared
 LINK_BITS_PER_SECOND = "linkBitsPerSecond"  # the link rate LINK_UTILIZATION is measured against
 LINK_TX_MEAN = "linkTxBytesPerSecondMean"  # over every worker iteration after warm-up

@@ -26,7 +26,7 @@ from typing import TextIO
 
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
-from ringleader.launch import environment
+from ringleader.launch import environment, network
 from ringleader.launch import settings as settings_
 
 
@@ -74,6 +74,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     from ringleader.tracking import settings as tracking_settings_
 
     trials = expansion.trials
+    refused = network.refusal(loading.display_name(args.file), trials)
+    if refused:
+        print(refused, file=err)
+        return exits.FAILED
     if args.trial:
         wrong = [n for n in args.trial if not 0 <= n < len(trials)]
         if wrong:

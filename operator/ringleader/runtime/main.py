@@ -198,6 +198,7 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
         "warmupIterations": spec.model.warmup_iterations,
         "optimizer": f"{spec.model.optimizer.name.value} lr={spec.model.optimizer.learning_rate}",
         "bandwidth": spec.network.bandwidth or "unshaped",
+        "bandwidthEnforcement": spec.network.enforced_by(),
         "device": str(device),
         "backend": backend,
         "timeoutSeconds": knobs.timeout_seconds,

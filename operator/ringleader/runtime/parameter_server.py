@@ -67,7 +67,7 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     gate = paradigms.make_gate(spec.sync, len(workers), owner=owner)
 
     link = exchange.link.Link(group, env.rank, requests_from=workers, replies_from=[],
-                        shaper=shaping.Shaper(spec.network.bits_per_second())).start()
+                        shaper=shaping.Shaper(spec.network.emulated_bits_per_second())).start()
     server = exchange.server.ShardServer(
         rank=env.rank, shard=shard, optimizer_factory=optimizers.factory(spec.model.optimizer), workers=workers,
         gate=gate, link=link,
@@ -90,7 +90,7 @@ class WorkerSynchronizer:
         servers = server_ranks(trial)
         group = group_for(trial, self.timeout)
         self.link = exchange.link.Link(group, env.rank, requests_from=[], replies_from=servers,
-                                 shaper=shaping.Shaper(spec.network.bits_per_second())).start()
+                                 shaper=shaping.Shaper(spec.network.emulated_bits_per_second())).start()
         self.client = exchange.client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout)
 
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:

@@ -41,7 +41,7 @@ class PeerSynchronizer:
         self.peers = [s.rank for s in trial.worker_slots()]
         group = parameter_server.group_for(trial, self.timeout)
         self.link = exchange.link.Link(group, env.rank, requests_from=self.peers, replies_from=self.peers,
-                                 shaper=shaping.Shaper(self.spec.network.bits_per_second())).start()
+                                 shaper=shaping.Shaper(self.spec.network.emulated_bits_per_second())).start()
         self.client = exchange.client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout)
         self.server: exchange.server.ShardServer | None = None
         self.server_thread: threading.Thread | None = None

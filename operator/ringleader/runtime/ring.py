@@ -75,7 +75,7 @@ class RingSynchronizer:
         self.device = device
         self.bucket_bytes = bucket_bytes or settings.Settings().bucket_bytes
         self.group = group
-        self.shaper = shaping.Shaper(trial.spec.network.bits_per_second())
+        self.shaper = shaping.Shaper(trial.spec.network.emulated_bits_per_second())
         self.buckets: list[Bucket] = []
         self.where: dict[torch.nn.Parameter, tuple[Bucket, int]] = {}
         self.next_launch = 0  # buckets are launched strictly in index order

@@ -1,4 +1,4 @@
-"""Bandwidth emulation for `spec.network.bandwidth`: a transfer of S bytes lasts at least 8*S/bandwidth seconds.
+"""Bandwidth emulation for `spec.network.bandwidth` (enforcement Emulated): a transfer of S bytes lasts at least 8*S/bandwidth seconds.
 
 Used by ring.py per bucket, and offered to the parameter-server and peer-to-peer roles: time a
 transfer, then `pace(bytes, started_at)` sleeps the difference between what it took and what it

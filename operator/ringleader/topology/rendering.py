@@ -18,7 +18,7 @@ import yaml
 
 from ringleader.api import constants
 from ringleader.api import trial as trial_
-from ringleader.api.spec import Architecture
+from ringleader.api.spec import Architecture, BandwidthEnforcement, Network
 from ringleader.contract import environment as contract
 from ringleader.topology import gang, names
 from ringleader.topology import settings as settings_
@@ -95,12 +95,22 @@ def _pods(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str |
             "hostname": slot.hostname,
             "role": slot.role,
             "labels": pod_labels,
-            "annotations": {**annotations, **(pod_group.pod_annotations if pod_group else {})},
+            "annotations": {**annotations, **(pod_group.pod_annotations if pod_group else {}),
+                            **bandwidth_annotations(trial.spec.network)},
             "env": environment.to_environ(),
             "resources": slot.resources.wire(),
             "node_selector": slot.node_selector,
         })
     return pods
+
+
+def bandwidth_annotations(network: Network) -> dict[str, str]:
+    """The pod annotations that ask the network to cap the pod both ways, for enforcement Network; else none.
+    Plain bits per second ("100000000"): a quantity the kubelet and container runtime parse as is."""
+    cap = network.bits_per_second()
+    if network.enforcement != BandwidthEnforcement.NETWORK or cap is None:
+        return {}
+    return {constants.ANNOTATION_INGRESS_BANDWIDTH: str(cap), constants.ANNOTATION_EGRESS_BANDWIDTH: str(cap)}
 
 
 def context(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str | None = None) -> dict[str, Any]:

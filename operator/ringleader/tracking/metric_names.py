@@ -93,7 +93,8 @@ TRIAL: dict[str, Name | None] = {
     keys.SERVER_AGGREGATION_SECONDS: Name("server/aggregation_ms", MS, "mean aggregation round of the servers"),
     keys.SERVER_QUEUE_DEPTH_MEAN: Name("server/queue_depth", 1.0, "mean pushes held back by the servers"),
     keys.SENT_OVER_BANDWIDTH: Name("network/sent_over_bandwidth_pct", PCT, "bytes sent per second, as the ranks "
-                                   "counted them, over the emulated bandwidth (spec.network.bandwidth)"),
+                                   "counted them, over the bandwidth cap (spec.network.bandwidth)"),
+    keys.BANDWIDTH_ENFORCEMENT: None,  # a label: summary.json and the param network.enforcement have it
     keys.LINK_INTERFACE: None,  # a label, not a number: the trial's summary.json artifact has it
     keys.LINK_BITS_PER_SECOND: Name("network/link_bits_per_s", 1.0, "the link rate utilization is measured against"),
     keys.LINK_TX_MEAN: Name("network/link_tx_mean_bytes_per_s", 1.0, "mean of link_tx over worker iterations"),

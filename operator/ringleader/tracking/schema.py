@@ -103,6 +103,8 @@ def unused(spec: spec_.ExperimentSpec) -> tuple[str, ...]:
         ignored.append("sync.staleness")
     if spec.sync.paradigm != spec_.Paradigm.DSSP:
         ignored.append("sync.maxStaleness")
+    if spec.network.bandwidth is None:  # nothing to enforce: Emulated by default would read as if it were
+        ignored.append("network.enforcement")
     if spec.model.optimizer.name != spec_.OptimizerName.SGD:
         ignored.append("model.optimizer.momentum")
     if spec.model.name == TRANSFORMER:
