@@ -47,7 +47,7 @@ def test_the_quickstart_is_small_enough_for_a_laptop():
         api.Architecture)
 
 
-def test_the_straggler_study_matches_the_paper():
+def test_the_straggler_study_keeps_dssps_published_settings():
     trials = api.expand(api.load(ROOT / "examples" / "study-4-dssp-straggler.yaml")).trials
     assert [t.spec.sync.paradigm.value for t in trials] == ["BSP", "ASP", "SSP", "DSSP"]
     sync = trials[-1].spec.sync
