@@ -103,6 +103,13 @@ def test_the_readme_lists_every_example():
         assert f"[`laptop/{path.name}`](laptop/{path.name})" in readme
 
 
+def test_the_studies_page_shows_how_to_run_every_laptop_study():
+    page = (ROOT / "docs" / "studies.md").read_text()
+    for path in LAPTOP:
+        assert f"ringleader run examples/laptop/{path.name}" in page
+    assert "paper" not in page.lower()
+
+
 def console_blocks(text: str) -> list[tuple[str, str]]:
     """(command, printed output) of every `$ ringleader validate` in the README's console blocks."""
     found = []
