@@ -14,26 +14,33 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 TRIALS = {"quickstart.yaml": 3, "study-1-architectures.yaml": 48, "study-3-bandwidth.yaml": 5,
           "study-4-dssp-straggler.yaml": 4, "gpu-ring.yaml": 1, "digits-time-to-accuracy.yaml": 2,
           "kueue-queue.yaml": 3}
+LAPTOP = sorted((ROOT / "examples" / "laptop").glob("*.yaml"))
+LAPTOP_TRIALS = {"study-1-architectures.yaml": 9, "study-2-dag-overlap.yaml": 1, "study-3-bandwidth.yaml": 4,
+                 "study-4-dssp-straggler.yaml": 4}
 
 
 def test_the_promised_examples_exist():
     assert {path.name for path in EXAMPLES} == set(TRIALS)
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_study_has_a_laptop_scale():
+    assert {path.name for path in LAPTOP} == set(LAPTOP_TRIALS)
+
+
+@pytest.mark.parametrize("path", EXAMPLES + LAPTOP, ids=lambda p: p.parent.name + "/" + p.name)
 def test_every_example_validates_and_renders(path, capsys):
     assert cli.main(["validate", str(path)]) == 0
     expansion = api.expand(api.load(path))
-    assert len(expansion.trials) == TRIALS[path.name]
+    assert len(expansion.trials) == (LAPTOP_TRIALS if path.parent.name == "laptop" else TRIALS)[path.name]
     for trial in expansion.trials[:4]:
         assert topology.render(trial)
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EXAMPLES + LAPTOP, ids=lambda p: p.parent.name + "/" + p.name)
 def test_every_example_opens_with_what_it_shows_and_how_to_run_it(path):
     header = "".join(line for line in path.read_text().splitlines(True) if line.startswith("#"))
     assert "What it shows:" in header
-    relative = f"examples/{path.name}"
+    relative = path.relative_to(ROOT).as_posix()
     for command in (f"ringleader validate {relative}", f"ringleader run {relative}", f"kubectl apply -f {relative}"):
         assert command in header, f"{path.name} should show `{command}`"
 
@@ -47,7 +54,40 @@ def test_the_quickstart_is_small_enough_for_a_laptop():
         api.Architecture)
 
 
-def test_the_straggler_study_matches_the_paper():
+@pytest.mark.parametrize("path", LAPTOP, ids=lambda p: p.name)
+def test_the_laptop_studies_stay_small_enough_for_two_cores(path):
+    # Each must finish within 10 minutes on 2 shared cores: small models, few ranks, few iterations.
+    trials = api.expand(api.load(path)).trials
+    assert len(trials) <= 9
+    for trial in trials:
+        spec = trial.spec
+        assert spec.model.name in ("mlp", "cnn") and spec.model.batch_size <= 128
+        assert trial.world_size <= 5
+        assert spec.model.iterations * len(trials) <= 1600
+        assert spec.model.iterations <= 40 or spec.model.target and spec.model.target.on_reached.value == "Stop"
+
+
+def laptop(name: str) -> list:
+    return api.expand(api.load(ROOT / "examples" / "laptop" / name)).trials
+
+
+def test_the_laptop_studies_keep_what_makes_each_study():
+    one = laptop("study-1-architectures.yaml")
+    assert {t.spec.architecture for t in one} == set(api.Architecture)
+    assert len({t.spec.workers.replicas for t in one}) >= 3 and all(t.spec.network.bandwidth for t in one)
+    (two,) = laptop("study-2-dag-overlap.yaml")
+    assert two.spec.architecture == api.Architecture.RING_ALL_REDUCE and two.spec.network.bandwidth
+    three = laptop("study-3-bandwidth.yaml")
+    assert len({t.spec.network.bandwidth for t in three}) >= 4
+    assert {t.spec.architecture for t in three} == {api.Architecture.RING_ALL_REDUCE}
+    four = laptop("study-4-dssp-straggler.yaml")
+    assert [t.spec.sync.paradigm.value for t in four] == ["BSP", "ASP", "SSP", "DSSP"]
+    assert (four[-1].spec.sync.staleness, four[-1].spec.sync.max_staleness) == (3, 12)
+    assert [s.slowdown_percent for s in four[0].worker_slots()] == [100, 100, 100, 300]
+    assert four[0].spec.data.format.value == "Digits" and four[0].spec.model.target.accuracy_percent
+
+
+def test_the_straggler_study_keeps_dssps_published_settings():
     trials = api.expand(api.load(ROOT / "examples" / "study-4-dssp-straggler.yaml")).trials
     assert [t.spec.sync.paradigm.value for t in trials] == ["BSP", "ASP", "SSP", "DSSP"]
     sync = trials[-1].spec.sync
@@ -59,6 +99,15 @@ def test_the_readme_lists_every_example():
     readme = (ROOT / "examples" / "README.md").read_text()
     for path in EXAMPLES:
         assert f"[`{path.name}`]({path.name})" in readme
+    for path in LAPTOP:
+        assert f"[`laptop/{path.name}`](laptop/{path.name})" in readme
+
+
+def test_the_studies_page_shows_how_to_run_every_laptop_study():
+    page = (ROOT / "docs" / "studies.md").read_text()
+    for path in LAPTOP:
+        assert f"ringleader run examples/laptop/{path.name}" in page
+    assert "paper" not in page.lower()
 
 
 def console_blocks(text: str) -> list[tuple[str, str]]:

@@ -213,7 +213,7 @@ def test_dssp_granted_thresholds_stay_within_its_bounds(seed):
 
 
 def test_dssp_as_stated_keeps_granting_so_a_persistent_straggler_does_not_bound_the_lead_by_s_u():
-    """Pinned on purpose: the paper's pseudocode never re-checks s_U, so grants add up. Changing this is a
+    """Pinned on purpose: DSSP's published pseudocode never re-checks s_U, so grants add up. Changing this is a
     decision about the algorithm, not a bug fix."""
     oks, _, grants = simulate(paradigms.DSSP(2, lower=2, upper=6), [1.0, 3.0], iterations=40)
     assert sum(1 for g in grants if g.extra > 0) > 3

@@ -4,6 +4,7 @@ that report.html stands alone. Trials are real (api.expand), records are shaped 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import re
 
@@ -11,6 +12,7 @@ import pytest
 
 import sweeps
 from ringleader.analysis import report, results, statistics
+from ringleader.contract import keys
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -102,6 +104,24 @@ def test_a_paradigm_sweep_times_each_paradigm_to_the_worst_final_loss(tmp_path):
     [timing] = [f for f in made.findings if f.startswith("Time to loss")]
     assert timing.startswith("Time to loss 1.15 (the final loss of rep-1): BSP ")
     assert re.search(r"BSP (\d+\.\d) s; SSP 1\.0 s\.$", timing), timing
+
+
+def test_a_sweep_timed_to_a_target_says_each_paradigms_time_and_which_was_first(tmp_path):
+    spec = {"architecture": "ParameterServer", "sync": {"staleness": 2}, "data": {"format": "Digits"},
+            "model": {"evaluation": {"everyIterations": 5}, "target": {"accuracyPercent": 90}},
+            "sweep": {"matrix": {"paradigm": ["BSP", "SSP", "ASP"]}}}
+    reached = {"BSP": 20.0, "SSP": 12.5, "ASP": None}  # ASP never got there
+    trials = []
+    for trial in sweeps.trials(spec):
+        found = sweeps.result_of(trial)
+        seconds = reached[trial.spec.sync.paradigm.value]
+        timed = {**found.summary, **({} if seconds is None else {keys.TARGET_SECONDS: seconds})}
+        trials.append(dataclasses.replace(found, summary=timed))
+    made = report.build(results.SweepResult("rep", trials), tmp_path / "report")
+    assert "Time to 90 % held-out accuracy: BSP 20.0 s; SSP 12.5 s; ASP never. First: SSP." in made.findings
+    untimed = report.build(results.SweepResult("rep", [sweeps.result_of(t) for t in sweeps.trials(
+        {"architecture": "ParameterServer", "sweep": {"matrix": {"paradigm": ["BSP", "ASP"]}}})]), tmp_path / "none")
+    assert not any(f.startswith("Time to 90") or "held-out" in f for f in untimed.findings)
 
 
 def test_a_bandwidth_sweep_draws_the_what_if_model_only_from_a_layer_profile(tmp_path):

@@ -110,6 +110,42 @@ def time_to_loss(result: results_.SweepResult) -> list[str]:
     return [f"Time to loss {goal.loss:.4g} (the final loss of {goal.trial}): " + "; ".join(parts) + "."]
 
 
+def _goal(result: results_.SweepResult) -> str | None:
+    """What `model.target` the sweep's trials are timed to, in words; None when they set none."""
+    target = next((t.trial.spec.model.target for t in result.trials if t.trial.spec.model.target), None)
+    if target is None:
+        return None
+    if target.accuracy_percent is not None:
+        return f"{target.accuracy_percent:g} % held-out accuracy"
+    return f"held-out loss {target.loss:g}"
+
+
+def time_to_target(result: results_.SweepResult) -> list[str]:
+    """Seconds to `model.target` per combination (targetSeconds of the summaries), and which got there first:
+    the answer a time-to-accuracy comparison (BSP against stale paradigms) is run for."""
+    goal = _goal(result)
+    if goal is None:
+        return []
+    parts, reached_by = [], []
+    for group in combinations.group(result):
+        name = group.label or _name(group)
+        times = [(t.summary or {}).get(keys.TARGET_SECONDS) for t in group.trials if t.summary]
+        if not times:
+            continue
+        reached = [float(x) for x in times if x is not None]
+        if not reached:
+            parts.append(f"{name} never")
+            continue
+        estimate = statistics.estimate(reached)
+        missed = f" ({len(times) - len(reached)} of {len(times)} never)" if len(reached) < len(times) else ""
+        parts.append(f"{name} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}")
+        reached_by.append((estimate.mean, name))
+    if not parts:
+        return []
+    first = f" First: {min(reached_by)[1]}." if len(reached_by) > 1 else ""
+    return [f"Time to {goal}: " + "; ".join(parts) + "." + first]
+
+
 def network(result: results_.SweepResult) -> list[str]:
     if scaling.BANDWIDTH not in result.axes:
         return []
@@ -138,5 +174,5 @@ def findings(result: results_.SweepResult) -> list[str]:
     if not found:
         return [f"No finished trial has a summary (summary.json): nothing to compare ({len(result.trials)} trials)."] \
             + failures(result)
-    return (found + comparisons(result) + communication(groups) + time_to_loss(result) + network(result)
-            + failures(result))
+    return (found + comparisons(result) + communication(groups) + time_to_target(result) + time_to_loss(result)
+            + network(result) + failures(result))

@@ -16,8 +16,8 @@ import json
 import pathlib
 from typing import Any, Callable
 
-from ringleader.analysis import (combinations, convergence, figures, findings, page, prediction_figure, scaling,
-                                tables)
+from ringleader.analysis import (combinations, convergence, figures, findings, overlap_figure, page, prediction_figure,
+                                scaling, tables)
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
 
@@ -37,6 +37,7 @@ FIGURES: tuple[FigureMaker, ...] = (
     scaling.network,             # sweeps over bandwidth
     figures.repetitions,         # sweeps with repetitions
     prediction_figure.predicted_vs_measured,  # whenever a trial's summary holds a prediction
+    overlap_figure.overlap,      # ring trials that recorded their bucket allreduces
 )
 
 COMBINATION_COLUMNS = ("combination", "finished", "throughput (samples/s)", "iteration p50 (ms)", "comm", "wait",

@@ -55,7 +55,7 @@ class MLP(nn.Module):
 
 
 class SmallCNN(nn.Module):
-    """A downsized-AlexNet-style convnet for CIFAR-sized images, as in the DSSP paper's small model."""
+    """A downsized-AlexNet-style convnet for CIFAR-sized images, the small model DSSP was first evaluated on."""
 
     def __init__(self, num_classes: int):
         super().__init__()

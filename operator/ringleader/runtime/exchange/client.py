@@ -1,7 +1,7 @@
 """The worker side of parameter-server and peer-to-peer synchronization: push gradient shards, wait for every owner's answer.
 
 Used by parameter_server.WorkerSynchronizer and peer_to_peer.PeerSynchronizer, which differ only in
-who the owners are. One iteration, as the DSSP paper's worker loop (push g; wait OK; pull w), with
+who the owners are. One iteration, as DSSP's published worker loop (push g; wait OK; pull w), with
 the pull folded into the OK: each owner answers with its shard of the new weights once its own gate
 lets this worker go (paradigms.py says why the owners' gates agree).
 

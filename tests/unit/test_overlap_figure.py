@@ -1,0 +1,77 @@
+"""The report's overlap figure: a ring worker's recorded timeline by hand, and the DAG's replay agreeing with `predict`."""
+
+from __future__ import annotations
+
+import pytest
+
+from ringleader.analysis import overlap_figure, prediction
+from ringleader.analysis import results as results_
+from ringleader.api import spec as spec_
+from ringleader.api import trial as trial_
+from ringleader.contract import keys
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def layers_document() -> dict:
+    # Two traced iterations with two buckets each ("b" then "a", in launch order), one without collectives.
+    # From backward's start: backward 10 and 12 ms (median 11); bucket 1 (4, 8) and (5, 9) ms, median (4.5, 8.5);
+    # bucket 2 (9, 16) and (11, 20) ms, median (10, 18). Left after backward: 18 - 11 = 7 ms.
+    return {
+        "parameters": [{"name": "a.weight", "bytes": 800}, {"name": "a.bias", "bytes": 200},
+                       {"name": "b.weight", "bytes": 2400}, {"name": "b.bias", "bytes": 600}],
+        "iterations": [
+            {"step": 5, "backwardStart": 0.010, "backwardEnd": 0.020,
+             "ready": {"b.bias": 0.012, "b.weight": 0.013, "a.bias": 0.016, "a.weight": 0.017},
+             "collectives": [{"bytes": 1000, "start": 0.019, "end": 0.026},
+                             {"bytes": 3000, "start": 0.014, "end": 0.018}]},
+            {"step": 6, "backwardStart": 0.110, "backwardEnd": 0.122,
+             "ready": {"b.bias": 0.113, "b.weight": 0.115, "a.bias": 0.118, "a.weight": 0.119},
+             "collectives": [{"bytes": 3000, "start": 0.115, "end": 0.119},
+                             {"bytes": 1000, "start": 0.121, "end": 0.130}]},
+            {"step": 7, "backwardStart": 0.210, "backwardEnd": 0.290, "ready": {"a.weight": 0.280}},
+        ],
+    }
+
+
+def worker_record(step: int) -> dict:
+    return {"step": step, "role": "worker", "warmup": False, keys.TIME_DATA: 0.0001, keys.TIME_FORWARD: 0.003,
+            keys.TIME_BACKWARD: 0.011, keys.TIME_COMM: 0.007, keys.TIME_WAIT: 0.0, keys.TIME_UPDATE: 0.001,
+            keys.TIME_ITERATION: 0.023}
+
+
+def a_result(architecture: str, layers: dict | None = None) -> results_.TrialResult:
+    spec = spec_.ExperimentSpec.model_validate({"architecture": architecture, "workers": {"replicas": 2}})
+    trial = trial_.Trial(experiment="e", name=f"e-{architecture.lower()}", index=0, spec=spec)
+    records = {rank: [worker_record(s) for s in (1, 2, 3)] for rank in (0, 1)}
+    return results_.TrialResult(trial, "FINISHED", records=records, layers=layers or {})
+
+
+def test_the_measured_timeline_is_the_median_traced_iteration_from_backwards_start():
+    seen = overlap_figure.measured(layers_document())
+    assert seen.backward_seconds == pytest.approx(0.011)
+    assert [moment for bucket in seen.buckets for moment in bucket] == pytest.approx([0.0045, 0.0085, 0.010, 0.018])
+    assert seen.exposed_seconds == pytest.approx(0.007)
+    assert overlap_figure.measured({"iterations": [{"backwardStart": 0, "backwardEnd": 1, "ready": {}}]}) is None
+
+
+def test_the_replay_is_the_dag_that_predict_reports_first_in_first_out_on_one_channel():
+    result = a_result("RingAllReduce", {0: layers_document()})
+    model = overlap_figure.predicted(result, 0)
+    found = prediction.predict_trial(result.trial, result.records, layers_document(), 0)
+    assert model.exposed_seconds == pytest.approx(found.own.comm_seconds)  # predict's ring comm is t_c_no
+    assert model.backward_seconds == pytest.approx(0.011)  # scaled to the records' mean time/backward
+    assert len(model.buckets) == 2
+    (first_start, first_end), (second_start, second_end) = model.buckets
+    assert 0 < first_start < first_end <= second_start < second_end  # one channel, in launch order
+    assert second_start >= model.backward_seconds  # the last bucket waits for the last gradient
+
+
+def test_the_figure_is_drawn_for_ring_trials_only(tmp_path):
+    ring = a_result("RingAllReduce", {0: layers_document()})
+    server = a_result("ParameterServer", {1: layers_document()})
+    figure = overlap_figure.overlap(results_.SweepResult("e", [server, ring]), tmp_path)
+    assert figure.id == "overlap" and figure.path.read_bytes().startswith(PNG_MAGIC)
+    assert overlap_figure.overlap(results_.SweepResult("e", [server]), tmp_path / "none") is None
+    unrecorded = a_result("RingAllReduce", {0: {"iterations": [{"backwardStart": 0, "backwardEnd": 1, "ready": {}}]}})
+    assert overlap_figure.overlap(results_.SweepResult("e", [unrecorded]), tmp_path / "none") is None
