@@ -266,7 +266,10 @@ resolvConf: $RUN_DIR/resolv.conf
 # The sandbox and base images are imported, not pullable: never garbage-collect images.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
+# Disk pressure would still reclaim images, the sandbox image included (containerd 1.6 does not pin it), and
+# then no pod starts: building the 8 GB image beside a running cluster can leave less than 2 % of a big disk
+# free for a while. An absolute floor keeps that transient from reaching the kubelet.
+evictionHard: {memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi, nodefs.inodesFree: 2%}
 serializeImagePulls: false
 maxPods: 110
 rotateCertificates: false

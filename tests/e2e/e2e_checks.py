@@ -37,7 +37,7 @@ def assert_succeeded(dte: dict, manifest: dict) -> None:
     assert found.get("startTime") and found.get("completionTime"), found
     progress = found["progress"]
     assert progress == {"iteration": iterations, "iterations": iterations, "trialsCompleted": len(expected_trials),
-                        "trials": len(expected_trials)}, progress
+                        "trialsQueued": 0, "trials": len(expected_trials)}, progress
     text = f"{iterations}/{iterations}"
     assert found["progressText"] == (text if len(expected_trials) == 1 else f"{len(expected_trials)}/{len(expected_trials)} trials, {text}")
     assert_summary(found.get("summary"), f"{name} status.summary")
