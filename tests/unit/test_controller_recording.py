@@ -87,3 +87,39 @@ def test_a_client_that_cannot_be_loaded_leaves_experiments_running_without_mlflo
             asyncio.run(found._call(OWN, "create experiment", lambda runs: runs))
     finally:
         found.close()
+
+
+def test_a_call_waiting_for_a_thread_is_timed_from_when_it_runs_not_from_when_it_was_asked():
+    """Three 0.2 s calls on two threads, 0.3 s each allowed: the third waits 0.2 s for a thread and still
+    answers in time. Counting the wait would mark MLflow down and start pods without their runs."""
+    import time
+
+    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.3), load_runs=lambda: None)
+
+    async def three():
+        return await asyncio.gather(*(found._call(OWN, f"call {i}", lambda _runs, i=i: time.sleep(0.2) or i)
+                                      for i in range(3)))
+    try:
+        assert asyncio.run(three()) == [0, 1, 2]
+        assert found.retry_in(OWN) is None
+    finally:
+        found.close()
+
+
+def test_slow_work_has_its_own_thread_so_runs_are_created_meanwhile():
+    import threading
+
+    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1), load_runs=lambda: None)
+    release = threading.Event()
+
+    async def both():
+        reports = [asyncio.ensure_future(found._call(OWN, "attach the report", lambda _runs: release.wait(5),
+                                                     timeout=10, slow=True)) for _ in range(2)]
+        created = await asyncio.gather(*(found._call(OWN, f"create run {i}", lambda _runs, i=i: i) for i in range(3)))
+        release.set()
+        await asyncio.gather(*reports)
+        return created
+    try:
+        assert asyncio.run(both()) == [0, 1, 2]
+    finally:
+        found.close()

@@ -6,9 +6,11 @@ servers its settings allow (its own, and `allowed_uris`): `refusal` says why an 
 one of them. And MLflow never blocks an experiment.
 Calls run in their own small thread pool, bounded by a timeout; after a failure the URI is left alone
 for `retry_seconds` (the reconciler comes back then), and `Unavailable` tells the caller to go on
-without it. Loading the MLflow client (seconds; tens of seconds on a cold, busy node) is not a call:
-it starts with the operator (`load`) and is never counted against a call's timeout, or the first
-experiments would start their pods without runs to log into. Runs are created with tokens derived from the experiment's uid, so a retry, or an
+without it. A timeout says the server did not answer, so it counts only the call itself: not loading
+the MLflow client (seconds; tens of seconds on a cold, busy node; started with the operator, `load`),
+and not waiting for a thread. Slow work (reports, scans for runs of deleted experiments) has a thread
+of its own, so it never delays creating runs. Else the first experiments would start their pods
+without runs to log into. Runs are created with tokens derived from the experiment's uid, so a retry, or an
 operator restart between "create run" and "write status", finds the run instead of creating another.
 """
 
@@ -31,6 +33,9 @@ REPORT_ARTIFACT = "report/report.html"
 # Making a report downloads every rank's records and draws its figures: far more than one call's timeout.
 REPORT_TIMEOUT_SECONDS = 300.0
 REPLY_CHARACTERS = 200  # of a server's error shown in Events and logs: its first line, redacted
+# How long a call may wait for a thread: the calls ahead of it end by then (the MLflow client's own HTTP
+# timeout and retries bound each of them), unless the process is wedged.
+QUEUE_TIMEOUT_SECONDS = 600.0
 
 
 class Unavailable(Exception):
@@ -70,6 +75,7 @@ class Recorder:
         self._down_until: dict[str, float] = {}
         # Its own threads: a hung MLflow call must not take the threads the API calls need.
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="mlflow")
+        self._slow_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-slow")
         self._load_runs = load_runs
         self._runs: concurrent.futures.Future | None = None
 
@@ -109,10 +115,13 @@ class Recorder:
         return remaining if remaining > 0 else None
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._pool, self._slow_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
 
-    async def _call(self, uri: str, what: str, function: Callable[[Any], Any], timeout: float | None = None) -> Any:
-        """`function(runs)` in the tracking threads, `runs` being ringleader.tracking.runs; Unavailable on failure."""
+    async def _call(self, uri: str, what: str, function: Callable[[Any], Any], timeout: float | None = None,
+                    slow: bool = False) -> Any:
+        """`function(runs)` in the tracking threads (`slow`: the thread for slow work), `runs` being
+        ringleader.tracking.runs; Unavailable on failure."""
         shown = redaction.redact(uri)
         if not self._settings.allows(uri):
             # The reconciler refuses such experiments first; this guards every other path (a deletion).
@@ -125,11 +134,22 @@ class Recorder:
         except Exception as error:  # noqa: BLE001 -- a broken image; the experiments still go on without MLflow
             raise Unavailable(f"the MLflow client cannot be loaded: {_first_line(error)}") from error
         loop = asyncio.get_running_loop()
+        started = loop.create_future()
+
+        def call() -> Any:
+            loop.call_soon_threadsafe(lambda: started.done() or started.set_result(None))
+            return function(runs)
+
+        done = loop.run_in_executor(self._slow_pool if slow else self._pool, call)
+        limit = timeout or self._settings.timeout_seconds
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self._pool, function, runs),
-                                          timeout=timeout or self._settings.timeout_seconds)
+            await asyncio.wait_for(started, QUEUE_TIMEOUT_SECONDS)
+            return await asyncio.wait_for(done, timeout=limit)
         except asyncio.TimeoutError:
-            problem = f"no answer within {timeout or self._settings.timeout_seconds:g}s"
+            problem = f"no answer within {limit:g}s"
+            if not started.done() or started.cancelled():
+                done.cancel()
+                problem = f"no tracking thread free within {QUEUE_TIMEOUT_SECONDS:g}s"
         except Exception as error:  # noqa: BLE001 -- any failure of the tracking server; the caller goes on
             problem = _first_line(error)
         self._down_until[uri] = self._clock() + self._settings.retry_seconds
@@ -161,11 +181,11 @@ class Recorder:
     async def open_sweeps(self, uri: str, limit: int):
         """The RUNNING sweep runs this operator made on `uri` (tracking.runs.OpenSweep), at most `limit`."""
         return await self._call(uri, "find open sweep runs", lambda runs: runs.open_operator_sweeps(
-            limit=limit, tracking_uri=uri))
+            limit=limit, tracking_uri=uri), slow=True)
 
     async def open_children(self, uri: str, parent_run_id: str, limit: int) -> list[str]:
         return await self._call(uri, f"find open runs under {parent_run_id}", lambda runs: runs.open_children(
-            parent_run_id, limit=limit, tracking_uri=uri))
+            parent_run_id, limit=limit, tracking_uri=uri), slow=True)
 
     def report_url(self, uri: str, experiment_id: str, parent_run_id: str) -> str:
         """The report's page in the MLflow UI, or its artifact URI when no UI address is known."""
@@ -191,6 +211,6 @@ class Recorder:
                 return _first_line(error)
             return None
 
-        problem = await self._call(uri, "attach the report", make, timeout=REPORT_TIMEOUT_SECONDS)
+        problem = await self._call(uri, "attach the report", make, timeout=REPORT_TIMEOUT_SECONDS, slow=True)
         if problem is not None:
             raise ReportFailed(f"the sweep's report could not be made: {problem}")
