@@ -176,7 +176,7 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
                         help="base URL of the MLflow UI shown in status.mlflow.url (RINGLEADER_TRACKING_UI_URL)")
     parser.add_argument("--tracking-timeout", type=_positive, metavar="SECONDS",
                         default=float(_env(environ, "TRACKING_TIMEOUT", defaults.tracking.timeout_seconds)),
-                        help="longest wait for one MLflow call (RINGLEADER_TRACKING_TIMEOUT)")
+                        help="longest wait for the answer to one MLflow call, once it runs (RINGLEADER_TRACKING_TIMEOUT)")
     parser.add_argument("--tracking-retry", type=_positive, metavar="SECONDS",
                         default=float(_env(environ, "TRACKING_RETRY", defaults.tracking.retry_seconds)),
                         help="pause before retrying an unreachable MLflow (RINGLEADER_TRACKING_RETRY)")
