@@ -123,3 +123,19 @@ def test_slow_work_has_its_own_thread_so_runs_are_created_meanwhile():
         assert asyncio.run(both()) == [0, 1, 2]
     finally:
         found.close()
+
+
+def test_slow_work_that_fails_leaves_the_server_to_the_quick_calls():
+    """A scan for deleted experiments' runs that times out on a fresh server must not make the runs of the
+    trials starting now skip MLflow; the scan retries on its own schedule."""
+    import time
+
+    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.2, retry_seconds=30),
+                               load_runs=lambda: None)
+    try:
+        with pytest.raises(recording.Unavailable, match="find open sweep runs failed: no answer within 0.2s"):
+            asyncio.run(found._call(OWN, "find open sweep runs", lambda _runs: time.sleep(0.5), slow=True))
+        assert found.retry_in(OWN) is None
+        assert asyncio.run(found._call(OWN, "create run", lambda _runs: "run-1")) == "run-1"
+    finally:
+        found.close()

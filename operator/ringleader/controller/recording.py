@@ -32,6 +32,8 @@ FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
 REPORT_ARTIFACT = "report/report.html"
 # Making a report downloads every rank's records and draws its figures: far more than one call's timeout.
 REPORT_TIMEOUT_SECONDS = 300.0
+# Scanning for the open runs of deleted experiments searches every run the operator made: more than a call.
+SCAN_TIMEOUT_SECONDS = 120.0
 REPLY_CHARACTERS = 200  # of a server's error shown in Events and logs: its first line, redacted
 # How long a call may wait for a thread: the calls ahead of it end by then (the MLflow client's own HTTP
 # timeout and retries bound each of them), unless the process is wedged.
@@ -152,7 +154,10 @@ class Recorder:
                 problem = f"no tracking thread free within {QUEUE_TIMEOUT_SECONDS:g}s"
         except Exception as error:  # noqa: BLE001 -- any failure of the tracking server; the caller goes on
             problem = _first_line(error)
-        self._down_until[uri] = self._clock() + self._settings.retry_seconds
+        if not slow:
+            # Slow work retries on its own schedule; its failure (a search slow on a fresh server) must not
+            # make the quick calls skip MLflow, or trials starting now would get pods without runs.
+            self._down_until[uri] = self._clock() + self._settings.retry_seconds
         logger.warning("MLflow at %s: %s failed: %s", shown, what, problem)
         raise Unavailable(f"MLflow at {shown}: {what} failed: {problem}")
 
@@ -181,11 +186,11 @@ class Recorder:
     async def open_sweeps(self, uri: str, limit: int):
         """The RUNNING sweep runs this operator made on `uri` (tracking.runs.OpenSweep), at most `limit`."""
         return await self._call(uri, "find open sweep runs", lambda runs: runs.open_operator_sweeps(
-            limit=limit, tracking_uri=uri), slow=True)
+            limit=limit, tracking_uri=uri), timeout=SCAN_TIMEOUT_SECONDS, slow=True)
 
     async def open_children(self, uri: str, parent_run_id: str, limit: int) -> list[str]:
         return await self._call(uri, f"find open runs under {parent_run_id}", lambda runs: runs.open_children(
-            parent_run_id, limit=limit, tracking_uri=uri), slow=True)
+            parent_run_id, limit=limit, tracking_uri=uri), timeout=SCAN_TIMEOUT_SECONDS, slow=True)
 
     def report_url(self, uri: str, experiment_id: str, parent_run_id: str) -> str:
         """The report's page in the MLflow UI, or its artifact URI when no UI address is known."""
