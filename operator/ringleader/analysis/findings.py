@@ -98,16 +98,19 @@ def time_to_loss(result: results_.SweepResult) -> list[str]:
     parts = []
     for group in combinations.group(result):
         times = [goal.seconds.get(t.trial.name) for t in group.trials if t.trial.name in goal.seconds]
-        if not times:
-            continue
-        reached = [t for t in times if t is not None]
-        if not reached:
-            parts.append(f"{group.label} never")
-            continue
-        estimate = statistics.estimate(reached)
-        missed = f" ({len(times) - len(reached)} of {len(times)} never)" if len(reached) < len(times) else ""
-        parts.append(f"{group.label} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}")
+        if times:
+            parts.append(_seconds_to_goal(group.label, times)[0])
     return [f"Time to loss {goal.loss:.4g} (the final loss of {goal.trial}): " + "; ".join(parts) + "."]
+
+
+def _seconds_to_goal(name: str, times: list) -> tuple[str, float | None]:
+    """A combination's seconds to a goal over its repetitions (None: never reached) in words, and their mean."""
+    reached = [float(t) for t in times if t is not None]
+    if not reached:
+        return f"{name} never", None
+    estimate = statistics.estimate(reached)
+    missed = f" ({len(times) - len(reached)} of {len(times)} never)" if len(reached) < len(times) else ""
+    return f"{name} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}", estimate.mean
 
 
 def _goal(result: results_.SweepResult) -> str | None:
@@ -132,14 +135,10 @@ def time_to_target(result: results_.SweepResult) -> list[str]:
         times = [(t.summary or {}).get(keys.TARGET_SECONDS) for t in group.trials if t.summary]
         if not times:
             continue
-        reached = [float(x) for x in times if x is not None]
-        if not reached:
-            parts.append(f"{name} never")
-            continue
-        estimate = statistics.estimate(reached)
-        missed = f" ({len(times) - len(reached)} of {len(times)} never)" if len(reached) < len(times) else ""
-        parts.append(f"{name} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}")
-        reached_by.append((estimate.mean, name))
+        part, mean = _seconds_to_goal(name, times)
+        parts.append(part)
+        if mean is not None:
+            reached_by.append((mean, name))
     if not parts:
         return []
     first = f" First: {min(reached_by)[1]}." if len(reached_by) > 1 else ""
