@@ -2,12 +2,24 @@
 and MLflow, not the operator's memory.
 
 A trial whose run was made after its pods started (MLflow was away) gets its summary from the operator, also
-when the operator was restarted between the trial's end and the run's; runs of an experiment deleted while
-the operator was down are ended KILLED when it comes back.
+when the operator was restarted between the trial's end and the run's, and its ranks, which got the run's token,
+log their records into it once it exists; runs of an experiment deleted while the operator was down are ended
+KILLED when it comes back.
 """
+
+import json
+import os
+
+# Before MLflow is imported: its telemetry thread starts at import time (ringleader.tracking does the same).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import experiments as dtes
 from apiserver_client import wait_for
+
+from ringleader.api import trial as trial_
+from ringleader.contract import environment as contract
+from ringleader.tracking import layout, live
+from ringleader.tracking import settings as tracking_settings
 
 
 def _client(uri):
@@ -23,7 +35,7 @@ def test_a_restart_between_a_trial_end_and_its_run_end_still_logs_the_summary(ad
     admin.create(dtes.experiment("late", namespace))
     pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "late")),
                     timeout=120)
-    assert all("RINGLEADER_MLFLOW_RUN_ID" not in dtes.env_of(p) for p in pods)  # no rank can log into the run
+    assert all(contract.RUN_ID not in dtes.env_of(p) for p in pods)  # no run to give the ranks yet: its token instead
     for pod in pods:
         admin.run_pod(pod)
 
@@ -31,6 +43,7 @@ def test_a_restart_between_a_trial_end_and_its_run_end_still_logs_the_summary(ad
     trial = wait_for("the trial's run, made late", lambda: (lambda t: t.get("runId") and t)(
         dtes.trials(admin.experiment(namespace, "late"))[0]), timeout=120)
     assert trial["runSummarySource"] == "Operator" and not trial.get("runEnded")
+    assert _a_rank_publishes_into(trial["runId"], sorted(pods, key=dtes.rank)[1], admin, namespace, tmp_path)
 
     running.kill()  # abruptly: nothing the operator remembered survives
     for pod in sorted(pods, key=dtes.rank)[1:]:
@@ -46,6 +59,25 @@ def test_a_restart_between_a_trial_end_and_its_run_end_still_logs_the_summary(ad
                                                    dte["status"]["mlflow"].get("runEnded") and dte)(
         admin.experiment(namespace, "late")), timeout=60)
     assert _client(uri).get_run(done["status"]["mlflow"]["runId"]).info.status == "FINISHED"
+
+
+def _a_rank_publishes_into(run_id, pod, admin, namespace, tmp_path) -> bool:
+    """A rank started from `pod`'s environment finds the run made after it by its token, and publishes into it."""
+    env = contract.PodEnvironment.from_environ({**dtes.env_of(pod), contract.OUTPUT_DIR: str(tmp_path / "pod")})
+    config_map = next(o for o in admin.list("ConfigMap", namespace) if o["metadata"]["name"].startswith("late-"))
+    trial = trial_.Trial.model_validate_json(config_map["data"][contract.TRIAL_FILE_NAME])
+    rank_dir = tmp_path / "pod" / trial.name / f"rank-{env.rank}"
+    rank_dir.mkdir(parents=True)
+    (rank_dir / layout.ITERATIONS_FILE).write_text("".join(json.dumps(
+        {"step": step, "role": "worker", "warmup": False, "time/iteration": 0.05, "time/comm": 0.01}) + "\n"
+        for step in range(3)))
+    publishing = live.LivePublisher(env, trial, rank_dir, tracking_settings.TrackingSettings(live_interval_seconds=0.1))
+    publishing.start()
+    assert publishing.stop("FINISHED", timeout_seconds=60)
+    rank_runs = _client(env.tracking_uri).search_runs([_client(env.tracking_uri).get_run(run_id).info.experiment_id],
+                                                      filter_string=f"tags.mlflow.parentRunId = '{run_id}'")
+    return [m.step for m in _client(env.tracking_uri).get_metric_history(rank_runs[0].info.run_id,
+                                                                         "time/iteration_ms")] == [0, 1, 2]
 
 
 def test_runs_of_an_experiment_deleted_while_the_operator_was_down_are_ended_when_it_comes_back(

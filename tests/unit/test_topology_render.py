@@ -87,6 +87,22 @@ def test_each_pods_environment_is_exactly_the_contract(trial_of):
         assert pod["spec"]["hostname"] == slot.hostname
 
 
+def test_pods_made_before_their_run_exists_get_the_token_to_find_it_by_and_never_both(trial_of):
+    trial = trial_of({"workers": {"replicas": 2}})
+    for pod in by_kind(topology.render(trial, SETTINGS, run_token="uid-1.demo-0"), "Pod"):
+        env = contract.PodEnvironment.from_environ(env_of(pod))
+        assert (env.run_id, env.run_token, env.mlflow_experiment) == (None, "uid-1.demo-0", "default/demo")
+        assert env.publishes
+    for pod in by_kind(topology.render(trial, SETTINGS, run_id="run-42", run_token="uid-1.demo-0"), "Pod"):
+        assert contract.RUN_TOKEN not in env_of(pod) and contract.MLFLOW_EXPERIMENT not in env_of(pod)
+
+
+def test_a_run_token_that_could_change_an_mlflow_search_is_refused(trial_of):
+    env = env_of(by_kind(topology.render(trial_of({}), SETTINGS, run_token="uid-1.demo-0"), "Pod")[0])
+    with pytest.raises(contract.ContractError, match="RINGLEADER_MLFLOW_RUN_TOKEN"):
+        contract.PodEnvironment.from_environ({**env, contract.RUN_TOKEN: "x' OR tags.a = 'b"})
+
+
 def test_rank_zero_hosts_the_rendezvous_in_every_architecture(trial_of):
     for architecture, first in (("ParameterServer", "ps-0"), ("PeerToPeer", "worker-0"), ("RingAllReduce", "worker-0")):
         pods = by_kind(topology.render(trial_of({"architecture": architecture}), SETTINGS), "Pod")

@@ -440,3 +440,58 @@ def test_stopping_while_a_live_round_is_still_publishing_waits_for_it_and_sends_
     assert publishing.stop("FINISHED", timeout_seconds=10)
     state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
     assert [s for s, _ in history(store, state.run_id)] == list(range(5))
+
+
+def pod_without_run_id(store, the_trial, tmp_path, token: str) -> contract.PodEnvironment:
+    """A rank made while MLflow was away: it has the run's token and MLflow experiment, not its id."""
+    return contract.PodEnvironment(role="worker", rank=1, world_size=3, master_addr="127.0.0.1", master_port=1,
+                                   trial_file="trial.json", output_dir=str(tmp_path / "pod"), tracking_uri=store.uri,
+                                   run_token=token, mlflow_experiment="tiny-experiment")
+
+
+def test_a_rank_made_before_its_trial_run_existed_publishes_into_it_once_the_operator_creates_it(store, tmp_path):
+    the_trial = make_trials()[0]
+    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
+    append_records(rank_dir, range(5))
+    publishing = live.LivePublisher(pod_without_run_id(store, the_trial, tmp_path, "uid-1.tiny-0"), the_trial, rank_dir,
+                                    settings_.TrackingSettings(live_interval_seconds=0.05))
+    publishing.start()
+    time.sleep(0.3)  # several rounds without a run to log into: the records wait on disk
+    assert not cursor.path_for(rank_dir, store.uri).exists() or \
+        cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).records == 0
+
+    # MLflow answers again: the operator creates the experiment and the trial run with the token it gave the pods.
+    experiment_id = store.ensure_experiment("tiny-experiment")
+    store.create_run_once(experiment_id, "someone-else.tiny-0", {})
+    trial_run_id = store.create_run_once(experiment_id, "uid-1.tiny-0", {})
+    append_records(rank_dir, range(5, 8))
+    assert publishing.stop("FINISHED", timeout_seconds=20)
+
+    state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
+    assert [s for s, _ in history(store, state.run_id)] == list(range(8))  # nothing lost, nothing twice
+    rank_run = store.client.get_run(state.run_id)
+    assert rank_run.data.tags["mlflow.parentRunId"] == trial_run_id
+    assert rank_run.info.status == "FINISHED"
+
+
+def test_a_rank_whose_trial_run_never_appears_keeps_its_records_and_says_why(store, tmp_path, caplog):
+    the_trial = make_trials()[0]
+    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
+    append_records(rank_dir, range(3))
+    publishing = live.LivePublisher(pod_without_run_id(store, the_trial, tmp_path, "uid-2.tiny-0"), the_trial, rank_dir,
+                                    settings_.TrackingSettings(live_interval_seconds=0.05))
+    publishing.start()
+    started = time.monotonic()
+    assert publishing.stop("FINISHED", timeout_seconds=0.5) is False
+    assert time.monotonic() - started < 10
+    assert "(token uid-2.tiny-0) does not exist yet" in caplog.text
+    assert (rank_dir / layout.ITERATIONS_FILE).read_text().count("\n") == 3  # still on disk for a later publish
+
+
+def test_a_rank_needs_its_run_or_the_token_to_find_it(store, tmp_path):
+    the_trial = make_trials()[0]
+    env = contract.PodEnvironment(role="worker", rank=1, world_size=3, master_addr="127.0.0.1", master_port=1,
+                                  trial_file="trial.json", output_dir=str(tmp_path), tracking_uri=store.uri,
+                                  run_token="uid.tiny-0")  # no MLflow experiment to look in
+    with pytest.raises(ValueError, match="RINGLEADER_MLFLOW_EXPERIMENT"):
+        live.LivePublisher(env, the_trial, tmp_path)

@@ -61,7 +61,12 @@ class DistributedTrainingExperiment(pydantic.BaseModel):
         return self.metadata.namespace
 
     def mlflow_experiment_name(self) -> str:
-        return self.spec.tracking.experiment_name or f"{self.namespace}/{self.name}"
+        return mlflow_experiment_name(self.namespace, self.name, self.spec)
+
+
+def mlflow_experiment_name(namespace: str, name: str, spec: ExperimentSpec) -> str:
+    """The MLflow experiment an experiment's runs go to; its trials' ranks look their run up there."""
+    return spec.tracking.experiment_name or f"{namespace}/{name}"
 
 
 class SpecError(ValueError):

@@ -12,7 +12,7 @@ import pydantic
 
 from ringleader.api import constants
 from ringleader.api.base import ApiModel
-from ringleader.api.experiment import DistributedTrainingExperiment, SpecError, problems_of
+from ringleader.api.experiment import DistributedTrainingExperiment, SpecError, mlflow_experiment_name, problems_of
 from ringleader.api.problems import Problem
 from ringleader.api import spec as spec_
 from ringleader.api.spec import Architecture, ExperimentSpec, Resources
@@ -91,6 +91,9 @@ class Trial(ApiModel):
     """parameters are the swept values that made this trial (wire names), and the repetition."""
     spec: ExperimentSpec
     """spec is resolved: no sweep, every swept value applied."""
+
+    def mlflow_experiment_name(self) -> str:
+        return mlflow_experiment_name(self.namespace, self.experiment, self.spec)
 
     def slots(self) -> list[Slot]:
         """Ranks in order: parameter servers first (rank 0 is ps-0 in a PS job), then workers by group."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Mapping
 
 ROLE = "RINGLEADER_ROLE"
@@ -19,13 +20,17 @@ MASTER_PORT = "MASTER_PORT"
 TRIAL_FILE = "RINGLEADER_TRIAL_FILE"
 OUTPUT_DIR = "RINGLEADER_OUTPUT_DIR"
 RUN_ID = "RINGLEADER_MLFLOW_RUN_ID"
+# Set instead of RUN_ID on pods that start before their trial run exists (MLflow was away): the ranks find
+# the run by its token in this MLflow experiment once the operator has created it, and publish then.
+RUN_TOKEN = "RINGLEADER_MLFLOW_RUN_TOKEN"
+MLFLOW_EXPERIMENT = "RINGLEADER_MLFLOW_EXPERIMENT"
 TRACKING_URI = "MLFLOW_TRACKING_URI"
 # Where a relative spec.data.path is read from: the data volume's mount in a pod, `--data-dir` locally.
 DATA_DIR = "RINGLEADER_DATA_DIR"
 # Set by the local launcher only: the rank exits when this process is no longer its parent (runtime/parent.py).
 LAUNCHER_PID = "RINGLEADER_LAUNCHER_PID"
-NAMES = (ROLE, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRIAL_FILE, OUTPUT_DIR, RUN_ID, TRACKING_URI, DATA_DIR,
-         LAUNCHER_PID)
+NAMES = (ROLE, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRIAL_FILE, OUTPUT_DIR, RUN_ID, RUN_TOKEN, MLFLOW_EXPERIMENT,
+         TRACKING_URI, DATA_DIR, LAUNCHER_PID)
 # A rank's tuning knobs (runtime/settings.py): optional, with defaults; the local launcher passes them on.
 TIMEOUT_SECONDS = "RINGLEADER_TIMEOUT_SECONDS"
 BUCKET_BYTES = "RINGLEADER_BUCKET_BYTES"
@@ -35,6 +40,7 @@ STALL_TIMEOUT_SECONDS = "RINGLEADER_STALL_TIMEOUT_SECONDS"
 KNOBS = (TIMEOUT_SECONDS, BUCKET_BYTES, TRACE_ITERATIONS, FINISH_TIMEOUT_SECONDS, STALL_TIMEOUT_SECONDS)
 DEFAULT_STALL_TIMEOUT_SECONDS = 60.0
 
+_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,200}")
 DEFAULT_MASTER_PORT = 29500
 # In a pod the ConfigMap holding the trial is mounted here.
 TRIAL_MOUNT_DIR = "/etc/ringleader"
@@ -60,6 +66,14 @@ class PodEnvironment:
     run_id: str | None = None
     tracking_uri: str | None = None
     data_dir: str | None = None
+    run_token: str | None = None
+    mlflow_experiment: str | None = None
+
+    @property
+    def publishes(self) -> bool:
+        """Whether this rank publishes its records live: it has a tracking server and its run's id, or the
+        token and MLflow experiment to find that run by once it exists."""
+        return bool(self.tracking_uri and (self.run_id or (self.run_token and self.mlflow_experiment)))
 
     def to_environ(self) -> dict[str, str]:
         env = {
@@ -73,6 +87,10 @@ class PodEnvironment:
         }
         if self.run_id:
             env[RUN_ID] = self.run_id
+        if self.run_token:
+            env[RUN_TOKEN] = self.run_token
+        if self.mlflow_experiment:
+            env[MLFLOW_EXPERIMENT] = self.mlflow_experiment
         if self.tracking_uri:
             env[TRACKING_URI] = self.tracking_uri
         if self.data_dir:
@@ -106,7 +124,12 @@ class PodEnvironment:
             run_id=environ.get(RUN_ID) or None,
             tracking_uri=environ.get(TRACKING_URI) or None,
             data_dir=environ.get(DATA_DIR) or None,
+            run_token=environ.get(RUN_TOKEN) or None,
+            mlflow_experiment=environ.get(MLFLOW_EXPERIMENT) or None,
         )
         if not 0 <= env.rank < env.world_size:
             raise ContractError(f"{RANK}={env.rank} must be in [0, {WORLD_SIZE}={env.world_size})")
+        if env.run_token and not _TOKEN.fullmatch(env.run_token):
+            # It goes into an MLflow search filter: letters, digits, '.', '-' and '_' only (a uid and a trial name).
+            raise ContractError(f"{RUN_TOKEN}={env.run_token!r} may hold only letters, digits, '.', '-' and '_'")
         return env

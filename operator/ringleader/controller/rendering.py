@@ -13,6 +13,7 @@ import kopf
 from ringleader import topology
 from ringleader.api import constants
 from ringleader.api import trial as trial_
+from ringleader.controller import recording
 from ringleader.controller import settings as settings_
 from ringleader.controller import trials
 from ringleader.topology import names
@@ -29,8 +30,10 @@ def expected_pods(trial: trial_.Trial) -> tuple[trials.ExpectedPod, ...]:
 
 def objects(trial: trial_.Trial, owner: dict[str, Any], settings: settings_.Settings,
             run_id: str | None) -> list[dict[str, Any]]:
-    """The trial's objects, owned by the experiment so that deleting it garbage-collects them."""
-    found = topology.render(trial, settings.pods.render, run_id=run_id)
+    """The trial's objects, owned by the experiment so that deleting it garbage-collects them. Without a run id
+    (MLflow was away) the pods get the run's token, and log into the run once the operator has created it."""
+    found = topology.render(trial, settings.pods.render, run_id=run_id,
+                            run_token=recording.trial_token(owner["metadata"]["uid"], trial.name))
     kopf.adopt(found, owner=owner)
     return found
 

@@ -91,9 +91,9 @@ def backend_for(trial: trial_.Trial, device: torch.device) -> str:
 
 
 def start_publisher(env: contract.PodEnvironment, trial: trial_.Trial, rank_dir):
-    """The LivePublisher of this rank's records when there is a run to publish to (pods); None in local runs,
-    whose launcher publishes after each trial."""
-    if not (env.run_id and env.tracking_uri):
+    """The LivePublisher of this rank's records when there is a run to publish to, now or once the operator has
+    created it (pods); None in local runs, whose launcher publishes after each trial."""
+    if not env.publishes:
         return None
     from ringleader.tracking import live  # imports MLflow: only ranks that publish pay for it
 

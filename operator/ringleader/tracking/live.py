@@ -1,9 +1,11 @@
 """Live publishing from inside a rank: a daemon thread sends the rank's new records to MLflow every few seconds.
 
-The runtime starts a LivePublisher when RINGLEADER_MLFLOW_RUN_ID (the trial run, created by the
-operator) and MLFLOW_TRACKING_URI are set, i.e. in pods against a remote tracking server; the local
-launcher never sets them and publishes after each trial instead (one writer for sqlite). While
-the server is away the records wait on disk and the next round sends them; `stop()` flushes.
+The runtime starts a LivePublisher when MLFLOW_TRACKING_URI and the trial run are given, i.e. in pods against
+a remote tracking server; the local launcher never sets them and publishes after each trial instead (one
+writer for sqlite). The run is given by its id (RINGLEADER_MLFLOW_RUN_ID), or, when MLflow was away as the
+pods were made, by its token and MLflow experiment: the publisher then finds the run once the operator has
+created it. While the server is away, or the run does not exist yet, the records wait on disk and the next
+round sends them; `stop()` flushes, giving a run still to be created the stop's timeout to appear.
 """
 
 from __future__ import annotations
@@ -26,11 +28,16 @@ from ringleader.tracking import store as store_
 log = logging.getLogger(__name__)
 
 
+class RunNotCreated(store_.TrackingUnavailable):
+    """The trial run this rank was told to find by its token does not exist yet: the records wait."""
+
+
 class LivePublisher:
     def __init__(self, env: contract.PodEnvironment, trial: trial_.Trial, rank_dir: str | pathlib.Path,
                  settings: settings_.TrackingSettings | None = None):
-        if not env.run_id or not env.tracking_uri:
-            raise ValueError(f"live publishing needs {contract.RUN_ID} and {contract.TRACKING_URI} in the environment")
+        if not env.publishes:
+            raise ValueError(f"live publishing needs {contract.TRACKING_URI} and {contract.RUN_ID} (or "
+                             f"{contract.RUN_TOKEN} and {contract.MLFLOW_EXPERIMENT}) in the environment")
         self.env = env
         self.trial = trial
         self.rank_dir = pathlib.Path(rank_dir)
@@ -39,6 +46,7 @@ class LivePublisher:
         self._thread: threading.Thread | None = None
         self._store: store_.Store | None = None
         self._experiment_id: str | None = None
+        self._run_id: str | None = env.run_id
         self._away_since: float | None = None
         # One writer per cursor: the final publish waits for a round still in flight after a timed-out join.
         self._publishing = threading.Lock()
@@ -60,11 +68,12 @@ class LivePublisher:
                         timeout_seconds, self.rank_dir)
             return False
         try:
+            self._await_run(deadline)
             self._publish(final_status=status)
             self._publish_trial_outputs()
             return True
         except store_.TrackingUnavailable as error:
-            log.warning("MLflow stayed away; this rank's records remain in %s: %s", self.rank_dir, error)
+            log.warning("%s; this rank's records remain in %s", error, self.rank_dir)
             return False
         except Exception:  # noqa: BLE001 - a rank that trained must not fail because tracking did; logged
             log.exception("publishing rank %d's last records failed; they remain in %s", self.env.rank, self.rank_dir)
@@ -83,28 +92,47 @@ class LivePublisher:
             except store_.TrackingUnavailable as error:
                 if self._away_since is None:
                     self._away_since = time.time()
-                    log.warning("MLflow is away, records wait in %s: %s", self.rank_dir, error)
+                    log.warning("%s, records wait in %s", error, self.rank_dir)
             except Exception:  # noqa: BLE001 - never let a tracking bug kill training; logged, retried next round
                 log.exception("publishing rank %d's records failed", self.env.rank)
 
-    def _connect(self) -> tuple[store_.Store, str]:
+    def _connect(self) -> tuple[store_.Store, str, str]:
+        """The store, the MLflow experiment and the trial run; RunNotCreated while a run given by token is not there."""
         if self._store is None:
             self._store = store_.Store(self.env.tracking_uri, self.settings)
+        if self._run_id is None:
+            experiment_id = self._store.experiment_id(self.env.mlflow_experiment)
+            found = experiment_id and self._store.find_run(experiment_id, self.env.run_token)
+            if not found:
+                raise RunNotCreated(f"the trial's MLflow run (token {self.env.run_token}) does not exist yet: "
+                                    "MLflow was away when this pod was made, and the operator creates it when MLflow answers")
+            self._run_id, self._experiment_id = found, experiment_id
+            log.info("found the trial's MLflow run %s by its token", found)
         if self._experiment_id is None:
-            self._experiment_id = self._store.experiment_of(self.env.run_id)
-        return self._store, self._experiment_id
+            self._experiment_id = self._store.experiment_of(self._run_id)
+        return self._store, self._experiment_id, self._run_id
+
+    def _await_run(self, deadline: float) -> None:
+        """At the end, give a run that is still to be created until `deadline` to appear (the next step raises if not)."""
+        while time.monotonic() < deadline:
+            try:
+                self._connect()
+                return
+            except RunNotCreated:
+                time.sleep(min(self.settings.live_interval_seconds, max(0.0, deadline - time.monotonic())))
+            except store_.TrackingUnavailable:
+                return
 
     def _publish(self, final_status: str | None = None) -> int:
-        store, experiment_id = self._connect()
+        store, experiment_id, run_id = self._connect()
         role = self.env.role
-        rank_publisher = publisher.RankPublisher(store, self.rank_dir, experiment_id, self.env.run_id,
+        rank_publisher = publisher.RankPublisher(store, self.rank_dir, experiment_id, run_id,
                                                  self.trial.name, self.env.rank, role)
         return rank_publisher.publish(final_status, time.time() if final_status else None)
 
     def _publish_trial_outputs(self) -> None:
         """This rank's trace and layer timings on the trial run; the trial summary if this rank wrote it."""
-        store, _ = self._connect()
-        run_id = self.env.run_id
+        store, _, run_id = self._connect()
         # The trial-level cursor lives beside the rank's, so it is this rank's own and never shared.
         cursor = cursor_.Cursor.load(self.rank_dir / "mlflow-cursor-trial.json")
         rank = self.env.rank

@@ -114,6 +114,11 @@ class Store:
                 raise
             return self.ensure_experiment(name)
 
+    def experiment_id(self, name: str) -> str | None:
+        """The id of experiment `name`, None if there is none (a rank's lookup: it never creates one)."""
+        found = self.call("get experiment", "get_experiment_by_name", name)
+        return found.experiment_id if found is not None and found.lifecycle_stage != "deleted" else None
+
     def find_run(self, experiment_id: str, token: str) -> str | None:
         runs = self.call("search runs", "search_runs", [experiment_id],
                          filter_string=f"tags.`{schema.TAG_TOKEN}` = '{token}'", max_results=1)
