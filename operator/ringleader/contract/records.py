@@ -165,6 +165,7 @@ class RankRecorder:
         self._journal = journal.Writer(self.directory / JOURNAL_FILE, constants={"role": role})
         self._file = open(self.directory / ITERATIONS_FILE, "w", encoding="utf-8")
         self._pending: queue.SimpleQueue[dict] = queue.SimpleQueue()
+        self._written = 0  # lines the writer thread has written and flushed
         self._write_error: OSError | None = None
         self._writer = threading.Thread(target=self._write_until_closed, name=f"records-rank-{rank}", daemon=True)
         self._writer.start()
@@ -194,6 +195,7 @@ class RankRecorder:
             try:
                 self._file.write("".join(lines))
                 self._file.flush()
+                self._written += len(lines)
             except OSError as error:
                 # The journal holds these records; restore() writes them once there is room again.
                 self._write_error = error
@@ -209,6 +211,14 @@ class RankRecorder:
 
     def write_layers(self, layers: dict) -> None:
         write_json(self.directory / LAYERS_FILE, layers)
+
+    def drain(self, timeout_seconds: float) -> bool:
+        """Wait, at most `timeout_seconds`, until the lines logged so far are written: for another thread that is
+        about to publish them while this rank may go on logging. False if they were not."""
+        logged, deadline = len(self.iterations), time.monotonic() + timeout_seconds
+        while self._written < logged and self._writer.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self._written >= logged
 
     def close(self) -> None:
         """Write every pending line; the JSONL file is then whole and the journal goes."""

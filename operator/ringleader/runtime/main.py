@@ -44,7 +44,7 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import heartbeat, netcounters, parameter_server, parent, peer_to_peer, ring, settings, worker
+from ringleader.runtime import heartbeat, netcounters, parameter_server, parent, peer_to_peer, ring, settings, termination, worker
 
 TERMINATION_LOG = "/dev/termination-log"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -106,6 +106,14 @@ def stop_publisher(publisher, failed: bool) -> None:
     """Publish what is left and end the rank's MLflow run, FAILED or FINISHED."""
     if publisher is not None:
         publisher.stop(status="FAILED" if failed else "FINISHED")
+
+
+def publish_on_termination(recorder, publisher) -> None:
+    """A pod stopped by SIGTERM: this rank's records so far into MLflow, its rank run ended KILLED."""
+    if recorder is not None:
+        recorder.drain(timeout_seconds=1.0)
+    if publisher is not None:
+        publisher.stop(status="KILLED", timeout_seconds=termination.PUBLISH_SECONDS)
 
 
 def stop_group(trial: trial_.Trial, knobs: settings.Settings):
@@ -221,6 +229,18 @@ def fail(env: contract.PodEnvironment | None, reason: str) -> None:
     os._exit(1)
 
 
+def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str) -> None:
+    """`fail`, after this rank's records so far are written and published and its rank run ended FAILED."""
+    if termination.requested():  # peers stopped with this pod: the SIGTERM thread publishes and exits
+        termination.wait_for_exit()
+    try:
+        if recorder is not None:
+            recorder.drain(timeout_seconds=1.0)
+        stop_publisher(publisher, failed=True)
+    finally:
+        fail(env, reason)
+
+
 def lost_contact(error: BaseException) -> bool:
     first = (str(error).strip().splitlines() or [""])[0]
     return isinstance(error, dist.DistError) or any(word in first for word in ("Connection", "Timed out", "timeout"))
@@ -257,6 +277,10 @@ def main(environ=os.environ) -> int:
             raise RankError(f"{contract.ROLE}={env.role} but rank {env.rank} of trial {trial.name} is a {slot.role}")
     except (contract.ContractError, RankError, ValueError) as error:
         fail(env, str(error))
+    recorder = None
+    publisher = None
+    if env.publishes:  # before any thread starts: see termination.py
+        termination.on_termination(lambda: publish_on_termination(recorder, publisher))
 
     torch.set_num_threads(cpu_threads(slot))
     device = pick_device(slot)
@@ -266,8 +290,6 @@ def main(environ=os.environ) -> int:
     if env.master_addr in LOOPBACK:
         # Keep gloo's pairs on loopback too: by default it binds to the address the hostname resolves to.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    recorder = None
-    publisher = None
     beats = None
     try:
         os.environ[contract.MASTER_ADDR], os.environ[contract.MASTER_PORT] = env.master_addr, str(env.master_port)
@@ -286,7 +308,8 @@ def main(environ=os.environ) -> int:
                                     progress=lambda: len(recorder.iterations),
                                     names={s.rank: s.hostname for s in slots},
                                     stall_seconds=knobs.stall_timeout_seconds,
-                                    on_stall=lambda culprit, reason: fail(env, stall_reason(env, culprit, reason)))
+                                    on_stall=lambda culprit, reason: fail_publishing(
+                                        env, recorder, publisher, stall_reason(env, culprit, reason)))
         publisher = start_publisher(env, trial, recorder.directory)
 
         run_role(trial, env, slot, recorder, device, knobs, stopping)
@@ -311,10 +334,7 @@ def main(environ=os.environ) -> int:
         traceback.print_exc(file=sys.stdout)
         if recorder is not None:
             recorder.close()
-        try:
-            stop_publisher(publisher, failed=True)
-        finally:
-            fail(env, describe(error, beats))
+        fail_publishing(env, recorder, publisher, describe(error, beats))
     recorder.close()
     stop_publisher(publisher, failed=False)
     dist.destroy_process_group()
