@@ -143,6 +143,7 @@ def test_an_experiment_deleted_mid_run_is_collected_and_its_runs_killed(kube, na
     parent, trial_run = status(dte)["mlflow"]["runId"], trials(dte)[0]["runId"]
     assert mlflow.status(trial_run) == "RUNNING"
     assert not dte["metadata"].get("finalizers"), dte["metadata"]
+    pods = len(kube.experiment_pods(namespace, "doomed"))
 
     began = time.monotonic()
     kube.kubectl("delete", "dte", "-n", namespace, "doomed", "--wait=true", "--timeout=60s", timeout=90)
@@ -158,6 +159,11 @@ def test_an_experiment_deleted_mid_run_is_collected_and_its_runs_killed(kube, na
     wait_for("the trial and parent runs to be KILLED",
              lambda: mlflow.status(trial_run) == "KILLED" and mlflow.status(parent) == "KILLED", 60,
              describe=lambda: f"trial {mlflow.status(trial_run)}, parent {mlflow.status(parent)}")
+    # Each stopped pod's rank published what it had recorded and ended its own run KILLED (SIGTERM, not SIGKILL).
+    ranks = mlflow.children(status(dte)["mlflow"]["experimentId"], trial_run)
+    assert len(ranks) == pods and {r.info.status for r in ranks} == {"KILLED"}, [(r.info.run_name, r.info.status) for r in ranks]
+    assert all(mlflow.history(r.info.run_id, "time/iteration_ms") for r in ranks
+               if r.data.tags.get("ringleader.role") == "worker")
 
 
 def test_the_operator_restarted_mid_run_resumes_without_duplicate_pods(kube, namespace, launcher, release, mlflow,
