@@ -12,6 +12,14 @@ the last word, never to poll). Messages to this rank itself (a peer's own shard)
 A receiver stops after the last message its peer will send: DONE when the peer's worker asks
 this rank's server, and BYE when this rank's worker asks the peer's server; so no receive is
 left pending at the end. Every thread is a daemon: a failing rank exits without waiting for them.
+
+The emulated link (spec.network.bandwidth) is one full-duplex NIC per rank, as analysis/models.py
+prices it: the sender thread paces its NIC's sending side (shaping.py: a message of S bytes takes at
+least S/B from when it began to leave), and `Ingress` its receiving side, on which messages from
+every sender queue one after another. A message's turn on the receiving side starts when its sender
+began to send it (the header carries that moment), not when this rank's receiver thread got to run:
+the real transfer and the receiver's wake-up are hidden under the emulated S/B as the sender's are
+(and as the ring's are), rather than added after it.
 """
 
 from __future__ import annotations
@@ -39,9 +47,17 @@ class Ingress:
         self.lock = threading.Lock()
         self.free_at = 0.0
 
-    def arrive(self, nbytes: int, started: float) -> None:
+    def arrive(self, nbytes: int, sent_at: float, seen: float) -> None:
+        """Hold a message of `nbytes` until the emulated link has delivered it: its turn starts when its sender
+        began to send it (`sent_at`, time.time() on the sender) or, if that reads later, when it was `seen`
+        (time.perf_counter() here) and lasts S/B.
+
+        The sender's clock is this host's when ranks share a machine. Across machines the turn is as exact as
+        the clocks agree; a sender's clock running behind makes it early (never before the bytes are here),
+        and the sender's own pacing still holds its NIC to the link's rate."""
         if not self.shaper.active:
             return
+        started = min(seen, sent_at - (time.time() - time.perf_counter()))
         with self.lock:
             self.free_at = max(self.free_at, started) + self.shaper.seconds(nbytes)
             until = self.free_at
@@ -103,6 +119,7 @@ class Link:
             if destination in self._broken:
                 continue
             started = time.perf_counter()
+            message.sent_at = time.time()
             try:
                 dist.send(wire.encode_header(message), destination, group=self.group, tag=TAG_HEADER)
                 if message.payload is not None and message.payload.numel():
@@ -125,12 +142,12 @@ class Link:
             while awaiting:
                 header = wire.empty_header()
                 dist.recv(header, peer, group=self.group, tag=TAG_HEADER)
-                started = time.perf_counter()
+                seen = time.perf_counter()
                 message, payload_bytes = wire.decode_header(header)
                 if payload_bytes:
                     message.payload = torch.empty(payload_bytes, dtype=torch.uint8)
                     dist.recv(message.payload, peer, group=self.group, tag=TAG_PAYLOAD)
-                self.ingress.arrive(message.wire_bytes, started)
+                self.ingress.arrive(message.wire_bytes, message.sent_at, seen)
                 message.received_at = time.perf_counter()
                 with self._counting:
                     self.received_bytes += message.wire_bytes
