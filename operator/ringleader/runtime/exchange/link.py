@@ -14,12 +14,15 @@ this rank's server, and BYE when this rank's worker asks the peer's server; so n
 left pending at the end. Every thread is a daemon: a failing rank exits without waiting for them.
 
 The emulated link (spec.network.bandwidth) is one full-duplex NIC per rank, as analysis/models.py
-prices it: the sender thread paces its NIC's sending side (shaping.py: a message of S bytes takes at
-least S/B from when it began to leave), and `Ingress` its receiving side, on which messages from
-every sender queue one after another. A message's turn on the receiving side starts when its sender
-began to send it (the header carries that moment), not when this rank's receiver thread got to run:
-the real transfer and the receiver's wake-up are hidden under the emulated S/B as the sender's are
-(and as the ring's are), rather than added after it.
+prices it: the sender thread paces its NIC's sending side, one message after another, and `Ingress`
+its receiving side, on which messages from every sender queue one after another. A message of S
+bytes takes S/B on each side, and its turn runs on the emulated clock, not on the threads' wake-ups:
+on the sending side it starts when the message was queued or when the previous one's S/B ended,
+whichever is later (not when the sender thread got to run after its sleep); on the receiving side it
+starts when its sender's turn did (the header carries that moment), not when this rank's receiver
+thread got to run. The real transfer and the threads' wake-ups are thus hidden under the emulated
+S/B (as the ring's are, shaping.py) rather than added to it; a message is never delivered before
+its bytes are here.
 """
 
 from __future__ import annotations
@@ -80,7 +83,8 @@ class Link:
         self.ingress = Ingress(shaper)
         self.inbox: queue.Queue[wire.Message] = queue.Queue()
         self.mailboxes: dict[int, queue.Queue[wire.Message]] = {r: queue.Queue() for r in self.replies_from}
-        self._outgoing: queue.Queue = queue.Queue()
+        self._outgoing: queue.Queue = queue.Queue()  # (destination, message, when queued: time.perf_counter())
+        self._egress_free_at = 0.0  # when the emulated sending NIC is done with the last message (perf_counter)
         self._broken: set[int] = set()
         # What crossed the network, for this rank's records: a peer's NIC carries its worker's pushes and its
         # shard server's replies alike. Sent bytes count when queued, received bytes when arrived.
@@ -108,18 +112,20 @@ class Link:
         else:
             with self._counting:
                 self.sent_bytes += message.wire_bytes
-            self._outgoing.put((destination, message))
+            self._outgoing.put((destination, message, time.perf_counter()))
 
     def _send_all(self) -> None:
         while True:
             item = self._outgoing.get()
             if item is None:
                 return
-            destination, message = item
+            destination, message, queued = item
             if destination in self._broken:
                 continue
-            started = time.perf_counter()
-            message.sent_at = time.time()
+            # The emulated NIC takes the message when it was handed over, or when the previous one has left.
+            started = max(queued, self._egress_free_at)
+            self._egress_free_at = started + self.shaper.seconds(message.wire_bytes)
+            message.sent_at = started + (time.time() - time.perf_counter())
             try:
                 dist.send(wire.encode_header(message), destination, group=self.group, tag=TAG_HEADER)
                 if message.payload is not None and message.payload.numel():
