@@ -5,6 +5,9 @@ Runbook (from the repository root; about 6 minutes on a loaded 2-core machine):
     .venv/bin/python bench/bench_ps_vs_ring.py                          # 1, 2, 4 workers; 200Mbit emulated and unshaped
     .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit     # the emulated link only (about 2 minutes)
     .venv/bin/python bench/bench_ps_vs_ring.py --architectures ParameterServer RingAllReduce --workers 1 2 4 8
+    .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit --architectures PeerToPeer --workers 2 4
+                                                                       # P2P against its model; where the rest goes:
+    .venv/bin/python bench/bench_p2p_breakdown.py                      # (about 1 minute)
 
 For every bandwidth x architecture x workers it runs one real trial (BSP, an mlp of ~0.47 MB at 8x8
 images, one parameter server for ParameterServer) and reads time/comm and time/wait from the ranks'
@@ -21,8 +24,8 @@ hidden behind backward (all of it here: one 0.47 MB bucket, launched when backwa
 worker's bytes sent per iteration are printed too (least-most), to show how evenly traffic is spread.
 
 "slowest" also counts compute skew: a worker whose backward ended early waits, under BSP, for the last
-one's gradient, and that wait is in its comm + wait; a skew, once there, is carried to the next step by
-the bandwidth-bound exchange (the last gradient's owners answer last). "after last" (per traced step,
+one's gradient, and that wait is in its comm + wait (P2P carries a skew into the next step; the ring's
+emulation hides it: docs/performance.md, section 3). "after last" (per traced step,
 from the end of the last worker's backward to the last worker's new weights, from the ranks' Chrome
 traces, less time/update; median) leaves the skew out: it is what the models price, which start every
 worker together. "spread" is that skew (first to last end of backward, median).
