@@ -5,6 +5,9 @@ Runbook (from the repository root; about 6 minutes on a loaded 2-core machine):
     .venv/bin/python bench/bench_ps_vs_ring.py                          # 1, 2, 4 workers; 200Mbit emulated and unshaped
     .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit     # the emulated link only (about 2 minutes)
     .venv/bin/python bench/bench_ps_vs_ring.py --architectures ParameterServer RingAllReduce --workers 1 2 4 8
+    .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit --architectures PeerToPeer --workers 2 4
+                                                                       # P2P against its model; where the rest goes:
+    .venv/bin/python bench/bench_p2p_breakdown.py                      # (about 1 minute)
 
 For every bandwidth x architecture x workers it runs one real trial (BSP, an mlp of ~0.47 MB at 8x8
 images, one parameter server for ParameterServer) and reads time/comm and time/wait from the ranks'
@@ -20,6 +23,13 @@ meas/model divides; the mean worker's comm and wait are printed too. The ring ha
 hidden behind backward (all of it here: one 0.47 MB bucket, launched when backward ends). Each
 worker's bytes sent per iteration are printed too (least-most), to show how evenly traffic is spread.
 
+"slowest" also counts compute skew: a worker whose backward ended early waits, under BSP, for the last
+one's gradient, and that wait is in its comm + wait (P2P carries a skew into the next step; the ring's
+emulation hides it: docs/performance.md, section 3). "after last" (per traced step,
+from the end of the last worker's backward to the last worker's new weights, from the ranks' Chrome
+traces, less time/update; median) leaves the skew out: it is what the models price, which start every
+worker together. "spread" is that skew (first to last end of backward, median).
+
 "unshaped" runs on raw loopback: there is no link to model, so only trends are compared (each
 architecture's slowest comm+wait at N divided by its value at N=2, beside the model's ratio). With N+1
 processes on 2 cores, N >= 2 is oversubscribed: every message also waits for a core, which inflates
@@ -30,6 +40,7 @@ cores matter less. Writes bench/results/ps_vs_ring.json and prints a table. Not 
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import statistics
 import sys
@@ -38,7 +49,7 @@ import tempfile
 import harness
 from ringleader.analysis import models as cost_models
 from ringleader.api import spec as spec_
-from ringleader.contract import keys
+from ringleader.contract import keys, records
 
 UNSHAPED = "unshaped"
 
@@ -73,11 +84,52 @@ def measure(trial, directory: pathlib.Path, timeout: float) -> dict:
     for r in rows:
         by_step[r["step"]] = max(by_step.get(r["step"], 0.0), (r.get(keys.TIME_COMM) or 0.0)
                                  + (r.get(keys.TIME_WAIT) or 0.0))
+    after_last = after_last_gradient(trial, result)
     return {"comm": mean(keys.TIME_COMM), "wait": mean(keys.TIME_WAIT), "compute": compute,
             "slowestCommWait": statistics.fmean(by_step.values()),
             "slowestCommWaitMedian": statistics.median(by_step.values()),
+            "afterLastGradientMedian": statistics.median(after_last) if after_last else None,
+            "startSpreadMedian": statistics.median(start_spread(trial, result)) if after_last else None,
             "iteration": mean(keys.TIME_ITERATION), "bytesSent": mean(keys.BYTES_SENT),
             "bytesSentByWorker": bytes_by_worker(trial, result), "wallSeconds": result.seconds}
+
+
+def _traced_steps(trial, result) -> dict[int, dict[int, tuple[float, float]]]:
+    """Per traced step after warm-up, per worker: (end of backward, end of the exchange), wall-clock seconds from the
+    ranks' Chrome traces (one clock for every rank on this machine). The exchange ends where the iteration does,
+    less time/update (the copy of the new weights into the model)."""
+    steps: dict[int, dict[int, tuple[float, float]]] = {}
+    for slot in trial.worker_slots():
+        update = {r["step"]: r.get(keys.TIME_UPDATE) or 0.0 for r in result.iterations(slot.rank) if not r["warmup"]}
+        trace = json.loads((records.rank_dir(result.output_dir, trial.name, slot.rank) / records.TRACE_FILE).read_text())
+        backward, ended = {}, {}
+        for event in trace["traceEvents"]:
+            if event.get("ph") != "X":
+                continue
+            step, end = event["args"]["step"], (event["ts"] + event["dur"]) / 1e6
+            if event["name"] == "backward":
+                backward[step] = end
+            elif event["name"] == f"iteration {step}":
+                ended[step] = end
+        for step in backward.keys() & ended.keys() & update.keys():
+            steps.setdefault(step, {})[slot.rank] = (backward[step], ended[step] - update[step])
+    workers = len(trial.worker_slots())
+    return {step: ranks for step, ranks in steps.items() if len(ranks) == workers}
+
+
+def after_last_gradient(trial, result) -> list[float]:
+    """Per traced step, seconds from the moment the last worker's gradient was ready (its backward ended) to the
+    moment the last worker had the new weights: the communication the models price, which assume every worker
+    starts together. A worker that finished backward early waits for the last one under BSP (and that wait is in
+    its comm + wait, so in "slowest"), but no exchange can end before the last gradient is in."""
+    return [max(end for _, end in ranks.values()) - max(ready for ready, _ in ranks.values())
+            for ranks in _traced_steps(trial, result).values()]
+
+
+def start_spread(trial, result) -> list[float]:
+    """Per traced step, seconds between the first and the last worker's end of backward (compute skew)."""
+    return [max(ready for ready, _ in ranks.values()) - min(ready for ready, _ in ranks.values())
+            for ranks in _traced_steps(trial, result).values()]
 
 
 def bytes_by_worker(trial, result) -> dict[int, float]:
@@ -157,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = harness.write_result("ps_vs_ring", result)
     print(f"\n{'link':>9} {'architecture':>15} {'N':>2} {'procs':>5} {'comm ms':>9} {'wait ms':>9} {'comm+wait':>10} "
-          f"{'slowest':>9} {'model ms':>9} {'meas/model':>10} {'vs N=2':>7} {'model':>6}")
+          f"{'slowest':>9} {'model ms':>9} {'meas/model':>10} {'after last':>10} {'/model':>6} {'spread':>7} "
+          f"{'vs N=2':>7} {'model':>6}")
     for row in rows:
         m = row["measured"]
         total = m["comm"] + m["wait"]
@@ -166,9 +219,13 @@ def main(argv: list[str] | None = None) -> int:
         model_ms = f"{1e3 * predicted:.2f}" if predicted is not None else "-"
         versus = f"{row['measuredVsTwoWorkers']:.2f}" if "measuredVsTwoWorkers" in row else "-"
         model_versus = f"{row['modelVsTwoWorkers']:.2f}" if "modelVsTwoWorkers" in row else "-"
+        after = m["afterLastGradientMedian"]
+        after_ms = f"{1e3 * after:.2f}" if after is not None else "-"
+        after_ratio = f"{after / predicted:.2f}" if after is not None and predicted else "-"
+        spread_ms = f"{1e3 * m['startSpreadMedian']:.2f}" if m["startSpreadMedian"] is not None else "-"
         print(f"{row['bandwidth']:>9} {row['architecture']:>15} {row['workers']:>2} {row['processes']:>5} "
               f"{1e3 * m['comm']:>9.2f} {1e3 * m['wait']:>9.2f} {1e3 * total:>10.2f} {1e3 * m['slowestCommWaitMedian']:>9.2f} "
-              f"{model_ms:>9} {ratio:>10} "
+              f"{model_ms:>9} {ratio:>10} {after_ms:>10} {after_ratio:>6} {spread_ms:>7} "
               f"{versus:>7} {model_versus:>6}")
     print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
     return 0

@@ -268,10 +268,10 @@ def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_with
 
 def test_a_header_carries_every_field_exactly():
     message = exchange.wire.Message(exchange.wire.Kind.REPLY, 5, count=2**40 + 1, clock=17, held=0.125, version=99,
-                              payload=torch.zeros(24, dtype=torch.uint8))
+                              sent_at=1_790_000_000.123456, payload=torch.zeros(24, dtype=torch.uint8))
     decoded, payload_bytes = exchange.wire.decode_header(exchange.wire.encode_header(message))
-    assert (decoded.kind, decoded.sender, decoded.count, decoded.clock, decoded.held, decoded.version) == \
-        (exchange.wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99)
+    assert (decoded.kind, decoded.sender, decoded.count, decoded.clock, decoded.held, decoded.version,
+            decoded.sent_at) == (exchange.wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99, 1_790_000_000.123456)
     assert payload_bytes == 24 and message.wire_bytes == exchange.wire.HEADER_BYTES + 24
 
 
@@ -281,8 +281,8 @@ def test_a_header_carries_every_field_exactly():
 
 def test_messages_arriving_together_share_the_ingress_bandwidth_one_after_another():
     ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
-    started = time.perf_counter()
-    threads = [threading.Thread(target=ingress.arrive, args=(20_000, started)) for _ in range(2)]
+    started, sent_at = time.perf_counter(), time.time()
+    threads = [threading.Thread(target=ingress.arrive, args=(20_000, sent_at, started)) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -290,8 +290,26 @@ def test_messages_arriving_together_share_the_ingress_bandwidth_one_after_anothe
     assert time.perf_counter() - started >= 0.040  # two transfers of 20 ms each, not side by side
 
 
+def test_a_message_seen_late_is_held_only_until_its_sender_started_plus_its_transfer():
+    # The receiver thread ran 15 ms after the sender began; the 20 ms transfer ends 5 ms from now, not 20.
+    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    seen = time.perf_counter()
+    ingress.arrive(20_000, time.time() - 0.015, seen)
+    held = time.perf_counter() - seen
+    assert 0.004 <= held < 0.015, held
+
+
+def test_a_sender_clock_ahead_of_ours_never_shortens_the_transfer():
+    # A sent_at in our future (another host's clock running ahead) counts from when the message was seen.
+    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    seen = time.perf_counter()
+    ingress.arrive(20_000, time.time() + 5.0, seen)
+    held = time.perf_counter() - seen
+    assert 0.019 <= held < 1.0, held
+
+
 def test_an_unshaped_ingress_never_waits():
     ingress = exchange.link.Ingress(shaping.Shaper(None))
     started = time.perf_counter()
-    ingress.arrive(10**9, started)  # 1 GB: shaped at any real NIC's rate this would take seconds
+    ingress.arrive(10**9, time.time(), started)  # 1 GB: shaped at any real NIC's rate this would take seconds
     assert time.perf_counter() - started < 1.0  # room for a loaded machine's scheduling, none for a wait

@@ -70,7 +70,7 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
                         shaper=shaping.Shaper(spec.network.emulated_bits_per_second())).start()
     server = exchange.server.ShardServer(
         rank=env.rank, shard=shard, optimizer_factory=optimizers.factory(spec.model.optimizer), workers=workers,
-        gate=gate, link=link,
+        gate=gate, link=link, owner=owner, owners=len(servers),
         warmup_iterations=spec.model.warmup_iterations, name=f"parameter server ps-{owner}",
     )
     print(f"ps-{owner}: {len(shard)} piece(s), {server.layout.nbytes} bytes, {len(workers)} worker(s), "

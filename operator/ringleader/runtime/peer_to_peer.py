@@ -2,7 +2,8 @@
 
 main.py gives each worker rank a `PeerSynchronizer(trial, env, device)`. Gradient shards (1/N of
 the model's bytes each, exchange/shards.py) go straight to their owners (an all-to-all of N(N-1)
-flows), owners update their shard and send it back. The shard server runs in a thread of the
+flows, sent in a rotation so that no peer hears two at once: exchange/schedule.py), owners update
+their shard and send it back. The shard server runs in a thread of the
 peer's process (exchange.server.run over the link's inbox); the worker side (exchange/client.py)
 runs in the training loop. Every peer's shard server holds a gate of the paradigm: under BSP each
 peer is its own shard's barrier, answering once the round's N gradients of its shard are in, and no

@@ -1,4 +1,4 @@
-"""spec.network.bandwidth on a parameter-server trial: every byte a worker exchanges costs at least 8/bandwidth seconds."""
+"""spec.network.bandwidth on parameter-server and peer-to-peer trials: every byte exchanged costs at least 8/bandwidth seconds."""
 
 from __future__ import annotations
 
@@ -21,3 +21,23 @@ def test_a_capped_link_makes_each_exchange_last_at_least_its_bytes_over_the_band
         emulated = 8 * exchanged / BITS_PER_SECOND
         assert record["time/comm"] + record["time/wait"] >= 0.95 * emulated, (record, emulated)
     assert result.iterations(worker)[-1]["time/comm"] > 0.05
+
+
+def test_a_capped_link_gives_two_peers_no_less_than_the_peer_to_peer_model(make_trial, run_trial, tmp_path):
+    # Two peers: a push of M/2 bytes crosses one way, the owner's reply M/2 back, each at the link's rate, so no
+    # step can take less than the model's 2(N-1)/N * M/B. A receiving side that delivered a message before its
+    # sender's S/B had passed (a wrong clock, a turn started too early) would let a step take about half that.
+    from ringleader.analysis import models as cost_models
+    from ringleader.runtime import models
+
+    trial = make_trial({"architecture": "PeerToPeer", "workers": {"replicas": 2}, "sync": {"paradigm": "BSP"},
+                        "network": {"bandwidth": "100Mbit"},
+                        "model": {"iterations": 6, "warmupIterations": 1}})
+    result = run_trial(trial, tmp_path, timeout=90)
+    assert result.ok, result.explain()
+    model_bytes = models.parameter_bytes(models.build(trial.spec.model, trial.spec.data.synthetic))
+    least = cost_models.peer_to_peer_comm_seconds(2, model_bytes, cost_models.Link(BITS_PER_SECOND))
+    assert least > 0.03  # the default mlp, ~0.47 MB: ~37 ms at 100 Mbit/s
+    for slot in trial.worker_slots():
+        for record in result.iterations(slot.rank):
+            assert record["time/comm"] + record["time/wait"] >= 0.95 * least, (slot.rank, record, least)

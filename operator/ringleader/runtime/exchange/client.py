@@ -5,7 +5,8 @@ who the owners are. One iteration, as DSSP's published worker loop (push g; wait
 the pull folded into the OK: each owner answers with its shard of the new weights once its own gate
 lets this worker go (paradigms.py says why the owners' gates agree).
 
-    push   every owner gets its gradient shard (a peer's own shard skips the network)
+    push   every owner gets its gradient shard, in schedule.py's rotated order (a peer's own shard,
+           which skips the network, last)
     wait   every owner's answer: OK + its shard + its clock; owner 0's first, and when it carries a
            new DSSP grant, the grant is relayed (GRANT) to the other owners before waiting on them
     update the new weights are copied into the model
@@ -27,7 +28,7 @@ import torch
 
 from ringleader.contract import keys
 from ringleader.runtime import interfaces
-from ringleader.runtime.exchange import shards, wire
+from ringleader.runtime.exchange import schedule, shards, wire
 from ringleader.runtime.exchange import link as links
 
 
@@ -43,6 +44,7 @@ class Client:
         self.link = link
         self.rank = rank
         self.owners = owners
+        self.push_order = schedule.push_order(owners, rank)  # owner indices, rotated so that pushers do not collide
         self.iterations = iterations
         self.timeout = timeout_seconds
         self.parameters: list[torch.nn.Parameter] = []
@@ -79,7 +81,8 @@ class Client:
 
         # push: gradient shards to their owners (on GPU, the copy to pinned memory is a device sync)
         gradients = [p.grad for p in self.parameters]
-        for j, owner in enumerate(self.owners):
+        for j in self.push_order:
+            owner = self.owners[j]
             payload = self.layouts[j].pack(self.plan.shard(j, gradients), out=self.push_buffers[j]) \
                 if len(self.layouts[j]) else None
             push = wire.Message(wire.Kind.PUSH, self.rank, count=step + 1, payload=payload)

@@ -12,6 +12,17 @@ the last word, never to poll). Messages to this rank itself (a peer's own shard)
 A receiver stops after the last message its peer will send: DONE when the peer's worker asks
 this rank's server, and BYE when this rank's worker asks the peer's server; so no receive is
 left pending at the end. Every thread is a daemon: a failing rank exits without waiting for them.
+
+The emulated link (spec.network.bandwidth) is one full-duplex NIC per rank, as analysis/models.py
+prices it: the sender thread paces its NIC's sending side, one message after another, and `Ingress`
+its receiving side, on which messages from every sender queue one after another. A message of S
+bytes takes S/B on each side, and its turn runs on the emulated clock, not on the threads' wake-ups:
+on the sending side it starts when the message was queued or when the previous one's S/B ended,
+whichever is later (not when the sender thread got to run after its sleep); on the receiving side it
+starts when its sender's turn did (the header carries that moment), not when this rank's receiver
+thread got to run. The real transfer and the threads' wake-ups are thus hidden under the emulated
+S/B (as the ring's are, shaping.py) rather than added to it; a message is never delivered before
+its bytes are here.
 """
 
 from __future__ import annotations
@@ -39,9 +50,17 @@ class Ingress:
         self.lock = threading.Lock()
         self.free_at = 0.0
 
-    def arrive(self, nbytes: int, started: float) -> None:
+    def arrive(self, nbytes: int, sent_at: float, seen: float) -> None:
+        """Hold a message of `nbytes` until the emulated link has delivered it: its turn starts when its sender
+        began to send it (`sent_at`, time.time() on the sender) or, if that reads later, when it was `seen`
+        (time.perf_counter() here) and lasts S/B.
+
+        The sender's clock is this host's when ranks share a machine. Across machines the turn is as exact as
+        the clocks agree; a sender's clock running behind makes it early (never before the bytes are here),
+        and the sender's own pacing still holds its NIC to the link's rate."""
         if not self.shaper.active:
             return
+        started = min(seen, sent_at - (time.time() - time.perf_counter()))
         with self.lock:
             self.free_at = max(self.free_at, started) + self.shaper.seconds(nbytes)
             until = self.free_at
@@ -64,7 +83,8 @@ class Link:
         self.ingress = Ingress(shaper)
         self.inbox: queue.Queue[wire.Message] = queue.Queue()
         self.mailboxes: dict[int, queue.Queue[wire.Message]] = {r: queue.Queue() for r in self.replies_from}
-        self._outgoing: queue.Queue = queue.Queue()
+        self._outgoing: queue.Queue = queue.Queue()  # (destination, message, when queued: time.perf_counter())
+        self._egress_free_at = 0.0  # when the emulated sending NIC is done with the last message (perf_counter)
         self._broken: set[int] = set()
         # What crossed the network, for this rank's records: a peer's NIC carries its worker's pushes and its
         # shard server's replies alike. Sent bytes count when queued, received bytes when arrived.
@@ -92,17 +112,20 @@ class Link:
         else:
             with self._counting:
                 self.sent_bytes += message.wire_bytes
-            self._outgoing.put((destination, message))
+            self._outgoing.put((destination, message, time.perf_counter()))
 
     def _send_all(self) -> None:
         while True:
             item = self._outgoing.get()
             if item is None:
                 return
-            destination, message = item
+            destination, message, queued = item
             if destination in self._broken:
                 continue
-            started = time.perf_counter()
+            # The emulated NIC takes the message when it was handed over, or when the previous one has left.
+            started = max(queued, self._egress_free_at)
+            self._egress_free_at = started + self.shaper.seconds(message.wire_bytes)
+            message.sent_at = started + (time.time() - time.perf_counter())
             try:
                 dist.send(wire.encode_header(message), destination, group=self.group, tag=TAG_HEADER)
                 if message.payload is not None and message.payload.numel():
@@ -125,12 +148,12 @@ class Link:
             while awaiting:
                 header = wire.empty_header()
                 dist.recv(header, peer, group=self.group, tag=TAG_HEADER)
-                started = time.perf_counter()
+                seen = time.perf_counter()
                 message, payload_bytes = wire.decode_header(header)
                 if payload_bytes:
                     message.payload = torch.empty(payload_bytes, dtype=torch.uint8)
                     dist.recv(message.payload, peer, group=self.group, tag=TAG_PAYLOAD)
-                self.ingress.arrive(message.wire_bytes, started)
+                self.ingress.arrive(message.wire_bytes, message.sent_at, seen)
                 message.received_at = time.perf_counter()
                 with self._counting:
                     self.received_bytes += message.wire_bytes

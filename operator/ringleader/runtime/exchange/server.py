@@ -22,7 +22,7 @@ import torch
 
 from ringleader.contract import keys
 from ringleader.runtime import paradigms
-from ringleader.runtime.exchange import wire
+from ringleader.runtime.exchange import schedule, wire
 from ringleader.runtime.exchange import link as links
 
 
@@ -34,12 +34,15 @@ class ShardServer:
     """The state of one owner's shard: weights, optimizer, push counts and held OKs."""
 
     def __init__(self, *, rank: int, shard: list[torch.Tensor], optimizer_factory, workers: list[int],
-                 gate: paradigms.Gate, link: links.Link,
+                 gate: paradigms.Gate, link: links.Link, owner: int = 0, owners: int = 1,
                  warmup_iterations: int = 0, name: str = "shard server"):
+        # owner, owners: this server is owner `owner` of `owners` (for ParameterServer's reply order; a peer's follows its rank)
         self.rank = rank
         self.name = name
         self.workers = list(workers)
         self.index = {worker: i for i, worker in enumerate(self.workers)}
+        # Workers released together are answered in this order (schedule.py: no two owners start at the same worker).
+        self.reply_rank = {w: i for i, w in enumerate(schedule.reply_order(self.workers, rank, owner, owners))}
         self.gate = gate
         self.averages_rounds = gate.averages_rounds
         self.link = link
@@ -164,8 +167,7 @@ class ShardServer:
             return
         now = time.perf_counter()
         payload = self._weights()
-        # A peer's own worker last: once it has its shard it records the bytes its rank sent, these replies included.
-        for worker in sorted((self.workers[i] for i in released), key=lambda w: w == self.rank):
+        for worker in sorted((self.workers[i] for i in released), key=self.reply_rank.__getitem__):
             self._reply(worker, now - self.ready_at[worker], payload)
 
     def _reply(self, worker: int, held: float, payload: torch.Tensor | None) -> None:

@@ -30,7 +30,7 @@ class Kind(enum.IntEnum):
 
 REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE, Kind.GRANT)  # handled by a shard server
 
-_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "grant", "payload_bytes")
+_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "grant", "sent_at", "payload_bytes")
 HEADER_BYTES = len(_FIELDS) * 8
 
 
@@ -43,6 +43,7 @@ class Message:
     held: float = 0.0  # REPLY: seconds the owner's gate held this OK back (the paradigm's wait)
     version: int = 0  # REPLY: updates the shard has applied so far
     grant: int = 0  # REPLY (owner 0, DSSP) and GRANT: the push count through which the worker may go unchecked
+    sent_at: float = 0.0  # time.time() when the sender's NIC began to send it (set by the link; the emulated ingress starts there)
     payload: torch.Tensor | None = None  # uint8 (bytes,) on the CPU, or None
     received_at: float = 0.0  # time.perf_counter() when the whole message had arrived (set by the link)
     reason: str = ""  # LOST and FAILED: what happened
@@ -59,7 +60,8 @@ class Message:
 def encode_header(message: Message) -> torch.Tensor:
     """The header as a float64 tensor (len(_FIELDS),)."""
     values = [float(int(message.kind)), float(message.sender), float(message.count), float(message.clock),
-              float(message.held), float(message.version), float(message.grant), float(message.payload_bytes)]
+              float(message.held), float(message.version), float(message.grant), float(message.sent_at),
+              float(message.payload_bytes)]
     return torch.tensor(values, dtype=torch.float64)
 
 
@@ -69,8 +71,9 @@ def empty_header() -> torch.Tensor:
 
 def decode_header(header: torch.Tensor) -> tuple[Message, int]:
     """The message a header describes (payload not yet attached) and its payload size in bytes."""
-    kind, sender, count, clock, held, version, grant, payload_bytes = header.tolist()
-    message = Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version), grant=int(grant))
+    kind, sender, count, clock, held, version, grant, sent_at, payload_bytes = header.tolist()
+    message = Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version), grant=int(grant),
+                      sent_at=sent_at)
     return message, int(payload_bytes)
 
 
