@@ -71,8 +71,7 @@ def train() -> None:
         with timer.phase(keys.TIME_FORWARD):
             loss = models.loss(ring_model(inputs), labels)
         with timer.phase(keys.TIME_BACKWARD):
-            ring_model.zero_grad(set_to_none=True)
-            loss.backward()  # the ring's hooks launch bucket allreduces here
+            synchronizer.backward(loss)  # the ring's hooks launch bucket allreduces here
         synchronizer.synchronize(step, timer)
         metrics = timer.finish()
         metrics[keys.LOSS] = loss.item()
