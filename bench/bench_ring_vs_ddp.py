@@ -94,9 +94,15 @@ def run_alternating(trial, directory: pathlib.Path, timeout: float, chunks: int)
     ratios = [d / r for r, d in zip(ring_steps, ddp_steps)]
     size = max(1, len(ratios) // chunks)
     by_chunk = [statistics.median(ratios[first:first + size]) for first in range(0, len(ratios) - size + 1, size)]
+    # Where the time goes: each phase's median over the measured steps, averaged over the ranks, in ms.
+    breakdown = {variant: {phase: 1e3 * statistics.mean(statistics.median(r["phases"][variant][phase][warmup:])
+                                                        for r in ranks)
+                           for phase in ranks[0]["phases"][variant]}
+                 for variant in ("ring", "ddp")}
     return {"ratio": statistics.median(ratios), "chunks": harness.spread(by_chunk), "steps": len(ratios),
             "ringMilliseconds": 1e3 * statistics.median(ring_steps) / len(ranks),
-            "ddpMilliseconds": 1e3 * statistics.median(ddp_steps) / len(ranks), "wallSeconds": seconds}
+            "ddpMilliseconds": 1e3 * statistics.median(ddp_steps) / len(ranks), "breakdownMilliseconds": breakdown,
+            "wallSeconds": seconds}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                                           args.chunks)
             print(f"alternating: ring {alternating['ringMilliseconds']:.2f} ms, ddp {alternating['ddpMilliseconds']:.2f} ms "
                   f"per iteration (medians), ratio {alternating['ratio']:.3f}", flush=True)
+            for variant, phases in alternating["breakdownMilliseconds"].items():
+                print(f"  {variant} phases (median ms): "
+                      + ", ".join(f"{phase} {ms:.2f}" for phase, ms in phases.items()), flush=True)
 
     ratio = harness.spread([p["ratio"] for p in pairs])
     median_ratio = harness.spread([p["medianRatio"] for p in pairs])
