@@ -7,7 +7,7 @@ Runbook (from the repository root; about 3 minutes on a loaded 2-core machine):
     # several buckets (resnet18, 44.7 MB; about 10 minutes): 6 pairs, then 120 alternating steps with the breakdown
     .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet18 --image-size 16 --batch 8 --iterations 40 --warmup 5 --pairs 6 --alternating-iterations 120
     # resnet50 (94 MB), 2 and 4 workers, pairs only
-    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet50 --image-size 16 --batch 8 --iterations 20 --warmup 3 --pairs 3 --alternating-iterations 0 --workers 4
+    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet50 --image-size 16 --batch 8 --iterations 20 --warmup 3 --pairs 2 --alternating-iterations 0 --workers 4
 
 Each pair runs both variants back to back, in alternating order (ring first in even pairs, DDP
 first in odd ones) so that a drift in the machine's load hits both alike:
