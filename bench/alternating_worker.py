@@ -11,7 +11,9 @@ Two identical models (same seed) train side by side: one the way runtime/worker.
 DistributedDataParallel; each step runs one iteration of each, the order alternating by step, on
 the same process group. A load spike on the shared machine lasts many iterations, so it hits both
 alike, which separate runs cannot promise. Writes <output>/alternating-rank-<r>.json:
-{"rank", "ring": [...], "ddp": [...]} seconds per iteration, by a clock outside both.
+{"rank", "ring": [...], "ddp": [...]} seconds per iteration, by a clock outside both, and
+{"phases": {"ring": {phase: [...]}, "ddp": {phase: [...]}}}: forward, backward (DDP's includes the
+wait for its last buckets), comm (the ring's exposed wait, after backward) and update, per iteration.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ def train() -> None:
     ddp_optimizer = optimizers.factory(spec.model.optimizer)(ddp_model.parameters())
     recorder = records.RankRecorder(output / "records", trial.name, rank, constants.ROLE_WORKER, warmup)
     seconds: dict[str, list[float]] = {"ring": [], "ddp": []}
+    phases: dict[str, dict[str, list[float]]] = {"ring": {}, "ddp": {}}
+
+    def note(variant: str, phase: str, value: float) -> None:
+        phases[variant].setdefault(phase, []).append(value)
 
     def ring_iteration(step: int) -> None:
         # runtime/worker.py's iteration
@@ -71,23 +77,33 @@ def train() -> None:
         with timer.phase(keys.TIME_FORWARD):
             loss = models.loss(ring_model(inputs), labels)
         with timer.phase(keys.TIME_BACKWARD):
-            ring_model.zero_grad(set_to_none=True)
-            loss.backward()  # the ring's hooks launch bucket allreduces here
+            synchronizer.backward(loss)  # the ring's hooks launch bucket allreduces here
         synchronizer.synchronize(step, timer)
         metrics = timer.finish()
         metrics[keys.LOSS] = loss.item()
         recorder.log_iteration(step, metrics)
         seconds["ring"].append(time.perf_counter() - started)
+        for phase, key in (("forward", keys.TIME_FORWARD), ("backward", keys.TIME_BACKWARD), ("comm", keys.TIME_COMM),
+                           ("update", keys.TIME_UPDATE)):
+            note("ring", phase, metrics[key])
 
     def ddp_iteration(step: int) -> None:
         started = time.perf_counter()
         inputs, labels = dataset.batch(step, batch_size)
+        forward = time.perf_counter()
         loss = models.loss(ddp_model(inputs), labels)
+        backward = time.perf_counter()
         ddp_optimizer.zero_grad(set_to_none=True)
         loss.backward()  # DDP allreduces its buckets here and waits for them at the end
+        update = time.perf_counter()
         ddp_optimizer.step()
+        ended = time.perf_counter()
         loss.item()
         seconds["ddp"].append(time.perf_counter() - started)
+        note("ddp", "forward", backward - forward)
+        note("ddp", "backward", update - backward)
+        note("ddp", "comm", 0.0)  # inside backward: DDP waits for its buckets before backward returns
+        note("ddp", "update", ended - update)
 
     for step in range(iterations):
         first, second = (ring_iteration, ddp_iteration) if step % 2 == 0 else (ddp_iteration, ring_iteration)
@@ -96,7 +112,7 @@ def train() -> None:
     recorder.close()
     synchronizer.close()
     output.mkdir(parents=True, exist_ok=True)
-    (output / f"alternating-rank-{rank}.json").write_text(json.dumps({"rank": rank, **seconds}))
+    (output / f"alternating-rank-{rank}.json").write_text(json.dumps({"rank": rank, **seconds, "phases": phases}))
     dist.destroy_process_group()
 
 

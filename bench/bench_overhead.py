@@ -218,8 +218,7 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
         with timer.phase(keys.TIME_FORWARD):
             loss = models.loss(instrumented_model(inputs), labels)
         with timer.phase(keys.TIME_BACKWARD):
-            instrumented_model.zero_grad(set_to_none=True)
-            loss.backward()
+            synchronizer.backward(loss)
         synchronizer.synchronize(step, timer)
         metrics = timer.finish()
         metrics[keys.LOSS] = loss.item()

@@ -124,8 +124,17 @@ def test_ring_buckets_merge_layers_as_the_runtime_fills_them():
     recorded = prediction.ring_buckets(PROFILE.layers, prediction.DEFAULT_BUCKET_BYTES, sizes=[5000, 1000])
     assert recorded == buckets
     assert prediction.recorded_bucket_sizes(layers_document()) == [100, 300, 200]
-    # One bucket (the 25 MiB default): nothing overlaps, 7 ms after a 7 ms backward.
+    # The 25 MiB default: the first bucket closes at 1 MiB, which L3 alone is not: one bucket, nothing overlaps,
+    # 7 ms after a 7 ms backward.
     assert prediction.ring_dag(PROFILE, 2, LINK, prediction.DEFAULT_BUCKET_BYTES).t_iter == pytest.approx(0.018)
+
+
+def test_the_first_ring_bucket_closes_at_one_mebibyte_as_the_runtime_fills_it():
+    mib = 1024 * 1024
+    layers = [prediction.Layer(f"L{i}", 0.001, 3 * mib) for i in range(1, 13)]  # 36 MiB in all
+    buckets = prediction.ring_buckets(layers, prediction.DEFAULT_BUCKET_BYTES)
+    # Backward order: L12 alone (3 MiB, already over 1 MiB), then 25 MiB or more (L11 to L3, 27 MiB), then the rest.
+    assert [b.name for b in buckets] == ["L2+L1", "L11+L10+L9+L8+L7+L6+L5+L4+L3", "L12"]
 
 
 def worker_record(step: int, backward: float = 0.011, comm: float = 0.002, iteration: float = 0.02,

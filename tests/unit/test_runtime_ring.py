@@ -1,4 +1,5 @@
-"""Ring allreduce's bucketing (DDP's order and size rule) and its single-worker degenerate case."""
+"""Ring allreduce's bucketing (DDP's order and size rule, its small first bucket, gradients as views of the
+buckets) and its single-worker degenerate case; tests/integration/runtime/test_ring_buckets.py runs it on two ranks."""
 
 import torch
 
@@ -21,6 +22,32 @@ def test_buckets_follow_reverse_parameter_order_and_close_at_the_size():
     assert sum(b.bytes for b in buckets) == 4 * sum(p.numel() for p in parameters)
 
 
+def test_the_first_bucket_closes_at_its_own_smaller_size():
+    model = torch.nn.Sequential(*(torch.nn.Linear(10, 10, bias=False) for _ in range(6)))
+    parameters = list(model.parameters())  # 400 bytes each
+    buckets = ring.make_buckets(parameters, bucket_bytes=1000, first_bucket_bytes=400)
+    # The first bucket (the last layer) closes at 400 bytes, the others at 1000: 1, then 3, then the 2 left.
+    assert [len(b.parameters) for b in buckets] == [1, 3, 2]
+    assert buckets[0].parameters == [parameters[-1]]
+
+
+def test_a_first_bucket_size_above_the_bucket_size_does_not_grow_the_first_bucket():
+    model = torch.nn.Sequential(*(torch.nn.Linear(10, 10, bias=False) for _ in range(4)))
+    buckets = ring.make_buckets(list(model.parameters()), bucket_bytes=400, first_bucket_bytes=ring.FIRST_BUCKET_BYTES)
+    assert [len(b.parameters) for b in buckets] == [1, 1, 1, 1]
+
+
+def test_a_buckets_gradients_are_views_of_its_buffer_shaped_like_their_parameters():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    (bucket,) = ring.make_buckets(list(model.parameters()), bucket_bytes=1 << 20)
+    for grad, parameter in zip(bucket.grads, bucket.parameters):
+        assert grad.shape == parameter.shape and grad.is_contiguous()
+        grad.fill_(1.0)
+    # Writing through every view fills the buffer the allreduce sends, all of it and nothing twice.
+    assert torch.equal(bucket.buffer, torch.ones_like(bucket.buffer))
+    assert bucket.grads[0].data_ptr() == bucket.buffer.data_ptr()
+
+
 def test_one_big_bucket_when_the_model_is_small():
     model = torch.nn.Linear(4, 4)
     (bucket,) = ring.make_buckets(list(model.parameters()), bucket_bytes=25 * 1024 * 1024)
@@ -37,7 +64,7 @@ def test_a_single_worker_ring_only_updates():
     torch.nn.init.ones_(model.weight)
     synchronizer.attach(model, optimizers.factory(spec.model.optimizer))
     assert synchronizer.bytes_per_iteration == 0.0
-    model(torch.ones(1, 2)).sum().backward()
+    synchronizer.backward(model(torch.ones(1, 2)).sum())
     timer = timing.IterationTimer(0, torch.device("cpu"))
     timer.begin(0)
     synchronizer.synchronize(0, timer)

@@ -32,6 +32,9 @@ COMPARED_SERVERS = (1, 4)
 """COMPARED_SERVERS are the parameter-server counts every prediction includes: 1PS and 4PS, as in study 1."""
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 """DEFAULT_BUCKET_BYTES is the ring's bucket size when the trial did not set RINGLEADER_BUCKET_BYTES (runtime/settings.py)."""
+FIRST_BUCKET_BYTES = 1024 * 1024
+"""FIRST_BUCKET_BYTES caps the ring's first bucket (the last layers), 1 MiB as DDP's, so its allreduce starts early
+in backward; runtime/ring.py fills its buckets with it, and the model groups layers the same way."""
 
 
 def label(architecture: Architecture | str, servers: int = 1) -> str:
@@ -250,12 +253,16 @@ class Estimate:
 
 def ring_buckets(layers: Sequence[Layer], bucket_bytes: float, sizes: Sequence[float] = ()) -> list[Layer]:
     """The layers merged as the ring fills its buckets (runtime/ring.py): in backward order, a bucket closes
-    once it holds `bucket_bytes` or more, or, given the `sizes` of the buckets a ring trial recorded, once it
-    holds its recorded size. Returned in forward order, each with its layers' t_b and bytes."""
+    once it holds `bucket_bytes` or more (the first one FIRST_BUCKET_BYTES, if smaller), or, given the `sizes`
+    of the buckets a ring trial recorded, once it holds its recorded size. Returned in forward order, each
+    with its layers' t_b and bytes."""
     buckets: list[list[Layer]] = [[]]
     for layer in reversed(layers):
         held = sum(x.size_bytes for x in buckets[-1])
-        limit = sizes[len(buckets) - 1] if len(buckets) <= len(sizes) else bucket_bytes
+        if len(buckets) <= len(sizes):
+            limit = sizes[len(buckets) - 1]
+        else:
+            limit = min(bucket_bytes, FIRST_BUCKET_BYTES) if len(buckets) == 1 else bucket_bytes
         if buckets[-1] and held >= limit:
             buckets.append([])
         buckets[-1].append(layer)

@@ -38,6 +38,11 @@ class Synchronizer(Protocol):
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
         """Called once before training: register gradient hooks (ring overlap), pull initial weights."""
 
+    def backward(self, loss: torch.Tensor) -> None:
+        """Called in place of `loss.backward()`: clear the last iteration's gradients and compute this one's, the
+        way synchronize() expects them (the ring keeps them in its buckets, seeded with 1/N, and starts
+        allreducing them while backward runs)."""
+
     def synchronize(self, step: int, timer: Timer) -> None:
         """Called after backward: communicate, wait as the paradigm says, update parameters in place.
 

@@ -97,6 +97,9 @@ class WorkerSynchronizer:
         # The optimizer runs on the servers; the worker only computes gradients.
         self.client.attach(model)
 
+    def backward(self, loss: torch.Tensor) -> None:
+        self.client.backward(loss)
+
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         self.client.synchronize(step, timer)
 

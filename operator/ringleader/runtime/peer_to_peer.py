@@ -71,6 +71,9 @@ class PeerSynchronizer:
             self.server_error = error
             self.link.fail_worker(str(error))
 
+    def backward(self, loss: torch.Tensor) -> None:
+        self.client.backward(loss)
+
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         self.client.synchronize(step, timer)
         self._record_server(timer)

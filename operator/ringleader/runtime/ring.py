@@ -1,14 +1,22 @@
 """Ring allreduce under BSP (interfaces.Synchronizer): bucketed gradients, allreduced while backward still runs.
 
-As in PyTorch DDP: gradients are packed, in reverse parameter order, into buckets of about
-`bucket_bytes`; a post-accumulate-grad hook copies each gradient into its bucket, and the
-bucket's asynchronous allreduce is launched as soon as its last gradient is in, so
-communication of the last layers overlaps the backward of the first. Buckets are launched in
-bucket order on every rank (a bucket ready early waits for its predecessors) because the
-collectives of all ranks must match one to one. `synchronize()` waits for the buckets still in
-flight (that wait, not the hidden part, is time/comm), averages, and steps the local optimizer
-(time/update). Bytes per rank and iteration: 2*(N-1)/N * M, the ring's traffic for M bytes.
-Waiting for a slower peer happens inside the collective, so it shows as time/comm; time/wait stays 0.
+As in PyTorch DDP: gradients are grouped, in reverse parameter order, into buckets of about
+`bucket_bytes` (the first one, holding the last layers, of at most FIRST_BUCKET_BYTES, so
+communication starts early in backward), and a bucket's asynchronous allreduce is launched from a
+post-accumulate-grad hook as soon as its last gradient is in, so communication of the last layers
+overlaps the backward of the first. Buckets are launched in bucket order on every rank (a bucket
+ready early waits for its predecessors) because the collectives of all ranks must match one to one.
+
+Unlike DDP's defaults, gradients never move: each parameter's `.grad` is a view into its bucket,
+kept across iterations (`backward()` zeroes the buckets instead of setting gradients to None), so
+autograd accumulates straight into the buffers the allreduce reads; and backward is seeded with
+1/N instead of 1, so the allreduce's sum is already the average. No pass over the gradients copies
+into a bucket, divides or copies back (bench/bench_ring_vs_ddp.py, docs/performance.md section 1).
+
+`synchronize()` waits for the buckets still in flight (that wait, not the hidden part, is time/comm)
+and steps the local optimizer (time/update). Bytes per rank and iteration: 2*(N-1)/N * M, the
+ring's traffic for M bytes. Waiting for a slower peer happens inside the collective, so it shows as
+time/comm; time/wait stays 0.
 
 gloo on CPU tensors, NCCL on CUDA tensors (main.py initializes "cpu:gloo,cuda:nccl" on GPU).
 Buffers (batch-norm statistics) are broadcast once at start, not kept in sync.
@@ -26,6 +34,10 @@ from ringleader.contract import environment as contract
 from ringleader.contract import keys
 from ringleader.runtime import interfaces, settings, shaping, timing
 
+FIRST_BUCKET_BYTES = 1024 * 1024
+"""Cap of the first bucket (the last layers), in bytes: DDP's dist._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB. Its
+allreduce starts after the first few gradients instead of after `bucket_bytes` of them."""
+
 
 class Bucket:
     """Gradients of consecutive parameters (in backward order), reduced as one flat tensor."""
@@ -37,6 +49,8 @@ class Bucket:
         first = parameters[0]
         self.buffer = torch.zeros(sum(self.sizes), dtype=first.dtype, device=first.device)  # (numel,)
         self.views = list(self.buffer.split(self.sizes))
+        # Each parameter's gradient, shaped like it, sharing the buffer's memory: what `.grad` is bound to.
+        self.grads = [view.view_as(parameter) for view, parameter in zip(self.views, parameters)]
         self.bytes = self.buffer.numel() * self.buffer.element_size()
         self.missing = len(parameters)  # gradients not yet in, this iteration
         self.work = None
@@ -50,12 +64,14 @@ class Bucket:
         self.completed_at = None
 
 
-def make_buckets(parameters: list[torch.nn.Parameter], bucket_bytes: int) -> list[Bucket]:
-    """Reverse parameter order (roughly the order backward produces gradients), closed at `bucket_bytes`,
-    never mixing dtypes or devices."""
+def make_buckets(parameters: list[torch.nn.Parameter], bucket_bytes: int,
+                 first_bucket_bytes: int | None = None) -> list[Bucket]:
+    """Reverse parameter order (roughly the order backward produces gradients), closed at `bucket_bytes`
+    (the first bucket at `first_bucket_bytes`, if smaller), never mixing dtypes or devices."""
     buckets, current, size = [], [], 0
     for parameter in reversed(parameters):
-        if current and (size >= bucket_bytes or parameter.dtype != current[0].dtype
+        limit = min(bucket_bytes, first_bucket_bytes or bucket_bytes) if not buckets else bucket_bytes
+        if current and (size >= limit or parameter.dtype != current[0].dtype
                         or parameter.device != current[0].device):
             buckets.append(Bucket(len(buckets), current))
             current, size = [], 0
@@ -93,18 +109,37 @@ class RingSynchronizer:
         # Same initial weights everywhere: the seeded build already gives them; rank 0's copy makes sure.
         if self.world > 1:
             broadcast_from_first(list(model.parameters()) + list(model.buffers()), self.group)
-        self.buckets = make_buckets(parameters, self.bucket_bytes)
+        self.buckets = make_buckets(parameters, self.bucket_bytes, FIRST_BUCKET_BYTES)
         for bucket in self.buckets:
             for position, parameter in enumerate(bucket.parameters):
                 self.where[parameter] = (bucket, position)
                 if self.world > 1:
+                    parameter.grad = bucket.grads[position]
                     parameter.register_post_accumulate_grad_hook(self._gradient_ready)
         self.optimizer = optimizer_factory(parameters)
 
+    def backward(self, loss: torch.Tensor) -> None:
+        if self.world == 1:
+            for bucket in self.buckets:
+                for parameter in bucket.parameters:
+                    parameter.grad = None
+            loss.backward()
+            return
+        # Zero in place: the gradients stay views of the buckets, and autograd adds into them.
+        for bucket in self.buckets:
+            bucket.buffer.zero_()
+        # Backward is linear in its seed: seeded with 1/N, every gradient comes out divided by N, so the
+        # allreduce's sum is the average without a pass that divides.
+        loss.backward(torch.full_like(loss, 1.0 / self.world))
+
     def _gradient_ready(self, parameter: torch.nn.Parameter) -> None:
-        # Runs inside backward, once per parameter: pack the gradient, launch the buckets now complete.
+        # Runs inside backward, once per parameter: launch the buckets now complete.
         bucket, position = self.where[parameter]
-        bucket.views[position].copy_(parameter.grad.reshape(-1))
+        grad = bucket.grads[position]
+        if parameter.grad.data_ptr() != grad.data_ptr():
+            # Someone set this gradient to None or replaced it (autograd then made a new one): take it back.
+            grad.copy_(parameter.grad)
+            parameter.grad = grad
         bucket.missing -= 1
         self._launch_ready()
 
@@ -114,10 +149,12 @@ class RingSynchronizer:
             if bucket.missing > 0 and not flush:
                 return
             if bucket.missing > 0:
-                # Parameters that got no gradient this iteration contribute zeros, on every rank alike.
-                for view, parameter in zip(bucket.views, bucket.parameters):
-                    if parameter.grad is None:
-                        view.zero_()
+                # Parameters that got no gradient this iteration contribute zeros (backward() zeroed them),
+                # on every rank alike; one whose gradient was set to None is bound to its zeroed view again.
+                for grad, parameter in zip(bucket.grads, bucket.parameters):
+                    if parameter.grad is None or parameter.grad.data_ptr() != grad.data_ptr():
+                        grad.zero_()
+                        parameter.grad = grad
             bucket.launched_at = now = time.perf_counter()
             bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
             bucket.work.get_future().add_done_callback(lambda _future, b=bucket: setattr(b, "completed_at", time.perf_counter()))
@@ -128,19 +165,13 @@ class RingSynchronizer:
 
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         if self.world > 1:
-            # communicate: launch what backward left (unused parameters), wait for every bucket, average
+            # communicate: launch what backward left (unused parameters), wait for every bucket; the sums of
+            # gradients seeded with 1/N are the averages, already in .grad (views of the buckets)
             with timer.phase(keys.TIME_COMM):
                 self._launch_ready(flush=True)
                 for bucket in self.buckets:
                     bucket.work.wait()  # CPU: blocks until reduced; GPU: the compute stream waits for NCCL
                 self.shaper.pace(0, self.channel_free)  # sleep until the emulated link has carried it all
-                for bucket in self.buckets:
-                    bucket.buffer.div_(self.world)
-                    for view, parameter in zip(bucket.views, bucket.parameters):
-                        if parameter.grad is None:
-                            parameter.grad = view.view_as(parameter).clone()
-                        else:
-                            parameter.grad.copy_(view.view_as(parameter))
             for bucket in self.buckets:
                 done = bucket.completed_at or time.perf_counter()
                 timer.span(f"allreduce bucket {bucket.index}", bucket.launched_at, max(done, bucket.launched_at),

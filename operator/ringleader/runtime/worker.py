@@ -93,8 +93,7 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
 
             # backward: gradient hooks fire per parameter here (ring buckets start allreducing now)
             with timer.phase(keys.TIME_BACKWARD):
-                model.zero_grad(set_to_none=True)
-                loss.backward()
+                synchronizer.backward(loss)  # clears the last iteration's gradients first
                 slow.stretch()
 
             # communicate, wait, update: the synchronizer times its own phases

@@ -74,6 +74,12 @@ class Client:
 
     # -- one iteration -----------------------------------------------------------------------------
 
+    def backward(self, loss: torch.Tensor) -> None:
+        """This iteration's gradients, from None: what backward leaves is what the next push sends."""
+        for p in self.parameters:
+            p.grad = None
+        loss.backward()
+
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         started = time.perf_counter()
         # The gradient of this step was computed on weights of clock weights_clock.
