@@ -24,17 +24,17 @@ from ringleader.analysis import models, summary
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.api.spec import Architecture
+from ringleader.contract import environment as contract
 from ringleader.contract import keys
 
 RING = "ring"
 P2P = "p2p"
 COMPARED_SERVERS = (1, 4)
 """COMPARED_SERVERS are the parameter-server counts every prediction includes: 1PS and 4PS, as in study 1."""
-DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
-"""DEFAULT_BUCKET_BYTES is the ring's bucket size when the trial did not set RINGLEADER_BUCKET_BYTES (runtime/settings.py)."""
-FIRST_BUCKET_BYTES = 1024 * 1024
-"""FIRST_BUCKET_BYTES caps the ring's first bucket (the last layers), 1 MiB as DDP's, so its allreduce starts early
-in backward; runtime/ring.py fills its buckets with it, and the model groups layers the same way."""
+# The ring's bucket size when the trial did not set RINGLEADER_BUCKET_BYTES, and its first bucket's cap: the model
+# groups layers as runtime/ring.py does.
+DEFAULT_BUCKET_BYTES = contract.DEFAULT_BUCKET_BYTES
+FIRST_BUCKET_BYTES = contract.FIRST_BUCKET_BYTES
 
 
 def label(architecture: Architecture | str, servers: int = 1) -> str:

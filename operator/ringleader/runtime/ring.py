@@ -34,9 +34,9 @@ from ringleader.contract import environment as contract
 from ringleader.contract import keys
 from ringleader.runtime import interfaces, settings, shaping, timing
 
-FIRST_BUCKET_BYTES = 1024 * 1024
-"""Cap of the first bucket (the last layers), in bytes: DDP's dist._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB. Its
-allreduce starts after the first few gradients instead of after `bucket_bytes` of them."""
+# Cap of the first bucket (the last layers): its allreduce starts after the first few gradients, not after
+# `bucket_bytes` of them.
+FIRST_BUCKET_BYTES = contract.FIRST_BUCKET_BYTES
 
 
 class Bucket:

@@ -12,8 +12,9 @@ import dataclasses
 import os
 from typing import Mapping
 
-from ringleader.contract.environment import (BUCKET_BYTES, DEFAULT_STALL_TIMEOUT_SECONDS, FINISH_TIMEOUT_SECONDS,
-                                             STALL_TIMEOUT_SECONDS, TIMEOUT_SECONDS, TRACE_ITERATIONS)
+from ringleader.contract.environment import (BUCKET_BYTES, DEFAULT_BUCKET_BYTES, DEFAULT_STALL_TIMEOUT_SECONDS,
+                                             FINISH_TIMEOUT_SECONDS, STALL_TIMEOUT_SECONDS, TIMEOUT_SECONDS,
+                                             TRACE_ITERATIONS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Settings:
     gather of records), unless the trial's runPolicy.activeDeadlineSeconds bounds it. Long, because under
     ASP a straggler may finish far behind the others; a peer that dies meanwhile is noticed at once
     (its sockets close), and one that hangs makes its own partners time out and exit, which does too."""
-    bucket_bytes: int = 25 * 1024 * 1024
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES
     """Ring allreduce bucket size, in bytes: 25 MiB, DDP's default, trades per-message latency for overlap."""
     trace_iterations: int = 20
     """Iterations kept in the Chrome trace and per-layer timings, from the end of warm-up: enough to see
