@@ -82,6 +82,8 @@ class Controller:
         self._running: dict[Key, _Running] = {}
         self._news: set[Key] = set()
         """Experiments with an event since their last full pass."""
+        self._generations: dict[Key, int | None] = {}
+        """The spec generation of each experiment's last event that asked for a pass (`is_news`)."""
         self._orphans: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -96,10 +98,24 @@ class Controller:
         await self.runs.close()
         self.kube.close()
 
-    def request(self, key: Key) -> None:
-        """News of an experiment (a change, an event of its pods): a full pass, now."""
+    def request(self, key: Key, delay: float = 0.0) -> None:
+        """News of an experiment (a change, an event of its pods): a full pass, in `delay` seconds or sooner if
+        one is due sooner. A delay only gathers news into fewer passes: the pass is due until it has run."""
         self._news.add(key)
-        self.queue.request(key)
+        self.queue.request(key, delay)
+
+    def is_news(self, event_type: str | None, body: dict[str, Any]) -> bool:
+        """Whether an experiment's watch event asks for a pass: it was listed (an operator's start, a watch
+        resumed after a gap), created, or its spec changed (a new generation). Its status and metadata
+        changes, most of its events, do not. The memory of generations only saves passes: lost on a restart,
+        the listing that follows asks for a pass of every experiment."""
+        if event_type == "DELETED":
+            return False
+        key, generation = key_of(body), body["metadata"].get("generation")
+        if event_type == "MODIFIED" and key in self._generations and self._generations[key] == generation:
+            return False
+        self._generations[key] = generation
+        return True
 
     # -- the pass -------------------------------------------------------------------------------
 
@@ -324,6 +340,7 @@ class Controller:
         self.polls.forget(key)
         self._running.pop(key, None)
         self._news.discard(key)
+        self._generations.pop(key, None)
         self.runs.forget(key, body)
 
     # -- errors, where users look --------------------------------------------------------------
