@@ -63,3 +63,10 @@ def test_the_operator_logs_no_line_per_handled_event_but_every_failure():
     assert not cli._without_handler_successes(record("Handler 'watch_trial_pods' succeeded."))
     assert cli._without_handler_successes(record("Handler 'watch_trial_pods' failed with an exception", logging.ERROR))
     assert cli._without_handler_successes(record("ringleader operator settings: {}"))
+
+
+def test_kopf_keeps_no_copy_of_a_watched_body_to_compare():
+    from ringleader.controller import handlers
+    storage = handlers.NoDiffBase()
+    pod = {"metadata": {"name": "q-0-worker-0"}, "spec": {"containers": [{"name": "trainer"}]}}
+    assert storage.build(body=pod) == {} and storage.fetch(body=pod) is None

@@ -27,9 +27,24 @@ WORKLOADS = ("kueue.x-k8s.io", "v1beta1", "workloads")
 TRIAL_PODS = {constants.LABEL_MANAGED_BY: constants.MANAGED_BY}
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No last-handled state: kopf copies every watched body (each pod's too) on every event to compare it with
+    the last handled one, which only change handlers need, and there are none here."""
+
+    def build(self, *, body: kopf.Body, extra_fields=None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        pass
+
+
 @kopf.on.startup()
 async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_) -> None:
     ours: settings_.Settings = memo.settings
+    settings.persistence.diffbase_storage = NoDiffBase()
     # Only the trials' pods are watched, filtered by the API server: a cluster's other pods never reach us.
     settings.watching.label_selectors["v1", "pods"] = ",".join(f"{k}={v}" for k, v in TRIAL_PODS.items())
     if ours.pods.kueue:
