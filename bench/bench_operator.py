@@ -159,9 +159,10 @@ class Probe:
 class Bench:
     """An apiserver tier, the CRD, the chart's cluster-wide RBAC, and operators started on demand."""
 
-    def __init__(self, directory: pathlib.Path, operator_path: str | None) -> None:
+    def __init__(self, directory: pathlib.Path, operator_path: str | None, operator_env: dict[str, str]) -> None:
         self.directory = directory
         self.operator_path = operator_path
+        self.operator_env = operator_env
         self._tier = apiserver_tier.running(directory / "apiserver")
         self.server = self._tier.__enter__()
         self.admin = Client(self.server.url, self.server.admin_token, self.server.ca)
@@ -173,7 +174,7 @@ class Bench:
 
     def start_operator(self, args: list[str]) -> operator_process.Operator:
         self.stop_operator()
-        env = {"PYTHONPATH": self.operator_path} if self.operator_path else None
+        env = {**({"PYTHONPATH": self.operator_path} if self.operator_path else {}), **self.operator_env}
         self.operator = operator_process.Operator(self.kubeconfig, args, self.directory / "operator.log", env,
                                                   verbose=False).start()
         return self.operator
@@ -322,10 +323,13 @@ def big(bench: Bench, args) -> dict:
             namespace = f"big-{repeat}-{os.getpid()}"
             add_namespace(bench.admin, namespace)
             load = os.getloadavg()[0]
+            probe = Probe(bench.admin, bench.operator.process.pid)
+            cpu = probe.cpu_seconds()
             created = create_all(bench.admin, [experiment("big", namespace, args.workers)])["big"]
             seen = wait_for_pods(watch, namespace, args.workers, args.timeout)
             times = sorted(at - created for at in seen.values())
-            run = {"first": times[0], "half": quantile(times, 0.5), "all": times[-1], "load": load}
+            run = {"first": times[0], "half": quantile(times, 0.5), "all": times[-1], "load": load,
+                   "operator_cpu_seconds": probe.cpu_seconds() - cpu}
             bench.admin.delete(constants.KIND, namespace, "big")
             wait_for("the trial's pods to be garbage-collected",
                      lambda: not bench.admin.list("Pod", namespace, labelSelector=MANAGED), timeout=args.timeout)
@@ -334,7 +338,7 @@ def big(bench: Bench, args) -> dict:
                 run["ratio"] = run["all"] / run["floor"]
             runs.append(run)
             print(f"  repeat {repeat} (load {load:.1f}): first pod {times[0]:.2f} s, half {run['half']:.2f} s, "
-                  f"all {times[-1]:.2f} s" + (f"; floor {run['floor']:.2f} s, operator / floor {run['ratio']:.2f}"
+                  f"all {times[-1]:.2f} s, operator CPU {run['operator_cpu_seconds']:.2f} s" + (f"; floor {run['floor']:.2f} s, operator / floor {run['ratio']:.2f}"
                                               if floor is not None else ""), flush=True)
     finally:
         watch.close()
@@ -360,10 +364,15 @@ def burst(bench: Bench, args, namespace: str | None = None) -> dict:
         warm_up(bench, watch)
         objects = [experiment(f"e-{i:04d}", namespace, args.workers) for i in range(args.experiments)]
         load = os.getloadavg()[0]
+        probe = Probe(bench.admin, bench.operator.process.pid)
+        cpu, counts = probe.cpu_seconds(), probe.requests()
         started = time.monotonic()
         created = create_all(bench.admin, objects)
         posted = time.monotonic() - started
         seen = wait_for_pods(watch, namespace, args.experiments * args.workers, args.timeout)
+        cpu = probe.cpu_seconds() - cpu
+        # Every request the API server served meanwhile (the benchmark's own POSTs of experiments included).
+        requests_ = {k: round(v - counts.get(k, 0)) for k, v in probe.requests().items() if v - counts.get(k, 0) >= 1}
         pods = dict(watch.pods)
     finally:
         watch.close()
@@ -372,12 +381,12 @@ def burst(bench: Bench, args, namespace: str | None = None) -> dict:
         "experiments": args.experiments, "workers": args.workers, "load": load, "posted_seconds": posted,
         "all_pods_seconds": max(seen.values()) - started,
         "per_experiment": {"p50": quantile(latencies, 0.5), "p95": quantile(latencies, 0.95), "max": max(latencies)},
-        "operator_memory_mb": Probe(bench.admin, bench.operator.process.pid).memory_mb(),
+        "operator_cpu_seconds": cpu, "operator_memory_mb": probe.memory_mb(), "requests": requests_,
     }
     print(f"  {args.experiments}x{args.workers}: all {len(seen)} pods in {result['all_pods_seconds']:.1f} s "
           f"(experiments posted in {posted:.1f} s); per experiment p50 {result['per_experiment']['p50']:.1f} s, "
           f"p95 {result['per_experiment']['p95']:.1f} s, max {result['per_experiment']['max']:.1f} s; "
-          f"operator RSS {result['operator_memory_mb']}", flush=True)
+          f"operator CPU {cpu:.1f} s, RSS {result['operator_memory_mb']}; requests {requests_}", flush=True)
     result["_pods"] = [p for k, p in pods.items() if k[0] == namespace]
     result["_namespace"] = namespace
     return result
@@ -452,6 +461,8 @@ def main() -> int:
     parser.add_argument("--operator-path", help="PYTHONPATH of the operator to run (another tree's operator/)")
     parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
                         help="big, burst: also time a bare client creating the same pods (the API server's ceiling)")
+    parser.add_argument("--operator-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable of the operator process (repeatable)")
     parser.add_argument("--operator-arg", action="append", default=[], help="an extra operator flag (repeatable)")
     args = parser.parse_args()
     args.workers = args.workers or (512 if args.scenario == "big" else 8)
@@ -461,7 +472,7 @@ def main() -> int:
         return 1
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-operator-") as directory:
-        bench = Bench(pathlib.Path(directory), args.operator_path)
+        bench = Bench(pathlib.Path(directory), args.operator_path, dict(e.split("=", 1) for e in args.operator_env))
         try:
             floor = floor_burst(bench, args) if args.scenario == "burst" and args.floor else None
             if args.scenario == "burst":

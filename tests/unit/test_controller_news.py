@@ -70,3 +70,39 @@ def test_kopf_keeps_no_copy_of_a_watched_body_to_compare():
     storage = handlers.NoDiffBase()
     pod = {"metadata": {"name": "q-0-worker-0"}, "spec": {"containers": [{"name": "trainer"}]}}
     assert storage.build(body=pod) == {} and storage.fetch(body=pod) is None
+
+
+class PatchingKube:
+    def __init__(self):
+        self.patches = []
+
+    async def patch_status(self, namespace, name, status):
+        self.patches.append((namespace, name, status))
+
+
+def test_between_passes_an_experiment_is_remembered_slim_and_its_next_success_still_clears_reconcile_failed():
+    failed = {"type": "ReconcileFailed", "status": "True", "reason": "Forbidden", "message": "no create",
+              "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    full = {**body(4), "spec": {"workers": {"replicas": 512}}, "status": {"phase": "Running", "conditions": [failed]}}
+    full["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    slim = reconciler._slim(full)
+    assert slim == {"apiVersion": constants.API_VERSION, "kind": constants.KIND,
+                    "metadata": {"namespace": "ns", "name": "q", "uid": "u-1", "generation": 4},
+                    "status": {"conditions": [failed]}}
+
+    async def run():
+        from kopf._core.engines import posting
+        import kopf
+        queue = asyncio.Queue()
+        posting.settings_var.set(kopf.OperatorSettings())
+        posting.event_queue_var.set(queue)
+        posting.event_queue_loop_var.set(asyncio.get_running_loop())
+        found = controller()
+        found.kube = PatchingKube()
+        found._bodies[("ns", "q")] = slim
+        await found._succeeded(("ns", "q"))
+        return found.kube.patches, [queue.get_nowait().reason for _ in range(queue.qsize())]
+    patches, events = asyncio.run(run())
+    (namespace, name, status), = patches
+    assert (namespace, name) == ("ns", "q") and status["conditions"][0]["status"] == "False"
+    assert events == ["Reconciled"]

@@ -59,6 +59,14 @@ class _Running:
     """Monotonic time of the next full pass: the earliest deadline, TTL expiry, tracking retry or recheck."""
 
 
+def _slim(body: dict[str, Any]) -> dict[str, Any]:
+    """What Events and the ReconcileFailed condition need of an experiment: its identity and conditions."""
+    metadata = body["metadata"]
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
+            "metadata": {k: metadata[k] for k in ("name", "namespace", "uid", "generation") if k in metadata},
+            "status": {"conditions": (body.get("status") or {}).get("conditions") or []}}
+
+
 def _owned_by(pod: dict[str, Any], uid: str) -> bool:
     # The label selects by name; the owner uid excludes pods of an older experiment that had the same name.
     return any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])
@@ -77,6 +85,7 @@ class Controller:
                                          on_failure=self._failed, on_success=self._succeeded)
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
         self._bodies: dict[Key, dict[str, Any]] = {}
+        """Each experiment's identity and conditions (`_slim`), for telling the outcome of its last pass."""
         self.polls = polling.Schedule(settings.timing.progress_poll_seconds,
                                       settings.timing.max_progress_backoff_seconds)
         self._running: dict[Key, _Running] = {}
@@ -121,6 +130,15 @@ class Controller:
 
     async def reconcile(self, key: Hashable) -> float | None:
         """One pass over one experiment; returns seconds until the next pass is due (None: on the next event)."""
+        try:
+            return await self._pass(key)
+        finally:
+            # Kept between passes for `_failed` and `_succeeded`: a slim copy, since a thousand whole
+            # experiments (spec, status, managedFields) would cost tens of MB.
+            if key in self._bodies:
+                self._bodies[key] = _slim(self._bodies[key])
+
+    async def _pass(self, key: Key) -> float | None:
         running = self._running.pop(key, None)
         if running is not None and key not in self._news and time.monotonic() < running.full_at:
             return await self._progress_pass(key, running)
@@ -189,8 +207,9 @@ class Controller:
             return None
         if [t.phase for t in old.trials] != [t.phase for t in new.trials]:
             # A transition may need a follow-up no pod event will announce (a trial restarting with no pod
-            # left to delete, a freed slot): look again at once; a pass that changes nothing ends the chain.
-            return 0.0
+            # left to delete, a freed slot): look again, after the pod-event delay, so that the events of the
+            # pods this pass created or deleted share that pass; a pass that changes nothing ends the chain.
+            return self.settings.timing.pod_event_delay_seconds
         retries = [r for r in (retry_tracking, retry_end) if r is not None]
         full_in = due.next_wake(new, run_policy, now(), self.settings.timing,
                                 retry_tracking_in=min(retries) if retries else None)
