@@ -86,8 +86,8 @@ class TimingSettings:
     comes back is read again within minutes."""
     recheck_seconds: float = 60.0
     """Longest time without a full pass while waiting on pods (terminating or pending) or while a trial runs, in
-    seconds: pod watch events wake the operator at once, and a running trial's progress is read apart; this
-    only bounds the harm of a lost watch event."""
+    seconds: pod watch events wake the operator (within `pod_event_delay_seconds`), and a running trial's progress
+    is read apart; this only bounds the harm of a lost watch event."""
     pod_event_delay_seconds: float = 1.0
     """Seconds from a trial pod's event to the pass it asks for. Pods change together (a trial's are created,
     scheduled, started and finished within moments), so the events of that second share one pass instead of
