@@ -4,7 +4,7 @@ Runs a real etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 (tests
 binaries from cluster/build-kubernetes.sh and cluster/build-tools.sh etcd) and the operator as the operator
 tests run it (tests/operator/operator_process.py: the chart's RBAC, `python -m ringleader.controller`).
 There is no kubelet and no scheduler: the benchmark plays their part (tests/operator/kubelet.py) and says so.
-Three measurements:
+Three measurements, the first two beside a floor (the API server's own ceiling, below):
 
     # one big trial: seconds from the experiment's creation until all its pods exist (3 repeats)
     .venv/bin/python bench/bench_operator.py big --workers 512 --repeats 3
@@ -12,6 +12,12 @@ Three measurements:
     .venv/bin/python bench/bench_operator.py burst --experiments 1000 --workers 8
     # running experiments: the operator's CPU-s per minute, API requests/s and RSS, per progress interval
     .venv/bin/python bench/bench_operator.py steady --experiments 100 --workers 8 --poll-interval 1 15
+
+The floor: a bare client (no operator; `requests` in as many threads as the operator's `--api-concurrency`)
+creates the same rendered pods with the same concurrency, so each operator time is reported beside the
+fastest the API server and etcd on this machine create those pods, and their ratio says how much of a miss
+is the operator's and how much the machine's. Floor pods carry another managed-by label: the operator never
+sees them. `--no-floor` skips it.
 
 `--operator-path DIR` runs another tree's operator package (e.g. `git archive <commit> operator | tar -x -C
 DIR`) beside this one, for before/after numbers. Nothing asserts a timing; results go to
@@ -33,6 +39,7 @@ import threading
 import time
 
 import requests
+import requests.adapters
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "operator"), str(ROOT / "tests"), str(ROOT / "operator")]
@@ -41,11 +48,14 @@ import apiserver_tier  # noqa: E402 -- the test helpers are not a package; see t
 import kubelet  # noqa: E402
 import operator_process  # noqa: E402
 from apiserver_client import Client, wait_for  # noqa: E402
+from ringleader import api, topology  # noqa: E402
 from ringleader.api import constants  # noqa: E402
 
 SMALL = {"cpu": "100m", "memory": "128Mi"}
 MANAGED = f"{constants.LABEL_MANAGED_BY}={constants.MANAGED_BY}"
 CLIENT_THREADS = 16  # the benchmark's own requests (creating experiments, playing the kubelet)
+FLOOR_MANAGED_BY = "ringleader-bench-floor"  # floor pods: selected by the floor's watch, never by the operator's
+FLOOR_THREADS = 32  # the operator's default --api-concurrency: the floor creates pods as many at a time
 
 
 def experiment(name: str, namespace: str, workers: int) -> dict:
@@ -69,13 +79,14 @@ def quantile(values: list[float], q: float) -> float:
 class PodWatch:
     """Every trial pod's first appearance (monotonic seconds), from one watch of the API server."""
 
-    def __init__(self, admin: Client) -> None:
+    def __init__(self, admin: Client, selector: str = MANAGED) -> None:
+        self.selector = selector
         self.seen: dict[tuple[str, str], float] = {}
         self.pods: dict[tuple[str, str], dict] = {}
         self._admin = admin
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        listed = admin.request("GET", "/api/v1/pods", labelSelector=MANAGED)
+        listed = admin.request("GET", "/api/v1/pods", labelSelector=selector)
         self._version = listed["metadata"]["resourceVersion"]
         self._thread = threading.Thread(target=self._watch, name="pod-watch", daemon=True)
         self._thread.start()
@@ -85,7 +96,7 @@ class PodWatch:
             try:
                 response = self._admin.session.get(
                     f"{self._admin.url}/api/v1/pods", stream=True, timeout=(5, 30),
-                    params={"watch": "1", "labelSelector": MANAGED, "resourceVersion": self._version,
+                    params={"watch": "1", "labelSelector": self.selector, "resourceVersion": self._version,
                             "allowWatchBookmarks": "true", "timeoutSeconds": "20"})
                 for line in response.iter_lines():
                     if self._stop.is_set():
@@ -148,9 +159,10 @@ class Probe:
 class Bench:
     """An apiserver tier, the CRD, the chart's cluster-wide RBAC, and operators started on demand."""
 
-    def __init__(self, directory: pathlib.Path, operator_path: str | None) -> None:
+    def __init__(self, directory: pathlib.Path, operator_path: str | None, operator_env: dict[str, str]) -> None:
         self.directory = directory
         self.operator_path = operator_path
+        self.operator_env = operator_env
         self._tier = apiserver_tier.running(directory / "apiserver")
         self.server = self._tier.__enter__()
         self.admin = Client(self.server.url, self.server.admin_token, self.server.ca)
@@ -162,7 +174,7 @@ class Bench:
 
     def start_operator(self, args: list[str]) -> operator_process.Operator:
         self.stop_operator()
-        env = {"PYTHONPATH": self.operator_path} if self.operator_path else None
+        env = {**({"PYTHONPATH": self.operator_path} if self.operator_path else {}), **self.operator_env}
         self.operator = operator_process.Operator(self.kubeconfig, args, self.directory / "operator.log", env,
                                                   verbose=False).start()
         return self.operator
@@ -214,27 +226,131 @@ def warm_up(bench: Bench, watch: PodWatch) -> None:
     wait_for_pods(watch, namespace, 1, 120)
 
 
+# -- the floor: the same pods, created by a bare client ----------------------------------------------------------
+
+
+def floor_pods(manifest: dict) -> list[dict]:
+    """The pods the operator renders for `manifest`'s one trial, unowned and labelled for the floor's watch."""
+    trial = api.expand(api.parse(manifest, "floor")).trials[0]
+    pods = [o for o in topology.render(trial) if o["kind"] == "Pod"]
+    for pod in pods:
+        pod["metadata"]["labels"][constants.LABEL_MANAGED_BY] = FLOOR_MANAGED_BY
+    return pods
+
+
+class Floor:
+    """A bare client: POSTs pods from FLOOR_THREADS threads over as many kept-open connections, and a watch of them."""
+
+    def __init__(self, bench: Bench) -> None:
+        self.client = Client(bench.server.url, bench.server.admin_token, bench.server.ca)
+        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=FLOOR_THREADS)
+        self.client.session.mount("https://", adapter)
+        self.pool = concurrent.futures.ThreadPoolExecutor(FLOOR_THREADS, thread_name_prefix="floor")
+        self.watch = PodWatch(bench.admin, f"{constants.LABEL_MANAGED_BY}={FLOOR_MANAGED_BY}")
+
+    def create(self, pods: list[dict]) -> list[concurrent.futures.Future]:
+        return [self.pool.submit(self.client.create, pod) for pod in pods]
+
+    def close(self) -> None:
+        self.watch.close()
+        self.pool.shutdown(wait=True)
+
+
+def floor_big(bench: Bench, floor: Floor, namespace: str, workers: int, timeout: float) -> float:
+    """Seconds from the first POST until the floor's watch has seen all of one big trial's pods."""
+    add_namespace(bench.admin, namespace)
+    pods = floor_pods(experiment("big", namespace, workers))
+    started = time.monotonic()
+    futures = floor.create(pods)
+    seen = wait_for_pods(floor.watch, namespace, len(pods), timeout)
+    for future in futures:
+        future.result()
+    return max(seen.values()) - started
+
+
+def floor_burst(bench: Bench, args) -> dict:
+    """The burst with a bare client in the operator's place (the operator stopped): the benchmark POSTs the
+    experiments as in `burst`, and as each POST returns, that experiment's pods are queued to the floor's pool."""
+    namespace = f"floor-burst-{os.getpid()}"
+    add_namespace(bench.admin, namespace)
+    floor = Floor(bench)
+    created: dict[str, float] = {}
+    futures: list[concurrent.futures.Future] = []
+    lock = threading.Lock()
+    try:
+        manifests = [experiment(f"e-{i:04d}", namespace, args.workers) for i in range(args.experiments)]
+
+        def post(manifest: dict) -> None:
+            bench.admin.create(manifest)
+            at = time.monotonic()
+            queued = floor.create(floor_pods(manifest))
+            with lock:
+                created[manifest["metadata"]["name"]] = at
+                futures.extend(queued)
+
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(CLIENT_THREADS) as pool:
+            list(pool.map(post, manifests))
+        posted = time.monotonic() - started
+        seen = wait_for_pods(floor.watch, namespace, args.experiments * args.workers, args.timeout)
+        for future in futures:
+            future.result()
+        latencies = [max(times) - created[name] for name, times in by_experiment(floor.watch, seen).items()]
+    finally:
+        floor.close()
+    # Gone before the operator starts: it would otherwise reconcile these experiments (their pods it never sees).
+    # A collection's deletion answers when it is done: for thousands of objects, minutes on busy cores.
+    for kind in (constants.KIND, "Pod"):
+        response = bench.admin.session.delete(bench.admin.url + bench.admin.path(kind, namespace), timeout=args.timeout)
+        response.raise_for_status()
+    wait_for("the floor's experiments to be deleted", lambda: not bench.admin.list(constants.KIND, namespace),
+             timeout=args.timeout)
+    result = {"posted_seconds": posted, "all_pods_seconds": max(seen.values()) - started,
+              "per_experiment": {"p50": quantile(latencies, 0.5), "p95": quantile(latencies, 0.95), "max": max(latencies)}}
+    print(f"  floor {args.experiments}x{args.workers}: all pods in {result['all_pods_seconds']:.1f} s (experiments "
+          f"posted in {posted:.1f} s); per experiment p50 {result['per_experiment']['p50']:.1f} s, "
+          f"p95 {result['per_experiment']['p95']:.1f} s; load {os.getloadavg()[0]:.1f}", flush=True)
+    return result
+
+
 def big(bench: Bench, args) -> dict:
     bench.start_operator(["--recheck-interval", "60", *args.operator_arg])
     watch = PodWatch(bench.admin)
+    floor = Floor(bench) if args.floor else None
     runs = []
     try:
         warm_up(bench, watch)
         for repeat in range(args.repeats):
+            # Interleaved: the operator's trial, then the floor's same pods, so both see the same load.
             namespace = f"big-{repeat}-{os.getpid()}"
             add_namespace(bench.admin, namespace)
+            load = os.getloadavg()[0]
+            probe = Probe(bench.admin, bench.operator.process.pid)
+            cpu = probe.cpu_seconds()
             created = create_all(bench.admin, [experiment("big", namespace, args.workers)])["big"]
             seen = wait_for_pods(watch, namespace, args.workers, args.timeout)
             times = sorted(at - created for at in seen.values())
-            runs.append({"first": times[0], "half": quantile(times, 0.5), "all": times[-1]})
-            print(f"  repeat {repeat}: first pod {times[0]:.2f} s, half {runs[-1]['half']:.2f} s, all {times[-1]:.2f} s",
-                  flush=True)
+            run = {"first": times[0], "half": quantile(times, 0.5), "all": times[-1], "load": load,
+                   "operator_cpu_seconds": probe.cpu_seconds() - cpu}
             bench.admin.delete(constants.KIND, namespace, "big")
             wait_for("the trial's pods to be garbage-collected",
                      lambda: not bench.admin.list("Pod", namespace, labelSelector=MANAGED), timeout=args.timeout)
+            if floor is not None:
+                run["floor"] = floor_big(bench, floor, f"floor-{repeat}-{os.getpid()}", args.workers, args.timeout)
+                run["ratio"] = run["all"] / run["floor"]
+            runs.append(run)
+            print(f"  repeat {repeat} (load {load:.1f}): first pod {times[0]:.2f} s, half {run['half']:.2f} s, "
+                  f"all {times[-1]:.2f} s, operator CPU {run['operator_cpu_seconds']:.2f} s" + (f"; floor {run['floor']:.2f} s, operator / floor {run['ratio']:.2f}"
+                                              if floor is not None else ""), flush=True)
     finally:
         watch.close()
-    return {"runs": runs, "all_seconds": _spread([r["all"] for r in runs])}
+        if floor is not None:
+            floor.close()
+    result = {"runs": runs, "all_seconds": _spread([r["all"] for r in runs])}
+    if floor is not None:
+        result["floor_seconds"] = _spread([r["floor"] for r in runs])
+        result["operator_over_floor"] = _spread([r["ratio"] for r in runs])
+    return result
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -249,24 +365,30 @@ def burst(bench: Bench, args, namespace: str | None = None) -> dict:
     try:
         warm_up(bench, watch)
         objects = [experiment(f"e-{i:04d}", namespace, args.workers) for i in range(args.experiments)]
+        load = os.getloadavg()[0]
+        probe = Probe(bench.admin, bench.operator.process.pid)
+        cpu, counts = probe.cpu_seconds(), probe.requests()
         started = time.monotonic()
         created = create_all(bench.admin, objects)
         posted = time.monotonic() - started
         seen = wait_for_pods(watch, namespace, args.experiments * args.workers, args.timeout)
+        cpu = probe.cpu_seconds() - cpu
+        # Every request the API server served meanwhile (the benchmark's own POSTs of experiments included).
+        requests_ = {k: round(v - counts.get(k, 0)) for k, v in probe.requests().items() if v - counts.get(k, 0) >= 1}
         pods = dict(watch.pods)
     finally:
         watch.close()
     latencies = [max(times) - created[name] for name, times in by_experiment(watch, seen).items()]
     result = {
-        "experiments": args.experiments, "workers": args.workers, "posted_seconds": posted,
+        "experiments": args.experiments, "workers": args.workers, "load": load, "posted_seconds": posted,
         "all_pods_seconds": max(seen.values()) - started,
         "per_experiment": {"p50": quantile(latencies, 0.5), "p95": quantile(latencies, 0.95), "max": max(latencies)},
-        "operator_memory_mb": Probe(bench.admin, bench.operator.process.pid).memory_mb(),
+        "operator_cpu_seconds": cpu, "operator_memory_mb": probe.memory_mb(), "requests": requests_,
     }
     print(f"  {args.experiments}x{args.workers}: all {len(seen)} pods in {result['all_pods_seconds']:.1f} s "
           f"(experiments posted in {posted:.1f} s); per experiment p50 {result['per_experiment']['p50']:.1f} s, "
           f"p95 {result['per_experiment']['p95']:.1f} s, max {result['per_experiment']['max']:.1f} s; "
-          f"operator RSS {result['operator_memory_mb']}", flush=True)
+          f"operator CPU {cpu:.1f} s, RSS {result['operator_memory_mb']}; requests {requests_}", flush=True)
     result["_pods"] = [p for k, p in pods.items() if k[0] == namespace]
     result["_namespace"] = namespace
     return result
@@ -339,6 +461,10 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=30.0, help="steady: seconds left after a restart before measuring")
     parser.add_argument("--timeout", type=float, default=600.0, help="longest wait for pods or experiments, seconds")
     parser.add_argument("--operator-path", help="PYTHONPATH of the operator to run (another tree's operator/)")
+    parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                        help="big, burst: also time a bare client creating the same pods (the API server's ceiling)")
+    parser.add_argument("--operator-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable of the operator process (repeatable)")
     parser.add_argument("--operator-arg", action="append", default=[], help="an extra operator flag (repeatable)")
     args = parser.parse_args()
     args.workers = args.workers or (512 if args.scenario == "big" else 8)
@@ -348,11 +474,19 @@ def main() -> int:
         return 1
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-operator-") as directory:
-        bench = Bench(pathlib.Path(directory), args.operator_path)
+        bench = Bench(pathlib.Path(directory), args.operator_path, dict(e.split("=", 1) for e in args.operator_env))
         try:
+            floor = floor_burst(bench, args) if args.scenario == "burst" and args.floor else None
             if args.scenario == "burst":
                 bench.start_operator(["--recheck-interval", "60", *args.operator_arg])
             result = {"big": big, "burst": burst, "steady": steady}[args.scenario](bench, args)
+            if floor is not None:
+                result["floor"] = floor
+                result["operator_over_floor"] = {
+                    "all_pods": result["all_pods_seconds"] / floor["all_pods_seconds"],
+                    "p95": result["per_experiment"]["p95"] / floor["per_experiment"]["p95"]}
+                print(f"  operator / floor: all pods {result['operator_over_floor']['all_pods']:.2f}, "
+                      f"p95 {result['operator_over_floor']['p95']:.2f}", flush=True)
         except BaseException:
             if bench.operator is not None:
                 print(bench.operator.tail(40), file=sys.stderr)

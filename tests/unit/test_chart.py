@@ -117,7 +117,7 @@ def test_the_schema_refuses_bad_values_naming_the_value(helm, setting, error):
 
 # Every verb the operator uses, by resource (controller/kube.py and kopf's watching and posting).
 ALLOWED = {
-    "distributedtrainingexperiments": {"get", "list", "watch", "patch", "delete"},
+    "distributedtrainingexperiments": {"get", "list", "watch", "delete"},
     "distributedtrainingexperiments/status": {"patch"},
     "distributedtrainingexperiments/finalizers": {"update"},
     "pods": {"list", "watch", "create", "delete"},

@@ -75,3 +75,12 @@ def test_an_allowed_uri_with_credentials_is_refused_in_one_line():
         parse(["--tracking-allowed-uri", "http://u:pw@b:5000"])
     assert str(caught.value).startswith("--tracking-allowed-uri http://***@b:5000 carries credentials")
     assert "pw" not in str(caught.value)
+
+
+def test_the_pod_event_delay_is_a_second_by_default_may_be_zero_and_never_negative(capsys):
+    assert parse([]).timing.pod_event_delay_seconds == 1.0
+    assert parse([], {"RINGLEADER_POD_EVENT_DELAY": "0.25"}).timing.pod_event_delay_seconds == 0.25
+    assert parse(["--pod-event-delay", "0"]).timing.pod_event_delay_seconds == 0.0
+    with pytest.raises(SystemExit):
+        parse(["--pod-event-delay", "-1"])
+    assert "must be greater than or equal to 0, got -1" in capsys.readouterr().err

@@ -113,11 +113,11 @@ The operator's rules on namespaced resources: exactly the verbs it uses (see
 operator/ringleader/controller/kube.py, one function per verb), no wildcard.
 */}}
 {{- define "ringleader.namespacedRules" -}}
-# Experiments: kopf lists and watches them and records which handlers ran in annotations (patch);
-# a reconcile reads one (get); runPolicy.ttlSecondsAfterFinished deletes it (delete).
+# Experiments: kopf lists and watches them (its watch-event handlers write nothing back); a reconcile
+# reads one (get); runPolicy.ttlSecondsAfterFinished deletes it (delete).
 - apiGroups: ["ringleader.dev"]
   resources: ["distributedtrainingexperiments"]
-  verbs: ["get", "list", "watch", "patch", "delete"]
+  verbs: ["get", "list", "watch", "delete"]
 # The status is written with merge patches, nothing else.
 - apiGroups: ["ringleader.dev"]
   resources: ["distributedtrainingexperiments/status"]

@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     if settings.tracking.default_uri or settings.tracking.allowed_uris:
         credentials.bind(taken)
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat[args.log_format.upper()])
+    if not args.verbose:
+        logging.getLogger("kopf.objects").addFilter(_without_handler_successes)
     # Importing the module registers its handlers with kopf's default registry.
     from ringleader.controller import handlers
     if settings.pods.kueue:
@@ -53,6 +55,14 @@ def run(args: argparse.Namespace) -> int:
         memo=kopf.Memo(settings=settings),
     )
     return exits.OK
+
+
+def _without_handler_successes(record: logging.LogRecord) -> bool:
+    """Drops kopf's "Handler '...' succeeded." lines: every handler here only queues a pass, once per watch
+    event (a line per pod change, thousands a minute on a busy cluster); failures are still logged, and
+    --verbose keeps them all."""
+    return not (record.levelno == logging.INFO and isinstance(record.msg, str) and record.msg.startswith("Handler '")
+                and record.msg.endswith(" succeeded."))
 
 
 def main(argv: list[str] | None = None) -> int:

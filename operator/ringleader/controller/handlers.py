@@ -4,10 +4,17 @@ The handlers stay thin on purpose. Whatever triggers them (a new or changed expe
 operator restart, any event of a trial's pods), the same level-based pass runs (`reconciler`),
 serialized per experiment by the work queue, which also wakes it at deadlines and TTL expiries.
 No handler needs a finalizer: deleting an experiment never waits for the operator.
+
+Every handler is a watch-event handler, none is one of kopf's change handlers (create, update,
+resume): those would store a copy of each experiment's spec in an annotation (a PATCH per new
+experiment) and copy every experiment's body on every event to compare, and most of an
+experiment's events are its own status writes. Which events matter is told from the event alone
+(`Controller.is_news`).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import kopf
@@ -18,17 +25,27 @@ from ringleader.controller import settings as settings_
 
 EXPERIMENTS = (constants.GROUP, constants.VERSION, constants.PLURAL)
 WORKLOADS = ("kueue.x-k8s.io", "v1beta1", "workloads")
-# kopf's own bookkeeping (which handlers ran, the last handled spec) goes into annotations under this
-# prefix: the status belongs to the API's schema, which would prune kopf's fields anyway.
-KOPF_PREFIX = f"kopf.{constants.GROUP}"
 TRIAL_PODS = {constants.LABEL_MANAGED_BY: constants.MANAGED_BY}
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No last-handled state: kopf copies every watched body (each pod's too) on every event to compare it with
+    the last handled one, which only change handlers need, and there are none here."""
+
+    def build(self, *, body: kopf.Body, extra_fields=None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        pass
 
 
 @kopf.on.startup()
 async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_) -> None:
     ours: settings_.Settings = memo.settings
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=KOPF_PREFIX)
+    settings.persistence.diffbase_storage = NoDiffBase()
     # Only the trials' pods are watched, filtered by the API server: a cluster's other pods never reach us.
     settings.watching.label_selectors["v1", "pods"] = ",".join(f"{k}={v}" for k, v in TRIAL_PODS.items())
     if ours.pods.kueue:
@@ -46,6 +63,9 @@ async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, l
     memo.controller = reconciler.Controller(ours, client, recorder)
     memo.controller.start()
     logger.info("ringleader operator settings: %s", settings_.describe(ours))
+    # What is loaded by now (modules, classes: some 80,000 objects) lives as long as the process: frozen, it is
+    # left out of the cyclic collector's full collections, which would otherwise walk all of it each time.
+    gc.freeze()
 
 
 @kopf.on.cleanup()
@@ -53,24 +73,29 @@ async def stop_reconciling(memo: kopf.Memo, **_) -> None:
     await memo.controller.close()
 
 
-@kopf.on.resume(*EXPERIMENTS)
-@kopf.on.create(*EXPERIMENTS)
-@kopf.on.update(*EXPERIMENTS, field="spec")
+def _is_news(type: str | None, body: kopf.Body, memo: kopf.Memo, **_) -> bool:
+    return memo.controller.is_news(type, body)
+
+
+# Filtered before the handler is called: the experiments' own status writes (a progress update per running
+# trial per poll) would otherwise each cost a handler call and a log line.
+@kopf.on.event(*EXPERIMENTS, when=_is_news)
 async def reconcile_experiment(namespace: str, name: str, memo: kopf.Memo, **_) -> None:
-    """A new, changed or (after an operator restart) existing experiment: reconcile it now."""
+    """A new, changed or (listed at an operator's start) existing experiment: reconcile it now."""
     memo.controller.request((namespace, name))
 
 
 @kopf.on.event("v1", "pods", labels=TRIAL_PODS)
 async def watch_trial_pods(body: kopf.Body, namespace: str, memo: kopf.Memo, **_) -> None:
-    """Any change of a trial's pod (scheduled, running, failed, deleted): reconcile the experiment owning it."""
-    _reconcile_owner(body, namespace, memo)
+    """Any change of a trial's pod (scheduled, running, failed, deleted): reconcile the experiment owning it,
+    after a short delay that gathers its other pods' events into the same pass."""
+    _reconcile_owner(body, namespace, memo, memo.settings.timing.pod_event_delay_seconds)
 
 
-def _reconcile_owner(body: kopf.Body, namespace: str, memo: kopf.Memo) -> None:
+def _reconcile_owner(body: kopf.Body, namespace: str, memo: kopf.Memo, delay: float = 0.0) -> None:
     for owner in body.metadata.get("ownerReferences") or []:
         if owner.get("kind") == constants.KIND and owner.get("apiVersion", "").startswith(f"{constants.GROUP}/"):
-            memo.controller.request((namespace, owner["name"]))
+            memo.controller.request((namespace, owner["name"]), delay)
 
 
 def watch_workloads() -> None:
@@ -84,8 +109,6 @@ async def reconcile_on_admission(body: kopf.Body, namespace: str, memo: kopf.Mem
     _reconcile_owner(body, namespace, memo)
 
 
-# Filtered before the handler is called: the experiments' own status writes (a progress update per running
-# trial per poll) would otherwise each cost a handler call and a log line.
 @kopf.on.event(*EXPERIMENTS, when=lambda type, **_: type == "DELETED")
 async def mark_runs_killed_on_delete(type: str, body: kopf.Body, memo: kopf.Memo, **_) -> None:
     """An experiment is gone (its pods follow by garbage collection): end its open MLflow runs as KILLED.

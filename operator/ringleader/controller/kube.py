@@ -72,6 +72,16 @@ def experiment_path(namespace: str, name: str) -> str:
     return f"{collection_path(constants.API_VERSION, constants.KIND, namespace)}/{name}"
 
 
+def _message(data: Any) -> str:
+    """The message of an API server's error answer, decoded or not (`raw`)."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError:
+            return data
+    return data.get("message", "") if isinstance(data, dict) else str(data)
+
+
 class Kube:
     """Async JSON access to the API server over one shared client, `threads` calls at a time."""
 
@@ -109,7 +119,7 @@ class Kube:
         status, data = await self._in_pool(method, path, **kwargs)
         if 200 <= status < 300 or status in ok:
             return status, data
-        message = data.get("message", "") if isinstance(data, dict) else str(data)
+        message = _message(data)
         if status in (400, 422):
             raise InvalidObject(message)
         if status == 403:
@@ -160,8 +170,9 @@ class Kube:
         await self._request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body, ok=(404, 409))
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        # The answer (the whole experiment) is not needed: left undecoded, a progress write costs less CPU.
         await self._request("PATCH", f"{experiment_path(namespace, name)}/status", body={"status": status},
-                            content_type="application/merge-patch+json", ok=(404,))
+                            content_type="application/merge-patch+json", ok=(404,), raw=True)
 
     async def delete_experiment(self, namespace: str, name: str, uid: str) -> None:
         # The uid precondition: never delete a newer experiment that took the same name.

@@ -59,6 +59,14 @@ class _Running:
     """Monotonic time of the next full pass: the earliest deadline, TTL expiry, tracking retry or recheck."""
 
 
+def _slim(body: dict[str, Any]) -> dict[str, Any]:
+    """What Events and the ReconcileFailed condition need of an experiment: its identity and conditions."""
+    metadata = body["metadata"]
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
+            "metadata": {k: metadata[k] for k in ("name", "namespace", "uid", "generation") if k in metadata},
+            "status": {"conditions": (body.get("status") or {}).get("conditions") or []}}
+
+
 def _owned_by(pod: dict[str, Any], uid: str) -> bool:
     # The label selects by name; the owner uid excludes pods of an older experiment that had the same name.
     return any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])
@@ -77,11 +85,14 @@ class Controller:
                                          on_failure=self._failed, on_success=self._succeeded)
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
         self._bodies: dict[Key, dict[str, Any]] = {}
+        """Each experiment's identity and conditions (`_slim`), for telling the outcome of its last pass."""
         self.polls = polling.Schedule(settings.timing.progress_poll_seconds,
                                       settings.timing.max_progress_backoff_seconds)
         self._running: dict[Key, _Running] = {}
         self._news: set[Key] = set()
         """Experiments with an event since their last full pass."""
+        self._generations: dict[Key, int | None] = {}
+        """The spec generation of each experiment's last event that asked for a pass (`is_news`)."""
         self._orphans: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -96,15 +107,38 @@ class Controller:
         await self.runs.close()
         self.kube.close()
 
-    def request(self, key: Key) -> None:
-        """News of an experiment (a change, an event of its pods): a full pass, now."""
+    def request(self, key: Key, delay: float = 0.0) -> None:
+        """News of an experiment (a change, an event of its pods): a full pass, in `delay` seconds or sooner if
+        one is due sooner. A delay only gathers news into fewer passes: the pass is due until it has run."""
         self._news.add(key)
-        self.queue.request(key)
+        self.queue.request(key, delay)
+
+    def is_news(self, event_type: str | None, body: dict[str, Any]) -> bool:
+        """Whether an experiment's watch event asks for a pass: it was listed (an operator's start, a watch
+        resumed after a gap), created, or its spec changed (a new generation). Its status and metadata
+        changes, most of its events, do not. The memory of generations only saves passes: lost on a restart,
+        the listing that follows asks for a pass of every experiment."""
+        if event_type == "DELETED":
+            return False
+        key, generation = key_of(body), body["metadata"].get("generation")
+        if event_type == "MODIFIED" and key in self._generations and self._generations[key] == generation:
+            return False
+        self._generations[key] = generation
+        return True
 
     # -- the pass -------------------------------------------------------------------------------
 
     async def reconcile(self, key: Hashable) -> float | None:
         """One pass over one experiment; returns seconds until the next pass is due (None: on the next event)."""
+        try:
+            return await self._pass(key)
+        finally:
+            # Kept between passes for `_failed` and `_succeeded`: a slim copy, since a thousand whole
+            # experiments (spec, status, managedFields) would cost tens of MB.
+            if key in self._bodies:
+                self._bodies[key] = _slim(self._bodies[key])
+
+    async def _pass(self, key: Key) -> float | None:
         running = self._running.pop(key, None)
         if running is not None and key not in self._news and time.monotonic() < running.full_at:
             return await self._progress_pass(key, running)
@@ -173,8 +207,9 @@ class Controller:
             return None
         if [t.phase for t in old.trials] != [t.phase for t in new.trials]:
             # A transition may need a follow-up no pod event will announce (a trial restarting with no pod
-            # left to delete, a freed slot): look again at once; a pass that changes nothing ends the chain.
-            return 0.0
+            # left to delete, a freed slot): look again, after the pod-event delay, so that the events of the
+            # pods this pass created or deleted share that pass; a pass that changes nothing ends the chain.
+            return self.settings.timing.pod_event_delay_seconds
         retries = [r for r in (retry_tracking, retry_end) if r is not None]
         full_in = due.next_wake(new, run_policy, now(), self.settings.timing,
                                 retry_tracking_in=min(retries) if retries else None)
@@ -324,6 +359,7 @@ class Controller:
         self.polls.forget(key)
         self._running.pop(key, None)
         self._news.discard(key)
+        self._generations.pop(key, None)
         self.runs.forget(key, body)
 
     # -- errors, where users look --------------------------------------------------------------

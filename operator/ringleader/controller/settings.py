@@ -86,8 +86,12 @@ class TimingSettings:
     comes back is read again within minutes."""
     recheck_seconds: float = 60.0
     """Longest time without a full pass while waiting on pods (terminating or pending) or while a trial runs, in
-    seconds: pod watch events wake the operator at once, and a running trial's progress is read apart; this
-    only bounds the harm of a lost watch event."""
+    seconds: pod watch events wake the operator (within `pod_event_delay_seconds`), and a running trial's progress
+    is read apart; this only bounds the harm of a lost watch event."""
+    pod_event_delay_seconds: float = 1.0
+    """Seconds from a trial pod's event to the pass it asks for. Pods change together (a trial's are created,
+    scheduled, started and finished within moments), so the events of that second share one pass instead of
+    each asking for its own; status and Events lag by at most this. 0 passes at once."""
     error_backoff_seconds: float = 5.0
     """First delay after an unexpected error in a reconcile, in seconds, doubled per consecutive error."""
     max_error_backoff_seconds: float = 600.0
@@ -149,6 +153,13 @@ def _positive(text: str) -> float:
     return value
 
 
+def _not_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be greater than or equal to 0, got {text}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.environ) -> None:
     """Declare the operator's flags; each defaults to its RINGLEADER_* variable, then to Settings' default."""
     defaults = Settings()
@@ -190,6 +201,10 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
                         default=float(_env(environ, "RECHECK_INTERVAL", defaults.timing.recheck_seconds)),
                         help="longest time without a full pass while waiting on pods or while a trial runs "
                              "(RINGLEADER_RECHECK_INTERVAL)")
+    parser.add_argument("--pod-event-delay", type=_not_negative, metavar="SECONDS",
+                        default=float(_env(environ, "POD_EVENT_DELAY", defaults.timing.pod_event_delay_seconds)),
+                        help="seconds from a trial pod's event to the pass it asks for, gathering its trial's other "
+                             "pod events into that pass (RINGLEADER_POD_EVENT_DELAY)")
     parser.add_argument("--liveness", default=_env(environ, "LIVENESS", defaults.liveness_endpoint),
                         help="kopf liveness endpoint URL, or 'none' (RINGLEADER_LIVENESS)")
 
@@ -216,6 +231,7 @@ def from_args(args: argparse.Namespace) -> Settings:
         timing=TimingSettings(
             progress_poll_seconds=args.progress_poll_interval,
             recheck_seconds=args.recheck_interval,
+            pod_event_delay_seconds=args.pod_event_delay,
         ),
         liveness_endpoint=liveness,
     )
