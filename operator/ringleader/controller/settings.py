@@ -84,10 +84,12 @@ class TimingSettings:
     it, the kubelet is away) is tried again after the poll interval, doubled per failure in a row up to this:
     10 minutes, so a cluster whose kubelets never serve logs is not asked every interval, and a log that
     comes back is read again within minutes."""
-    recheck_seconds: float = 60.0
+    recheck_seconds: float = 300.0
     """Longest time without a full pass while waiting on pods (terminating or pending) or while a trial runs, in
     seconds: pod watch events wake the operator (within `pod_event_delay_seconds`), and a running trial's progress
-    is read apart; this only bounds the harm of a lost watch event."""
+    is read apart; this only bounds the harm of a lost watch event (kopf resumes a watch from its last
+    resourceVersion and relists after a gap, so losing one takes a stalled connection). 5 minutes: full passes
+    of running experiments every minute cost a third of the operator's steady-state CPU (docs/performance.md)."""
     pod_event_delay_seconds: float = 1.0
     """Seconds from a trial pod's event to the pass it asks for. Pods change together (a trial's are created,
     scheduled, started and finished within moments), so the events of that second share one pass instead of
