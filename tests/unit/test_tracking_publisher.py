@@ -442,20 +442,22 @@ def test_stopping_while_a_live_round_is_still_publishing_waits_for_it_and_sends_
     assert [s for s, _ in history(store, state.run_id)] == list(range(5))
 
 
-def pod_without_run_id(store, the_trial, tmp_path, token: str) -> contract.PodEnvironment:
-    """A rank made while MLflow was away: it has the run's token and MLflow experiment, not its id."""
-    return contract.PodEnvironment(role="worker", rank=1, world_size=3, master_addr="127.0.0.1", master_port=1,
-                                   trial_file="trial.json", output_dir=str(tmp_path / "pod"), tracking_uri=store.uri,
-                                   run_token=token, mlflow_experiment="tiny-experiment")
+def publisher_without_run_id(store, tmp_path, token: str, records: int) -> tuple[live.LivePublisher, pathlib.Path]:
+    """A rank made while MLflow was away, with `records` recorded: it has its trial run's token and MLflow
+    experiment, not the run's id."""
+    the_trial = make_trials()[0]
+    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
+    append_records(rank_dir, range(records))
+    env = contract.PodEnvironment(role="worker", rank=1, world_size=3, master_addr="127.0.0.1", master_port=1,
+                                  trial_file="trial.json", output_dir=str(tmp_path / "pod"), tracking_uri=store.uri,
+                                  run_token=token, mlflow_experiment="tiny-experiment")
+    publishing = live.LivePublisher(env, the_trial, rank_dir, settings_.TrackingSettings(live_interval_seconds=0.05))
+    publishing.start()
+    return publishing, rank_dir
 
 
 def test_a_rank_made_before_its_trial_run_existed_publishes_into_it_once_the_operator_creates_it(store, tmp_path):
-    the_trial = make_trials()[0]
-    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
-    append_records(rank_dir, range(5))
-    publishing = live.LivePublisher(pod_without_run_id(store, the_trial, tmp_path, "uid-1.tiny-0"), the_trial, rank_dir,
-                                    settings_.TrackingSettings(live_interval_seconds=0.05))
-    publishing.start()
+    publishing, rank_dir = publisher_without_run_id(store, tmp_path, "uid-1.tiny-0", records=5)
     time.sleep(0.3)  # several rounds without a run to log into: the records wait on disk
     assert not cursor.path_for(rank_dir, store.uri).exists() or \
         cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).records == 0
@@ -475,12 +477,7 @@ def test_a_rank_made_before_its_trial_run_existed_publishes_into_it_once_the_ope
 
 
 def test_a_rank_whose_trial_run_never_appears_keeps_its_records_and_says_why(store, tmp_path, caplog):
-    the_trial = make_trials()[0]
-    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
-    append_records(rank_dir, range(3))
-    publishing = live.LivePublisher(pod_without_run_id(store, the_trial, tmp_path, "uid-2.tiny-0"), the_trial, rank_dir,
-                                    settings_.TrackingSettings(live_interval_seconds=0.05))
-    publishing.start()
+    publishing, rank_dir = publisher_without_run_id(store, tmp_path, "uid-2.tiny-0", records=3)
     started = time.monotonic()
     assert publishing.stop("FINISHED", timeout_seconds=0.5) is False
     assert time.monotonic() - started < 10
