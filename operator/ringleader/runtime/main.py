@@ -279,7 +279,7 @@ def main(environ=os.environ) -> int:
         fail(env, str(error))
     recorder = None
     publisher = None
-    if env.publishes:  # before any thread starts: see termination.py
+    if env.publishes:  # a pod's rank: SIGTERM publishes first (termination.py)
         termination.on_termination(lambda: publish_on_termination(recorder, publisher))
 
     torch.set_num_threads(cpu_threads(slot))

@@ -3,6 +3,7 @@
 Real rank processes of a 2-worker ring trial publish live into a real MLflow store (SQLite), as pods do.
 Both get SIGTERM mid-training, as the kubelet sends it to every pod of a deleted experiment; each rank
 publishes its records so far, ends its rank run KILLED and exits with 143 well inside the grace period.
+In a container the rank is PID 1, which the kernel treats apart: that case runs in a PID namespace of its own.
 """
 
 import os
@@ -10,7 +11,10 @@ import os
 # Before MLflow is imported: its telemetry thread starts at import time (ringleader.tracking does the same).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
+import pathlib
 import signal
+import subprocess
+import sys
 import time
 
 import mlflow.tracking
@@ -20,6 +24,8 @@ from ringleader.contract import records
 from ringleader.tracking import schema
 from ringleader.tracking import settings as tracking_settings
 from ringleader.tracking import store as store_
+
+SOURCE = pathlib.Path(__file__).resolve().parents[3] / "operator"
 
 
 def test_stopped_ranks_publish_what_they_recorded_and_end_their_runs_killed(make_trial, start_trial, tmp_path):
@@ -50,3 +56,31 @@ def test_stopped_ranks_publish_what_they_recorded_and_end_their_runs_killed(make
         on_disk = records.read_iterations(running.output_dir / trial.name / f"rank-{rank}" / records.ITERATIONS_FILE)
         assert len(published) >= written_before[rank]  # everything recorded before the signal is in MLflow
         assert published == [r["step"] for r in on_disk][:len(published)]  # in order, once each
+
+
+PID_ONE = """
+import sys, time
+import torch  # starts threads of its own, which do not block SIGTERM
+from ringleader.runtime import termination
+termination.on_termination(lambda: print("published", flush=True))
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_sigterm_reaches_a_rank_that_is_pid_1_as_in_a_container(tmp_path):
+    # The kernel discards signals that PID 1 leaves at their default action, so a pod's rank must handle SIGTERM.
+    process = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-c", PID_ONE],
+                               stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        rank = next(int(pid) for pid in subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True,
+                                                       text=True, check=True).stdout.split())
+        ids = next(line for line in pathlib.Path(f"/proc/{rank}/status").read_text().splitlines()
+                   if line.startswith("NSpid:")).split()[1:]
+        assert ids == [str(rank), "1"]  # PID 1 in its own namespace, as a container's first process
+        os.kill(rank, signal.SIGTERM)
+        assert process.stdout.readline().strip() == "published"
+        assert process.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        process.kill()
