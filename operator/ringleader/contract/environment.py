@@ -24,6 +24,7 @@ RUN_ID = "RINGLEADER_MLFLOW_RUN_ID"
 # the run by its token in this MLflow experiment once the operator has created it, and publish then.
 RUN_TOKEN = "RINGLEADER_MLFLOW_RUN_TOKEN"
 MLFLOW_EXPERIMENT = "RINGLEADER_MLFLOW_EXPERIMENT"
+_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,200}")  # a uid and a trial name: safe inside an MLflow search filter
 TRACKING_URI = "MLFLOW_TRACKING_URI"
 # Where a relative spec.data.path is read from: the data volume's mount in a pod, `--data-dir` locally.
 DATA_DIR = "RINGLEADER_DATA_DIR"
@@ -44,7 +45,6 @@ DEFAULT_STALL_TIMEOUT_SECONDS = 60.0
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 FIRST_BUCKET_BYTES = 1024 * 1024
 
-_TOKEN = re.compile(r"[A-Za-z0-9._-]{1,200}")
 DEFAULT_MASTER_PORT = 29500
 # In a pod the ConfigMap holding the trial is mounted here.
 TRIAL_MOUNT_DIR = "/etc/ringleader"

@@ -44,7 +44,8 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import heartbeat, netcounters, parameter_server, parent, peer_to_peer, ring, settings, termination, worker
+from ringleader.runtime import (heartbeat, netcounters, parameter_server, parent, peer_to_peer, ring, settings, termination,
+                               worker)
 
 TERMINATION_LOG = "/dev/termination-log"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -104,8 +104,8 @@ class LivePublisher:
             experiment_id = self._store.experiment_id(self.env.mlflow_experiment)
             found = experiment_id and self._store.find_run(experiment_id, self.env.run_token)
             if not found:
-                raise RunNotCreated(f"the trial's MLflow run (token {self.env.run_token}) does not exist yet: "
-                                    "MLflow was away when this pod was made, and the operator creates it when MLflow answers")
+                raise RunNotCreated(f"the trial's MLflow run (token {self.env.run_token}) does not exist yet: MLflow "
+                                    "was away when this pod was made, and the operator creates it when MLflow answers")
             self._run_id, self._experiment_id = found, experiment_id
             log.info("found the trial's MLflow run %s by its token", found)
         if self._experiment_id is None:
@@ -113,7 +113,7 @@ class LivePublisher:
         return self._store, self._experiment_id, self._run_id
 
     def _await_run(self, deadline: float) -> None:
-        """At the end, give a run that is still to be created until `deadline` to appear (the next step raises if not)."""
+        """At the end, give a run still to be created until `deadline` to appear (the next step raises if not)."""
         while time.monotonic() < deadline:
             try:
                 self._connect()
