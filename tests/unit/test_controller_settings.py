@@ -52,6 +52,15 @@ def test_api_concurrency_is_a_whole_number_of_calls_from_a_flag_or_variable(caps
         assert says in capsys.readouterr().err
 
 
+def test_concurrent_reconciles_are_a_whole_number_of_experiments_from_a_flag_or_variable(capsys):
+    assert parse([]).api.reconciles == 16
+    assert parse([], {"RINGLEADER_MAX_CONCURRENT_RECONCILES": "4"}).api.reconciles == 4
+    assert parse(["--max-concurrent-reconciles", "64"], {"RINGLEADER_MAX_CONCURRENT_RECONCILES": "4"}).api.reconciles == 64
+    with pytest.raises(SystemExit):
+        parse(["--max-concurrent-reconciles", "0"])
+    assert "must be greater than or equal to 1, got 0" in capsys.readouterr().err
+
+
 def test_the_operator_calls_only_its_own_tracking_server_unless_more_are_allowed():
     own = parse(["--tracking-uri", "http://mlflow:5000"]).tracking
     assert own.allowed_uris == ()

@@ -54,6 +54,55 @@ def test_a_request_during_a_pass_gives_exactly_one_more_pass_and_passes_never_ov
     assert run(scenario()) == (2, 0)
 
 
+def test_at_most_max_concurrent_passes_run_at_once_and_waiting_keys_are_served_in_the_order_they_fell_due():
+    async def scenario():
+        active, most, started = 0, 0, []
+
+        async def work(key):
+            nonlocal active, most
+            active += 1
+            most = max(most, active)
+            started.append(key)
+            await asyncio.sleep(1.0)
+            active -= 1
+
+        queue = workqueue.WorkQueue(work, max_concurrent=3)
+        for i in range(10):
+            queue.request(i, delay=i * 0.01)  # fall due in this order
+        queue.request("late", delay=0.5)  # due while the first three run: after all the earlier ones
+        await asyncio.sleep(0.9)
+        running_first = list(started)
+        await asyncio.sleep(10)
+        await queue.close()
+        return most, running_first, started
+
+    most, running_first, started = run(scenario())
+    assert most == 3
+    assert running_first == [0, 1, 2]
+    assert started == list(range(10)) + ["late"]
+
+
+def test_a_key_forgotten_while_waiting_for_a_slot_is_not_reconciled():
+    async def scenario():
+        started = []
+
+        async def work(key):
+            started.append(key)
+            await asyncio.sleep(1.0)
+
+        queue = workqueue.WorkQueue(work, max_concurrent=1)
+        queue.request("a")
+        await asyncio.sleep(0)
+        queue.request("b")
+        await asyncio.sleep(0.1)
+        queue.forget("b")
+        await asyncio.sleep(3)
+        await queue.close()
+        return started
+
+    assert run(scenario()) == ["a"]
+
+
 def test_the_answer_of_a_pass_schedules_the_next_one_at_that_time():
     async def scenario():
         loop = asyncio.get_running_loop()

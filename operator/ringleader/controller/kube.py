@@ -139,7 +139,8 @@ class Kube:
         """Create `obj`; True if created, False if it already existed. Raises InvalidObject if refused."""
         metadata = obj["metadata"]
         path = collection_path(obj["apiVersion"], obj["kind"], metadata["namespace"])
-        status, _ = await self._request("POST", path, body=obj, ok=(409,))
+        # The answer (the object as created) is not needed: left undecoded, as a status write's.
+        status, _ = await self._request("POST", path, body=obj, ok=(409,), raw=True)
         return status != 409
 
     async def list_workloads(self, namespace: str, selector: str) -> list[dict[str, Any]]:

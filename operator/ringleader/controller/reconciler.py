@@ -82,7 +82,8 @@ class Controller:
         self.queue = workqueue.WorkQueue(self.reconcile, error_backoff=settings.timing.error_backoff_seconds,
                                          max_backoff=settings.timing.max_error_backoff_seconds,
                                          max_errors=settings.timing.max_error_retries,
-                                         on_failure=self._failed, on_success=self._succeeded)
+                                         on_failure=self._failed, on_success=self._succeeded,
+                                         max_concurrent=settings.api.reconciles)
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
         self._bodies: dict[Key, dict[str, Any]] = {}
         """Each experiment's identity and conditions (`_slim`), for telling the outcome of its last pass."""

@@ -71,6 +71,11 @@ class ApiSettings:
     """Kubernetes API calls in flight at once (threads, and connections kept open). 32: a 512-worker trial's
     pods are created in about a second (a create takes ~10 ms of the API server's time, so 32 keep it busy
     without queueing at the operator), and 32 idle threads cost about 2 MB. Lower it to spare a small API server."""
+    reconciles: int = 16
+    """Experiments reconciled at once; the others wait their turn, first due first served. 16 keep the API calls'
+    threads busy (a pass creating a trial makes one call per pod), while a burst of new experiments is served
+    in order rather than all at once: unbounded, 1000 experiments created together all got their pods near the
+    end of the burst, and the operator held every one's rendered pods meanwhile (docs/performance.md)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +201,10 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
     parser.add_argument("--api-concurrency", type=_positive_int, metavar="CALLS",
                         default=_env(environ, "API_CONCURRENCY", defaults.api.concurrency),
                         help="Kubernetes API calls in flight at once (RINGLEADER_API_CONCURRENCY)")
+    parser.add_argument("--max-concurrent-reconciles", type=_positive_int, metavar="EXPERIMENTS",
+                        default=_env(environ, "MAX_CONCURRENT_RECONCILES", defaults.api.reconciles),
+                        help="experiments reconciled at once; the others wait their turn "
+                             "(RINGLEADER_MAX_CONCURRENT_RECONCILES)")
     parser.add_argument("--progress-poll-interval", type=_positive, metavar="SECONDS",
                         default=float(_env(environ, "PROGRESS_POLL_INTERVAL", defaults.timing.progress_poll_seconds)),
                         help="how often a running trial's progress is read (RINGLEADER_PROGRESS_POLL_INTERVAL)")
@@ -229,7 +238,7 @@ def from_args(args: argparse.Namespace) -> Settings:
             retry_seconds=args.tracking_retry,
             allowed_uris=_without_credentials(tuple(args.tracking_allowed_uris or args.env_tracking_allowed_uris or ())),
         ),
-        api=ApiSettings(concurrency=args.api_concurrency),
+        api=ApiSettings(concurrency=args.api_concurrency, reconciles=args.max_concurrent_reconciles),
         timing=TimingSettings(
             progress_poll_seconds=args.progress_poll_interval,
             recheck_seconds=args.recheck_interval,

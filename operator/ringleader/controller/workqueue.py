@@ -2,7 +2,10 @@
 
 Like controller-runtime's queue: many triggers (pod events, spec changes, due times) collapse into
 one pending reconcile per experiment; reconciles of one experiment never overlap; the reconcile's
-answer (seconds until the next due time) schedules the next one. Retry semantics follow kopf's
+answer (seconds until the next due time) schedules the next one; and at most `max_concurrent`
+reconciles run at once, the others waiting their turn in the order they fell due. Unbounded, a
+thousand experiments created together would all be reconciled at once, sharing the CPU, so every
+one of them would get its pods near the end of the burst, each holding its rendered pods meanwhile. Retry semantics follow kopf's
 exception types: TemporaryError retries after its delay, doubled per failure in a row up to a cap (a
 403 retried every minute forever is noise, not a fix); PermanentError does not retry; anything else
 backs off exponentially and gives up after a bounded number of attempts (until the next trigger).
@@ -48,8 +51,10 @@ class _Entry:
 
 class WorkQueue:
     def __init__(self, work: Work, *, error_backoff: float = 5.0, max_backoff: float = 600.0, max_errors: int = 8,
-                 on_failure: OnFailure | None = None, on_success: OnSuccess | None = None) -> None:
+                 on_failure: OnFailure | None = None, on_success: OnSuccess | None = None,
+                 max_concurrent: int = 16) -> None:
         self._work = work
+        self._slots = asyncio.Semaphore(max_concurrent)
         self._error_backoff = error_backoff
         self._max_backoff = max_backoff
         self._max_errors = max_errors
@@ -115,12 +120,15 @@ class WorkQueue:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            entry.due = None
-            next_in = await self._attempt(key, entry)
+            async with self._slots:  # FIFO: waiters get slots in the order they asked
+                if self._entries.get(key) is not entry:  # forgotten while waiting
+                    return
+                next_in = await self._attempt(key, entry)
             if next_in is not None:
                 self._schedule(entry, next_in)
 
     async def _attempt(self, key: Hashable, entry: _Entry) -> float | None:
+        entry.due = None  # requests from now on ask for a pass after this one
         try:
             next_in = await self._work(key)
         except asyncio.CancelledError:
