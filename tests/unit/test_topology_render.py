@@ -8,6 +8,7 @@ import shutil
 
 import jinja2
 import pytest
+import yaml
 
 from ringleader import api, topology
 from ringleader.api import constants
@@ -325,3 +326,40 @@ def test_a_cap_the_network_enforces_annotates_every_pod_both_ways_and_an_emulate
         for pod in by_kind(topology.render(trial_of(spec), SETTINGS), "Pod"):
             assert not {constants.ANNOTATION_INGRESS_BANDWIDTH, constants.ANNOTATION_EGRESS_BANDWIDTH} & set(
                 pod["metadata"]["annotations"]), (spec, pod["metadata"]["annotations"])
+
+
+TRICKY_YAML = """\
+plain: text
+quoted: "08"
+numbers: [1, 0o17, 0x1F, 1_000, 1.5, .inf, -.inf]
+truths: [true, false, yes, no, on, off, ~, null, ""]
+explicit: !!str 123
+stamp: 2026-11-23T20:00:00Z
+bytes: !!binary aGVsbG8=
+1: an integer key
+base: &base {cpu: 1, memory: 2Gi}
+merged: {<<: *base, memory: 4Gi}
+shared: &list [x, {y: z}]
+again: *list
+---
+---
+- second document
+- {nested: [{deeper: [1, "1"]}]}
+"""
+
+
+def test_rendered_yaml_is_read_exactly_as_pyyamls_safe_loader_reads_it():
+    ours = rendering._load_all(TRICKY_YAML)
+    assert ours == list(yaml.safe_load_all(TRICKY_YAML))
+    assert ours[0]["again"] is ours[0]["shared"]  # an alias is its anchor's object, as PyYAML makes it
+    assert ours[0]["merged"] == {"cpu": 1, "memory": "4Gi"} and ours[1] is None
+    with pytest.raises(yaml.YAMLError):  # refused as PyYAML refuses it, so the render says which template
+        rendering._load_all("[a, b]: a sequence as a key\n")
+
+
+@pytest.mark.parametrize("architecture", ["ParameterServer", "PeerToPeer", "RingAllReduce"])
+def test_every_packaged_template_reads_as_pyyamls_safe_loader_reads_it(trial_of, architecture):
+    trial = trial_of({"architecture": architecture, "workers": {"replicas": 3}})
+    text = rendering._environment(rendering.PACKAGED_TEMPLATES.resolve()).get_template(
+        rendering.TEMPLATES[trial.spec.architecture]).render(rendering.context(trial, SETTINGS))
+    assert rendering._load_all(text) == list(yaml.safe_load_all(text))

@@ -71,7 +71,7 @@ class ApiSettings:
     """Kubernetes API calls in flight at once (threads, and connections kept open). 32: a 512-worker trial's
     pods are created in about a second (a create takes ~10 ms of the API server's time, so 32 keep it busy
     without queueing at the operator), and 32 idle threads cost about 2 MB. Lower it to spare a small API server."""
-    reconciles: int = 16
+    reconciles: int = 48
     """Experiments reconciled at once; the others wait their turn, first due first served. 16 keep the API calls'
     threads busy (a pass creating a trial makes one call per pod), while a burst of new experiments is served
     in order rather than all at once: unbounded, 1000 experiments created together all got their pods near the

@@ -30,6 +30,7 @@ TEMPLATES = {
 }
 PACKAGED_TEMPLATES = pathlib.Path(__file__).resolve().parent.parent / "templates"
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STR, _SEQ, _MAP = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
 
 
 class TemplateError(ValueError):
@@ -55,6 +56,42 @@ def _environment(directory: pathlib.Path) -> jinja2.Environment:
     )
     environment.filters["tojson"] = _to_json
     return environment
+
+
+def _load_all(text: str) -> list[Any]:
+    """What `yaml.load_all` with the safe loader gives, in a third less time: strings, lists and string-keyed
+    mappings (nearly all of a rendered trial) are built straight from the parser's nodes, anything else (numbers,
+    booleans, merge keys, other tags) by PyYAML's safe constructor. Rendering is the largest part of creating a
+    trial, and PyYAML's constructor was a third of it."""
+    loader = _YAML_LOADER(text)
+    built: dict[int, Any] = {}  # a document's collections by node: an alias gets its anchor's object, as from PyYAML
+
+    def build(node: yaml.Node) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            return node.value if node.tag == _STR else loader.construct_object(node, deep=True)
+        if id(node) in built:
+            return built[id(node)]
+        found: Any
+        if node.tag == _SEQ and isinstance(node, yaml.SequenceNode):
+            found = built[id(node)] = []
+            found.extend(build(item) for item in node.value)
+        elif node.tag == _MAP and all(key.tag == _STR and isinstance(key, yaml.ScalarNode) for key, _ in node.value):
+            found = built[id(node)] = {}
+            for key, value in node.value:
+                found[key.value] = build(value)
+        else:
+            found = built[id(node)] = loader.construct_object(node, deep=True)
+        return found
+
+    try:
+        documents = []
+        while loader.check_node():
+            root = loader.get_node()
+            documents.append(build(root))
+            built.clear()  # anchors never cross documents, and a freed node's id may be reused
+        return documents
+    finally:
+        loader.dispose()
 
 
 def trial_labels(trial: trial_.Trial) -> dict[str, str]:
@@ -170,7 +207,7 @@ def render(trial: trial_.Trial, settings: settings_.RenderSettings = settings_.R
         raise TemplateError(f"template {error.name} not found in {directory}: copy it from {PACKAGED_TEMPLATES} "
                             "into your templates directory") from None
     try:
-        documents = [d for d in yaml.load_all(text, Loader=_YAML_LOADER) if d is not None]
+        documents = [d for d in _load_all(text) if d is not None]
     except yaml.YAMLError as error:
         raise TemplateError(f"{directory / name} did not render valid YAML ({error}); "
                             "pass every value through `| tojson`") from None
