@@ -53,7 +53,7 @@ def test_api_concurrency_is_a_whole_number_of_calls_from_a_flag_or_variable(caps
 
 
 def test_concurrent_reconciles_are_a_whole_number_of_experiments_from_a_flag_or_variable(capsys):
-    assert parse([]).api.reconciles == 16
+    assert parse([]).api.reconciles == 48
     assert parse([], {"RINGLEADER_MAX_CONCURRENT_RECONCILES": "4"}).api.reconciles == 4
     assert parse(["--max-concurrent-reconciles", "64"], {"RINGLEADER_MAX_CONCURRENT_RECONCILES": "4"}).api.reconciles == 64
     with pytest.raises(SystemExit):

@@ -72,10 +72,10 @@ class ApiSettings:
     pods are created in about a second (a create takes ~10 ms of the API server's time, so 32 keep it busy
     without queueing at the operator), and 32 idle threads cost about 2 MB. Lower it to spare a small API server."""
     reconciles: int = 48
-    """Experiments reconciled at once; the others wait their turn, first due first served. 16 keep the API calls'
-    threads busy (a pass creating a trial makes one call per pod), while a burst of new experiments is served
-    in order rather than all at once: unbounded, 1000 experiments created together all got their pods near the
-    end of the burst, and the operator held every one's rendered pods meanwhile (docs/performance.md)."""
+    """Experiments reconciled at once; the others wait their turn, first due first served. Unbounded, 1000
+    experiments created together shared the operator's one core among 1000 passes, so most got their pods
+    near the end, each holding its rendered objects meanwhile (406-430 MB). 48 keeps the API calls' threads
+    busy while passes wait on answers: of 8 to 128 it gave the best median burst (docs/performance.md)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,13 +2,12 @@
 
 Like controller-runtime's queue: many triggers (pod events, spec changes, due times) collapse into
 one pending reconcile per experiment; reconciles of one experiment never overlap; the reconcile's
-answer (seconds until the next due time) schedules the next one; and at most `max_concurrent`
-reconciles run at once, the others waiting their turn in the order they fell due. Unbounded, a
-thousand experiments created together would all be reconciled at once, sharing the CPU, so every
-one of them would get its pods near the end of the burst, each holding its rendered pods meanwhile. Retry semantics follow kopf's
-exception types: TemporaryError retries after its delay, doubled per failure in a row up to a cap (a
-403 retried every minute forever is noise, not a fix); PermanentError does not retry; anything else
-backs off exponentially and gives up after a bounded number of attempts (until the next trigger).
+answer (seconds until the next due time) schedules the next one; at most `max_concurrent` reconciles
+run at once, the others waiting their turn in the order they fell due (`ApiSettings.reconciles`
+says why). Retry semantics follow kopf's exception types: TemporaryError retries after its delay,
+doubled per failure in a row up to a cap (a 403 retried every minute forever is noise, not a fix);
+PermanentError does not retry; anything else backs off exponentially and gives up after a bounded
+number of attempts (until the next trigger).
 Every failure, with its count and the next attempt's delay, goes to `on_failure`, and every success
 to `on_success`, so the caller can tell the experiment's users where they look.
 """
@@ -52,7 +51,7 @@ class _Entry:
 class WorkQueue:
     def __init__(self, work: Work, *, error_backoff: float = 5.0, max_backoff: float = 600.0, max_errors: int = 8,
                  on_failure: OnFailure | None = None, on_success: OnSuccess | None = None,
-                 max_concurrent: int = 16) -> None:
+                 max_concurrent: int = 48) -> None:
         self._work = work
         self._slots = asyncio.Semaphore(max_concurrent)
         self._error_backoff = error_backoff
