@@ -353,8 +353,9 @@ def test_rendered_yaml_is_read_exactly_as_pyyamls_safe_loader_reads_it():
     assert ours == list(yaml.safe_load_all(TRICKY_YAML))
     assert ours[0]["again"] is ours[0]["shared"]  # an alias is its anchor's object, as PyYAML makes it
     assert ours[0]["merged"] == {"cpu": 1, "memory": "4Gi"} and ours[1] is None
-    with pytest.raises(yaml.YAMLError):  # refused as PyYAML refuses it, so the render says which template
-        rendering._load_all("[a, b]: a sequence as a key\n")
+    for refused in ("[a, b]: a sequence as a key\n", "!!map [a, b]\n", "!!seq {a: b}\n"):
+        with pytest.raises(yaml.YAMLError):  # refused as PyYAML refuses it, so the render says which template
+            rendering._load_all(refused)
 
 
 @pytest.mark.parametrize("architecture", ["ParameterServer", "PeerToPeer", "RingAllReduce"])

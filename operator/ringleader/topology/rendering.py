@@ -75,7 +75,8 @@ def _load_all(text: str) -> list[Any]:
         if node.tag == _SEQ and isinstance(node, yaml.SequenceNode):
             found = built[id(node)] = []
             found.extend(build(item) for item in node.value)
-        elif node.tag == _MAP and all(key.tag == _STR and isinstance(key, yaml.ScalarNode) for key, _ in node.value):
+        elif node.tag == _MAP and isinstance(node, yaml.MappingNode) and all(
+                key.tag == _STR and isinstance(key, yaml.ScalarNode) for key, _ in node.value):
             found = built[id(node)] = {}
             for key, value in node.value:
                 found[key.value] = build(value)
