@@ -173,8 +173,10 @@ class RingSynchronizer:
                     bucket.work.wait()  # CPU: blocks until reduced; GPU: the compute stream waits for NCCL
                 self.shaper.pace(0, self.channel_free)  # sleep until the emulated link has carried it all
             for bucket in self.buckets:
-                done = bucket.completed_at or time.perf_counter()
-                timer.span(f"allreduce bucket {bucket.index}", bucket.launched_at, max(done, bucket.launched_at),
+                # A bucket's transfer ends when gloo has it and the emulated link has carried it, whichever is
+                # later: the span `ringleader predict` fits the link to, and the report's overlap figure draws.
+                done = max(bucket.completed_at or time.perf_counter(), bucket.emulated_end, bucket.launched_at)
+                timer.span(f"allreduce bucket {bucket.index}", bucket.launched_at, done,
                            timing.TRACK_COMM, {"bytes": bucket.bytes})
                 bucket.reset()
             self.next_launch = 0

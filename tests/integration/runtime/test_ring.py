@@ -134,6 +134,16 @@ def test_the_link_is_shaped_to_the_bandwidth(ring_run):
     assert 0 < summary["sentOverBandwidth"] <= 1.05
 
 
+def test_each_recorded_bucket_transfer_lasts_at_least_its_bytes_on_the_shaped_link(ring_run):
+    # What `ringleader predict` fits the link to: on loopback gloo finishes at once, the emulated link does not.
+    for rank in (0, 1):
+        iterations = ring_run.read_json(rank, records.LAYERS_FILE)["iterations"]
+        collectives = [c for iteration in iterations for c in iteration["collectives"]]
+        assert len(collectives) > len(iterations)  # several buckets per iteration (SMALL_BUCKETS)
+        for collective in collectives:
+            assert collective["end"] - collective["start"] >= 0.999 * 8 * collective["bytes"] / 100e6, collective
+
+
 def test_a_hung_worker_makes_the_others_give_up_after_the_peer_timeout(make_trial, start_trial):
     trial = make_trial({"model": {"iterations": 100000}}, name="hung-0")
     running = start_trial(trial, peer_timeout=4)
