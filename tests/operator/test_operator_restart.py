@@ -2,6 +2,7 @@
 the cluster's state: no duplicated pods, no lost transition, the right final status."""
 
 import experiments as dtes
+from ringleader.api import constants
 from apiserver_client import wait_for
 
 
@@ -48,3 +49,23 @@ def test_a_restart_between_a_failure_and_its_recreation_counts_the_restart_once(
                        and admin.experiment(namespace, "bumpy"))
     assert dtes.trials(settled)[0]["restarts"] == 1
     assert len(admin.trial_pods(namespace, "bumpy")) == 3
+
+
+def test_an_experiment_whose_status_was_lost_adopts_its_running_pods(admin, namespace, operator):
+    """A status lost while its pods run (restored from a backup without it, or wiped by hand): the first pass of an
+    experiment without trials in its status lists no pods, so it must adopt them through its creates' AlreadyExists,
+    never duplicate or delete them."""
+    running = operator()
+    admin.create(dtes.experiment("amnesic", namespace))
+    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "amnesic")))
+    for pod in pods:
+        admin.run_pod(pod)
+    wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, "amnesic")) == "Running")
+    running.stop()
+    lost = admin.experiment(namespace, "amnesic")["status"]
+    admin.patch(constants.KIND, namespace, "amnesic", {"status": {key: None for key in lost}}, sub="status")
+    assert not (admin.experiment(namespace, "amnesic").get("status") or {}).get("trials")
+    running.start()
+
+    wait_for("phase Running again", lambda: dtes.phase(admin.experiment(namespace, "amnesic")) == "Running")
+    assert {p["metadata"]["uid"] for p in admin.trial_pods(namespace, "amnesic")} == {p["metadata"]["uid"] for p in pods}

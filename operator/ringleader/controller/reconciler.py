@@ -172,7 +172,11 @@ class Controller:
             return await self._refuse(body, old, reasons.TRACKING_URI_NOT_ALLOWED, refusal, seen_at, generation)
 
         uid = body["metadata"]["uid"]
-        found = [p for p in await self.kube.list_pods(namespace, rendering.pod_selector(name)) if _owned_by(p, uid)]
+        # An experiment whose status records no trial has no pods: the status is written before any pod is created.
+        # Its first pass skips the LIST, which costs the API server a scan of the namespace's pods (if that
+        # status were lost, the creates would answer AlreadyExists, which counts as created).
+        listed = await self.kube.list_pods(namespace, rendering.pod_selector(name)) if old.trials else []
+        found = [p for p in listed if _owned_by(p, uid)]
         by_trial: dict[str, list[dict[str, Any]]] = {}
         for pod in found:
             by_trial.setdefault(pods_.labels(pod).get(constants.LABEL_TRIAL, ""), []).append(pod)
