@@ -2,17 +2,23 @@
 the cluster's state: no duplicated pods, no lost transition, the right final status."""
 
 import experiments as dtes
-from ringleader.api import constants
 from apiserver_client import wait_for
+from ringleader.api import constants
+
+
+def running_experiment(admin, namespace, name, **spec):
+    """An experiment of 3 pods, all running, as the operator reports it; returns its pods."""
+    admin.create(dtes.experiment(name, namespace, **spec))
+    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, name)))
+    for pod in pods:
+        admin.run_pod(pod)
+    wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, name)) == "Running")
+    return pods
 
 
 def test_a_restarted_operator_adopts_the_running_pods_and_sees_what_happened_meanwhile(admin, namespace, operator):
     running = operator()
-    admin.create(dtes.experiment("steady", namespace))
-    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "steady")))
-    for pod in pods:
-        admin.run_pod(pod)
-    wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, "steady")) == "Running")
+    pods = running_experiment(admin, namespace, "steady")
 
     running.kill()  # abruptly, as an OOM kill or a lost node would
     workers = sorted(pods, key=dtes.rank)[1:]
@@ -31,11 +37,7 @@ def test_a_restarted_operator_adopts_the_running_pods_and_sees_what_happened_mea
 
 def test_a_restart_between_a_failure_and_its_recreation_counts_the_restart_once(admin, namespace, operator):
     running = operator()
-    admin.create(dtes.experiment("bumpy", namespace, runPolicy={"backoffLimit": 3}))
-    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "bumpy")))
-    for pod in pods:
-        admin.run_pod(pod)
-    wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, "bumpy")) == "Running")
+    pods = running_experiment(admin, namespace, "bumpy", runPolicy={"backoffLimit": 3})
     running.stop()
     admin.finish_pod(sorted(pods, key=dtes.rank)[1], 143, "Error")  # fails while nobody watches
     running.start()
@@ -56,11 +58,7 @@ def test_an_experiment_whose_status_was_lost_adopts_its_running_pods(admin, name
     experiment without trials in its status lists no pods, so it must adopt them through its creates' AlreadyExists,
     never duplicate or delete them."""
     running = operator()
-    admin.create(dtes.experiment("amnesic", namespace))
-    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "amnesic")))
-    for pod in pods:
-        admin.run_pod(pod)
-    wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, "amnesic")) == "Running")
+    pods = running_experiment(admin, namespace, "amnesic")
     running.stop()
     lost = admin.experiment(namespace, "amnesic")["status"]
     admin.patch(constants.KIND, namespace, "amnesic", {"status": {key: None for key in lost}}, sub="status")
