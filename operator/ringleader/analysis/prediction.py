@@ -24,6 +24,7 @@ from ringleader.analysis import models, summary
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.api.spec import Architecture
+from ringleader.contract import buckets as buckets_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
 
@@ -252,23 +253,14 @@ class Estimate:
 
 
 def ring_buckets(layers: Sequence[Layer], bucket_bytes: float, sizes: Sequence[float] = ()) -> list[Layer]:
-    """The layers merged as the ring fills its buckets (runtime/ring.py): in backward order, a bucket closes
-    once it holds `bucket_bytes` or more (the first one FIRST_BUCKET_BYTES, if smaller), or, given the `sizes`
-    of the buckets a ring trial recorded, once it holds its recorded size. Returned in forward order, each
-    with its layers' t_b and bytes."""
-    buckets: list[list[Layer]] = [[]]
-    for layer in reversed(layers):
-        held = sum(x.size_bytes for x in buckets[-1])
-        if len(buckets) <= len(sizes):
-            limit = sizes[len(buckets) - 1]
-        else:
-            limit = min(bucket_bytes, FIRST_BUCKET_BYTES) if len(buckets) == 1 else bucket_bytes
-        if buckets[-1] and held >= limit:
-            buckets.append([])
-        buckets[-1].append(layer)
-    merged = [Layer("+".join(x.name for x in bucket), sum(x.backward_seconds for x in bucket),
-                    sum(x.size_bytes for x in bucket)) for bucket in buckets]
-    return merged[::-1]
+    """The layers merged as the ring fills its buckets (contract/buckets.py, the runtime's rule), or, given the
+    `sizes` of the buckets a ring trial recorded, as it filled them. Returned in forward order, each with its
+    layers' t_b and bytes."""
+    backward = list(reversed(layers))
+    groups = buckets_.group([x.size_bytes for x in backward], bucket_bytes, FIRST_BUCKET_BYTES, recorded=sizes)
+    merged = [[backward[i] for i in members] for members in groups] or [[]]  # no layers: one empty bucket
+    return [Layer("+".join(x.name for x in bucket), sum(x.backward_seconds for x in bucket),
+                  sum(x.size_bytes for x in bucket)) for bucket in merged][::-1]
 
 
 def recorded_bucket_sizes(layers_document: Mapping[str, Any]) -> list[float]:

@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from ringleader.api import trial as trial_
+from ringleader.contract import buckets as buckets_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
 from ringleader.runtime import interfaces, settings, shaping, timing
@@ -67,19 +68,12 @@ class Bucket:
 def make_buckets(parameters: list[torch.nn.Parameter], bucket_bytes: int,
                  first_bucket_bytes: int | None = None) -> list[Bucket]:
     """Reverse parameter order (roughly the order backward produces gradients), closed at `bucket_bytes`
-    (the first bucket at `first_bucket_bytes`, if smaller), never mixing dtypes or devices."""
-    buckets, current, size = [], [], 0
-    for parameter in reversed(parameters):
-        limit = min(bucket_bytes, first_bucket_bytes or bucket_bytes) if not buckets else bucket_bytes
-        if current and (size >= limit or parameter.dtype != current[0].dtype
-                        or parameter.device != current[0].device):
-            buckets.append(Bucket(len(buckets), current))
-            current, size = [], 0
-        current.append(parameter)
-        size += parameter.numel() * parameter.element_size()
-    if current:
-        buckets.append(Bucket(len(buckets), current))
-    return buckets
+    (the first bucket at `first_bucket_bytes`, if smaller), never mixing dtypes or devices (contract/buckets.py)."""
+    ordered = list(reversed(parameters))
+    kinds = [(p.dtype, p.device) for p in ordered]
+    groups = buckets_.group([p.numel() * p.element_size() for p in ordered], bucket_bytes,
+                            first_bucket_bytes or bucket_bytes, apart=lambda i: kinds[i] != kinds[i - 1])
+    return [Bucket(index, [ordered[i] for i in members]) for index, members in enumerate(groups)]
 
 
 class RingSynchronizer:
