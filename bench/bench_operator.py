@@ -20,7 +20,9 @@ is the operator's and how much the machine's. Floor pods carry another managed-b
 sees them. `--no-floor` skips it.
 
 `--operator-path DIR` runs another tree's operator package (e.g. `git archive <commit> operator | tar -x -C
-DIR`) beside this one, for before/after numbers. Nothing asserts a timing; results go to
+DIR`) beside this one, for before/after numbers. The operator's cyclic collector is timed too (bench/gc_probe,
+first on its PYTHONPATH): `--operator-env RINGLEADER_BENCH_GC_THRESHOLDS=700,10,10` tries other thresholds on
+an operator that sets none of its own. Nothing asserts a timing; results go to
 bench/results/operator-<scenario>.json. Results and how to read them: docs/performance.md, "The operator at scale".
 """
 
@@ -55,6 +57,7 @@ SMALL = {"cpu": "100m", "memory": "128Mi"}
 MANAGED = f"{constants.LABEL_MANAGED_BY}={constants.MANAGED_BY}"
 CLIENT_THREADS = 16  # the benchmark's own requests (creating experiments, playing the kubelet)
 FLOOR_MANAGED_BY = "ringleader-bench-floor"  # floor pods: selected by the floor's watch, never by the operator's
+GC_PROBE = ROOT / "bench" / "gc_probe"  # first on the operator's PYTHONPATH: times its cyclic collector
 FLOOR_THREADS = 32  # the operator's default --api-concurrency: the floor creates pods as many at a time
 
 
@@ -121,11 +124,26 @@ class PodWatch:
 
 
 class Probe:
-    """The operator process's CPU seconds and memory (/proc), and the API server's request counters (/metrics)."""
+    """The operator process's CPU seconds and memory (/proc), its cyclic collector's work (bench/gc_probe), and the
+    API server's request counters (/metrics)."""
 
-    def __init__(self, admin: Client, pid: int) -> None:
-        self.admin, self.pid = admin, pid
+    def __init__(self, admin: Client, pid: int, gc_file: pathlib.Path) -> None:
+        self.admin, self.pid, self.gc_file = admin, pid, gc_file
         self.tick = os.sysconf("SC_CLK_TCK")
+        self._gc = self.collector()
+
+    def collector(self) -> dict[str, dict[str, float]]:
+        """Collections and seconds so far by generation ("0", "1", "2"; 2 is a full collection), as of the last
+        second; the probe writes its file a second after the operator starts."""
+        wait_for("the operator's collector statistics", self.gc_file.exists, timeout=30, interval=0.2)
+        return json.loads(self.gc_file.read_text())["generations"]
+
+    def collector_since(self) -> dict[str, float]:
+        """The collector's work since this probe was made: its seconds, and how many full collections."""
+        time.sleep(1.1)  # the probe's next write
+        now = self.collector()
+        return {"seconds": round(sum(now[g]["seconds"] - self._gc[g]["seconds"] for g in now), 2),
+                "full_collections": now["2"]["collections"] - self._gc["2"]["collections"]}
 
     def cpu_seconds(self) -> float:
         fields = pathlib.Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -171,10 +189,13 @@ class Bench:
         self.kubeconfig = apiserver_tier.kubeconfig(directory / "operator.kubeconfig", self.server.url, token,
                                                     self.server.ca)
         self.operator: operator_process.Operator | None = None
+        self.gc_file = directory / "operator-gc.json"
 
     def start_operator(self, args: list[str]) -> operator_process.Operator:
         self.stop_operator()
-        env = {**({"PYTHONPATH": self.operator_path} if self.operator_path else {}), **self.operator_env}
+        self.gc_file.unlink(missing_ok=True)
+        env = {"PYTHONPATH": os.pathsep.join((str(GC_PROBE), self.operator_path or str(ROOT / "operator"))),
+               "RINGLEADER_BENCH_GC_FILE": str(self.gc_file), **self.operator_env}
         self.operator = operator_process.Operator(self.kubeconfig, args, self.directory / "operator.log", env,
                                                   verbose=False).start()
         return self.operator
@@ -325,7 +346,7 @@ def big(bench: Bench, args) -> dict:
             namespace = f"big-{repeat}-{os.getpid()}"
             add_namespace(bench.admin, namespace)
             load = os.getloadavg()[0]
-            probe = Probe(bench.admin, bench.operator.process.pid)
+            probe = Probe(bench.admin, bench.operator.process.pid, bench.gc_file)
             cpu = probe.cpu_seconds()
             created = create_all(bench.admin, [experiment("big", namespace, args.workers)])["big"]
             seen = wait_for_pods(watch, namespace, args.workers, args.timeout)
@@ -366,13 +387,14 @@ def burst(bench: Bench, args, namespace: str | None = None) -> dict:
         warm_up(bench, watch)
         objects = [experiment(f"e-{i:04d}", namespace, args.workers) for i in range(args.experiments)]
         load = os.getloadavg()[0]
-        probe = Probe(bench.admin, bench.operator.process.pid)
+        probe = Probe(bench.admin, bench.operator.process.pid, bench.gc_file)
         cpu, counts = probe.cpu_seconds(), probe.requests()
         started = time.monotonic()
         created = create_all(bench.admin, objects)
         posted = time.monotonic() - started
         seen = wait_for_pods(watch, namespace, args.experiments * args.workers, args.timeout)
         cpu = probe.cpu_seconds() - cpu
+        collector = probe.collector_since()
         # Every request the API server served meanwhile (the benchmark's own POSTs of experiments included).
         requests_ = {k: round(v - counts.get(k, 0)) for k, v in probe.requests().items() if v - counts.get(k, 0) >= 1}
         pods = dict(watch.pods)
@@ -383,12 +405,15 @@ def burst(bench: Bench, args, namespace: str | None = None) -> dict:
         "experiments": args.experiments, "workers": args.workers, "load": load, "posted_seconds": posted,
         "all_pods_seconds": max(seen.values()) - started,
         "per_experiment": {"p50": quantile(latencies, 0.5), "p95": quantile(latencies, 0.95), "max": max(latencies)},
-        "operator_cpu_seconds": cpu, "operator_memory_mb": probe.memory_mb(), "requests": requests_,
+        "operator_cpu_seconds": cpu, "operator_collector": collector, "operator_memory_mb": probe.memory_mb(),
+        "requests": requests_,
     }
     print(f"  {args.experiments}x{args.workers}: all {len(seen)} pods in {result['all_pods_seconds']:.1f} s "
           f"(experiments posted in {posted:.1f} s); per experiment p50 {result['per_experiment']['p50']:.1f} s, "
           f"p95 {result['per_experiment']['p95']:.1f} s, max {result['per_experiment']['max']:.1f} s; "
-          f"operator CPU {cpu:.1f} s, RSS {result['operator_memory_mb']}; requests {requests_}", flush=True)
+          f"operator CPU {cpu:.1f} s (cyclic collector {collector['seconds']:.1f} s, "
+          f"{collector['full_collections']} full collections), RSS {result['operator_memory_mb']}; requests {requests_}",
+          flush=True)
     result["_pods"] = [p for k, p in pods.items() if k[0] == namespace]
     result["_namespace"] = namespace
     return result
@@ -420,12 +445,13 @@ def steady(bench: Bench, args) -> dict:
                      lambda: _running_experiments(bench.admin, namespace) == args.experiments, timeout=args.timeout,
                      interval=2.0)
             time.sleep(args.settle + interval)  # the restart's resume pass, then the first polls, are over
-            probe = Probe(bench.admin, bench.operator.process.pid)
+            probe = Probe(bench.admin, bench.operator.process.pid, bench.gc_file)
             cpu, counts, logs = probe.cpu_seconds(), probe.requests(), server.requests if server else 0
             begin = time.monotonic()
             time.sleep(args.window)
             seconds = time.monotonic() - begin
             cpu_used = probe.cpu_seconds() - cpu
+            collector = probe.collector_since()
             after = probe.requests()
             delta = {k: (after.get(k, 0) - counts.get(k, 0)) / seconds for k in after}
             delta = {k: round(v, 2) for k, v in sorted(delta.items(), key=lambda kv: -kv[1]) if v > 0}
@@ -434,12 +460,13 @@ def steady(bench: Bench, args) -> dict:
                    "cpu_seconds_per_minute_per_100": cpu_used * 60 / seconds * 100 / args.experiments,
                    "requests_per_second": sum(delta.values()), "requests_by_kind": delta,
                    "kubelet_log_reads_per_second": ((server.requests if server else 0) - logs) / seconds,
-                   "operator_memory_mb": probe.memory_mb()}
+                   "operator_collector": collector, "operator_memory_mb": probe.memory_mb()}
             results["intervals"].append(row)
             print(f"  interval {interval:g} s: {row['cpu_seconds_per_minute']:.2f} CPU-s/min "
                   f"({row['cpu_seconds_per_minute_per_100']:.2f} per 100 experiments), "
                   f"{row['requests_per_second']:.1f} API requests/s {delta}, "
-                  f"log reads at the kubelet {row['kubelet_log_reads_per_second']:.1f}/s, RSS {row['operator_memory_mb']}",
+                  f"log reads at the kubelet {row['kubelet_log_reads_per_second']:.1f}/s, cyclic collector "
+                  f"{collector['seconds']:.1f} s ({collector['full_collections']} full), RSS {row['operator_memory_mb']}",
                   flush=True)
     finally:
         if server is not None:
