@@ -59,10 +59,10 @@ def _environment(directory: pathlib.Path) -> jinja2.Environment:
 
 
 def _load_all(text: str) -> list[Any]:
-    """What `yaml.load_all` with the safe loader gives, in a third less time: strings, lists and string-keyed
-    mappings (nearly all of a rendered trial) are built straight from the parser's nodes, anything else (numbers,
-    booleans, merge keys, other tags) by PyYAML's safe constructor. Rendering is the largest part of creating a
-    trial, and PyYAML's constructor was a third of it."""
+    """What `yaml.load_all` with the safe loader gives, in a quarter less time (2.85 -> 2.1 ms for an 8-worker
+    trial): strings, lists and string-keyed mappings (nearly all of a rendered trial) are built straight from the
+    parser's nodes, anything else (numbers, booleans, merge keys, other tags) by PyYAML's safe constructor.
+    Rendering is the largest part of creating a trial."""
     loader = _YAML_LOADER(text)
     built: dict[int, Any] = {}  # a document's collections by node: an alias gets its anchor's object, as from PyYAML
 
