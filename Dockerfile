@@ -10,13 +10,13 @@
 #                                       # the test cluster: a locally built Debian base passed as BASE_IMAGE
 # Build arguments:
 #   BASE_IMAGE       any Debian-like image with python3 (>= 3.11) and its venv module
-#   TORCH_INDEX_URL  an extra package index for torch, e.g. https://download.pytorch.org/whl/cpu for a
-#                    CPU-only image a fraction of the size; empty (default): torch from PyPI (CUDA wheels)
-#   EXTRA_PACKAGES   more pip packages, e.g. psycopg2-binary for an MLflow server on PostgreSQL
+#   EXTRA_PACKAGES   more pip packages, e.g. psycopg2-binary for an MLflow server on PostgreSQL: not in the
+#                    lock (their own versions float, name them pinned), and they cannot move a locked one
+# Every dependency comes from requirements-runtime.lock (`make lock`), hash-checked: the image, the venv and
+# CI get the same versions. torch is PyPI's build (CUDA wheels on x86_64 Linux).
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 
-ARG TORCH_INDEX_URL=""
 ARG EXTRA_PACKAGES=""
 
 # A virtual environment works on both bases: Debian's own python3 refuses system-wide pip installs (PEP 668).
@@ -34,19 +34,17 @@ RUN python3 -m venv "$VIRTUAL_ENV" \
  && useradd --uid 1000 --gid 1000 --home-dir /home/ringleader --create-home --shell /usr/sbin/nologin ringleader
 
 WORKDIR /src
-# Dependencies first, from the project metadata alone and a placeholder package, so that a code change
-# rebuilds only the last layers instead of downloading torch and mlflow again.
-COPY pyproject.toml ./
-RUN touch README.md \
- && mkdir -p operator/ringleader \
- && echo '__version__ = "0.0.0"' > operator/ringleader/__init__.py \
- && pip install ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} . ${EXTRA_PACKAGES} \
- && pip uninstall --yes ringleader \
- && rm -rf operator build *.egg-info README.md
+# Dependencies first, from the lock alone, so that a code change rebuilds only the last layers instead of
+# downloading torch and mlflow again. --no-deps: the lock is complete.
+COPY requirements-runtime.lock ./
+RUN pip install --require-hashes --no-deps -r requirements-runtime.lock \
+ && if [ -n "$EXTRA_PACKAGES" ]; then \
+      sed -E '/^[[:space:]]*(#|--hash)/d; s/[[:space:]]*\\$//' requirements-runtime.lock > /tmp/constraints.txt \
+      && pip install -c /tmp/constraints.txt ${EXTRA_PACKAGES} && rm /tmp/constraints.txt; fi
 
-# The package itself: .dockerignore lets in only pyproject.toml, README.md and operator/.
+# The package itself: .dockerignore lets in only the lock, pyproject.toml, README.md and operator/.
 COPY . ./
-RUN pip install --no-deps . \
+RUN pip install --no-deps --no-build-isolation . \
  && cd / && rm -rf /src \
  && python -c "import ringleader.controller.cli, ringleader.topology, ringleader.contract.environment"
 

@@ -1,11 +1,13 @@
 # ringleader — the commands README.md promises. `make help` lists them.
 #
-# The Python environment lives in a cache keyed by pyproject.toml's hash, so a fresh clone reuses it
-# and a dependency change builds a new one. Override with VENV=... to use your own.
+# The Python environment is installed from requirements.lock (every transitive dependency pinned with
+# hashes; `make lock` writes it from pyproject.toml) into a cache keyed by both files' hash, so a fresh
+# clone reuses it and a dependency change builds a new one; `.venv` in the checkout links to it.
+# Override with VENV=... to use your own.
 
 SHELL := /bin/bash
 CACHE ?= $(HOME)/.cache/ringleader
-DEPS_HASH := $(shell sha256sum pyproject.toml | cut -c1-12)
+DEPS_HASH := $(shell cat pyproject.toml requirements.lock | sha256sum | cut -c1-12)
 VENV ?= $(CACHE)/venv-$(DEPS_HASH)
 PY := $(VENV)/bin/python
 export RINGLEADER_CACHE := $(CACHE)
@@ -14,24 +16,34 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := true
 
-.PHONY: help venv install crds crds-check unit integration operator-tests test run ui clean
+.PHONY: help venv install lock lock-check crds crds-check unit integration operator-tests test run ui report predict whatif clean
 
 help:  ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-# No prerequisite: the path already carries pyproject.toml's hash, and a fresh clone's mtimes mean nothing.
+# No prerequisite: the path already carries the lock's hash, and a fresh clone's mtimes mean nothing.
+# --no-deps: the lock is complete, so nothing outside it can slip in; the venv's own pip checks the hashes.
 $(VENV)/.deps-installed:
-	@echo ">> creating $(VENV) (first time: downloads torch and mlflow, several minutes)"
+	@echo ">> creating $(VENV) from requirements.lock (first time: downloads torch and mlflow, several minutes)"
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip "setuptools>=68" wheel
-	$(VENV)/bin/pip install --quiet --progress-bar off -e '.[test]'
+	$(VENV)/bin/pip install --quiet --progress-bar off --require-hashes --no-deps -r requirements.lock
 	touch $@
 
-venv: $(VENV)/.deps-installed  ## create the Python environment (cached) and install ringleader into it
+venv: lock-check $(VENV)/.deps-installed  ## create the Python environment (cached, from requirements.lock) and link it as .venv
 	@$(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e . >/dev/null
-	@echo ">> environment: $(VENV)"
+	@if [ -L .venv ] || [ ! -e .venv ]; then ln -sfn $(VENV) .venv; else echo ">> .venv exists and is not a link: left alone"; fi
+	@echo ">> environment: $(VENV) (linked as .venv: \`source .venv/bin/activate\` puts ringleader and mlflow on PATH)"
 
 install: venv  ## alias of venv
+
+lock:  ## resolve pyproject.toml again into requirements.lock and requirements-runtime.lock (uv, pinned; shows what changed)
+	@v=$$(python3 mk/lock.py uv-version); tools=$(CACHE)/uv-$$v; \
+	[ -x $$tools/bin/uv ] || { python3 -m venv $$tools && $$tools/bin/pip install --quiet uv==$$v; }; \
+	python3 mk/lock.py write --uv $$tools/bin/uv
+	@git diff --no-color -U0 -- requirements.lock | grep -E '^[-+][A-Za-z0-9]' || echo ">> lock: no version changed"
+
+lock-check:  ## fail, naming the fix, when a lock file is stale against pyproject.toml
+	@python3 mk/lock.py check
 
 crds: venv  ## regenerate crds/ (and the chart's copy) from the pydantic models
 	$(PY) -m ringleader.api.crd --out crds/ --out charts/ringleader/crds/
@@ -51,14 +63,24 @@ operator-tests: venv cluster-build  ## operator tests against a real kube-apiser
 
 # cluster-build first: the chart tests need its helm, the operator tests its kube-apiserver and etcd;
 # browser-deps: the MLflow UI test needs Chromium.
-test: venv crds-check cluster-build browser-deps  ## everything CI runs: unit, integration (the browser test too), operator, then e2e on a real cluster
+test: lock-check venv crds-check cluster-build browser-deps  ## everything CI runs: unit, integration (the browser test too), operator, then e2e on a real cluster
 	RINGLEADER_HEAVY_TESTS=1 $(PY) -m pytest tests/unit tests/integration tests/operator -q
 	$(MAKE) e2e
 
 run: venv  ## the main job: run the quickstart experiment locally into ./mlflow.db
 	$(VENV)/bin/ringleader run examples/quickstart.yaml
 
-ui: venv  ## open the MLflow UI on ./mlflow.db (what `make run` recorded), at http://127.0.0.1:5000
+report: venv  ## the report of the newest run under ringleader-runs/ (what `make run` wrote)
+	$(VENV)/bin/ringleader report ringleader-runs/
+
+predict: venv  ## each trial's predicted iteration time, and the other architectures', for the newest run
+	$(VENV)/bin/ringleader predict ringleader-runs/
+
+whatif: venv  ## scaling factor per worker count, bandwidth and compression, from the newest run's ring trial
+	$(VENV)/bin/ringleader whatif ringleader-runs/ -o whatif.png
+
+ui: venv  ## the MLflow UI on ./mlflow.db (what `make run` recorded); prints the address of its model-training view
+	@echo ">> MLflow UI: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning (Ctrl-C stops it)"
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
 
 clean:  ## remove local run outputs (not the cache)

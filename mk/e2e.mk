@@ -12,7 +12,7 @@ RL_E2E_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 RL_E2E_CLUSTER := $(RL_E2E_ROOT)/cluster
 E2E_IMAGE ?= localhost/ringleader/ringleader:0.1.0
 # The project's one Dockerfile: on buildah's overlay driver its dependency layer (torch, mlflow) is built once
-# and reused until pyproject.toml changes; a code change rebuilds only the small layers after it.
+# and reused until requirements-runtime.lock changes; a code change rebuilds only the small layers after it.
 E2E_DOCKERFILE ?= Dockerfile
 E2E_PYTEST_ARGS ?=
 E2E_KEEP_CLUSTER ?=
@@ -28,7 +28,7 @@ DOCKER ?= docker
 KIND_CLUSTER ?= ringleader-e2e
 KIND_NODE_IMAGE ?= kindest/node:v1.34.0
 KIND_KUBECONFIG ?= $(or $(RINGLEADER_CACHE),$(HOME)/.cache/ringleader)/e2e-kind/kubeconfig
-# e.g. KIND_BUILD_ARGS="--build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" for a CPU-only image.
+# e.g. KIND_BUILD_ARGS="--build-arg EXTRA_PACKAGES=psycopg2-binary==2.9.10" (see the Dockerfile).
 KIND_BUILD_ARGS ?=
 E2E_KIND_KEEP_CLUSTER ?=
 

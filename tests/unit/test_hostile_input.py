@@ -56,13 +56,25 @@ class Case:
     name: str
     content: bytes | None
     """None: the path is made by `make` instead (directories, links)."""
-    expected: str
-    """What the one problem line says."""
+    expected: str | re.Pattern
+    """What the one problem line says: ringleader's own words, or a pattern where the library parsing the
+    YAML words the problem (then only the place and the input it quotes are asserted: a new PyYAML may
+    word it otherwise)."""
     spec_problems: int = 0
     """0: the file is refused whole, in one line '<file>: <problem>'; N: '<file>: invalid' and N problem lines."""
 
+    def says(self, problem: str) -> bool:
+        if isinstance(self.expected, re.Pattern):
+            return self.expected.search(problem) is not None
+        return self.expected in problem
 
-def _text(name: str, text: str, expected: str, spec_problems: int = 0) -> Case:
+
+def _yaml_error(quoted: str, line: int) -> re.Pattern:
+    """A parser's refusal: ours says it is not valid YAML and where; the library says what, quoting `quoted`."""
+    return re.compile(f"^not valid YAML: .*{re.escape(quoted)}.* at line {line}, column \\d+")
+
+
+def _text(name: str, text: str, expected: str | re.Pattern, spec_problems: int = 0) -> Case:
     return Case(name, text.encode(), expected, spec_problems)
 
 
@@ -138,9 +150,11 @@ def corpus() -> list[Case]:
         Case("binary-nul-inside", (BASE + "  image: a\0b\n").encode(), binary),
         Case("binary-random-no-nul", bytes(rng.randrange(128, 256) for _ in range(4096)), not_utf8),
         # Characters YAML refuses.
-        _text("char-control", "a: \x01\n", "not valid YAML: unacceptable character #x0001"),
-        _text("char-delete", "a: \x7f\n", "not valid YAML: unacceptable character #x007f"),
-        _text("char-noncharacter", "a: \ufffe\n", "not valid YAML: unacceptable character #xfffe"),
+        _text("char-control", "a: \x01\n", "not valid YAML: the character U+0001 at line 1, column 4 is not allowed in YAML"),
+        _text("char-delete", "a: \x7f\n", "not valid YAML: the character U+007F at line 1, column 4 is not allowed in YAML"),
+        _text("char-after-accents", "\u00e9: \u00e9\nb: \x7f\n",  # libyaml counts bytes; the place is in characters
+              "not valid YAML: the character U+007F at line 2, column 4 is not allowed in YAML"),
+        _text("char-noncharacter", "a: \ufffe\n", "not valid YAML: the character U+FFFE at line 1, column 4 is not allowed in YAML"),
         # Paths that are no experiment file.
         Case("path-directory", None, "is a directory: name an experiment file in it"),
         Case("path-missing", None, "file not found"),
@@ -188,17 +202,17 @@ def corpus() -> list[Case]:
         _text("duplicate-quoted", experiment('"model": {}\nmodel: {}'), f"{duplicate} 'model' at line 7"),
         _text("duplicate-far-apart", BASE + "\n" * 1000 + "metadata: {name: other}\n", "also at line 3"),
         # Broken YAML, on one line with its position.
-        _text("yaml-tab", "a:\n\tb: 1\n", "not valid YAML: found character that cannot start any token at line 2"),
+        _text("yaml-tab", "a:\n\tb: 1\n", _yaml_error("", 2)),
         _text("yaml-unclosed", "spec: [unclosed\n", "not valid YAML: "),
-        _text("yaml-python-tag", "a: !!python/object/apply:os.system [echo]\n", "could not determine a constructor"),
-        _text("yaml-local-tag", "a: !mine x\n", "could not determine a constructor for the tag '!mine'"),
-        _text("yaml-undefined-alias", "a: *nowhere\n", "found undefined alias 'nowhere'"),
-        _text("yaml-unhashable-key", "? [a, b]\n: c\n", "found unhashable key"),
+        _text("yaml-python-tag", "a: !!python/object/apply:os.system [echo]\n", _yaml_error("python/object/apply", 1)),
+        _text("yaml-local-tag", "a: !mine x\n", _yaml_error("'!mine'", 1)),
+        _text("yaml-undefined-alias", "a: *nowhere\n", _yaml_error("'nowhere'", 1)),
+        _text("yaml-unhashable-key", "? [a, b]\n: c\n", _yaml_error("", 1)),
         # Echo traps: the input is quoted, never repeated at length.
-        _text("echo-undefined-alias", "a: *" + "x" * MIB + "\n", "found undefined alias"),
+        _text("echo-undefined-alias", "a: *" + "x" * MIB + "\n", "not valid YAML: "),
         _text("echo-unknown-key", experiment("? " + "y" * MIB + "\n: 1"), "is not a field of this object", 1),
         _text("echo-long-value", experiment("image: " + "z" * (2 * MIB)), "`spec.image` must have at most 512", 1),
-        _text("echo-long-tag", "a: !" + "t" * MIB + " x\n", "could not determine a constructor"),
+        _text("echo-long-tag", "a: !" + "t" * MIB + " x\n", "not valid YAML: "),
         _text("echo-many-typos", experiment("\n".join(f"typo{i}: 1" for i in range(5000))),
               "is not a field of this object", 21),
         # Documents that are no experiment.
@@ -327,12 +341,12 @@ def test_a_hostile_file_is_refused_in_one_line_per_problem_without_traceback(cas
     if case.spec_problems == 0:
         assert len(lines) == 1 and lines[0].startswith(f"{path}: "), lines[:3]
         problem = lines[0][len(path) + 2:]
-        assert case.expected in problem
+        assert case.says(problem), problem
         assert len(problem) <= loading.SHOWN
     else:
         assert lines[0] == f"{path}: invalid"
         assert len(lines) == 1 + case.spec_problems and all(line.startswith("  - ") for line in lines[1:]), lines
-        assert case.expected in lines[1]
+        assert case.says(lines[1]), lines[1]
         assert all(len(line) <= 320 for line in lines[1:])
     assert result["cpu"] < CPU_SECONDS, f"{result['cpu']:.1f} s CPU"
     assert result["rss"] < MAX_RSS_MIB
@@ -343,6 +357,14 @@ def test_without_libyaml_every_file_is_refused_the_same_way_in_bounded_time_and_
         assert (result["code"], result["out"]) == (1, ""), f"{name}: {result['out'][:500]}"
         assert len(result["err"].splitlines()) == len(validated[name]["err"].splitlines()), name
         assert result["cpu"] < CPU_SECONDS and result["rss"] < MAX_RSS_MIB, name
+
+
+def test_a_depth_refused_by_the_parser_itself_is_said_in_ringleaders_words():
+    # libyaml (PyYAML >= 6.0.4) refuses 1000 levels while reading ahead, before the composer counts 100.
+    mark = yaml.Mark("f.yaml", 0, 0, 1000, None, None)
+    refusal = yaml.parser.ParserError(None, None, "exceeded maximum nesting depth", mark)
+    assert loading._describe(refusal) == (f"nested deeper than {loading.MAX_DEPTH} levels at line 1, column 1001: "
+                                          "an experiment needs fewer than 10")
 
 
 def test_libyaml_parses_where_installed():
@@ -357,7 +379,7 @@ def test_the_worst_files_are_refused_by_the_real_command_on_standard_input_in_bo
     for name, case in cases.items():
         code, out, err, cpu, rss = run_child(CLI, ["validate", "-"], case.content)
         assert (code, out) == (1, ""), out[:300]
-        assert err.startswith("<stdin>: ") and err.count("\n") == 1 and case.expected in err, err[:300]
+        assert err.startswith("<stdin>: ") and err.count("\n") == 1 and case.says(err[len('<stdin>: '):]), err[:300]
         assert cpu < CPU_SECONDS and rss < MAX_RSS_MIB, f"{name}: {cpu:.1f} s CPU, {rss:.0f} MiB"
 
 
@@ -383,7 +405,7 @@ def test_render_and_run_read_files_through_the_same_loader(command, status):
     bomb = next(case for case in CASES if case.name == "alias-billion-laughs")
     code, out, err, cpu, rss = run_child(CLI, [command, "-"], bomb.content)
     assert (code, out) == (status, "")
-    assert err.startswith("<stdin>: ") and err.count("\n") == 1 and bomb.expected in err, err[:300]
+    assert err.startswith("<stdin>: ") and err.count("\n") == 1 and bomb.says(err[len('<stdin>: '):]), err[:300]
     assert cpu < CPU_SECONDS and rss < MAX_RSS_MIB
 
 

@@ -30,6 +30,9 @@ SHOWN = 200
 """Characters of a problem shown at most, so that an error never echoes the input back at length."""
 
 STDIN = "-"
+_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
+_TOO_DEEP_FIX = "an experiment needs fewer than 10"
+_LIBRARY_DEPTH_LIMIT = "nesting depth"
 _BYTE_ORDER_MARKS = {
     codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32",
     codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16",
@@ -70,6 +73,8 @@ def load_documents(path: str) -> list[Any]:
                 documents.append(loader.get_data())
         finally:
             loader.dispose()
+    except yaml.reader.ReaderError as error:
+        raise LoadError(source, _unacceptable(error, text)) from None
     except yaml.YAMLError as error:
         raise LoadError(source, _describe(error)) from None
     return [document for document in documents if document is not None]
@@ -109,6 +114,15 @@ def _text(source: str, data: bytes) -> str:
                                 "save the file as UTF-8") from None
 
 
+def _unacceptable(error: yaml.reader.ReaderError, text: str) -> str:
+    """A character YAML refuses (control characters, U+FFFE), and where: libyaml counts bytes, PyYAML characters."""
+    before = text[:error.position] if _Parser is _PythonParser else \
+        text.encode()[:error.position].decode(errors="ignore")
+    line, column = before.count("\n") + 1, len(before) - before.rfind("\n")
+    code = error.character if isinstance(error.character, int) else ord(error.character)
+    return f"not valid YAML: the character U+{code:04X} at line {line}, column {column} is not allowed in YAML: remove it"
+
+
 def _describe(error: yaml.YAMLError) -> str:
     """A YAML error on one line: what, and where (line and column, counted from 1)."""
     if isinstance(error, _Refused):
@@ -116,6 +130,10 @@ def _describe(error: yaml.YAMLError) -> str:
     if isinstance(error, yaml.MarkedYAMLError):
         mark = error.problem_mark or error.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        if _LIBRARY_DEPTH_LIMIT in (error.problem or ""):
+            # libyaml (PyYAML >= 6.0.4) reads flow brackets ahead and refuses 1000 levels before the
+            # composer counts 100: the same refusal, said in the same words whichever layer noticed.
+            return f"{_TOO_DEEP}{where}: {_TOO_DEEP_FIX}"
         what = error.problem or error.context or "unreadable"
         return f"not valid YAML: {what}{where}"
     return f"not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
@@ -169,7 +187,7 @@ class _BoundedComposer(yaml.composer.Composer):
     def _enter(self, height: int, event: Any) -> None:
         deepest = self._depth + height
         if deepest > MAX_DEPTH:
-            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", event, "an experiment needs fewer than 10")
+            raise _Refused(_TOO_DEEP, event, _TOO_DEEP_FIX)
         self._deepest = max(self._deepest, deepest)
 
     def _count(self, values: int, event: Any) -> None:

@@ -80,11 +80,13 @@ def write_json(path: pathlib.Path, document: Any) -> None:
     os.replace(temporary, path)
 
 
-def read_lines(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20) -> tuple[list[tuple[dict, int]], int]:
+def read_lines(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20,
+               skipped: list[tuple[int, str]] | None = None) -> tuple[list[tuple[dict, int]], int]:
     """Complete JSON lines of a .jsonl file from `offset`: [(record, end offset)], and the offset reached.
 
-    A last line without its newline is being written: it is left for the next read. A line that is not
-    JSON (a torn write before a crash) is skipped, so it cannot block the lines after it."""
+    A last line without its newline is being written: it is left for the next read. A line that is no
+    record (a torn write before a crash, a blank line, JSON that is not an object) is skipped, so it cannot
+    block the lines after it; `skipped` gets (its offset, why) for each."""
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)
@@ -97,13 +99,18 @@ def read_lines(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20) 
     records = []
     position = offset
     for line in chunk[: end + 1].splitlines(keepends=True):
-        position += len(line)
+        start, position = position, position + len(line)
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append((record, position))
+        except ValueError:  # not JSON, or not UTF-8
+            why = "blank" if not line.strip() else "not JSON"
+        else:
+            if isinstance(record, dict):
+                records.append((record, position))
+                continue
+            why = f"JSON but not an object ({type(record).__name__})"
+        if skipped is not None:
+            skipped.append((start, why))
     return records, position
 
 

@@ -20,6 +20,7 @@ import argparse
 import datetime
 import os
 import pathlib
+import shutil
 import signal
 import sys
 from typing import TextIO
@@ -235,8 +236,18 @@ def how_to_open(tracking_uri: str, experiment_id: str, run_id: str) -> str:
         return schema.ui_url(tracking_uri, experiment_id, run_id)
     if tracking_uri.startswith("sqlite:///"):
         tracking_uri = "sqlite:///" + shown(pathlib.Path(tracking_uri[len("sqlite:///"):]))
-    return (f"mlflow ui --backend-store-uri {tracking_uri}\n"
+    return (f"{mlflow_command()} ui --backend-store-uri {tracking_uri}\n"
             f"      then open {schema.ui_url(LOCAL_UI, experiment_id, run_id)}")
+
+
+def mlflow_command() -> str:
+    """`mlflow` when the shell finds this environment's own, else its full path: the line is pasted into a
+    fresh shell, where the cached venv that `make run` used is not on PATH."""
+    beside = pathlib.Path(sys.executable).parent / "mlflow"
+    on_path = shutil.which("mlflow")
+    if not beside.exists() or (on_path is not None and os.path.samefile(on_path, beside)):
+        return "mlflow"
+    return str(beside)
 
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default

@@ -95,9 +95,13 @@ class RankPublisher:
         path = self.rank_dir / layout.ITERATIONS_FILE
         logged = 0
         while True:
-            lines, reached = record_files.read_lines(path, cursor.offset)
+            skipped: list[tuple[int, str]] = []
+            lines, reached = record_files.read_lines(path, cursor.offset, skipped=skipped)
             if reached == cursor.offset:
                 return logged
+            for offset, why in skipped:
+                log.warning("%s: the line at byte %d is no record (%s): skipped, the records around it are published",
+                            path, offset, why)
             # Group whole records into batches of at most metrics_per_batch values, so the cursor always
             # lands on a line end and a batch in flight during an outage is the most a replay repeats.
             batch: list[mlflow.entities.Metric] = []
@@ -115,7 +119,9 @@ class RankPublisher:
                 batch_end, batch_records = end, batch_records + 1
                 # At least 1 ms apart, so points of the same key never share a timestamp.
                 elapsed += max(1.0, 1000.0 * float(record.get(ITERATION_TIME) or 0.0))
-            logged += self._commit(cursor, run_id, batch, batch_end, batch_records, elapsed)
+            # To `reached`, not the last record's end: lines skipped after it are read too, and a cursor
+            # left before them would read them again forever.
+            logged += self._commit(cursor, run_id, batch, reached, batch_records, elapsed)
 
     def _commit(self, cursor: cursor_.Cursor, run_id: str, batch: list, end: int, records: int, elapsed: float) -> int:
         logged = self.store.log_metrics(run_id, batch) if batch else 0

@@ -20,6 +20,10 @@ from ringleader.tracking import schema
 from ringleader.tracking import settings as settings_
 
 log = logging.getLogger(__name__)
+# MLflow logs each step of creating or migrating a sqlite store at INFO, on every first run into a new
+# file: news to no ringleader user, and it buries the run's own lines. Problems still show (WARNING up).
+for _chatty in ("mlflow.store.db.utils", "alembic"):
+    logging.getLogger(_chatty).setLevel(logging.WARNING)
 
 # Errors that say the request itself is wrong: retrying them can never succeed.
 PERMANENT_ERROR_CODES = frozenset({

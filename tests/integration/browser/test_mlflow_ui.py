@@ -26,6 +26,7 @@ pytestmark = [
 # MLflow 3.17's UI takes the GenAI/model-training mode from this query parameter (else the browser's last
 # choice, else GenAI), not from the experiment's `mlflow.experimentKind` tag; a fresh browser needs it.
 MODE = "?workflowType=machine_learning"
+UI_HOME = "/#/experiments" + MODE  # the address `make ui` prints
 EXPERIMENT_PAGE = "/#/experiments/{experiment_id}" + MODE
 RUN_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}" + MODE
 ARTIFACT_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}/artifacts/{path}" + MODE
@@ -56,6 +57,15 @@ def test_the_ui_shows_the_sweep_its_comparison_table_and_the_report_figures(reco
             page = context.new_page()
             page.goto(base + path)
             return page
+
+        # The address `make ui` prints, then a click on the experiment: its runs table, model-training view.
+        page = visit(UI_HOME)
+        try:
+            page.get_by_role("link", name="default/ui", exact=True).first.click()  # conftest: experiment "ui"
+            expect(page.get_by_role("link", name=recorded_sweep.sweep_run_name, exact=True).first,
+                   f"from {UI_HOME}, the experiment's page lists no {recorded_sweep.sweep_run_name!r}").to_be_visible()
+        finally:
+            screenshots.take(page, "home-then-experiment")
 
         # The experiment: its runs table lists the sweep run.
         page = visit(EXPERIMENT_PAGE.format(**ids))

@@ -104,3 +104,16 @@ def test_a_crashed_rank_fails_its_trial_with_the_rank_and_reason_and_the_next_tr
     steps = [m.step for key in ("time/iteration_ms", "warmup/time/iteration_ms")
              for m in client.get_metric_history(crashed.info.run_id, key)]
     assert sorted(steps) == list(range(5))
+
+
+def test_a_first_run_into_a_new_store_prints_only_ringleaders_own_lines(workdir):
+    (workdir / "mlflow.db").unlink()  # MLflow creates and migrates it during this run
+    path = launching.experiment_file(workdir, "quiet", {"architecture": "RingAllReduce"})
+
+    finished = launching.run(workdir, str(path))
+
+    assert finished.returncode == 0, finished.output
+    assert (workdir / "mlflow.db").stat().st_size > 0
+    chatter = [line for line in finished.output.splitlines()
+               if " INFO " in line or "Warning" in line or "alembic" in line or "deprecat" in line.lower()]
+    assert chatter == []
