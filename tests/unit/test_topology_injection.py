@@ -75,3 +75,17 @@ def test_every_template_expression_goes_through_tojson_or_a_macro():
     for template in templates:
         for found in expression.findall(template.read_text()):
             assert found.endswith("| tojson") or macro_call.match(found), f"{template.name}: {{{{ {found} }}}}"
+
+
+def test_characters_beyond_the_basic_plane_render_and_arrive_intact(experiment_document):
+    # json's ensure_ascii writes U+1F680 as a surrogate pair, which YAML refuses: YAML's \U escape instead.
+    rocket = "team/\U0001f680 run \U00010348"
+    spec = {"image": "localhost/ringleader:\U0001f680", "tracking": {"experimentName": rocket}}
+    trial = api.expand(api.parse(experiment_document(spec))).trials[0]
+
+    objects = topology.render(trial, topology.RenderSettings())
+
+    config_map, pods = objects[1], objects[2:]
+    assert all(container["image"] == spec["image"] for pod in pods for container in pod["spec"]["containers"])
+    assert rocket in "".join(config_map["data"].values())
+    assert api.Trial.model_validate_json(next(iter(config_map["data"].values()))).spec.tracking.experiment_name == rocket

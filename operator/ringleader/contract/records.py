@@ -80,13 +80,19 @@ def write_json(path: pathlib.Path, document: Any) -> None:
     os.replace(temporary, path)
 
 
+TEXT_FIELDS = frozenset({"role"})
+FLAG_FIELDS = frozenset({"warmup"})
+"""Every other field of a record is a number or null (a non-finite value written as null)."""
+
+
 def read_lines(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20,
-               skipped: list[tuple[int, str]] | None = None) -> tuple[list[tuple[dict, int]], int]:
+               problems: list[tuple[int, str]] | None = None) -> tuple[list[tuple[dict, int]], int]:
     """Complete JSON lines of a .jsonl file from `offset`: [(record, end offset)], and the offset reached.
 
     A last line without its newline is being written: it is left for the next read. A line that is no
     record (a torn write before a crash, a blank line, JSON that is not an object) is skipped, so it cannot
-    block the lines after it; `skipped` gets (its offset, why) for each."""
+    block the lines after it; a value of the wrong type is dropped and the rest of its record kept, so no
+    reader meets a string where a number belongs. `problems` gets (the line's offset, what was done) for each."""
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)
@@ -103,15 +109,33 @@ def read_lines(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20,
         try:
             record = json.loads(line)
         except ValueError:  # not JSON, or not UTF-8
-            why = "blank" if not line.strip() else "not JSON"
+            found = ["blank: skipped" if not line.strip() else "not JSON: skipped"]
         else:
             if isinstance(record, dict):
+                found = [f"{json.dumps(key)[:60]} is {type(record.pop(key)).__name__}, not "
+                         f"{_expected_type(key)}: that value dropped" for key in _wrong_fields(record)]
                 records.append((record, position))
-                continue
-            why = f"JSON but not an object ({type(record).__name__})"
-        if skipped is not None:
-            skipped.append((start, why))
+            else:
+                found = [f"JSON but not an object ({type(record).__name__}): skipped"]
+        if problems is not None:
+            problems += [(start, problem) for problem in found]
     return records, position
+
+
+def _expected_type(key: str) -> str:
+    return "text" if key in TEXT_FIELDS else "true/false" if key in FLAG_FIELDS else "a number"
+
+
+def _wrong_fields(record: dict) -> list[str]:
+    def fits(key: str, value: Any) -> bool:
+        if value is None:
+            return True
+        if key in TEXT_FIELDS:
+            return isinstance(value, str)
+        if key in FLAG_FIELDS:
+            return isinstance(value, bool)
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return [key for key, value in record.items() if not fits(key, value)]
 
 
 def read_iterations(path: str | os.PathLike) -> list[dict]:

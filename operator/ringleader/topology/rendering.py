@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
+import re
 from typing import Any
 
 import jinja2
@@ -37,11 +38,21 @@ class TemplateError(ValueError):
     """A template (usually an override in `templates_dir`) produced something that is not a list of objects."""
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _yaml_escape(character: re.Match) -> str:
+    code = ord(character.group())
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
 def _to_json(value: Any) -> str:
+    """JSON in ASCII, which is YAML: no character of a value can act as a YAML line break or indicator.
+    Not json's own ensure_ascii, which writes a character above U+FFFF as a surrogate pair that YAML
+    refuses; YAML's 8-digit escape instead (an emoji in an experiment's name renders)."""
     if isinstance(value, jinja2.Undefined):
         str(value)  # StrictUndefined raises here, naming the variable
-    # ASCII-only, so no character of a value can act as a YAML line break or indicator.
-    return json.dumps(value, ensure_ascii=True)
+    return _NON_ASCII.sub(_yaml_escape, json.dumps(value, ensure_ascii=False))
 
 
 @functools.lru_cache(maxsize=8)

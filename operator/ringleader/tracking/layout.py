@@ -20,6 +20,9 @@ import pathlib
 import re
 from typing import Any
 
+import pydantic
+
+from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.contract import records
 
@@ -103,6 +106,22 @@ def read_json(path: pathlib.Path) -> Any | None:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+class DamagedFile(ValueError):
+    """A file of a run directory that ringleader did not write as it is (edited, truncated): str() is one line."""
+
+
+def read_trial(trial_dir: pathlib.Path) -> trial_.Trial:
+    """The trial.json of a trial directory, or DamagedFile naming it and its first problem."""
+    path = trial_dir / TRIAL_FILE
+    try:
+        return trial_.Trial.model_validate_json(path.read_bytes())
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the document"
+        raise DamagedFile(f"{path}: damaged, not a trial ringleader wrote ({where}: {first['msg']}): "
+                          "this trial is left out") from None
 
 
 def read_outcome(directory: pathlib.Path) -> Outcome | None:

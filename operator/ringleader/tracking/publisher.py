@@ -95,13 +95,12 @@ class RankPublisher:
         path = self.rank_dir / layout.ITERATIONS_FILE
         logged = 0
         while True:
-            skipped: list[tuple[int, str]] = []
-            lines, reached = record_files.read_lines(path, cursor.offset, skipped=skipped)
+            problems: list[tuple[int, str]] = []
+            lines, reached = record_files.read_lines(path, cursor.offset, problems=problems)
             if reached == cursor.offset:
                 return logged
-            for offset, why in skipped:
-                log.warning("%s: the line at byte %d is no record (%s): skipped, the records around it are published",
-                            path, offset, why)
+            for offset, problem in problems:
+                log.warning("%s: the line at byte %d: %s", path, offset, problem)
             # Group whole records into batches of at most metrics_per_batch values, so the cursor always
             # lands on a line end and a batch in flight during an outage is the most a replay repeats.
             batch: list[mlflow.entities.Metric] = []
@@ -142,7 +141,7 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
                   parent_run_id: str | None) -> TrialResult:
     """Publish one trial directory: its run, params and trial.json at once; rank records as they come;
     summary, traces, breakdown plot, logs and status once its outcome is final."""
-    trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
+    trial = layout.read_trial(trial_dir)
     outcome = layout.read_outcome(trial_dir)
     cursor = cursor_.Cursor.load(cursor_.path_for(trial_dir, store.uri))
     if cursor.run_id is None:

@@ -31,7 +31,7 @@ class Replayed:
 
     @property
     def ok(self) -> bool:
-        return not self.unavailable
+        return not self.unavailable and not any(session.damaged for session in self.sessions)
 
 
 def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,

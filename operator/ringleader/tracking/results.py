@@ -63,13 +63,16 @@ def from_directory(path: str | pathlib.Path) -> results.SweepResult:
     for name in session.trials:
         trial_dir = directory / name
         if (trial_dir / layout.TRIAL_FILE).is_file():
-            trials.append(trial_from_directory(trial_dir))
+            try:
+                trials.append(trial_from_directory(trial_dir))
+            except layout.DamagedFile:
+                continue  # a report of the trials that can be read; publishing says which was left out
     return results.SweepResult(session.experiment.name, trials)
 
 
 def trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:
     """One trial directory of a session (it holds trial.json): its records, layers, summary and outcome."""
-    trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
+    trial = layout.read_trial(trial_dir)
     outcome = layout.read_outcome(trial_dir)
     status = outcome.status if outcome else schema.RUNNING
     message = (outcome.message or outcome.reason) if outcome and outcome.status != schema.FINISHED else None

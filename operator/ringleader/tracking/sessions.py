@@ -8,6 +8,7 @@ the same runs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pathlib
 import time
 from typing import Any
@@ -15,12 +16,13 @@ from typing import Any
 import mlflow.entities
 
 from ringleader.api import experiment as experiment_
-from ringleader.api import trial as trial_
 from ringleader.contract import records
 from ringleader.contract import redaction
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import layout, metric_names, publisher, schema
 from ringleader.tracking import store as store_
+
+log = logging.getLogger(__name__)
 
 REPORT_DIR = "report"
 
@@ -62,6 +64,8 @@ class SessionResult:
     experiment_id: str
     parent_run_id: str
     trials: list[publisher.TrialResult]
+    damaged: list[str] = dataclasses.field(default_factory=list)
+    """Trials left out: their trial.json is not what ringleader wrote (layout.DamagedFile, said in a warning)."""
 
 
 def sweep_tags(experiment: experiment_.DistributedTrainingExperiment, source: str | None) -> dict[str, str]:
@@ -96,8 +100,14 @@ def publish_session(store: store_.Store, session: Session) -> SessionResult:
     """Publish every trial directory that exists, then, once the sweep is over, the metrics comparing the trials,
     its report and status."""
     experiment_id, parent_run_id, cursor = open_session(store, session)
-    results = [publisher.publish_trial(store, session.directory / name, experiment_id, parent_run_id)
-               for name in session.trials if (session.directory / name / layout.TRIAL_FILE).is_file()]
+    results, damaged = [], []
+    for name in session.trials:
+        if (session.directory / name / layout.TRIAL_FILE).is_file():
+            try:
+                results.append(publisher.publish_trial(store, session.directory / name, experiment_id, parent_run_id))
+            except layout.DamagedFile as error:
+                log.warning("%s", error)
+                damaged.append(name)
     outcome = layout.read_outcome(session.directory)
     if outcome is not None and outcome.status in schema.TERMINAL_STATUSES:
         if not cursor.is_done("sweep-metrics"):
@@ -109,7 +119,7 @@ def publish_session(store: store_.Store, session: Session) -> SessionResult:
         if not cursor.is_done("status"):
             publisher.end_run(store, parent_run_id, outcome)
             cursor.mark_done("status")
-    return SessionResult(session.directory, experiment_id, parent_run_id, results)
+    return SessionResult(session.directory, experiment_id, parent_run_id, results, damaged)
 
 
 def trial_summaries(session: Session) -> dict[str, dict | None]:
@@ -153,7 +163,10 @@ def comparison_rows(session: Session) -> list:
         trial_dir = session.directory / name
         if not (trial_dir / layout.TRIAL_FILE).is_file():
             continue
-        trial = trial_.Trial.model_validate_json((trial_dir / layout.TRIAL_FILE).read_text())
+        try:
+            trial = layout.read_trial(trial_dir)
+        except layout.DamagedFile:
+            continue  # said once, by whoever publishes the session
         outcome = layout.read_outcome(trial_dir)
         summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
         status = outcome.status if outcome else schema.RUNNING

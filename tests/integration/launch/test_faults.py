@@ -180,6 +180,49 @@ def test_publishing_into_a_second_store_sends_everything_there_once(workdir):
     assert (workdir / "mlflow.db").read_bytes() == first_store  # the first store got nothing more
 
 
+def test_a_publish_of_damaged_record_files_ends_naming_each_bad_line_and_publishes_every_record(workdir):
+    path = launching.experiment_file(workdir, "damaged", {"architecture": "RingAllReduce", "model": {"iterations": 5}})
+    assert launching.run(workdir, str(path)).returncode == 0
+    [session] = list((workdir / "ringleader-runs").iterdir())
+    rank_dirs = sorted(session.glob("*/rank-*"))
+    for rank_dir in rank_dirs:
+        (rank_dir / "iterations.journal").unlink(missing_ok=True)
+        records = (rank_dir / "iterations.jsonl").read_text().splitlines()
+        last = json.loads(records[-1])
+        with open(rank_dir / "iterations.jsonl", "a") as handle:
+            handle.write("\n[1, 2, 3]\n")  # a blank line, then JSON that is no record
+            handle.write(json.dumps({**last, "step": last["step"] + 1, "timestamp": "yesterday"}) + "\n")
+            handle.write("\n")  # the file ends with a blank line
+
+    published = publish(workdir, str(session), "--tracking-uri", "sqlite:///other.db")
+
+    assert published.returncode == 0, published.output
+    problems = [line for line in published.output.splitlines() if ": the line at byte " in line]
+    assert len(problems) == 4 * len(rank_dirs), published.output
+    assert sum('"timestamp" is str, not a number: that value dropped' in line for line in problems) == len(rank_dirs)
+    assert "Traceback" not in published.output
+    runs = runs_by_kind(workdir / "other.db", "default/damaged")
+    assert all(r.info.status == "FINISHED" for kind in runs.values() for r in kind)
+    assert all(steps_published(workdir / "other.db", r) == list(range(6)) for r in runs["rank"])
+
+
+def test_a_damaged_trial_file_leaves_that_trial_out_in_one_line_and_the_others_are_published(workdir):
+    path = launching.experiment_file(workdir, "edited", {"model": {"iterations": 5}, "sweep": {
+        "matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
+    assert launching.run(workdir, str(path)).returncode == 0
+    [session] = list((workdir / "ringleader-runs").iterdir())
+    (session / "edited-0" / "trial.json").write_text('{"name": 5}')
+
+    published = publish(workdir, str(session), "--tracking-uri", "sqlite:///other.db")
+
+    assert published.returncode == 1 and "Traceback" not in published.output, published.output
+    [line] = [line for line in published.output.splitlines() if "trial.json" in line]
+    assert line.endswith("edited-0/trial.json: damaged, not a trial ringleader wrote (experiment: Field required): "
+                         "this trial is left out")
+    runs = runs_by_kind(workdir / "other.db", "default/edited")
+    assert [r.data.tags["ringleader.trial"] for r in runs["trial"]] == ["edited-1"]
+
+
 FIRST_USE = textwrap.dedent("""
     import sys, time
     from ringleader.tracking import store
