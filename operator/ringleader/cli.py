@@ -199,7 +199,15 @@ def _delegate(command: str, argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"ringleader {command}", description=help_text,
                                      epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_arguments(parser)
-    return module.run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    if module_name.startswith("ringleader.launch."):
+        # The local commands talk to MLflow as the user: the user's credentials go to the server the user
+        # named and to no other, whatever an experiment file or a run directory names (the operator binds
+        # its own in controller.cli).
+        from ringleader.tracking import credentials
+
+        credentials.bind(credentials.take_users(args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")))
+    return module.run(args)
 
 
 EXIT_STATUSES = ("exit status: 0 ok, 1 invalid input or failed, 2 usage (a wrong command line), "

@@ -198,11 +198,12 @@ def test_run_and_operator_are_delegated_with_their_own_options(monkeypatch, caps
     def add_arguments(parser):
         parser.add_argument("file")
         parser.add_argument("--workers-dir")
+        parser.add_argument("--tracking-uri")  # every local command has it: the user's credentials go there only
 
     fake = types.SimpleNamespace(add_arguments=add_arguments, run=lambda args: calls.append(vars(args)) or 7)
     monkeypatch.setitem(sys.modules, "ringleader.launch.cli", fake)
     assert cli.main(["run", "x.yaml", "--workers-dir", "/tmp/w"]) == 7
-    assert calls == [{"file": "x.yaml", "workers_dir": "/tmp/w"}]
+    assert calls == [{"file": "x.yaml", "workers_dir": "/tmp/w", "tracking_uri": None}]
 
 
 def test_help_lists_every_command(capsys):

@@ -14,7 +14,7 @@ import sys
 import kopf
 
 from ringleader.contract import exits
-from ringleader.controller import credentials
+from ringleader.tracking import credentials
 from ringleader.controller import settings as settings_
 
 

@@ -120,6 +120,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return exits.USAGE
     close_abandoned(output_dir, session_dir, out, err)
 
+    from ringleader.tracking import credentials
+
+    withheld = credentials.withheld_from(tracking_uri)
+    if withheld:
+        print(f"warning: MLflow at {redaction.redact(tracking_uri)} is named by {loading.display_name(args.file)}, not "
+              f"by you: your {', '.join(withheld)} stay(s) here; to send them there, run again with "
+              f"--tracking-uri {redaction.redact(tracking_uri)}", file=err)
     count = f"{len(trials)} trial{'s' if len(trials) != 1 else ''}"
     print(f"{loading.display_name(args.file)}: {count} of {experiment.name}; records in {shown(session_dir)}; MLflow: {redaction.redact(tracking_uri)}", file=out)
     for parameters, reason in expansion.skipped:

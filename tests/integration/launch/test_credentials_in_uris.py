@@ -1,4 +1,5 @@
-"""A tracking URI with credentials in it: `ringleader run` uses it, and shows or stores it only redacted.
+"""Credentials on a local run: in a tracking URI, used and shown or stored only redacted; in the shell, sent
+only to the server the user named.
 
 A real `mlflow server` on 127.0.0.1 (it ignores the credentials, as a server without auth does). The
 password must appear nowhere: not in the launcher's output, not in any file of the run directory, not
@@ -16,6 +17,7 @@ import mlflow.tracking
 import pytest
 
 import launching
+from loopback import Listener
 
 pytestmark = pytest.mark.integration
 SECRET = "pw-4e7a1c9b"
@@ -53,3 +55,31 @@ def test_credentials_in_the_tracking_uri_are_used_but_never_shown_or_stored(trac
     [line] = again.stderr.strip().splitlines()
     assert f"its MLflow URI {shown} carried credentials" in line and "--tracking-uri" in line
     assert publish("--tracking-uri", uri).returncode == 0
+
+
+TOKEN = "tok-91c0d7e2"
+
+
+def test_the_users_token_never_reaches_a_server_only_the_experiment_file_names(tracking_server, workdir):
+    tracking_server.start()
+    theirs = Listener(upstream=tracking_server.uri)  # records every request's headers, forwards it to MLflow
+    try:
+        path = launching.experiment_file(workdir, "theirs", {"architecture": "RingAllReduce",
+                                                             "model": {"iterations": 5}, "tracking": {"uri": theirs.uri}})
+        named_by_the_file = launching.run(workdir, str(path), extra_env={"MLFLOW_TRACKING_TOKEN": TOKEN})
+
+        assert named_by_the_file.returncode == 0, named_by_the_file.output
+        assert len(theirs.seen()) > 10 and theirs.authorizations() == {None}
+        assert f"warning: MLflow at {theirs.uri} is named by {path}, not by you: your MLFLOW_TRACKING_TOKEN stay(s) " \
+               f"here; to send them there, run again with --tracking-uri {theirs.uri}" in named_by_the_file.output
+        assert TOKEN not in named_by_the_file.output
+
+        # Named by the user, the same server gets the token on every request: the user loses nothing.
+        before = len(theirs.seen())
+        named_by_the_user = launching.run(workdir, str(path), "--tracking-uri", theirs.uri,
+                                          extra_env={"MLFLOW_TRACKING_TOKEN": TOKEN})
+        assert named_by_the_user.returncode == 0, named_by_the_user.output
+        assert {headers.get("Authorization") for _, _, headers, _ in theirs.seen()[before:]} == {f"Bearer {TOKEN}"}
+        assert "warning" not in named_by_the_user.output
+    finally:
+        theirs.close()

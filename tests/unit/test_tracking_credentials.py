@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ringleader.controller import credentials
+from ringleader.tracking import credentials
 
 from loopback import Listener
 

@@ -1,11 +1,13 @@
-"""The operator's MLflow credentials, held apart from its environment and sent only to its own tracking server; set up by `controller.cli` at startup.
+"""MLflow credentials held apart from the environment and sent only to the server they belong to.
 
 MLflow reads MLFLOW_TRACKING_USERNAME, _PASSWORD and _TOKEN (and ~/.mlflow/credentials) from the
-process for every HTTP call, whatever the host: an operator that kept them in its environment would
-hand them to any `spec.tracking.uri` an experiment names. So `take` moves them out of the
-environment once, before MLflow is used, and `bind` makes every HTTP tracking store and artifact
-repository MLflow builds in this process ask `host_creds`, which gives them to the origin (scheme,
-host and port) of the operator's configured server and to nothing else.
+process for every HTTP call, whatever the host: a process that kept them in its environment would
+hand them to any `spec.tracking.uri` an experiment names. So `take` (the operator, at startup in
+controller.cli) and `take_users` (every local command, in ringleader.cli before MLflow is used) move
+them out of the environment once, and `bind` makes every HTTP tracking store and artifact repository
+MLflow builds in the process ask `host_creds`, which gives them to the origin (scheme, host and port)
+of the one server they belong to and to nothing else: the operator's configured server, or the
+server the user named (`--tracking-uri`, else MLFLOW_TRACKING_URI), never one an experiment file names.
 """
 
 from __future__ import annotations
@@ -90,6 +92,27 @@ def take(server_uri: str | None, environ: MutableMapping[str, str] = os.environ,
     return Credentials(server, values)
 
 
+def take_users(chosen_uri: str | None, environ: MutableMapping[str, str] = os.environ) -> Credentials:
+    """The user's credentials (variables, and ~/.mlflow/credentials' username and password), removed from
+    `environ` and bound to the server the user chose: `chosen_uri`, which is --tracking-uri or else
+    MLFLOW_TRACKING_URI, never an experiment file's. Nothing chosen or not http(s): they go nowhere."""
+    values = {name: environ.pop(name) for name in VARIABLES if name in environ}
+    values = {name: value for name, value in values.items() if value}
+    from mlflow.utils import credentials as mlflow_credentials  # the file, read as MLflow itself reads it
+
+    from_file = mlflow_credentials.read_mlflow_creds()
+    if from_file.username and from_file.password and "MLFLOW_TRACKING_USERNAME" not in values:
+        values.update(MLFLOW_TRACKING_USERNAME=from_file.username, MLFLOW_TRACKING_PASSWORD=from_file.password)
+    return Credentials(origin(chosen_uri), values)
+
+
+def withheld_from(uri: str) -> list[str]:
+    """The names of the bound credentials that a request to `uri` goes without (an http(s) server not theirs)."""
+    if origin(uri) is None or _bound.for_uri(uri):
+        return []
+    return sorted(_bound.values)
+
+
 _bound = Credentials(None)
 
 
@@ -126,7 +149,7 @@ def _route_mlflow_credentials_through(get_host_creds) -> None:
 
     The one use of MLflow's private API in ringleader (MLflow 3.x): the scheme registries that its own
     plugins use, and the two credential properties of its HTTP artifact repositories. MLflow offers no
-    public way to give a client explicit credentials; tests/unit/test_controller_credentials.py fails if
+    public way to give a client explicit credentials; tests/unit/test_tracking_credentials.py fails if
     any of these moves."""
     import ringleader.tracking  # noqa: F401 - first: its telemetry opt-out must precede MLflow's import
     from mlflow.store.artifact import artifact_repository_registry as artifact_registry
