@@ -103,3 +103,13 @@ def test_the_rank_breakdown_plot_is_a_png(tmp_path):
     breakdowns = [figures.rank_breakdown(rank, worker_records(rank, slow=1.0 + rank)) for rank in range(3)]
     data = figures.plot_rank_breakdown(breakdowns, tmp_path / "breakdown.png").read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+def test_names_in_the_markdown_description_stay_text():
+    # MLflow renders a sweep run's description as markdown: a name from a file or a tag must stay text.
+    hostile = "<img src=x onerror=alert(1)> [link](http://x) *em* a|b"
+    shown = tables.markdown_text(hostile)
+    assert "<" not in shown and ">" not in shown
+    assert shown == ("&lt;img src=x onerror=alert\\(1\\)&gt; \\[link\\]\\(http://x\\) \\*em\\* a\\|b")
+    table = tables.Table(["trial", "throughput"], [[hostile, "1.0"]], {1})
+    assert table.markdown().splitlines()[2] == f"| {shown} | 1.0 |"

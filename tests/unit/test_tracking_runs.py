@@ -135,3 +135,16 @@ def test_the_report_is_made_from_the_runs_and_the_operators_summaries_and_attach
     assert first.name in page and second.name in page and "data:image/png;base64," in page
     note = client.get_run(parent).data.tags[schema.TAG_NOTE]
     assert "640" in note and "pod op-1-worker-0 was evicted" in note
+
+
+@pytest.mark.parametrize("name, directory", [
+    ("..", "experiment"), (".", "experiment"), ("../../up", "up"), ("/etc/x", "etc_x"), (".hidden", "hidden"),
+    ("team/\U0001f680 run", "team_run")])
+def test_an_experiments_artifacts_stay_in_a_directory_of_their_own_below_the_stores(uri, name, directory):
+    from ringleader.tracking import layout, store
+
+    assert layout.directory_name(name) == directory
+    experiment_id = store.Store(uri).ensure_experiment(name)
+    location = mlflow.tracking.MlflowClient(uri).get_experiment(experiment_id).artifact_location
+    root = pathlib.Path(uri[len("sqlite:///"):]).parent / "mlruns"
+    assert pathlib.Path(location.removeprefix("file://")) == root / directory

@@ -79,7 +79,7 @@ class Report:
             shown[longest] -= 1
 
     def _markdown(self, shown: list[int], where: str | None) -> str:
-        lines = ["**Findings**", ""] + [f"- {finding}" for finding in self.findings]
+        lines = ["**Findings**", ""] + [f"- {tables.markdown_text(finding)}" for finding in self.findings]
         for (heading, table), rows in zip(self.sections, shown):
             lines += ["", f"**{heading}**", "", table.markdown(rows).rstrip("\n")]
             if rows < len(table.rows):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import re
 from typing import Any, Mapping, Sequence
 
 from ringleader.api import trial as trial_
@@ -93,13 +94,20 @@ class Table:
 
     def markdown(self, rows: int | None = None) -> str:
         """The table in GitHub markdown, its first `rows` rows only when given."""
-        def escape(cell: str) -> str:
-            return cell.replace("|", "\\|").replace("\n", " ")
-
-        lines = ["| " + " | ".join(map(escape, self.columns)) + " |",
+        lines = ["| " + " | ".join(map(markdown_text, self.columns)) + " |",
                  "|" + "|".join("---:" if i in self.numeric else "---" for i in range(len(self.columns))) + "|"]
-        lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in self.rows[:rows]]
+        lines += ["| " + " | ".join(markdown_text(cell) for cell in row) + " |" for row in self.rows[:rows]]
         return "\n".join(lines) + "\n"
+
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+!|~])")
+
+
+def markdown_text(text: str) -> str:
+    """`text` shown as itself in markdown (MLflow renders a run's description): names come from experiment
+    files and MLflow tags, so no tag (`<img src=x>`), link, emphasis or table cell break can come from one."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
 
 
 NUMERIC_COLUMNS = frozenset({3, 4, 5, 6, 7, 8, 9})

@@ -104,7 +104,7 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
 
 def _from_mlflow(args: argparse.Namespace):
     """(result, output directory, (store, sweep run id)) for an experiment or a sweep run in MLflow."""
-    from ringleader.tracking import results
+    from ringleader.tracking import layout, results
 
     store = results.lookup_store(args.tracking_uri, args.source, "not a run directory")
     try:
@@ -112,4 +112,4 @@ def _from_mlflow(args: argparse.Namespace):
     except results.SourceNotFound as error:
         raise results.SourceNotFound(f"{args.source}: not a run directory; in MLflow at {redaction.redact(store.uri)}: "
                                      f"{str(error).removeprefix(args.source + ': ')}") from None
-    return result, args.output_dir or DEFAULT_OUTPUT / result.experiment, (store, run_id)
+    return result, args.output_dir or DEFAULT_OUTPUT / layout.directory_name(result.experiment), (store, run_id)

@@ -149,7 +149,7 @@ def _route_mlflow_credentials_through(get_host_creds) -> None:
 
     The one use of MLflow's private API in ringleader (MLflow 3.x): the scheme registries that its own
     plugins use, and the two credential properties of its HTTP artifact repositories. MLflow offers no
-    public way to give a client explicit credentials; tests/unit/test_tracking_credentials.py fails if
+    public way to give a client explicit credentials; tests/unit/test_mlflow_credentials.py fails if
     any of these moves."""
     import ringleader.tracking  # noqa: F401 - first: its telemetry opt-out must precede MLflow's import
     from mlflow.store.artifact import artifact_repository_registry as artifact_registry

@@ -108,6 +108,17 @@ def read_json(path: pathlib.Path) -> Any | None:
         return None
 
 
+MAX_DIRECTORY_NAME = 100
+
+
+def directory_name(name: str) -> str:
+    """One directory of ours for `name` (an experiment's, which MLflow tags and experiment files may set to
+    anything): safe characters, never '.', '..' or hidden, so it stays below the directory it is joined to;
+    a long one keeps a prefix and a hash."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
+    return trial_.bounded_name(safe or "experiment", MAX_DIRECTORY_NAME)
+
+
 class DamagedFile(ValueError):
     """A file of a run directory that ringleader did not write as it is (edited, truncated): str() is one line."""
 

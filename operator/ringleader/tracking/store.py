@@ -6,7 +6,6 @@ import dataclasses
 import fcntl
 import logging
 import pathlib
-import re
 import time
 from typing import Any, Callable, Iterable
 
@@ -14,9 +13,8 @@ import mlflow.entities
 import mlflow.exceptions
 import mlflow.tracking
 
-from ringleader.api import trial as trial_
 from ringleader.contract import redaction
-from ringleader.tracking import schema
+from ringleader.tracking import layout, schema
 from ringleader.tracking import settings as settings_
 
 log = logging.getLogger(__name__)
@@ -108,7 +106,7 @@ class Store:
         artifact_location = None
         root = settings_.local_artifact_root(self.uri)
         if root is not None:
-            artifact_location = (root / _slug(name)).as_uri()
+            artifact_location = (root / layout.directory_name(name)).as_uri()
         try:
             return self.call("create experiment", "create_experiment", name, artifact_location=artifact_location,
                              tags={schema.TAG_EXPERIMENT_KIND: schema.EXPERIMENT_KIND_TRAINING})
@@ -206,9 +204,3 @@ def first_line(error: BaseException) -> str:
 
 
 # An MLflow experiment's name may be 317 characters ("<namespace>/<name>"); a file name holds 255 bytes.
-MAX_SLUG = 100
-
-
-def _slug(name: str) -> str:
-    """A directory name for the experiment `name`: safe characters; a long one keeps a prefix and a hash."""
-    return trial_.bounded_name(re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "experiment", MAX_SLUG)

@@ -97,3 +97,10 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     assert unknown.stderr.strip().splitlines() == [
         "nothing-here: not a run directory; in MLflow at sqlite:///" + str(workdir / "mlflow.db") + ": no run "
         "nothing-here; no experiment named 'nothing-here'; no experiment named 'default/nothing-here'"]
+
+    # A tag is anyone's to set: the report stays under ringleader-report/ whatever the experiment tag says.
+    for hostile in ("../../escaped", str(workdir.parent / "absolute"), ".."):
+        client.set_tag(sweep.info.run_id, "ringleader.experiment", hostile)
+        assert report(workdir, sweep.info.run_id, "--no-attach").returncode == 0
+    assert sorted(p.name for p in (workdir / "ringleader-report").iterdir()) == ["absolute", "escaped", "experiment"]
+    assert not (workdir.parent.parent / "escaped").exists() and not (workdir.parent / "absolute").exists()
