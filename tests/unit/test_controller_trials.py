@@ -142,6 +142,25 @@ def test_after_the_grace_a_lone_echo_is_blamed_or_the_rank_it_names():
     assert named.status.message.startswith("pod q-0-worker-1 stopped responding: pod q-0-worker-0: container")
 
 
+def test_a_pod_that_exited_0_outside_the_runtime_is_blamed_not_the_peer_that_lost_it():
+    # os._exit(0) in user code: the pod Succeeded without the message every rank the runtime ends leaves.
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error", message=ECHO.replace("a peer rank", "rank 2"))
+    pods[2] = pod("q-0-worker-1", "Succeeded", exit_code=0, reason="Completed", message="")
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(at=70, backoff_limit=0))
+    assert step.status.phase == Phase.FAILED
+    assert step.status.message.startswith("pod q-0-worker-1 exited with code 0 before its run ended (os._exit in user "
+                                          "code?); pod q-0-worker-0: container trainer exited with code 1")
+
+
+def test_a_pod_the_runtime_ended_is_not_taken_for_one_that_left_early():
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error", message=ECHO.replace("a peer rank", "rank 2"))
+    pods[2] = pod("q-0-worker-1", "Succeeded", exit_code=0, reason="Completed", message="ringleader: ended, 20 records")
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(at=70, backoff_limit=0))
+    assert not step.status.message.startswith("pod q-0-worker-1 exited with code 0")
+
+
 def test_a_pod_deleted_while_the_trial_runs_breaks_the_gang_and_restarts_the_trial():
     pods = all_running()
     pods[1] = pod("q-0-worker-0", deleting=True)

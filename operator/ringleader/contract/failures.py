@@ -55,6 +55,23 @@ def lost_rank(reason: str | None) -> int | None:
     return int(match["rank"]) if match else None
 
 
+ENDED_BY_RUNTIME = "ringleader: ended, "
+
+
+def ended_by_runtime(iterations: int) -> str:
+    """What a rank that the runtime ended cleanly leaves as its pod's termination message (the aggregating
+    worker leaves its summary): a pod that exits 0 without either ended outside the runtime's loop."""
+    return f"{ENDED_BY_RUNTIME}{iterations} records"
+
+
+def exited_early(who: str, recorded_nothing: bool) -> str:
+    """The cause when a rank ended with code 0 outside the runtime's loop (os._exit(0) in user code) and its
+    peers only lost contact: `who` is "rank 1 (worker-0)" locally, "pod exp-0-worker-0" on a cluster."""
+    if recorded_nothing:
+        return f"{who} exited with code 0 but recorded no iteration"
+    return f"{who} exited with code 0 before its run ended (os._exit in user code?)"
+
+
 @dataclasses.dataclass(frozen=True)
 class Exit:
     """How one rank ended, as the launcher (a process) or the operator (a pod) sees it."""

@@ -175,6 +175,14 @@ _SUMMARY_KEYS = {
 }
 
 
+def ended_outside_runtime(pod: Pod) -> bool:
+    """Whether a pod exited 0 without the termination message every rank the runtime ends leaves (its summary, or
+    failures.ended_by_runtime): its process ended outside the training loop, os._exit(0) in user code."""
+    terminated = [(c.get("state") or {}).get("terminated") for c in _containers(pod)]
+    return phase(pod) == "Succeeded" and bool(terminated) and all(
+        t is not None and t.get("exitCode") == 0 and not (t.get("message") or "").strip() for t in terminated)
+
+
 def summary_of(pod: Pod) -> status_.Summary | None:
     """The trial summary the aggregating worker wrote to its termination message, or None if it left none."""
     for container in _containers(pod):

@@ -301,6 +301,11 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
         return Step(_with(trial, reason=reasons.DECIDING_CAUSE, message=message))
     culprit = failures.blame(exits)
     by_rank = {pods_.rank(p): p for p in live.values()}
+    # Peers that only lost contact, and a pod that exited 0 outside the runtime: that pod went away first.
+    early = next((p for p in live.values() if pods_.ended_outside_runtime(p)), None)
+    if (isinstance(culprit, int) or culprit.echo) and early is not None:
+        cause = failures.exited_early(f"pod {pods_.name(early)}", recorded_nothing=False)
+        return _fail_or_restart(trial, pods, ctx, reasons.POD_FAILED, f"{cause}; {failed[min(failed)].describe()}")
     if isinstance(culprit, int):  # named by its peers, its own end not visible (yet): still running, silent
         witness = next(failed[e.rank] for e in exits if failures.lost_rank(e.reason) == culprit)
         name = pods_.name(by_rank[culprit]) if culprit in by_rank else f"of rank {culprit}"

@@ -170,8 +170,9 @@ class TrialRun:
         return not first
 
     def _no_records(self, process: processes.RankProcess) -> layout.Outcome:
-        return self._finish(schema.FAILED, "NoRecords", f"rank {process.slot.rank} ({process.slot.hostname}) exited "
-                            "with code 0 but recorded no iteration", failed_rank=process.slot.rank)
+        who = f"rank {process.slot.rank} ({process.slot.hostname})"
+        return self._finish(schema.FAILED, "NoRecords", failures.exited_early(who, recorded_nothing=True),
+                            failed_rank=process.slot.rank)
 
     def _failed(self) -> dict[int, failures.Exit]:
         """The ranks that failed so far, by rank, each stamped with when the launcher first saw it end."""

@@ -162,9 +162,15 @@ def gather_records(recorder: records.RankRecorder, destination: int, group) -> d
 def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summary: dict) -> None:
     records.write_json(records.trial_dir(env.output_dir, trial.name) / records.SUMMARY_FILE, summary)
     # In a pod, the operator reads the summary from the termination message (at most 4 KiB).
+    write_termination_message(json.dumps(summary_.compact(summary)))
+
+
+def write_termination_message(text: str) -> None:
+    """The pod's termination message, where there is one: every rank the runtime ends leaves one, so a pod
+    that exits 0 without it ended outside the runtime (os._exit in user code), which the operator blames."""
     if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
         with open(TERMINATION_LOG, "w", encoding="utf-8") as file:
-            file.write(json.dumps(summary_.compact(summary)))
+            file.write(text)
 
 
 def predict(trial: trial_.Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
@@ -331,6 +337,8 @@ def main(environ=os.environ) -> int:
                 summary[keys.PREDICTION] = prediction
             write_trial_summary(trial, env, summary)
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
+        else:
+            write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
     except (Exception, SystemExit) as error:  # any failure ends this rank, a sys.exit in user code too
         traceback.print_exc(file=sys.stdout)
         if recorder is not None:
