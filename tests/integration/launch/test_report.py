@@ -102,5 +102,8 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     for hostile in ("../../escaped", str(workdir.parent / "absolute"), ".."):
         client.set_tag(sweep.info.run_id, "ringleader.experiment", hostile)
         assert report(workdir, sweep.info.run_id, "--no-attach").returncode == 0
-    assert sorted(p.name for p in (workdir / "ringleader-report").iterdir()) == ["absolute", "escaped", "experiment"]
+    written = [p for p in (workdir / "ringleader-report").iterdir() if p.name != "rep"]  # "rep": by run id, above
+    [absolute, escaped, dots] = sorted(written, key=lambda p: p.name[-8:])
+    assert (absolute.name.endswith("_absolute"), escaped.name, dots.name) == (True, "escaped", "experiment")
+    assert all((directory / "report.html").is_file() for directory in (absolute, escaped, dots))
     assert not (workdir.parent.parent / "escaped").exists() and not (workdir.parent / "absolute").exists()
