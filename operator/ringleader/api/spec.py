@@ -311,11 +311,14 @@ class DataSpec(ApiModel):
     data_batch_1..5.bin and test_batch.bin, or train.bin and test.bin; or the Python version torchvision
     reads, data_batch_1..5 and test_batch, or train and test; the test files are the held-out split), ImageFolder (`path`/<class>/<image>,
     PNG or JPEG, one directory per class in sorted order, each image resized to the size of the first) or
-    Factory (`factory`). Images are RGB; grey ones are repeated over three channels."""
+    Factory (`factory`). Images are RGB; grey ones are repeated over three channels. Files are read within
+    limits (an image at most 4096x4096 pixels, a worker's shard at most 512 MiB of pixels; docs/security.md)."""
     path: Annotated[str, pydantic.StringConstraints(pattern=DATA_PATH_PATTERN, max_length=1024)] | None = None
     """path is the dataset's directory, required for CIFAR10, CIFAR100 and ImageFolder. Relative: under the
     volume's root in a cluster (/data), and under `ringleader run --data-dir` (default: the current
-    directory) locally. Absolute: used as it is (data baked into the image)."""
+    directory) locally, and must stay inside it: no `..` or symlink leading out. Absolute: used as it is
+    (data baked into the image). A file whose path, symlinks resolved, leads out of that directory (or
+    out of an absolute `path`) is refused."""
     volume: DataVolume | None = None
     """volume mounts a PersistentVolumeClaim read-only at /data in the pods. Unset (default): none; a
     relative `path` then needs one in a cluster. Ignored by `ringleader run`."""

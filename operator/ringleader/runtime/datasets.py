@@ -9,7 +9,9 @@ the same split from `data.synthetic.seed`:
     shards    the rest of the order cut into one contiguous slice per worker: disjoint, together all of it
     epochs    a worker walks its slice in an order reshuffled every epoch, seeded by (seed, worker, epoch)
 
-So a batch depends on the spec and the step only, never on timing, on every run.
+So a batch depends on the spec and the step only, never on timing, on every run. An ImageFolder is only
+listed by every rank; a worker decodes its own slice (and the evaluating one the held-out part) and no
+other image. A relative data.path is read under the data directory and may not leave it (`resolve`).
 """
 
 from __future__ import annotations
@@ -30,15 +32,24 @@ PIXEL_MEAN, PIXEL_SCALE = 127.5, 64.0
 CIFAR_CLASSES = {spec_.DataFormat.CIFAR10: 10, spec_.DataFormat.CIFAR100: 100}
 
 
-def resolve(data: spec_.DataSpec, data_dir: str | None) -> pathlib.Path:
-    """Where data.path is: absolute as it is, relative under the data directory (the volume, or --data-dir)."""
+def resolve(data: spec_.DataSpec, data_dir: str | None) -> tuple[pathlib.Path, pathlib.Path]:
+    """(the dataset's directory, the root its files must stay inside), symlinks resolved.
+
+    Relative data.path: under the data directory (the volume, or --data-dir), which is the root; refused if
+    it leads out of it ("..", or a symlink). Absolute (data baked into the image): the directory is its root."""
     path = pathlib.Path(os.path.expanduser(data.path or ""))
     if path.is_absolute():
-        return path
+        directory = path.resolve()
+        return directory, directory
     if not data_dir:
         raise datafiles.DataError(f"data.path {data.path!r} is relative but no data directory is given: set "
                                   "data.volume in a cluster, or make data.path absolute")
-    return pathlib.Path(data_dir) / path
+    root = pathlib.Path(data_dir).resolve()
+    directory = (root / path).resolve()
+    if not directory.is_relative_to(root):
+        raise datafiles.DataError(f"data.path {data.path!r} resolves to {directory}, outside the data directory "
+                                  f"{root}: a relative data.path must stay inside it (no '..' or symlink out of it)")
+    return directory, root
 
 
 def describe(data: spec_.DataSpec, data_dir: str | None) -> models.InputSpec:
@@ -50,29 +61,32 @@ def describe(data: spec_.DataSpec, data_dir: str | None) -> models.InputSpec:
         side = datafiles.CIFAR_SIDE
         return models.InputSpec(models.IMAGE, (3, side, side), CIFAR_CLASSES[data.format])
     if data.format == spec_.DataFormat.IMAGE_FOLDER:
-        root = resolve(data, data_dir)
-        height, width = datafiles.image_folder_size(root)
-        return models.InputSpec(models.IMAGE, (3, height, width), len(datafiles.image_folder_classes(root)))
+        files = _load(data, data_dir, "all")  # listed, the first image's header read: nothing decoded
+        return models.InputSpec(models.IMAGE, (3, files.height, files.width), len(files.classes))
     if data.format == spec_.DataFormat.FACTORY:
         images = _load(data, data_dir, "train")
         return models.InputSpec(models.IMAGE, tuple(images.inputs.shape[1:]), int(images.labels.max()) + 1)
     raise datafiles.DataError(f"data.format {data.format.value} is not a real dataset")
 
 
+Dataset = datafiles.Images | datafiles.ImageFiles  # read whole, or (ImageFolder) listed for a part to be read
+
+
 @functools.lru_cache(maxsize=4)
-def _load_cached(data_json: str, data_dir: str | None, split: str) -> datafiles.Images:
+def _load_cached(data_json: str, data_dir: str | None, split: str) -> Dataset:
     data = spec_.DataSpec.model_validate_json(data_json)
     if data.format == spec_.DataFormat.DIGITS:
         return datafiles.read_digits()
     if data.format in CIFAR_CLASSES:
-        return datafiles.read_cifar(resolve(data, data_dir), CIFAR_CLASSES[data.format], split)
+        directory, root = resolve(data, data_dir)
+        return datafiles.read_cifar(directory, CIFAR_CLASSES[data.format], split, root)
     if data.format == spec_.DataFormat.IMAGE_FOLDER:
-        return datafiles.read_image_folder(resolve(data, data_dir))
+        return datafiles.list_image_folder(*resolve(data, data_dir))
     return _from_factory(data.factory)
 
 
-def _load(data: spec_.DataSpec, data_dir: str | None, split: str) -> datafiles.Images:
-    """The whole dataset (`split` "train" or "test" where the format has both), read once per process."""
+def _load(data: spec_.DataSpec, data_dir: str | None, split: str) -> Dataset:
+    """The whole dataset (`split` "train" or "test" where the format has both), read (or listed) once per process."""
     if data.format not in CIFAR_CLASSES:
         split = "all"
     return _load_cached(data.model_dump_json(), data_dir, split)
@@ -101,8 +115,8 @@ def _order(count: int, seed: int) -> torch.Tensor:
     return torch.randperm(count, generator=torch.Generator().manual_seed(seed))  # (N,)
 
 
-def _split(data: spec_.DataSpec, data_dir: str | None) -> tuple[datafiles.Images, torch.Tensor, torch.Tensor]:
-    """(training images, indices of the training part in seeded order, indices of the held-out part)."""
+def _split(data: spec_.DataSpec, data_dir: str | None) -> tuple[Dataset, torch.Tensor, torch.Tensor]:
+    """(training images or their listing, indices of the training part in seeded order, of the held-out part)."""
     seed = data.synthetic.seed
     train = _load(data, data_dir, "train")
     order = _order(len(train), seed)
@@ -119,18 +133,28 @@ def as_inputs(pixels: torch.Tensor) -> torch.Tensor:
     return pixels.float()
 
 
+def _rows(images: Dataset, indices: torch.Tensor) -> tuple[datafiles.Images, torch.Tensor | None]:
+    """(images holding `indices`, the row of each dataset index in them): read whole already (rows None), or
+    a listing of which only `indices` are decoded, into rows 0..L-1."""
+    if isinstance(images, datafiles.Images):
+        return images, None
+    rows = torch.full((len(images),), -1, dtype=torch.int64)  # (N,) -1: not this worker's
+    rows[indices] = torch.arange(len(indices))
+    return images.read(indices), rows
+
+
 class Shard:
     """One worker's disjoint slice of the training part: `batch(step)` is the same batch on every run."""
 
-    def __init__(self, images: datafiles.Images, indices: torch.Tensor, seed: int, shard: int, shards: int):
+    def __init__(self, images: Dataset, indices: torch.Tensor, seed: int, shard: int, shards: int):
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} must be in [0, {shards})")
         if len(indices) < shards:
             raise datafiles.DataError(f"{len(indices)} training samples cannot be shared by {shards} workers: "
                                       "use fewer workers or lower data.heldOutPercent")
-        self.images = images
         start, end = shard * len(indices) // shards, (shard + 1) * len(indices) // shards
         self.indices = indices[start:end]  # (L,) this worker's samples
+        self.images, self._rows = _rows(images, self.indices)
         self.seed, self.shard = seed, shard
         self._epochs: dict[int, torch.Tensor] = {}
 
@@ -155,7 +179,8 @@ class Shard:
     def batch(self, step: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(inputs (B, C, H, W) float, labels (B,)) of batch `step`, on the CPU."""
         index = self.sample_indices(step, batch_size)
-        return as_inputs(self.images.inputs[index]), self.images.labels[index]
+        rows = index if self._rows is None else self._rows[index]
+        return as_inputs(self.images.inputs[rows]), self.images.labels[rows]
 
 
 def shard(data: spec_.DataSpec, data_dir: str | None, shard_index: int, shards: int) -> Shard:
@@ -172,4 +197,6 @@ def held_out(data: spec_.DataSpec, data_dir: str | None, max_samples: int | None
     held = held[:max_samples] if max_samples else held
     if not len(held):
         raise datafiles.DataError("the held-out split is empty: raise data.heldOutPercent")
-    return datafiles.Images(as_inputs(images.inputs[held]), images.labels[held])
+    images, rows = _rows(images, held)
+    rows = held if rows is None else rows[held]
+    return datafiles.Images(as_inputs(images.inputs[rows]), images.labels[rows])
