@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+
 import pytest
 
 from ringleader import api
+from ringleader.api import loading
 from ringleader.api import spec as spec_
 
 
@@ -226,6 +231,67 @@ def test_load_reports_missing_files_and_bad_yaml(tmp_path):
     broken.write_text("spec: [unclosed\n")
     with pytest.raises(api.LoadError, match="broken.yaml: not valid YAML: .* at line 2, column 1$"):
         api.load(broken)
+
+
+# What kubectl sends the API server for each plain scalar (as `kubectl annotate --local -f x.yaml -o json` prints
+# it: sigs.k8s.io/yaml on go-yaml v2, YAML 1.1 without base 60), where PyYAML's YAML 1.1 reads otherwise.
+@pytest.mark.parametrize("scalar, expected", [
+    ("1:00", "1:00"), ("-1:30.5", "-1:30.5"), ("190:20:30", "190:20:30"), ("y", True), ("Y", True), ("n", False),
+    ("N", False), ("yes", True), ("On", True), ("off", False), ("=", "="), ("2024-01-01", "2024-01-01"),
+    ("2024-01-01 10:00:00", "2024-01-01 10:00:00"), ("010", 8), ("0x1F", 31), ("0b101", 5), ("1_000", 1000),
+    ("30", 30), ("-7", -7), ("1.5", 1.5), ("1.0e+3", 1000.0), ("~", None), ("null", None), ("'1:00'", "1:00"),
+    ('"y"', "y"), ("!!str 10", "10"),
+])
+def test_plain_scalars_are_typed_as_kubectl_types_them(tmp_path, scalar, expected):
+    path = tmp_path / "scalar.yaml"
+    path.write_text(f"a: {scalar}\n")
+    [document] = loading.load_documents(str(path))
+    assert document == {"a": expected} and type(document["a"]) is type(expected)
+
+
+def test_a_base_60_integer_is_a_string_as_the_api_server_gets_it(tmp_path, experiment_document):
+    path = tmp_path / "sexagesimal.yaml"
+    path.write_text("apiVersion: ringleader.dev/v1alpha1\nkind: DistributedTrainingExperiment\nmetadata: {name: x}\n"
+                    "spec:\n  model: {iterations: 1:00}\n")
+    with pytest.raises(api.SpecError) as caught:
+        api.load(path)
+    assert caught.value.problems == ["`spec.model.iterations` must be a valid integer (got '1:00')"]
+
+
+@contextlib.contextmanager
+def within(seconds: int):
+    """Fail instead of hanging: SIGALRM interrupts a blocked open() and raises here."""
+    def expire(signum, frame):
+        raise TimeoutError(f"still waiting after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    with within(10), pytest.raises(api.LoadError) as caught:
+        api.load(fifo)
+    assert str(caught.value) == (f"{fifo}: is not a regular file (a FIFO): name an experiment file, or - to read "
+                                 "standard input")
+
+
+def test_a_path_that_turns_into_a_fifo_after_its_check_is_refused_without_waiting(tmp_path, monkeypatch):
+    # The path is checked, then opened: what was opened is checked again, and opening never waits for a writer.
+    regular, fifo = tmp_path / "regular.yaml", tmp_path / "pipe.yaml"
+    regular.write_text("a: 1\n")
+    os.mkfifo(fifo)
+    stat = os.stat
+    monkeypatch.setattr(loading.os, "stat", lambda path, *args, **kwargs: stat(regular if str(path) == str(fifo)
+                                                                                  else path, *args, **kwargs))
+    with within(10), pytest.raises(api.LoadError, match=r"pipe.yaml: is not a regular file \(a FIFO\)"):
+        api.load(fifo)
 
 
 def test_bandwidth_is_parsed_into_bits_per_second():

@@ -15,10 +15,12 @@ import yaml
 from ringleader import api
 from ringleader.api import crd
 
+import test_api_labels
 import test_api_validation
 
 celpy = pytest.importorskip("celpy")
 celtypes = pytest.importorskip("celpy.celtypes")
+re2 = pytest.importorskip("re2")  # Go's regular expressions: `$` ends the text, a trailing newline included
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KUBERNETES_FUNCTIONS = {"sum": lambda values: celtypes.IntType(sum(values))}
@@ -101,3 +103,51 @@ def test_network_enforcement_with_a_cap_is_accepted_by_cel_and_pydantic(experime
     document = experiment_document({"network": network, **({"sweep": sweep} if sweep else {})})
     assert api.parse(document).spec.network.enforcement.value == network.get("enforcement", "Emulated")
     assert broken_messages(document, schema) == set()
+
+
+def node(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    """The schema node at a dotted path under spec: `scheduling.tolerations[].key`."""
+    found = schema["properties"]["spec"]
+    for part in path.split("."):
+        found = found["properties"][part.removesuffix("[]")]
+        if part.endswith("[]"):
+            found = found["items"]
+    return found
+
+
+def api_server_accepts(value: Any, site: dict[str, Any]) -> bool:
+    """The verdict of a node's maxLength (in characters) and pattern (RE2) on a string, and of its CEL rules."""
+    if isinstance(value, str):
+        if len(value) > site.get("maxLength", len(value)):
+            return False
+        if "pattern" in site and re2.search(site["pattern"], value) is None:
+            return False
+    environment = celpy.Environment()
+    return all(environment.program(environment.compile(rule["rule"])).evaluate({"self": celpy.json_to_cel(value)})
+               for rule in site.get("x-kubernetes-validations", []) if "oldSelf" not in rule["rule"])
+
+
+SELECTORS = ["scheduling.nodeSelector", "workers.groups[].nodeSelector"]
+
+
+@pytest.mark.parametrize("key", test_api_labels.KEYS, ids=range(len(test_api_labels.KEYS)))
+def test_the_crd_refuses_a_label_key_when_kubernetes_refuses_it(schema, key):
+    expected = test_api_labels.kubernetes_qualified_name(key)
+    for selector in SELECTORS:
+        assert api_server_accepts({key: "v", "disktype": "ssd"}, node(schema, selector)) == expected, selector
+    assert api_server_accepts(key, node(schema, "scheduling.tolerations[].key")) == expected
+
+
+@pytest.mark.parametrize("value", test_api_labels.VALUES, ids=range(len(test_api_labels.VALUES)))
+def test_the_crd_refuses_a_label_value_when_kubernetes_refuses_it(schema, value):
+    expected = test_api_labels.kubernetes_label_value(value)
+    for selector in SELECTORS:
+        assert api_server_accepts(value, node(schema, selector)["additionalProperties"]) == expected, selector
+    assert api_server_accepts(value, node(schema, "scheduling.tolerations[].value")) == expected
+
+
+@pytest.mark.parametrize("value", test_api_labels.SUBDOMAINS, ids=range(len(test_api_labels.SUBDOMAINS)))
+def test_the_crd_refuses_a_scheduler_or_priority_class_name_when_kubernetes_refuses_it(schema, value):
+    expected = test_api_labels.kubernetes_subdomain(value)
+    for field in ("scheduling.schedulerName", "scheduling.priorityClassName"):
+        assert api_server_accepts(value, node(schema, field)) == expected, field

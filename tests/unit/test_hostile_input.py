@@ -18,6 +18,7 @@ import os
 import pathlib
 import random
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -72,6 +73,12 @@ class Case:
 def _yaml_error(quoted: str, line: int) -> re.Pattern:
     """A parser's refusal: ours says it is not valid YAML and where; the library says what, quoting `quoted`."""
     return re.compile(f"^not valid YAML: .*{re.escape(quoted)}.* at line {line}, column \\d+")
+
+
+def metadata(lines: str) -> str:
+    """BASE with more lines under `metadata:`, beside its name."""
+    return BASE.replace("metadata: {name: hostile}\n", "metadata:\n  name: hostile\n"
+                        + "".join(f"  {line}\n" for line in lines.splitlines()))
 
 
 def _text(name: str, text: str, expected: str | re.Pattern, spec_problems: int = 0) -> Case:
@@ -160,6 +167,10 @@ def corpus() -> list[Case]:
         Case("path-missing", None, "file not found"),
         Case("path-broken-link", None, "file not found"),
         Case("path-link-loop", None, "cannot be read: Too many levels of symbolic links"),
+        # Not a regular file: opening a FIFO waits for a writer, a device may never end.
+        Case("path-fifo", None, "is not a regular file (a FIFO): name an experiment file, or - to read standard input"),
+        Case("path-socket", None, "is not a regular file (a socket): name an experiment file"),
+        Case("path-device", None, "is not a regular file (a character device): name an experiment file"),
         Case("path-empty", b"", "holds 0 YAML documents: an experiment file holds exactly one"),
         Case("path-only-comments", b"# nothing\n# here\n", "holds 0 YAML documents"),
         # Numbers: no field takes a long one; the bounds refuse what the runtime cannot use.
@@ -167,7 +178,8 @@ def corpus() -> list[Case]:
               f"{long_number} 5000 characters at line 6"),
         _text("number-negative", experiment("model: {iterations: -" + "9" * 5000 + "}"), f"{long_number} 5001"),
         _text("number-hex", "a: 0x" + "f" * 200 + "\n", f"{long_number} 202"),
-        _text("number-sexagesimal", "a: 1" + ":59" * 40_000 + "\n", f"{long_number} 120001"),
+        _text("number-sexagesimal", experiment("model: {iterations: 1" + ":59" * 40_000 + "}"),
+              "`spec.model.iterations` must be a valid integer (got '1:59:59:", 1),  # a string, as kubectl reads it
         _text("number-long-float", "a: 1." + "0" * 5000 + "\n", f"{long_number} 5002"),
         _text("number-key", "? " + "9" * 5000 + "\n: a\n", f"{long_number} 5000"),
         _text("number-deadline-1e20", experiment("runPolicy: {activeDeadlineSeconds: 100000000000000000000}"),
@@ -195,12 +207,50 @@ def corpus() -> list[Case]:
               "`spec.runPolicy.suspend` must be a valid boolean (got 1)", 1),
         _text("strict-string-number", experiment('model: {optimizer: {learningRate: "0.1"}}'),
               "`spec.model.optimizer.learningRate` must be a valid number (got '0.1')", 1),
+        # Scalars as kubectl types them (YAML 1.1 as go-yaml reads it): no base 60, `y` and `n` are booleans.
+        _text("strict-base-60-integer", experiment("model: {iterations: 1:00}"),
+              "`spec.model.iterations` must be a valid integer (got '1:00')", 1),
+        _text("strict-base-60-number", experiment("model: {optimizer: {learningRate: 0:0.5}}"),
+              "`spec.model.optimizer.learningRate` must be a valid number (got '0:0.5')", 1),
+        _text("strict-y-string", experiment("scheduling: {schedulerName: y}"),
+              "`spec.scheduling.schedulerName` must be a valid string (got True)", 1),
         # Duplicate keys, which the API server refuses and a YAML library silently collapses.
         _text("duplicate-top-level", BASE + "kind: Other\n", f"{duplicate} 'kind' at line 6, column 1: also at line 2"),
         _text("duplicate-nested", BASE + "  workers: {replicas: 3}\n", f"{duplicate} 'workers' at line 6, column 3"),
         _text("duplicate-flow", experiment("model: {iterations: 10, iterations: 20}"), f"{duplicate} 'iterations'"),
         _text("duplicate-quoted", experiment('"model": {}\nmodel: {}'), f"{duplicate} 'model' at line 7"),
         _text("duplicate-far-apart", BASE + "\n" * 1000 + "metadata: {name: other}\n", "also at line 3"),
+        # Labels, annotations and names the API server refuses, in the experiment or in the pods it makes.
+        _text("label-megabyte", metadata(f"labels:\n  ? {'k' * MIB}\n  : {'v' * MIB}"),
+              f"`metadata.labels` key '{'k' * 60}... ({MIB + 2} chars) must be a label key: ", 2),
+        _text("label-key-newline", experiment('scheduling: {nodeSelector: {"disk\\ntype": ssd}}'),
+              "`spec.scheduling.nodeSelector` key 'disk\\ntype' must be a label key: ", 1),
+        _text("label-key-two-slashes",
+              BASE.replace("replicas: 2}",
+                           "replicas: 2, groups: [{name: a, replicas: 2, nodeSelector: {a/b/c: x}}]}"),
+              "`spec.workers.groups.0.nodeSelector` key 'a/b/c' must be a label key: ", 1),
+        _text("label-key-long-prefix", experiment(f"scheduling: {{nodeSelector: {{{'a' * 254}/gpu: x}}}}"),
+              "`spec.scheduling.nodeSelector` key 'aaaa", 1),
+        _text("label-value-nul", experiment('scheduling: {nodeSelector: {disk: "ssd\\0"}}'),
+              "`spec.scheduling.nodeSelector.disk` must be a label value: ", 1),
+        _text("label-value-line-separator", experiment('scheduling: {nodeSelector: {disk: "ssd\\L"}}'),
+              "`spec.scheduling.nodeSelector.disk` must be a label value: ", 1),
+        _text("label-value-long", experiment(f"scheduling: {{nodeSelector: {{disk: {'s' * 64}}}}}"),
+              "`spec.scheduling.nodeSelector.disk` must have at most 63 characters", 1),
+        _text("annotation-300-kib", metadata(f"annotations: {{a: {'x' * 300 * 1024}}}"),
+              "`metadata.annotations` must hold at most 262144 bytes, keys and values together, as the API server "
+              "counts them (got 307201)", 1),
+        _text("annotation-key-newline", metadata('annotations: {"a\\nb": x}'),
+              "`metadata.annotations` key 'a\\nb' must be an annotation key: ", 1),
+        _text("name-scheduler-newline", experiment('scheduling: {schedulerName: "volcano\\n"}'),
+              "`spec.scheduling.schedulerName` must be a DNS subdomain: ", 1),
+        _text("name-priority-class-newline", experiment('scheduling: {priorityClassName: "high\\nlow"}'),
+              "`spec.scheduling.priorityClassName` must be a DNS subdomain: ", 1),
+        _text("name-toleration-key-newline",
+              experiment('scheduling: {tolerations: [{key: "gpu\\n", operator: Exists}]}'),
+              "`spec.scheduling.tolerations.0.key` must be a label key: ", 1),
+        _text("name-toleration-value-newline", experiment('scheduling: {tolerations: [{key: gpu, value: "a\\nb"}]}'),
+              "`spec.scheduling.tolerations.0.value` must be a label value: ", 1),
         # Broken YAML, on one line with its position.
         _text("yaml-tab", "a:\n\tb: 1\n", _yaml_error("", 2)),
         _text("yaml-unclosed", "spec: [unclosed\n", "not valid YAML: "),
@@ -233,6 +283,13 @@ def make(case: Case, directory) -> str:
         path.symlink_to(directory / "nowhere")
     elif case.name == "path-link-loop":
         path.symlink_to(path)
+    elif case.name == "path-fifo":
+        os.mkfifo(path)
+    elif case.name == "path-socket":
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(path))
+    elif case.name == "path-device":
+        path.symlink_to(os.devnull)
     return str(path)
 
 
@@ -304,7 +361,7 @@ def test_the_corpus_covers_every_category_with_at_least_60_files():
     categories = {case.name.split("-")[0] for case in CASES}
     assert len(CASES) >= 60
     assert {"size", "values", "alias", "deep", "utf8", "utf16", "binary", "path", "number", "strict",
-            "duplicate", "yaml", "echo"} <= categories
+            "duplicate", "label", "annotation", "name", "yaml", "echo"} <= categories
 
 
 def validate_each(paths: dict[str, Case], parser: str) -> dict[str, dict]:

@@ -12,7 +12,7 @@ from ringleader.api import rules as rules_
 
 
 # Strict scalars, as the API server's schema validation takes them: "30" is no integer, true no integer,
-# "0.5" no number ("yes" and "on" stay booleans: YAML 1.1 reads them as true). A number may be integral.
+# "0.5" no number ("yes", "on" and "y" stay booleans: kubectl reads them as true). A number may be integral.
 Integer = Annotated[int, pydantic.Strict()]
 Number = Annotated[float, pydantic.Strict()]
 Boolean = Annotated[bool, pydantic.Strict()]

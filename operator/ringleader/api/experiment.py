@@ -10,34 +10,34 @@ import pydantic
 import pydantic_core
 
 from ringleader.api import constants, loading
+from ringleader.api import labels as labels_
 from ringleader.api import problems as problems_
 from ringleader.api import spec as spec_
 from ringleader.api.spec import ExperimentSpec
 from ringleader.api.status import ExperimentStatus
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-# The API server accepts any DNS subdomain as a custom resource's name; trials derive DNS labels from it.
-SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 # What each pattern means, for error messages; a regular expression is not a fix.
 PATTERN_HINTS = {
     **spec_.PATTERN_HINTS,
     NAME_PATTERN: "a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit",
-    SUBDOMAIN_PATTERN: "a DNS subdomain: lower-case letters, digits, '-' and '.', starting and ending with a "
-    "letter or digit",
 }
 
 
 class Metadata(pydantic.BaseModel):
-    """The part of ObjectMeta that ringleader reads; the rest is kept but not interpreted."""
+    """The part of ObjectMeta that ringleader reads, or checks as the API server does (labels, annotations);
+    the rest is kept but not interpreted."""
 
     model_config = pydantic.ConfigDict(extra="allow", frozen=True)
 
-    name: Annotated[str, pydantic.StringConstraints(pattern=SUBDOMAIN_PATTERN, max_length=253)]
+    # The API server accepts any DNS subdomain as a custom resource's name; trials derive DNS labels from it.
+    name: labels_.DnsSubdomain
     namespace: Annotated[str, pydantic.StringConstraints(pattern=NAME_PATTERN, max_length=63)] = "default"
     uid: str | None = None
     generation: int | None = None
-    labels: dict[str, str] = {}
+    labels: labels_.label_map() = {}
+    annotations: labels_.Annotations = {}
 
 
 class DistributedTrainingExperiment(pydantic.BaseModel):
@@ -102,7 +102,11 @@ def _broken_rule(location: tuple, message: str) -> problems_.Problem:
 def _problem(item: pydantic_core.ErrorDetails) -> problems_.Problem:
     if item["type"] == "rule":
         return _broken_rule(item["loc"], item["msg"])
-    path = ".".join(loading.shorten(str(part), 60) for part in item["loc"])
+    location = item["loc"]
+    key = location[-1:] == ("[key]",)  # a map's key in error: the map is named, the key quoted
+    if key:
+        location = location[:-2]
+    path = ".".join(loading.shorten(str(part), 60) for part in location)
     message = re.sub(r"^(Input|String|List|Dictionary|Object) should", "must", item["msg"].replace("Value error, ", ""))
     if item["type"] == "string_pattern_mismatch":
         pattern = item.get("ctx", {}).get("pattern", "")
@@ -113,6 +117,8 @@ def _problem(item: pydantic_core.ErrorDetails) -> problems_.Problem:
         message = "is required"
     got = item.get("input")
     shown = item["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict)
+    if key:
+        return problems_.Problem(path, f"key {loading.shorten(repr(got), 80)} {message}")
     detail = f" (got {loading.shorten(repr(got), 80)})" if shown else ""
     return problems_.Problem(path, message + detail)
 

@@ -8,8 +8,11 @@ bounded time and memory, and echoing at most SHOWN characters of the input.
 from __future__ import annotations
 
 import codecs
+import os
+import re
+import stat
 import sys
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 import yaml.composer
@@ -30,6 +33,8 @@ SHOWN = 200
 """Characters of a problem shown at most, so that an error never echoes the input back at length."""
 
 STDIN = "-"
+_FILE_TYPES = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+               stat.S_IFBLK: "a block device"}
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 _TOO_DEEP_FIX = "an experiment needs fewer than 10"
 _LIBRARY_DEPTH_LIMIT = "nesting depth"
@@ -85,18 +90,42 @@ def _read(source: str, path: str) -> bytes:
         if path == STDIN:
             data = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
-            with open(path, "rb") as stream:
+            with _open_regular(source, path) as stream:
                 data = stream.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise LoadError(source, "file not found") from None
-    except IsADirectoryError:
-        raise LoadError(source, "is a directory: name an experiment file in it") from None
     except OSError as error:
         raise LoadError(source, f"cannot be read: {error.strerror or error}") from None
     if len(data) > MAX_BYTES:
         raise LoadError(source, f"is larger than {MAX_BYTES // 2**20} MiB, the API server's limit for a resource: "
                                 "an experiment file is a few kilobytes; is this the right file?")
     return data
+
+
+def _open_regular(source: str, path: str) -> BinaryIO:
+    """`path` opened for reading if it is a regular file; LoadError for anything else.
+
+    A FIFO with no writer blocks whoever opens it, a device may never end or act when opened: the type is
+    checked before opening, and again on what was opened (the path may have changed in between), which is
+    opened without waiting for a writer."""
+    _check_regular(source, os.stat(path).st_mode)
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        _check_regular(source, os.fstat(descriptor).st_mode)
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _check_regular(source: str, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise LoadError(source, "is a directory: name an experiment file in it")
+    if not stat.S_ISREG(mode):
+        kind = _FILE_TYPES.get(stat.S_IFMT(mode))
+        raise LoadError(source, f"is not a regular file{f' ({kind})' if kind else ''}: name an experiment file, "
+                                f"or {STDIN} to read standard input")
 
 
 def _text(source: str, data: bytes) -> str:
@@ -200,6 +229,9 @@ class _BoundedComposer(yaml.composer.Composer):
 class _StrictConstructor(yaml.constructor.SafeConstructor):
     """SafeConstructor refusing what the API server refuses (duplicate keys) and numbers no field can take."""
 
+    # The booleans of _KubectlResolver: go-yaml's, y and n besides PyYAML's.
+    bool_values = {**yaml.constructor.SafeConstructor.bool_values, "y": True, "n": False}
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         first: dict[Any, yaml.nodes.Node] = {}
         for key_node, _ in node.value:
@@ -234,6 +266,40 @@ _StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.c
 _StrictConstructor.add_constructor("tag:yaml.org,2002:float", _StrictConstructor.construct_yaml_float)
 
 
+class _KubectlResolver(yaml.resolver.BaseResolver):
+    """Plain scalars typed as kubectl types them before it sends JSON (sigs.k8s.io/yaml, on go-yaml v2).
+
+    PyYAML's YAML 1.1 resolver also reads base 60 (`iterations: 1:00` as 60, `1:30.5` as 90.5) and dates
+    (`2024-01-01` as a date), which go-yaml leaves strings, so the API server would refuse `1:00` for an
+    integer; it reads `=` as a tag no constructor builds, and `y` and `n` as strings where go-yaml reads
+    booleans. Here those are as kubectl has them. Kept as PyYAML has them: `yes`, `no`, `on` and `off`
+    (booleans for go-yaml too), octal `010` (8 for both), and what kubectl reads as a number but PyYAML as a
+    string (`1e5`, `0o10`, `09`): refused either way where a field wants an integer written as one."""
+
+
+_KubectlResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
+    list("yYnNtTfFoO"))
+_KubectlResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+                   |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+                   |[-+]?\.(?:inf|Inf|INF)
+                   |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+_KubectlResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:int",
+    re.compile(r"""^(?:[-+]?0b[0-1_]+
+                   |[-+]?0[0-7_]+
+                   |[-+]?(?:0|[1-9][0-9_]*)
+                   |[-+]?0x[0-9a-fA-F_]+)$""", re.X),
+    list("-+0123456789"))
+_KubectlResolver.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+_KubectlResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""])
+
+
 class _PythonParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
     """PyYAML's own reader, scanner and parser, where libyaml is not installed."""
 
@@ -250,11 +316,11 @@ except ImportError:
     _Parser = _PythonParser
 
 
-class _BoundedLoader(_BoundedComposer, _Parser, _StrictConstructor, yaml.resolver.Resolver):
+class _BoundedLoader(_BoundedComposer, _Parser, _StrictConstructor, _KubectlResolver):
     """The bounded composer first in the method order, so it, not libyaml's own, builds the nodes."""
 
     def __init__(self, text: str):
         _Parser.__init__(self, text)
         _BoundedComposer.__init__(self)
         _StrictConstructor.__init__(self)
-        yaml.resolver.Resolver.__init__(self)
+        _KubectlResolver.__init__(self)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import pydantic
 
-from ringleader.api import base, rules, uris
+from ringleader.api import base, labels, rules, uris
 from ringleader.api.base import ApiModel
 
 # Kubernetes quantities, restricted to the forms people write for these fields.
@@ -42,13 +42,14 @@ PATTERN_HINTS = {
     SECRET_NAME_PATTERN: "the name of a Secret (or PersistentVolumeClaim): lower-case letters, digits, '-' and '.'",
     FACTORY_PATTERN: '"package.module:factory", a callable importable in the image',
     DATA_PATH_PATTERN: "a path without spaces",
+    **labels.PATTERN_HINTS,
 }
 
 CpuQuantity = Annotated[str, pydantic.StringConstraints(pattern=CPU_PATTERN, max_length=16)]
 MemoryQuantity = Annotated[str, pydantic.StringConstraints(pattern=MEMORY_PATTERN, max_length=16)]
 Bandwidth = Annotated[str, pydantic.StringConstraints(pattern=BANDWIDTH_PATTERN, max_length=16)]
 ModelName = Annotated[str, pydantic.StringConstraints(pattern=MODEL_PATTERN, max_length=253)]
-LabelMap = Annotated[dict[str, Annotated[str, pydantic.StringConstraints(max_length=63)]], pydantic.Field(max_length=32)]
+MAX_NODE_SELECTOR_LABELS = 32
 
 
 class Architecture(str, enum.Enum):
@@ -127,8 +128,9 @@ class WorkerGroup(ApiModel):
     """replicas is the number of workers in this group. The groups' replicas add up to `workers.replicas`."""
     resources: Resources | None = None
     """resources of this group's pods. Default: `workers.resources`."""
-    node_selector: LabelMap = {}
-    """nodeSelector places this group's pods, merged over `scheduling.nodeSelector`."""
+    node_selector: labels.label_map("workers.groups[].nodeSelector", MAX_NODE_SELECTOR_LABELS) = {}
+    """nodeSelector places this group's pods, merged over `scheduling.nodeSelector`; labels as in a pod's
+    nodeSelector."""
     slowdown_percent: Annotated[base.Integer, pydantic.Field(ge=100, le=10000)] = 100
     """slowdownPercent stretches this group's compute to emulate stragglers: 300 makes every
     forward and backward pass take three times as long as measured. Default 100 (no slowdown)."""
@@ -463,12 +465,12 @@ class TaintEffect(str, enum.Enum):
 class Toleration(ApiModel):
     """A toleration of a node taint, as in a pod spec."""
 
-    key: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
-    """key of the taint; unset with operator Exists tolerates every taint."""
+    key: labels.label_key("scheduling.tolerations[].key") | None = None
+    """key of the taint, a label key; unset with operator Exists tolerates every taint."""
     operator: TolerationOperator = TolerationOperator.EQUAL
     """operator is Equal (default) or Exists."""
-    value: Annotated[str, pydantic.StringConstraints(max_length=63)] | None = None
-    """value of the taint, for operator Equal."""
+    value: labels.LabelValue | None = None
+    """value of the taint, a label value, for operator Equal."""
     effect: TaintEffect | None = None
     """effect to tolerate; unset tolerates every effect."""
     toleration_seconds: Annotated[base.Integer, pydantic.Field(ge=0, le=base.MAX_SECONDS)] | None = None
@@ -499,14 +501,14 @@ class Scheduling(ApiModel):
     half-scheduled trial holds its nodes while it waits. Volcano or SchedulerPlugins (coscheduling): a
     PodGroup (minMember = all pods of the trial) makes that gang scheduler bind all the pods or none;
     the operator must be installed with PodGroups enabled."""
-    scheduler_name: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
-    """schedulerName of the pods. Default: the cluster's default scheduler; "volcano" when gang is
-    Volcano, and the operator's scheduler-plugins scheduler name ("scheduler-plugins-scheduler" unless
+    scheduler_name: labels.DnsSubdomain | None = None
+    """schedulerName of the pods, a DNS subdomain. Default: the cluster's default scheduler; "volcano" when
+    gang is Volcano, and the operator's scheduler-plugins scheduler name ("scheduler-plugins-scheduler" unless
     configured) when gang is SchedulerPlugins."""
-    priority_class_name: Annotated[str, pydantic.StringConstraints(max_length=253)] | None = None
-    """priorityClassName of the pods."""
-    node_selector: LabelMap = {}
-    """nodeSelector of every pod of the experiment."""
+    priority_class_name: labels.DnsSubdomain | None = None
+    """priorityClassName of the pods: the name of a PriorityClass, a DNS subdomain."""
+    node_selector: labels.label_map("scheduling.nodeSelector", MAX_NODE_SELECTOR_LABELS) = {}
+    """nodeSelector of every pod of the experiment: label keys and values, as in a pod's nodeSelector."""
     tolerations: Annotated[list[Toleration], pydantic.Field(max_length=32)] = []
     """tolerations of every pod of the experiment (GPU taints, dedicated nodes)."""
     queue_name: Annotated[str, pydantic.StringConstraints(pattern=QUEUE_NAME_PATTERN, max_length=63)] | None = None
