@@ -6,12 +6,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import random
 import re
 
 import pytest
 
 import sweeps
-from ringleader.analysis import report, results, statistics
+from ringleader.analysis import findings, report, results, statistics, summary
 from ringleader.contract import keys
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -39,13 +40,20 @@ def test_an_architecture_sweep_with_repetitions_compares_with_intervals(tmp_path
     p2p = 32 / 0.040  # its second repetition failed
     ring = [32 / 0.030, 32 / 0.031]
     fastest = statistics.estimate(ring)
-    assert made.findings[0] == (f"Fastest: RingAllReduce: {fastest.mean:.1f} samples/s (95 % CI {fastest.low:.1f}-"
-                                f"{fastest.high:.1f}, 2 repetitions), iteration p50 30.5 ms.")
+    # What the comparisons leave out comes first.
+    assert made.findings[0] == "Incomplete: 1 did not finish (rep-3 FAILED). What follows compares only the trials " \
+                               "that finished."
+    # One PeerToPeer trial finished: ring against it within the runs (batch means of every iteration), named
+    # faster since the interval clears parity by the margin runs differ by.
+    assert made.findings[1].startswith(f"Fastest: RingAllReduce: {fastest.mean:.1f} samples/s (95 % CI "
+                                       f"{fastest.low:.1f}-{fastest.high:.1f}, 2 repetitions), iteration p50 30.5 ms; "
+                                       f"{fastest.mean / p2p:.2f}x the runner-up, PeerToPeer (95 % CI ")
+    assert made.findings[1].endswith(" within runs).")
     versus_ps = statistics.ratio(ring, ps)
     assert (f"RingAllReduce: {versus_ps.mean:.2f}x the throughput of ParameterServer "
             f"(95 % CI {versus_ps.low:.2f}-{versus_ps.high:.2f}).") in made.findings
-    # One PeerToPeer trial finished: a ratio without an interval.
-    assert f"RingAllReduce: {fastest.mean / p2p:.2f}x the throughput of PeerToPeer." in made.findings
+    assert any(f.startswith(f"RingAllReduce: {fastest.mean / p2p:.2f}x the throughput of PeerToPeer (95 % CI ")
+               for f in made.findings)
     assert ("Communication is 60 % of iteration time for ParameterServer, waiting 0 %; "
             "34 % of iteration time for RingAllReduce, waiting 0 %.") in made.findings
     assert made.findings[-1] == "rep-3 FAILED: rank 1 (worker-1) exited with code 3."
@@ -157,3 +165,63 @@ def test_the_note_drops_table_rows_to_fit_and_says_where_the_rest_is(tmp_path):
     assert "more rows in report.csv and report.html" in short
     assert short.count("| rep-") < 9 and "Fastest:" in short
     assert len(made.note(40)) <= 40
+
+
+def noisy_result(the_trial, seconds: float, noise: float, rng) -> results.TrialResult:
+    """A finished trial whose workers' iterations take `seconds` each, times a random factor within +-`noise`."""
+    records = {}
+    for slot in the_trial.worker_slots():
+        rows, now = [], sweeps.START
+        for step in range(the_trial.spec.model.iterations):
+            took = seconds * (1 + rng.uniform(-noise, noise))
+            now += took
+            rows.append({"step": step, "role": "worker", "warmup": step < 2, "timestamp": now, "time/iteration": took,
+                         "time/forward": took / 4, "time/backward": took / 2, "time/comm": took / 4, "time/wait": 0.0,
+                         "loss": 1.0})
+        records[slot.rank] = rows
+    return results.TrialResult(the_trial, "FINISHED", None, summary.summarize(records, the_trial), records)
+
+
+CLOSE_RACE = {"model": {"batchSize": 16, "iterations": 60, "warmupIterations": 2},
+              "sweep": {"matrix": {"architecture": ["PeerToPeer", "RingAllReduce"]}}}
+
+
+def test_a_close_race_run_three_times_never_names_winners_that_contradict(tmp_path):
+    rng = random.Random(4)
+    named = set()
+    for run in range(3):
+        trials = sweeps.trials(CLOSE_RACE)
+        # The two setups are the same speed; each run's noise puts one or the other a few percent ahead.
+        sweep = results.SweepResult("race", [noisy_result(t, 0.030, 0.3, rng) for t in trials])
+        made = report.build(sweep, tmp_path / f"run-{run}")
+        records = json.loads((tmp_path / f"run-{run}" / "report.json").read_text())["findingRecords"]
+        [first] = [r for r in records if r["kind"] == "fastest"]
+        assert first["basis"] == "within-run" and first["low"] < first["ratio"] < first["high"]
+        if first["distinguishable"]:
+            named.add(first["subjects"][0])
+        else:
+            assert made.findings[0].startswith("No clear fastest: ")
+            assert made.findings[0].endswith("sweep.repetitions of 3 or more would tell.")
+    assert len(named) <= 1
+
+
+def test_a_clear_win_within_single_runs_is_named_with_its_interval(tmp_path):
+    rng = random.Random(5)
+    trials = sweeps.trials(CLOSE_RACE)
+    sweep = results.SweepResult("win", [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in trials])
+    made = report.build(sweep, tmp_path)
+    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
+    assert (first["subjects"], first["distinguishable"], first["basis"]) == (["RingAllReduce", "PeerToPeer"], True,
+                                                                             "within-run")
+    assert first["low"] > 1 + findings.SINGLE_RUN_MARGIN
+    assert made.findings[0].startswith("Fastest: rep-1 (RingAllReduce): ") and "x the runner-up, rep-0 (PeerToPeer) (95 % CI" in \
+        made.findings[0]
+
+
+def test_a_sweep_that_did_not_run_every_trial_says_what_is_missing_first(tmp_path):
+    trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "PeerToPeer", "RingAllReduce"]}}})
+    sweep = results.SweepResult("partial", [sweeps.result_of(t) for t in trials[:2]], tuple(t.name for t in trials))
+    made = report.build(sweep, tmp_path)
+    assert made.findings[0] == ("Incomplete: 1 of 3 trials never ran (rep-2). What follows compares only the trials "
+                                "that finished.")
+    assert made.findings[1].startswith("Fastest: rep-1 (PeerToPeer): ")

@@ -49,3 +49,10 @@ def test_a_ratio_without_spread_or_repetitions_says_so():
     assert statistics.ratio([4.0], [2.0, 3.0]).low is None
     with pytest.raises(ValueError, match="positive means"):
         statistics.ratio([0.0], [1.0])
+
+
+def test_batch_means_split_contiguously_the_first_batches_one_longer():
+    assert statistics.batch_means([1, 2, 3, 4, 5, 6, 7], 3) == [2.0, 4.5, 6.5]
+    assert statistics.batch_means([2.0] * 4, 4) == [2.0] * 4
+    with pytest.raises(ValueError):
+        statistics.batch_means([1.0], 2)

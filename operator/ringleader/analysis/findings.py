@@ -6,12 +6,109 @@ states measured numbers, with a 95 % confidence interval where the sweep has rep
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from ringleader.analysis import combinations, convergence, scaling, statistics
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
 
 MAX_COMPARISONS = 12
 """MAX_COMPARISONS bounds the "A: 1.6x the throughput of B" sentences: a big sweep's full list is in the table."""
+SINGLE_RUN_MARGIN = 0.10
+"""How far apart two setups measured once each must be before one is named faster: their within-run interval
+must clear parity by this much, because what the machine did between the runs is in no within-run interval.
+Separate runs of the same pair of setups on the shared 2-core machine spread this much around their median
+(docs/performance.md: ring against DDP, 6 separate-run pairs, 1.060-1.267 around 1.133)."""
+BATCHES = 10
+"""Batch means per rank for a within-run interval: few enough that each batch spans several iterations."""
+MIN_BATCH_ITERATIONS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One finding: its sentence, and the numbers behind it for report.json."""
+
+    text: str
+    kind: str
+    """fastest, comparison, communication, target, loss, network, incomplete or failure."""
+    subjects: tuple[str, ...] = ()
+    metric: str | None = None
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    basis: str | None = None
+    """Where the interval comes from: "repetitions", "within-run" (batch means of one run each), or None."""
+    distinguishable: bool | None = None
+    """Whether the interval excludes parity (for single runs, by SINGLE_RUN_MARGIN); None where nothing is compared."""
+
+    def wire(self) -> dict[str, Any]:
+        return {"text": self.text, "kind": self.kind, "subjects": list(self.subjects), "metric": self.metric,
+                "ratio": self.ratio, "low": self.low, "high": self.high, "basis": self.basis,
+                "distinguishable": self.distinguishable}
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One combination's throughput over another's, with the interval the data allow and what it settles."""
+
+    ratio: statistics.Estimate
+    basis: str | None
+    distinguishable: bool
+
+    def interval(self) -> str:
+        """"95 % CI 1.03-1.66 within runs", or "" without an interval."""
+        if self.ratio.low is None:
+            return ""
+        within = " within runs" if self.basis == "within-run" else ""
+        return f"95 % CI {self.ratio.low:.2f}-{self.ratio.high:.2f}{within}"
+
+    def settle(self) -> str:
+        """What would tell the two apart."""
+        if self.basis == "within-run":
+            return (f"runs apart also differ by what the machine did in between (about {100 * SINGLE_RUN_MARGIN:.0f} "
+                    "%): sweep.repetitions of 3 or more would tell")
+        if self.basis == "repetitions":
+            return "more repetitions or iterations would narrow the interval"
+        return "too few iterations for an interval: more iterations, or sweep.repetitions, would tell"
+
+
+def within_run_batches(result: results_.TrialResult) -> list[float]:
+    """A finished trial's throughput (samples/s, all workers) in BATCHES contiguous batches of its iterations
+    after warm-up: batch k sums every worker's samples over its time in its own k-th batch. [] when the
+    workers recorded too few iterations for two batches each."""
+    if result.status != combinations.FINISHED:
+        return []
+    per_rank = [[float(r[keys.TIME_ITERATION]) for r in records
+                 if r.get("role") == "worker" and not r.get("warmup") and isinstance(r.get(keys.TIME_ITERATION), (int, float))
+                 and r[keys.TIME_ITERATION] > 0]
+                for records in result.records.values()]
+    per_rank = [times for times in per_rank if times]
+    batches = min([BATCHES] + [len(times) // MIN_BATCH_ITERATIONS for times in per_rank]) if per_rank else 0
+    if batches < 2:
+        return []
+    samples = result.trial.spec.model.batch_size
+    totals = [0.0] * batches
+    for times in per_rank:
+        for k, mean in enumerate(statistics.batch_means(times, batches)):
+            totals[k] += samples / mean
+    return totals
+
+
+def compare(better: combinations.Combination, other: combinations.Combination) -> Comparison:
+    """better's throughput over other's: across repetitions where both have two or more, else within the runs
+    (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart."""
+    repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
+    if min(map(len, repeated)) >= 2:
+        estimate, basis, margin = statistics.ratio(*repeated), "repetitions", 0.0
+    else:
+        pooled = [[b for t in group.trials for b in within_run_batches(t)] for group in (better, other)]
+        if min(map(len, pooled)) >= 2:
+            estimate, basis, margin = statistics.ratio(*pooled), "within-run", SINGLE_RUN_MARGIN
+        else:
+            estimate, basis, margin = statistics.ratio(*repeated), None, 0.0
+    separated = estimate.low is not None and (estimate.low > 1.0 + margin or estimate.high < 1.0 / (1.0 + margin))
+    return Comparison(estimate, basis, separated)
 
 
 def interval(estimate: statistics.Estimate, digits: int = 2) -> str:
@@ -29,11 +126,13 @@ def _name(combination: combinations.Combination) -> str:
     return combination.label
 
 
-def fastest(groups: list[combinations.Combination]) -> list[str]:
-    measured = [(group.estimate(keys.THROUGHPUT), group) for group in groups if group.values(keys.THROUGHPUT)]
+def fastest(groups: list[combinations.Combination]) -> list[Finding]:
+    """The fastest combination, named only when it is told apart from the runner-up; else that it is not."""
+    measured = sorted(((group.estimate(keys.THROUGHPUT), group) for group in groups if group.values(keys.THROUGHPUT)),
+                      key=lambda item: item[0].mean, reverse=True)
     if not measured:
         return []
-    throughput, best = max(measured, key=lambda item: item[0].mean)
+    throughput, best = measured[0]
     p50 = best.estimate(keys.P50)
     spread = ""
     if throughput.low is not None:
@@ -41,10 +140,21 @@ def fastest(groups: list[combinations.Combination]) -> list[str]:
     text = f"Fastest: {_name(best)}: {throughput.mean:.1f} samples/s{spread}"
     if p50 is not None:
         text += f", iteration p50 {1000 * p50.mean:.1f} ms"
-    return [text + "."]
+    if len(measured) == 1:
+        return [Finding(text + ".", "fastest", (best.label,), keys.THROUGHPUT)]
+    runner_up = measured[1][1]
+    versus = compare(best, runner_up)
+    record = dict(kind="fastest", subjects=(best.label, runner_up.label), metric=keys.THROUGHPUT,
+                  ratio=versus.ratio.mean, low=versus.ratio.low, high=versus.ratio.high, basis=versus.basis,
+                  distinguishable=versus.distinguishable)
+    if versus.distinguishable:
+        return [Finding(text + f"; {versus.ratio.mean:.2f}x the runner-up, {_name(runner_up)} ({versus.interval()}).",
+                        **record)]
+    return [Finding(f"No clear fastest: {_name(best)} and {_name(runner_up)} cannot be told apart: "
+                    f"{_ratio_words(versus)}; {versus.settle()}.", **record)]
 
 
-def comparisons(result: results_.SweepResult) -> list[str]:
+def comparisons(result: results_.SweepResult) -> list[Finding]:
     """Per varied axis and setting of the other axes: the best value's throughput over each other value's."""
     axes = combinations.varied_axes(result)
     sentences = []
@@ -56,21 +166,33 @@ def comparisons(result: results_.SweepResult) -> list[str]:
             values = [(c, v) for c, v in values if v]
             if len(values) < 2:
                 continue
-            best, best_values = max(values, key=lambda item: sum(item[1]) / len(item[1]))
+            best, _ = max(values, key=lambda item: sum(item[1]) / len(item[1]))
             where = f" at {context.label}" if context.parameters else ""
-            for other, other_values in values:
-                if other is best:
-                    continue
-                ratio = statistics.ratio(best_values, other_values)
-                sentences.append(f"{best.label}: {ratio.mean:.2f}x the throughput of {other.label}{where}"
-                                 f"{interval(ratio)}.")
+            for other, _ in values:
+                if other is not best:
+                    sentences.append(_comparison(best, other, where))
     if len(sentences) > MAX_COMPARISONS:
         rest = len(sentences) - MAX_COMPARISONS
-        sentences = sentences[:MAX_COMPARISONS] + [f"({rest} more comparisons: see the table.)"]
+        sentences = sentences[:MAX_COMPARISONS] + [Finding(f"({rest} more comparisons: see the table.)", "comparison")]
     return sentences
 
 
-def communication(groups: list[combinations.Combination]) -> list[str]:
+def _comparison(best: combinations.Combination, other: combinations.Combination, where: str) -> Finding:
+    versus = compare(best, other)
+    record = dict(kind="comparison", subjects=(best.label, other.label), metric=keys.THROUGHPUT,
+                  ratio=versus.ratio.mean, low=versus.ratio.low, high=versus.ratio.high, basis=versus.basis,
+                  distinguishable=versus.distinguishable)
+    if versus.distinguishable:
+        return Finding(f"{best.label}: {versus.ratio.mean:.2f}x the throughput of {other.label}{where} "
+                       f"({versus.interval()}).", **record)
+    return Finding(f"{best.label} and {other.label}{where}: not told apart, {_ratio_words(versus)}.", **record)
+
+
+def _ratio_words(versus: Comparison) -> str:
+    return f"{versus.ratio.mean:.2f}x" + (f", {versus.interval()}" if versus.interval() else " from one value each")
+
+
+def communication(groups: list[combinations.Combination]) -> list[Finding]:
     """The largest and smallest share of iteration time in communication, with waiting beside it."""
     shares = [(group.estimate(keys.COMM_FRACTION), group) for group in groups if group.values(keys.COMM_FRACTION)]
     if not shares:
@@ -85,11 +207,12 @@ def communication(groups: list[combinations.Combination]) -> list[str]:
     high = max(shares, key=lambda item: item[0].mean)
     low = min(shares, key=lambda item: item[0].mean)
     if high is low:
-        return [f"Communication is {said(high)}."]
-    return [f"Communication is {said(high)}; {said(low)}."]
+        return [Finding(f"Communication is {said(high)}.", "communication", (high[1].label,), keys.COMM_FRACTION)]
+    return [Finding(f"Communication is {said(high)}; {said(low)}.", "communication", (high[1].label, low[1].label),
+                    keys.COMM_FRACTION)]
 
 
-def time_to_loss(result: results_.SweepResult) -> list[str]:
+def time_to_loss(result: results_.SweepResult) -> list[Finding]:
     if convergence.PARADIGM not in result.axes:
         return []
     goal = convergence.target(result)
@@ -100,7 +223,8 @@ def time_to_loss(result: results_.SweepResult) -> list[str]:
         times = [goal.seconds.get(t.trial.name) for t in group.trials if t.trial.name in goal.seconds]
         if times:
             parts.append(_seconds_to_goal(group.label, times)[0])
-    return [f"Time to loss {goal.loss:.4g} (the final loss of {goal.trial}): " + "; ".join(parts) + "."]
+    return [Finding(f"Time to loss {goal.loss:.4g} (the final loss of {goal.trial}): " + "; ".join(parts) + ".",
+                    "loss")]
 
 
 def _seconds_to_goal(name: str, times: list) -> tuple[str, float | None]:
@@ -123,7 +247,7 @@ def _goal(result: results_.SweepResult) -> str | None:
     return f"held-out loss {target.loss:g}"
 
 
-def time_to_target(result: results_.SweepResult) -> list[str]:
+def time_to_target(result: results_.SweepResult) -> list[Finding]:
     """Seconds to `model.target` per combination (targetSeconds of the summaries), and which got there first:
     the answer a time-to-accuracy comparison (BSP against stale paradigms) is run for."""
     goal = _goal(result)
@@ -142,10 +266,11 @@ def time_to_target(result: results_.SweepResult) -> list[str]:
     if not parts:
         return []
     first = f" First: {min(reached_by)[1]}." if len(reached_by) > 1 else ""
-    return [f"Time to {goal}: " + "; ".join(parts) + "." + first]
+    return [Finding(f"Time to {goal}: " + "; ".join(parts) + "." + first, "target",
+                    tuple(name for _, name in sorted(reached_by)), keys.TARGET_SECONDS)]
 
 
-def network(result: results_.SweepResult) -> list[str]:
+def network(result: results_.SweepResult) -> list[Finding]:
     if scaling.BANDWIDTH not in result.axes:
         return []
     sentences = []
@@ -156,22 +281,40 @@ def network(result: results_.SweepResult) -> list[str]:
         if isinstance(curve, scaling.WhatIfCurve):
             model = f"; the what-if model says {curve.points[0][1]:.2f} and {curve.points[1][1]:.2f}"
         label = "" if name == "all trials" else f"{name}: "
-        sentences.append(f"{label}scaling factor {at_slow.mean:.2f} at {slow / 1e9:g} Gbit/s and {at_fast.mean:.2f} "
-                         f"at {fast / 1e9:g} Gbit/s (measured){model}.")
+        sentences.append(Finding(f"{label}scaling factor {at_slow.mean:.2f} at {slow / 1e9:g} Gbit/s and "
+                                 f"{at_fast.mean:.2f} at {fast / 1e9:g} Gbit/s (measured){model}.", "network", (name,)))
     return sentences
 
 
-def failures(result: results_.SweepResult) -> list[str]:
-    return [f"{t.trial.name} {t.status}" + (f": {t.message}" if t.message else "") + "."
-            for t in result.trials if t.status != combinations.FINISHED]
+def failures(result: results_.SweepResult) -> list[Finding]:
+    return [Finding(f"{t.trial.name} {t.status}" + (f": {t.message}" if t.message else "") + ".", "failure",
+                    (t.trial.name,)) for t in result.trials if t.status != combinations.FINISHED]
 
 
-def findings(result: results_.SweepResult) -> list[str]:
-    """Every finding, most telling first; one sentence says so when no trial finished."""
+def incomplete(result: results_.SweepResult) -> list[Finding]:
+    """First of all, what the comparisons leave out: trials that never ran, and trials that did not finish."""
+    ran = {t.trial.name for t in result.trials}
+    missing = [name for name in result.planned if name not in ran]
+    unfinished = [t for t in result.trials if t.status != combinations.FINISHED]
+    if not missing and not unfinished:
+        return []
+    total = len(result.planned) or len(result.trials)
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} of {total} trials never ran ({', '.join(missing)})")
+    if unfinished:
+        parts.append(f"{len(unfinished)} did not finish ({', '.join(f'{t.trial.name} {t.status}' for t in unfinished)})")
+    return [Finding(f"Incomplete: {'; '.join(parts)}. What follows compares only the trials that finished.",
+                    "incomplete", tuple(missing) + tuple(t.trial.name for t in unfinished))]
+
+
+def findings(result: results_.SweepResult) -> list[Finding]:
+    """Every finding, most telling first: what is missing, then the answer; one sentence says so when no trial
+    finished."""
     groups = combinations.group(result)
     found = fastest(groups)
     if not found:
-        return [f"No finished trial has a summary (summary.json): nothing to compare ({len(result.trials)} trials)."] \
-            + failures(result)
-    return (found + comparisons(result) + communication(groups) + time_to_target(result) + time_to_loss(result)
-            + network(result) + failures(result))
+        return [Finding(f"No finished trial has a summary (summary.json): nothing to compare "
+                        f"({len(result.trials)} trials).", "incomplete")] + failures(result)
+    return (incomplete(result) + found + comparisons(result) + communication(groups) + time_to_target(result)
+            + time_to_loss(result) + network(result) + failures(result))

@@ -114,7 +114,7 @@ def combination_table(groups: list[combinations.Combination], goal: convergence.
     return tables.Table(COMBINATION_COLUMNS, rows, frozenset({1, 2, 3, 4, 5, 6}))
 
 
-def _document(result: results_.SweepResult, found: list[str], groups: list[combinations.Combination],
+def _document(result: results_.SweepResult, found: list[findings.Finding], groups: list[combinations.Combination],
               goal: convergence.Target | None, made: list[figures.Figure]) -> dict[str, Any]:
     def seconds(trial: results_.TrialResult) -> float | None:
         return goal.seconds.get(trial.trial.name) if goal else None
@@ -122,7 +122,8 @@ def _document(result: results_.SweepResult, found: list[str], groups: list[combi
     return {
         "experiment": result.experiment,
         "axes": result.axes,
-        "findings": found,
+        "findings": [finding.text for finding in found],
+        "findingRecords": [finding.wire() for finding in found],
         "targetLoss": None if goal is None else {"loss": goal.loss, "trial": goal.trial},
         "trials": [{"name": t.trial.name, "index": t.trial.index, "repetition": t.trial.repetition,
                     "parameters": dict(t.trial.parameters), "architecture": t.trial.spec.architecture.value,
@@ -145,7 +146,8 @@ def build(result: results_.SweepResult, directory: str | pathlib.Path) -> Report
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     made = [figure for maker in FIGURES if (figure := maker(result, directory)) is not None]
-    found = findings.findings(result)
+    records = findings.findings(result)
+    found = [finding.text for finding in records]
     groups = combinations.group(result)
     goal = convergence.target(result) if convergence.PARADIGM in result.axes else None
     rows = [tables.row_for(t.trial, t.summary, t.status, t.message if t.status != combinations.FINISHED else None)
@@ -156,7 +158,7 @@ def build(result: results_.SweepResult, directory: str | pathlib.Path) -> Report
 
     csv_path, json_path, html_path = directory / CSV_FILE, directory / JSON_FILE, directory / HTML_FILE
     csv_path.write_text(tables.to_csv(rows))
-    json_path.write_text(json.dumps(_document(result, found, groups, goal, made), indent=1, default=float))
+    json_path.write_text(json.dumps(_document(result, records, groups, goal, made), indent=1, default=float))
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     html_path.write_text(page.render(f"{result.experiment}: {len(result.trials)} trials", found, sections, made,
                                      f"ringleader report, {stamp}. Numbers: {CSV_FILE} (per trial, SI units) and "

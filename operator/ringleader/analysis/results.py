@@ -36,6 +36,8 @@ class SweepResult:
 
     experiment: str
     trials: list[TrialResult]
+    planned: tuple[str, ...] = ()
+    """planned names every trial the sweep meant to run, those without a result too; () when unknown."""
 
     @property
     def axes(self) -> dict[str, list[str]]:

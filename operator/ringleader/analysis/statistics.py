@@ -110,3 +110,19 @@ def ratio(numerator: Sequence[float], denominator: Sequence[float], confidence: 
                                 if part > 0)
     half = t_quantile(1.0 - (1.0 - confidence) / 2.0, degrees) * math.sqrt(spread)
     return Estimate(value, value * math.exp(-half), value * math.exp(half), min(len(numerator), len(denominator)))
+
+
+def batch_means(values: Sequence[float], batches: int) -> list[float]:
+    """The means of `batches` contiguous, near-equal runs of `values` (the first ones one longer when uneven).
+
+    Successive iterations are correlated (a busy second slows several in a row), so single iterations are no
+    independent samples; means of long enough contiguous batches nearly are, which a t-interval needs."""
+    if not 1 <= batches <= len(values):
+        raise ValueError(f"batch_means needs 1 <= batches <= {len(values)} values, got {batches}")
+    size, extra = divmod(len(values), batches)
+    means, start = [], 0
+    for index in range(batches):
+        end = start + size + (1 if index < extra else 0)
+        means.append(statistics.fmean(values[start:end]))
+        start = end
+    return means

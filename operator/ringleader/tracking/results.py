@@ -67,7 +67,7 @@ def from_directory(path: str | pathlib.Path) -> results.SweepResult:
                 trials.append(trial_from_directory(trial_dir))
             except layout.DamagedFile:
                 continue  # a report of the trials that can be read; publishing says which was left out
-    return results.SweepResult(session.experiment.name, trials)
+    return results.SweepResult(session.experiment.name, trials, tuple(session.trials))
 
 
 def trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:

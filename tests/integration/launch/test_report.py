@@ -76,8 +76,12 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
         assert float(row["iteration_time_p50_seconds"]) == summary["iterationTimeP50Seconds"]
         assert float(row["comm_seconds"]) == summary["commSeconds"]
     fastest = max(rows[:2], rows[2:], key=lambda pair: sum(float(r["throughput"]) for r in pair))
-    assert document["findings"][0].startswith(f"Fastest: {fastest[0]['architecture']}: ")
-    assert re.search(r"x the throughput of \w+ \(95 % CI \d+\.\d\d-\d+\.\d\d\)\.", " ".join(document["findings"]))
+    # Two repetitions each: a winner is named only when the interval across them excludes parity.
+    [first] = [r for r in document["findingRecords"] if r["kind"] == "fastest"]
+    assert (first["subjects"][0], first["basis"]) == (fastest[0]["architecture"], "repetitions")
+    assert first["low"] < first["ratio"] < first["high"] and first["distinguishable"] == (first["low"] > 1)
+    named = f"Fastest: {fastest[0]['architecture']}: " if first["distinguishable"] else "No clear fastest: "
+    assert document["findings"][0].startswith(named) and document["findings"][0] == first["text"]
     assert document["combinations"][0]["throughput"]["count"] == 2
 
     # From MLflow, by experiment name, written elsewhere and attached again.
