@@ -79,9 +79,8 @@ predict: venv  ## each trial's predicted iteration time, and the other architect
 whatif: venv  ## scaling factor per worker count, bandwidth and compression, from the newest run's ring trial
 	$(VENV)/bin/ringleader whatif ringleader-runs/ -o whatif.png
 
-ui: venv  ## the MLflow UI on ./mlflow.db (what `make run` recorded); prints the address of its model-training view
-	@echo ">> MLflow UI: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning (Ctrl-C stops it)"
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
+ui: venv  ## the MLflow UI on ./mlflow.db (what `make run` recorded); prints the newest sweep's page, model-training view
+	$(VENV)/bin/ringleader ui --tracking-uri sqlite:///mlflow.db
 
 clean:  ## remove local run outputs (not the cache)
 	rm -rf mlflow.db mlruns ringleader-runs .pytest_cache

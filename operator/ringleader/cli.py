@@ -49,6 +49,8 @@ DELEGATED = {
                                            "compression ratios"),
     "predict": ("ringleader.launch.predict", "predict a trial's iteration time and that of the other architectures "
                                              "from its own measurements"),
+    "ui": ("ringleader.launch.ui", "serve MLflow's UI on a local store, opened at the newest sweep in its "
+                                   "model-training view"),
 }
 # Distributions whose versions `ringleader version` shows: read from their metadata, never imported (torch takes seconds).
 COMPONENTS = ("torch", "mlflow", "kopf")

@@ -1,0 +1,67 @@
+"""`ringleader ui`: MLflow's UI on the store `ringleader run` wrote, opened at the newest sweep in its model-training view; cli.py delegates here.
+
+    ringleader ui                                   # sqlite:///mlflow.db here, at http://127.0.0.1:5000
+    ringleader ui --tracking-uri sqlite:///other.db --port 5001
+
+MLflow 3's UI opens an experiment in its GenAI view unless the address asks for model training; its
+experiment list does not pass that on when a link is clicked. So this prints the page of the newest sweep
+run, which does, before it serves. A tracking server (http) has its own UI: only that page is printed.
+Exit status (contract/exits.py): MLflow's own once it stops; 1 when the store does not exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+from typing import TextIO
+
+from ringleader.contract import exits, redaction
+
+DEFAULT_PORT = 5000
+HOST = "127.0.0.1"
+"""Loopback only: the UI has no login, and a store's runs are not for the network."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="the MLflow store (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this directory)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"where to serve it on {HOST} (default {DEFAULT_PORT})")
+
+
+def newest_sweep_page(store, base: str) -> str:
+    """The page of the newest sweep run in `store` under `base`, model-training view; the experiment list if none."""
+    from ringleader.tracking import schema
+
+    experiments = store.call("search experiments", "search_experiments")
+    runs = store.call("search runs", "search_runs", [e.experiment_id for e in experiments],
+                      filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
+                      order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    if not runs:
+        return f"{base}/#/experiments?{schema.UI_TRAINING_VIEW}"
+    return schema.ui_url(base, runs[0].info.experiment_id, runs[0].info.run_id)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    from ringleader.tracking import results
+    from ringleader.tracking import settings as settings_
+    from ringleader.tracking import store as store_
+
+    uri = settings_.resolve_uri(args.tracking_uri)
+    try:
+        store = results.lookup_store(args.tracking_uri, "ringleader ui", "nothing to show")
+        if uri.startswith(("http://", "https://")):
+            print(f"MLflow at {redaction.redact(uri)} serves its own UI; the newest sweep: "
+                  f"{newest_sweep_page(store, redaction.redact(uri).rstrip('/'))}", file=out)
+            return exits.OK
+        page = newest_sweep_page(store, f"http://{HOST}:{args.port}")
+    except (results.SourceNotFound, store_.TrackingUnavailable) as error:
+        print(str(error), file=err)
+        return exits.FAILED
+    print(f"MLflow UI: {page}  (Ctrl-C stops it)", file=out, flush=True)
+    mlflow = pathlib.Path(sys.executable).parent / "mlflow"
+    command = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri,
+               "--host", HOST, "--port", str(args.port)]
+    os.execvp(command[0], command)  # MLflow's server in this process's place: Ctrl-C and its exit are its own
