@@ -63,6 +63,10 @@ class Comparison:
         within = " within runs" if self.basis == "within-run" else ""
         return f"95 % CI {self.ratio.low:.2f}-{self.ratio.high:.2f}{within}"
 
+    def finding(self, text: str, kind: str, subjects: tuple[str, ...]) -> Finding:
+        return Finding(text, kind, subjects, keys.THROUGHPUT, self.ratio.mean, self.ratio.low, self.ratio.high,
+                       self.basis, self.distinguishable)
+
     def settle(self) -> str:
         """What would tell the two apart."""
         if self.basis == "within-run":
@@ -79,11 +83,7 @@ def within_run_batches(result: results_.TrialResult) -> list[float]:
     workers recorded too few iterations for two batches each."""
     if result.status != combinations.FINISHED:
         return []
-    per_rank = [[float(r[keys.TIME_ITERATION]) for r in records
-                 if r.get("role") == "worker" and not r.get("warmup") and isinstance(r.get(keys.TIME_ITERATION), (int, float))
-                 and r[keys.TIME_ITERATION] > 0]
-                for records in result.records.values()]
-    per_rank = [times for times in per_rank if times]
+    per_rank = [times for times in map(_measured_iterations, result.records.values()) if times]
     batches = min([BATCHES] + [len(times) // MIN_BATCH_ITERATIONS for times in per_rank]) if per_rank else 0
     if batches < 2:
         return []
@@ -93,6 +93,12 @@ def within_run_batches(result: results_.TrialResult) -> list[float]:
         for k, mean in enumerate(statistics.batch_means(times, batches)):
             totals[k] += samples / mean
     return totals
+
+
+def _measured_iterations(records: list[dict]) -> list[float]:
+    """A rank's worker iteration times after warm-up (a server rank has none)."""
+    return [float(r[keys.TIME_ITERATION]) for r in records if r.get("role") == "worker" and not r.get("warmup")
+            and isinstance(r.get(keys.TIME_ITERATION), (int, float)) and r[keys.TIME_ITERATION] > 0]
 
 
 def compare(better: combinations.Combination, other: combinations.Combination) -> Comparison:
@@ -144,14 +150,12 @@ def fastest(groups: list[combinations.Combination]) -> list[Finding]:
         return [Finding(text + ".", "fastest", (best.label,), keys.THROUGHPUT)]
     runner_up = measured[1][1]
     versus = compare(best, runner_up)
-    record = dict(kind="fastest", subjects=(best.label, runner_up.label), metric=keys.THROUGHPUT,
-                  ratio=versus.ratio.mean, low=versus.ratio.low, high=versus.ratio.high, basis=versus.basis,
-                  distinguishable=versus.distinguishable)
+    subjects = (best.label, runner_up.label)
     if versus.distinguishable:
-        return [Finding(text + f"; {versus.ratio.mean:.2f}x the runner-up, {_name(runner_up)} ({versus.interval()}).",
-                        **record)]
-    return [Finding(f"No clear fastest: {_name(best)} and {_name(runner_up)} cannot be told apart: "
-                    f"{_ratio_words(versus)}; {versus.settle()}.", **record)]
+        return [versus.finding(text + f"; {versus.ratio.mean:.2f}x the runner-up, {_name(runner_up)} "
+                               f"({versus.interval()}).", "fastest", subjects)]
+    return [versus.finding(f"No clear fastest: {_name(best)} and {_name(runner_up)} cannot be told apart: "
+                           f"{_ratio_words(versus)}; {versus.settle()}.", "fastest", subjects)]
 
 
 def comparisons(result: results_.SweepResult) -> list[Finding]:
@@ -179,13 +183,11 @@ def comparisons(result: results_.SweepResult) -> list[Finding]:
 
 def _comparison(best: combinations.Combination, other: combinations.Combination, where: str) -> Finding:
     versus = compare(best, other)
-    record = dict(kind="comparison", subjects=(best.label, other.label), metric=keys.THROUGHPUT,
-                  ratio=versus.ratio.mean, low=versus.ratio.low, high=versus.ratio.high, basis=versus.basis,
-                  distinguishable=versus.distinguishable)
     if versus.distinguishable:
-        return Finding(f"{best.label}: {versus.ratio.mean:.2f}x the throughput of {other.label}{where} "
-                       f"({versus.interval()}).", **record)
-    return Finding(f"{best.label} and {other.label}{where}: not told apart, {_ratio_words(versus)}.", **record)
+        text = f"{best.label}: {versus.ratio.mean:.2f}x the throughput of {other.label}{where} ({versus.interval()})."
+    else:
+        text = f"{best.label} and {other.label}{where}: not told apart, {_ratio_words(versus)}."
+    return versus.finding(text, "comparison", (best.label, other.label))
 
 
 def _ratio_words(versus: Comparison) -> str:
