@@ -12,7 +12,7 @@ import re
 import pytest
 
 import sweeps
-from ringleader.analysis import findings, report, results, statistics, summary
+from ringleader.analysis import figures, findings, report, results, statistics, summary
 from ringleader.contract import keys
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -225,3 +225,13 @@ def test_a_sweep_that_did_not_run_every_trial_says_what_is_missing_first(tmp_pat
     assert made.findings[0] == ("Incomplete: 1 of 3 trials never ran (rep-2). What follows compares only the trials "
                                 "that finished.")
     assert made.findings[1].startswith("Fastest: rep-1 (PeerToPeer): ")
+
+
+def test_the_time_figure_labels_its_mean_bars_with_the_mean_iteration(tmp_path):
+    # Like with like: the bars are means of phases, so the label is the mean iteration, not the p50.
+    trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
+    sweep = results.SweepResult("means", [sweeps.result_of(t, jitter=0.004) for t in trials])
+    assert [figures.mean_iteration_seconds(t) for t in sweep.trials] == pytest.approx([0.054, 0.034])
+    made = report.build(sweep, tmp_path)
+    [time] = [figure for figure in made.figures if figure.id == "time"]
+    assert "the mean iteration time, the same statistic as the bars" in time.caption

@@ -73,9 +73,19 @@ def trial_label(result: results_.TrialResult) -> str:
     return f"{result.trial.name}\n{spec.architecture.value}\n{spec.sync.paradigm.value}, {spec.workers.replicas}w"
 
 
+def mean_iteration_seconds(trial: results_.TrialResult) -> float | None:
+    """A finished trial's mean worker iteration after warm-up: its ranks' means weighted by their iterations."""
+    if combinations.number(trial, keys.THROUGHPUT) is None:
+        return None
+    ranks = [r for r in (trial.summary.get(keys.PER_RANK) or {}).values()
+             if isinstance(r, dict) and r.get(keys.ITERATIONS) and r.get(keys.ITERATION_SECONDS) is not None]
+    counted = sum(r[keys.ITERATIONS] for r in ranks)
+    return sum(r[keys.ITERATIONS] * r[keys.ITERATION_SECONDS] for r in ranks) / counted if counted else None
+
+
 def time_breakdown(result: results_.SweepResult, directory: pathlib.Path) -> Figure | None:
     """Stacked bars per trial of the mean milliseconds a worker iteration spends computing, communicating and
-    waiting, all trials on one axis; p50 iteration time and throughput above each bar."""
+    waiting, all trials on one axis; the mean iteration time (like with like) and throughput above each bar."""
     if not any(combinations.number(trial, keys.COMPUTE_SECONDS) is not None for trial in result.trials):
         return None
     trials = result.trials
@@ -88,9 +98,9 @@ def time_breakdown(result: results_.SweepResult, directory: pathlib.Path) -> Fig
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     top = max(bottoms) or 1.0
     for position, trial in zip(positions, trials):
-        p50, throughput = combinations.number(trial, keys.P50), combinations.number(trial, keys.THROUGHPUT)
-        text = trial.status if p50 is None else f"p50 {1000 * p50:.1f} ms"
-        if p50 is not None and throughput is not None:
+        mean, throughput = mean_iteration_seconds(trial), combinations.number(trial, keys.THROUGHPUT)
+        text = trial.status if mean is None else f"mean {1000 * mean:.1f} ms"
+        if mean is not None and throughput is not None:
             text += f"\n{throughput:.0f} samples/s"
         axes.text(position, bottoms[position] + 0.02 * top, text, ha="center", va="bottom", fontsize=7)
     axes.set_xticks(list(positions))
@@ -104,8 +114,8 @@ def time_breakdown(result: results_.SweepResult, directory: pathlib.Path) -> Fig
                   "stacked bars per trial: compute, communication and waiting milliseconds per worker iteration",
                   "Mean milliseconds of a worker iteration after warm-up spent computing (data, forward, backward, "
                   "update), communicating and waiting for other workers or the server; all trials share the axis. "
-                  "Above each bar: the p50 iteration time and the throughput of all workers together. "
-                  "A bar lower than its p50 leaves time in no phase (loop overhead).", path)
+                  "Above each bar: the mean iteration time, the same statistic as the bars, and the throughput of "
+                  "all workers together. A bar lower than its mean leaves time in no phase (loop overhead).", path)
 
 
 def repetitions(result: results_.SweepResult, directory: pathlib.Path) -> Figure | None:
