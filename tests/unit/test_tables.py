@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 
@@ -113,3 +114,26 @@ def test_names_in_the_markdown_description_stay_text():
     assert shown == ("&lt;img src=x onerror=alert\\(1\\)&gt; \\[link\\]\\(http://x\\) \\*em\\* a\\|b")
     table = tables.Table(["trial", "throughput"], [[hostile, "1.0"]], {1})
     assert table.markdown().splitlines()[2] == f"| {shown} | 1.0 |"
+
+
+def test_with_a_target_the_table_and_csv_lead_with_time_and_iterations_to_it():
+    timed = trial.expand(experiment.parse({
+        "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment", "metadata": {"name": "acc"},
+        "spec": {"model": {"target": {"accuracyPercent": 90}, "evaluation": {"everyIterations": 5}},
+                 "data": {"format": "Digits"}, "sweep": {"matrix": {"paradigm": ["BSP", "ASP"]}}},
+    })).trials
+    rows = [tables.row_for(timed[0], {**SUMMARY, "targetSeconds": 12.34, "targetIterations": 40}, "FINISHED"),
+            tables.row_for(timed[1], SUMMARY, "FINISHED")]  # finished without reaching it
+
+    header, _, first, second = tables.format_table(rows).splitlines()
+    assert re.split(r"\s{2,}", header)[:6] == ["trial", "architecture", "paradigm", "workers",
+                                      "time to 90 % held-out accuracy (s)", "iterations to it"]
+    assert first.split()[4:6] == ["12.3", "40"] and second.split()[4:6] == ["never", "never"]
+    parsed = list(csv.DictReader(io.StringIO(tables.to_csv(rows))))
+    assert list(parsed[0])[4:7] == ["target", "target_seconds", "target_iterations"]
+    assert (parsed[0]["target"], parsed[0]["target_seconds"], parsed[1]["target_seconds"]) == \
+        ("90 % held-out accuracy", "12.34", "")
+
+
+def test_without_a_target_the_table_keeps_its_columns(rows):
+    assert re.split(r"\s{2,}", tables.format_table(rows).splitlines()[0])[4] == "throughput (samples/s)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ringleader.analysis import combinations, convergence, scaling, statistics
+from ringleader.analysis import combinations, convergence, scaling, statistics, tables
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
 
@@ -241,12 +241,7 @@ def _seconds_to_goal(name: str, times: list) -> tuple[str, float | None]:
 
 def _goal(result: results_.SweepResult) -> str | None:
     """What `model.target` the sweep's trials are timed to, in words; None when they set none."""
-    target = next((t.trial.spec.model.target for t in result.trials if t.trial.spec.model.target), None)
-    if target is None:
-        return None
-    if target.accuracy_percent is not None:
-        return f"{target.accuracy_percent:g} % held-out accuracy"
-    return f"held-out loss {target.loss:g}"
+    return next((words for t in result.trials if (words := tables.goal_words(t.trial.spec.model.target))), None)
 
 
 def time_to_target(result: results_.SweepResult) -> list[Finding]:
@@ -318,5 +313,6 @@ def findings(result: results_.SweepResult) -> list[Finding]:
     if not found:
         return [Finding(f"No finished trial has a summary (summary.json): nothing to compare "
                         f"({len(result.trials)} trials).", "incomplete")] + failures(result)
-    return (incomplete(result) + found + comparisons(result) + communication(groups) + time_to_target(result)
+    # With a target, time to it is what the sweep was run for: it leads, before throughput.
+    return (incomplete(result) + time_to_target(result) + found + comparisons(result) + communication(groups)
             + time_to_loss(result) + network(result) + failures(result))

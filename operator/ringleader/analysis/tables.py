@@ -43,6 +43,20 @@ class ComparisonRow:
     parameters: Mapping[str, str] = dataclasses.field(default_factory=dict)
     message: str | None = None
     """message says why a trial failed."""
+    target: str | None = None
+    """target is `model.target` in words ("90 % held-out accuracy"), None when the trial sets none."""
+    target_seconds: float | None = None
+    """target_seconds and target_iterations: when the target was reached; None when it was not (or no target)."""
+    target_iterations: float | None = None
+
+
+def goal_words(target: Any) -> str | None:
+    """`model.target` (api.spec.Target) in words; None for no target."""
+    if target is None:
+        return None
+    if target.accuracy_percent is not None:
+        return f"{target.accuracy_percent:g} % held-out accuracy"
+    return f"held-out loss {target.loss:g}"
 
 
 def row_for(trial: trial_.Trial, summary: Mapping[str, Any] | None, status: str,
@@ -63,22 +77,47 @@ def row_for(trial: trial_.Trial, summary: Mapping[str, Any] | None, status: str,
         compute_seconds=number(keys.COMPUTE_SECONDS), comm_seconds=number(keys.COMM_SECONDS),
         wait_seconds=number(keys.WAIT_SECONDS), bytes_per_iteration=number(keys.BYTES_PER_ITERATION),
         loss_last=number(keys.LOSS_LAST), parameters=dict(trial.parameters),
-        message=message,
+        message=message, target=goal_words(spec.model.target), target_seconds=number(keys.TARGET_SECONDS),
+        target_iterations=number(keys.TARGET_ITERATIONS),
     )
 
 
 COLUMNS = ("trial", "architecture", "paradigm", "workers", "throughput (samples/s)", "iteration p50 (ms)",
            "iteration p95 (ms)", "compute", "comm", "wait", "status")
+LEADING = 4
+"""The columns that say which trial a row is; a target's columns come right after them, first of the numbers."""
 
 
-def _cells(row: ComparisonRow) -> list[str]:
+def _target(rows: Sequence[ComparisonRow]) -> str | None:
+    return next((row.target for row in rows if row.target), None)
+
+
+def columns(rows: Sequence[ComparisonRow]) -> tuple[str, ...]:
+    """COLUMNS, led by time and iterations to the target when the trials set one: the answer they were run for."""
+    goal = _target(rows)
+    if goal is None:
+        return COLUMNS
+    return COLUMNS[:LEADING] + (f"time to {goal} (s)", "iterations to it") + COLUMNS[LEADING:]
+
+
+def _numeric(rows: Sequence[ComparisonRow]) -> frozenset[int]:
+    shift = len(columns(rows)) - len(COLUMNS)
+    return frozenset(range(LEADING, LEADING + shift)) | {i + shift for i in NUMERIC_COLUMNS}
+
+
+def _cells(row: ComparisonRow, with_target: bool = False) -> list[str]:
     def fixed(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
         return "-" if value is None else f"{value * scale:.{digits}f}"
 
     def share(value: float | None) -> str:
         return "-" if value is None else f"{value * 100:.0f}%"
 
-    return [row.trial, row.architecture, row.paradigm, str(row.workers), fixed(row.throughput),
+    target = []
+    if with_target:
+        never = row.status == "FINISHED" and row.target_seconds is None  # finished without reaching it
+        target = ["never" if never else fixed(row.target_seconds),
+                  "never" if never else fixed(row.target_iterations, digits=0)]
+    return [row.trial, row.architecture, row.paradigm, str(row.workers), *target, fixed(row.throughput),
             fixed(row.p50_seconds, 1000.0), fixed(row.p95_seconds, 1000.0), share(row.compute_fraction),
             share(row.comm_fraction), share(row.wait_fraction), row.status]
 
@@ -114,16 +153,18 @@ NUMERIC_COLUMNS = frozenset({3, 4, 5, 6, 7, 8, 9})
 
 
 def comparison(rows: Sequence[ComparisonRow]) -> Table:
-    return Table(COLUMNS, [_cells(row) for row in rows], NUMERIC_COLUMNS)
+    with_target = _target(rows) is not None
+    return Table(columns(rows), [_cells(row, with_target) for row in rows], _numeric(rows))
 
 
 def format_table(rows: Sequence[ComparisonRow]) -> str:
     """An aligned text table for a terminal, numbers right-aligned; failed trials' reasons listed below it."""
-    table = [list(COLUMNS)] + [_cells(row) for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
+    table = comparison(rows)
+    grid = [list(table.columns)] + [list(cells) for cells in table.rows]
+    widths = [max(len(line[i]) for line in grid) for i in range(len(table.columns))]
     lines = []
-    for number, line in enumerate(table):
-        cells = [cell.rjust(widths[i]) if i in NUMERIC_COLUMNS and number else cell.ljust(widths[i])
+    for number, line in enumerate(grid):
+        cells = [cell.rjust(widths[i]) if i in table.numeric and number else cell.ljust(widths[i])
                  for i, cell in enumerate(line)]
         lines.append("  ".join(cells).rstrip())
         if number == 0:
@@ -138,11 +179,12 @@ def to_markdown(rows: Sequence[ComparisonRow]) -> str:
     return comparison(rows).markdown()
 
 
-CSV_FIELDS = ("trial", "architecture", "paradigm", "workers", "throughput", "iteration_time_p50_seconds",
+CSV_FIELDS = ("trial", "architecture", "paradigm", "workers", "target", "target_seconds", "target_iterations",
+              "throughput", "iteration_time_p50_seconds",
               "iteration_time_p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
               "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last", "status",
               "parameters", "message")
-NUMBERS = ("throughput", "p50_seconds", "p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
+NUMBERS = ("target_seconds", "target_iterations", "throughput", "p50_seconds", "p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
            "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last")
 """The ComparisonRow attributes behind CSV_FIELDS' numeric columns, in the same order."""
 
@@ -154,7 +196,7 @@ def to_csv(rows: Sequence[ComparisonRow]) -> str:
     writer.writerow(CSV_FIELDS)
     for row in rows:
         writer.writerow([
-            row.trial, row.architecture, row.paradigm, row.workers,
+            row.trial, row.architecture, row.paradigm, row.workers, row.target or "",
             *("" if getattr(row, name) is None else repr(getattr(row, name)) for name in NUMBERS),
             row.status, ";".join(f"{k}={v}" for k, v in row.parameters.items()), row.message or "",
         ])
