@@ -236,3 +236,23 @@ def test_the_time_figure_labels_its_mean_bars_with_the_mean_iteration(tmp_path):
     made = report.build(sweep, tmp_path)
     [time] = [figure for figure in made.figures if figure.id == "time"]
     assert "the mean iteration time, the same statistic as the bars" in time.caption
+
+
+def test_a_sweep_with_a_target_draws_held_out_quality_against_time_and_time_to_that_target(tmp_path):
+    spec = {"architecture": "ParameterServer", "sync": {"staleness": 2}, "data": {"format": "Digits"},
+            "model": {"evaluation": {"everyIterations": 5}, "target": {"accuracyPercent": 90}},
+            "sweep": {"matrix": {"paradigm": ["BSP", "ASP"]}}}
+    trials = []
+    for trial in sweeps.trials(spec):
+        found = sweeps.result_of(trial)
+        for rank, records in found.records.items():  # the evaluating worker measures every 5 iterations
+            for record in records[4::5]:
+                record[keys.EVAL_ACCURACY] = 0.5 + 0.02 * record["step"]
+        trials.append(dataclasses.replace(found, summary={**found.summary, keys.TARGET_SECONDS: 0.6}))
+    made = report.build(results.SweepResult("acc", trials), tmp_path)
+    ids = figure_ids(made)
+    assert {"held-out", "time-to-target"} <= set(ids) and "time-to-loss" not in ids
+    [held_out] = [f for f in made.figures if f.id == "held-out"]
+    assert "the experiment's own target, 90 % held-out accuracy" in held_out.caption
+    [timed] = [f for f in made.figures if f.id == "time-to-target"]
+    assert "until 90 % held-out accuracy was first reached" in timed.alt

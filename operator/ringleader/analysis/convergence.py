@@ -12,8 +12,9 @@ import pathlib
 
 import matplotlib.pyplot as pyplot
 
-from ringleader.analysis import combinations, curves, figures
+from ringleader.analysis import combinations, curves, figures, tables
 from ringleader.analysis import results as results_
+from ringleader.contract import keys
 
 PARADIGM = "paradigm"
 
@@ -78,9 +79,88 @@ def loss(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figur
                           f"target loss {goal.loss:.4g}, the worst final loss of the sweep (trial {goal.trial}).", path)
 
 
+def _file_target(result: results_.SweepResult):
+    """The sweep's own `model.target` (api.spec.Target), None when its trials set none."""
+    return next((t.trial.spec.model.target for t in result.trials if t.trial.spec.model.target), None)
+
+
+def _trial_colours(result: results_.SweepResult) -> dict[str, str]:
+    """By paradigm in a paradigm sweep, else one colour per combination (its repetitions alike)."""
+    if PARADIGM in result.axes:
+        by_paradigm = _paradigm_colours(result)
+        return {t.trial.name: by_paradigm[t.trial.spec.sync.paradigm.value] for t in result.trials}
+    return {t.trial.name: figures.colour(index) for index, group in enumerate(combinations.group(result))
+            for t in group.trials}
+
+
+def held_out(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+    """Held-out accuracy (or loss, for a loss target) against seconds, one line per trial; the file's target dashed."""
+    goal = _file_target(result)
+    if goal is None:
+        return None
+    key, scale, unit = ((keys.EVAL_ACCURACY, 100.0, "held-out accuracy (%)") if goal.accuracy_percent is not None
+                        else (keys.EVAL_LOSS, 1.0, "held-out loss"))
+    lines = [(t, curves.evaluation_curve(t, key)) for t in result.trials]
+    lines = [(t, curve) for t, curve in lines if curve]
+    if not lines:
+        return None
+    colours = _trial_colours(result)
+    figure, axes = pyplot.subplots(figsize=(7.5, 4.6))
+    for trial, curve in lines:
+        axes.plot([s for s, _ in curve], [scale * v for _, v in curve], marker=".", color=colours[trial.trial.name],
+                  linewidth=1.2, label=figures.trial_label(trial).replace("\n", " "))
+    level = goal.accuracy_percent if goal.accuracy_percent is not None else goal.loss
+    words = tables.goal_words(goal)
+    axes.axhline(level, color="k", linestyle="--", linewidth=1, label=f"target: {words}")
+    axes.set_xlabel("seconds since the trial's first iteration")
+    axes.set_ylabel(unit)
+    axes.set_title(f"{unit[0].upper() + unit[1:]} against wall-clock time", fontsize=10)
+    axes.legend(fontsize=7)
+    path = figures.save(figure, directory, "held-out")
+    return figures.Figure("held-out", "Held-out quality against wall-clock time",
+                          f"line chart: {unit} at each evaluation against seconds since each trial's start, one line "
+                          "per trial, the target dashed",
+                          f"Each point is one evaluation of the global parameters on the held-out split "
+                          f"(model.evaluation), against wall-clock seconds since the trial's first iteration. "
+                          f"Dashed: the experiment's own target, {words}; what counts is how soon a line crosses it.",
+                          path)
+
+
+def time_to_target(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+    """Bars of each combination's seconds to the file's own target (mean and 95 % interval over repetitions)."""
+    goal = _file_target(result)
+    if goal is None:
+        return None
+    words = tables.goal_words(goal)
+    groups = [(c, e) for c in combinations.group(result) if (e := c.estimate(keys.TARGET_SECONDS)) is not None]
+    never = [c.label for c in combinations.group(result) if not c.values(keys.TARGET_SECONDS)]
+    if not groups:
+        return None
+    colours = _trial_colours(result)
+    figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) + 3.0), 4.4))
+    positions = list(range(len(groups)))
+    below = [e.mean - e.low if e.low is not None else 0.0 for _, e in groups]
+    above = [e.high - e.mean if e.high is not None else 0.0 for _, e in groups]
+    axes.bar(positions, [e.mean for _, e in groups], yerr=[below, above], capsize=4,
+             color=[colours[c.trials[0].trial.name] for c, _ in groups])
+    for position, (_, estimate) in zip(positions, groups):
+        axes.text(position, estimate.mean, f"{estimate.mean:.1f} s", ha="center", va="bottom", fontsize=8)
+    axes.set_xticks(positions)
+    axes.set_xticklabels([c.label.replace(", ", "\n") for c, _ in groups], fontsize=7)
+    axes.set_ylabel(f"seconds to {words}")
+    axes.set_title(f"Time to {words}" + (f" (never: {', '.join(never)})" if never else ""), fontsize=10)
+    path = figures.save(figure, directory, "time-to-target")
+    return figures.Figure("time-to-target", "Time to the experiment's target",
+                          f"bar chart: seconds until {words} was first reached, per combination",
+                          f"Seconds from a trial's first iteration until an evaluation first reached {words} "
+                          "(model.target; the summary's targetSeconds); combinations that never reached it have no "
+                          "bar. Error bars: 95 % confidence interval over repetitions, where repeated.", path)
+
+
 def time_to_loss(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
-    """Bars of each combination's seconds to the target loss (mean and 95 % interval over repetitions)."""
-    if PARADIGM not in result.axes:
+    """Bars of each combination's seconds to the target loss (mean and 95 % interval over repetitions); not drawn
+    when the experiment names its own target (time_to_target draws that)."""
+    if PARADIGM not in result.axes or _file_target(result) is not None:
         return None
     goal = target(result)
     if goal is None:

@@ -46,6 +46,15 @@ def loss_curve(result: results_.TrialResult) -> Curve:
     return curve
 
 
+def evaluation_curve(result: results_.TrialResult, key: str) -> Curve:
+    """(seconds since start, `key`) of every evaluation the trial recorded (eval/accuracy or eval/loss), in time order."""
+    start = start_time(result)
+    if start is None:
+        return []
+    return sorted((float(r["timestamp"]) - start, float(r[key])) for r in _worker_records(result)
+                  if isinstance(r.get(key), (int, float)) and isinstance(r.get("timestamp"), (int, float)))
+
+
 def time_to(curve: Curve, target: float) -> float | None:
     """Seconds until the curve first reaches `target` or below; None if it never does."""
     return next((seconds for seconds, loss in curve if loss <= target), None)

@@ -30,8 +30,10 @@ FIGURES: tuple[FigureMaker, ...] = (
     figures.time_breakdown,      # every sweep
     scaling.scaling,             # sweeps over workers
     scaling.communication,
+    convergence.held_out,        # trials with model.target: held-out quality against time
+    convergence.time_to_target,
     convergence.loss,            # sweeps over paradigms
-    convergence.time_to_loss,
+    convergence.time_to_loss,    # ... to a loss the sweep picks, when the file names no target
     convergence.staleness,
     convergence.thresholds,      # whenever a DSSP server recorded its thresholds
     scaling.network,             # sweeps over bandwidth
