@@ -63,6 +63,16 @@ class Comparison:
         within = " within runs" if self.basis == "within-run" else ""
         return f"95 % CI {self.ratio.low:.2f}-{self.ratio.high:.2f}{within}"
 
+    @property
+    def within_drift(self) -> bool:
+        """Apart within the runs, yet not by more than runs apart differ by: a lead, not yet a winner."""
+        return (not self.distinguishable and self.basis == "within-run" and self.ratio.low is not None
+                and (self.ratio.low > 1.0 or self.ratio.high < 1.0))
+
+    def drift_clause(self) -> str:
+        return (f"not beyond the {100 * SINGLE_RUN_MARGIN:.0f} % runs apart differ by: sweep.repetitions of 3 or more "
+                "would confirm it")
+
     def finding(self, text: str, kind: str, subjects: tuple[str, ...]) -> Finding:
         return Finding(text, kind, subjects, keys.THROUGHPUT, self.ratio.mean, self.ratio.low, self.ratio.high,
                        self.basis, self.distinguishable)
@@ -154,6 +164,9 @@ def fastest(groups: list[combinations.Combination]) -> list[Finding]:
     if versus.distinguishable:
         return [versus.finding(text + f"; {versus.ratio.mean:.2f}x the runner-up, {_name(runner_up)} "
                                f"({versus.interval()}).", "fastest", subjects)]
+    if versus.within_drift:
+        return [versus.finding(f"No clear fastest: {_name(best)} leads {_name(runner_up)} by {_ratio_words(versus)}, "
+                               f"{versus.drift_clause()}.", "fastest", subjects)]
     return [versus.finding(f"No clear fastest: {_name(best)} and {_name(runner_up)} cannot be told apart: "
                            f"{_ratio_words(versus)}; {versus.settle()}.", "fastest", subjects)]
 
@@ -185,6 +198,9 @@ def _comparison(best: combinations.Combination, other: combinations.Combination,
     versus = compare(best, other)
     if versus.distinguishable:
         text = f"{best.label}: {versus.ratio.mean:.2f}x the throughput of {other.label}{where} ({versus.interval()})."
+    elif versus.within_drift:
+        text = (f"{best.label}: {versus.ratio.mean:.2f}x the throughput of {other.label}{where} within runs "
+                f"({versus.interval()}), {versus.drift_clause()}.")
     else:
         text = f"{best.label} and {other.label}{where}: not told apart, {_ratio_words(versus)}."
     return versus.finding(text, "comparison", (best.label, other.label))
