@@ -199,7 +199,7 @@ def _comparison(best: combinations.Combination, other: combinations.Combination,
     if versus.distinguishable:
         text = f"{best.label}: {versus.ratio.mean:.2f}x the throughput of {other.label}{where} ({versus.interval()})."
     elif versus.within_drift:
-        text = (f"{best.label}: {versus.ratio.mean:.2f}x the throughput of {other.label}{where} within runs "
+        text = (f"{best.label}: {versus.ratio.mean:.2f}x the throughput of {other.label}{where} "
                 f"({versus.interval()}), {versus.drift_clause()}.")
     else:
         text = f"{best.label} and {other.label}{where}: not told apart, {_ratio_words(versus)}."
