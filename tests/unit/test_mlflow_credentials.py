@@ -109,3 +109,19 @@ def test_a_credentials_file_that_mlflow_would_send_everywhere_is_refused(tmp_pat
     (tmp_path / ".mlflow" / "credentials").write_text(f"[mlflow]\nmlflow_tracking_password = {SECRET}\n")
     with pytest.raises(credentials.CredentialsError, match="remove it"):
         credentials.take("http://mlflow:5000", {}, home=tmp_path)
+
+
+def test_the_users_credentials_file_is_bound_to_the_server_the_user_named_only(tmp_path, monkeypatch):
+    (tmp_path / ".mlflow").mkdir()
+    (tmp_path / ".mlflow" / "credentials").write_text("[mlflow]\nmlflow_tracking_username = me\n"
+                                                       "mlflow_tracking_password = pw-from-file\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    environ = {"MLFLOW_TRACKING_TOKEN": "tok", "OTHER": "kept"}
+
+    taken = credentials.take_users("https://mine.example:8443/mlflow", environ)
+
+    assert environ == {"OTHER": "kept"}
+    assert taken.for_uri("https://mine.example:8443/api") == {
+        "MLFLOW_TRACKING_TOKEN": "tok", "MLFLOW_TRACKING_USERNAME": "me", "MLFLOW_TRACKING_PASSWORD": "pw-from-file"}
+    assert taken.for_uri("https://theirs.example:8443/api") == {}
+    assert credentials.take_users(None, {"MLFLOW_TRACKING_TOKEN": "tok"}).for_uri("https://mine.example:8443") == {}
