@@ -27,7 +27,7 @@ from typing import TextIO
 
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
-from ringleader.launch import environment, network
+from ringleader.launch import devices, environment, network
 from ringleader.launch import settings as settings_
 
 
@@ -108,7 +108,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if not pathlib.Path(args.data_dir).is_dir():
         print(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets", file=err)
         return exits.USAGE
-    settings = settings_.LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir)
+    gpus = devices.visible(os.environ, trials)
+    refused = devices.refusal(loading.display_name(args.file), trials, gpus)
+    if refused:
+        print(refused, file=err)
+        return exits.FAILED
+    settings = settings_.LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir,
+                                        gpus=tuple(gpus))
     tracking_settings = tracking_settings_.TrackingSettings()
     tracking_uri = tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri)
     output_dir = pathlib.Path(settings.output_dir).resolve()

@@ -19,6 +19,9 @@ class LaunchSettings:
     data_dir: str = "."
     """data_dir is where a relative spec.data.path is read from (`ringleader run --data-dir`), made absolute at
     start; the local stand-in for the data volume a cluster's pods mount at /data. Default: the current directory."""
+    gpus: tuple[str, ...] = ()
+    """gpus are the GPUs the ranks may use, as CUDA_VISIBLE_DEVICES names them (devices.visible): handed out
+    per rank by devices.assign, so no two NCCL ranks share one."""
     poll_seconds: float = 0.05
     """poll_seconds between checks of the ranks: a crash is noticed within this, before the peers that lose
     contact with the crashed rank exit too, so the first failure is reported, not its echoes."""

@@ -20,7 +20,7 @@ from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.contract import failures, records
-from ringleader.launch import environment, processes
+from ringleader.launch import devices, environment, processes
 from ringleader.launch import settings as settings_
 from ringleader.tracking import layout, schema
 
@@ -37,10 +37,12 @@ def free_port() -> int:
 
 def rank_environ(base: Mapping[str, str], slot: trial_.Slot, world_size: int, port: int,
                  trial_file: pathlib.Path, output_dir: pathlib.Path, passed: Collection[str] = (),
-                 data_dir: pathlib.Path | None = None) -> dict[str, str]:
+                 data_dir: pathlib.Path | None = None, gpus: str | None = None) -> dict[str, str]:
     """The allow-listed part of the user's environment (environment.py) with the variables named in `passed`,
-    plus the pod contract and an importable ringleader."""
+    plus the pod contract, an importable ringleader and, for a rank that asks for GPUs, its own (devices.py)."""
     environ = environment.selected(base, passed)
+    if gpus is not None:
+        environ[devices.VISIBLE] = gpus
     python_path = [str(PACKAGE_ROOT)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     environ["PYTHONPATH"] = os.pathsep.join(python_path)
     environ["PYTHONUNBUFFERED"] = "1"  # the logs show what a rank printed right before it died
@@ -117,11 +119,12 @@ class TrialRun:
         port = free_port()
         slots = self.trial.slots()
         cwd = pathlib.Path.cwd()
+        gpus = devices.assign(self.trial, self.settings.gpus)
         try:
             for slot in slots:
                 environ = rank_environ(self.environ, slot, len(slots), port, self.directory / layout.TRIAL_FILE,
                                        self.session_dir, self.settings.passed_variables,
-                                       pathlib.Path(self.settings.data_dir).resolve())
+                                       pathlib.Path(self.settings.data_dir).resolve(), gpus.get(slot.rank))
                 stdout_path, stderr_path = layout.log_paths(self.directory, slot.rank)
                 self.processes.append(processes.start(slot, environ, cwd, stdout_path, stderr_path))
         except BaseException:

@@ -117,3 +117,15 @@ def test_a_first_run_into_a_new_store_prints_only_ringleaders_own_lines(workdir)
     chatter = [line for line in finished.output.splitlines()
                if " INFO " in line or "Warning" in line or "alembic" in line or "deprecat" in line.lower()]
     assert chatter == []
+
+
+def test_a_gpu_ring_without_a_gpu_per_rank_is_refused_before_anything_starts(workdir):
+    path = launching.experiment_file(workdir, "nccl", {"architecture": "RingAllReduce",
+                                                       "workers": {"replicas": 2, "resources": {"gpu": 1}}})
+
+    finished = launching.run(workdir, str(path), extra_env={"CUDA_VISIBLE_DEVICES": ""})  # no GPU for this run
+
+    assert finished.returncode == 1
+    assert f"{path}: trial nccl-0 runs the ring on NCCL, which needs a GPU of its own per rank: it asks for 2 GPUs " \
+           "and 0 are visible here. Set `workers.resources.gpu: 0` to run the ring on gloo on the CPU" in finished.output
+    assert not (workdir / "ringleader-runs").exists()
