@@ -12,7 +12,7 @@ import pathlib
 
 import matplotlib.pyplot as pyplot
 
-from ringleader.analysis import combinations, curves, figures, tables
+from ringleader.analysis import combinations, curves, figures, statistics, tables
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
 
@@ -79,8 +79,8 @@ def loss(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figur
                           f"target loss {goal.loss:.4g}, the worst final loss of the sweep (trial {goal.trial}).", path)
 
 
-def _file_target(result: results_.SweepResult):
-    """The sweep's own `model.target` (api.spec.Target), None when its trials set none."""
+def file_target(result: results_.SweepResult):
+    """The sweep's own `model.target` (api.spec.Target), None when its trials set none; findings use it too."""
     return next((t.trial.spec.model.target for t in result.trials if t.trial.spec.model.target), None)
 
 
@@ -95,7 +95,7 @@ def _trial_colours(result: results_.SweepResult) -> dict[str, str]:
 
 def held_out(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Held-out accuracy (or loss, for a loss target) against seconds, one line per trial; the file's target dashed."""
-    goal = _file_target(result)
+    goal = file_target(result)
     if goal is None:
         return None
     key, scale, unit = ((keys.EVAL_ACCURACY, 100.0, "held-out accuracy (%)") if goal.accuracy_percent is not None
@@ -128,7 +128,7 @@ def held_out(result: results_.SweepResult, directory: pathlib.Path) -> figures.F
 
 def time_to_target(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Bars of each combination's seconds to the file's own target (mean and 95 % interval over repetitions)."""
-    goal = _file_target(result)
+    goal = file_target(result)
     if goal is None:
         return None
     words = tables.goal_words(goal)
@@ -137,18 +137,8 @@ def time_to_target(result: results_.SweepResult, directory: pathlib.Path) -> fig
     if not groups:
         return None
     colours = _trial_colours(result)
-    figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) + 3.0), 4.4))
-    positions = list(range(len(groups)))
-    below = [e.mean - e.low if e.low is not None else 0.0 for _, e in groups]
-    above = [e.high - e.mean if e.high is not None else 0.0 for _, e in groups]
-    axes.bar(positions, [e.mean for _, e in groups], yerr=[below, above], capsize=4,
-             color=[colours[c.trials[0].trial.name] for c, _ in groups])
-    for position, (_, estimate) in zip(positions, groups):
-        axes.text(position, estimate.mean, f"{estimate.mean:.1f} s", ha="center", va="bottom", fontsize=8)
-    axes.set_xticks(positions)
-    axes.set_xticklabels([c.label.replace(", ", "\n") for c, _ in groups], fontsize=7)
-    axes.set_ylabel(f"seconds to {words}")
-    axes.set_title(f"Time to {words}" + (f" (never: {', '.join(never)})" if never else ""), fontsize=10)
+    figure = _seconds_bars(groups, [colours[c.trials[0].trial.name] for c, _ in groups], f"seconds to {words}",
+                           f"Time to {words}" + (f" (never: {', '.join(never)})" if never else ""))
     path = figures.save(figure, directory, "time-to-target")
     return figures.Figure("time-to-target", "Time to the experiment's target",
                           f"bar chart: seconds until {words} was first reached, per combination",
@@ -157,10 +147,27 @@ def time_to_target(result: results_.SweepResult, directory: pathlib.Path) -> fig
                           "bar. Error bars: 95 % confidence interval over repetitions, where repeated.", path)
 
 
+def _seconds_bars(groups: list[tuple[combinations.Combination, statistics.Estimate]], colours: list[str],
+                  ylabel: str, title: str):
+    """A bar per combination of its mean seconds to a goal, the 95 % interval over repetitions as error bars."""
+    figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) + 3.0), 4.4))
+    positions = list(range(len(groups)))
+    below = [e.mean - e.low if e.low is not None else 0.0 for _, e in groups]
+    above = [e.high - e.mean if e.high is not None else 0.0 for _, e in groups]
+    axes.bar(positions, [e.mean for _, e in groups], yerr=[below, above], capsize=4, color=colours)
+    for position, (_, estimate) in zip(positions, groups):
+        axes.text(position, estimate.mean, f"{estimate.mean:.1f} s", ha="center", va="bottom", fontsize=8)
+    axes.set_xticks(positions)
+    axes.set_xticklabels([c.label.replace(", ", "\n") for c, _ in groups], fontsize=7)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title, fontsize=10)
+    return figure
+
+
 def time_to_loss(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Bars of each combination's seconds to the target loss (mean and 95 % interval over repetitions); not drawn
     when the experiment names its own target (time_to_target draws that)."""
-    if PARADIGM not in result.axes or _file_target(result) is not None:
+    if PARADIGM not in result.axes or file_target(result) is not None:
         return None
     goal = target(result)
     if goal is None:
@@ -173,19 +180,8 @@ def time_to_loss(result: results_.SweepResult, directory: pathlib.Path) -> figur
     if not groups:
         return None
     colours = _paradigm_colours(result)
-    figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) + 3.0), 4.4))
-    positions = list(range(len(groups)))
-    means = [e.mean for _, e in groups]
-    below = [e.mean - e.low if e.low is not None else 0.0 for _, e in groups]
-    above = [e.high - e.mean if e.high is not None else 0.0 for _, e in groups]
-    axes.bar(positions, means, yerr=[below, above], capsize=4,
-             color=[colours[c.trials[0].trial.spec.sync.paradigm.value] for c, _ in groups])
-    for position, (_, estimate) in zip(positions, groups):
-        axes.text(position, estimate.mean, f"{estimate.mean:.1f} s", ha="center", va="bottom", fontsize=8)
-    axes.set_xticks(positions)
-    axes.set_xticklabels([c.label.replace(", ", "\n") for c, _ in groups], fontsize=7)
-    axes.set_ylabel("seconds to the target loss")
-    axes.set_title(f"Time to loss {goal.loss:.3g} (the final loss of {goal.trial})", fontsize=10)
+    figure = _seconds_bars(groups, [colours[c.trials[0].trial.spec.sync.paradigm.value] for c, _ in groups],
+                           "seconds to the target loss", f"Time to loss {goal.loss:.3g} (the final loss of {goal.trial})")
     path = figures.save(figure, directory, "time-to-loss")
     return figures.Figure("time-to-loss", "Time to the target loss",
                           f"bar chart: seconds until the smoothed loss first reached {goal.loss:.4g}, per combination",

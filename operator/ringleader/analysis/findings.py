@@ -257,7 +257,7 @@ def _seconds_to_goal(name: str, times: list) -> tuple[str, float | None]:
 
 def _goal(result: results_.SweepResult) -> str | None:
     """What `model.target` the sweep's trials are timed to, in words; None when they set none."""
-    return next((words for t in result.trials if (words := tables.goal_words(t.trial.spec.model.target))), None)
+    return tables.goal_words(convergence.file_target(result))
 
 
 def time_to_target(result: results_.SweepResult) -> list[Finding]:

@@ -184,8 +184,8 @@ CSV_FIELDS = ("trial", "architecture", "paradigm", "workers", "target", "target_
               "iteration_time_p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
               "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last", "status",
               "parameters", "message")
-NUMBERS = ("target_seconds", "target_iterations", "throughput", "p50_seconds", "p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
-           "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last")
+NUMBERS = ("target_seconds", "target_iterations", "throughput", "p50_seconds", "p95_seconds", "compute_fraction",
+           "comm_fraction", "wait_fraction", "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last")
 """The ComparisonRow attributes behind CSV_FIELDS' numeric columns, in the same order."""
 
 

@@ -55,13 +55,10 @@ def lost_rank(reason: str | None) -> int | None:
     return int(match["rank"]) if match else None
 
 
-ENDED_BY_RUNTIME = "ringleader: ended, "
-
-
 def ended_by_runtime(iterations: int) -> str:
     """What a rank that the runtime ended cleanly leaves as its pod's termination message (the aggregating
     worker leaves its summary): a pod that exits 0 without either ended outside the runtime's loop."""
-    return f"{ENDED_BY_RUNTIME}{iterations} records"
+    return f"{PREFIX}ended, {iterations} records"
 
 
 def exited_early(who: str, recorded_nothing: bool) -> str:

@@ -58,8 +58,9 @@ def refusal(source: str, trials: Sequence[trial_.Trial], gpus: Sequence[str]) ->
             here += f" ({VISIBLE}={','.join(gpus)})"
         per_worker = max(slot.resources.gpu for slot in trial.worker_slots())
         fewer = len(gpus) // per_worker
-        instead = f"run {fewer} worker{'s' * (fewer != 1)} (`workers.replicas: {fewer}`), or " if fewer else ""
+        ways = [f"run {fewer} worker{'s' * (fewer != 1)} (`workers.replicas: {fewer}`)"] if fewer else []
+        ways.append("set `workers.resources.gpu: 0` to run the ring on gloo on the CPU")
+        instead = ", or ".join(ways)
         return (f"{source}: trial {trial.name} runs the ring on NCCL, which needs a GPU of its own per rank: it "
-                f"asks for {asked} GPUs and {here}. {instead[:1].upper() + instead[1:]}"
-                f"{'set' if fewer else 'Set'} `workers.resources.gpu: 0` to run the ring on gloo on the CPU")
+                f"asks for {asked} GPUs and {here}. {instead[0].upper()}{instead[1:]}")
     return None
