@@ -9,6 +9,8 @@ TIME_BACKWARD = "time/backward"
 TIME_COMM = "time/comm"
 TIME_WAIT = "time/wait"
 TIME_UPDATE = "time/update"
+TIME_EVAL = "time/eval"  # the held-out evaluation and the stop-at-target check (the evaluating worker; others look)
+TIME_OTHER = "time/other"  # the loop's own work between iterations: recording, progress lines, link counters
 TIME_ITERATION = "time/iteration"
 BYTES_SENT = "bytes/sent"
 BYTES_RECEIVED = "bytes/received"
@@ -21,7 +23,7 @@ LOSS = "loss"
 # Per evaluation, in the evaluating worker's record of the iteration it followed (spec.model.evaluation).
 EVAL_LOSS = "eval/loss"  # mean cross entropy over the held-out samples
 EVAL_ACCURACY = "eval/accuracy"  # fraction of held-out samples (tokens) classified right
-EVAL_SECONDS = "eval/seconds"  # how long the evaluation took: after the iteration, not part of its time
+EVAL_SECONDS = "eval/seconds"  # how long the evaluation took (inside the iteration's time/eval)
 # Per server, per aggregation.
 SERVER_AGGREGATION = "server/aggregation"
 SERVER_QUEUE_DEPTH = "server/queue_depth"

@@ -47,6 +47,8 @@ SERIES: dict[str, Name] = {
     keys.TIME_COMM: Name("time/comm_ms", MS, "communicating gradients and weights, not waiting"),
     keys.TIME_WAIT: Name("time/wait_ms", MS, "held back by the synchronization paradigm"),
     keys.TIME_UPDATE: Name("time/update_ms", MS, "applying the update to the weights"),
+    keys.TIME_EVAL: Name("time/eval_ms", MS, "held-out evaluation and the stop-at-target check"),
+    keys.TIME_OTHER: Name("time/other_ms", MS, "the loop's own work: recording, progress, counters"),
     keys.TIME_ITERATION: Name("time/iteration_ms", MS, "the whole iteration, wall clock"),
     keys.BYTES_SENT: Name("network/sent_bytes", 1.0, "bytes this rank sent"),
     keys.BYTES_RECEIVED: Name("network/received_bytes", 1.0, "bytes this rank received"),
@@ -61,7 +63,7 @@ SERIES: dict[str, Name] = {
     keys.EVAL_LOSS: Name("eval/loss", 1.0, "held-out loss of the parameters after the iteration (every "
                                            "model.evaluation.everyIterations, first worker)"),
     keys.EVAL_ACCURACY: Name("eval/accuracy_pct", PCT, "held-out accuracy of the same"),
-    keys.EVAL_SECONDS: Name("eval/time_ms", MS, "how long that evaluation took (not part of the iteration)"),
+    keys.EVAL_SECONDS: Name("eval/time_ms", MS, "how long that evaluation took (part of time/eval)"),
     keys.SERVER_AGGREGATION: Name("server/aggregation_ms", MS, "a parameter server's aggregation round"),
     keys.SERVER_QUEUE_DEPTH: Name("server/queue_depth", 1.0, "pushes a server holds back, waiting"),
     keys.SERVER_THRESHOLD: Name("sync/threshold", 1.0, "DSSP: the staleness threshold the server granted"),
