@@ -27,6 +27,7 @@ SHARES = (  # where a worker iteration's time goes, bottom to top
     (keys.COMPUTE_SECONDS, "compute", "#2171b5"),
     (keys.COMM_SECONDS, "communication", "#fd8d3c"),
     (keys.WAIT_SECONDS, "waiting", "#bdbdbd"),
+    (keys.OTHER_SECONDS, "evaluation & other", "#a1d99b"),
 )
 # Phases of a rank's breakdown plot, bottom to top.
 BREAKDOWN_PHASES = (
@@ -36,6 +37,8 @@ BREAKDOWN_PHASES = (
     (keys.TIME_UPDATE, "update", "#6baed6"),
     (keys.TIME_COMM, "communication", "#fd8d3c"),
     (keys.TIME_WAIT, "waiting", "#bdbdbd"),
+    (keys.TIME_EVAL, "evaluation", "#a1d99b"),
+    (keys.TIME_OTHER, "other", "#f0f0f0"),
 )
 PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
 
@@ -111,11 +114,12 @@ def time_breakdown(result: results_.SweepResult, directory: pathlib.Path) -> Fig
     axes.legend(loc="upper right", fontsize=8, ncols=3)
     path = save(figure, directory, "time")
     return Figure("time", "Where iteration time goes",
-                  "stacked bars per trial: compute, communication and waiting milliseconds per worker iteration",
+                  "stacked bars per trial: compute, communication, waiting and evaluation-and-other milliseconds per "
+                  "worker iteration",
                   "Mean milliseconds of a worker iteration after warm-up spent computing (data, forward, backward, "
-                  "update), communicating and waiting for other workers or the server; all trials share the axis. "
-                  "Above each bar: the mean iteration time, the same statistic as the bars, and the throughput of "
-                  "all workers together. A bar lower than its mean leaves time in no phase (loop overhead).", path)
+                  "update), communicating, waiting for other workers or the server, and evaluating or in the loop's "
+                  "own work (recording, printing); all trials share the axis. Above each bar: the mean iteration "
+                  "time, the same statistic as the bars, and the throughput of all workers together.", path)
 
 
 def repetitions(result: results_.SweepResult, directory: pathlib.Path) -> Figure | None:

@@ -89,7 +89,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     per_rank: dict[str, dict[str, float]] = {}
     iteration_times: list[float] = []
     throughput = 0.0
-    totals = dict.fromkeys(("iteration", "compute", "comm", "wait", "bytes"), 0.0)
+    totals = dict.fromkeys(("iteration", "compute", "comm", "wait", "other", "bytes"), 0.0)
     count = 0
     mean_compute: dict[int, float] = {}
     staleness: list[float] = []
@@ -103,6 +103,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         compute = [sum(_value(r, phase) for phase in keys.COMPUTE_PHASES) for r in records]
         comm = [_value(r, keys.TIME_COMM) for r in records]
         wait = [_value(r, keys.TIME_WAIT) for r in records]
+        other = [_value(r, keys.TIME_EVAL) + _value(r, keys.TIME_OTHER) for r in records]
         elapsed = sum(times)
         if elapsed > 0:
             throughput += batch_size * len(records) / elapsed
@@ -111,6 +112,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         totals["compute"] += sum(compute)
         totals["comm"] += sum(comm)
         totals["wait"] += sum(wait)
+        totals["other"] += sum(other)
         totals["bytes"] += sum(_value(r, keys.BYTES_SENT) for r in records)
         count += len(records)
         mean_compute[rank] = sum(compute) / len(records) if records else 0.0
@@ -128,6 +130,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
             keys.COMPUTE_SECONDS: mean_compute[rank],
             keys.COMM_SECONDS: _mean(comm),
             keys.WAIT_SECONDS: _mean(wait),
+            keys.OTHER_SECONDS: _mean(other),
         }
 
     def fraction(part: str) -> float | None:
@@ -147,6 +150,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         keys.COMPUTE_SECONDS: totals["compute"] / count if count else None,
         keys.COMM_SECONDS: totals["comm"] / count if count else None,
         keys.WAIT_SECONDS: totals["wait"] / count if count else None,
+        keys.OTHER_SECONDS: totals["other"] / count if count else None,
         keys.BYTES_PER_ITERATION: totals["bytes"] / count if count else None,
     }
     if staleness:

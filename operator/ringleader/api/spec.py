@@ -188,8 +188,9 @@ class Evaluation(ApiModel):
     every_iterations: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)]
     """everyIterations is K: after every K-th iteration (and after the last) the first worker evaluates the
     current global parameters on the held-out split (`data.heldOutPercent`, or CIFAR's test batch), recording
-    eval/loss and eval/accuracy. Required. The other workers do not wait for it, but under BSP they wait
-    for the evaluating worker's next push: keep K large enough that evaluation stays a small share of the time."""
+    eval/loss and eval/accuracy; its time is the iteration's time/eval. Required. Under ASP, SSP and DSSP the
+    other workers do not wait for it; under BSP (and on a ring) they wait for the evaluating worker's next
+    push, booked as their time/wait: keep K large enough that evaluation stays a small share of the time."""
     max_samples: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)] | None = None
     """maxSamples bounds each evaluation to the first maxSamples held-out samples (their order is seeded
     and fixed). Unset (default): the whole held-out split."""
@@ -210,8 +211,10 @@ class Target(ApiModel):
     """loss is reached when eval/loss is at most this (cross entropy, nats). Exactly one of accuracyPercent
     and loss."""
     on_reached: OnReached = OnReached.CONTINUE
-    """onReached is Continue (default: run every iteration, the time to target is recorded) or Stop (every
-    worker stops after the evaluation that reached the target; the trial then has fewer iterations)."""
+    """onReached is Continue (default: run every iteration, the time to target is recorded) or Stop (the
+    evaluating worker stops after the evaluation that reached the target and the others when they hear it, at
+    their next exchange with a server or peer, without waiting for one another; a ring stops every worker at
+    that iteration; the trial then has fewer iterations)."""
 
     rules = (
         rules.Rule(

@@ -52,6 +52,7 @@ BATCH_SIZE = "batchSize"
 COMPUTE_SECONDS = "computeSeconds"
 COMM_SECONDS = "commSeconds"
 WAIT_SECONDS = "waitSeconds"
+OTHER_SECONDS = "otherSeconds"  # time/eval + time/other: evaluation and the loop's own work
 BYTES_PER_ITERATION = "bytesPerIteration"
 STALENESS_MEAN = "stalenessMean"
 STALENESS_MAX = "stalenessMax"

@@ -117,21 +117,8 @@ def publish_on_termination(recorder, publisher) -> None:
         publisher.stop(status="KILLED", timeout_seconds=termination.PUBLISH_SECONDS)
 
 
-def stop_group(trial: trial_.Trial, knobs: settings.Settings):
-    """The workers' gloo group for the verdict "target reached, stop", when model.target says Stop; None otherwise.
-
-    Created by every rank (new_group is collective over the world), servers included, before any other
-    group the architecture makes, so that every rank creates its groups in the same order."""
-    target = trial.spec.model.target
-    if target is None or target.on_reached != spec_.OnReached.STOP:
-        return None
-    # As long a timeout as the end-of-run gather: under ASP the evaluator may wait long for the slowest worker.
-    return dist.new_group(ranks=[s.rank for s in trial.worker_slots()], backend="gloo",
-                          timeout=finish_timeout(trial, knobs))
-
-
 def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slot, recorder: records.RankRecorder,
-             device: torch.device, knobs: settings.Settings, stopping=None) -> None:
+             device: torch.device, knobs: settings.Settings) -> None:
     """Serve or train, by role and architecture."""
     architecture = trial.spec.architecture
     if slot.role == constants.ROLE_PS:
@@ -147,7 +134,7 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
     local = env.master_addr in LOOPBACK
     worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations,
                  interface=netcounters.LOOPBACK if local else netcounters.pod_interface(),
-                 ranks_sharing_interface=env.world_size if local else 1, stop_group=stopping)
+                 ranks_sharing_interface=env.world_size if local else 1)
 
 
 def gather_records(recorder: records.RankRecorder, destination: int, group) -> dict[int, list[dict]] | None:
@@ -305,7 +292,6 @@ def main(environ=os.environ) -> int:
         # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
         # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
         control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
-        stopping = stop_group(trial, knobs)
         if env.rank == first_worker:
             log_configuration(trial, env, device, backend, knobs)
         print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
@@ -319,7 +305,7 @@ def main(environ=os.environ) -> int:
                                         env, recorder, publisher, stall_reason(env, culprit, reason)))
         publisher = start_publisher(env, trial, recorder.directory)
 
-        run_role(trial, env, slot, recorder, device, knobs, stopping)
+        run_role(trial, env, slot, recorder, device, knobs)
         if slot.role == constants.ROLE_WORKER and not recorder.iterations:
             # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
             raise RankError("training ended without recording a single iteration")

@@ -103,9 +103,8 @@ class WorkerSynchronizer:
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         self.client.synchronize(step, timer)
 
-    def stop(self) -> None:
-        # Every worker stops after the same step: the run is complete at this many pushes.
-        self.client.iterations = self.client.steps
+    def should_stop(self, due: bool, reached: bool, timer: interfaces.Timer) -> bool:
+        return self.client.should_stop(reached, timer)
 
     def close(self) -> None:
         try:

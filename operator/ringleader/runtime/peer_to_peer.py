@@ -94,9 +94,8 @@ class PeerSynchronizer:
         if threshold is not None:
             timer.set(keys.SERVER_THRESHOLD, threshold)
 
-    def stop(self) -> None:
-        # Every worker stops after the same step: the run is complete at this many pushes.
-        self.client.iterations = self.client.steps
+    def should_stop(self, due: bool, reached: bool, timer: interfaces.Timer) -> bool:
+        return self.client.should_stop(reached, timer)
 
     def close(self) -> None:
         finished = self.client.steps >= self.client.iterations

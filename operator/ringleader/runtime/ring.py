@@ -82,6 +82,7 @@ class RingSynchronizer:
     def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
                  bucket_bytes: int | None = None, group=None):
         self.world = len(trial.worker_slots())
+        self.evaluator = trial.worker_slots()[0].rank  # the worker that evaluates (runtime/evaluation.py)
         self.device = device
         self.bucket_bytes = bucket_bytes or settings.Settings().bucket_bytes
         self.group = group
@@ -180,9 +181,18 @@ class RingSynchronizer:
         with timer.phase(keys.TIME_UPDATE):
             self.optimizer.step()
 
-    def stop(self) -> None:
-        # Every worker stops at the same step: no collective is left half-joined.
-        pass
+    def should_stop(self, due: bool, reached: bool, timer: interfaces.Timer) -> bool:
+        """After each evaluation the evaluator's verdict is broadcast, so every rank stops at the same step and no
+        collective is left half-joined. BSP waits for every rank each iteration anyway; this one waits for the
+        evaluation too, and is booked as time/wait."""
+        if not due:
+            return False
+        if self.world == 1:
+            return reached
+        with timer.phase(keys.TIME_WAIT):
+            verdict = torch.tensor([1 if reached else 0], dtype=torch.int64)  # CPU: gloo, also beside NCCL
+            dist.broadcast(verdict, src=self.evaluator, group=self.group)
+        return bool(verdict.item())
 
     def close(self) -> None:
         # Nothing is left in flight after synchronize(); on a failure mid-iteration the process exits.

@@ -111,7 +111,8 @@ class IterationTimer:
     # -- the iteration ------------------------------------------------------------------------
 
     def begin(self, step: int) -> None:
-        """Start iteration `step`. Its time runs from the previous finish(), so loop overhead is counted."""
+        """Start iteration `step`. Its time runs from the previous finish(), so the loop's own work in between
+        (recording, printing) is counted, as TIME_OTHER."""
         self.step = step
         self.tracing = step in self.trace_steps
         if self.tracing != bool(self._hooks):
@@ -124,6 +125,9 @@ class IterationTimer:
         self._events_used = 0
         now = self._begun = time.perf_counter()
         self._started = self._last_finish if self._last_finish is not None else now
+        self.metrics[keys.TIME_OTHER] = now - self._started
+        if self.tracing and now > self._started:
+            self.span("other", self._started, now, TRACK_MAIN)
         if self.cuda:
             self._begin_event = self._event()
             self._begin_event.record()

@@ -89,6 +89,7 @@ TRIAL: dict[str, Name | None] = {
                                                       "worker iteration"),
     keys.COMM_SECONDS: Name("time/comm_ms", MS, "mean communication time per worker iteration"),
     keys.WAIT_SECONDS: Name("time/wait_ms", MS, "mean wait per worker iteration"),
+    keys.OTHER_SECONDS: Name("time/other_ms", MS, "mean evaluation and loop overhead per worker iteration"),
     keys.BYTES_PER_ITERATION: Name("network/sent_bytes", 1.0, "mean bytes sent per worker iteration"),
     keys.STALENESS_MEAN: Name("sync/staleness_mean", 1.0, "mean staleness of the gradients, in iterations"),
     keys.STALENESS_MAX: Name("sync/staleness_max", 1.0, "largest staleness recorded, in iterations"),
@@ -120,6 +121,7 @@ PER_RANK: dict[str, Name] = {
     keys.COMPUTE_SECONDS: Name("compute_ms", MS, "mean compute time"),
     keys.COMM_SECONDS: Name("comm_ms", MS, "mean communication time"),
     keys.WAIT_SECONDS: Name("wait_ms", MS, "mean wait"),
+    keys.OTHER_SECONDS: Name("other_ms", MS, "mean evaluation and loop overhead"),
 }
 PER_RANK_PREFIX = "rank/"
 

@@ -11,6 +11,10 @@ lets this worker go (paradigms.py says why the owners' gates agree).
            new DSSP grant, the grant is relayed (GRANT) to the other owners before waiting on them
     update the new weights are copied into the model
 
+Stopping at a target (model.target onReached Stop) never makes a worker wait: the evaluating worker
+tells every owner (STOP) and ends; the others hear it in their next answers (`stop`) and end after
+that iteration; the owners stop counting a worker that is done, so nobody is held for it.
+
 Metrics per iteration: time/wait is how long the gates held the OK (the paradigm's doing, measured
 on the servers: the longest hold of any owner); time/update the copy into the model; time/comm the
 rest of the exchange (transfers, emulated bandwidth). bytes/* count what crossed this rank's
@@ -56,6 +60,7 @@ class Client:
         self.relayed = 0  # the DSSP grant (a push count) last relayed to the other owners
         self.counted = (0, 0)  # the link's bytes sent and received when the last iteration was recorded
         self.steps = 0  # synchronize() calls completed
+        self.stop_heard = False  # an owner's answer said a worker reached the target
         self.closed = False
 
     # -- start ---------------------------------------------------------------------------------
@@ -109,6 +114,7 @@ class Client:
         # update: the new weights into the model, in place
         self._install(replies)
         self.weights_clock = min(reply.clock for reply in replies)
+        self.stop_heard = self.stop_heard or any(reply.stop for reply in replies)
         ended = time.perf_counter()
 
         update = ended - answered
@@ -146,6 +152,19 @@ class Client:
                     parameter.copy_(value)
 
     # -- end -----------------------------------------------------------------------------------
+
+    def should_stop(self, reached: bool, timer: interfaces.Timer) -> bool:
+        """Whether this worker ends training now: its own evaluation `reached` the target (then every owner is
+        told), or an owner's answer said another worker's did. Never waits; close() then ends as after the last
+        iteration. Telling the owners is communication."""
+        if reached and not self.stop_heard:
+            with timer.phase(keys.TIME_COMM):
+                for owner in self.owners:
+                    self.link.send(owner, wire.Message(wire.Kind.STOP, self.rank, count=self.steps))
+        if reached or self.stop_heard:
+            self.iterations = self.steps
+            return True
+        return False
 
     def close(self) -> None:
         """After the last iteration: tell every owner, and wait until each has heard (BYE).
