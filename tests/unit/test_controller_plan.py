@@ -230,6 +230,18 @@ def test_a_running_trial_is_estimated_to_end_after_its_remaining_iterations_at_i
         "estimate"]["completionTime"] == "2030-01-01T00:00:44Z"
 
 
+def test_a_pace_beyond_any_date_leaves_the_end_unset():
+    dte = experiment(model={"iterations": 200})
+    trial = api.expand(dte).trials[0]
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.RUNNING,
+                                                                start_time=T0)])
+    utc = datetime.timezone.utc
+    lines = (progress_line.Line(1, 200, 0.1, datetime.datetime(1, 1, 1, tzinfo=utc)),
+             progress_line.Line(2, 200, 0.1, datetime.datetime(9000, 1, 1, tzinfo=utc)))
+    estimate = decide(dte, old, pods={trial.name: running_pods(trial)}, progress={trial.name: lines}).status.estimate
+    assert (estimate.completion_time, estimate.trial_completion_time, estimate.text) == (None, None, None)
+
+
 def test_a_trial_not_run_yet_takes_its_iterations_at_the_predicted_iteration_time_plus_start_up():
     dte = experiment(model={"iterations": 200}, sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}})
     # The parameter-server trial took 30 s for 200 iterations of 0.05 s: 20 s beyond them. It predicted the ring.

@@ -30,6 +30,8 @@ def test_the_kubelets_timestamps_date_each_line():
     assert (first.iteration, first.iterations, first.iteration_seconds) == (20, 200, 0.49)
     assert first.at == datetime.datetime(2030, 1, 1, 0, 0, 10, 500000, tzinfo=datetime.timezone.utc)
     assert (second.at - first.at).total_seconds() == 10.0
+    # Read without timestamps, a line is what the user's code printed: no date in it is trusted to be one.
+    assert progress.lines("2030-13-45T00:00:00Z progress: iteration 3/9\n") == (progress_line.Line(3, 9, None),)
 
 
 def worker(name, rank, phase="Running", role="worker"):

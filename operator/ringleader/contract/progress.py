@@ -14,8 +14,6 @@ import re
 
 _LINE = re.compile(r"^(?:(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) )?"
                    r"progress: iteration (\d+)/(\d+)(?: loss \S+ iteration ([\d.]+) ms)?", re.MULTILINE)
-# Python reads at most microseconds; the kubelet writes nanoseconds.
-_FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
 def progress_line(iteration: int, iterations: int, loss: float, iteration_seconds: float) -> str:
@@ -37,10 +35,14 @@ class Line:
 
 
 def lines(log_text: str) -> list[Line]:
-    """The progress lines of a log excerpt, in order; other lines are skipped."""
+    """The progress lines of a log excerpt, in order; other lines are skipped (a time that is no date, as
+    2030-13-45, is left out: a log read without timestamps shows what the user's code printed)."""
     found = []
     for stamp, iteration, iterations, milliseconds in _LINE.findall(log_text or ""):
-        at = datetime.datetime.fromisoformat(_FRACTION.sub(r"\1", stamp)) if stamp else None
+        try:
+            at = datetime.datetime.fromisoformat(stamp) if stamp else None  # nanoseconds read as microseconds
+        except ValueError:
+            at = None
         seconds = float(milliseconds) / 1000 if milliseconds else None
         found.append(Line(int(iteration), int(iterations), seconds, at))
     return found

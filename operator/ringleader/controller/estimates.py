@@ -61,9 +61,11 @@ def _unfinished(sweep: Sweep, trial: status_.TrialStatus,
 
 
 def _time(seconds: float | None) -> datetime.datetime | None:
-    if seconds is None:
+    """A time in whole seconds; None past what a datetime holds (progress lines far apart, millions of iterations)."""
+    try:
+        return None if seconds is None else datetime.datetime.fromtimestamp(round(seconds), datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
         return None
-    return datetime.datetime.fromtimestamp(round(seconds), datetime.timezone.utc)
 
 
 def estimate(sweep: Sweep, trials: Sequence[status_.TrialStatus],
