@@ -121,6 +121,14 @@ class Client:
             "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
             "lastTransitionTime": now()}]})
 
+    def waiting(self, pod: dict[str, Any], reason: str, message: str) -> None:
+        """Scheduled, its container waiting to start: ImagePullBackOff, CreateContainerConfigError, ..."""
+        self._pod_status(pod, {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}],
+            "containerStatuses": [self._container(pod, {"waiting": {"reason": reason, "message": message}}, False)],
+        })
+
     def finish_pod(self, pod: dict[str, Any], exit_code: int, reason: str, message: str | None = None) -> None:
         """The container exited; the pod phase follows the exit code (restartPolicy Never)."""
         terminated = {"exitCode": exit_code, "reason": reason, "startedAt": now(), "finishedAt": now()}

@@ -2,6 +2,7 @@
 
 A failed pod restarts every pod of its trial, up to runPolicy.backoffLimit; then the trial, and the
 experiment, fail with the pod, the container's exit code and the reason in the condition message.
+A pod that cannot start fails its trial at its startup deadline, without a restart.
 """
 
 import experiments as dtes
@@ -59,3 +60,36 @@ def test_an_evicted_pod_is_reported_with_the_eviction_reason(admin, namespace, o
     failed = wait_for("phase Failed", lambda: dtes.phase(admin.experiment(namespace, "evicted")) == "Failed"
                       and admin.experiment(namespace, "evicted"))
     assert "pod evicted-0-ps-0 failed: Evicted: The node was low on resource: memory." in dtes.condition(failed, "Failed")["message"]
+
+
+PULL_FAILED = ('Back-off pulling image "localhost/ringleader/does-not-exist:1.0": ErrImagePull: failed to pull and unpack '
+               'image "localhost/ringleader/does-not-exist:1.0": failed to resolve reference "localhost/ringleader/'
+               'does-not-exist:1.0": failed to do request: Head "https://localhost/v2/ringleader/does-not-exist/'
+               'manifests/1.0": dial tcp 127.0.0.1:443: connect: connection refused')
+
+
+def test_a_pod_that_cannot_pull_its_image_fails_the_trial_at_its_startup_deadline_with_a_warning(
+        admin, namespace, operator):
+    operator()
+    admin.create(dtes.experiment("no-image", namespace, runPolicy={"startupDeadlineSeconds": 3}))
+    pods = sorted(wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(
+        admin.trial_pods(namespace, "no-image"))), key=dtes.rank)
+    for pod in pods[:2]:
+        admin.run_pod(pod)
+    admin.waiting(pods[2], "ImagePullBackOff", PULL_FAILED)
+    waiting = wait_for("the waiting reason in the Running condition", lambda: (lambda found: PULL_FAILED in dtes.condition(
+        found, "Running").get("message", "") and found)(admin.experiment(namespace, "no-image")))
+    assert dtes.phase(waiting) == "Created"
+
+    failed = wait_for("phase Failed", lambda: dtes.phase(admin.experiment(namespace, "no-image")) == "Failed"
+                      and admin.experiment(namespace, "no-image"))
+    condition = dtes.condition(failed, "Failed")
+    assert condition["reason"] == "StartupDeadlineExceeded"
+    assert condition["message"] == ("trial no-image-0: pod no-image-0-worker-1 did not start within "
+                                    f"startupDeadlineSeconds=3 of its creation: ImagePullBackOff ({PULL_FAILED})")
+    assert dtes.trials(failed)[0]["restarts"] == 0
+    warning = wait_for("a Warning event", lambda: next((e for e in admin.events(namespace, "no-image") if e["type"] ==
+                                                        "Warning" and e["reason"] == "StartupDeadlineExceeded"), None))
+    assert PULL_FAILED in warning["message"]
+    # Every pod goes, the waiting one too: it holds its node's resources and has no log to keep.
+    wait_for("the pods to be deleted", lambda: admin.trial_pods(namespace, "no-image") == [])

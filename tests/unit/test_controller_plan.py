@@ -292,6 +292,23 @@ def test_the_next_wake_is_the_earliest_deadline_not_a_periodic_sweep():
     assert due.next_wake(status, dte.spec.run_policy, T0 + datetime.timedelta(seconds=12.5), timing) == 17.5
 
 
+def test_a_pod_not_running_yet_makes_a_pass_due_at_its_startup_deadline():
+    dte = experiment(runPolicy={"startupDeadlineSeconds": 90})
+    created = decide(dte).status
+    trial = api.expand(dte).trials[0]
+    pods = running_pods(trial)
+    for pod in pods:
+        pod["metadata"]["creationTimestamp"] = "2030-01-01T00:00:10Z"
+    pods[0]["status"]["phase"] = "Pending"
+    found = decide(dte, created, pods={trial.name: pods}, at=20)
+    assert found.due == T0 + datetime.timedelta(seconds=100)
+    timing = settings_.TimingSettings(recheck_seconds=600)
+    assert due.next_wake(found.status, dte.spec.run_policy, T0 + datetime.timedelta(seconds=20), timing,
+                         pods_due=found.due) == 80
+    assert decide(dte, found.status, pods={trial.name: pods}, at=100).status.trials[0].reason == \
+        reasons.STARTUP_DEADLINE_EXCEEDED
+
+
 def test_a_running_trial_needs_no_full_pass_for_its_progress_and_a_progress_read_changes_only_the_iteration():
     dte = experiment(model={"iterations": 200})
     old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.RUNNING)])

@@ -1,5 +1,6 @@
 """A trial's life, one step at a time: start, gang wait, run, fail and restart, give up, deadline, succeed, suspend."""
 
+import dataclasses
 import datetime
 import json
 
@@ -232,3 +233,75 @@ def test_cleanup_under_policy_running_keeps_a_pod_whose_container_exited_before_
     still_running = pod("q-0-worker-0")
     doomed = trials.cleanup([exited, still_running], spec_.CleanPodPolicy.RUNNING, workers_done=False, stop_running=False)
     assert doomed == ("q-0-worker-0",)
+
+
+PULL_FAILED = ('Back-off pulling image "localhost/ringleader/does-not-exist:1.0": ErrImagePull: failed to pull and unpack '
+               'image "localhost/ringleader/does-not-exist:1.0": failed to resolve reference "localhost/ringleader/'
+               'does-not-exist:1.0": failed to do request: Head "https://localhost/v2/ringleader/does-not-exist/'
+               'manifests/1.0": dial tcp 127.0.0.1:443: connect: connection refused')
+
+
+def waiting_pod(name, reason, message="", created="2030-01-01T00:00:00Z"):
+    found = pod(name, "Pending")
+    found["metadata"]["creationTimestamp"] = created
+    found["status"]["containerStatuses"] = [{"name": "trainer", "state": {"waiting": {"reason": reason, "message": message}}}]
+    return found
+
+
+def created(pods):
+    for found in pods:
+        found["metadata"]["creationTimestamp"] = "2030-01-01T00:00:00Z"
+    return pods
+
+
+def test_a_pod_that_cannot_pull_its_image_waits_until_its_startup_deadline_then_fails_the_trial_naming_the_cause():
+    pods = created(all_running())
+    pods[1] = waiting_pod("q-0-worker-0", "ImagePullBackOff", PULL_FAILED)
+    before = trials.step(trial(Phase.CREATED, start_time=T0), pods, context(at=119, startup_deadline_seconds=120))
+    assert (before.status.phase, before.status.reason) == (Phase.CREATED, reasons.WAITING_FOR_PODS)
+    assert before.due == T0 + datetime.timedelta(seconds=120)  # a pass then, though no pod event may come
+    assert PULL_FAILED in before.status.message  # whole: nothing cut from the middle of the image's name
+
+    after = trials.step(before.status, pods, context(at=120, startup_deadline_seconds=120))
+    assert (after.status.phase, after.status.reason) == (Phase.FAILED, reasons.STARTUP_DEADLINE_EXCEEDED)
+    assert after.status.message == ("pod q-0-worker-0 did not start within startupDeadlineSeconds=120 of its creation: "
+                                    f"ImagePullBackOff ({PULL_FAILED})")
+    assert after.status.restarts == 0 and after.status.completion_time == T0 + datetime.timedelta(seconds=120)
+    # Every pod goes, whatever cleanPodPolicy says: the waiting one holds resources and has no log to keep.
+    assert after.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
+
+
+def test_the_startup_deadline_is_the_operators_default_unless_the_experiment_sets_one():
+    pods = created(all_running())
+    pods[2] = waiting_pod("q-0-worker-1", "CreateContainerConfigError", 'secret "mlflow-credentials" not found')
+    ctx = trials.Context(now=T0 + datetime.timedelta(seconds=60), run_policy=spec_.RunPolicy(), expected=EXPECTED,
+                         default_startup_deadline_seconds=60)
+    failed = trials.step(trial(Phase.CREATED, start_time=T0), pods, ctx)
+    assert failed.status.reason == reasons.STARTUP_DEADLINE_EXCEEDED
+    assert failed.status.message.endswith('CreateContainerConfigError (secret "mlflow-credentials" not found)')
+    assert dataclasses.replace(ctx, run_policy=spec_.RunPolicy(startup_deadline_seconds=30)).startup_deadline_seconds == 30
+
+
+def test_an_unschedulable_pod_fails_the_trial_at_its_startup_deadline_counting_the_others_not_running():
+    pods = created([pod(e.name, "Pending", scheduled=False) for e in EXPECTED])
+    for found in pods:
+        found["status"]["conditions"][0].update(reason="Unschedulable", message="0/1 nodes are available: 1 Insufficient cpu.")
+    failed = trials.step(trial(Phase.CREATED, start_time=T0), pods, context(at=300))
+    assert failed.status.message == ("pod q-0-ps-0 did not start within startupDeadlineSeconds=300 of its creation: "
+                                     "unschedulable (0/1 nodes are available: 1 Insufficient cpu.) "
+                                     "(and 2 more pods not running)")
+
+
+def test_an_image_reference_that_does_not_parse_fails_the_trial_at_once():
+    pods = created(all_running())
+    pods[1] = waiting_pod("q-0-worker-0", "InvalidImageName", 'Failed to apply default image tag "Bad Image": '
+                                                              'couldn\'t parse image name "Bad Image": invalid reference format')
+    failed = trials.step(trial(Phase.CREATED, start_time=T0), pods, context(at=1))
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, reasons.INVALID_IMAGE)
+    assert failed.status.message.startswith("pod q-0-worker-0 can never start: InvalidImageName (Failed to apply")
+
+
+def test_a_finished_startup_failure_keeps_stopping_pods_that_reappear_whatever_the_policy():
+    failed = trial(Phase.FAILED, reason=reasons.STARTUP_DEADLINE_EXCEEDED)
+    assert trials.step(failed, all_running(), context(clean_pod_policy="None")).delete == (
+        "q-0-ps-0", "q-0-worker-0", "q-0-worker-1")

@@ -443,6 +443,13 @@ class RunPolicy(ApiModel):
     active_deadline_seconds: Annotated[base.Integer, pydantic.Field(ge=1, le=base.MAX_SECONDS)] | None = None
     """activeDeadlineSeconds bounds each trial's running time, in seconds, from its start; past it the
     trial fails with reason DeadlineExceeded. At most 2147483647 (68 years). Unset (default): no deadline."""
+    startup_deadline_seconds: Annotated[base.Integer, pydantic.Field(ge=1, le=base.MAX_SECONDS)] | None = None
+    """startupDeadlineSeconds bounds how long each pod of a trial may take from its creation until it runs, in
+    seconds; past it, a pod still not running (an image that cannot be pulled, a missing Secret or claim, a
+    request no node fits) fails the trial with reason StartupDeadlineExceeded, naming the pod and the cause,
+    without a restart. Waiting for Kueue admission does not count (no pod exists then). At most 2147483647.
+    Unset (default): the operator's --startup-deadline (300 unless the chart's operator.startupDeadlineSeconds
+    says otherwise)."""
     ttl_seconds_after_finished: Annotated[base.Integer, pydantic.Field(ge=0, le=base.MAX_SECONDS)] | None = None
     """ttlSecondsAfterFinished deletes the finished experiment this many seconds after it completes,
     at most 2147483647 (68 years). Unset (default): kept until deleted."""

@@ -19,6 +19,19 @@ LOST_CONTACT = "lost contact with "
 _LOST_RANK = re.compile(r"^lost contact with rank (?P<rank>\d+)\b")
 # How long the launcher and the operator wait, after the first failure they see, for the others to end.
 DEFAULT_GRACE_SECONDS = 10.0
+MESSAGE_CHARACTERS = 1024
+"""The most of a failure's text the operator quotes in a condition or Event (kopf cuts an Event at 1024 too)."""
+ELLIPSIS = "…"
+
+
+def shorten(text: str | None, limit: int = MESSAGE_CHARACTERS) -> str:
+    """`text` on one line, cut in the middle when longer than `limit`: its start names what failed, its end
+    often what to do about it ("...; install it in the image or put it on PYTHONPATH")."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    head = (limit - len(ELLIPSIS)) // 2
+    return text[:head] + ELLIPSIS + text[len(text) - (limit - len(ELLIPSIS) - head):]
 
 
 def failure_line(rank: int | None, who: str, reason: str) -> str:

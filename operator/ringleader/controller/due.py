@@ -34,10 +34,14 @@ def _waiting_on_pods(status: status_.ExperimentStatus) -> bool:
 
 
 def next_wake(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy, now: datetime.datetime,
-              timing: settings_.TimingSettings, *, retry_tracking_in: float | None = None) -> float | None:
+              timing: settings_.TimingSettings, *, retry_tracking_in: float | None = None,
+              pods_due: datetime.datetime | None = None) -> float | None:
     """Seconds until the experiment needs a full pass without any event, or None to wait for one. Progress
-    reads of running trials are due apart (`polling`): they need no full pass."""
+    reads of running trials are due apart (`polling`): they need no full pass. `pods_due` is when a pod not
+    running yet reaches its startup deadline (plan.Plan.due)."""
     times: list[float] = []
+    if pods_due is not None:
+        times.append((pods_due - now).total_seconds())
     for trial in status.trials:
         deadline = trials.deadline_of(trial, run_policy)
         if deadline is not None:

@@ -52,6 +52,8 @@ class Plan:
     """Indices of the trials whose objects to create (409 AlreadyExists counts as created)."""
     workloads: tuple[tuple[int, admission_.Action], ...] = ()
     """(trial index, action) for the trials' Kueue Workloads: queue, finish or delete."""
+    due: datetime.datetime | None = None
+    """When a pass is due though no event may come: the earliest startup deadline of a pod not running yet."""
 
 
 def _initial_trials(expansion: trial_.Expansion, old: status_.ExperimentStatus) -> list[status_.TrialStatus]:
@@ -62,8 +64,10 @@ def _initial_trials(expansion: trial_.Expansion, old: status_.ExperimentStatus) 
     ]
 
 
-def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus, seen: Observation) -> Plan:
-    """The experiment's next status; pods to delete and trials to create on the way there."""
+def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus, seen: Observation, *,
+           startup_deadline_seconds: float = trials.DEFAULT_STARTUP_DEADLINE_SECONDS) -> Plan:
+    """The experiment's next status; pods to delete and trials to create on the way there.
+    `startup_deadline_seconds` is the operator's default for runPolicy.startupDeadlineSeconds."""
     spec: spec_.ExperimentSpec = experiment.spec
     suspended = spec.run_policy.suspend
     max_parallel = spec.sweep.max_parallel if spec.sweep else 1
@@ -74,7 +78,8 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
         status = statuses[position]
         ctx = trials.Context(now=seen.now, run_policy=spec.run_policy, expected=seen.expected.get(status.name, ()),
                              suspended=suspended, may_start=may_start, queue_name=spec.scheduling.queue_name,
-                             admission=seen.workloads.get(status.name))
+                             admission=seen.workloads.get(status.name),
+                             default_startup_deadline_seconds=startup_deadline_seconds)
         steps[position] = trials.step(status, seen.pods.get(status.name, []), ctx)
 
     # Started trials first, so those that finish now free their slot for a pending one in the same pass.
@@ -98,7 +103,8 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
                            for p in found if not pods_.is_terminating(p)))
     create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
     workloads = tuple((statuses[i].index, steps[i].workload) for i in range(len(statuses)) if steps[i].workload)
-    return Plan(status=status, delete=delete, create=create, workloads=workloads)
+    due = min((s.due for s in steps.values() if s.due is not None), default=None)
+    return Plan(status=status, delete=delete, create=create, workloads=workloads, due=due)
 
 
 def _iteration(lines: tuple[progress_line.Line, ...]) -> int:

@@ -20,8 +20,10 @@ from ringleader.contract import failures
 
 Pod = dict[str, Any]
 FINISHED_PHASES = ("Succeeded", "Failed")
-# A termination message is at most 4 KiB (kubelet's limit); a failure message keeps only its start.
-MESSAGE_EXCERPT = 200
+# A container waiting for one of these can never start as its pod is written: the image reference does not
+# parse. Other waiting reasons (ErrImagePull, ImagePullBackOff, CreateContainerConfigError for a missing
+# Secret, ...) may clear when someone fixes what is outside the pod, so they wait for the startup deadline.
+NEVER_STARTS = ("InvalidImageName",)
 
 
 def name(pod: Pod) -> str:
@@ -76,11 +78,6 @@ def _containers(pod: Pod) -> list[dict[str, Any]]:
     return list((pod.get("status") or {}).get("containerStatuses") or [])
 
 
-def _excerpt(text: str | None) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= MESSAGE_EXCERPT else text[: MESSAGE_EXCERPT - 1] + "…"
-
-
 @dataclasses.dataclass(frozen=True)
 class Failure:
     """Why one pod failed, in the words `kubectl describe pod` would use."""
@@ -125,13 +122,13 @@ def failure_of(pod: Pod) -> Failure | None:
             container, terminated = failed_containers[0]
             detail = f"{detail}; " if detail else ""
             detail += f"container {container} exited with code {terminated.get('exitCode')}"
-        return Failure(pod=name(pod), rank=rank(pod), reason=pod_reason or "Failed", message=_excerpt(detail) or None,
+        return Failure(pod=name(pod), rank=rank(pod), reason=pod_reason or "Failed", message=failures.shorten(detail) or None,
                        finished_at=_finished_at(failed_containers) or status.get("startTime") or "")
     container, terminated = failed_containers[0]
     message = terminated.get("message")
     return Failure(
         pod=name(pod), rank=rank(pod), container=container, exit_code=terminated.get("exitCode"),
-        reason=terminated.get("reason"), message=_excerpt(message) or None,
+        reason=terminated.get("reason"), message=failures.shorten(message) or None,
         finished_at=terminated.get("finishedAt") or "",
     )
 
@@ -156,17 +153,32 @@ def seconds_of(timestamp: str) -> float:
         return math.inf
 
 
+def created_at(pod: Pod) -> float:
+    """When the pod was created, in seconds since the epoch; +inf when unknown."""
+    return seconds_of(pod["metadata"].get("creationTimestamp") or "")
+
+
+def is_started(pod: Pod) -> bool:
+    """Scheduled and running (or already done): past everything that can keep a pod from starting."""
+    return is_scheduled(pod) and phase(pod) in ("Running", "Succeeded")
+
+
+def never_starts(pod: Pod) -> bool:
+    """Whether a container of the pod waits for something its spec can never give (NEVER_STARTS)."""
+    return any(((c.get("state") or {}).get("waiting") or {}).get("reason") in NEVER_STARTS for c in _containers(pod))
+
+
 def waiting_reason(pod: Pod) -> str:
     """Why a pod is not running yet, as a short phrase: "unschedulable (0/1 nodes are available: ...)"."""
     if not is_scheduled(pod):
         condition = _condition(pod, "PodScheduled")
         if condition and condition.get("reason") == "Unschedulable":
-            return f"unschedulable ({_excerpt(condition.get('message'))})" if condition.get("message") else "unschedulable"
+            return f"unschedulable ({failures.shorten(condition.get('message'))})" if condition.get("message") else "unschedulable"
         return "not scheduled yet"
     for container in _containers(pod):
         waiting = (container.get("state") or {}).get("waiting")
         if waiting and waiting.get("reason"):
-            detail = _excerpt(waiting.get("message"))
+            detail = failures.shorten(waiting.get("message"))
             return f"{waiting['reason']} ({detail})" if detail else waiting["reason"]
     return phase(pod)
 

@@ -195,7 +195,8 @@ class Controller:
                 t.name: progress.reporter(by_trial.get(t.name, [])) for t in old.trials if t.phase == Phase.RUNNING}),
             workloads={trial: admission.of(w) for trial, w in workloads.items()},
         )
-        decision = plan.decide(experiment, expansion, old, seen)
+        decision = plan.decide(experiment, expansion, old, seen,
+                               startup_deadline_seconds=self.settings.timing.startup_deadline_seconds)
         # Runs first: a starting trial's run id goes into its pods' environment.
         new, retry_tracking = await self.runs.start(key, body, experiment, expansion, decision.status, decision.create)
 
@@ -220,7 +221,7 @@ class Controller:
             return self.settings.timing.pod_event_delay_seconds
         retries = [r for r in (retry_tracking, retry_end) if r is not None]
         full_in = due.next_wake(new, run_policy, now(), self.settings.timing,
-                                retry_tracking_in=min(retries) if retries else None)
+                                retry_tracking_in=min(retries) if retries else None, pods_due=decision.due)
         running_now = [t.name for t in new.trials if t.phase == Phase.RUNNING]
         if not running_now:
             return full_in

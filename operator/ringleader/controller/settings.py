@@ -14,6 +14,7 @@ import os
 from typing import Any, Mapping
 
 from ringleader.contract import redaction
+from ringleader.controller import trials
 from ringleader.topology import settings as render_settings
 
 
@@ -95,6 +96,11 @@ class TimingSettings:
     is read apart; this only bounds the harm of a lost watch event (kopf resumes a watch from its last
     resourceVersion and relists after a gap, so losing one takes a stalled connection). 5 minutes: full passes
     of running experiments every minute cost a third of the operator's steady-state CPU (docs/performance.md)."""
+    startup_deadline_seconds: float = trials.DEFAULT_STARTUP_DEADLINE_SECONDS
+    """How long a trial's pod may take from its creation until it runs, in seconds, where the experiment sets no
+    runPolicy.startupDeadlineSeconds; past it the trial fails (StartupDeadlineExceeded). Why 300: see
+    `trials.DEFAULT_STARTUP_DEADLINE_SECONDS`. Raise it for images that take longer to pull, or on a busy cluster
+    without Kueue, where pods may wait for CPU longer than that."""
     pod_event_delay_seconds: float = 1.0
     """Seconds from a trial pod's event to the pass it asks for. Pods change together (a trial's are created,
     scheduled, started and finished within moments), so the events of that second share one pass instead of
@@ -212,6 +218,10 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
                         default=float(_env(environ, "RECHECK_INTERVAL", defaults.timing.recheck_seconds)),
                         help="longest time without a full pass while waiting on pods or while a trial runs "
                              "(RINGLEADER_RECHECK_INTERVAL)")
+    parser.add_argument("--startup-deadline", type=_positive, metavar="SECONDS",
+                        default=float(_env(environ, "STARTUP_DEADLINE", defaults.timing.startup_deadline_seconds)),
+                        help="how long a trial's pod may take from its creation until it runs, where the experiment "
+                             "sets no runPolicy.startupDeadlineSeconds (RINGLEADER_STARTUP_DEADLINE)")
     parser.add_argument("--pod-event-delay", type=_not_negative, metavar="SECONDS",
                         default=float(_env(environ, "POD_EVENT_DELAY", defaults.timing.pod_event_delay_seconds)),
                         help="seconds from a trial pod's event to the pass it asks for, gathering its trial's other "
@@ -242,6 +252,7 @@ def from_args(args: argparse.Namespace) -> Settings:
         timing=TimingSettings(
             progress_poll_seconds=args.progress_poll_interval,
             recheck_seconds=args.recheck_interval,
+            startup_deadline_seconds=args.startup_deadline,
             pod_event_delay_seconds=args.pod_event_delay,
         ),
         liveness_endpoint=liveness,

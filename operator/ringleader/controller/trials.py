@@ -23,8 +23,13 @@ Phase = status_.Phase
 TrialStatus = status_.TrialStatus
 ACTIVE_PHASES = (Phase.CREATED, Phase.RUNNING, Phase.RESTARTING)
 TERMINAL_PHASES = status_.TERMINAL_PHASES
-
-# Reasons a trial gives for its phase (TrialStatus.reason); events and conditions reuse them.
+DEFAULT_STARTUP_DEADLINE_SECONDS = 300
+"""The operator's default for runPolicy.startupDeadlineSeconds (its --startup-deadline): 5 minutes hold a cold pull
+of a multi-GB image and Kubernetes' image-pull backoff reaching its 5-minute cap, and bound what a pod that can
+never start (an image that does not exist, a missing Secret or claim, a request no node fits) holds."""
+# Failed trials whose pods are all stopped whatever cleanPodPolicy says, as a Job's deadline stops them: a pod that
+# never started has no log to keep, and holds its node's resources while it waits.
+STOPS_RUNNING = (reasons.DEADLINE_EXCEEDED, reasons.STARTUP_DEADLINE_EXCEEDED, reasons.INVALID_IMAGE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +54,13 @@ class Context:
     """The Kueue LocalQueue that admits the trial (`scheduling.queueName`); None: no admission to wait for."""
     admission: admission_.Admission | None = None
     """The trial's Workload as Kueue left it; None when it has none."""
+    default_startup_deadline_seconds: float = DEFAULT_STARTUP_DEADLINE_SECONDS
+    """The operator's runPolicy.startupDeadlineSeconds, for experiments that set none."""
+
+    @property
+    def startup_deadline_seconds(self) -> float:
+        """How long each pod may take from its creation until it runs."""
+        return self.run_policy.startup_deadline_seconds or self.default_startup_deadline_seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +72,8 @@ class Step:
     create: bool = False
     workload: admission_.Action | None = None
     """What to do to the trial's Kueue Workload: create it (queue the trial), finish it, or delete it."""
+    due: datetime.datetime | None = None
+    """When the trial needs another look though no event may come: a pod's startup deadline."""
 
 
 def deadline_of(trial: TrialStatus, run_policy: spec_.RunPolicy) -> datetime.datetime | None:
@@ -160,7 +174,7 @@ def _step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
 def _finished(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     # Clean-up is repeated at every pass (idempotent), so one interrupted by an operator restart completes.
     workers_done = trial.phase == Phase.SUCCEEDED
-    stop_running = trial.reason == reasons.DEADLINE_EXCEEDED
+    stop_running = trial.reason in STOPS_RUNNING
     return Step(trial, delete=cleanup(pods, ctx.run_policy.clean_pod_policy,
                                       workers_done=workers_done, stop_running=stop_running))
 
@@ -269,8 +283,10 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
             message += f": {summary.throughput:.1f} samples/s"
         return _finish(trial, pods, ctx, Phase.SUCCEEDED, reasons.WORKERS_SUCCEEDED, message,
                        workers_done=True, summary=summary)
-    waiting = [p for p in (live[e.name] for e in ctx.expected)
-               if not (pods_.is_scheduled(p) and pods_.phase(p) in ("Running", "Succeeded"))]
+    waiting = [p for p in (live[e.name] for e in ctx.expected) if not pods_.is_started(p)]
+    stuck = _not_starting(trial, pods, waiting, ctx)
+    if stuck is not None:
+        return stuck
     if not waiting:
         if trial.phase == Phase.RUNNING:
             return Step(trial)
@@ -284,7 +300,32 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
                f"pod {pods_.name(first)}: {pods_.waiting_reason(first)}")
     if len(waiting) > 1:
         message += f" (and {len(waiting) - 1} more waiting)"
-    return Step(_with(trial, reason=reasons.WAITING_FOR_PODS, message=message))
+    deadlines = [pods_.created_at(p) + ctx.startup_deadline_seconds for p in waiting]
+    due = min(deadlines)
+    return Step(_with(trial, reason=reasons.WAITING_FOR_PODS, message=message),
+                due=datetime.datetime.fromtimestamp(due, datetime.timezone.utc) if math.isfinite(due) else None)
+
+
+def _not_starting(trial: TrialStatus, pods: list[pods_.Pod], waiting: list[pods_.Pod], ctx: Context) -> Step | None:
+    """The trial failed because a pod cannot start: its image reference does not parse (at once), or it is still
+    not running `startup_deadline_seconds` after its creation (an image that cannot be pulled, a missing Secret or
+    claim, no node that fits it). No restart: new pods would wait for the same thing."""
+    never = [p for p in waiting if pods_.never_starts(p)]
+    seconds = ctx.startup_deadline_seconds
+    late = [p for p in waiting if ctx.now.timestamp() - pods_.created_at(p) >= seconds]
+    if not never and not late:
+        return None
+    first = (never or late)[0]
+    if never:
+        reason, cause = reasons.INVALID_IMAGE, f"pod {pods_.name(first)} can never start"
+    else:
+        reason, cause = reasons.STARTUP_DEADLINE_EXCEEDED, \
+            f"pod {pods_.name(first)} did not start within startupDeadlineSeconds={seconds:g} of its creation"
+    message = f"{cause}: {pods_.waiting_reason(first)}"
+    others = len(waiting) - 1
+    if others:
+        message += f" (and {others} more pod{'s' * (others != 1)} not running)"
+    return _finish(trial, pods, ctx, Phase.FAILED, reason, message, stop_running=True)
 
 
 def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod], failed: dict[int, pods_.Failure],
