@@ -93,3 +93,23 @@ def test_a_pod_that_cannot_pull_its_image_fails_the_trial_at_its_startup_deadlin
     assert PULL_FAILED in warning["message"]
     # Every pod goes, the waiting one too: it holds its node's resources and has no log to keep.
     wait_for("the pods to be deleted", lambda: admin.trial_pods(namespace, "no-image") == [])
+
+
+def test_a_failure_the_runtime_calls_permanent_fails_the_trial_without_a_restart(admin, namespace, operator):
+    operator()
+    admin.create(dtes.experiment("no-model", namespace))  # backoffLimit 3 (default)
+    pods = pods_running(admin, namespace, "no-model")
+    said = ("ringleader: rank 1 (worker) failed (permanent): ModelError: model 'nosuch.nets:tiny': importing nosuch.nets "
+            "failed: cannot import 'nosuch' (No module named 'nosuch'); install it in the image or put it on PYTHONPATH")
+    admin.finish_pod(pods[1], 1, "Error", said)
+    failed = wait_for("phase Failed", lambda: dtes.phase(admin.experiment(namespace, "no-model")) == "Failed"
+                      and admin.experiment(namespace, "no-model"))
+    condition = dtes.condition(failed, "Failed")
+    assert condition["reason"] == "PermanentFailure"
+    assert condition["message"] == (f"trial no-model-0: pod no-model-0-worker-0: container trainer exited with code 1 "
+                                    f"(Error): {said}; not restarted: the runtime reported a failure no restart can fix")
+    assert dtes.trials(failed)[0]["restarts"] == 0
+    assert dtes.condition(failed, "Restarting") == {}  # never restarted
+    # cleanPodPolicy Running: the running pods go, the failed one stays for its logs; none is recreated.
+    wait_for("only the failed pod left", lambda: [p["metadata"]["name"] for p in admin.trial_pods(namespace, "no-model")]
+             == ["no-model-0-worker-0"])

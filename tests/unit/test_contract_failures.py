@@ -79,3 +79,14 @@ def test_a_long_message_is_cut_in_the_middle_keeping_what_failed_and_what_to_do(
     assert short.startswith("model 'm:f': importing m failed: ") and short.endswith("or put it on PYTHONPATH")
     assert failures.shorten("one\n  line", 200) == "one line"
     assert len(failures.shorten(text)) == failures.MESSAGE_CHARACTERS
+
+
+def test_a_failure_no_restart_can_fix_says_so_and_parses_back():
+    line = failures.failure_line(1, "worker", "ModelError: model 'm:f': importing m failed", permanent=True)
+    assert line == "ringleader: rank 1 (worker) failed (permanent): ModelError: model 'm:f': importing m failed"
+    assert failures.reason_of([line]) == "ModelError: model 'm:f': importing m failed"
+    assert failures.is_permanent(["noise", line])
+    assert failures.is_permanent([failures.failure_line(None, "", "RANK is not set", permanent=True)])
+    # The last failure line counts: a later one that is not permanent is what the rank ended with.
+    assert not failures.is_permanent([line, failures.failure_line(1, "worker", "RuntimeError: boom")])
+    assert not failures.is_permanent(["ringleader: ended, 20 records"])

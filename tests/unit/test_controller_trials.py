@@ -305,3 +305,22 @@ def test_a_finished_startup_failure_keeps_stopping_pods_that_reappear_whatever_t
     failed = trial(Phase.FAILED, reason=reasons.STARTUP_DEADLINE_EXCEEDED)
     assert trials.step(failed, all_running(), context(clean_pod_policy="None")).delete == (
         "q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
+
+
+def test_a_failure_the_runtime_calls_permanent_fails_the_trial_at_once_without_spending_backoff_limit():
+    said = ("ringleader: rank 1 (worker) failed (permanent): ModelError: model 'nosuch.nets:tiny': importing nosuch.nets "
+            "failed: cannot import 'nosuch' (No module named 'nosuch'); install it in the image or put it on PYTHONPATH")
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error", message=said)
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=3))
+    assert (step.status.phase, step.status.reason, step.status.restarts) == (Phase.FAILED, reasons.PERMANENT_FAILURE, 0)
+    assert step.status.message == (f"pod q-0-worker-0: container trainer exited with code 1 (Error): {said}; "
+                                   "not restarted: the runtime reported a failure no restart can fix")
+
+
+def test_a_permanent_failure_of_a_killed_pod_is_not_believed():
+    # A signal came from outside: the line the rank left before it says nothing about what killed it.
+    said = "ringleader: rank 1 (worker) failed (permanent): DataError: /data: not a directory"
+    pods = all_running()
+    pods[1] = pod("q-0-worker-0", "Failed", exit_code=137, reason="OOMKilled", message=said)
+    assert trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=3)).status.phase == Phase.RESTARTING

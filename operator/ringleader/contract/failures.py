@@ -13,7 +13,11 @@ import re
 from typing import Iterable
 
 PREFIX = "ringleader: "
-_LINE = re.compile(r"^ringleader: rank (?P<rank>\d+) \((?P<who>[^)]*)\) failed: (?P<reason>.*)$")
+PERMANENT = " (permanent)"
+"""Marks the failure line of a rank that failed in a way no restart can fix (an import error, an invalid model
+or dataset, a factory that raises): the operator then fails the trial at once instead of spending backoffLimit."""
+_LINE = re.compile(r"^ringleader: rank (?:(?P<rank>\d+) \((?P<who>[^)]*)\) )?failed(?P<permanent> \(permanent\))?: "
+                   r"(?P<reason>.*)$")
 # What a rank says when it failed only because another one did: an echo of a failure, not its cause.
 LOST_CONTACT = "lost contact with "
 _LOST_RANK = re.compile(r"^lost contact with rank (?P<rank>\d+)\b")
@@ -34,22 +38,31 @@ def shorten(text: str | None, limit: int = MESSAGE_CHARACTERS) -> str:
     return text[:head] + ELLIPSIS + text[len(text) - (limit - len(ELLIPSIS) - head):]
 
 
-def failure_line(rank: int | None, who: str, reason: str) -> str:
-    """"ringleader: rank 1 (worker) failed: RuntimeError: boom" — one line, whatever the reason holds."""
+def failure_line(rank: int | None, who: str, reason: str, *, permanent: bool = False) -> str:
+    """"ringleader: rank 1 (worker) failed: RuntimeError: boom" — one line, whatever the reason holds;
+    "failed (permanent):" when no restart can fix it."""
     reason = " ".join(reason.split())
-    return f"{PREFIX}rank {rank} ({who}) failed: {reason}" if rank is not None else f"{PREFIX}rank failed: {reason}"
+    rank_ = f"rank {rank} ({who})" if rank is not None else "rank"
+    return f"{PREFIX}{rank_} failed{PERMANENT if permanent else ''}: {reason}"
+
+
+def _last(lines: Iterable[str]) -> re.Match | None:
+    found = None
+    for line in lines:
+        found = _LINE.match(line.strip()) or found
+    return found
 
 
 def reason_of(lines: Iterable[str]) -> str | None:
     """The reason of the last failure line among `lines` (a rank's stderr, a pod's termination message)."""
-    found = None
-    for line in lines:
-        match = _LINE.match(line.strip())
-        if match:
-            found = match["reason"]
-        elif line.startswith(PREFIX + "rank failed: "):
-            found = line[len(PREFIX + "rank failed: "):].strip()
-    return found
+    found = _last(lines)
+    return found["reason"].strip() if found else None
+
+
+def is_permanent(lines: Iterable[str]) -> bool:
+    """Whether the last failure line among `lines` says no restart can fix it."""
+    found = _last(lines)
+    return bool(found and found["permanent"])
 
 
 def lost_contact(rank: int | None, detail: str) -> str:
@@ -91,6 +104,8 @@ class Exit:
     """Ended from outside: a signal, the OOM killer, an eviction, a deleted pod. The likeliest cause."""
     reason: str | None = None
     """The runtime's own failure reason, when the rank printed one."""
+    permanent: bool = False
+    """The rank said no restart can fix its failure (`failure_line(permanent=True)`)."""
     stopped: bool = False
     """Stopped by the launcher itself after another rank failed: never a cause."""
     order: float = 0.0

@@ -141,8 +141,9 @@ def exit_of(failure: Failure) -> failures.Exit:
     """A pod's failure as failures.blame() weighs it: a signal, an OOM kill or an eviction came from outside."""
     killed_by_signal = failure.exit_code is not None and failure.exit_code >= 128
     external = killed_by_signal or failure.container is None or failure.reason not in (None, "Error")
-    return failures.Exit(rank=failure.rank, external=external, reason=failures.reason_of([failure.message or ""]),
-                         order=seconds_of(failure.finished_at))
+    said = [failure.message or ""]
+    return failures.Exit(rank=failure.rank, external=external, reason=failures.reason_of(said),
+                         permanent=not external and failures.is_permanent(said), order=seconds_of(failure.finished_at))
 
 
 def seconds_of(timestamp: str) -> float:

@@ -355,6 +355,11 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
         cause = failed[culprit.rank].describe()
     if len(failed) > 1:
         cause += f" (and {len(failed) - 1} more pod{'s' * (len(failed) > 2)} failed)"
+    if not isinstance(culprit, int) and culprit.permanent:
+        # The rank said a restart cannot help (an import error, an invalid model or dataset): new pods would fail
+        # the same way, so backoffLimit is not spent on them.
+        message = f"{cause}; not restarted: the runtime reported a failure no restart can fix"
+        return _finish(trial, pods, ctx, Phase.FAILED, reasons.PERMANENT_FAILURE, message)
     return _fail_or_restart(trial, pods, ctx, reasons.POD_FAILED, cause)
 
 

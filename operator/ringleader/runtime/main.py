@@ -22,7 +22,7 @@ Runbook (what `ringleader run` and the operator's pods do for you; from the repo
 Optional knobs (runtime/settings.py): RINGLEADER_TIMEOUT_SECONDS (300), RINGLEADER_STALL_TIMEOUT_SECONDS
 (60), RINGLEADER_BUCKET_BYTES (25 MiB), RINGLEADER_TRACE_ITERATIONS (20), RINGLEADER_FINISH_TIMEOUT_SECONDS (6 h). Exit status 0
 on success; otherwise 1 and one line on stderr saying which rank failed and why (also the pod's
-termination message).
+termination message), "failed (permanent):" when no restart can fix it (PERMANENT_ERRORS).
 """
 
 from __future__ import annotations
@@ -44,11 +44,15 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import (heartbeat, netcounters, parameter_server, parent, peer_to_peer, ring, settings, termination,
-                               worker)
+from ringleader.runtime import (datafiles, heartbeat, models, netcounters, parameter_server, parent, peer_to_peer, ring,
+                               settings, termination, worker)
 
 TERMINATION_LOG = "/dev/termination-log"
+TERMINATION_MESSAGE_CHARACTERS = 4000  # the kubelet keeps 4 KiB of it
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+PERMANENT_ERRORS = (models.ModelError, datafiles.DataError)
+"""Errors a restart of the trial cannot fix: the model cannot be imported or built, its factory raises, the
+dataset is invalid. Reported as permanent (contract/failures.py), so the operator fails the trial at once."""
 
 
 class RankError(RuntimeError):
@@ -210,20 +214,19 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
     print("config: " + json.dumps(config), flush=True)
 
 
-def fail(env: contract.PodEnvironment | None, reason: str) -> None:
-    """Report the one-line reason on stderr (and as the pod's termination message), then exit at once.
+def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = False) -> None:
+    """Report the one-line reason on stderr (and as the pod's termination message), then exit at once;
+    `permanent`: no restart can fix it (PERMANENT_ERRORS, a rank started wrongly).
 
     os._exit: a process group with a dead peer can block in its destructor; nothing is left to flush."""
-    line = failures.failure_line(env.rank if env else None, env.role if env else "", reason)
+    line = failures.failure_line(env.rank if env else None, env.role if env else "", reason, permanent=permanent)
     print(line, file=sys.stderr, flush=True)
     sys.stdout.flush()
-    if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
-        with open(TERMINATION_LOG, "w", encoding="utf-8") as file:
-            file.write(line[:4000])
+    write_termination_message(failures.shorten(line, TERMINATION_MESSAGE_CHARACTERS))
     os._exit(1)
 
 
-def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str) -> None:
+def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str, *, permanent: bool = False) -> None:
     """`fail`, after this rank's records so far are written and published and its rank run ended FAILED."""
     if termination.requested():  # peers stopped with this pod: the SIGTERM thread publishes and exits
         termination.wait_for_exit()
@@ -232,7 +235,7 @@ def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: s
             recorder.drain(timeout_seconds=1.0)
         stop_publisher(publisher, failed=True)
     finally:
-        fail(env, reason)
+        fail(env, reason, permanent=permanent)
 
 
 def lost_contact(error: BaseException) -> bool:
@@ -270,7 +273,7 @@ def main(environ=os.environ) -> int:
         if slot.role != env.role:
             raise RankError(f"{contract.ROLE}={env.role} but rank {env.rank} of trial {trial.name} is a {slot.role}")
     except (contract.ContractError, RankError, ValueError) as error:
-        fail(env, str(error))
+        fail(env, str(error), permanent=True)  # the pod's contract or trial file: the same again after a restart
     recorder = None
     publisher = None
     if env.publishes:  # a pod's rank: SIGTERM publishes first (termination.py)
@@ -329,7 +332,8 @@ def main(environ=os.environ) -> int:
         traceback.print_exc(file=sys.stdout)
         if recorder is not None:
             recorder.close()
-        fail_publishing(env, recorder, publisher, describe(error, beats))
+        fail_publishing(env, recorder, publisher, describe(error, beats),
+                        permanent=isinstance(error, PERMANENT_ERRORS))
     recorder.close()
     stop_publisher(publisher, failed=False)
     dist.destroy_process_group()

@@ -21,7 +21,7 @@ def test_a_missing_variable_is_named(tmp_path):
     done = start_rank({"RINGLEADER_ROLE": "worker"}, tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "ringleader: rank failed: environment variable RANK is not set: ringleader pods and `ringleader run` "
+        "ringleader: rank failed (permanent): environment variable RANK is not set: ringleader pods and `ringleader run` "
         "set it; set it when starting a rank by hand")
 
 
@@ -33,4 +33,15 @@ def test_a_rank_that_does_not_match_the_trial_is_refused(tmp_path, make_trial):
     done = start_rank(env, tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "ringleader: rank 0 (ps) failed: RINGLEADER_ROLE=ps but rank 0 of trial test-0 is a worker")
+        "ringleader: rank 0 (ps) failed (permanent): RINGLEADER_ROLE=ps but rank 0 of trial test-0 is a worker")
+
+
+def test_a_model_that_cannot_be_imported_fails_every_rank_saying_no_restart_can_fix_it(make_trial, run_trial):
+    run = run_trial(make_trial({"model": {"name": "nosuch_package.nets:tiny"}}), timeout=60)
+    assert set(run.returncodes.values()) == {1}, run.explain()
+    for rank in run.returncodes:
+        last = run.stderr(rank).strip().splitlines()[-1]
+        assert last.startswith(f"ringleader: rank {rank} (worker) failed (permanent): ModelError: model "
+                               "'nosuch_package.nets:tiny': importing nosuch_package.nets failed: cannot import "
+                               "'nosuch_package'"), last
+        assert last.endswith("install it in the image or put it on PYTHONPATH"), last
