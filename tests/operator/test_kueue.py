@@ -124,7 +124,7 @@ def test_an_experiment_without_queue_name_runs_beside_a_full_queue(admin, namesp
     dte = wait_for("the held experiment to say it waits for Kueue", lambda: (lambda d: dtes.condition(
         d, "Running").get("reason") == "WaitingForAdmission" and d)(admin.experiment(namespace, held)))
     assert "LocalQueue lab" in dtes.condition(dte, "Running")["message"]
-    assert dtes.phase(dte) == "Created"  # created, not running: no condition past Created is true
+    assert dtes.phase(dte) == "Queued"  # not running: waiting for Kueue to admit it
 
 
 def test_a_queue_name_is_refused_by_an_operator_installed_without_kueue(admin, namespace, operator):

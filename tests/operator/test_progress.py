@@ -43,6 +43,24 @@ def test_progress_is_the_lowest_ranked_workers_and_no_other_log_is_read(admin, n
         server.close()
 
 
+def test_with_the_default_poll_interval_progress_shows_within_seconds_of_the_first_line(
+        admin, namespace, operator, tmp_path):
+    logs = {}
+    server = kubelet.LogServer(tmp_path, lambda pod: logs.get(pod, ""))
+    try:
+        kubelet.add_node(admin, server.port)
+        operator(extra_args=("--progress-poll-interval", "15"))  # the operator's and the chart's default
+        admin.create(dtes.experiment("long", namespace, model={"iterations": 100000}))
+        first, _ = _running(admin, namespace, "long", bind=True)
+        time.sleep(3)  # the ranks import and rendezvous: their logs show no progress line yet
+        logs[first["metadata"]["name"]] = "progress: iteration 120/100000 loss 0.4000 iteration 5.0 ms\n"
+        # Read every 2 s until a first line shows (a 15 s poll would leave it at 0/100000 for up to 15 s).
+        wait_for("progress 120/100000", lambda: admin.experiment(namespace, "long")["status"]["progressText"]
+                 == "120/100000", timeout=8)
+    finally:
+        server.close()
+
+
 def test_a_log_no_node_serves_is_one_warning_and_tried_less_and_less_often(admin, namespace, operator):
     operator()  # progress polled every second
     admin.create(dtes.experiment("unbound", namespace))

@@ -28,6 +28,11 @@ def test_a_sweep_runs_one_trial_at_a_time_and_records_each(admin, namespace, ope
     assert (waiting["phase"], waiting["reason"]) == ("Pending", "WaitingForSlot")
     assert trial_pods(admin, namespace, "grid-1") == []
     finish_trial(admin, namespace, "grid-0", 2)
+    between = wait_for("grid-1's pods created", lambda: (lambda d: dtes.trials(d)[1]["phase"] == "Created" and d)(
+        admin.experiment(namespace, "grid")))
+    # Between trials the sweep still runs: its next trial's pods are starting.
+    assert dtes.phase(between) == "Running"
+    assert dtes.condition(between, "Running")["reason"] == "TrialStarting"
 
     finish_trial(admin, namespace, "grid-1", 3)  # 1 ps + 2 workers, started only after grid-0 finished
     done = wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "grid")) == "Succeeded"

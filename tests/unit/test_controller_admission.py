@@ -125,6 +125,7 @@ def test_a_trial_waits_with_kueues_reason_and_the_experiment_says_so():
     assert result.create == () and result.workloads == ()
     running = next(c for c in result.status.conditions if c.type == Type.RUNNING)
     assert (running.status, running.reason) == ("False", reasons.WAITING_FOR_ADMISSION)
+    assert result.status.phase == Phase.QUEUED
     assert "insufficient unused quota for cpu" in running.message
     assert result.status.progress.trials_queued == 1
     assert result.status.progress_text.endswith("1 queued")

@@ -73,6 +73,14 @@ def test_the_phase_is_derived_from_the_conditions(true_types, phase):
     assert conditions.phase_of(found) == phase
 
 
+def test_an_experiment_waiting_for_kueue_is_queued():
+    found = conditions.set_condition([], Type.CREATED, True, "Because", "", now=T0, generation=1)
+    found = conditions.set_condition(found, Type.RUNNING, False, reasons.WAITING_FOR_ADMISSION, "", now=T0, generation=1)
+    assert conditions.phase_of(found) == Phase.QUEUED
+    found = conditions.set_condition(found, Type.RUNNING, False, reasons.WAITING_FOR_PODS, "", now=T0, generation=1)
+    assert conditions.phase_of(found) == Phase.CREATED
+
+
 # -- a single trial --------------------------------------------------------------------------------
 
 def test_a_new_experiment_is_created_and_waits_for_its_pods_to_be_scheduled():
@@ -173,6 +181,19 @@ def test_a_finished_trial_frees_its_slot_for_the_next_one_in_the_same_pass():
     first = decide(dte).status
     done = first.model_copy(update={"trials": [first.trials[0].model_copy(update={"phase": Phase.SUCCEEDED}), first.trials[1]]})
     assert decide(dte, done).create == (1,)
+
+
+def test_a_sweep_between_trials_is_running_while_its_next_trial_starts():
+    dte = experiment(sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}})
+    first = decide(dte).status
+    assert first.phase == Phase.CREATED  # nothing ran yet: its first trial's pods are starting
+    done = first.model_copy(update={"trials": [first.trials[0].model_copy(update={"phase": Phase.SUCCEEDED}),
+                                               first.trials[1]]})
+    between = decide(dte, done, at=1).status
+    assert [t.phase for t in between.trials] == [Phase.SUCCEEDED, Phase.CREATED]
+    running = condition(between, Type.RUNNING)
+    assert (between.phase, running.status, running.reason) == (Phase.RUNNING, "True", reasons.TRIAL_STARTING)
+    assert running.message.startswith("trial q-1: created")
 
 
 def test_a_sweep_with_a_failed_trial_runs_the_others_and_fails_at_the_end_listing_it():

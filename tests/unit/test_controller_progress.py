@@ -137,3 +137,27 @@ def test_the_schedule_doubles_the_wait_per_failure_up_to_its_cap():
     assert schedule.due("k", "t", 114.5)  # a pass woken a little early still reads
     schedule.keep("k", [])
     assert schedule.known("k") == {} and schedule.next_in("k", 0.0) is None
+
+
+def test_a_trial_is_read_every_start_up_interval_until_its_first_progress_line_then_every_interval():
+    schedule = polling.Schedule(interval=15.0, max_interval=100.0, start_interval=2.0, start_window=120.0)
+    assert schedule.due("k", "t", 0.0)
+    schedule.read("k", "t", 0.0, [])  # its ranks still import and rendezvous: nothing printed yet
+    assert schedule.next_in("k", 0.0) == 2.0
+    schedule.skipped("k", "t", 2.0)
+    assert schedule.next_in("k", 2.0) == 2.0
+    schedule.read("k", "t", 4.0, [progress_line.Line(3, 50, 0.005)])
+    assert schedule.next_in("k", 4.0) == 15.0  # moving: the steady cadence from now on
+    # A trial that never prints a line is read often only within the window.
+    assert schedule.due("j", "silent", 0.0)
+    schedule.read("j", "silent", 119.0, [])
+    assert schedule.next_in("j", 119.0) == 2.0
+    schedule.read("j", "silent", 120.0, [])
+    assert schedule.next_in("j", 120.0) == 15.0
+
+
+def test_without_a_start_up_interval_the_schedule_reads_every_interval():
+    schedule = polling.Schedule(interval=15.0, max_interval=100.0)
+    assert schedule.due("k", "t", 0.0)
+    schedule.read("k", "t", 0.0, [])
+    assert schedule.next_in("k", 0.0) == 15.0

@@ -8,7 +8,7 @@ import torch
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.contract import keys, records
+from ringleader.contract import keys, progress, records
 from ringleader.runtime import ring, worker
 
 CPU = torch.device("cpu")
@@ -71,6 +71,15 @@ def test_progress_is_printed_about_every_tenth(tmp_path, capsys):
     train_alone(tmp_path, {"name": "mlp", "batchSize": 4, "iterations": 20, "warmupIterations": 1})
     progress = [line.split(" loss")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("progress:")]
     assert progress == [f"progress: iteration {i}/20" for i in range(2, 21, 2)]
+
+
+def test_progress_is_printed_at_least_every_few_seconds_whatever_the_trials_length(tmp_path, capsys, monkeypatch):
+    # A long run's tenth may take minutes; a line every EVERY_SECONDS keeps its status moving. Here every
+    # iteration ends past that bound, so each prints one.
+    monkeypatch.setattr(progress, "EVERY_SECONDS", 0.0)
+    train_alone(tmp_path, {"name": "mlp", "batchSize": 4, "iterations": 20, "warmupIterations": 1})
+    printed = [line.split(" loss")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("progress:")]
+    assert printed == [f"progress: iteration {i}/20" for i in range(1, 21)]
 
 
 def test_the_transformer_learns_the_token_chain(tmp_path):

@@ -34,7 +34,7 @@ Sample = tuple[float, int]
 
 WINDOW_FRACTION = 0.1
 """The trial's pace is its mean iteration time over about this fraction of its iterations, the latest:
-a progress line's interval (runtime/worker.py prints one every ~10 %)."""
+about the interval of the progress lines the worker prints every ~10 % (runtime/worker.py; more often in long trials)."""
 UNKNOWN = "ETA unknown until the first iterations"
 
 _REPETITION = "repetition"

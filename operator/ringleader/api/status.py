@@ -33,9 +33,11 @@ class ConditionStatus(str, enum.Enum):
 
 
 class Phase(str, enum.Enum):
-    """A one-word summary for printer columns, derived from the conditions; never the contract."""
+    """A one-word summary for printer columns, derived from the conditions; never the contract. Queued is the
+    experiment's alone: no trial runs and the next one waits for Kueue to admit it."""
 
     PENDING = "Pending"
+    QUEUED = "Queued"
     CREATED = "Created"
     RUNNING = "Running"
     RESTARTING = "Restarting"

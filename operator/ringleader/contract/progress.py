@@ -12,6 +12,10 @@ import dataclasses
 import datetime
 import re
 
+EVERY_SECONDS = 5.0
+"""A worker prints a progress line every ~10 % of its iterations and at least this often (after an iteration that
+ends this many seconds after the last line): with the operator's start-up reads (controller/polling.py) a trial's
+status moves within seconds of its first iterations, whatever its length, for one line per 5 s of log."""
 _LINE = re.compile(r"^(?:(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) )?"
                    r"progress: iteration (\d+)/(\d+)(?: loss \S+ iteration ([\d.]+) ms)?", re.MULTILINE)
 

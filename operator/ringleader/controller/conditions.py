@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 
 from ringleader.api import status as status_
+from ringleader.controller import reasons
 
 ConditionType = status_.ConditionType
 ConditionStatus = status_.ConditionStatus
@@ -62,10 +63,13 @@ def set_condition(
 
 
 def phase_of(conditions: list[status_.Condition]) -> Phase:
-    """The one-word summary of the conditions, for printer columns."""
+    """The one-word summary of the conditions, for printer columns: Queued while the experiment waits for Kueue."""
     for type_, phase in _PHASE_ORDER:
         if is_true(conditions, type_):
             return phase
+        if type_ == ConditionType.RUNNING and (found := find(conditions, type_)) is not None and \
+                found.reason == reasons.WAITING_FOR_ADMISSION:
+            return Phase.QUEUED
     return Phase.PENDING
 
 

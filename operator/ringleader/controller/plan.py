@@ -200,17 +200,21 @@ def _conditions(experiment, expansion: trial_.Expansion, old: status_.Experiment
         # The trial closest to running says what the experiment waits for.
         by_phase = {phase: next((t for t in new_trials if t.phase == phase), None)
                     for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING)}
+        waiting = by_phase[Phase.CREATED] or by_phase[Phase.RESTARTING] or by_phase[Phase.PENDING]
         if by_phase[Phase.CREATED]:
-            put(Type.RUNNING, False, reasons.WAITING_FOR_PODS, _describe(by_phase[Phase.CREATED]))
+            reason = reasons.WAITING_FOR_PODS
         elif by_phase[Phase.RESTARTING]:
-            waiting = by_phase[Phase.RESTARTING]
-            put(Type.RUNNING, False, waiting.reason or reasons.POD_FAILED, _describe(waiting))
-        elif by_phase[Phase.PENDING] and by_phase[Phase.PENDING].reason in (reasons.WAITING_FOR_ADMISSION,
-                                                                             reasons.EVICTED):
-            put(Type.RUNNING, False, reasons.WAITING_FOR_ADMISSION, _describe(by_phase[Phase.PENDING]))
+            reason = waiting.reason or reasons.POD_FAILED
+        elif waiting is not None and waiting.reason in (reasons.WAITING_FOR_ADMISSION, reasons.EVICTED):
+            reason = reasons.WAITING_FOR_ADMISSION
         else:
-            put(Type.RUNNING, False, reasons.TRIALS_PENDING, _describe(by_phase[Phase.PENDING]) if by_phase[Phase.PENDING]
-                else "no trial is running")
+            reason = reasons.TRIALS_PENDING
+        message = _describe(waiting) if waiting is not None else "no trial is running"
+        if any(t.phase in trials.TERMINAL_PHASES for t in new_trials) and reason != reasons.WAITING_FOR_ADMISSION:
+            # A sweep between trials is still running (phase Running, not Created): the next trial is starting.
+            put(Type.RUNNING, True, reasons.TRIAL_STARTING, message)
+        else:
+            put(Type.RUNNING, False, reason, message)
     return found
 
 

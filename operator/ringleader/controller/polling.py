@@ -1,6 +1,9 @@
 """When each running trial's progress is read next, and what was read last; kept by `reconciler` per experiment.
 
-A trial's log is read once per poll interval. A log that cannot be read (no node serves it, the
+A trial's log is read once per poll interval; until its first progress line shows (its ranks import,
+rendezvous and build the model first), for at most a start-up window, every start-up interval instead, so
+that its status moves within seconds of its first iterations while a long run's steady cost stays one read
+per interval. A log that cannot be read (no node serves it, the
 kubelet is away) is tried again after the interval doubled per failure in a row, up to a cap, so a
 cluster that never serves logs is not asked every interval; the first failure of a streak is the one
 worth telling users (an Event), and so is the first read after it. Pure bookkeeping: monotonic
@@ -23,14 +26,23 @@ class _Trial:
     lines: tuple[progress_line.Line, ...] | None = None
     next_read: float = 0.0
     failures: int = 0
+    since: float | None = None
+    """When the trial was first looked at (running): its start-up window counts from there."""
 
 
 class Schedule:
     """Per experiment and trial: the progress lines last read, when to read again, failures in a row."""
 
-    def __init__(self, interval: float, max_interval: float) -> None:
+    def __init__(self, interval: float, max_interval: float, start_interval: float | None = None,
+                 start_window: float = 0.0) -> None:
         self.interval, self.max_interval = interval, max(interval, max_interval)
+        self.start_interval, self.start_window = min(start_interval or interval, interval), start_window
         self._experiments: dict[Hashable, dict[str, _Trial]] = {}
+
+    def _next(self, trial: _Trial, now: float) -> float:
+        """The interval after a read or a look: the start-up one while no progress line showed, within the window."""
+        starting = not trial.lines and trial.since is not None and now - trial.since < self.start_window
+        return now + (self.start_interval if starting else self.interval)
 
     def keep(self, key: Hashable, running: Iterable[str]) -> None:
         """Forget the trials of `key` that no longer run."""
@@ -48,18 +60,23 @@ class Schedule:
         return self._experiments.setdefault(key, {}).setdefault(name, _Trial())
 
     def due(self, key: Hashable, name: str, now: float) -> bool:
-        return now >= self._trial(key, name).next_read - EARLY * self.interval
+        trial = self._trial(key, name)
+        if trial.since is None:
+            trial.since = now
+        return now >= trial.next_read - EARLY * self.interval
 
     def read(self, key: Hashable, name: str, now: float, lines: Iterable[progress_line.Line]) -> bool:
         """A read that succeeded, with the progress lines it found; True when it ends a streak of failures."""
         trial = self._trial(key, name)
         recovered = trial.failures > 0
-        trial.lines, trial.failures, trial.next_read = tuple(lines), 0, now + self.interval
+        trial.lines, trial.failures = tuple(lines), 0
+        trial.next_read = self._next(trial, now)
         return recovered
 
     def skipped(self, key: Hashable, name: str, now: float) -> None:
         """Nothing to read yet (no worker runs): look again after the interval, no failure counted."""
-        self._trial(key, name).next_read = now + self.interval
+        trial = self._trial(key, name)
+        trial.next_read = self._next(trial, now)
 
     def unreadable(self, key: Hashable, name: str, now: float) -> tuple[int, float]:
         """A read that failed: (failures in a row, seconds until the next try)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 # The experiment's conditions (plan.py).
 EXPERIMENT_CREATED = "ExperimentCreated"
 TRIAL_RUNNING = "TrialRunning"
+TRIAL_STARTING = "TrialStarting"
 EXPERIMENT_FINISHED = "ExperimentFinished"
 TRIALS_PENDING = "TrialsPending"
 TRIALS_SUCCEEDED = "TrialsSucceeded"

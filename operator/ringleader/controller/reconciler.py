@@ -91,7 +91,9 @@ class Controller:
         self._bodies: dict[Key, dict[str, Any]] = {}
         """Each experiment's identity and conditions (`_slim`), for telling the outcome of its last pass."""
         self.polls = polling.Schedule(settings.timing.progress_poll_seconds,
-                                      settings.timing.max_progress_backoff_seconds)
+                                      settings.timing.max_progress_backoff_seconds,
+                                      settings.timing.progress_start_poll_seconds,
+                                      settings.timing.progress_start_window_seconds)
         self._running: dict[Key, _Running] = {}
         self._news: set[Key] = set()
         """Experiments with an event since their last full pass."""

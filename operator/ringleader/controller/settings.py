@@ -85,6 +85,15 @@ class TimingSettings:
     """How often a running trial's progress is read, in seconds: one pods/log call per trial (its lowest-ranked
     worker's `progress:` line), whatever its number of workers. 15 s keeps `kubectl get dte` fresh at about
     0.07 calls per second per running trial."""
+    progress_start_poll_seconds: float = 2.0
+    """How often a running trial's progress is read until its first progress line shows, in seconds, for at most
+    `progress_start_window_seconds`: the worker prints its first line about 5 s into training
+    (contract/progress.py), so the status moves within ~7 s of the first iterations, not up to a poll interval
+    later. A trial that already printed one (every trial of a steady state) is read every poll interval."""
+    progress_start_window_seconds: float = 120.0
+    """How long after a trial is first seen running its log is read every `progress_start_poll_seconds` while it
+    shows no progress line, in seconds. 120 s holds the ranks' imports, rendezvous and model build on small CPU
+    requests (30-40 s on 250m); it bounds the cost of a trial that never prints one to 60 extra reads."""
     max_progress_backoff_seconds: float = 600.0
     """Longest pause between tries of a log that cannot be read, in seconds. An unreadable log (no node serves
     it, the kubelet is away) is tried again after the poll interval, doubled per failure in a row up to this:

@@ -9,6 +9,8 @@ backward, the synchronizer's comm/wait/update, eval (the evaluation and the stop
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from ringleader.api import spec as spec_
@@ -46,7 +48,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     batch_size = spec.model.batch_size            # per-worker minibatch, in samples
     slowdown = slot.slowdown_percent              # >100: an emulated straggler
     trace_steps = range(warmup, warmup + trace_iterations)  # traced after warm-up (RINGLEADER_TRACE_ITERATIONS)
-    progress_every = max(1, iterations // 10)     # a progress line every ~10%
+    progress_every = max(1, iterations // 10)     # a progress line every ~10%...
+    progress_seconds = progress.EVERY_SECONDS     # ...and at least every 5 s
     plan = evaluation.Plan.of(spec, slot.index)   # evaluate every K (first worker), stop at the target
     # -----------------------------------------------------------------------------------------
 
@@ -72,6 +75,7 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
         if link_rate:
             recorder.summary_extras[keys.LINK_BITS_PER_SECOND] = link_rate
 
+    last_line = time.monotonic()  # when the last progress line was printed (the loop's start, at first)
     try:
         for step in range(iterations):
             if link is not None and step == warmup:
@@ -118,9 +122,11 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             if link is not None and step >= warmup:
                 record_link_rates(link, link_rate, timer, metrics)
             recorder.log_iteration(step, metrics)
-            if (step + 1) % progress_every == 0 or step + 1 == iterations:
+            if (step + 1) % progress_every == 0 or step + 1 == iterations or \
+                    time.monotonic() - last_line >= progress_seconds:
                 print(progress.progress_line(step + 1, iterations, metrics[keys.LOSS],
                                              metrics[keys.TIME_ITERATION]), flush=True)
+                last_line = time.monotonic()
             if stopping:
                 print(f"target {describe_target(spec.model.target)} reached"
                       f"{'' if reached else ' by the evaluating worker'}: stopping after iteration {step + 1}",
