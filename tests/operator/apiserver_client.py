@@ -93,6 +93,14 @@ class Client:
         pods = self.list("Pod", namespace, labelSelector=f"{constants.LABEL_EXPERIMENT}={experiment}")
         return sorted((p for p in pods if not p["metadata"].get("deletionTimestamp")), key=lambda p: p["metadata"]["name"])
 
+    def table(self, namespace: str, name: str) -> dict[str, Any]:
+        """What `kubectl get dte` prints, as the API server renders it from the CRD's printer columns: {column: cell}."""
+        response = self.session.get(f"{self.url}{self.path(constants.KIND, namespace, name)}", timeout=30,
+                                    headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        response.raise_for_status()
+        found = response.json()
+        return dict(zip((c["name"] for c in found["columnDefinitions"]), found["rows"][0]["cells"]))
+
     def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return self.list("Event", namespace, fieldSelector=f"involvedObject.name={name}")
 

@@ -10,7 +10,6 @@ import time
 import experiments as dtes
 import kubelet
 from apiserver_client import wait_for
-from ringleader.api import constants
 
 
 def _running(admin, namespace, name, bind):
@@ -77,15 +76,6 @@ def test_a_log_no_node_serves_is_one_warning_and_tried_less_and_less_often(admin
     assert dtes.phase(admin.experiment(namespace, "unbound")) == "Running"
 
 
-def table(admin, namespace, name):
-    """What `kubectl get dte` prints, as the API server renders it from the CRD's printer columns: {column: cell}."""
-    response = admin.session.get(f"{admin.url}{admin.path(constants.KIND, namespace, name)}", timeout=30,
-                                 headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
-    response.raise_for_status()
-    found = response.json()
-    return dict(zip((c["name"] for c in found["columnDefinitions"]), found["rows"][0]["cells"]))
-
-
 def test_the_status_and_kubectl_get_carry_the_eta_from_the_paced_progress_lines_then_the_prediction(
         admin, namespace, operator, tmp_path):
     logs = {}
@@ -106,7 +96,7 @@ def test_the_status_and_kubectl_get_carry_the_eta_from_the_paced_progress_lines_
         status = admin.experiment(namespace, "eta")["status"]
         # The ring trial after it: nothing measured or predicted it yet, so the experiment's end is unknown.
         assert "completionTime" not in status["estimate"] and "eta-1 runs" in status["estimate"]["message"]
-        assert table(admin, namespace, "eta")["ETA"] is None  # kubectl prints <none>
+        assert admin.table(namespace, "eta")["ETA"] is None  # kubectl prints <none>
 
         # The parameter-server trial ends, predicting the ring at 40 ms: the ring trial is priced before it runs.
         summary = {**dtes.SUMMARY, "prediction": {"architectures": {"1ps": {"iterationSeconds": 0.05},
@@ -123,6 +113,6 @@ def test_the_status_and_kubectl_get_carry_the_eta_from_the_paced_progress_lines_
         expected = dtes.time_of(second["startTime"]).timestamp() + max(0.0, startup) + 100 * 0.04
         completion = done["status"]["estimate"]["completionTime"]
         assert dtes.time_of(completion).timestamp() == round(expected)
-        assert table(admin, namespace, "eta")["ETA"] == completion == done["status"]["estimate"]["text"]
+        assert admin.table(namespace, "eta")["ETA"] == completion == done["status"]["estimate"]["text"]
     finally:
         server.close()

@@ -43,7 +43,13 @@ def test_a_sweep_runs_one_trial_at_a_time_and_records_each(admin, namespace, ope
     assert dtes.time_of(trials[1]["startTime"]) >= dtes.time_of(trials[0]["completionTime"])
     assert done["status"]["progress"]["trialsCompleted"] == 2
     assert done["status"]["progressText"].startswith("2/2 trials")
-    assert dtes.condition(done, "Succeeded")["message"] == "all 2 trials succeeded"
+    assert dtes.condition(done, "Succeeded")["message"] == ("all 2 trials succeeded; best: workers=1 (grid-0), "
+                                                           "512.5 samples/s")  # equal throughputs: the first
+    # `kubectl get dte`: what the sweep compares and its best trial, not the spec's default workers.
+    row = admin.table(namespace, "grid")
+    assert (row["Architecture"], row["Paradigm"], row["Workers"], row["Phase"]) == ("ParameterServer", "BSP", "1,2",
+                                                                                    "Succeeded")
+    assert (row["Best"], row["Throughput"]) == ("workers=1", 512.5)
 
 
 def test_a_sweep_with_max_parallel_two_starts_two_trials_at_once(admin, namespace, operator):

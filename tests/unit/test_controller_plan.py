@@ -205,6 +205,40 @@ def test_a_sweep_with_a_failed_trial_runs_the_others_and_fails_at_the_end_listin
     assert (failed.reason, failed.message) == (reasons.DEADLINE_EXCEEDED, "1 of 2 trials failed: q-0 (DeadlineExceeded: too slow)")
 
 
+def test_a_sweeps_status_names_what_it_compares_and_its_best_trial_not_the_specs_defaults_or_its_last():
+    dte = experiment(sweep={"matrix": {"architecture": ["ParameterServer", "PeerToPeer", "RingAllReduce"]}})
+    first = decide(dte).status
+    assert first.compares == status_.Compared(architecture="ParameterServer,PeerToPeer,RingAllReduce",
+                                              paradigm="BSP", workers="2")
+    assert first.best is None and first.summary is None
+    throughputs = (1845.6, 1500.0, 1774.7)  # the ring trial ends last, but the parameter server was fastest
+    done = first.model_copy(update={"trials": [t.model_copy(update={
+        "phase": Phase.SUCCEEDED, "summary": status_.Summary(throughput=throughput),
+        "completion_time": T0 + datetime.timedelta(seconds=t.index)}) for t, throughput in zip(first.trials, throughputs)]})
+    result = decide(dte, done, at=5).status
+    assert result.best == status_.Best(trial="q-0", parameters={"architecture": "ParameterServer"}, text="ParameterServer",
+                                       throughput=1845.6)
+    assert result.summary.throughput == 1845.6
+    assert [t.summary.throughput for t in result.trials] == list(throughputs)  # each trial's own stays
+    assert condition(result, Type.SUCCEEDED).message == ("all 3 trials succeeded; best: ParameterServer (q-0), "
+                                                         "1845.6 samples/s")
+
+
+def test_a_sweep_over_repetitions_names_its_best_trial_and_one_trial_needs_no_best():
+    dte = experiment(sweep={"repetitions": 2, "matrix": {"workers": [2, 4]}})
+    status = decide(dte).status
+    assert status.compares.workers == "2,4"
+    done = status.model_copy(update={"trials": [t.model_copy(update={
+        "phase": Phase.SUCCEEDED, "summary": status_.Summary(throughput=100.0 + t.index)}) for t in status.trials]})
+    assert decide(dte, done).status.best.text == "workers=4"  # the repetition says nothing of what it compares
+    single = experiment()
+    trial = api.expand(single).trials[0]
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name=trial.name, index=0, phase=Phase.SUCCEEDED,
+                                                               summary=status_.Summary(throughput=99.0))])
+    found = decide(single, old).status
+    assert (found.best, found.summary.throughput, found.compares.architecture) == (None, 99.0, "ParameterServer")
+
+
 def test_skipped_combinations_are_reported_in_the_created_condition():
     dte = experiment(sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"], "paradigm": ["BSP", "ASP"]}})
     message = condition(decide(dte).status, Type.CREATED).message

@@ -204,7 +204,11 @@ def test_names_short_names_and_versions(definition):
 def test_printer_columns_point_at_fields_that_exist(definition, schema):
     [version] = definition["spec"]["versions"]
     columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
-    assert list(columns) == ["Architecture", "Paradigm", "Workers", "Phase", "Progress", "Throughput", "ETA", "Age"]
+    assert list(columns) == ["Architecture", "Paradigm", "Workers", "Phase", "Progress", "Best", "Throughput", "ETA",
+                             "Age"]
+    # What the experiment runs comes from status: the spec's architecture is only a sweep's default.
+    assert [columns[c]["jsonPath"] for c in ("Architecture", "Paradigm", "Workers")] == [
+        ".status.compares.architecture", ".status.compares.paradigm", ".status.compares.workers"]
     # kubectl prints a date column in the future as "<invalid>": the ETA is a string the operator writes.
     assert columns["Progress"]["type"] == columns["ETA"]["type"] == "string"
     for column in columns.values():

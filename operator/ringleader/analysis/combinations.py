@@ -12,8 +12,9 @@ from typing import Any, Callable, Sequence
 
 from ringleader.analysis import results as results_
 from ringleader.analysis import statistics
+from ringleader.api import trial as trial_
 
-REPETITION = "repetition"
+REPETITION = trial_.REPETITION
 FINISHED = "FINISHED"
 BARE_AXES = ("architecture", "paradigm")
 """Axes whose values name themselves in a label ("RingAllReduce"); others read "workers=4"."""

@@ -37,7 +37,7 @@ WINDOW_FRACTION = 0.1
 about the interval of the progress lines the worker prints every ~10 % (runtime/worker.py; more often in long trials)."""
 UNKNOWN = "ETA unknown until the first iterations"
 
-_REPETITION = "repetition"
+_REPETITION = trial_.REPETITION
 _ARCHITECTURE = spec_.SweepMatrix.model_fields["architecture"].alias
 _SERVERS = spec_.SweepMatrix.model_fields["parameter_servers"].alias
 

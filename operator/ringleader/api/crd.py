@@ -40,14 +40,21 @@ KEY_ORDER = ("type", "format", "description", "default", "enum", "minimum", "exc
              "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "maxProperties",
              "required", "properties", "additionalProperties", "items", "x-kubernetes-list-type",
              "x-kubernetes-list-map-keys", "x-kubernetes-validations", "rule", "message", "fieldPath", "reason")
+# What the experiment compares comes from status (the operator writes what its trials run): the spec's own
+# architecture, paradigm and workers are a sweep's defaults, not what it compares.
 PRINTER_COLUMNS = [
-    {"name": "Architecture", "type": "string", "jsonPath": ".spec.architecture"},
-    {"name": "Paradigm", "type": "string", "jsonPath": ".spec.sync.paradigm"},
-    {"name": "Workers", "type": "integer", "jsonPath": ".spec.workers.replicas"},
+    {"name": "Architecture", "type": "string", "jsonPath": ".status.compares.architecture",
+     "description": "the trials' architecture, or the architectures a sweep compares"},
+    {"name": "Paradigm", "type": "string", "jsonPath": ".status.compares.paradigm",
+     "description": "the trials' paradigm, or the paradigms a sweep compares"},
+    {"name": "Workers", "type": "string", "jsonPath": ".status.compares.workers",
+     "description": "workers per trial, or the worker counts a sweep compares"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Progress", "type": "string", "jsonPath": ".status.progressText"},
+    {"name": "Best", "type": "string", "jsonPath": ".status.best.text",
+     "description": "a sweep's succeeded trial with the highest throughput, by its swept values"},
     {"name": "Throughput", "type": "number", "jsonPath": ".status.summary.throughput",
-     "description": "samples per second, all workers together, of the latest succeeded trial"},
+     "description": "samples per second, all workers together, of the best succeeded trial (with one trial, its own)"},
     # A string, not a date: kubectl prints a date in the future as "<invalid>" (it shows ages only).
     {"name": "ETA", "type": "string", "jsonPath": ".status.estimate.text",
      "description": "when the experiment is expected to end (RFC 3339, UTC); \"at most\" when model.target may "

@@ -175,6 +175,32 @@ class Estimate(ApiModel):
     """message says what the estimate rests on, or why there is none yet."""
 
 
+class Compared(ApiModel):
+    """What the experiment runs, for `kubectl get`: each field its trials' one value, or the values a sweep
+    compares, comma-separated in the order its trials run."""
+
+    architecture: str = ""
+    """architecture of the trials ("ParameterServer", or "ParameterServer,RingAllReduce" in a sweep over it)."""
+    paradigm: str = ""
+    """paradigm of the trials ("BSP", or "BSP,SSP" in a sweep over it)."""
+    workers: str = ""
+    """workers of each trial ("4", or "2,4,8" in a sweep over them)."""
+
+
+class Best(ApiModel):
+    """The sweep's answer so far: its succeeded trial with the highest throughput."""
+
+    trial: str
+    """trial is the name of that trial."""
+    parameters: dict[str, str] = {}
+    """parameters are its swept values (the repetition left out)."""
+    text: str
+    """text names it for `kubectl get` as the report labels it: its swept values ("RingAllReduce, workers=4"), or its
+    name when only repetitions differ."""
+    throughput: float | None = None
+    """throughput of that trial, in samples per second, all workers together."""
+
+
 class MlflowStatus(ApiModel):
     """Where the experiment is recorded."""
 
@@ -266,8 +292,15 @@ class ExperimentStatus(ApiModel):
     suspended."""
     mlflow: MlflowStatus = MlflowStatus()
     """mlflow ids and URL."""
+    compares: Compared | None = None
+    """compares says what the experiment runs: its trials' architectures, paradigms and worker counts (the
+    printer columns)."""
+    best: Best | None = None
+    """best is the succeeded trial with the highest throughput, in a sweep (unset with one trial, or before one
+    succeeded)."""
     summary: Summary | None = None
-    """summary of the latest succeeded trial (the printer column shows its throughput)."""
+    """summary of the best succeeded trial (the highest throughput; with one trial, its own): the printer column
+    shows its throughput. Each trial's own is under `trials`."""
     trials: Annotated[list[TrialStatus], pydantic.Field(max_length=MAX_TRIALS,
                                                         json_schema_extra=base.list_map("name"))] = []
     """trials, in expansion order, keyed by name."""

@@ -73,6 +73,9 @@ class Slot:
     def hostname(self) -> str:
         return f"{self.role}-{self.index}"
 
+REPETITION = "repetition"
+"""The parameter that numbers a combination's repetitions (with `sweep.repetitions` above 1)."""
+
 
 class Trial(ApiModel):
     """One runnable topology: an experiment's spec with one combination of the sweep applied."""
@@ -199,7 +202,7 @@ def expand(experiment: DistributedTrainingExperiment) -> Expansion:
             trials.append(Trial(
                 experiment=experiment.name, namespace=experiment.namespace, name=name, index=index,
                 repetition=repetition,
-                parameters={**parameters, **({"repetition": str(repetition)} if repetitions > 1 else {})},
+                parameters={**parameters, **({REPETITION: str(repetition)} if repetitions > 1 else {})},
                 spec=resolved,
             ))
     if problems:

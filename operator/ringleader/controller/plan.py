@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
+from ringleader.analysis import combinations
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.api import trial as trial_
@@ -188,7 +189,7 @@ def _conditions(experiment, expansion: trial_.Expansion, old: status_.Experiment
         if failed:
             put(Type.FAILED, True, *_failure(failed, count))
         else:
-            message = _describe(new_trials[0]) if count == 1 else f"all {count} trials succeeded"
+            message = _describe(new_trials[0]) if count == 1 else f"all {count} trials succeeded" + _answer(new_trials)
             put(Type.SUCCEEDED, True, reasons.TRIALS_SUCCEEDED, message)
     elif suspended:
         put(Type.RUNNING, False, reasons.SUSPENDED, "the experiment is suspended")
@@ -216,6 +217,16 @@ def _conditions(experiment, expansion: trial_.Expansion, old: status_.Experiment
         else:
             put(Type.RUNNING, False, reason, message)
     return found
+
+
+def _answer(new_trials: list[status_.TrialStatus]) -> str:
+    """"; best: RingAllReduce, workers=4 (q-1), 1845.6 samples/s": the sweep's answer, for its conditions."""
+    best = _best(best_of(new_trials), len(new_trials))
+    if best is None:
+        return ""
+    throughput = f", {best.throughput:.1f} samples/s" if best.throughput is not None else ""
+    named = f"{best.text} ({best.trial})" if best.text != best.trial else best.trial
+    return f"; best: {named}{throughput}"
 
 
 def _failure(failed: list[status_.TrialStatus], count: int) -> tuple[str, str]:
@@ -251,11 +262,33 @@ def _progress(expansion: trial_.Expansion, old: status_.ExperimentStatus, new_tr
                             trials_queued=queued)
 
 
+def compared(expansion: trial_.Expansion) -> status_.Compared:
+    """Each printer column's values over the trials, in the order they run: one value, or what a sweep compares."""
+    def values(of) -> str:
+        return ",".join(dict.fromkeys(str(of(t.spec)) for t in expansion.trials))
+
+    return status_.Compared(architecture=values(lambda s: s.architecture.value),
+                            paradigm=values(lambda s: s.sync.paradigm.value), workers=values(lambda s: s.workers.replicas))
+
+
+def best_of(trials_: list[status_.TrialStatus]) -> status_.TrialStatus | None:
+    """The succeeded trial with the highest throughput (the first of equals); None before one succeeded."""
+    succeeded = [t for t in trials_ if t.phase == Phase.SUCCEEDED and t.summary is not None]
+    return max(succeeded, key=lambda t: (t.summary.throughput or 0.0, -t.index), default=None)
+
+
+def _best(trial: status_.TrialStatus | None, count: int) -> status_.Best | None:
+    if trial is None or count <= 1:
+        return None
+    swept = {k: v for k, v in trial.parameters.items() if k != trial_.REPETITION}
+    text = combinations.label(swept) if swept else trial.name  # as the report labels it
+    return status_.Best(trial=trial.name, parameters=swept, text=text, throughput=trial.summary.throughput)
+
+
 def _experiment_status(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus,
                        new_trials: list[status_.TrialStatus], seen: Observation) -> status_.ExperimentStatus:
     found = _conditions(experiment, expansion, old, new_trials, seen)
-    succeeded = [t for t in new_trials if t.phase == Phase.SUCCEEDED and t.summary is not None]
-    latest = max(succeeded, key=lambda t: (t.completion_time, t.index), default=None)
+    best = best_of(new_trials)
     starts = [t.start_time for t in new_trials if t.start_time is not None]
     all_pods = [p for pods in seen.pods.values() for p in pods]
     done = conditions.is_true(found, Type.SUCCEEDED) or conditions.is_true(found, Type.FAILED)
@@ -271,6 +304,8 @@ def _experiment_status(experiment, expansion: trial_.Expansion, old: status_.Exp
         progress_text=progress.text(),
         estimate=None if experiment.spec.run_policy.suspend else
         estimates.estimate(estimates.Sweep.of(expansion), new_trials, seen.progress),
-        summary=latest.summary if latest else old.summary,
+        compares=compared(expansion),
+        best=_best(best, len(new_trials)),
+        summary=best.summary if best else old.summary,
         trials=new_trials,
     ))
