@@ -6,6 +6,9 @@
   open MLflow runs end KILLED;
 - the operator restarted mid-run (its pod deleted; the Deployment recreates it) resumes: the experiment
   succeeds, with its pods never duplicated nor recreated.
+- a nonexistent image fails its trial at the startup deadline, with a Warning event naming the image whole,
+  and frees the node (its pods deleted);
+- a model that cannot be imported fails its trial at once, without a restart, the message ending in what to do.
 
 These experiments are slowed by a bandwidth cap (sleeps, no CPU) so that they are surely mid-run when hit.
 """
@@ -166,6 +169,62 @@ def test_an_experiment_deleted_mid_run_is_collected_and_its_runs_killed(kube, na
                if r.data.tags.get("ringleader.role") == "worker")
 
 
+STARTUP_DEADLINE = 30  # seconds; the bound the experiment sets (runPolicy.startupDeadlineSeconds)
+MISSING_IMAGE = "localhost/ringleader/does-not-exist:1.0"
+
+
+def submit_failing(kube, launcher, namespace, manifest, report_on_failure) -> float:
+    """Submit ahead of the training fleet and wait until the launcher applied it; returns when (monotonic)."""
+    name = manifest["metadata"]["name"]
+    report_on_failure(name)
+    launcher.submit(manifest, e2e_specs.cpu_cost(manifest), priority=PRIORITY)
+    launcher.wait_admitted(name, ADMIT_TIMEOUT)
+    return time.monotonic()
+
+
+def test_a_nonexistent_image_fails_the_trial_at_its_startup_deadline_with_a_warning(kube, namespace, launcher,
+                                                                                   report_on_failure):
+    manifest = e2e_specs.experiment("no-image", namespace, architecture="RingAllReduce", image=MISSING_IMAGE,
+                                    runPolicy={"startupDeadlineSeconds": STARTUP_DEADLINE})
+    applied = submit_failing(kube, launcher, namespace, manifest, report_on_failure)
+    # The bound, plus the pass that notices it (the operator wakes at the deadline) and the API's latency.
+    dte = wait_terminal(kube, namespace, "no-image", STARTUP_DEADLINE + 60)
+    log(f"no-image: {phase(dte)} {time.monotonic() - applied:.0f}s after it was applied")
+    assert phase(dte) == "Failed", describe_dte(kube, namespace, "no-image")
+    failed = condition(dte, "Failed")
+    assert failed["reason"] == "StartupDeadlineExceeded", failed
+    assert failed["message"].startswith("trial no-image-0: pod no-image-0-worker-"), failed
+    assert f"did not start within startupDeadlineSeconds={STARTUP_DEADLINE} of its creation: " in failed["message"]
+    # The kubelet's own words, whole: ErrImageNeverPull under the e2e's pull policy Never, ImagePullBackOff elsewhere.
+    assert f'"{MISSING_IMAGE}"' in failed["message"], failed
+    assert trials(dte)[0]["restarts"] == 0, trials(dte)
+    warning = wait_for("the StartupDeadlineExceeded Warning event", lambda: next(
+        (e for e in kube.events(namespace, "no-image") if e["type"] == "Warning"
+         and e["reason"] == "StartupDeadlineExceeded"), None), 30, interval=1)
+    assert MISSING_IMAGE in warning["message"], warning
+    # Nothing is left holding the node's CPU.
+    wait_for("no-image's pods to be deleted", lambda: kube.experiment_pods(namespace, "no-image") == [], 60)
+
+
+def test_a_model_that_cannot_be_imported_fails_the_trial_at_once_without_a_restart(kube, namespace, launcher,
+                                                                                 report_on_failure):
+    manifest = e2e_specs.experiment("no-model", namespace, architecture="RingAllReduce",
+                                    model={"name": "nosuch_models.nets:tiny"}, runPolicy={"backoffLimit": 3})
+    submit_failing(kube, launcher, namespace, manifest, report_on_failure)
+    dte = wait_terminal(kube, namespace, "no-model", RUN_TIMEOUT)
+    assert phase(dte) == "Failed", describe_dte(kube, namespace, "no-model")
+    failed = condition(dte, "Failed")
+    assert failed["reason"] == "PermanentFailure", failed
+    assert trials(dte)[0]["restarts"] == 0 and not condition(dte, "Restarting"), trials(dte)
+    message = failed["message"]
+    assert "failed (permanent): ModelError: model 'nosuch_models.nets:tiny': importing nosuch_models.nets failed: " \
+           "cannot import 'nosuch_models'" in message, message
+    # Whole, to the words that say what to do.
+    assert "install it in the image or put it on PYTHONPATH" in message, message
+    assert message.endswith("not restarted: the runtime reported a failure no restart can fix"), message
+    checks.assert_events(kube, namespace, "no-model", "PermanentFailure")
+
+
 def test_the_operator_restarted_mid_run_resumes_without_duplicate_pods(kube, namespace, launcher, release, mlflow,
                                                                        report_on_failure):
     manifest = slow_experiment("op-restart", namespace, architecture="ParameterServer",
@@ -211,3 +270,4 @@ def test_the_operator_restarted_mid_run_resumes_without_duplicate_pods(kube, nam
     trial_runs = mlflow.children(experiment_id, parent)
     assert [r.info.run_id for r in trial_runs] == [trials(dte)[0]["runId"]], [r.info.run_id for r in trial_runs]
     assert len(mlflow.children(experiment_id, trials(dte)[0]["runId"])) == 3
+

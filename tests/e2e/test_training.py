@@ -18,7 +18,7 @@ import re
 import pytest
 
 import e2e_checks as checks
-from e2e_kube import log, wait_terminal
+from e2e_kube import condition, log, wait_terminal
 
 # Queueing included: the fleet shares the node with the fault tests' experiments.
 FINISH_TIMEOUT = 1200
@@ -87,21 +87,35 @@ def test_kubectl_get_shows_architecture_paradigm_workers_phase_progress_throughp
     output = kube.kubectl("get", "dte", "-n", namespace).stdout
     log("kubectl get dte:\n" + output)
     assert output.splitlines()[0].split() == ["NAME", "ARCHITECTURE", "PARADIGM", "WORKERS", "PHASE", "PROGRESS",
-                                              "THROUGHPUT", "ETA", "AGE"]
+                                              "BEST", "THROUGHPUT", "ETA", "AGE"]
     rows = {row["NAME"]: row for row in columns(output)}
     expected = {
         "ps-bsp": ("ParameterServer", "BSP", "24/24"),
         "p2p-ssp": ("PeerToPeer", "SSP", "24/24"),
         "ring-bsp": ("RingAllReduce", "BSP", "24/24"),
         "ps-dssp-straggler": ("ParameterServer", "DSSP", "24/24"),
-        "sweep": ("PeerToPeer", "BSP", "2/2 trials, 24/24"),
+        "sweep": ("PeerToPeer,RingAllReduce", "BSP", "2/2 trials, 24/24"),  # what it compares, not its default
     }
     for name, (architecture, paradigm, progress) in expected.items():
         row = rows[name]
         assert (row["ARCHITECTURE"], row["PARADIGM"], row["WORKERS"], row["PHASE"], row["PROGRESS"]) == (
             architecture, paradigm, "2", "Succeeded", progress), row
         assert float(row["THROUGHPUT"]) > 0, row
+        if name != "sweep":
+            assert row["BEST"] == "<none>", row  # one trial: nothing to compare
         assert re.fullmatch(r"\d+(s|m\d*s?|h\d*m?)", row["AGE"]), row
+
+
+def test_a_sweeps_row_names_what_it_compares_and_its_best_trial(kube, namespace, fleet, report_on_failure):
+    manifest, dte = finished(kube, namespace, fleet, "sweep", report_on_failure)
+    by_throughput = {t["parameters"]["architecture"]: t["summary"]["throughput"] for t in dte["status"]["trials"]}
+    fastest = max(by_throughput, key=by_throughput.get)
+    assert dte["status"]["best"]["text"] == fastest and dte["status"]["summary"]["throughput"] == by_throughput[fastest]
+    row = next(r for r in columns(kube.kubectl("get", "dte", "-n", namespace, "sweep").stdout) if r["NAME"] == "sweep")
+    log(f"sweep: {row} (throughputs {by_throughput})")
+    assert (row["ARCHITECTURE"], row["BEST"], float(row["THROUGHPUT"])) == (
+        "PeerToPeer,RingAllReduce", fastest, by_throughput[fastest]), row
+    assert condition(dte, "Succeeded")["message"].startswith(f"all 2 trials succeeded; best: {fastest} "), dte["status"]
 
 
 def test_kubectl_explain_documents_the_fields(kube, release):

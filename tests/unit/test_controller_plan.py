@@ -133,6 +133,10 @@ def test_a_restart_shows_as_the_restarting_condition_and_clears_when_the_trial_i
     second = decide(dte, first).status
     assert condition(second, Type.RESTARTING).status == "False"
     assert second.phase == Phase.CREATED
+    # The trial's own Restarting condition says what ended it, not "the trial is Created".
+    ended = conditions.find(second.trials[0].conditions, Type.RESTARTING)
+    assert (ended.status.value, ended.reason) == ("False", reasons.PODS_CREATED)
+    assert ended.message.startswith("recreated 3 pods (1 parameter server, 2 workers) (restart 1)")
 
 
 def test_a_trials_conditions_keep_when_it_was_created_started_and_failed():
@@ -405,9 +409,23 @@ def test_every_trial_transition_and_experiment_milestone_is_an_event():
     failed = created.model_copy(update={"trials": [created.trials[0].model_copy(update={
         "phase": Phase.FAILED, "reason": reasons.BACKOFF_LIMIT_EXCEEDED, "message": "pod x"})]})
     finished = decide(dte, failed).status
-    assert [(e.type, e.reason) for e in events.transitions(created, finished)] == [
-        ("Warning", reasons.BACKOFF_LIMIT_EXCEEDED), ("Warning", reasons.BACKOFF_LIMIT_EXCEEDED)]
+    # The trial's event says it all: the experiment's Failed milestone would repeat it word for word.
+    assert [(e.type, e.reason, e.message) for e in events.transitions(created, finished)] == [
+        ("Warning", reasons.BACKOFF_LIMIT_EXCEEDED, "trial q-0: pod x")]
     assert events.transitions(finished, finished) == []
+
+
+def test_a_sweeps_failure_milestone_is_an_event_of_its_own():
+    dte = experiment(sweep={"matrix": {"workers": [1, 2]}})
+    old = decide(dte, status_.ExperimentStatus(trials=[
+        status_.TrialStatus(name="q-0", index=0, phase=Phase.SUCCEEDED, message="ok"),
+        status_.TrialStatus(name="q-1", index=1, phase=Phase.RUNNING)])).status
+    failed = old.model_copy(update={"trials": [old.trials[0], old.trials[1].model_copy(update={
+        "phase": Phase.FAILED, "reason": reasons.BACKOFF_LIMIT_EXCEEDED, "message": "pod x"})]})
+    found = events.transitions(old, decide(dte, failed).status)
+    assert [(e.reason, e.message) for e in found] == [
+        (reasons.BACKOFF_LIMIT_EXCEEDED, "trial q-1: pod x"),
+        (reasons.BACKOFF_LIMIT_EXCEEDED, "1 of 2 trials failed: q-1 (BackoffLimitExceeded: pod x)")]
 
 
 def test_the_status_patch_is_minimal_and_removes_what_disappeared():

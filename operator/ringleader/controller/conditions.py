@@ -90,7 +90,8 @@ _TRIAL_CONDITION_OF_PHASE = {
 
 def of_trial(trial: status_.TrialStatus, *, now: datetime.datetime, generation: int | None) -> status_.TrialStatus:
     """The trial with its conditions brought in line with its phase: the phase's condition True with the
-    trial's reason and message, conditions that held before False, Created True from the first pods on."""
+    trial's reason and message, conditions that held before False with the same (what ended them), Created True
+    from the first pods on."""
     found = trial.conditions
     reason, message = trial.reason or trial.phase.value, trial.message or ""
     if trial.phase != Phase.PENDING and not is_true(found, ConditionType.CREATED):
@@ -100,6 +101,7 @@ def of_trial(trial: status_.TrialStatus, *, now: datetime.datetime, generation: 
         if type_ == current:
             found = set_condition(found, type_, True, reason, message, now=now, generation=generation)
         elif is_true(found, type_):
-            found = set_condition(found, type_, False, reason, f"the trial is {trial.phase.value}", now=now,
+            # What ended it, in the trial's own words ("recreated 3 pods (restart 1); waiting ..."), not its phase.
+            found = set_condition(found, type_, False, reason, message or f"the trial is {trial.phase.value}", now=now,
                                   generation=generation)
     return trial if found is trial.conditions else trial.model_copy(update={"conditions": found})

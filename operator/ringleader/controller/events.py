@@ -57,5 +57,8 @@ def _condition_events(old: status_.ExperimentStatus, new: status_.ExperimentStat
 
 
 def transitions(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> list[Event]:
-    """Events for what changed between two statuses, experiment milestones after the trial transitions behind them."""
-    return _trial_events(old, new) + _condition_events(old, new)
+    """Events for what changed between two statuses, experiment milestones after the trial transitions behind them.
+    A milestone that says what a trial's event just said (a one-trial experiment failing with its trial's reason
+    and message) is not said twice."""
+    trial_events = _trial_events(old, new)
+    return trial_events + [e for e in _condition_events(old, new) if e not in trial_events]

@@ -218,4 +218,4 @@ class Recorder:
 
         problem = await self._call(uri, "attach the report", make, timeout=REPORT_TIMEOUT_SECONDS, slow=True)
         if problem is not None:
-            raise ReportFailed(f"the sweep's report could not be made: {problem}")
+            raise ReportFailed(f"the report could not be made: {problem}")

@@ -141,7 +141,8 @@ class Runs:
             kopf.warn(body, reason=reasons.REPORT_FAILED, message=str(error))
             return status
         url = self.recorder.report_url(uri, mlflow.experiment_id, mlflow.run_id)
-        kopf.info(body, reason=reasons.REPORT_READY, message=f"the sweep's report is attached to its MLflow run: {url}")
+        report = "the sweep's report" if len(status.trials) > 1 else "the trial's report"
+        kopf.info(body, reason=reasons.REPORT_READY, message=f"{report} is attached to its MLflow run: {url}")
         return status.model_copy(update={"mlflow": mlflow.model_copy(update={"report_url": url})})
 
     def forget(self, key: Key, body: dict[str, Any]) -> None:
