@@ -12,6 +12,14 @@ ETCD_BIN="$CACHE/etcd-$ETCD_VERSION/bin"
 KUBECTL=("$K8S_BIN/kubectl" --kubeconfig "$RUN_DIR/kubeconfig" --request-timeout=20s)
 CTR=(ctr --address "$RUN_DIR/containerd/containerd.sock" --namespace k8s.io --timeout 60s)
 
+# What to run next: the kubeconfig, and the harness's kubectl and helm (the cluster's version; a machine's own
+# kubectl may be minor versions behind), on PATH through $CACHE/bin.
+usage() {
+  echo "KUBECONFIG=$RUN_DIR/kubeconfig"
+  echo "# kubectl $K8S_VERSION and helm $HELM_VERSION of this cluster are in $CACHE/bin; in a shell:"
+  echo "#   export KUBECONFIG=$RUN_DIR/kubeconfig PATH=$CACHE/bin:\$PATH"
+  echo "#   kubectl get nodes; helm install ringleader charts/ringleader -n ringleader --create-namespace"
+}
 proc_alive() { [[ -s "$RUN_DIR/pids/$1.pid" ]] && kill -0 "$(cat "$RUN_DIR/pids/$1.pid")" 2>/dev/null; }
 
 # start_proc NAME CMD...: run CMD in its own session in the background, log to logs/NAME.log.
@@ -55,7 +63,7 @@ if [[ -s "$OWNER_FILE" && "$(cat "$OWNER_FILE")" != "$RUN_DIR" ]]; then
 fi
 if [[ -d "$RUN_DIR/pids" ]]; then
   if cluster_healthy; then
-    log "cluster already up"; echo "KUBECONFIG=$RUN_DIR/kubeconfig"; exit 0
+    log "cluster already up"; usage; exit 0
   fi
   log "found a partial/stale cluster in $RUN_DIR: tearing it down first"
   RINGLEADER_LOCK_HELD=1 "$CLUSTER_DIR/down.sh"
@@ -312,4 +320,4 @@ wait_proc kube-proxy "CoreDNS answers kubernetes.default via $CLUSTER_DNS_IP" \
 
 date +%s > "$RUN_DIR/up.stamp"
 log "cluster up in $((SECONDS - T0))s"
-echo "KUBECONFIG=$RUN_DIR/kubeconfig"
+usage

@@ -13,7 +13,7 @@ cluster-build: cluster-deps ## build Kubernetes, etcd, CoreDNS, crictl, helm, Ku
 	$(RL_CLUSTER_DIR)/build-kueue.sh
 	$(RL_CLUSTER_DIR)/build-images.sh
 
-cluster-up: ## start the cluster (idempotent; builds what is missing); prints KUBECONFIG
+cluster-up: ## start the cluster (idempotent; builds what is missing); prints KUBECONFIG and how to use its kubectl and helm
 	$(RL_CLUSTER_DIR)/up.sh
 
 cluster-down: ## stop the cluster and remove everything it created on the host

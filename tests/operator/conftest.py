@@ -55,12 +55,14 @@ def namespace(admin) -> str:
 def operator(cluster, admin, namespace, tmp_path, request):
     """Start the operator watching this test's namespace (or, with `cluster_wide`, every namespace).
 
-    Usage: operator(cluster_wide=False, extra_args=[...], extra_env={...}, chart_values=("--set", "k=v")) -> Operator
-    (already started); `chart_values` shape the RBAC the chart grants it."""
+    Usage: operator(cluster_wide=False, extra_args=[...], extra_env={...}, chart_values=("--set", "k=v"),
+    verbose=True) -> Operator (already started); `chart_values` shape the RBAC the chart grants it; verbose=False logs
+    at the chart's default level."""
     started: list[Operator] = []
 
     def start(*, cluster_wide: bool = False, extra_args: tuple[str, ...] = (),
-              extra_env: dict[str, str] | None = None, chart_values: tuple[str, ...] = ()) -> Operator:
+              extra_env: dict[str, str] | None = None, chart_values: tuple[str, ...] = (),
+              verbose: bool = True) -> Operator:
         if cluster_wide:
             token = chart_rbac(admin, "rlc", list(chart_values))
             scope = []
@@ -71,7 +73,7 @@ def operator(cluster, admin, namespace, tmp_path, request):
             scope = ["--namespace", namespace]
         config = apiserver.kubeconfig(tmp_path / "operator.kubeconfig", cluster.url, token or cluster.admin_token, cluster.ca)
         args = [*scope, "--progress-poll-interval", "1", "--recheck-interval", "10", *extra_args]
-        running = Operator(config, args, tmp_path / "operator.log", extra_env).start()
+        running = Operator(config, args, tmp_path / "operator.log", extra_env, verbose=verbose).start()
         started.append(running)
         return running
 

@@ -14,7 +14,8 @@ from loopback import free_port
 
 def test_an_experiment_runs_its_trial_to_success(admin, namespace, operator):
     port = free_port()
-    operator(cluster_wide=True, extra_args=("--liveness", f"http://127.0.0.1:{port}/healthz"))
+    running_operator = operator(cluster_wide=True, extra_args=("--liveness", f"http://127.0.0.1:{port}/healthz"),
+                                verbose=False)
     admin.create(dtes.experiment("quick", namespace))
 
     pods = wait_for("the trial's 3 pods", lambda: len(admin.trial_pods(namespace, "quick")) == 3 and
@@ -64,6 +65,11 @@ def test_an_experiment_runs_its_trial_to_success(admin, namespace, operator):
         [e["reason"] for e in admin.events(namespace, "quick")]))
     for reason in ("ExperimentCreated", "PodsCreated", "WaitingForPods", "AllPodsRunning", "WorkersSucceeded", "TrialsSucceeded"):
         assert reason in reasons
+    # At its default level the operator's log tells the experiment's story: one line per phase change.
+    lines = [line for line in running_operator.log.read_text().splitlines() if f"experiment {namespace}/quick: " in line]
+    assert [line.split(f"experiment {namespace}/quick: ")[1].split(" (")[0] for line in lines] == [
+        "Pending -> Created", "Created -> Running", "Running -> Succeeded"], lines
+    assert "(TrialsSucceeded: trial quick-0: all 2 workers succeeded: 512.5 samples/s)" in lines[-1]
 
 
 def test_an_invalid_combination_is_refused_by_the_api_server_itself(admin, namespace):

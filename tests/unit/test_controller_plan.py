@@ -433,3 +433,12 @@ def test_the_status_patch_is_minimal_and_removes_what_disappeared():
     new = {"phase": "Running", "replicaStatuses": {"worker": {"active": 2}}}
     assert statuses.merge_patch(old, new) == {"summary": None, "replicaStatuses": {"ps": None}}
     assert statuses.merge_patch(new, new) == {}
+
+
+def test_a_phase_change_is_one_log_line_saying_why():
+    dte = experiment()
+    created = decide(dte).status
+    assert events.log_line(status_.ExperimentStatus(), created) == (
+        "Pending -> Created (WaitingForPods: trial q-0: created 3 pods (1 parameter server, 2 workers); "
+        "waiting for all of them to be scheduled)")
+    assert events.log_line(created, created) is None  # a progress write, no transition

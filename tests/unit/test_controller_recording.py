@@ -139,3 +139,12 @@ def test_slow_work_that_fails_leaves_the_server_to_the_quick_calls():
         assert asyncio.run(found._call(OWN, "create run", lambda _runs: "run-1")) == "run-1"
     finally:
         found.close()
+
+
+def test_status_links_the_ui_url_when_one_is_set_else_the_tracking_server():
+    # A laptop reaches the in-cluster server through `kubectl port-forward` on localhost: tracking.uiUrl says so.
+    forwarded = recorder(ui_url="http://localhost:5000")
+    assert forwarded.ui_url(OWN, "4") == "http://localhost:5000/#/experiments/4?workflowType=machine_learning"
+    assert forwarded.report_url(OWN, "4", "abc").startswith("http://localhost:5000/#/experiments/4/runs/abc")
+    assert recorder().ui_url(OWN, "4") == f"{OWN}/#/experiments/4?workflowType=machine_learning"
+    assert recorder().ui_url("sqlite:///m.db", "4") is None

@@ -1,7 +1,8 @@
-"""The Kubernetes Events an experiment's status change deserves: one per trial transition and per experiment milestone.
+"""The Kubernetes Events an experiment's status change deserves: one per trial transition and per experiment milestone,
+and the operator log's line per phase change.
 
-Pure: `reconciler` computes them from the old and new status and posts them with kopf.event, so every
-transition is announced exactly once, whichever handler or restart caused it.
+Pure: `reconciler` computes them from the old and new status and posts them with kopf.event (and logs the line),
+so every transition is announced exactly once, whichever handler or restart caused it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ringleader.api import status as status_
+from ringleader.contract import failures
 from ringleader.controller import conditions, reasons
 
 Type = status_.ConditionType
@@ -54,6 +56,23 @@ def _condition_events(old: status_.ExperimentStatus, new: status_.ExperimentStat
         found.append(Event(NORMAL, condition.reason if condition else reasons.RESUMED,
                            condition.message if condition else "resumed"))
     return found
+
+
+# The condition that says why an experiment is in each phase (Created and Queued: why it does not run yet).
+_WHY = {Phase.FAILED: Type.FAILED, Phase.SUCCEEDED: Type.SUCCEEDED, Phase.SUSPENDED: Type.SUSPENDED,
+        Phase.RESTARTING: Type.RESTARTING, Phase.RUNNING: Type.RUNNING, Phase.QUEUED: Type.RUNNING,
+        Phase.CREATED: Type.RUNNING}
+LOG_MESSAGE_CHARACTERS = 300  # of the condition's message in a log line: the Event and the condition hold it whole
+
+
+def log_line(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> str | None:
+    """The operator log's line for an experiment whose phase changed, at its default level, so that its log tells
+    each experiment's story: "Created -> Running (TrialRunning: trial q-0: all 3 pods ... are running)"."""
+    if old.phase == new.phase:
+        return None
+    condition = conditions.find(new.conditions, _WHY[new.phase]) if new.phase in _WHY else None
+    why = f" ({condition.reason}: {failures.shorten(condition.message, LOG_MESSAGE_CHARACTERS)})" if condition else ""
+    return f"{old.phase.value} -> {new.phase.value}{why}"
 
 
 def transitions(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> list[Event]:

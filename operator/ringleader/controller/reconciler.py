@@ -263,6 +263,9 @@ class Controller:
             body["status"] = statuses.dump(new)
         for event in events.transitions(old, new):
             kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+        line = events.log_line(old, new)
+        if line is not None:
+            logger.info("experiment %s/%s: %s", *key_of(body), line)
 
     # -- acting on pods -------------------------------------------------------------------------
 
