@@ -73,6 +73,7 @@ class Slot:
     def hostname(self) -> str:
         return f"{self.role}-{self.index}"
 
+
 REPETITION = "repetition"
 """The parameter that numbers a combination's repetitions (with `sweep.repetitions` above 1)."""
 

@@ -16,8 +16,8 @@ PREFIX = "ringleader: "
 PERMANENT = " (permanent)"
 """Marks the failure line of a rank that failed in a way no restart can fix (an import error, an invalid model
 or dataset, a factory that raises): the operator then fails the trial at once instead of spending backoffLimit."""
-_LINE = re.compile(r"^ringleader: rank (?:(?P<rank>\d+) \((?P<who>[^)]*)\) )?failed(?P<permanent> \(permanent\))?: "
-                   r"(?P<reason>.*)$")
+_LINE = re.compile(r"^ringleader: rank (?:(?P<rank>\d+) \((?P<who>[^)]*)\) )?failed(?P<permanent>"
+                   + re.escape(PERMANENT) + r")?: (?P<reason>.*)$")
 # What a rank says when it failed only because another one did: an echo of a failure, not its cause.
 LOST_CONTACT = "lost contact with "
 _LOST_RANK = re.compile(r"^lost contact with rank (?P<rank>\d+)\b")

@@ -268,7 +268,8 @@ def compared(expansion: trial_.Expansion) -> status_.Compared:
         return ",".join(dict.fromkeys(str(of(t.spec)) for t in expansion.trials))
 
     return status_.Compared(architecture=values(lambda s: s.architecture.value),
-                            paradigm=values(lambda s: s.sync.paradigm.value), workers=values(lambda s: s.workers.replicas))
+                            paradigm=values(lambda s: s.sync.paradigm.value),
+                            workers=values(lambda s: s.workers.replicas))
 
 
 def best_of(trials_: list[status_.TrialStatus]) -> status_.TrialStatus | None:

@@ -122,7 +122,8 @@ def failure_of(pod: Pod) -> Failure | None:
             container, terminated = failed_containers[0]
             detail = f"{detail}; " if detail else ""
             detail += f"container {container} exited with code {terminated.get('exitCode')}"
-        return Failure(pod=name(pod), rank=rank(pod), reason=pod_reason or "Failed", message=failures.shorten(detail) or None,
+        return Failure(pod=name(pod), rank=rank(pod), reason=pod_reason or "Failed",
+                       message=failures.shorten(detail) or None,
                        finished_at=_finished_at(failed_containers) or status.get("startTime") or "")
     container, terminated = failed_containers[0]
     message = terminated.get("message")
@@ -174,7 +175,8 @@ def waiting_reason(pod: Pod) -> str:
     if not is_scheduled(pod):
         condition = _condition(pod, "PodScheduled")
         if condition and condition.get("reason") == "Unschedulable":
-            return f"unschedulable ({failures.shorten(condition.get('message'))})" if condition.get("message") else "unschedulable"
+            message = condition.get("message")
+            return f"unschedulable ({failures.shorten(message)})" if message else "unschedulable"
         return "not scheduled yet"
     for container in _containers(pod):
         waiting = (container.get("state") or {}).get("waiting")
