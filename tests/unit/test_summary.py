@@ -58,6 +58,18 @@ def test_fractions_say_where_the_time_went_and_who_straggles():
     assert result["bytesPerIteration"] == pytest.approx(1000.0)
 
 
+def test_encoding_is_a_share_of_its_own_and_the_ratio_is_bytes_sent_over_uncompressed():
+    records = {1: [worker_record(0, warmup=True, sent=4000.0, **{"bytes/uncompressed": 4000.0})] + [
+        worker_record(s, backward=0.15, **{"time/codec": 0.05, "bytes/uncompressed": 2000.0}) for s in range(1, 5)]}
+    result = summary.summarize(records, make_trial(compression={"method": "FP16"}))
+    assert result["compression"] == "FP16"
+    assert result["compressionRatio"] == pytest.approx(0.5)  # the warm-up's uncompressed bytes do not count
+    assert result["codecSeconds"] == pytest.approx(0.05) and result["codecFraction"] == pytest.approx(0.1)
+    assert result["computeFraction"] == pytest.approx(0.35 / 0.5)  # data, forward, backward, update: not codec
+    plain = summary.summarize(two_workers(), make_trial())
+    assert plain["compression"] == "None" and "compressionRatio" not in plain  # nothing said what it would be
+
+
 def test_servers_staleness_and_losses_are_summarized():
     records = two_workers()
     records[1][2]["staleness"] = 3

@@ -27,6 +27,7 @@ SHARES = (  # where a worker iteration's time goes, bottom to top
     (keys.COMPUTE_SECONDS, "compute", "#2171b5"),
     (keys.COMM_SECONDS, "communication", "#fd8d3c"),
     (keys.WAIT_SECONDS, "waiting", "#bdbdbd"),
+    (keys.CODEC_SECONDS, "encoding & decoding", "#9e9ac8"),
     (keys.OTHER_SECONDS, "evaluation & other", "#a1d99b"),
 )
 # Phases of a rank's breakdown plot, bottom to top.
@@ -37,6 +38,7 @@ BREAKDOWN_PHASES = (
     (keys.TIME_UPDATE, "update", "#6baed6"),
     (keys.TIME_COMM, "communication", "#fd8d3c"),
     (keys.TIME_WAIT, "waiting", "#bdbdbd"),
+    (keys.TIME_CODEC, "encoding & decoding", "#9e9ac8"),
     (keys.TIME_EVAL, "evaluation", "#a1d99b"),
     (keys.TIME_OTHER, "other", "#f0f0f0"),
 )

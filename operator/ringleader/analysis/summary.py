@@ -70,8 +70,10 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     """The trial summary. Besides the api.status.Summary keys (see the module docstring):
 
     workers, measuredIterations (worker iterations counted, all workers), batchSize,
-    computeSeconds / commSeconds / waitSeconds (means per worker iteration), bytesPerIteration
-    (mean bytes sent per worker iteration), stalenessMean / stalenessMax (when recorded),
+    computeSeconds / commSeconds / waitSeconds / codecSeconds (means per worker iteration; time/codec, encoding
+    and decoding, is a share of its own, codecFraction, neither compute nor communication), bytesPerIteration
+    (mean bytes sent per worker iteration), compression (spec.compression.method) and compressionRatio (bytes
+    sent over bytes/uncompressed, when recorded), stalenessMean / stalenessMax (when recorded),
     serverAggregationSeconds / serverQueueDepthMean (parameter servers), bandwidthEnforcement (what applied
     spec.network.bandwidth: Emulated, Network, or None without a cap), sentOverBandwidth
     (bytes/sent per second over spec.network.bandwidth, when set: computed from what the ranks counted,
@@ -89,7 +91,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     per_rank: dict[str, dict[str, float]] = {}
     iteration_times: list[float] = []
     throughput = 0.0
-    totals = dict.fromkeys(("iteration", "compute", "comm", "wait", "other", "bytes"), 0.0)
+    totals = dict.fromkeys(("iteration", "compute", "comm", "wait", "codec", "other", "bytes", "uncompressed"), 0.0)
     count = 0
     mean_compute: dict[int, float] = {}
     staleness: list[float] = []
@@ -113,7 +115,9 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         totals["comm"] += sum(comm)
         totals["wait"] += sum(wait)
         totals["other"] += sum(other)
+        totals["codec"] += sum(_value(r, keys.TIME_CODEC) for r in records)
         totals["bytes"] += sum(_value(r, keys.BYTES_SENT) for r in records)
+        totals["uncompressed"] += sum(_value(r, keys.BYTES_UNCOMPRESSED) for r in records)
         count += len(records)
         mean_compute[rank] = sum(compute) / len(records) if records else 0.0
         staleness += [float(r[keys.STALENESS]) for r in records if r.get(keys.STALENESS) is not None]
@@ -151,8 +155,13 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         keys.COMM_SECONDS: totals["comm"] / count if count else None,
         keys.WAIT_SECONDS: totals["wait"] / count if count else None,
         keys.OTHER_SECONDS: totals["other"] / count if count else None,
+        keys.CODEC_SECONDS: totals["codec"] / count if count else None,
+        keys.CODEC_FRACTION: fraction("codec"),
         keys.BYTES_PER_ITERATION: totals["bytes"] / count if count else None,
+        keys.COMPRESSION: trial.spec.compression.method.value,
     }
+    if totals["uncompressed"] > 0:
+        summary[keys.COMPRESSION_RATIO] = totals["bytes"] / totals["uncompressed"]
     if staleness:
         summary[keys.STALENESS_MEAN] = sum(staleness) / len(staleness)
         summary[keys.STALENESS_MAX] = max(staleness)

@@ -25,8 +25,8 @@ from ringleader.contract import keys
 # Every iteration record carries these keys, zero when a phase did not happen, so all rows align.
 ITERATION_KEYS = (
     keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD, keys.TIME_COMM,
-    keys.TIME_WAIT, keys.TIME_UPDATE, keys.TIME_EVAL, keys.TIME_OTHER, keys.TIME_ITERATION,
-    keys.BYTES_SENT, keys.BYTES_RECEIVED,
+    keys.TIME_WAIT, keys.TIME_UPDATE, keys.TIME_CODEC, keys.TIME_EVAL, keys.TIME_OTHER, keys.TIME_ITERATION,
+    keys.BYTES_SENT, keys.BYTES_RECEIVED, keys.BYTES_UNCOMPRESSED,
 )
 TRACK_ITERATION = "iterations"
 TRACK_MAIN = "main thread"

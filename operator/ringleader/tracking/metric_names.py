@@ -47,11 +47,14 @@ SERIES: dict[str, Name] = {
     keys.TIME_COMM: Name("time/comm_ms", MS, "communicating gradients and weights, not waiting"),
     keys.TIME_WAIT: Name("time/wait_ms", MS, "held back by the synchronization paradigm"),
     keys.TIME_UPDATE: Name("time/update_ms", MS, "applying the update to the weights"),
+    keys.TIME_CODEC: Name("time/codec_ms", MS, "encoding and decoding compressed gradients and weights"),
     keys.TIME_EVAL: Name("time/eval_ms", MS, "held-out evaluation and the stop-at-target check"),
     keys.TIME_OTHER: Name("time/other_ms", MS, "the loop's own work: recording, progress, counters"),
     keys.TIME_ITERATION: Name("time/iteration_ms", MS, "the whole iteration, wall clock"),
     keys.BYTES_SENT: Name("network/sent_bytes", 1.0, "bytes this rank sent"),
     keys.BYTES_RECEIVED: Name("network/received_bytes", 1.0, "bytes this rank received"),
+    keys.BYTES_UNCOMPRESSED: Name("network/uncompressed_bytes", 1.0, "what network/sent_bytes would have been "
+                                                                      "without compression"),
     keys.LINK_TX: Name("network/link_tx_bytes_per_s", 1.0, "bytes per second the network interface sent over "
                                                            "the iteration (loopback: every local rank's)"),
     keys.LINK_RX: Name("network/link_rx_bytes_per_s", 1.0, "bytes per second it received"),
@@ -90,6 +93,11 @@ TRIAL: dict[str, Name | None] = {
     keys.COMM_SECONDS: Name("time/comm_ms", MS, "mean communication time per worker iteration"),
     keys.WAIT_SECONDS: Name("time/wait_ms", MS, "mean wait per worker iteration"),
     keys.OTHER_SECONDS: Name("time/other_ms", MS, "mean evaluation and loop overhead per worker iteration"),
+    keys.CODEC_SECONDS: Name("time/codec_ms", MS, "mean encoding and decoding time per worker iteration"),
+    keys.CODEC_FRACTION: Name("share/codec_pct", PCT, "share of iteration time spent encoding and decoding"),
+    keys.COMPRESSION: None,  # a label: summary.json and the param compression.method have it
+    keys.COMPRESSION_RATIO: Name("network/compression_ratio", 1.0, "bytes sent over what the same exchange would "
+                                                                   "have sent uncompressed"),
     keys.BYTES_PER_ITERATION: Name("network/sent_bytes", 1.0, "mean bytes sent per worker iteration"),
     keys.STALENESS_MEAN: Name("sync/staleness_mean", 1.0, "mean staleness of the gradients, in iterations"),
     keys.STALENESS_MAX: Name("sync/staleness_max", 1.0, "largest staleness recorded, in iterations"),

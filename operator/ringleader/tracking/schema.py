@@ -111,6 +111,13 @@ def unused(spec: spec_.ExperimentSpec) -> tuple[str, ...]:
         ignored.append("data.synthetic.imageSize")
     elif ":" not in spec.model.name:  # a built-in image model; a user's own may read either
         ignored.append("data.synthetic.sequenceLength")
+    method = spec.compression.method
+    if method != spec_.CompressionMethod.POWER_SGD:
+        ignored.append("compression.rank")
+    if method != spec_.CompressionMethod.TOP_K:
+        ignored.append("compression.ratio")
+    if method not in (spec_.CompressionMethod.POWER_SGD, spec_.CompressionMethod.TOP_K):
+        ignored.append("compression.errorFeedback")
     return tuple(ignored)
 
 
@@ -181,6 +188,7 @@ AXIS_LABELS = {
     "batchSize": lambda value: f"batch {value}",
     "model": lambda value: f"model {value}",
     "bandwidth": lambda value: f"bandwidth {value}",
+    "compression": lambda value: f"compression {value}",
     "repetition": lambda value: f"repetition {value}",
 }
 ALWAYS_NAMED = ("architecture", "paradigm", "workers")
