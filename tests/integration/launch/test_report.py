@@ -66,7 +66,7 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     page = (local / "report.html").read_text()
     assert self_contained(page)
     assert re.findall(r'<figure id="([^"]+)">', page) == ["time", "repetitions", "prediction", "overlap"]
-    assert 'alt="stacked bars per trial: compute, communication and waiting' in page
+    assert 'alt="stacked bars per trial: compute, communication, waiting and evaluation-and-other' in page
     document = json.loads((local / "report.json").read_text())
     rows = list(csv.DictReader((local / "report.csv").open()))
     assert [row["trial"] for row in rows] == [f"rep-{i}" for i in range(4)]

@@ -126,12 +126,10 @@ class Client:
         timer.add(keys.BYTES_SENT, float(counted[0] - self.counted[0]))
         timer.add(keys.BYTES_RECEIVED, float(counted[1] - self.counted[1]))
         self.counted = counted
-        span = getattr(timer, "span", None)  # the trace of timing.IterationTimer, when it is one
-        if span is not None:
-            span("push", started, pushed)
-            for j, reply in enumerate(replies):
-                span(f"shard {j}", pushed, max(pushed, reply.received_at),
-                     args={"owner": self.owners[j], "held": reply.held, "clock": reply.clock})
+        timer.span("push", started, pushed)
+        for j, reply in enumerate(replies):
+            timer.span(f"shard {j}", pushed, max(pushed, reply.received_at),
+                       args={"owner": self.owners[j], "held": reply.held, "clock": reply.clock})
         for p in self.parameters:
             p.grad = None  # pushed; the next backward starts from zero
         self.steps += 1
