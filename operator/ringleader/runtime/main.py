@@ -201,6 +201,7 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
         "optimizer": f"{spec.model.optimizer.name.value} lr={spec.model.optimizer.learning_rate}",
         "bandwidth": spec.network.bandwidth or "unshaped",
         "bandwidthEnforcement": spec.network.enforced_by(),
+        "compression": spec.compression.method.value,
         "device": str(device),
         "backend": backend,
         "timeoutSeconds": knobs.timeout_seconds,

@@ -18,6 +18,12 @@ and steps the local optimizer (time/update). Bytes per rank and iteration: 2*(N-
 ring's traffic for M bytes. Waiting for a slower peer happens inside the collective, so it shows as
 time/comm; time/wait stays 0.
 
+With spec.compression (runtime/compression.py), a bucket's codec encodes it in the hook that launches it (that
+time moves from time/backward to time/codec), its first collective carries the encoded payload, and
+synchronize() runs any further rounds (PowerSGD's Q, an FP16 sum redone at a smaller scale) for all buckets
+together, then decodes the averages into the buckets: time/codec around the codec's work, time/comm around
+the waits. bytes/sent counts what the rounds sent, bytes/uncompressed what the plain allreduce would have.
+
 gloo on CPU tensors, NCCL on CUDA tensors (main.py initializes "cpu:gloo,cuda:nccl" on GPU).
 Buffers (batch-norm statistics) are broadcast once at start, not kept in sync.
 """
@@ -33,7 +39,7 @@ from ringleader.api import trial as trial_
 from ringleader.contract import buckets as buckets_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
-from ringleader.runtime import interfaces, settings, shaping, timing
+from ringleader.runtime import compression, interfaces, settings, shaping, timing
 
 # Cap of the first bucket (the last layers): its allreduce starts after the first few gradients, not after
 # `bucket_bytes` of them.
@@ -55,13 +61,15 @@ class Bucket:
         self.bytes = self.buffer.numel() * self.buffer.element_size()
         self.missing = len(parameters)  # gradients not yet in, this iteration
         self.work = None
+        self.codec: compression.BucketCodec | None = None  # spec.compression's; None: allreduced as it is
+        self.round: compression.Round | None = None  # the codec's collective in flight
         self.launched_at = 0.0
         self.completed_at: float | None = None
         self.emulated_end = 0.0
 
     def reset(self) -> None:
         self.missing = len(self.parameters)
-        self.work = None
+        self.work = self.round = None
         self.completed_at = None
 
 
@@ -87,6 +95,10 @@ class RingSynchronizer:
         self.bucket_bytes = bucket_bytes or settings.Settings().bucket_bytes
         self.group = group
         self.shaper = shaping.Shaper(trial.spec.network.emulated_bits_per_second())
+        self.compression = trial.spec.compression
+        self.seed = trial.spec.data.synthetic.seed  # PowerSGD's first projection, the same on every rank
+        self.sent = 0.0  # bytes this rank sent this iteration
+        self.encode_seconds = 0.0  # codecs' encoding in the launching hooks, not yet booked
         self.buckets: list[Bucket] = []
         self.where: dict[torch.nn.Parameter, tuple[Bucket, int]] = {}
         self.next_launch = 0  # buckets are launched strictly in index order
@@ -106,6 +118,9 @@ class RingSynchronizer:
             broadcast_from_first(list(model.parameters()) + list(model.buffers()), self.group)
         self.buckets = make_buckets(parameters, self.bucket_bytes, FIRST_BUCKET_BYTES)
         for bucket in self.buckets:
+            if self.world > 1:
+                bucket.codec = compression.bucket_codec(self.compression, [p.shape for p in bucket.parameters],
+                                                        self.seed + bucket.index)
             for position, parameter in enumerate(bucket.parameters):
                 self.where[parameter] = (bucket, position)
                 if self.world > 1:
@@ -150,11 +165,21 @@ class RingSynchronizer:
                     if parameter.grad is None or parameter.grad.data_ptr() != grad.data_ptr():
                         grad.zero_()
                         parameter.grad = grad
-            bucket.launched_at = now = time.perf_counter()
-            bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
+            if bucket.codec is None:
+                bucket.launched_at = now = time.perf_counter()
+                bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
+                sent = 2.0 * (self.world - 1) / self.world * bucket.bytes
+            else:
+                started = time.perf_counter()
+                bucket.round = bucket.codec.encode(bucket.buffer)
+                bucket.launched_at = now = time.perf_counter()
+                self.encode_seconds += now - started
+                bucket.work = bucket.round.launch(self.world, self.group)
+                sent = bucket.round.wire_bytes(self.world)
             bucket.work.get_future().add_done_callback(lambda _future, b=bucket: setattr(b, "completed_at", time.perf_counter()))
             # The emulated link carries buckets one after another (FIFO), each from when it is ready.
-            self.channel_free = max(self.channel_free, now) + self.shaper.seconds(2.0 * (self.world - 1) / self.world * bucket.bytes)
+            self.sent += sent
+            self.channel_free = max(self.channel_free, now) + self.shaper.seconds(sent)
             bucket.emulated_end = self.channel_free
             self.next_launch += 1
 
@@ -162,24 +187,68 @@ class RingSynchronizer:
         if self.world > 1:
             # communicate: launch what backward left (unused parameters), wait for every bucket; the sums of
             # gradients seeded with 1/N are the averages, already in .grad (views of the buckets)
+            encoded_in_backward, self.encode_seconds = self.encode_seconds, 0.0
             with timer.phase(keys.TIME_COMM):
                 self._launch_ready(flush=True)
                 for bucket in self.buckets:
                     bucket.work.wait()  # CPU: blocks until reduced; GPU: the compute stream waits for NCCL
                 self.shaper.pace(0, self.channel_free)  # sleep until the emulated link has carried it all
+            if self.compression.compressing():
+                self._book_encoding(encoded_in_backward, timer)
+                self._finish_rounds(timer)
             for bucket in self.buckets:
                 # A bucket's transfer ends when gloo has it and the emulated link has carried it, whichever is
                 # later: the span `ringleader predict` fits the link to, and the report's overlap figure draws.
                 done = max(bucket.completed_at or time.perf_counter(), bucket.emulated_end, bucket.launched_at)
                 timer.span(f"allreduce bucket {bucket.index}", bucket.launched_at, done,
-                           timing.TRACK_COMM, {"bytes": bucket.bytes})
+                           timing.TRACK_COMM, {"bytes": bucket.bytes} if bucket.codec is None else {})
                 bucket.reset()
             self.next_launch = 0
-            timer.add(keys.BYTES_SENT, self.bytes_per_iteration)
-            timer.add(keys.BYTES_RECEIVED, self.bytes_per_iteration)
+            # Every collective here sends what it receives: an allreduce's share, or its payload to each other rank.
+            timer.add(keys.BYTES_SENT, self.sent)
+            timer.add(keys.BYTES_RECEIVED, self.sent)
+            timer.add(keys.BYTES_UNCOMPRESSED, self.bytes_per_iteration)
+            self.sent = 0.0
         # update: every rank applies the same averaged gradient to the same weights
         with timer.phase(keys.TIME_UPDATE):
             self.optimizer.step()
+
+    def _book_encoding(self, in_backward: float, timer: interfaces.Timer) -> None:
+        """Move the codecs' encoding out of the phases it ran in (backward's hooks, the flush in time/comm) into
+        time/codec. On GPU those phases are device time and this is host time: an approximation there."""
+        timer.add(keys.TIME_BACKWARD, -in_backward)
+        timer.add(keys.TIME_COMM, -self.encode_seconds)
+        timer.add(keys.TIME_CODEC, in_backward + self.encode_seconds)
+        self.encode_seconds = 0.0
+
+    def _finish_rounds(self, timer: interfaces.Timer) -> None:
+        """The codecs' further rounds, all buckets' together (each a collective; time/comm), then the averages
+        decoded into the buckets (time/codec). Every rank decides the rounds alike, so collectives match."""
+        done = [bucket.round for bucket in self.buckets]
+        for _ in range(compression.FP16_RETRIES + 2):  # PowerSGD needs 2 rounds; FP16 redoes at most FP16_RETRIES
+            with timer.phase(keys.TIME_CODEC):
+                following = [None if previous is None else bucket.codec.advance(previous)
+                             for bucket, previous in zip(self.buckets, done)]
+            if not any(following):
+                break
+            with timer.phase(keys.TIME_COMM):
+                works = []
+                for bucket, current in zip(self.buckets, following):
+                    if current is None:
+                        continue
+                    launched = time.perf_counter()
+                    works.append((bucket, current, launched, current.launch(self.world, self.group)))
+                    sent = current.wire_bytes(self.world)
+                    self.sent += sent
+                    self.channel_free = max(self.channel_free, launched) + self.shaper.seconds(sent)
+                for bucket, current, launched, work in works:
+                    work.wait()
+                    timer.span(f"round of bucket {bucket.index}", launched, time.perf_counter(), timing.TRACK_COMM)
+                self.shaper.pace(0, self.channel_free)
+            done = following
+        with timer.phase(keys.TIME_CODEC):
+            for bucket in self.buckets:
+                bucket.codec.decode(bucket.buffer)
 
     def should_stop(self, due: bool, reached: bool, timer: interfaces.Timer) -> bool:
         """After each evaluation the evaluator's verdict is broadcast, so every rank stops at the same step and no
