@@ -334,3 +334,6 @@ class MessageCodec:
         if not self.scaled:
             return [view.float() for view in views]
         return [view.float().div_(scale) for view, scale in zip(views[:-1], views[-1].tolist())]
+
+
+PLAIN = MessageCodec(spec_.CompressionMethod.NONE)  # messages as they are
