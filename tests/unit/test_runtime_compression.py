@@ -118,7 +118,7 @@ def test_power_sgd_matches_pytorchs_powersgd_hook_on_the_same_gradients(one_rank
 
     # The hook seeds its first projection with the first draw of numpy's RandomState(random_seed).
     codec = compression.PowerSgdCodec(seen[start][2], rank, error_feedback=True,
-                                      seed=int(np.random.RandomState(seed).randint(1_000_000_000)))
+                                      seed=int(np.random.RandomState(seed).randint(1_000_000_000)), world=1)
     assert len(codec.matrices) == 2 and len(codec.whole) == 4  # fc1, fc2 as factors; biases and head whole
     for before, after, _ in seen[start:]:
         flat = before.clone()
@@ -131,7 +131,7 @@ def test_power_sgd_matches_pytorchs_powersgd_hook_on_the_same_gradients(one_rank
 
 def test_power_sgd_sends_factors_of_the_matrices_and_the_rest_whole():
     shapes = [torch.Size([48, 20]), torch.Size([48]), torch.Size([3, 32])]
-    codec = compression.PowerSgdCodec(shapes, rank=2, error_feedback=False, seed=1)
+    codec = compression.PowerSgdCodec(shapes, rank=2, error_feedback=False, seed=1, world=1)
     flat = torch.randn(sum(s.numel() for s in shapes), generator=torch.Generator().manual_seed(2))
     first = codec.encode(flat.clone())
     second = codec.advance(first)

@@ -13,7 +13,8 @@ already an average and no codec divides.
     PowerSGD    each gradient matrix M (n x m, a parameter viewed as its first dimension by the rest) is
                 sent as P = M Q (n x r), then Q = M^T orth(P) (m x r): two allreduces; Q is kept for the
                 next iteration (warm start); tensors that would not shrink by half go whole in the first
-                round; M ~ orth(P) Q^T. With error feedback, what this rank's M lost is added next time.
+                round; M ~ orth(P) Q^T. With error feedback, what this rank's M lost is added next time:
+                its M less its 1/N share of the approximated sum (the sum every rank decodes is N shares).
     TopK        the k = ceil(ratio * numel) largest values of the bucket and their indices, gathered from
                 every rank and added up; with error feedback, what was not sent is added next time.
 
@@ -145,8 +146,9 @@ def orthogonalize(matrix: torch.Tensor, epsilon: float = ORTHOGONALIZATION_EPSIL
 class PowerSgdCodec:
     """PowerSGD on one bucket: low-rank factors of its matrices in two allreduces, the rest whole in the first."""
 
-    def __init__(self, shapes: Sequence[torch.Size], rank: int, error_feedback: bool, seed: int):
+    def __init__(self, shapes: Sequence[torch.Size], rank: int, error_feedback: bool, seed: int, world: int):
         self.error_feedback = error_feedback
+        self.world = world
         self.seed = seed
         self.numels = [math.prod(shape) for shape in shapes]
         offsets = [sum(self.numels[:i]) for i in range(len(shapes))]
@@ -227,7 +229,7 @@ class PowerSgdCodec:
         for (offset, n, m, _), p, q in zip(self.matrices, self.ps, self.qs):
             torch.matmul(p, q.t(), out=self._matrix(flat, offset, n, m))
         if self.error_feedback:
-            torch.sub(self.before, flat, out=self.error)
+            torch.sub(self.before, flat, alpha=1.0 / self.world, out=self.error)  # this rank's share of the sum
             self.before = None
         self.first, self.ps, self.flat = None, [], None
 
@@ -267,14 +269,15 @@ class TopKCodec:
         self.round = None
 
 
-def bucket_codec(compression: spec_.Compression, shapes: Sequence[torch.Size], seed: int) -> BucketCodec | None:
-    """The codec of one ring bucket holding tensors of `shapes`, in order; None: the bucket is allreduced as it is.
-    `seed` must be the same on every rank (PowerSGD's first projection)."""
+def bucket_codec(compression: spec_.Compression, shapes: Sequence[torch.Size], seed: int,
+                 world: int) -> BucketCodec | None:
+    """The codec of one ring bucket holding tensors of `shapes`, in order, among `world` ranks; None: the bucket is
+    allreduced as it is. `seed` must be the same on every rank (PowerSGD's first projection)."""
     method = compression.method
     if method in CAST_DTYPES:
         return CastCodec(CAST_DTYPES[method])
     if method == spec_.CompressionMethod.POWER_SGD:
-        return PowerSgdCodec(shapes, compression.rank, compression.error_feedback, seed)
+        return PowerSgdCodec(shapes, compression.rank, compression.error_feedback, seed, world)
     if method == spec_.CompressionMethod.TOP_K:
         return TopKCodec(sum(math.prod(shape) for shape in shapes), compression.ratio, compression.error_feedback)
     return None

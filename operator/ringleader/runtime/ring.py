@@ -120,7 +120,7 @@ class RingSynchronizer:
         for bucket in self.buckets:
             if self.world > 1:
                 bucket.codec = compression.bucket_codec(self.compression, [p.shape for p in bucket.parameters],
-                                                        self.seed + bucket.index)
+                                                        self.seed + bucket.index, self.world)
             for position, parameter in enumerate(bucket.parameters):
                 self.where[parameter] = (bucket, position)
                 if self.world > 1:

@@ -50,9 +50,22 @@ def test_16_bit_casts_stay_within_their_precision_of_a_plain_allreduce(reports):
         assert max(i["relativeError"] for i in report["None"]) <= 1e-6
         assert max(i["relativeError"] for i in report["FP16"]) <= 2e-3
         assert max(i["relativeError"] for i in report["BF16"]) <= 1e-2
+        # without error feedback, two ranks' PowerSGD is one codec's on the average (its factors are sums)
+        assert max(i["relativeError"] for i in report["PowerSGD without error feedback"]) <= 1e-4
         # lossy by design (their error feedback carries the rest to the next iteration)
         assert min(i["relativeError"] for i in report["PowerSGD"]) > 1e-3
         assert min(i["relativeError"] for i in report["TopK"]) > 1e-3
+
+
+def test_error_feedback_on_two_ranks_loses_nothing_it_only_delays(reports):
+    # Every rank applies the decoded sum; what the ranks still hold back adds up to what was left out of it.
+    for method in ("PowerSGD", "TopK"):
+        first, second = (report[method] for report in reports)
+        applied = [sum(values) for values in zip(*(i["gradient"] for i in first))]
+        averaged = [sum(values) for values in zip(*(i["expected"] for i in first))]
+        pending = [a + b for a, b in zip(first[-1]["error"], second[-1]["error"])]
+        assert max(abs(x + e - y) for x, e, y in zip(applied, pending, averaged)) <= 1e-5, method
+        assert max(abs(e) for e in pending) > 1e-4, method  # something was held back
 
 
 def test_what_is_sent_shrinks_as_each_method_says_and_encoding_is_timed_apart(reports):
