@@ -18,7 +18,7 @@ below) and steps the local optimizer (time/update). Bytes per rank and iteration
 ring's traffic for M bytes (the stamps below included).
 
 Waiting for the slowest peer (time/wait) and the transfer (time/comm) are told apart without a
-collective of their own (a one-element barrier on a separate gloo group cost 5-10 % of a quickstart
+collective of their own (a one-element barrier on a separate gloo group cost 5-11 % of a quickstart
 iteration on 2 cores): the last bucket carries one more element per rank (in its dtype), its arrival
 stamp, the seconds from the moment the ring last finished communicating to the moment this rank ended its
 backward and launched that bucket. That moment is the same on every rank (a collective ends
