@@ -679,6 +679,18 @@ def _swept_py(spec: ExperimentSpec, name: str) -> bool:
     return spec.sweep is not None and getattr(spec.sweep.matrix, name) is not None
 
 
+class Profiling(ApiModel):
+    """profiling records a window of iterations of every rank with PyTorch's profiler: operators on the CPU,
+    and on a GPU its kernels, copies and NCCL collectives, as a trace Perfetto and Holistic Trace Analysis
+    open, beside ringleader's own trace. The profiler slows what it records: profiled iterations are
+    recorded as warm-up, left out of the summary timings."""
+
+    iterations: Annotated[base.Integer, pydantic.Field(ge=1, le=100)] = 3
+    """iterations profiled, from startIteration (fewer when training ends first). Default 3."""
+    start_iteration: Annotated[base.Integer, pydantic.Field(ge=0, le=10_000_000)] | None = None
+    """startIteration is the first profiled iteration, counted from 0. Default: the first after warm-up."""
+
+
 class ExperimentSpec(ApiModel):
     """spec of a DistributedTrainingExperiment: one topology, or a sweep of them."""
 
@@ -704,6 +716,8 @@ class ExperimentSpec(ApiModel):
     """image of the training pods. Default: the operator's configured worker image."""
     tracking: Tracking = Tracking()
     """tracking is where timings are recorded (MLflow)."""
+    profiling: Profiling | None = None
+    """profiling turns on PyTorch's profiler for a window of iterations per rank. Unset (default): off."""
     run_policy: RunPolicy = RunPolicy()
     """runPolicy: retries, deadline, clean-up, suspension."""
     scheduling: Scheduling = Scheduling()

@@ -33,6 +33,8 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                  "C" counter events "<interface> bytes/s" (args tx, rx) once per iteration
     rank-<rank>/layers.json      per-parameter gradient-ready times of the same window, and its sized
                                  collectives (bytes, start, end: the ring's buckets) (timing.layers())
+    rank-<rank>/profile.json     spec.profiling only: PyTorch's profiler trace of its window (Chrome trace JSON,
+                                 as torch.profiler exports it; runtime/profiling.py)
 
 The line count of iterations.jsonl is the rank's progress.
 """
@@ -55,6 +57,7 @@ ITERATIONS_FILE = "iterations.jsonl"
 SUMMARY_FILE = "summary.json"
 TRACE_FILE = "trace.json"
 LAYERS_FILE = "layers.json"
+PROFILE_FILE = "profile.json"
 JOURNAL_FILE = "iterations.journal"
 _CLOSE: dict = {}  # tells the writer thread to finish
 

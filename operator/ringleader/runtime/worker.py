@@ -15,8 +15,8 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys, progress, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import (data, datasets, evaluation, interfaces, models, netcounters, optimizers, settings,
-                                straggler, timing)
+from ringleader.runtime import (data, datasets, evaluation, interfaces, models, netcounters, optimizers, profiling,
+                                settings, straggler, timing)
 
 
 def build(spec: spec_.ExperimentSpec, env: contract.PodEnvironment, shard: int, shards: int):
@@ -58,6 +58,7 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
         held_out = datasets.held_out(spec.data, env.data_dir, spec.model.evaluation.max_samples)
     slow = straggler.Straggler(slowdown, device)
     timer = timing.IterationTimer(env.rank, device, trace_steps, label=f"rank {env.rank} ({slot.hostname})")
+    profiled = profiling.Window.of(spec, device, recorder.directory)  # spec.profiling: PyTorch's profiler
     # Hook order matters: the straggler delays a gradient before the timer and the synchronizer see it.
     slow.attach(model)
     timer.watch_layers(model)
@@ -77,6 +78,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             if link is not None and step == warmup:
                 link.start()
             timer.begin(step)
+            if profiled is not None:
+                profiled.begin(step, timer)
 
             # data: the batch of this step, copied to the device (the DAG model's read + h2d)
             with timer.phase(keys.TIME_DATA):
@@ -97,7 +100,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
                 slow.stretch()
 
             # communicate, wait, update: the synchronizer times its own phases
-            synchronizer.synchronize(step, timer)
+            with timer.annotate("synchronize"):
+                synchronizer.synchronize(step, timer)
 
             # evaluate, on the parameters the synchronizer just made (the first worker, every K iterations)
             due = plan is not None and evaluation.due(step, plan.every, iterations)
@@ -115,6 +119,10 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             metrics = timer.finish()
             metrics[keys.LOSS] = loss.item()
             metrics.update(evaluated)
+            if profiled is not None:
+                if profiled.covers(step):
+                    metrics["warmup"] = True  # the profiler slowed it: left out of the summary, like warm-up
+                profiled.end(step, timer, last=stopping or step + 1 == iterations)
             if link is not None and step >= warmup:
                 record_link_rates(link, link_rate, timer, metrics)
             recorder.log_iteration(step, metrics)
@@ -128,6 +136,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
                 break
     finally:
         # stop: release the peers even when this rank fails, so nobody waits for it longer than needed
+        if profiled is not None:
+            profiled.close(timer)
         synchronizer.close()
         if link is not None:
             link.stop()

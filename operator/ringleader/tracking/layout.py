@@ -34,6 +34,7 @@ SUMMARY_FILE = records.SUMMARY_FILE
 ITERATIONS_FILE = records.ITERATIONS_FILE
 TRACE_FILE = records.TRACE_FILE
 LAYERS_FILE = records.LAYERS_FILE
+PROFILE_FILE = records.PROFILE_FILE
 TOPOLOGY_FILE = "topology.yaml"
 LOGS_DIR = "logs"
 RANK_DIR_PATTERN = re.compile(r"^rank-(\d+)$")

@@ -140,6 +140,8 @@ class LivePublisher:
                                  f"rank-{rank}.trace.json")
         publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.LAYERS_FILE, "layers",
                                  f"rank-{rank}.layers.json")
+        publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.PROFILE_FILE, "traces",
+                                 f"rank-{rank}.profile.json")
         summary_path = self.rank_dir.parent / layout.SUMMARY_FILE
         if self.env.role != constants.ROLE_WORKER or not summary_path.is_file():
             return

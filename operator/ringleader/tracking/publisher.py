@@ -186,6 +186,7 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
     for rank, directory in layout.rank_dirs(trial_dir).items():
         artifact_once(store, cursor, run_id, directory / layout.TRACE_FILE, "traces", f"rank-{rank}.trace.json")
         artifact_once(store, cursor, run_id, directory / layout.LAYERS_FILE, "layers", f"rank-{rank}.layers.json")
+        artifact_once(store, cursor, run_id, directory / layout.PROFILE_FILE, "traces", f"rank-{rank}.profile.json")
     for log_file in sorted((trial_dir / layout.LOGS_DIR).glob("rank-*")):
         artifact_once(store, cursor, run_id, log_file, "logs")
     if not cursor.is_done("artifact:breakdown.png"):
