@@ -37,7 +37,7 @@ def test_a_ring_swept_over_compression_sends_fewer_bytes_and_communicates_for_le
     # bytes are deterministic: each rank sends what its collectives carry, every iteration alike
     assert 0.45 <= fp16[keys.BYTES_PER_ITERATION] / none[keys.BYTES_PER_ITERATION] <= 0.55
     assert power[keys.BYTES_PER_ITERATION] < fp16[keys.BYTES_PER_ITERATION]
-    assert none[keys.COMPRESSION_RATIO] == 1.0 and fp16[keys.COMPRESSION_RATIO] == pytest.approx(0.5)
+    assert none[keys.COMPRESSION_RATIO] == 1.0 and fp16[keys.COMPRESSION_RATIO] == pytest.approx(0.5, abs=1e-4)
     assert power[keys.COMPRESSION_RATIO] == pytest.approx(
         power[keys.BYTES_PER_ITERATION] / none[keys.BYTES_PER_ITERATION])
     assert fp16[keys.COMM_SECONDS] < none[keys.COMM_SECONDS] and power[keys.COMM_SECONDS] < none[keys.COMM_SECONDS]
@@ -50,6 +50,6 @@ def test_a_ring_swept_over_compression_sends_fewer_bytes_and_communicates_for_le
     by_method = {run.data.params["trial.parameters.compression"]: run for run in trial_runs}
     assert by_method["PowerSGD"].data.params["compression.method"] == "PowerSGD"
     assert by_method["PowerSGD"].data.params["compression.rank"] == "2"
-    assert by_method["FP16"].data.metrics["network/compression_ratio"] == pytest.approx(0.5)
+    assert by_method["FP16"].data.metrics["network/compression_ratio"] == pytest.approx(0.5, abs=1e-4)
     assert by_method["FP16"].data.metrics["share/codec_pct"] > 0
     assert "compression FP16" in by_method["FP16"].data.tags["mlflow.runName"]

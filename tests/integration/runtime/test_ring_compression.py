@@ -72,7 +72,9 @@ def test_what_is_sent_shrinks_as_each_method_says_and_encoding_is_timed_apart(re
     for report in reports:
         plain = report["None"][0]["sent"]
         assert all(i["sent"] == i["uncompressed"] == plain for i in report["None"])
-        assert all(i["sent"] == plain / 2 and i["uncompressed"] == plain for i in report["FP16"] + report["BF16"])
+        # half, but for the last bucket's arrival stamps (2 float32), which travel exactly
+        assert all(i["sent"] == pytest.approx(plain / 2, abs=8) and i["uncompressed"] == plain
+                   for i in report["FP16"] + report["BF16"])
         assert all(i["sent"] < plain / 2 for i in report["PowerSGD"] + report["TopK"])
         assert all(i["codec"] == 0 for i in report["None"])
         for method in ("FP16", "BF16", "PowerSGD", "TopK"):
