@@ -73,9 +73,9 @@ class Client:
         """Lay out the shards and pull the initial weights from their owners."""
         self.parameters = trainable(model)
         self.plan = shards.Plan.of(self.parameters, len(self.owners))
-        shards_ = [self.plan.shard(j, self.parameters) for j in range(len(self.owners))]
-        self.layouts = [wire.Layout(self.codec.travelling(shard)) for shard in shards_]
-        self.uncompressed = [wire.Layout(shard).nbytes for shard in shards_]
+        owned = [self.plan.shard(j, self.parameters) for j in range(len(self.owners))]
+        self.layouts = [wire.Layout(self.codec.travelling(shard)) for shard in owned]
+        self.uncompressed = [wire.Layout(shard).nbytes for shard in owned]
         self.cuda = any(p.is_cuda for p in self.parameters)
         self.push_buffers = [layout.empty(pin=self.cuda) for layout in self.layouts]
         for owner in self.owners:
@@ -127,8 +127,9 @@ class Client:
         self.stop_heard = self.stop_heard or any(reply.stop for reply in replies)
         ended = time.perf_counter()
 
-        # Packing without compression is the copy a transfer needs (communication); with it, the encoding.
-        codec = encoding + decoding if self.codec.compressing else 0.0
+        if not self.codec.compressing:  # packing is then the copy a transfer needs (communication), unpacking a view
+            encoding = decoding = 0.0
+        codec = encoding + decoding
         update = ended - answered - decoding
         wait = min(max(reply.held for reply in replies), answered - pushed)  # never more than we waited here
         timer.add(keys.TIME_WAIT, wait)
