@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 TRIALS = {"quickstart.yaml": 3, "study-1-architectures.yaml": 48, "study-3-bandwidth.yaml": 5,
           "study-4-dssp-straggler.yaml": 4, "gpu-ring.yaml": 1, "digits-time-to-accuracy.yaml": 2,
-          "kueue-queue.yaml": 3}
+          "kueue-queue.yaml": 3, "compression-digits.yaml": 5}
 LAPTOP = sorted((ROOT / "examples" / "laptop").glob("*.yaml"))
 LAPTOP_TRIALS = {"study-1-architectures.yaml": 9, "study-2-dag-overlap.yaml": 1, "study-3-bandwidth.yaml": 12,
                  "study-4-dssp-straggler.yaml": 4}
