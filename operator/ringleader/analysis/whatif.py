@@ -239,11 +239,12 @@ def profile_from_layers(layers: dict) -> BackwardProfile:
 
 
 def batch_seconds_from_records(iterations: list[dict]) -> float:
-    """t_batch of a rank: its mean compute time (data, forward, backward, update) after warm-up."""
+    """t_batch of a rank: its median compute time (data, forward, backward, update) after warm-up, the statistic
+    of the layer profile's median iteration it is set beside."""
     counted = summary.measured(iterations, constants.ROLE_WORKER)
     if not counted:
         raise ValueError("no worker iteration records")
-    return statistics.fmean(sum(r.get(phase) or 0.0 for phase in keys.COMPUTE_PHASES) for r in counted)
+    return statistics.median(sum(r.get(phase) or 0.0 for phase in keys.COMPUTE_PHASES) for r in counted)
 
 
 def read_rank(rank_dir: str | pathlib.Path) -> tuple[BackwardProfile, float]:

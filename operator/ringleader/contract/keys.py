@@ -82,7 +82,7 @@ ITERATION_SECONDS = "iterationSeconds"
 #              ARCHITECTURES: {label: {ITERATION_SECONDS, COMM_SECONDS}}}; labels 1ps, 4ps, p2p, ring.
 PREDICTION = "prediction"
 PREDICTED_ARCHITECTURE = "architecture"  # the label of this trial's own architecture
-MEASURED_ITERATION_SECONDS = "measuredIterationSeconds"  # mean time/iteration over worker iterations
+MEASURED_ITERATION_SECONDS = "measuredIterationSeconds"  # median time/iteration over worker iterations (the p50)
 ERROR_FRACTION = "errorFraction"  # |predicted - measured| / measured
 LATENCY_SECONDS = "latencySeconds"  # the per-message latency a of the link the models use
 FIT = "fit"  # how the link was calibrated, in words

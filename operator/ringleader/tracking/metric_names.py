@@ -127,10 +127,10 @@ PER_RANK_PREFIX = "rank/"
 # predict/<label>_<key>.
 PREDICTION: dict[str, Name] = {
     keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of this trial's own architecture"),
-    keys.MEASURED_ITERATION_SECONDS: Name("measured_iteration_ms", MS, "the measured mean iteration time it is "
+    keys.MEASURED_ITERATION_SECONDS: Name("measured_iteration_ms", MS, "the measured median iteration time it is "
                                                                        "compared with"),
     keys.ERROR_FRACTION: Name("error_pct", PCT, "|predicted - measured| / measured"),
-    keys.COMPUTE_SECONDS: Name("compute_ms", MS, "the compute time every architecture's prediction shares"),
+    keys.COMPUTE_SECONDS: Name("compute_ms", MS, "the median compute time every architecture's prediction shares"),
     keys.LINK_BITS_PER_SECOND: Name("link_bits_per_s", 1.0, "the link bandwidth the models use: the spec's, or "
                                                             "fitted from the trial's communication"),
     keys.LATENCY_SECONDS: Name("latency_ms", MS, "the per-message latency the models use (fitted, or 0)"),
