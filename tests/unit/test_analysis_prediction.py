@@ -160,11 +160,11 @@ def test_a_ring_trial_is_calibrated_on_its_collectives_and_compared_with_its_med
     assert [e.label for e in found.estimates] == ["1ps", "4ps", "p2p", "ring"]
     document = found.to_document()
     metrics = metric_names.trial({keys.PREDICTION: document})
-    assert metrics["predict/iteration_ms"] == pytest.approx(1000 * found.own.iteration_seconds)
-    assert metrics["predict/error_pct"] == pytest.approx(100 * found.error)
-    assert metrics["predict/measured_iteration_ms"] == pytest.approx(23.0)
-    assert metrics["predict/ring_iteration_ms"] == metrics["predict/iteration_ms"]
-    assert {f"predict/{label}_comm_ms" for label in ("1ps", "4ps", "p2p", "ring")} <= set(metrics)
+    assert metrics["predict_iteration_ms"] == round(1000 * found.own.iteration_seconds, 3)
+    assert metrics["predict_error_pct"] == round(100 * found.error, 1)
+    assert metrics["predict_measured_iteration_ms"] == 23.0
+    assert metrics["predict_ring_iteration_ms"] == metrics["predict_iteration_ms"]
+    assert {f"predict_{label}_comm_ms" for label in ("1ps", "4ps", "p2p", "ring")} <= set(metrics)
     assert keys.FIT not in metrics and not any(key.endswith(keys.FIT) for key in metrics)  # words are no metric
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from typing import Any, Iterable
 
 from ringleader.analysis import targets
@@ -172,6 +173,46 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     summary.update(targets.summarize(records_by_rank, trial.spec.model.target))
     summary[keys.PER_RANK] = per_rank
     return summary
+
+
+def trial_series(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> list[dict[str, Any]]:
+    """The trial's series for its MLflow run: per step any worker recorded, what its workers did together.
+
+    The median over the workers of time/iteration, time/compute (the sum of COMPUTE_PHASES), time/comm and
+    time/wait (a median: one stalled worker does not move it); throughput, each worker's batch over its
+    iteration time, summed; the mean of their losses; the evaluation of the worker that ran one; "timestamp"
+    the latest worker's (when the step had ended on all of them); "warmup" as the workers marked the step."""
+    batch_size = trial.spec.model.batch_size
+    steps: dict[int, list[dict]] = {}
+    for records in records_by_rank.values():
+        for record in records:
+            step = record.get("step")
+            if record.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and _is_number(step):
+                steps.setdefault(int(step), []).append(record)
+    series = []
+    for step, found in sorted(steps.items()):
+        point: dict[str, Any] = {"step": step, "warmup": any(r.get("warmup", False) for r in found)}
+        stamps = [r["timestamp"] for r in found if _is_number(r.get("timestamp"))]
+        if stamps:
+            point["timestamp"] = max(stamps)
+        timed = [r for r in found if _is_number(r.get(keys.TIME_ITERATION))]
+        if timed:
+            for key in (keys.TIME_ITERATION, keys.TIME_COMM, keys.TIME_WAIT):
+                point[key] = statistics.median(_value(r, key) for r in timed)
+            point[keys.TIME_COMPUTE] = statistics.median(sum(_value(r, phase) for phase in keys.COMPUTE_PHASES)
+                                                         for r in timed)
+            point[keys.THROUGHPUT] = sum(batch_size / r[keys.TIME_ITERATION] for r in timed
+                                         if r[keys.TIME_ITERATION] > 0)
+        for key in (keys.LOSS, keys.EVAL_LOSS, keys.EVAL_ACCURACY):
+            value = _mean(r.get(key) for r in found if _is_number(r.get(key)))
+            if value is not None:
+                point[key] = value
+        series.append(point)
+    return series
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def to_status(summary: dict[str, Any]) -> status.Summary:

@@ -30,6 +30,7 @@ SERVER_QUEUE_DEPTH = "server/queue_depth"
 SERVER_THRESHOLD = "server/threshold"  # DSSP: the staleness threshold granted (s_L + r)
 
 COMPUTE_PHASES = (TIME_DATA, TIME_FORWARD, TIME_BACKWARD, TIME_UPDATE)
+TIME_COMPUTE = "time/compute"  # a trial series' sum of COMPUTE_PHASES (analysis.summary.trial_series)
 
 # The trial summary values shown in the experiment status and the comparison table.
 THROUGHPUT = "throughput"  # samples per second, all workers together

@@ -4,6 +4,12 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
 
     summary.json                 the trial summary (analysis.summary.summarize), written by the lowest
                                  worker rank at the end; its camelCase keys include api.status.Summary's
+    series.jsonl                 the trial's series (analysis.summary.trial_series), written by the same rank
+                                 just before: per step, what the workers did together, in the keys below
+                                 and "throughput", "time/compute":
+                                   {"step": 12, "warmup": false, "timestamp": 1763700000.27,
+                                    "time/iteration": 0.008, "time/compute": 0.0063, "time/comm": 0.001,
+                                    "time/wait": 0.0, "throughput": 4000.0, "loss": 2.1}
     rank-<rank>/iterations.jsonl one JSON object per line, per worker iteration or server aggregation:
                                    {"step": 12, "role": "worker", "warmup": false, "timestamp": 1763700000.25,
                                     "time/data": 0.0001, "time/forward": 0.002, "time/backward": 0.004,
@@ -53,6 +59,7 @@ from ringleader.contract import journal
 
 ITERATIONS_FILE = "iterations.jsonl"
 SUMMARY_FILE = "summary.json"
+SERIES_FILE = "series.jsonl"
 TRACE_FILE = "trace.json"
 LAYERS_FILE = "layers.json"
 JOURNAL_FILE = "iterations.journal"
@@ -77,6 +84,13 @@ def write_json(path: pathlib.Path, document: Any) -> None:
     """Write atomically (a temporary file renamed over the target), so readers never see half a file."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps(document, indent=1, default=float))
+    os.replace(temporary, path)
+
+
+def write_lines(path: pathlib.Path, records: list[dict]) -> None:
+    """Write `records` as a .jsonl file at once and atomically, as write_json does."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text("".join(json.dumps(_sanitized(record)) + "\n" for record in records))
     os.replace(temporary, path)
 
 

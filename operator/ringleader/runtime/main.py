@@ -335,6 +335,9 @@ def main(environ=os.environ) -> int:
             prediction = predict(trial, gathered, recorder, knobs)
             if prediction is not None:
                 summary[keys.PREDICTION] = prediction
+            # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
+            records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
+                                summary_.trial_series(gathered, trial))
             write_trial_summary(trial, env, summary)
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
         else:
