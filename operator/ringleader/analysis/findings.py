@@ -31,7 +31,7 @@ class Finding:
 
     text: str
     kind: str
-    """fastest, comparison, communication, target, loss, network, incomplete or failure."""
+    """fastest, comparison, communication, target, loss, network, contention, incomplete or failure."""
     subjects: tuple[str, ...] = ()
     metric: str | None = None
     ratio: float | None = None
@@ -299,6 +299,42 @@ def network(result: results_.SweepResult) -> list[Finding]:
     return sentences
 
 
+def _shared_cpus(trial: results_.TrialResult) -> list[str]:
+    """Where the trial's ranks had more threads than CPUs on one machine: "3 ranks shared 2 CPUs (1.9 busy)"."""
+    usage = (trial.summary or {}).get(keys.USAGE)
+    if not isinstance(usage, dict):
+        return []
+    hosts: dict[str, list[dict]] = {}
+    for used in usage.values():
+        if isinstance(used, dict) and isinstance(used.get(keys.CPUS), (int, float)):
+            hosts.setdefault(str(used.get(keys.HOST)), []).append(used)
+    said = []
+    for ranks in hosts.values():
+        cpus = min(used[keys.CPUS] for used in ranks)
+        threads = sum(int(used.get(keys.THREADS) or 1) for used in ranks)
+        if threads <= cpus:
+            continue
+        busy = sum(used.get(keys.CPU_UTILIZATION) or 0.0 for used in ranks)
+        if len(ranks) == 1:
+            count = f"{threads} threads of one rank"
+        else:
+            count = f"{len(ranks)} ranks" + (f" ({threads} threads)" if threads > len(ranks) else "")
+        said.append(f"{count} shared {cpus:g} CPUs, {busy:.1f} of them busy on average")
+    return said
+
+
+def contention(result: results_.SweepResult) -> list[Finding]:
+    """Trials whose ranks had more threads than their machine's CPUs (usage in the summary, runtime/usage.py):
+    their times include waiting for a CPU, which says as much about the machine as about the setup."""
+    starved = [(t.trial.name, said) for t in result.trials if (said := _shared_cpus(t))]
+    if not starved:
+        return []
+    parts = "; ".join(f"{name}: {', '.join(said)}" for name, said in starved)
+    return [Finding(f"CPU contention: {parts}. Their timings are contended: they include waiting for a CPU, so "
+                    "compare them only with trials that shared the CPUs alike, or give each rank CPUs of its own "
+                    "(fewer ranks per machine, or a cluster).", "contention", tuple(name for name, _ in starved))]
+
+
 def failures(result: results_.SweepResult) -> list[Finding]:
     return [Finding(f"{t.trial.name} {t.status}" + (f": {t.message}" if t.message else "") + ".", "failure",
                     (t.trial.name,)) for t in result.trials if t.status != combinations.FINISHED]
@@ -330,5 +366,6 @@ def findings(result: results_.SweepResult) -> list[Finding]:
         return [Finding(f"No finished trial has a summary (summary.json): nothing to compare "
                         f"({len(result.trials)} trials).", "incomplete")] + failures(result)
     # With a target, time to it is what the sweep was run for: it leads, before throughput.
-    return (incomplete(result) + time_to_target(result) + found + comparisons(result) + communication(groups)
-            + time_to_loss(result) + network(result) + failures(result))
+    # Contention qualifies every timing after it: it comes right after what is missing.
+    return (incomplete(result) + contention(result) + time_to_target(result) + found + comparisons(result)
+            + communication(groups) + time_to_loss(result) + network(result) + failures(result))

@@ -67,7 +67,8 @@ def rank_summary(records: list[dict]) -> dict[str, float]:
     return summary
 
 
-def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> dict[str, Any]:
+def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial,
+              usage_by_rank: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The trial summary. Besides the api.status.Summary keys (see the module docstring):
 
     workers, measuredIterations (worker iterations counted, all workers), batchSize,
@@ -82,7 +83,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     lossFirst / lossLast (mean over workers of their first and last recorded loss),
     evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations
     (with spec.model.evaluation and target; analysis/targets.py),
-    perRank {rank: {iterations, iterationSeconds, computeSeconds, commSeconds, waitSeconds}}.
+    perRank {rank: {iterations, iterationSeconds, computeSeconds, commSeconds, waitSeconds}},
+    usage {rank: what its process used while training, runtime/usage.py} when `usage_by_rank` is given.
     """
     batch_size = trial.spec.model.batch_size
     worker_ranks = sorted(rank for rank, records in records_by_rank.items()
@@ -172,6 +174,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         summary[keys.LOSS_LAST] = sum(last_losses) / len(last_losses)
     summary.update(targets.summarize(records_by_rank, trial.spec.model.target))
     summary[keys.PER_RANK] = per_rank
+    if usage_by_rank:
+        summary[keys.USAGE] = {str(rank): used for rank, used in sorted(usage_by_rank.items())}
     return summary
 
 
@@ -179,9 +183,10 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) ->
     """The trial's series for its MLflow run: per step any worker recorded, what its workers did together.
 
     The median over the workers of time/iteration, time/compute (the sum of COMPUTE_PHASES), time/comm and
-    time/wait (a median: one stalled worker does not move it); throughput, each worker's batch over its
-    iteration time, summed; the mean of their losses; the evaluation of the worker that ran one; "timestamp"
-    the latest worker's (when the step had ended on all of them); "warmup" as the workers marked the step."""
+    time/wait (a median: one stalled worker does not move it) and throughput, each worker's batch over its
+    iteration time, summed: after warm-up only, whose slow first iterations would set every chart's scale
+    (the rank runs have them, under warmup/). From the first step on: the mean of their losses and the
+    evaluation of the worker that ran one. "timestamp" is the latest worker's: when the step had ended on all."""
     batch_size = trial.spec.model.batch_size
     steps: dict[int, list[dict]] = {}
     for records in records_by_rank.values():
@@ -191,11 +196,11 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) ->
                 steps.setdefault(int(step), []).append(record)
     series = []
     for step, found in sorted(steps.items()):
-        point: dict[str, Any] = {"step": step, "warmup": any(r.get("warmup", False) for r in found)}
+        point: dict[str, Any] = {"step": step}
         stamps = [r["timestamp"] for r in found if _is_number(r.get("timestamp"))]
         if stamps:
             point["timestamp"] = max(stamps)
-        timed = [r for r in found if _is_number(r.get(keys.TIME_ITERATION))]
+        timed = [r for r in found if _is_number(r.get(keys.TIME_ITERATION)) and not r.get("warmup", False)]
         if timed:
             for key in (keys.TIME_ITERATION, keys.TIME_COMM, keys.TIME_WAIT):
                 point[key] = statistics.median(_value(r, key) for r in timed)
@@ -221,11 +226,11 @@ def to_status(summary: dict[str, Any]) -> status.Summary:
 
 
 def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
-    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank and the
+    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank, usage and the
     prediction go first."""
     if len(json.dumps(summary)) <= limit:
         return summary
-    smaller = {key: value for key, value in summary.items() if key not in (keys.PER_RANK, keys.PREDICTION)}
+    smaller = {key: value for key, value in summary.items() if key not in (keys.PER_RANK, keys.USAGE, keys.PREDICTION)}
     if len(json.dumps(smaller)) <= limit:
         return smaller
     return {key: summary.get(key) for key in keys.STATUS_KEYS}

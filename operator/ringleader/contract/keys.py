@@ -77,6 +77,16 @@ PER_RANK = "perRank"  # {rank: {ITERATIONS, ITERATION_SECONDS, COMPUTE_SECONDS, 
 # and the mean after warm-up of each per-iteration metric above, under its own name.
 ITERATIONS = "iterations"
 ITERATION_SECONDS = "iterationSeconds"
+# What a rank's process used from its start to the end of training (runtime/usage.py): in its summary.json, and
+# every rank's in the trial summary's USAGE {rank: {...}}.
+USAGE = "usage"
+HOST = "host"  # the machine's name (a pod's own): ranks of one host share its CPUs
+CPUS = "cpus"  # CPUs the process may run on: its affinity, capped by a cgroup CPU quota (a pod's limit)
+THREADS = "threads"  # torch's intra-op threads
+CPU_SECONDS = "cpuSeconds"  # user + system CPU time of the process, all its threads
+WALL_SECONDS = "wallSeconds"
+CPU_UTILIZATION = "cpuUtilization"  # CPU_SECONDS / WALL_SECONDS: 1 = one CPU busy all along (top's 100 %)
+PEAK_RSS_BYTES = "peakRssBytes"  # the most resident memory the process held
 # The trial summary's predicted iteration times (analysis/prediction.py), written by the lowest worker rank:
 # PREDICTION: {PREDICTED_ARCHITECTURE, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
 #              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, FIT,

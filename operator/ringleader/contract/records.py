@@ -7,9 +7,10 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
     series.jsonl                 the trial's series (analysis.summary.trial_series), written by the same rank
                                  just before: per step, what the workers did together, in the keys below
                                  and "throughput", "time/compute":
-                                   {"step": 12, "warmup": false, "timestamp": 1763700000.27,
+                                   {"step": 12, "timestamp": 1763700000.27,
                                     "time/iteration": 0.008, "time/compute": 0.0063, "time/comm": 0.001,
                                     "time/wait": 0.0, "throughput": 4000.0, "loss": 2.1}
+                                 (warm-up steps: the loss and evaluation only)
     rank-<rank>/iterations.jsonl one JSON object per line, per worker iteration or server aggregation:
                                    {"step": 12, "role": "worker", "warmup": false, "timestamp": 1763700000.25,
                                     "time/data": 0.0001, "time/forward": 0.002, "time/backward": 0.004,

@@ -117,6 +117,7 @@ TRIAL: dict[str, Name | None] = {
                                                                      "workers together", WHOLE),
     keys.BATCH_SIZE: None,
     keys.PER_RANK: None,
+    keys.USAGE: None,  # each rank's, on its rank run
     keys.COMPUTE_SECONDS: Name("mean_time_compute_ms", MS, "mean compute time (data, forward, backward, update) "
                                                            "per worker iteration", TIME),
     keys.COMM_SECONDS: Name("mean_time_comm_ms", MS, "mean communication time per worker iteration", TIME),
@@ -180,6 +181,14 @@ RANK: dict[str, Name | None] = {
     keys.LINK_BITS_PER_SECOND: Name("network_link_bits_per_s", 1.0, "the link rate utilization is measured against",
                                     WHOLE),
     keys.LINK_INTERFACE: None,  # a label: the rank's summary.json has it
+    keys.CPU_UTILIZATION: Name("cpu_utilization_pct", PCT, "CPU time of the process over the wall time of its "
+                                                           "training: 100 = one CPU busy all along", SHARE),
+    keys.CPU_SECONDS: Name("cpu_time_s", 1.0, "CPU time of the process while training, all its threads", TIME),
+    keys.WALL_SECONDS: Name("wall_time_s", 1.0, "wall time of its training", TIME),
+    keys.CPUS: Name("cpu_count", 1.0, "CPUs the process may run on (its affinity, capped by a cgroup quota)", 2),
+    keys.THREADS: Name("cpu_threads", 1.0, "torch's intra-op threads", WHOLE),
+    keys.PEAK_RSS_BYTES: Name("memory_peak_rss_mib", MIB, "the most resident memory the process held", SHARE),
+    keys.HOST: None,  # a label: the rank's summary.json has it
 }
 
 # What the sweep run compares of its trials, as <TRIAL key>/<trial label>: the status's summary values, which the

@@ -59,6 +59,12 @@ def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
         assert "summary.json" in {a.path for a in client.list_artifacts(run.info.run_id)}
         assert not [key for key in run.data.metrics if "Seconds" in key or "Fraction" in key]
 
+    # The trial summary carries every rank's usage; local ranks share one machine.
+    for name in trials:
+        used = json.loads((session / name / "summary.json").read_text())["usage"]
+        assert sorted(used) == [str(r) for r in range({"view-0": 1, "view-1": 2}[name])]
+        assert len({u["host"] for u in used.values()}) == 1 and all(u["peakRssBytes"] > 0 for u in used.values())
+
     # A run's page opens on its series: a key with a "/" is a series, one point per iteration; one without is a
     # value logged once, which MLflow charts after every series. The trial runs chart their workers together.
     for run in [*trials.values(), *ranks]:
@@ -69,7 +75,8 @@ def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
         series = [json.loads(line) for line in (session / name / "series.jsonl").read_text().splitlines()]
         charted = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "time/iteration_ms")}
         assert sorted(charted) == list(range(2, 20))
-        assert charted == {p["step"]: round(1000 * p["time/iteration"], 3) for p in series if not p["warmup"]}
+        assert charted == {p["step"]: round(1000 * p["time/iteration"], 3) for p in series if "time/iteration" in p}
+        assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 20  # from the first step
         assert {"throughput/samples_per_s", "time/compute_ms", "train/loss"} <= set(run.data.metrics)
 
     # Every charted point is the file's seconds times 1000; warm-up steps (2 here) are apart, under warmup/.
@@ -84,6 +91,9 @@ def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
             value = (warmup if record["warmup"] else charted)[record["step"]]
             assert value == round(1000 * record["time/comm"], 3)  # to the microsecond
         assert rank.data.metrics["mean_time_iteration_ms"] > 0
+        # What the rank's process used while training, measured by itself.
+        assert rank.data.metrics["cpu_utilization_pct"] > 0 and rank.data.metrics["memory_peak_rss_mib"] > 0
+        assert rank.data.metrics["cpu_count"] >= 1 and rank.data.metrics["cpu_threads"] == 1
         assert [a.path for a in client.list_artifacts(rank.info.run_id, "records")] == ["records/iterations.jsonl"]
         local = pathlib.Path(rank.info.artifact_uri.removeprefix("file://")) / "records" / "iterations.jsonl"
         assert local.read_bytes() == (session / trial_name / f"rank-{number}" / "iterations.jsonl").read_bytes()
