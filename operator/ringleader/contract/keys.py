@@ -77,7 +77,7 @@ PER_RANK = "perRank"  # {rank: {ITERATIONS, ITERATION_SECONDS, COMPUTE_SECONDS, 
 # and the mean after warm-up of each per-iteration metric above, under its own name.
 ITERATIONS = "iterations"
 ITERATION_SECONDS = "iterationSeconds"
-# What a rank's process used from its start to the end of training (runtime/usage.py): in its summary.json, and
+# What a rank's process used over its iterations after warm-up (runtime/usage.py): in its summary.json, and
 # every rank's in the trial summary's USAGE {rank: {...}}.
 USAGE = "usage"
 HOST = "host"  # the machine's name (a pod's own): ranks of one host share its CPUs

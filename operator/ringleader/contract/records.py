@@ -53,7 +53,7 @@ import pathlib
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ringleader.api import constants
 from ringleader.contract import journal
@@ -208,6 +208,8 @@ class RankRecorder:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.iterations: list[dict] = []
         self.summary_extras: dict = {}  # added to this rank's summary.json by main.py (parameterDigest)
+        self.on_first_measured: Callable[[], None] | None = None
+        """Called once, on the logging thread, as the first record after warm-up is logged (runtime/usage.py)."""
         self._journal = journal.Writer(self.directory / JOURNAL_FILE, constants={"role": role})
         self._file = open(self.directory / ITERATIONS_FILE, "w", encoding="utf-8")
         self._pending: queue.SimpleQueue[dict] = queue.SimpleQueue()
@@ -223,6 +225,9 @@ class RankRecorder:
         if self._write_error is not None:  # a full disk: fail the rank now, not after silently keeping nothing
             raise self._write_error
         warmup = bool(metrics.get("warmup", step < self.warmup_iterations))
+        if not warmup and self.on_first_measured is not None:
+            called, self.on_first_measured = self.on_first_measured, None
+            called()
         timestamp = time.time()
         self._journal.append(step, timestamp, warmup, metrics)
         record = {"step": step, "role": self.role, **metrics, "warmup": warmup, "timestamp": timestamp}

@@ -321,9 +321,10 @@ def main(environ=os.environ) -> int:
                                         env, recorder, publisher, stall_reason(env, culprit, reason)))
         publisher = start_publisher(env, trial, recorder.directory)
 
-        training = usage.start()
+        meter = usage.Meter()
+        recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
         run_role(trial, env, slot, recorder, device, knobs, stopping)
-        used = usage.measure(training, torch.get_num_threads())
+        used = meter.measure(torch.get_num_threads())
         if slot.role == constants.ROLE_WORKER and not recorder.iterations:
             # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
             raise RankError("training ended without recording a single iteration")

@@ -1,9 +1,10 @@
 """What a rank's process used, CPU and memory, from the kernel's own counters; runtime/main.py measures its training.
 
 getrusage(2) counts the CPU time of every thread of the process (torch's intra-op threads, gloo's) and its peak
-resident memory; no sampling thread, no dependency. CPU utilization is that CPU time over the wall time between
-`start()` and `measure()`: 1.0 is one CPU busy all along, as top's 100 %. Children (a DataLoader's worker
-processes) are not counted.
+resident memory; no sampling thread, no dependency. CPU utilization is that CPU time over the wall time it was
+spent in: from the end of the first iteration after warm-up (a Meter restarts then), so that start-up, data set
+preparation and the slow first iterations do not dilute it, to the end of training. 1.0 is one CPU busy all
+along, as top's 100 %. Children (a DataLoader's worker processes) are not counted.
 """
 
 from __future__ import annotations
@@ -61,9 +62,18 @@ def cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX) -> float:
     return count
 
 
-def measure(since: Start, threads: int) -> dict[str, Any]:
-    """keys.HOST, CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since `since`."""
-    wall, cpu = time.monotonic() - since.wall_seconds, cpu_seconds() - since.cpu_seconds
-    return {keys.HOST: socket.gethostname(), keys.CPUS: cpus(), keys.THREADS: threads, keys.CPU_SECONDS: cpu,
-            keys.WALL_SECONDS: wall, keys.CPU_UTILIZATION: cpu / wall if wall > 0 else None,
-            keys.PEAK_RSS_BYTES: peak_rss_bytes()}
+class Meter:
+    """Measures from when it is made, and again from each `restart()` (RankRecorder.on_first_measured)."""
+
+    def __init__(self) -> None:
+        self.since = start()
+
+    def restart(self) -> None:
+        self.since = start()
+
+    def measure(self, threads: int) -> dict[str, Any]:
+        """keys.HOST, CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since then."""
+        wall, cpu = time.monotonic() - self.since.wall_seconds, cpu_seconds() - self.since.cpu_seconds
+        return {keys.HOST: socket.gethostname(), keys.CPUS: cpus(), keys.THREADS: threads, keys.CPU_SECONDS: cpu,
+                keys.WALL_SECONDS: wall, keys.CPU_UTILIZATION: cpu / wall if wall > 0 else None,
+                keys.PEAK_RSS_BYTES: peak_rss_bytes()}

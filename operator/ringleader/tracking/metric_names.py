@@ -181,10 +181,11 @@ RANK: dict[str, Name | None] = {
     keys.LINK_BITS_PER_SECOND: Name("network_link_bits_per_s", 1.0, "the link rate utilization is measured against",
                                     WHOLE),
     keys.LINK_INTERFACE: None,  # a label: the rank's summary.json has it
-    keys.CPU_UTILIZATION: Name("cpu_utilization_pct", PCT, "CPU time of the process over the wall time of its "
-                                                           "training: 100 = one CPU busy all along", SHARE),
-    keys.CPU_SECONDS: Name("cpu_time_s", 1.0, "CPU time of the process while training, all its threads", TIME),
-    keys.WALL_SECONDS: Name("wall_time_s", 1.0, "wall time of its training", TIME),
+    keys.CPU_UTILIZATION: Name("cpu_utilization_pct", PCT, "cpu_time_s over wall_time_s: 100 = one CPU busy all "
+                                                           "along", SHARE),
+    keys.CPU_SECONDS: Name("cpu_time_s", 1.0, "CPU time of the process, all its threads, over its iterations after "
+                                              "warm-up", TIME),
+    keys.WALL_SECONDS: Name("wall_time_s", 1.0, "the wall time those iterations took", TIME),
     keys.CPUS: Name("cpu_count", 1.0, "CPUs the process may run on (its affinity, capped by a cgroup quota)", 2),
     keys.THREADS: Name("cpu_threads", 1.0, "torch's intra-op threads", WHOLE),
     keys.PEAK_RSS_BYTES: Name("memory_peak_rss_mib", MIB, "the most resident memory the process held", SHARE),
