@@ -71,7 +71,7 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
     assert from_mlflow.returncode == 0, from_mlflow.stderr
     for name, metrics in logged.items():
         assert f"trial {name} (" in from_mlflow.stdout
-        assert f"predicted {metrics['predict/iteration_ms']:.3f} ms" in from_mlflow.stdout
+        assert f"predicted {metrics['predict_iteration_ms']:.3f} ms" in from_mlflow.stdout
 
     missing = predict(workdir, "ringleader-runs", "--trial", "pr-9")
     assert missing.returncode == 1 and "has no trial 'pr-9'" in missing.stderr
