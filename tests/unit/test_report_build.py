@@ -285,13 +285,19 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
 
     made = report.build(results.SweepResult("cpu", [crowded, spread]), tmp_path / "report")
 
-    assert made.findings[0] == ("CPU contention: cpu-0: 3 ranks shared 2 CPUs, 1.9 of them busy on average. Their "
-                                "timings are contended: they include waiting for a CPU, so compare them only with "
-                                "trials that shared the CPUs alike, or give each rank CPUs of its own (fewer ranks "
-                                "per machine, or a cluster).")
-    assert [f for f in findings.findings(results.SweepResult("cpu", [spread])) if f.kind == "contention"] == []
+    assert made.findings[0] == ("CPU contention: cpu-0: 3 ranks (3 threads) had 2 CPUs, 1.9 of them busy on average. "
+                                "Their timings are contended: they include waiting for a CPU, so compare them only "
+                                "with trials that shared the CPUs alike, or give each rank CPUs of its own (fewer "
+                                "ranks per machine, or a cluster).")
+
+    def contention(*trials) -> list[str]:
+        return [f.text for f in findings.findings(results.SweepResult("cpu", list(trials))) if f.kind == "contention"]
+
+    assert contention(spread) == []
     # Threads count too: one rank of 4 threads on 2 CPUs waits for them as 4 ranks would.
     spread.summary[keys.USAGE] = {"0": used("pod-0", 2.0, 1.96, threads=4)}
-    [said] = [f for f in findings.findings(results.SweepResult("cpu", [spread])) if f.kind == "contention"]
-    assert said.text.startswith("CPU contention: cpu-1: 4 threads of one rank shared 2 CPUs, 2.0 of them busy")
-    assert said.subjects == ("cpu-1",)
+    assert contention(spread)[0].startswith("CPU contention: cpu-1: 1 rank (4 threads) had 2 CPUs, 2.0 of them busy")
+    # Pods whose CPU limit is below a core, each rank alone on its machine: said once, by shape.
+    spread.summary[keys.USAGE] = {str(rank): used(f"pod-{rank}", 0.5, 0.49) for rank in range(3)}
+    assert contention(spread)[0].startswith("CPU contention: cpu-1: 3 machines had fewer CPUs than their ranks' "
+                                            "threads (1 thread on 0.5 CPUs). ")
