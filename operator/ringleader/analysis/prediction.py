@@ -1,7 +1,7 @@
 """Predicted iteration time of a trial, and of the other architectures on the same model and workers.
 
 Called by `ringleader predict` (launch/predict.py) and, at a trial's end, by its lowest worker rank
-(runtime/main.py), whose summary.json then carries the prediction into MLflow (`predict/...`).
+(runtime/main.py), whose summary.json then carries the prediction into MLflow (`predict_...`).
 Pure computation over one worker rank's layers.json document and iteration records; docs/predict.md
 says what is fitted from what. Every time it takes from the records is a median over the iterations after
 warm-up, and so is the measured iteration it is compared with: a few iterations stalled by the machine's

@@ -192,15 +192,15 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) ->
     for records in records_by_rank.values():
         for record in records:
             step = record.get("step")
-            if record.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and _is_number(step):
+            if record.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and is_number(step):
                 steps.setdefault(int(step), []).append(record)
     series = []
     for step, found in sorted(steps.items()):
         point: dict[str, Any] = {"step": step}
-        stamps = [r["timestamp"] for r in found if _is_number(r.get("timestamp"))]
+        stamps = [r["timestamp"] for r in found if is_number(r.get("timestamp"))]
         if stamps:
             point["timestamp"] = max(stamps)
-        timed = [r for r in found if _is_number(r.get(keys.TIME_ITERATION)) and not r.get("warmup", False)]
+        timed = [r for r in found if is_number(r.get(keys.TIME_ITERATION)) and not r.get("warmup", False)]
         if timed:
             for key in (keys.TIME_ITERATION, keys.TIME_COMM, keys.TIME_WAIT):
                 point[key] = statistics.median(_value(r, key) for r in timed)
@@ -209,14 +209,15 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) ->
             point[keys.THROUGHPUT] = sum(batch_size / r[keys.TIME_ITERATION] for r in timed
                                          if r[keys.TIME_ITERATION] > 0)
         for key in (keys.LOSS, keys.EVAL_LOSS, keys.EVAL_ACCURACY):
-            value = _mean(r.get(key) for r in found if _is_number(r.get(key)))
+            value = _mean(r.get(key) for r in found if is_number(r.get(key)))
             if value is not None:
                 point[key] = value
         series.append(point)
     return series
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A finite int or float, not a bool: a value a record or summary can chart."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -261,9 +261,9 @@ def profile_from_document(document: Any) -> tuple[BackwardProfile, float]:
         raise ValueError("a profile must be a JSON object with batchSeconds, backwardSeconds and gradients")
     problems = []
     batch, backward = document.get("batchSeconds"), document.get("backwardSeconds")
-    if not _number(batch) or not batch > 0:
+    if not summary.is_number(batch) or not batch > 0:
         problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
-    if not _number(backward) or backward < 0:
+    if not summary.is_number(backward) or backward < 0:
         problems.append("`backwardSeconds` (how long backward lasts, seconds) must be a number greater than or "
                         "equal to 0")
     entries = document.get("gradients")
@@ -276,9 +276,9 @@ def profile_from_document(document: Any) -> tuple[BackwardProfile, float]:
             problems.append(f"`gradients[{index}]` must be an object {{name, bytes, readySeconds}}")
             continue
         size, ready = entry.get("bytes"), entry.get("readySeconds")
-        if not _number(size) or size < 0:
+        if not summary.is_number(size) or size < 0:
             problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
-        if not _number(ready) or ready < 0:
+        if not summary.is_number(ready) or ready < 0:
             problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
                             "number greater than or equal to 0")
         if not problems:
@@ -293,10 +293,6 @@ def profile_document(profile: BackwardProfile, batch_seconds: float) -> dict[str
     return {"batchSeconds": batch_seconds, "backwardSeconds": profile.backward_seconds,
             "gradients": [{"name": g.name, "bytes": g.size_bytes, "readySeconds": g.ready_seconds}
                           for g in profile.gradients]}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def table(results: Sequence[WhatIf]) -> str:

@@ -152,7 +152,7 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
 
 def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
                    group) -> tuple[dict[int, list[dict]], dict[int, dict]] | None:
-    """Every rank's iteration records and what its process used (usage.measure), by rank, on `destination` only
+    """Every rank's iteration records and what its process used (usage.Meter.measure), by rank, on `destination` only
     (None elsewhere)."""
     everything = [None] * dist.get_world_size() if dist.get_rank() == destination else None
     dist.gather_object((recorder.rank, recorder.iterations, used), everything, dst=destination, group=group)
