@@ -31,7 +31,7 @@ class Finding:
 
     text: str
     kind: str
-    """fastest, comparison, communication, target, loss, network, incomplete or failure."""
+    """fastest, comparison, communication, target, loss, network, contention, incomplete or failure."""
     subjects: tuple[str, ...] = ()
     metric: str | None = None
     ratio: float | None = None
@@ -299,6 +299,49 @@ def network(result: results_.SweepResult) -> list[Finding]:
     return sentences
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _crowded(trial: results_.TrialResult) -> str | None:
+    """Where the trial's ranks had more threads than their machine's CPUs, in words: "3 ranks (3 threads) had
+    2 CPUs, 1.2 of them busy on average"; None where every machine had a CPU per thread."""
+    usage = (trial.summary or {}).get(keys.USAGE)
+    if not isinstance(usage, dict):
+        return None
+    hosts: dict[str, list[dict]] = {}
+    for used in usage.values():
+        if isinstance(used, dict) and isinstance(used.get(keys.CPUS), (int, float)):
+            hosts.setdefault(str(used.get(keys.HOST)), []).append(used)
+    crowded = []
+    for ranks in hosts.values():
+        cpus = min(used[keys.CPUS] for used in ranks)
+        threads = sum(int(used.get(keys.THREADS) or 1) for used in ranks)
+        if threads > cpus:
+            crowded.append((len(ranks), threads, cpus, sum(used.get(keys.CPU_UTILIZATION) or 0.0 for used in ranks)))
+    if not crowded:
+        return None
+    if len(crowded) == 1:
+        ranks, threads, cpus, busy = crowded[0]
+        return (f"{_plural(ranks, 'rank')} ({_plural(threads, 'thread')}) had {cpus:g} CPUs, {busy:.1f} of them busy "
+                "on average")
+    shapes = sorted({f"{_plural(threads, 'thread')} on {cpus:g} CPUs" for _, threads, cpus, _ in crowded})
+    return f"{len(crowded)} machines had fewer CPUs than their ranks' threads ({', '.join(shapes)})"
+
+
+def contention(result: results_.SweepResult) -> list[Finding]:
+    """Trials whose ranks had more threads than their machine's CPUs (usage in the summary, runtime/usage.py): ranks
+    sharing a laptop's cores, or a pod whose CPU limit is below a core. Their times include waiting for a CPU,
+    which says as much about the machine as about the setup."""
+    starved = [(t.trial.name, said) for t in result.trials if (said := _crowded(t))]
+    if not starved:
+        return []
+    parts = "; ".join(f"{name}: {said}" for name, said in starved)
+    return [Finding(f"CPU contention: {parts}. Their timings are contended: they include waiting for a CPU, so "
+                    "compare them only with trials that shared the CPUs alike, or give each rank CPUs of its own "
+                    "(fewer ranks per machine, or a cluster).", "contention", tuple(name for name, _ in starved))]
+
+
 def failures(result: results_.SweepResult) -> list[Finding]:
     return [Finding(f"{t.trial.name} {t.status}" + (f": {t.message}" if t.message else "") + ".", "failure",
                     (t.trial.name,)) for t in result.trials if t.status != combinations.FINISHED]
@@ -330,5 +373,6 @@ def findings(result: results_.SweepResult) -> list[Finding]:
         return [Finding(f"No finished trial has a summary (summary.json): nothing to compare "
                         f"({len(result.trials)} trials).", "incomplete")] + failures(result)
     # With a target, time to it is what the sweep was run for: it leads, before throughput.
-    return (incomplete(result) + time_to_target(result) + found + comparisons(result) + communication(groups)
-            + time_to_loss(result) + network(result) + failures(result))
+    # Contention qualifies every timing after it: it comes right after what is missing.
+    return (incomplete(result) + contention(result) + time_to_target(result) + found + comparisons(result)
+            + communication(groups) + time_to_loss(result) + network(result) + failures(result))
