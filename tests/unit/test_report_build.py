@@ -127,10 +127,33 @@ def test_a_sweep_timed_to_a_target_says_each_paradigms_time_and_which_was_first(
         trials.append(dataclasses.replace(found, summary=timed))
     made = report.build(results.SweepResult("rep", trials), tmp_path / "report")
     # Time to the target is what the sweep was run for: it leads the findings.
-    assert made.findings[0] == "Time to 90 % held-out accuracy: BSP 20.0 s; SSP 12.5 s; ASP never. First: SSP."
+    assert made.findings[0] == (
+        "Time to 90 % held-out accuracy: BSP 20.0 s; SSP 12.5 s; ASP never. Earliest in this run: SSP, but one run "
+        "each cannot say how sure: a time to target moves from run to run; set sweep.repetitions (3 or more) to know.")
     untimed = report.build(results.SweepResult("rep", [sweeps.result_of(t) for t in sweeps.trials(
         {"architecture": "ParameterServer", "sweep": {"matrix": {"paradigm": ["BSP", "ASP"]}}})]), tmp_path / "none")
     assert not any(f.startswith("Time to 90") or "held-out" in f for f in untimed.findings)
+
+
+def timed_repetitions(tmp_path, seconds: dict[str, list[float]]):
+    spec = {"architecture": "ParameterServer", "sync": {"staleness": 2}, "data": {"format": "Digits"},
+            "model": {"evaluation": {"everyIterations": 5}, "target": {"accuracyPercent": 90}},
+            "sweep": {"repetitions": 3, "matrix": {"paradigm": list(seconds)}}}
+    trials = []
+    for trial in sweeps.trials(spec):
+        found = sweeps.result_of(trial)
+        timed = {**found.summary, keys.TARGET_SECONDS: seconds[trial.spec.sync.paradigm.value][trial.repetition]}
+        trials.append(dataclasses.replace(found, summary=timed))
+    made = report.build(results.SweepResult("rep", trials), tmp_path / "report")
+    return made.findings[0], json.loads((made.directory / "report.json").read_text())["findingRecords"][0]
+
+
+def test_repetitions_name_the_first_to_the_target_only_when_their_intervals_part(tmp_path):
+    text, record = timed_repetitions(tmp_path / "a", {"BSP": [20.0, 21.0, 19.5], "ASP": [12.0, 12.5, 11.8]})
+    assert text.endswith(" First: ASP.") and record["distinguishable"] and record["basis"] == "repetitions"
+    text, record = timed_repetitions(tmp_path / "b", {"BSP": [13.4, 24.0, 15.0], "ASP": [7.5, 19.9, 12.0]})
+    assert text.endswith(" No clear first: ASP and BSP overlap; more repetitions would settle it.")
+    assert record["distinguishable"] is False and record["subjects"] == ["ASP", "BSP"]
 
 
 def test_a_bandwidth_sweep_draws_the_what_if_model_only_from_a_layer_profile(tmp_path):

@@ -245,14 +245,14 @@ def time_to_loss(result: results_.SweepResult) -> list[Finding]:
                     "loss")]
 
 
-def _seconds_to_goal(name: str, times: list) -> tuple[str, float | None]:
-    """A combination's seconds to a goal over its repetitions (None: never reached) in words, and their mean."""
+def _seconds_to_goal(name: str, times: list) -> tuple[str, statistics.Estimate | None]:
+    """A combination's seconds to a goal over its repetitions (None: never reached) in words, and their estimate."""
     reached = [float(t) for t in times if t is not None]
     if not reached:
         return f"{name} never", None
     estimate = statistics.estimate(reached)
     missed = f" ({len(times) - len(reached)} of {len(times)} never)" if len(reached) < len(times) else ""
-    return f"{name} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}", estimate.mean
+    return f"{name} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}", estimate
 
 
 def _goal(result: results_.SweepResult) -> str | None:
@@ -261,8 +261,9 @@ def _goal(result: results_.SweepResult) -> str | None:
 
 
 def time_to_target(result: results_.SweepResult) -> list[Finding]:
-    """Seconds to `model.target` per combination (targetSeconds of the summaries), and which got there first:
-    the answer a time-to-accuracy comparison (BSP against stale paradigms) is run for."""
+    """Seconds to `model.target` per combination (targetSeconds of the summaries), and which got there first when
+    the repetitions say so: the answer a time-to-accuracy comparison (BSP against stale paradigms) is run for.
+    A time to target moves by tens of percent from run to run, so one run each names no first."""
     goal = _goal(result)
     if goal is None:
         return []
@@ -272,15 +273,30 @@ def time_to_target(result: results_.SweepResult) -> list[Finding]:
         times = [(t.summary or {}).get(keys.TARGET_SECONDS) for t in group.trials if t.summary]
         if not times:
             continue
-        part, mean = _seconds_to_goal(name, times)
+        part, estimate = _seconds_to_goal(name, times)
         parts.append(part)
-        if mean is not None:
-            reached_by.append((mean, name))
+        if estimate is not None:
+            reached_by.append((estimate.mean, name, estimate))
     if not parts:
         return []
-    first = f" First: {min(reached_by)[1]}." if len(reached_by) > 1 else ""
-    return [Finding(f"Time to {goal}: " + "; ".join(parts) + "." + first, "target",
-                    tuple(name for _, name in sorted(reached_by)), keys.TARGET_SECONDS)]
+    reached_by.sort(key=lambda entry: entry[:2])
+    order = tuple(name for _, name, _ in reached_by)
+    text = f"Time to {goal}: " + "; ".join(parts) + "."
+    if len(reached_by) < 2:
+        return [Finding(text, "target", order, keys.TARGET_SECONDS)]
+    (_, first, best), (_, second, runner_up) = reached_by[:2]
+    ratio = runner_up.mean / best.mean if best.mean > 0 else None
+    if best.high is not None and runner_up.low is not None:
+        separated = best.high < runner_up.low
+        verdict = (f" First: {first}." if separated else
+                   f" No clear first: {first} and {second} overlap; more repetitions would settle it.")
+        basis = "repetitions"
+    else:
+        separated, basis = False, None
+        verdict = (f" Earliest in this run: {first}, but one run each cannot say how sure: a time to target moves "
+                   f"from run to run; set sweep.repetitions (3 or more) to know.")
+    return [Finding(text + verdict, "target", order, keys.TARGET_SECONDS, ratio=ratio, basis=basis,
+                    distinguishable=separated)]
 
 
 def network(result: results_.SweepResult) -> list[Finding]:
