@@ -73,7 +73,7 @@ SERIES: dict[str, Name] = {
     keys.TIME_COMM: Name("time/comm_ms", MS, "communicating gradients and weights, not waiting", TIME),
     keys.TIME_WAIT: Name("time/wait_ms", MS, "held back by the synchronization paradigm", TIME),
     keys.TIME_UPDATE: Name("time/update_ms", MS, "applying the update to the weights", TIME),
-    keys.TIME_EVAL: Name("time/eval_ms", MS, "held-out evaluation and the stop-at-target check", TIME),
+    keys.TIME_EVAL: Name("time/eval_ms", MS, "held-out evaluation (the evaluating worker)", TIME),
     keys.TIME_OTHER: Name("time/other_ms", MS, "the loop's own work: recording, progress, counters", TIME),
     keys.TIME_ITERATION: Name("time/iteration_ms", MS, "the whole iteration, wall clock", TIME),
     keys.BYTES_SENT: Name("network/sent_bytes", 1.0, "bytes this rank sent", WHOLE),
