@@ -173,3 +173,13 @@ def test_time_to_target_runs_from_the_first_iteration_to_the_end_of_the_iteratio
     ({"bandwidth": "1Mbit"}, "Emulated"), ({"bandwidth": "1Mbit", "enforcement": "Network"}, "Network"), ({}, "None")])
 def test_the_summary_says_what_applied_the_cap(network, enforced_by):
     assert summary.summarize(two_workers(), make_trial(network=network))["bandwidthEnforcement"] == enforced_by
+
+
+def test_each_ranks_usage_is_carried_by_rank_and_left_out_first_of_a_termination_message():
+    used = {rank: {keys.HOST: "laptop", keys.CPUS: 2.0, keys.THREADS: 1, keys.CPU_UTILIZATION: 0.6,
+                   keys.PEAK_RSS_BYTES: 3e8} for rank in range(1, 201)}
+    result = summary.summarize(two_workers(), make_trial(), used)
+    assert result[keys.USAGE]["1"] == used[1] and len(result[keys.USAGE]) == 200
+    assert keys.USAGE not in summary.summarize(two_workers(), make_trial())
+    compact = summary.compact(result)
+    assert keys.USAGE not in compact and compact["throughput"] == result["throughput"]

@@ -244,11 +244,12 @@ def profile_from_layers(layers: dict) -> BackwardProfile:
 
 
 def batch_seconds_from_records(iterations: list[dict]) -> float:
-    """t_batch of a rank: its mean compute time (data, forward, backward, update) after warm-up."""
+    """t_batch of a rank: its median compute time (data, forward, backward, update) after warm-up, the statistic
+    of the layer profile's median iteration it is set beside."""
     counted = summary.measured(iterations, constants.ROLE_WORKER)
     if not counted:
         raise ValueError("no worker iteration records")
-    return statistics.fmean(sum(r.get(phase) or 0.0 for phase in keys.COMPUTE_PHASES) for r in counted)
+    return statistics.median(sum(r.get(phase) or 0.0 for phase in keys.COMPUTE_PHASES) for r in counted)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,9 +285,9 @@ def profile_from_document(document: Any) -> tuple[BackwardProfile, float]:
         raise ValueError("a profile must be a JSON object with batchSeconds, backwardSeconds and gradients")
     problems = []
     batch, backward = document.get("batchSeconds"), document.get("backwardSeconds")
-    if not _number(batch) or not batch > 0:
+    if not summary.is_number(batch) or not batch > 0:
         problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
-    if not _number(backward) or backward < 0:
+    if not summary.is_number(backward) or backward < 0:
         problems.append("`backwardSeconds` (how long backward lasts, seconds) must be a number greater than or "
                         "equal to 0")
     entries = document.get("gradients")
@@ -299,9 +300,9 @@ def profile_from_document(document: Any) -> tuple[BackwardProfile, float]:
             problems.append(f"`gradients[{index}]` must be an object {{name, bytes, readySeconds}}")
             continue
         size, ready = entry.get("bytes"), entry.get("readySeconds")
-        if not _number(size) or size < 0:
+        if not summary.is_number(size) or size < 0:
             problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
-        if not _number(ready) or ready < 0:
+        if not summary.is_number(ready) or ready < 0:
             problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
                             "number greater than or equal to 0")
         if not problems:
@@ -316,10 +317,6 @@ def profile_document(profile: BackwardProfile, batch_seconds: float) -> dict[str
     return {"batchSeconds": batch_seconds, "backwardSeconds": profile.backward_seconds,
             "gradients": [{"name": g.name, "bytes": g.size_bytes, "readySeconds": g.ready_seconds}
                           for g in profile.gradients]}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def table(results: Sequence[WhatIf]) -> str:

@@ -3,7 +3,7 @@
 The loop is the same for every architecture and paradigm: what happens after backward (allreduce,
 push/pull, waiting on a staleness bound, the update, hearing that another worker reached the target)
 belongs to the `Synchronizer` it is given. Every part of an iteration is in a phase: data, forward,
-backward, the synchronizer's comm/wait/update, eval (the evaluation and the stop check) and other
+backward, the synchronizer's comm/wait/update, eval (the held-out evaluation) and other
 (the loop's own recording and printing between iterations, timed by the timer).
 """
 
