@@ -242,6 +242,18 @@ def test_a_clear_win_within_single_runs_is_named_with_its_interval(tmp_path):
         made.findings[0]
 
 
+def test_a_clear_win_within_single_runs_on_shared_cpus_is_a_lead_not_a_winner(tmp_path):
+    rng = random.Random(5)
+    trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
+    for trial in trials:  # 3 ranks on a 2-CPU laptop: contended timings drift between runs
+        trial.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, 0.6) for rank in range(3)}
+    made = report.build(results.SweepResult("win", trials), tmp_path)
+    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
+    assert first["low"] > 1 + findings.SINGLE_RUN_MARGIN and first["distinguishable"] is False
+    assert made.findings[1].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by ")
+    assert "but their ranks shared CPUs (CPU contention, above)" in made.findings[1]
+
+
 def test_a_sweep_that_did_not_run_every_trial_says_what_is_missing_first(tmp_path):
     trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "PeerToPeer", "RingAllReduce"]}}})
     sweep = results.SweepResult("partial", [sweeps.result_of(t) for t in trials[:2]], tuple(t.name for t in trials))

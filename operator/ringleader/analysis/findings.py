@@ -7,6 +7,7 @@ states measured numbers, with a 95 % confidence interval where the sweep has rep
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from ringleader.analysis import combinations, convergence, scaling, statistics, tables
@@ -55,6 +56,8 @@ class Comparison:
     ratio: statistics.Estimate
     basis: str | None
     distinguishable: bool
+    contended: bool = False
+    """Some of the trials' ranks shared CPUs: their timings move between runs by more than a run shows."""
 
     def interval(self) -> str:
         """"95 % CI 1.03-1.66 within runs", or "" without an interval."""
@@ -70,6 +73,9 @@ class Comparison:
                 and (self.ratio.low > 1.0 or self.ratio.high < 1.0))
 
     def drift_clause(self) -> str:
+        if self.contended:
+            return ("but their ranks shared CPUs (CPU contention, above), and such timings move between runs by more "
+                    "than one run shows: sweep.repetitions of 3 or more would tell")
         return (f"not beyond the {100 * SINGLE_RUN_MARGIN:.0f} % runs apart differ by: sweep.repetitions of 3 or more "
                 "would confirm it")
 
@@ -113,18 +119,22 @@ def _measured_iterations(records: list[dict]) -> list[float]:
 
 def compare(better: combinations.Combination, other: combinations.Combination) -> Comparison:
     """better's throughput over other's: across repetitions where both have two or more, else within the runs
-    (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart."""
+    (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart. Single runs whose ranks
+    shared CPUs name no winner: contended timings drift between runs by more than a run's own spread (on 2 busy
+    cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind)."""
     repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
+    contended = any(_crowded(trial) for group in (better, other) for trial in group.trials)
     if min(map(len, repeated)) >= 2:
         estimate, basis, margin = statistics.ratio(*repeated), "repetitions", 0.0
     else:
         pooled = [[b for t in group.trials for b in within_run_batches(t)] for group in (better, other)]
         if min(map(len, pooled)) >= 2:
-            estimate, basis, margin = statistics.ratio(*pooled), "within-run", SINGLE_RUN_MARGIN
+            estimate, basis = statistics.ratio(*pooled), "within-run"
+            margin = math.inf if contended else SINGLE_RUN_MARGIN
         else:
             estimate, basis, margin = statistics.ratio(*repeated), None, 0.0
     separated = estimate.low is not None and (estimate.low > 1.0 + margin or estimate.high < 1.0 / (1.0 + margin))
-    return Comparison(estimate, basis, separated)
+    return Comparison(estimate, basis, separated, contended and basis == "within-run")
 
 
 def interval(estimate: statistics.Estimate, digits: int = 2) -> str:
