@@ -255,7 +255,8 @@ def test_everything_but_run_policy_is_immutable(schema):
             assert transition == [{"rule": "self == oldSelf",
                                    "message": f"`spec.{name}` is immutable: create a new experiment to change it"}]
     presence = [r["rule"] for r in spec["x-kubernetes-validations"] if "oldSelf" in r["rule"]]
-    assert presence == ["has(self.image) == has(oldSelf.image)", "has(self.sweep) == has(oldSelf.sweep)"]
+    assert presence == ["has(self.image) == has(oldSelf.image)", "has(self.profiling) == has(oldSelf.profiling)",
+                        "has(self.sweep) == has(oldSelf.sweep)"]
 
 
 def test_the_api_servers_defaulting_gives_the_models_defaults(schema):

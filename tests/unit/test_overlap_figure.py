@@ -60,7 +60,7 @@ def test_the_replay_is_the_dag_that_predict_reports_first_in_first_out_on_one_ch
     model = overlap_figure.predicted(result, 0)
     found = prediction.predict_trial(result.trial, result.records, layers_document(), 0)
     assert model.exposed_seconds == pytest.approx(found.own.comm_seconds)  # predict's ring comm is t_c_no
-    assert model.backward_seconds == pytest.approx(0.011)  # scaled to the records' mean time/backward
+    assert model.backward_seconds == pytest.approx(0.011)  # scaled to the records' median time/backward
     assert len(model.buckets) == 2
     (first_start, first_end), (second_start, second_end) = model.buckets
     assert 0 < first_start < first_end <= second_start < second_end  # one channel, in launch order

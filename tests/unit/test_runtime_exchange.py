@@ -15,7 +15,7 @@ import torch
 
 from ringleader.api import spec as spec_
 from ringleader.contract import keys
-from ringleader.runtime import exchange, models, optimizers, paradigms, shaping
+from ringleader.runtime import compression, exchange, models, optimizers, paradigms, shaping
 
 SERVER, WORKERS = 0, [1, 2]
 LEARNING_RATE = 0.1
@@ -61,6 +61,22 @@ def gradients(value: float) -> list[torch.Tensor]:
 
 # ---------------------------------------------------------------------------------------------
 # Aggregation
+
+
+def test_a_compressing_server_takes_16_bit_pushes_and_answers_in_16_bits_counting_what_it_saved():
+    outbox, codec = Outbox(), compression.MessageCodec(spec_.CompressionMethod.FP16)
+    server = exchange.server.ShardServer(
+        rank=SERVER, shard=[torch.ones(2, 2), torch.zeros(3)], workers=WORKERS, gate=paradigms.BSP(2), link=outbox,
+        optimizer_factory=optimizers.factory(spec_.Optimizer(learningRate=LEARNING_RATE)), codec=codec)
+    for worker, value in zip(WORKERS, (1e-5, 3e-5)):  # below FP16's normal range: the per-tensor scale keeps them
+        payload = codec.pack(server.layout, gradients(value), server.layout.empty())
+        server.handle(exchange.wire.Message(exchange.wire.Kind.PUSH, worker, count=1, payload=payload))
+    [(_, reply), _] = outbox.take()
+    weights = codec.unpack(server.layout, reply.payload)
+    assert torch.allclose(weights[0], torch.full((2, 2), 1.0 - LEARNING_RATE * 2e-5), rtol=2.0 ** -11, atol=0)
+    assert torch.allclose(server.parameters[1].detach(), torch.full((3,), -LEARNING_RATE * 2e-5), rtol=1e-3)
+    assert reply.uncompressed == exchange.wire.Layout(server.parameters).nbytes
+    assert reply.payload_bytes < reply.uncompressed and reply.uncompressed_bytes - reply.wire_bytes == 32 - 24
 
 
 def test_bsp_averages_the_round_and_releases_everyone_with_the_same_weights():

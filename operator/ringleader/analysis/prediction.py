@@ -1,11 +1,13 @@
 """Predicted iteration time of a trial, and of the other architectures on the same model and workers.
 
 Called by `ringleader predict` (launch/predict.py) and, at a trial's end, by its lowest worker rank
-(runtime/main.py), whose summary.json then carries the prediction into MLflow (`predict/...`).
+(runtime/main.py), whose summary.json then carries the prediction into MLflow (`predict_...`).
 Pure computation over one worker rank's layers.json document and iteration records; docs/predict.md
-says what is fitted from what.
+says what is fitted from what. Every time it takes from the records is a median over the iterations after
+warm-up, and so is the measured iteration it is compared with: a few iterations stalled by the machine's
+other load move a mean far more than the iteration the models describe.
 
-    profile      per-layer backward times and gradient bytes (layers.json), compute means (records)
+    profile      per-layer backward times and gradient bytes (layers.json), compute medians (records)
     calibrate    the link (bandwidth B, latency a) from this trial's own (bytes, seconds) pairs:
                  the ring's bucket allreduces (layers.json "collectives"), else each iteration's
                  exchange (time/comm for the model's bytes); B from spec.network.bandwidth when set
@@ -62,7 +64,7 @@ class Layer:
 
 @dataclasses.dataclass(frozen=True)
 class Profile:
-    """A worker's iteration without communication: layers in forward order, and its mean phases (seconds)."""
+    """A worker's iteration without communication: layers in forward order, and its median phases (seconds)."""
 
     layers: tuple[Layer, ...]
     forward_seconds: float
@@ -118,22 +120,22 @@ def layers_from_document(document: Mapping[str, Any]) -> list[Layer]:
 
 
 def profile(layers_document: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> Profile:
-    """A worker's profile: its layers, with t_b scaled so they add up to its mean time/backward after
-    warm-up (the traced window is a sample of the same iterations), and its mean data + forward and update."""
+    """A worker's profile: its layers, with t_b scaled so they add up to its median time/backward after
+    warm-up (the traced window is a sample of the same iterations), and its median data + forward and update."""
     layers = layers_from_document(layers_document)
     counted = summary.measured(list(records), constants.ROLE_WORKER)
     if not counted:
         raise ValueError("no worker iteration records")
 
-    def mean(*phases: str) -> float:
-        return statistics.fmean(sum(r.get(phase) or 0.0 for phase in phases) for r in counted)
+    def median(*phases: str) -> float:
+        return statistics.median(sum(r.get(phase) or 0.0 for phase in phases) for r in counted)
 
-    backward = mean(keys.TIME_BACKWARD)
+    backward = median(keys.TIME_BACKWARD)
     traced = sum(layer.backward_seconds for layer in layers)
     if traced > 0:
         layers = [dataclasses.replace(layer, backward_seconds=layer.backward_seconds * backward / traced)
                   for layer in layers]
-    return Profile(tuple(layers), mean(keys.TIME_DATA, keys.TIME_FORWARD), backward, mean(keys.TIME_UPDATE))
+    return Profile(tuple(layers), median(keys.TIME_DATA, keys.TIME_FORWARD), backward, median(keys.TIME_UPDATE))
 
 
 def collective_samples(layers_document: Mapping[str, Any]) -> list[tuple[float, float]]:
@@ -159,11 +161,12 @@ def exchange_samples(records: Sequence[Mapping[str, Any]], model_bytes: float) -
 
 
 def measured_iteration_seconds(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> float | None:
-    """The mean time/iteration over every worker iteration after warm-up: what the prediction is compared with."""
+    """The median time/iteration over every worker iteration after warm-up (the trial's p50): what the prediction
+    is compared with."""
     times = [float(r[keys.TIME_ITERATION]) for records in records_by_rank.values()
              for r in summary.measured(list(records), constants.ROLE_WORKER)
              if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.TIME_ITERATION)]
-    return statistics.fmean(times) if times else None
+    return statistics.median(times) if times else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,9 +203,10 @@ def calibrate(architecture: Architecture | str, workers: int, samples: Sequence[
               servers: int = 1, spec_bits_per_second: float | None = None) -> Calibration:
     """The link (B, a) under which `architecture`'s cost model reproduces the measured (bytes, seconds) pairs.
 
-    B: `spec_bits_per_second` when the trial capped the link (the latency is then what the transfers leave
-    of the mean time, at least 0); else both fitted by least squares, t(M) = L*a + F*8*M/B, when the pairs
-    have two sizes or more; else (one size) B is the effective rate F*8*M/t and a is taken as 0."""
+    B: `spec_bits_per_second` when the trial capped the link (the latency is then the median of what the
+    transfers leave of each pair's time, at least 0); else both fitted by least squares, t(M) = L*a + F*8*M/B,
+    when the pairs have two sizes or more; else (one size) B is the effective rate F*8*M/t, M and t medians,
+    and a is taken as 0."""
     per_byte, latencies = traffic(architecture, workers, servers)
     if per_byte == 0:
         raise ValueError(f"one {Architecture(architecture).value} worker sends nothing over the network: there "
@@ -211,16 +215,14 @@ def calibrate(architecture: Architecture | str, workers: int, samples: Sequence[
     if not samples:
         raise ValueError("no communication was recorded (time/comm is 0 in every iteration after warm-up): "
                          "nothing to calibrate the link from")
-    mean_bytes = statistics.fmean(m for m, _ in samples)
-    mean_seconds = statistics.fmean(t for _, t in samples)
     sizes = len({m for m, _ in samples})
     said = f"{len(samples)} sample{'s' if len(samples) != 1 else ''} of {sizes} size{'s' if sizes != 1 else ''}"
     if spec_bits_per_second:
-        transfer = per_byte * models.BITS_PER_BYTE * mean_bytes / spec_bits_per_second
-        latency = max(0.0, (mean_seconds - transfer) / latencies)
+        left = statistics.median(t - per_byte * models.BITS_PER_BYTE * m / spec_bits_per_second for m, t in samples)
+        latency = max(0.0, left / latencies)
         return Calibration(models.Link(spec_bits_per_second, latency), len(samples), sizes,
                            f"bandwidth from spec.network.bandwidth; latency fitted as what its transfers leave of "
-                           f"the measured time ({said})")
+                           f"the measured time, median ({said})")
     if sizes >= 2:
         cost = models.fit_comm_cost(samples)
         if cost.b_seconds_per_byte > 0:
@@ -229,10 +231,12 @@ def calibrate(architecture: Architecture | str, workers: int, samples: Sequence[
             clamped = "; the latency fitted below 0, taken as 0" if latency < 0 else ""
             return Calibration(models.Link(bandwidth, max(0.0, latency)), len(samples), sizes,
                                f"latency and bandwidth fitted ({said}){clamped}")
-    bandwidth = per_byte * models.BITS_PER_BYTE * mean_bytes / mean_seconds
+    bandwidth = (per_byte * models.BITS_PER_BYTE * statistics.median(m for m, _ in samples)
+                 / statistics.median(t for _, t in samples))
     why = "one message size" if sizes < 2 else "time does not grow with size"
     return Calibration(models.Link(bandwidth, 0.0), len(samples), sizes,
-                       f"bandwidth fitted as the effective rate; latency not fitted ({why}), taken as 0 ({said})")
+                       f"bandwidth fitted as the effective rate (medians); latency not fitted ({why}), taken as 0 "
+                       f"({said})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,9 +383,9 @@ def table(prediction: TrialPrediction) -> str:
 
 
 def headline(prediction: TrialPrediction) -> str:
-    """One line: this trial's predicted and measured iteration time, and the error."""
+    """One line: this trial's predicted and measured (median) iteration time, and the error."""
     said = f"{prediction.architecture}: predicted {1000 * prediction.own.iteration_seconds:.3f} ms"
     if prediction.measured_seconds is None:
         return said + ", nothing measured to compare with"
-    return (f"{said}, measured {1000 * prediction.measured_seconds:.3f} ms, "
+    return (f"{said}, measured {1000 * prediction.measured_seconds:.3f} ms (median), "
             f"error {100 * prediction.error:.1f}%")

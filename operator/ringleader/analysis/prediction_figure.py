@@ -16,8 +16,8 @@ MARKERS = {"1ps": "v", "4ps": "^", "p2p": "s", "ring": "o"}
 
 
 def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
-    """Per trial: its measured mean iteration time beside its own predicted one (the error above), and the other
-    architectures' predictions on its model, workers and link as markers."""
+    """Per trial: its measured median iteration time beside its own predicted one (the error above), and the other
+    architectures' predictions on its model, workers and link as markers; the models take medians too."""
     predicted = [(trial, (trial.summary or {}).get(keys.PREDICTION)) for trial in result.trials]
     predicted = [(trial, p) for trial, p in predicted if isinstance(p, dict) and p.get(keys.ITERATION_SECONDS)]
     if not predicted:
@@ -29,7 +29,8 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     for position, (trial, prediction) in enumerate(predicted):
         own = 1000 * prediction[keys.ITERATION_SECONDS]
         measured = 1000 * (prediction.get(keys.MEASURED_ITERATION_SECONDS) or 0.0)
-        axes.bar(position - width / 2, measured, width, color="#bdbdbd", label="measured" if not position else None)
+        axes.bar(position - width / 2, measured, width, color="#bdbdbd",
+                 label="measured (median)" if not position else None)
         axes.bar(position + width / 2, own, width, color="#2171b5",
                  label="predicted, this architecture" if not position else None)
         error = prediction.get(keys.ERROR_FRACTION)
@@ -46,15 +47,16 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     axes.set_xticks(list(range(len(predicted))))
     axes.set_xticklabels([figures.trial_label(trial) for trial, _ in predicted], fontsize=7)
     axes.set_ylim(0, top * 1.2 or 1.0)
-    axes.set_ylabel("iteration time (ms)")
-    axes.set_title("Predicted against measured iteration time, per trial", fontsize=10)
+    axes.set_ylabel("median iteration time (ms)")
+    axes.set_title("Predicted against measured median iteration time, per trial", fontsize=10)
     axes.legend(loc="upper left", fontsize=7, ncols=3)
     path = figures.save(figure, directory, "prediction")
     return figures.Figure("prediction", "Predicted against measured",
-                          "bars per trial: measured and predicted mean iteration time; markers: the other "
+                          "bars per trial: measured and predicted median iteration time; markers: the other "
                           "architectures' predicted iteration times",
-                          "Grey: the trial's mean iteration time after warm-up; blue: what the models predict for its "
-                          "architecture, calibrated on its own records (study 1's cost models for parameter servers "
-                          "and P2P, the DAG model for the ring); the error above. Orange markers: the other "
+                          "Grey: the trial's median iteration time after warm-up (its p50); blue: what the models "
+                          "predict for its architecture from the medians of its own records (study 1's cost models "
+                          "for parameter servers and P2P, the DAG model for the ring); the error above. Medians on "
+                          "both sides: a few iterations stalled by other load move neither. Orange markers: the other "
                           "architectures on the same model, workers and fitted link. docs/predict.md says what is "
                           "fitted from what.", path)

@@ -53,7 +53,7 @@ def summarize(records_by_rank: dict[int, list[dict]], target: spec_.Target | Non
                   if reached(target, float(r[keys.EVAL_LOSS]), float(r[keys.EVAL_ACCURACY]))), None)
     start = start_time(r for records in records_by_rank.values() for r in records)
     if first is not None and start is not None and first.get("timestamp") is not None:
-        # time/eval: the evaluation and the stop check inside the iteration; eval/seconds in older records
+        # time/eval: the evaluation inside the iteration; eval/seconds in records older than that
         ended = float(first["timestamp"]) - float(first.get(keys.TIME_EVAL) or first.get(keys.EVAL_SECONDS) or 0.0)
         summary[keys.TARGET_SECONDS] = max(0.0, ended - start)
         summary[keys.TARGET_ITERATIONS] = int(first["step"]) + 1

@@ -8,8 +8,9 @@ measured ready times and fused into buckets (fuse(): a bucket closes once the cy
 it opened, or before it would pass the fusion threshold); buckets are allreduced first-in first-out on
 one channel, each starting at max(channel free, bucket ready), a bucket of S bytes costing
 2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N)  at bandwidth bw (bits/s) and compression ratio c;
-overhead = end of the last allreduce - end of backward (0 when all is hidden); scaling factor
-SF = t_batch / (t_batch + overhead).
+overhead = end of the last allreduce - end of backward (0 when all is hidden), plus, when compressing
+(c > 1), the codec's encoding and decoding per iteration (a compressed trial's measured time/codec,
+`measured_compression`); scaling factor SF = t_batch / (t_batch + overhead).
 
 Profiles are best taken from a one-worker trial: its backward has no communication competing for the
 CPU, and its compute time is t_batch. Ready times are host times of the gradient hooks (timing.py), so
@@ -86,7 +87,7 @@ class WhatIf:
     allreduce_starts: tuple[float, ...]
     allreduce_ends: tuple[float, ...]
     overhead_seconds: float
-    """overhead_seconds: end of the last allreduce minus end of backward, at least 0."""
+    """overhead_seconds: end of the last allreduce minus end of backward, at least 0, plus codec seconds when c > 1."""
     batch_seconds: float | None = None
     """batch_seconds is t_batch, one device's iteration time, when given."""
 
@@ -136,8 +137,9 @@ def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second
 
 def simulate(profile: BackwardProfile, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
              add: AddCost = no_add, batch_seconds: float | None = None, window_seconds: float = FUSION_WINDOW_SECONDS,
-             cap_bytes: float = FUSION_BYTES) -> WhatIf:
-    """Fuse, then allreduce the buckets FIFO on one channel, each at max(channel free, bucket ready)."""
+             cap_bytes: float = FUSION_BYTES, codec_seconds: float = 0.0) -> WhatIf:
+    """Fuse, then allreduce the buckets FIFO on one channel, each at max(channel free, bucket ready); compressing
+    (c > 1) costs `codec_seconds` more per iteration."""
     buckets = fuse(profile.gradients, window_seconds, cap_bytes)
     starts, ends = [], []
     channel_free = 0.0
@@ -147,8 +149,9 @@ def simulate(profile: BackwardProfile, workers: int, bandwidth_bits_per_second: 
         starts.append(start)
         ends.append(channel_free)
     last_end = ends[-1] if ends else 0.0
+    codec = codec_seconds if compression > 1 and workers > 1 else 0.0
     return WhatIf(workers, bandwidth_bits_per_second, compression, tuple(buckets), tuple(starts), tuple(ends),
-                  max(0.0, last_end - profile.backward_seconds), batch_seconds)
+                  max(0.0, last_end - profile.backward_seconds) + codec, batch_seconds)
 
 
 def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
@@ -161,9 +164,11 @@ def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
 def sweep(profile: BackwardProfile, workers: int, batch_seconds: float | None = None,
           bandwidths_bits_per_second: Sequence[float] = tuple(g * 1e9 for g in BANDWIDTHS_GBIT),
           compressions: Sequence[float] = COMPRESSIONS, add: AddCost = no_add,
-          window_seconds: float = FUSION_WINDOW_SECONDS, cap_bytes: float = FUSION_BYTES) -> list[WhatIf]:
+          window_seconds: float = FUSION_WINDOW_SECONDS, cap_bytes: float = FUSION_BYTES,
+          codec_seconds: float = 0.0) -> list[WhatIf]:
     """`simulate` at every bandwidth x compression, bandwidth-major (SF per link rate)."""
-    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, window_seconds, cap_bytes)
+    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, window_seconds, cap_bytes,
+                     codec_seconds)
             for bandwidth in bandwidths_bits_per_second for compression in compressions]
 
 
@@ -239,11 +244,31 @@ def profile_from_layers(layers: dict) -> BackwardProfile:
 
 
 def batch_seconds_from_records(iterations: list[dict]) -> float:
-    """t_batch of a rank: its mean compute time (data, forward, backward, update) after warm-up."""
+    """t_batch of a rank: its median compute time (data, forward, backward, update) after warm-up, the statistic
+    of the layer profile's median iteration it is set beside."""
     counted = summary.measured(iterations, constants.ROLE_WORKER)
     if not counted:
         raise ValueError("no worker iteration records")
-    return statistics.fmean(sum(r.get(phase) or 0.0 for phase in keys.COMPUTE_PHASES) for r in counted)
+    return statistics.median(sum(r.get(phase) or 0.0 for phase in keys.COMPUTE_PHASES) for r in counted)
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredCompression:
+    """What a compressed trial's rank measured: c = bytes uncompressed over bytes sent, and time/codec."""
+
+    compression: float
+    codec_seconds: float
+
+
+def measured_compression(iterations: list[dict]) -> MeasuredCompression | None:
+    """The compression a rank's records measured after warm-up (bytes/uncompressed over bytes/sent, mean
+    time/codec); None without compression (or records that do not say)."""
+    counted = summary.measured(iterations, constants.ROLE_WORKER)
+    sent = sum(r.get(keys.BYTES_SENT) or 0.0 for r in counted)
+    uncompressed = sum(r.get(keys.BYTES_UNCOMPRESSED) or 0.0 for r in counted)
+    if not sent or not uncompressed or uncompressed <= sent:
+        return None
+    return MeasuredCompression(uncompressed / sent, statistics.fmean(r.get(keys.TIME_CODEC) or 0.0 for r in counted))
 
 
 def read_rank(rank_dir: str | pathlib.Path) -> tuple[BackwardProfile, float]:
@@ -260,9 +285,9 @@ def profile_from_document(document: Any) -> tuple[BackwardProfile, float]:
         raise ValueError("a profile must be a JSON object with batchSeconds, backwardSeconds and gradients")
     problems = []
     batch, backward = document.get("batchSeconds"), document.get("backwardSeconds")
-    if not _number(batch) or not batch > 0:
+    if not summary.is_number(batch) or not batch > 0:
         problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
-    if not _number(backward) or backward < 0:
+    if not summary.is_number(backward) or backward < 0:
         problems.append("`backwardSeconds` (how long backward lasts, seconds) must be a number greater than or "
                         "equal to 0")
     entries = document.get("gradients")
@@ -275,9 +300,9 @@ def profile_from_document(document: Any) -> tuple[BackwardProfile, float]:
             problems.append(f"`gradients[{index}]` must be an object {{name, bytes, readySeconds}}")
             continue
         size, ready = entry.get("bytes"), entry.get("readySeconds")
-        if not _number(size) or size < 0:
+        if not summary.is_number(size) or size < 0:
             problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
-        if not _number(ready) or ready < 0:
+        if not summary.is_number(ready) or ready < 0:
             problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
                             "number greater than or equal to 0")
         if not problems:
@@ -292,10 +317,6 @@ def profile_document(profile: BackwardProfile, batch_seconds: float) -> dict[str
     return {"batchSeconds": batch_seconds, "backwardSeconds": profile.backward_seconds,
             "gradients": [{"name": g.name, "bytes": g.size_bytes, "readySeconds": g.ready_seconds}
                           for g in profile.gradients]}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def table(results: Sequence[WhatIf]) -> str:

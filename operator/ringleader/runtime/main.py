@@ -45,7 +45,7 @@ from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
 from ringleader.runtime import (datafiles, heartbeat, models, netcounters, parameter_server, parent, peer_to_peer, ring,
-                               settings, termination, worker)
+                               settings, termination, usage, worker)
 
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MESSAGE_CHARACTERS = 4000  # the kubelet keeps 4 KiB of it
@@ -141,13 +141,15 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
                  ranks_sharing_interface=env.world_size if local else 1)
 
 
-def gather_records(recorder: records.RankRecorder, destination: int, group) -> dict[int, list[dict]] | None:
-    """Every rank's iteration records, on `destination` only (None elsewhere)."""
+def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
+                   group) -> tuple[dict[int, list[dict]], dict[int, dict]] | None:
+    """Every rank's iteration records and what its process used (usage.Meter.measure), by rank, on `destination` only
+    (None elsewhere)."""
     everything = [None] * dist.get_world_size() if dist.get_rank() == destination else None
-    dist.gather_object((recorder.rank, recorder.iterations), everything, dst=destination, group=group)
+    dist.gather_object((recorder.rank, recorder.iterations, used), everything, dst=destination, group=group)
     if everything is None:
         return None
-    return {rank: iterations for rank, iterations in everything}
+    return {rank: iterations for rank, iterations, _ in everything}, {rank: spent for rank, _, spent in everything}
 
 
 def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summary: dict) -> None:
@@ -205,6 +207,7 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
         "optimizer": f"{spec.model.optimizer.name.value} lr={spec.model.optimizer.learning_rate}",
         "bandwidth": spec.network.bandwidth or "unshaped",
         "bandwidthEnforcement": spec.network.enforced_by(),
+        "compression": spec.compression.method.value,
         "device": str(device),
         "backend": backend,
         "timeoutSeconds": knobs.timeout_seconds,
@@ -308,22 +311,29 @@ def main(environ=os.environ) -> int:
                                         env, recorder, publisher, stall_reason(env, culprit, reason)))
         publisher = start_publisher(env, trial, recorder.directory)
 
+        meter = usage.Meter()
+        recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
         run_role(trial, env, slot, recorder, device, knobs)
+        used = meter.measure(torch.get_num_threads())
         if slot.role == constants.ROLE_WORKER and not recorder.iterations:
             # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
             raise RankError("training ended without recording a single iteration")
         beats.finished()
-        recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras})
+        recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras, **used})
 
-        gathered = gather_records(recorder, first_worker, control)
-        if gathered is not None:
-            summary = summary_.summarize(gathered, trial)
+        found = gather_records(recorder, used, first_worker, control)
+        if found is not None:
+            gathered, used_by_rank = found
+            summary = summary_.summarize(gathered, trial, used_by_rank)
             if keys.LINK_TX_MEAN in summary:  # where the rates were measured: this rank's, as every worker's
                 link = (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
                 summary.update({key: recorder.summary_extras[key] for key in link if key in recorder.summary_extras})
             prediction = predict(trial, gathered, recorder, knobs)
             if prediction is not None:
                 summary[keys.PREDICTION] = prediction
+            # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
+            records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
+                                summary_.trial_series(gathered, trial))
             write_trial_summary(trial, env, summary)
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
         else:

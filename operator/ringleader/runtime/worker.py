@@ -3,7 +3,7 @@
 The loop is the same for every architecture and paradigm: what happens after backward (allreduce,
 push/pull, waiting on a staleness bound, the update, hearing that another worker reached the target)
 belongs to the `Synchronizer` it is given. Every part of an iteration is in a phase: data, forward,
-backward, the synchronizer's comm/wait/update, eval (the evaluation and the stop check) and other
+backward, the synchronizer's comm/wait/update, eval (the held-out evaluation) and other
 (the loop's own recording and printing between iterations, timed by the timer).
 """
 
@@ -17,8 +17,8 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys, progress, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import (data, datasets, evaluation, interfaces, models, netcounters, optimizers, settings,
-                                straggler, timing)
+from ringleader.runtime import (data, datasets, evaluation, interfaces, models, netcounters, optimizers, profiling,
+                                settings, straggler, timing)
 
 
 def build(spec: spec_.ExperimentSpec, env: contract.PodEnvironment, shard: int, shards: int):
@@ -61,6 +61,7 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
         held_out = datasets.held_out(spec.data, env.data_dir, spec.model.evaluation.max_samples)
     slow = straggler.Straggler(slowdown, device)
     timer = timing.IterationTimer(env.rank, device, trace_steps, label=f"rank {env.rank} ({slot.hostname})")
+    profiled = profiling.Window.of(spec, device, recorder.directory)  # spec.profiling: PyTorch's profiler
     # Hook order matters: the straggler delays a gradient before the timer and the synchronizer see it.
     slow.attach(model)
     timer.watch_layers(model)
@@ -81,6 +82,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             if link is not None and step == warmup:
                 link.start()
             timer.begin(step)
+            if profiled is not None:
+                profiled.begin(step, timer)
 
             # data: the batch of this step, copied to the device (the DAG model's read + h2d)
             with timer.phase(keys.TIME_DATA):
@@ -101,7 +104,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
                 slow.stretch()
 
             # communicate, wait, update: the synchronizer times its own phases
-            synchronizer.synchronize(step, timer)
+            with timer.annotate("synchronize"):
+                synchronizer.synchronize(step, timer)
 
             # evaluate, on the parameters the synchronizer just made (the first worker, every K iterations)
             due = plan is not None and evaluation.due(step, plan.every, iterations)
@@ -119,6 +123,10 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             metrics = timer.finish()
             metrics[keys.LOSS] = loss.item()
             metrics.update(evaluated)
+            if profiled is not None:
+                if profiled.covers(step):
+                    metrics["warmup"] = True  # the profiler slowed it: left out of the summary, like warm-up
+                profiled.end(step, timer, last=stopping or step + 1 == iterations)
             if link is not None and step >= warmup:
                 record_link_rates(link, link_rate, timer, metrics)
             recorder.log_iteration(step, metrics)
@@ -134,6 +142,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
                 break
     finally:
         # stop: release the peers even when this rank fails, so nobody waits for it longer than needed
+        if profiled is not None:
+            profiled.close(timer)
         synchronizer.close()
         if link is not None:
             link.stop()

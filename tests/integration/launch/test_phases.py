@@ -27,7 +27,7 @@ def straggler_experiment(workdir, name: str, matrix: dict):
                                               {"name": "straggler", "replicas": 1, "slowdownPercent": 300}]},
         "sync": {"staleness": 2, "maxStaleness": 6},
         # batches large enough that compute, not the loopback, makes most of an iteration: the straggler shows
-        "model": {"name": "mlp", "batchSize": 256, "iterations": ITERATIONS, "warmupIterations": 2,
+        "model": {"name": "mlp", "batchSize": 512, "iterations": ITERATIONS, "warmupIterations": 2,
                   "optimizer": {"name": "SGD", "learningRate": 0.02},
                   "evaluation": {"everyIterations": EVERY, "maxSamples": 128},
                   "target": {"accuracyPercent": 85, "onReached": "Stop"}},

@@ -14,6 +14,8 @@ Aggregation: BSP averages a round's N gradients and applies them once, so everyo
 new weights; ASP, SSP and DSSP apply every push at once with the learning rate divided by N, so N
 pushes move the weights as far as one BSP round does (Adam included, whose step does not scale
 with the gradient), keeping loss-per-sample comparable across paradigms.
+Compression (spec.compression FP16 or BF16): pushes arrive and replies leave in 16 bits
+(runtime/compression.MessageCodec); the shard's weights and its optimizer stay in float32.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import time
 import torch
 
 from ringleader.contract import keys
-from ringleader.runtime import paradigms
+from ringleader.runtime import compression, paradigms
 from ringleader.runtime.exchange import schedule, wire
 from ringleader.runtime.exchange import link as links
 
@@ -38,7 +40,8 @@ class ShardServer:
 
     def __init__(self, *, rank: int, shard: list[torch.Tensor], optimizer_factory, workers: list[int],
                  gate: paradigms.Gate, link: links.Link, owner: int = 0, owners: int = 1,
-                 warmup_iterations: int = 0, name: str = "shard server"):
+                 warmup_iterations: int = 0, name: str = "shard server",
+                 codec: compression.MessageCodec = compression.PLAIN):
         # owner, owners: this server is owner `owner` of `owners` (for ParameterServer's reply order; a peer's follows its rank)
         self.rank = rank
         self.name = name
@@ -52,7 +55,9 @@ class ShardServer:
         self.warmup_iterations = warmup_iterations
         # The shard's own leaf tensors: the optimizer updates these in place.
         self.parameters = [torch.nn.Parameter(t.detach().clone(), requires_grad=True) for t in shard]
-        self.layout = wire.Layout(self.parameters)
+        self.codec = codec  # pushes arrive and replies leave as spec.compression says
+        self.layout = wire.Layout(codec.travelling(self.parameters))
+        self.uncompressed = wire.Layout(self.parameters).nbytes
         self.optimizer = optimizer_factory(self.parameters) if self.parameters else None
         if self.optimizer is not None and not self.averages_rounds:
             for group in self.optimizer.param_groups:
@@ -111,7 +116,7 @@ class ShardServer:
 
         # aggregate: apply at once, or add to the round (BSP) and apply when it is complete
         started = time.perf_counter()
-        gradients = self.layout.views(message.payload) if self.parameters else []
+        gradients = self.codec.unpack(self.layout, message.payload) if self.parameters else []
         applied = False
         if self.averages_rounds:
             for total, gradient in zip(self.round_sum, gradients):
@@ -186,7 +191,7 @@ class ShardServer:
 
     def _weights(self) -> torch.Tensor | None:
         # One CPU copy serves every worker released together (they get the very same weights).
-        return self.layout.pack(list(self.parameters)) if self.parameters else None
+        return self.codec.pack(self.layout, list(self.parameters), self.layout.empty()) if self.parameters else None
 
     def _release(self, released: list[int]) -> None:
         """OK the gate's `released` workers (indices) with the weights now; a held OK waited since its push was applied."""
@@ -200,7 +205,8 @@ class ShardServer:
     def _reply(self, worker: int, held: float, payload: torch.Tensor | None) -> None:
         self.link.send(worker, wire.Message(
             wire.Kind.REPLY, self.rank, count=self.pushes[worker], clock=self.clock, held=held, version=self.version,
-            grant=self.gate.allowance(self.index[worker]), stop=self.stopping, payload=payload))
+            grant=self.gate.allowance(self.index[worker]), stop=self.stopping, payload=payload,
+            uncompressed=self.uncompressed if payload is not None else None))
 
     # -- diagnosis -------------------------------------------------------------------------------
 

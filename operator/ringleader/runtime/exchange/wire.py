@@ -49,6 +49,7 @@ class Message:
     payload: torch.Tensor | None = None  # uint8 (bytes,) on the CPU, or None
     received_at: float = 0.0  # time.perf_counter() when the whole message had arrived (set by the link)
     reason: str = ""  # LOST and FAILED: what happened
+    uncompressed: int | None = None  # on the sender only: the payload's bytes before spec.compression (None: as sent)
 
     @property
     def payload_bytes(self) -> int:
@@ -57,6 +58,11 @@ class Message:
     @property
     def wire_bytes(self) -> int:
         return HEADER_BYTES + self.payload_bytes
+
+    @property
+    def uncompressed_bytes(self) -> int:
+        """What wire_bytes would have been without compression."""
+        return self.wire_bytes if self.uncompressed is None else HEADER_BYTES + self.uncompressed
 
 
 def encode_header(message: Message) -> torch.Tensor:
