@@ -40,7 +40,7 @@ ARCHITECTURES = ("ParameterServer", "PeerToPeer", "RingAllReduce")
 LOOPBACK = "loopback"
 ALL = "all"
 ACCEPT_MEDIAN, ACCEPT_WORST = 0.05, 0.10
-CLI = [sys.executable, "-c", "import sys; from ringleader import cli; sys.argv[0] = 'ringleader'; sys.exit(cli.main())"]
+CLI = [sys.executable, "-m", "ringleader.cli"]
 
 
 def experiment(link: str, args: argparse.Namespace) -> dict:

@@ -131,13 +131,14 @@ PREDICTION: dict[str, Name] = {
                                                                        "compared with"),
     keys.ERROR_FRACTION: Name("error_pct", PCT, "|predicted - measured| / measured"),
     keys.COMPUTE_SECONDS: Name("compute_ms", MS, "the compute time every architecture's prediction shares"),
-    keys.LINK_BITS_PER_SECOND: Name("link_bits_per_s", 1.0, "the link bandwidth the models use: the spec's, or "
-                                                            "fitted from the trial's communication"),
-    keys.LATENCY_SECONDS: Name("latency_ms", MS, "the per-message latency the models use (fitted, or 0)"),
+    keys.LINK_BITS_PER_SECOND: Name("link_bits_per_s", 1.0, "the link bandwidth the models use, probed at the "
+                                                            "trial's start"),
+    keys.LATENCY_SECONDS: Name("latency_ms", MS, "the per-message latency the models use, probed likewise"),
 }
 PREDICTED: dict[str, Name] = {
     keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of that architecture"),
     keys.COMM_SECONDS: Name("comm_ms", MS, "its communication not hidden behind backward"),
+    keys.BAND_FRACTION: Name("band_pct", PCT, "the validated worst |error| of that kind of prediction"),
 }
 PREDICTION_PREFIX = "predict/"
 

@@ -1,0 +1,235 @@
+"""A worker's profile, read once for every model: its gradients (size, when backward produced each) and its compute.
+
+Called by analysis/prediction.py (`ringleader predict`, and every trial's end), analysis/whatif.py and
+launch/whatif.py (`ringleader whatif`) and analysis/scaling.py; all of them replay it through
+analysis/overlap.py. Read from a worker rank's layers.json (the gradient hooks of its traced iterations,
+runtime/timing.py) and the workers' iteration records, or from a profile file (docs/whatif.md). Both
+commands take the same rank of a trial (`worker_rank`: the lowest worker rank with a layers.json) and,
+where one trial must be chosen, the same trial (`pick`: a ring trial where a ring is modelled).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from typing import Any, Mapping, Sequence
+
+from ringleader.analysis import results as results_
+from ringleader.analysis import summary
+from ringleader.api import constants
+from ringleader.api.spec import Architecture, Paradigm
+from ringleader.contract import keys
+
+
+@dataclasses.dataclass(frozen=True)
+class Gradient:
+    name: str
+    size_bytes: float
+    ready_seconds: float
+    """ready_seconds is when backward produced the gradient, in seconds from the start of backward."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """One iteration's backward: the gradients in the model's parameter order, and how long backward lasts."""
+
+    gradients: tuple[Gradient, ...]
+    backward_seconds: float
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(g.size_bytes for g in self.gradients)
+
+    def in_ready_order(self) -> list[Gradient]:
+        return sorted(self.gradients, key=lambda g: g.ready_seconds)
+
+    def scaled(self, backward_seconds: float) -> Profile:
+        """The same backward stretched to last `backward_seconds` (ready times in proportion): the traced
+        iterations are a sample; the records' mean time/backward is the whole run's."""
+        if not self.backward_seconds > 0:
+            return dataclasses.replace(self, backward_seconds=backward_seconds)
+        factor = backward_seconds / self.backward_seconds
+        return Profile(tuple(dataclasses.replace(g, ready_seconds=g.ready_seconds * factor) for g in self.gradients),
+                       backward_seconds)
+
+
+def from_layers(document: Mapping[str, Any]) -> Profile:
+    """The median iteration of a layers.json document (timing.IterationTimer.layers()).
+
+    Each parameter's ready time is its median offset from backwardStart over the traced iterations it
+    appeared in (a parameter with no gradient in any of them is left out); backward lasts the median of
+    backwardEnd - backwardStart."""
+    iterations = document.get("iterations") or []
+    if not iterations:
+        raise ValueError("layers.json has no traced iterations: run more than warmupIterations iterations "
+                         "(RINGLEADER_TRACE_ITERATIONS > 0)")
+    offsets: dict[str, list[float]] = {}
+    for iteration in iterations:
+        for name, ready in iteration["ready"].items():
+            offsets.setdefault(name, []).append(ready - iteration["backwardStart"])
+    gradients = tuple(Gradient(p["name"], float(p["bytes"]), statistics.median(offsets[p["name"]]))
+                      for p in document["parameters"] if p["name"] in offsets)
+    if not gradients:
+        raise ValueError("layers.json records no gradient of its parameters")
+    return Profile(gradients, statistics.median(i["backwardEnd"] - i["backwardStart"] for i in iterations))
+
+
+def bucket_sizes(document: Mapping[str, Any]) -> tuple[float, ...]:
+    """The sizes of a ring trial's buckets in launch order, from its first traced iteration with collectives; ()
+    for a trial that recorded none (not a ring)."""
+    for iteration in document.get("iterations") or []:
+        if iteration.get("collectives"):
+            return tuple(float(c["bytes"]) for c in sorted(iteration["collectives"], key=lambda c: c["start"]))
+    return ()
+
+
+# ---------------------------------------------------------------------------------------------
+# Compute: a worker's iteration less its communication
+
+
+@dataclasses.dataclass(frozen=True)
+class Compute:
+    """The workers' seconds per iteration outside communication and waiting: time/iteration less time/comm and
+    time/wait (so data, forward, backward, update, evaluation and the loop's own work, whether or not each is
+    recorded apart, and whichever of comm or wait a synchronizer books its waiting as)."""
+
+    mean_seconds: float
+    """mean_seconds is the mean over every worker iteration after warm-up."""
+    slowest_per_iteration_seconds: float
+    """slowest_per_iteration_seconds is, per iteration, the slowest worker's, averaged: the barrier of BSP waits for
+    it (the compute skew)."""
+    slowest_worker_seconds: float
+    """slowest_worker_seconds is the mean of the slowest worker: the pace a staleness bound holds the others to."""
+    backward_seconds: float
+    """backward_seconds is the mean time/backward, the part that overlaps a ring's communication."""
+
+    def critical(self, paradigm: Paradigm | str) -> float:
+        """The compute an iteration waits for: BSP the slowest worker of each iteration, SSP and DSSP the slowest
+        worker's pace, ASP each worker's own."""
+        paradigm = Paradigm(paradigm)
+        if paradigm == Paradigm.BSP:
+            return self.slowest_per_iteration_seconds
+        if paradigm == Paradigm.ASP:
+            return self.mean_seconds
+        return self.slowest_worker_seconds
+
+
+def outside_comm(record: Mapping[str, Any]) -> float:
+    """One iteration's seconds outside communication and waiting."""
+    return max(0.0, (record.get(keys.TIME_ITERATION) or 0.0) - (record.get(keys.TIME_COMM) or 0.0)
+               - (record.get(keys.TIME_WAIT) or 0.0))
+
+
+def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> Compute:
+    """The workers' Compute from their iteration records after warm-up (ranks without worker records are ignored)."""
+    by_rank = {rank: [r for r in summary.measured(list(records), constants.ROLE_WORKER)
+                      if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.TIME_ITERATION)]
+               for rank, records in records_by_rank.items()}
+    by_rank = {rank: records for rank, records in by_rank.items() if records}
+    if not by_rank:
+        raise ValueError("no worker iteration records")
+    every = [r for records in by_rank.values() for r in records]
+    by_step: dict[int, list[float]] = {}
+    for record in every:
+        by_step.setdefault(int(record.get("step", -1)), []).append(outside_comm(record))
+    return Compute(
+        mean_seconds=statistics.fmean(outside_comm(r) for r in every),
+        slowest_per_iteration_seconds=statistics.fmean(max(values) for values in by_step.values()),
+        slowest_worker_seconds=max(statistics.fmean(outside_comm(r) for r in records) for records in by_rank.values()),
+        backward_seconds=statistics.fmean(r.get(keys.TIME_BACKWARD) or 0.0 for r in every))
+
+
+def measured_iteration_seconds(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> float | None:
+    """The mean time/iteration over every worker iteration after warm-up: what a prediction is compared with."""
+    times = [float(r[keys.TIME_ITERATION]) for records in records_by_rank.values()
+             for r in summary.measured(list(records), constants.ROLE_WORKER)
+             if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.TIME_ITERATION)]
+    return statistics.fmean(times) if times else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Which trial and rank
+
+
+def worker_rank(trial: results_.TrialResult, asked: int | None = None) -> int:
+    """`asked` (checked), else the lowest worker rank with a layers.json: the rank that predicts at a trial's end.
+    LookupError saying why when there is none."""
+    workers = [s.rank for s in trial.trial.slots() if s.role == constants.ROLE_WORKER]
+    if asked is not None:
+        if asked not in workers:
+            raise LookupError(f"trial {trial.trial.name}: rank {asked} is not a worker; its worker ranks: {workers}")
+        if asked not in trial.layers:
+            raise LookupError(f"trial {trial.trial.name}: rank {asked} has no layers.json; ranks with one: "
+                              f"{sorted(trial.layers) or 'none'}")
+        return asked
+    profiled = [rank for rank in workers if rank in trial.layers]
+    if not profiled:
+        raise LookupError(f"trial {trial.trial.name}: no worker rank has a layers.json: workers trace backward "
+                          "after warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
+    return profiled[0]
+
+
+def pick(trials: Sequence[results_.TrialResult], ring: bool) -> tuple[results_.TrialResult, str]:
+    """The trial to profile when one must be chosen, and why it was: among those with a worker's layers.json, a
+    RingAllReduce trial when a ring is modelled (`ring`; its backward ran with the ring's hooks), then the fewest
+    workers (the least communication competing with backward), then the first. LookupError when none has one."""
+    profiled = [t for t in trials if any(rank in t.layers for rank in
+                                         (s.rank for s in t.trial.slots() if s.role == constants.ROLE_WORKER))]
+    if not profiled:
+        raise LookupError("no trial has a worker's backward profile (layers.json): workers trace backward after "
+                          "warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
+    rings = [t for t in profiled if t.trial.spec.architecture == Architecture.RING_ALL_REDUCE]
+    chosen = min((rings if ring and rings else profiled), key=lambda t: (len(t.trial.worker_slots()), t.trial.index))
+    why = ("a RingAllReduce trial, " if ring and rings else "no RingAllReduce trial has a profile; " if ring else "") \
+        + "the one with the fewest workers"
+    return chosen, why
+
+
+# ---------------------------------------------------------------------------------------------
+# The profile file (docs/whatif.md)
+
+
+def from_document(document: Any) -> tuple[Profile, float]:
+    """(profile, t_batch) of a profile file's document:
+    {"batchSeconds": t, "backwardSeconds": t, "gradients": [{"name": str, "bytes": n, "readySeconds": t}, ...]}."""
+    if not isinstance(document, Mapping):
+        raise ValueError("a profile must be a JSON object with batchSeconds, backwardSeconds and gradients")
+    problems = []
+    batch, backward = document.get("batchSeconds"), document.get("backwardSeconds")
+    if not _number(batch) or not batch > 0:
+        problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
+    if not _number(backward) or backward < 0:
+        problems.append("`backwardSeconds` (how long backward lasts, seconds) must be a number greater than or "
+                        "equal to 0")
+    entries = document.get("gradients")
+    if not isinstance(entries, list) or not entries:
+        problems.append("`gradients` must be a non-empty list of {name, bytes, readySeconds}")
+        entries = []
+    gradients = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            problems.append(f"`gradients[{index}]` must be an object {{name, bytes, readySeconds}}")
+            continue
+        size, ready = entry.get("bytes"), entry.get("readySeconds")
+        if not _number(size) or size < 0:
+            problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
+        if not _number(ready) or ready < 0:
+            problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
+                            "number greater than or equal to 0")
+        if not problems:
+            gradients.append(Gradient(str(entry.get("name", f"gradient-{index}")), float(size), float(ready)))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return Profile(tuple(gradients), float(backward)), float(batch)
+
+
+def document(profile: Profile, batch_seconds: float) -> dict[str, Any]:
+    """The profile file's document of (profile, t_batch): from_document reads it back."""
+    return {"batchSeconds": batch_seconds, "backwardSeconds": profile.backward_seconds,
+            "gradients": [{"name": g.name, "bytes": g.size_bytes, "readySeconds": g.ready_seconds}
+                          for g in profile.gradients]}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
