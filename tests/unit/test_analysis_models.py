@@ -61,10 +61,14 @@ def test_link_refuses_a_zero_bandwidth():
         models.Link(0.0)
 
 
-def test_an_emulated_cap_slows_the_bytes_not_the_latency():
+def test_an_emulated_cap_paces_the_bytes_and_hides_what_is_shorter():
     capped = models.Link(8e6, 0.01, cap_bits_per_second=4e6)
     assert capped.effective_bits_per_second == 4e6 and capped.transfer_seconds(M) == pytest.approx(2.0)
-    assert models.peer_to_peer_comm_seconds(2, M, capped) == pytest.approx(2.02)
+    # Half a megabyte per peer: paced for 1 s, longer than its 10 ms + 0.5 s on the link: the latency is hidden.
+    assert capped.latency_for(M / 2) == 0.0
+    assert models.peer_to_peer_comm_seconds(2, M, capped) == pytest.approx(2.0)
+    # 40 bytes: 80 us paced, shorter than 10 ms of latency: the latency shows.
+    assert capped.latency_for(40) == 0.01 and models.Link(8e6, 0.01).latency_for(M) == 0.01
     assert models.Link(8e6, cap_bits_per_second=1e9).transfer_seconds(M) == pytest.approx(1.0)  # a faster cap: none
     with pytest.raises(ValueError, match="cap_bits_per_second must be greater than 0"):
         models.Link(8e6, cap_bits_per_second=0)

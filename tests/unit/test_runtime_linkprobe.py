@@ -10,9 +10,9 @@ MIB = 1024 * 1024
 
 
 def test_sizes_run_down_from_the_largest_by_fours():
-    assert linkprobe.sizes(None) == [64 * 1024, 256 * 1024, MIB, 4 * MIB]
+    assert linkprobe.sizes(None) == [16 * 1024, 64 * 1024, 256 * 1024, MIB, 4 * MIB]
     # A network capped at 200 Mbit/s carries 625 000 bytes in 25 ms: the largest, then quarters (multiples of 4).
-    assert linkprobe.sizes(200e6) == [9764, 39060, 156248, 625000]
+    assert linkprobe.sizes(200e6) == [2440, 9764, 39060, 156248, 625000]
     assert linkprobe.sizes(1e12) == linkprobe.sizes(None)  # a cap faster than the largest message takes: no change
 
 

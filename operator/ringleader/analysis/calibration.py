@@ -43,7 +43,7 @@ class Calibration:
     cost a + 8S/min(B, cap) each."""
     collective: models.CommCost | None
     """collective is the fitted allreduce of `workers` (None with one worker): a ring bucket of S bytes costs
-    its a + max(b*S, the cap's 2(N-1)/N * 8S/cap)."""
+    a + b*S, or under an emulated cap at least the ring's 2(N-1)/N * 8S/cap."""
     workers: int
     kind: str
     """kind is EMULATED, ENFORCED, LOOPBACK or NETWORK."""
@@ -52,14 +52,15 @@ class Calibration:
 
     def allreduce_seconds(self, size_bytes: float) -> float:
         """One allreduce of `size_bytes` among the trial's workers; 0 with one worker (nothing crosses the network).
-        Under an emulated cap its bytes take at least the ring's 2(N-1)/N * 8S/cap (runtime/ring.py paces them so)."""
+        Under an emulated cap it lasts at least the ring's 2(N-1)/N * 8S/cap from its launch (runtime/ring.py paces
+        it so), the measured time hidden under that when shorter."""
         if self.collective is None:
             return 0.0
-        transfer = self.collective.b_seconds_per_byte * size_bytes
-        if self.link.cap_bits_per_second:
-            capped = 2.0 * (self.workers - 1) / self.workers * models.BITS_PER_BYTE * size_bytes
-            transfer = max(transfer, capped / self.link.cap_bits_per_second)
-        return max(0.0, self.collective.a_seconds + transfer)
+        measured = max(0.0, self.collective.seconds(size_bytes))
+        if not self.link.cap_bits_per_second:
+            return measured
+        paced = 2.0 * (self.workers - 1) / self.workers * models.BITS_PER_BYTE * size_bytes
+        return max(measured, paced / self.link.cap_bits_per_second)
 
 
 def kind(spec: spec_.ExperimentSpec, shared_host: bool) -> str:

@@ -33,8 +33,8 @@ class Link:
     latency_seconds: float = 0.0
     """latency_seconds is a, the fixed cost of one message (one step of the ring), in seconds."""
     cap_bits_per_second: float | None = None
-    """cap_bits_per_second is an emulated cap (spec.network.bandwidth, runtime/shaping.py): bytes cross no faster than
-    it, however fast B is. None: no cap."""
+    """cap_bits_per_second is an emulated cap (spec.network.bandwidth, runtime/shaping.py): a message of S bytes lasts
+    at least 8S/cap, its real transfer and latency hidden under that when shorter. None: no cap."""
 
     def __post_init__(self) -> None:
         if not self.bandwidth_bits_per_second > 0:
@@ -52,6 +52,14 @@ class Link:
     def transfer_seconds(self, size_bytes: float) -> float:
         """M/B: seconds to push `size_bytes` through this link (at the cap, if slower), latency excluded."""
         return BITS_PER_BYTE * size_bytes / self.effective_bits_per_second
+
+    def latency_for(self, size_bytes: float) -> float:
+        """a, or 0 for a message of `size_bytes` an emulated cap paces for longer than a + 8S/B: the runtime's pacing
+        hides the real transfer, latency included (runtime/shaping.py)."""
+        if self.cap_bits_per_second and BITS_PER_BYTE * size_bytes / self.cap_bits_per_second >= \
+                self.latency_seconds + BITS_PER_BYTE * size_bytes / self.bandwidth_bits_per_second:
+            return 0.0
+        return self.latency_seconds
 
 
 def _check(workers: int, model_bytes: float) -> None:
@@ -79,7 +87,7 @@ def parameter_server_comm_seconds(workers: int, model_bytes: float, link: Link, 
     transfers = workers + 1.0 if full_duplex else 2.0 * workers
     server_side = transfers * link.transfer_seconds(model_bytes) / servers
     worker_side = 2.0 * link.transfer_seconds(model_bytes)
-    return max(server_side, worker_side) + 2.0 * link.latency_seconds
+    return max(server_side, worker_side) + 2.0 * link.latency_for(model_bytes / servers)
 
 
 def peer_to_peer_comm_seconds(workers: int, model_bytes: float, link: Link) -> float:
@@ -88,14 +96,14 @@ def peer_to_peer_comm_seconds(workers: int, model_bytes: float, link: Link) -> f
     if workers == 1:
         # Not the formula's 2a: ringleader's single peer pushes to its own shard without the network.
         return 0.0
-    return 2.0 * (workers - 1) / workers * link.transfer_seconds(model_bytes) + 2.0 * link.latency_seconds
+    return 2.0 * (workers - 1) / workers * link.transfer_seconds(model_bytes) + 2.0 * link.latency_for(model_bytes / workers)
 
 
 def ring_comm_seconds(workers: int, model_bytes: float, link: Link) -> float:
     """RA: 2*(N-1)*a + 2*(N-1)/N * M/B (reduce-scatter then allgather, N-1 steps each); 0 for one worker."""
     _check(workers, model_bytes)
     steps = workers - 1
-    return 2.0 * steps * link.latency_seconds + 2.0 * steps / workers * link.transfer_seconds(model_bytes)
+    return 2.0 * steps * link.latency_for(model_bytes / workers) + 2.0 * steps / workers * link.transfer_seconds(model_bytes)
 
 
 def comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Link,

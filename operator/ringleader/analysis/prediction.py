@@ -65,6 +65,8 @@ class Model:
     """comm_seconds(inputs, servers): servers counts for ParameterServer only."""
     compute_seconds: Callable[[Inputs], float] = lambda i: i.compute.critical(i.paradigm)
     """compute_seconds(inputs): the compute an iteration waits for (profile.Compute.critical)."""
+    paradigm: Paradigm | None = None
+    """paradigm is the one the architecture always runs (the ring: BSP); None: the trial's."""
 
 
 def ring_compute(inputs: Inputs) -> float:
@@ -86,7 +88,8 @@ MODELS: dict[Architecture, Model] = {
         i.workers, i.profile.total_bytes, i.calibration.link, servers, full_duplex=True)),
     Architecture.PEER_TO_PEER: Model("study 1", lambda i, _: models.peer_to_peer_comm_seconds(
         i.workers, i.profile.total_bytes, i.calibration.link)),
-    Architecture.RING_ALL_REDUCE: Model("DAG", lambda i, _: ring_replay(i).exposed_seconds, ring_compute),
+    Architecture.RING_ALL_REDUCE: Model("DAG", lambda i, _: ring_replay(i).exposed_seconds, ring_compute,
+                                        Paradigm.BSP),
 }
 """MODELS: per architecture, its Model. docs/predict.md prints the formulas:
 
@@ -124,7 +127,7 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
     found = []
     for architecture, k in chosen:
         model, name = MODELS[architecture], label(architecture, k)
-        paradigm = Paradigm.BSP if architecture == Architecture.RING_ALL_REDUCE else inputs.paradigm
+        paradigm = model.paradigm or inputs.paradigm
         band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm)
         found.append(Estimate(name, model.name, model.compute_seconds(inputs), model.comm_seconds(inputs, k),
                               band, note))
@@ -195,8 +198,7 @@ def predict_trial(trial: trial_.Trial, records_by_rank: Mapping[int, Sequence[Ma
     spec = trial.spec
     if rank not in records_by_rank or not records_by_rank[rank]:
         raise ValueError(f"trial {trial.name} has no iteration records for rank {rank}")
-    compute = profile_.compute(records_by_rank)
-    inputs = Inputs(profile_.from_layers(layers_document).scaled(compute.backward_seconds), compute,
+    inputs = Inputs(profile_.of_rank(layers_document, records_by_rank[rank]), profile_.compute(records_by_rank),
                     calibration_.calibrate(probe, spec), len(trial.worker_slots()), spec.sync.paradigm,
                     overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)))
     servers = spec.parameter_servers.replicas if spec.architecture == Architecture.PARAMETER_SERVER else 1

@@ -75,6 +75,15 @@ def from_layers(document: Mapping[str, Any]) -> Profile:
     return Profile(gradients, statistics.median(i["backwardEnd"] - i["backwardStart"] for i in iterations))
 
 
+def of_rank(document: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> Profile:
+    """A worker rank's profile: its layers.json (from_layers), stretched so that backward lasts the rank's mean
+    time/backward after warm-up (the traced iterations are a sample of the run)."""
+    counted = _worker_records(records)
+    if not counted:
+        raise ValueError("no worker iteration records")
+    return from_layers(document).scaled(statistics.fmean(r.get(keys.TIME_BACKWARD) or 0.0 for r in counted))
+
+
 def bucket_sizes(document: Mapping[str, Any]) -> tuple[float, ...]:
     """The sizes of a ring trial's buckets in launch order, from its first traced iteration with collectives; ()
     for a trial that recorded none (not a ring)."""
@@ -101,8 +110,6 @@ class Compute:
     it (the compute skew)."""
     slowest_worker_seconds: float
     """slowest_worker_seconds is the mean of the slowest worker: the pace a staleness bound holds the others to."""
-    backward_seconds: float
-    """backward_seconds is the mean time/backward, the part that overlaps a ring's communication."""
 
     def critical(self, paradigm: Paradigm | str) -> float:
         """The compute an iteration waits for: BSP the slowest worker of each iteration, SSP and DSSP the slowest
@@ -121,11 +128,15 @@ def outside_comm(record: Mapping[str, Any]) -> float:
                - (record.get(keys.TIME_WAIT) or 0.0))
 
 
+def _worker_records(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A rank's worker iteration records after warm-up (none for a server's)."""
+    return [r for r in summary.measured(list(records), constants.ROLE_WORKER)
+            if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.TIME_ITERATION)]
+
+
 def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> Compute:
     """The workers' Compute from their iteration records after warm-up (ranks without worker records are ignored)."""
-    by_rank = {rank: [r for r in summary.measured(list(records), constants.ROLE_WORKER)
-                      if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.TIME_ITERATION)]
-               for rank, records in records_by_rank.items()}
+    by_rank = {rank: _worker_records(records) for rank, records in records_by_rank.items()}
     by_rank = {rank: records for rank, records in by_rank.items() if records}
     if not by_rank:
         raise ValueError("no worker iteration records")
@@ -136,15 +147,12 @@ def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> Compu
     return Compute(
         mean_seconds=statistics.fmean(outside_comm(r) for r in every),
         slowest_per_iteration_seconds=statistics.fmean(max(values) for values in by_step.values()),
-        slowest_worker_seconds=max(statistics.fmean(outside_comm(r) for r in records) for records in by_rank.values()),
-        backward_seconds=statistics.fmean(r.get(keys.TIME_BACKWARD) or 0.0 for r in every))
+        slowest_worker_seconds=max(statistics.fmean(outside_comm(r) for r in records) for records in by_rank.values()))
 
 
 def measured_iteration_seconds(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> float | None:
     """The mean time/iteration over every worker iteration after warm-up: what a prediction is compared with."""
-    times = [float(r[keys.TIME_ITERATION]) for records in records_by_rank.values()
-             for r in summary.measured(list(records), constants.ROLE_WORKER)
-             if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.TIME_ITERATION)]
+    times = [float(r[keys.TIME_ITERATION]) for records in records_by_rank.values() for r in _worker_records(records)]
     return statistics.fmean(times) if times else None
 
 

@@ -163,10 +163,9 @@ def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_p
 
 
 def from_rank(layers: dict, iterations: list[dict]) -> tuple[profile_.Profile, float]:
-    """(profile, t_batch) of one worker rank: its layers.json with backward stretched to its mean time/backward, and
+    """(profile, t_batch) of one worker rank: its profile (profile.of_rank, as `ringleader predict` reads it), and
     t_batch its mean iteration less communication and waiting (profile.Compute), after warm-up."""
-    compute = profile_.compute({0: iterations})
-    return profile_.from_layers(layers).scaled(compute.backward_seconds), compute.mean_seconds
+    return profile_.of_rank(layers, iterations), profile_.compute({0: iterations}).mean_seconds
 
 
 def read_rank(rank_dir: str | pathlib.Path) -> tuple[profile_.Profile, float]:

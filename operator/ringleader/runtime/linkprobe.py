@@ -5,8 +5,8 @@ keeps the result for the trial summary (`linkProbe`, contract/keys.py), where an
 fits the one link every architecture's prediction is priced on.
 
     point-to-point  the first worker and the lowest other rank (a parameter server, or the next worker)
-                    ping-pong one message of each size, REPEATS times: one way is half the round trip
-    collective      every worker allreduces one tensor of each size, REPEATS times
+                    ping-pong one message of each size, REPEATS times: one way is half the fastest round trip
+    collective      every worker allreduces one tensor of each size, REPEATS times: the fastest
 
 Sizes run from the largest (LARGEST_BYTES, or what a link the cluster caps carries in TARGET_SECONDS
 if less) down by factors of 4, taking turns. Nothing is paced: an emulated cap (spec.network.bandwidth,
@@ -18,7 +18,6 @@ loopback; about a second on a network capped at any rate (the sizes shrink with 
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import torch
@@ -31,11 +30,12 @@ LARGEST_BYTES = 4 * 1024 * 1024
 """LARGEST_BYTES is the largest message probed: a model's exchange is megabytes; larger adds time, not information."""
 TARGET_SECONDS = 0.025
 """TARGET_SECONDS caps the largest message on a link the cluster caps to what it carries in this long (25 ms)."""
-SIZES = 4
-"""SIZES is how many sizes are probed, each a quarter of the previous: two are needed to tell latency from bandwidth."""
+SIZES = 5
+"""SIZES is how many sizes are probed, each a quarter of the previous: two are needed to tell latency from bandwidth,
+and more let the fit (a median of slopes) pass over one that a loaded machine delayed."""
 REPEATS = 9
-"""REPEATS is how many times each size is timed (the median is kept), after one untimed warm-up; the sizes take
-turns, so a burst of load on a shared machine lands on every size rather than on one."""
+"""REPEATS is how many times each size is timed, after one untimed warm-up; the fastest is kept, since a shared
+machine's load only ever adds (a wait for a core), and the sizes take turns, so a burst of load lands on all."""
 
 
 def sizes(bits_per_second: float | None) -> list[int]:
@@ -71,7 +71,7 @@ def measure(trial: trial_.Trial, rank: int, workers_group, shared_host: bool) ->
 
 
 def _ping_pong(ends: tuple[int, int], rank: int, probed: list[int]) -> list[list[float]]:
-    """[bytes, one-way seconds] per size: the median half round trip, timed by the first of `ends`."""
+    """[bytes, one-way seconds] per size: the fastest half round trip, timed by the first of `ends`."""
     first, other = ends
     peer = other if rank == first else first
     messages = {size: torch.zeros(size // 4, dtype=torch.float32) for size in probed}
@@ -87,11 +87,11 @@ def _ping_pong(ends: tuple[int, int], rank: int, probed: list[int]) -> list[list
                 dist.send(messages[size], peer)
             if repeat:
                 times[size].append((time.perf_counter() - started) / 2)
-    return [[float(size), statistics.median(times[size])] for size in probed] if rank == first else []
+    return [[float(size), min(times[size])] for size in probed] if rank == first else []
 
 
 def _allreduce(group, probed: list[int]) -> list[list[float]]:
-    """[bytes, seconds] per size: the median allreduce of every worker, each launched together."""
+    """[bytes, seconds] per size: the fastest allreduce of every worker, each launched together."""
     tensors = {size: torch.zeros(size // 4, dtype=torch.float32) for size in probed}
     times: dict[int, list[float]] = {size: [] for size in probed}
     for repeat in range(REPEATS + 1):
@@ -101,4 +101,4 @@ def _allreduce(group, probed: list[int]) -> list[list[float]]:
             dist.all_reduce(tensors[size], group=group)
             if repeat:
                 times[size].append(time.perf_counter() - started)
-    return [[float(size), statistics.median(times[size])] for size in probed]
+    return [[float(size), min(times[size])] for size in probed]
