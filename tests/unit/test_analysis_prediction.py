@@ -6,6 +6,7 @@ import pytest
 
 from ringleader.analysis import calibration, models, overlap, prediction, validation
 from ringleader.analysis import profile as profile_
+from ringleader.analysis import results as results_
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys
@@ -69,6 +70,26 @@ def test_compute_is_the_iteration_less_comm_and_wait_whichever_a_synchronizer_bo
     assert profile_.measured_iteration_seconds(records) == pytest.approx(0.030)  # warm-up and the server left out
     with pytest.raises(ValueError, match="no worker iteration records"):
         profile_.compute({2: records[2]})
+
+
+def test_both_commands_take_the_lowest_worker_rank_and_to_model_a_ring_a_ring_trial():
+    def result(architecture: str, workers: int, index: int, ranks: tuple[int, ...]) -> results_.TrialResult:
+        trial = trial_.Trial(experiment="e", name=f"e-{index}", index=index, spec=spec(architecture, workers))
+        return results_.TrialResult(trial, "FINISHED", layers={rank: layers_document() for rank in ranks})
+
+    server = result("ParameterServer", 2, 0, (1, 2))
+    assert profile_.worker_rank(server) == 1  # rank 0 is the server, which has no backward
+    with pytest.raises(LookupError, match="rank 0 is not a worker"):
+        profile_.worker_rank(server, 0)
+    with pytest.raises(LookupError, match="no worker rank has a layers.json"):
+        profile_.worker_rank(result("PeerToPeer", 2, 1, ()))
+    four, two, peers = result("RingAllReduce", 4, 1, (0,)), result("RingAllReduce", 2, 2, (1,)), \
+        result("PeerToPeer", 1, 3, (0,))
+    assert profile_.pick([server, four, two, peers]) == (two, "a RingAllReduce trial, the one with the fewest workers")
+    assert profile_.pick([server, peers]) == (peers, "no RingAllReduce trial has a profile, the one with the fewest "
+                                                     "workers")
+    with pytest.raises(LookupError, match="no trial has a worker's backward profile"):
+        profile_.pick([result("RingAllReduce", 2, 4, ())])
 
 
 # -- the link ------------------------------------------------------------------------------------------------------

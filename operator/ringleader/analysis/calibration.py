@@ -1,8 +1,8 @@
 """The one link every architecture's prediction is priced on, fitted from what a trial's ranks measured at its start.
 
 Called by analysis/prediction.py. The probe (runtime/linkprobe.py; the trial summary's `linkProbe`) timed
-messages and allreduces of several sizes before training; each series is fitted here by least squares to
-t(S) = a + b*S (models.fit_comm_cost):
+messages and allreduces of several sizes before training; each series is fitted here to t(S) = a + b*S
+(models.fit_comm_cost, a median of slopes):
 
     point-to-point   one way, half a ping-pong: latency a and bandwidth B = 8/b, what a parameter server's and a
                      peer's messages cost (models.Link)

@@ -5,7 +5,7 @@ launch/whatif.py (`ringleader whatif`) and analysis/scaling.py; all of them repl
 analysis/overlap.py. Read from a worker rank's layers.json (the gradient hooks of its traced iterations,
 runtime/timing.py) and the workers' iteration records, or from a profile file (docs/whatif.md). Both
 commands take the same rank of a trial (`worker_rank`: the lowest worker rank with a layers.json) and,
-where one trial must be chosen, the same trial (`pick`: a ring trial where a ring is modelled).
+where one trial must be chosen to model a ring, the same trial (`pick`: a ring trial, the fewest workers).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class Compute:
         return self.slowest_worker_seconds
 
 
-def outside_comm(record: Mapping[str, Any]) -> float:
+def _outside_comm(record: Mapping[str, Any]) -> float:
     """One iteration's seconds outside communication and waiting."""
     return max(0.0, (record.get(keys.TIME_ITERATION) or 0.0) - (record.get(keys.TIME_COMM) or 0.0)
                - (record.get(keys.TIME_WAIT) or 0.0))
@@ -143,11 +143,11 @@ def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> Compu
     every = [r for records in by_rank.values() for r in records]
     by_step: dict[int, list[float]] = {}
     for record in every:
-        by_step.setdefault(int(record.get("step", -1)), []).append(outside_comm(record))
+        by_step.setdefault(int(record.get("step", -1)), []).append(_outside_comm(record))
     return Compute(
-        mean_seconds=statistics.fmean(outside_comm(r) for r in every),
+        mean_seconds=statistics.fmean(_outside_comm(r) for r in every),
         slowest_per_iteration_seconds=statistics.fmean(max(values) for values in by_step.values()),
-        slowest_worker_seconds=max(statistics.fmean(outside_comm(r) for r in records) for records in by_rank.values()))
+        slowest_worker_seconds=max(statistics.fmean(_outside_comm(r) for r in records) for records in by_rank.values()))
 
 
 def measured_iteration_seconds(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> float | None:
@@ -178,20 +178,19 @@ def worker_rank(trial: results_.TrialResult, asked: int | None = None) -> int:
     return profiled[0]
 
 
-def pick(trials: Sequence[results_.TrialResult], ring: bool) -> tuple[results_.TrialResult, str]:
-    """The trial to profile when one must be chosen, and why it was: among those with a worker's layers.json, a
-    RingAllReduce trial when a ring is modelled (`ring`; its backward ran with the ring's hooks), then the fewest
-    workers (the least communication competing with backward), then the first. LookupError when none has one."""
+def pick(trials: Sequence[results_.TrialResult]) -> tuple[results_.TrialResult, str]:
+    """The trial whose profile models a ring when one must be chosen, and why it was: among those with a worker's
+    layers.json, a RingAllReduce trial (its backward ran with the ring's hooks), then the fewest workers (the least
+    communication competing with backward), then the first. LookupError when none has one."""
     profiled = [t for t in trials if any(rank in t.layers for rank in
                                          (s.rank for s in t.trial.slots() if s.role == constants.ROLE_WORKER))]
     if not profiled:
         raise LookupError("no trial has a worker's backward profile (layers.json): workers trace backward after "
                           "warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
     rings = [t for t in profiled if t.trial.spec.architecture == Architecture.RING_ALL_REDUCE]
-    chosen = min((rings if ring and rings else profiled), key=lambda t: (len(t.trial.worker_slots()), t.trial.index))
-    why = ("a RingAllReduce trial, " if ring and rings else "no RingAllReduce trial has a profile; " if ring else "") \
-        + "the one with the fewest workers"
-    return chosen, why
+    chosen = min(rings or profiled, key=lambda t: (len(t.trial.worker_slots()), t.trial.index))
+    return chosen, ("a RingAllReduce trial" if rings else "no RingAllReduce trial has a profile") + \
+        ", the one with the fewest workers"
 
 
 # ---------------------------------------------------------------------------------------------

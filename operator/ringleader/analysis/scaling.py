@@ -198,7 +198,7 @@ def whatif_curve(result: results_.SweepResult, bandwidths: list[float]) -> WhatI
     """The what-if model at `bandwidths` from the finished trial and rank `ringleader whatif` would take
     (profile.pick, profile.worker_rank), or why not."""
     try:
-        trial, _ = profile_.pick([t for t in result.trials if t.status == combinations.FINISHED], ring=True)
+        trial, _ = profile_.pick([t for t in result.trials if t.status == combinations.FINISHED])
         rank = profile_.worker_rank(trial)
         profile, batch = whatif.from_rank(dict(trial.layers[rank]), trial.records.get(rank) or [])
     except (LookupError, ValueError, KeyError):

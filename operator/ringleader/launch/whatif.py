@@ -207,7 +207,7 @@ def _profile(args: argparse.Namespace, out: TextIO) -> tuple[profile_.Profile, f
     elif args.trial is not None:
         trial, why = _named(found, args.trial), ""
     else:
-        trial, why = profile_.pick(found.trials, ring=True)
+        trial, why = profile_.pick(found.trials)
         why = f" ({why})"
     rank = profile_.worker_rank(trial, args.rank)
     if not trial.records.get(rank):
