@@ -67,6 +67,9 @@ def test_compute_is_the_iteration_less_comm_and_wait_whichever_a_synchronizer_bo
     assert compute.slowest_worker_seconds == pytest.approx(0.012)  # rank 0's mean
     assert compute.critical("BSP") == pytest.approx(0.013) and compute.critical("ASP") == pytest.approx(0.011)
     assert compute.critical("SSP") == compute.critical("DSSP") == pytest.approx(0.012)
+    # An emulated ring paced 5 ms from each rank's own compute, ending no sooner than 1 ms after the last rank's:
+    # step 1 ends at 15 and 17 ms (rank 1's 12 ms is the last), step 2 at 34 and 30 ms (rank 0's 29 ms the last).
+    assert compute.paced_seconds(0.005, 0.001) == pytest.approx((0.034 + 0.030) / 2 / 2)
     assert profile_.measured_iteration_seconds(records) == pytest.approx(0.030)  # warm-up and the server left out
     with pytest.raises(ValueError, match="no worker iteration records"):
         profile_.compute({2: records[2]})
@@ -170,7 +173,8 @@ def test_the_full_duplex_server_is_n_plus_one_transfers():
 # 6000 bytes: L1 (1000) ready at 7 ms, L2 (3000) at 3 ms, L3 (2000) at 1 ms; backward 7 ms.
 PROFILE = profile_.Profile((profile_.Gradient("L1", 1000, 0.007), profile_.Gradient("L2", 3000, 0.003),
                             profile_.Gradient("L3", 2000, 0.001)), 0.007)
-COMPUTE = profile_.Compute(mean_seconds=0.010, slowest_per_iteration_seconds=0.012, slowest_worker_seconds=0.011)
+# Two workers' compute per step: rank 0 10 and 10 ms, rank 1 14 and 6 ms; mean 10, the slowest per step 12 on average.
+COMPUTE = profile_.Compute({0: {1: 0.010, 2: 0.010}, 1: {1: 0.014, 2: 0.006}})
 
 
 def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP", bucket_bytes: float = 1) -> prediction.Inputs:
@@ -187,19 +191,23 @@ def test_each_architecture_by_hand():
     assert found["1ps"].comm_seconds == pytest.approx(3 * 0.006 + 0.001)  # (N+1) M/B: the full-duplex server
     assert found["1ps"].iteration_seconds == pytest.approx(0.031)
     assert found["4ps"].comm_seconds == pytest.approx(2 * 0.006 + 0.001)  # a worker's own NIC is the limit
-    assert found["p2p"].comm_seconds == pytest.approx(0.006 + 0.001) and found["p2p"].compute_seconds == 0.012
+    assert found["p2p"].comm_seconds == pytest.approx(0.006 + 0.001)
+    assert found["p2p"].compute_seconds == pytest.approx(0.012)
     # The ring, a bucket per layer: L3 1..4 ms, L2 4..8, L1 8..10: 3 ms after backward. On an emulated link each
-    # rank's allreduce is paced from its own launch, so only the slowest worker's pace is left: 11 ms.
-    assert found["ring"].comm_seconds == pytest.approx(0.003) and found["ring"].compute_seconds == 0.011
+    # rank's allreduce is paced from its own launch, and ends no sooner than the last bucket's measured allreduce
+    # (1 ms + 1000 us = 2 ms) after the last rank: step 1 ends at 16 and 17 ms, step 2 at 29 and 28 ms; 14.25 ms an
+    # iteration, of which 11.25 compute waited for (12 if every step waited for its slowest worker).
+    assert found["ring"].comm_seconds == pytest.approx(0.003)
+    assert found["ring"].compute_seconds == pytest.approx(0.01125)
     assert found["ring"].model == "DAG" and found["1ps"].model == "full-duplex server"
     on_a_network = {e.label: e for e in prediction.estimates(inputs(calibration.NETWORK))}
-    assert on_a_network["ring"].compute_seconds == 0.012  # the allreduce ends once the last rank launched it
+    assert on_a_network["ring"].compute_seconds == pytest.approx(0.012)  # it ends once the last rank launched it
 
 
 def test_the_paradigm_sets_the_compute_waited_for_but_the_ring_is_always_bsp():
     found = {e.label: e for e in prediction.estimates(inputs(calibration.NETWORK, "ASP"))}
-    assert found["1ps"].compute_seconds == found["p2p"].compute_seconds == 0.010  # each worker's own
-    assert found["ring"].compute_seconds == 0.012
+    assert found["1ps"].compute_seconds == found["p2p"].compute_seconds == pytest.approx(0.010)  # each worker's own
+    assert found["ring"].compute_seconds == pytest.approx(0.012)
     assert found["1ps"].band is None and "not validated under ASP" in found["1ps"].note
 
 

@@ -54,13 +54,15 @@ class Calibration:
         """One allreduce of `size_bytes` among the trial's workers; 0 with one worker (nothing crosses the network).
         Under an emulated cap it lasts at least the ring's 2(N-1)/N * 8S/cap from its launch (runtime/ring.py paces
         it so), the measured time hidden under that when shorter."""
-        if self.collective is None:
-            return 0.0
-        measured = max(0.0, self.collective.seconds(size_bytes))
-        if not self.link.cap_bits_per_second:
+        measured = self.measured_allreduce_seconds(size_bytes)
+        if self.collective is None or not self.link.cap_bits_per_second:
             return measured
         paced = 2.0 * (self.workers - 1) / self.workers * models.BITS_PER_BYTE * size_bytes
         return max(measured, paced / self.link.cap_bits_per_second)
+
+    def measured_allreduce_seconds(self, size_bytes: float) -> float:
+        """The allreduce as the probe measured it, no cap applied; 0 with one worker."""
+        return 0.0 if self.collective is None else max(0.0, self.collective.seconds(size_bytes))
 
 
 def kind(spec: spec_.ExperimentSpec, shared_host: bool) -> str:

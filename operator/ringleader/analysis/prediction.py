@@ -70,12 +70,16 @@ class Model:
 
 
 def ring_compute(inputs: Inputs) -> float:
-    """The ring runs BSP: an allreduce ends once the last rank has launched it, so each iteration waits for its
-    slowest worker. On an emulated link each rank's allreduce is paced from its own launch (runtime/ring.py), which
-    hides up to the paced time of a late rank (docs/performance.md, section 3): the slowest worker's pace is left."""
-    if inputs.calibration.kind == calibration_.EMULATED:
-        return inputs.compute.slowest_worker_seconds
-    return inputs.compute.critical(Paradigm.BSP)
+    """The compute a ring's iteration waits for. It runs BSP: an allreduce ends once the last rank has launched it,
+    so each iteration waits for its slowest worker. On an emulated link each rank's allreduce is paced from its own
+    launch (runtime/ring.py), which hides a late rank up to the paced time (docs/performance.md, section 3): the
+    workers' recorded steps are replayed so (profile.Compute.paced_seconds), the last bucket ending no sooner than
+    its measured allreduce after the last rank."""
+    if inputs.calibration.kind != calibration_.EMULATED:
+        return inputs.compute.critical(Paradigm.BSP)
+    replay = ring_replay(inputs)
+    last = inputs.calibration.measured_allreduce_seconds(replay.buckets[-1].size_bytes) if replay.buckets else 0.0
+    return inputs.compute.paced_seconds(replay.exposed_seconds, last) - replay.exposed_seconds
 
 
 def ring_replay(inputs: Inputs) -> overlap.Replay:

@@ -103,13 +103,27 @@ class Compute:
     time/wait (so data, forward, backward, update, evaluation and the loop's own work, whether or not each is
     recorded apart, and whichever of comm or wait a synchronizer books its waiting as)."""
 
-    mean_seconds: float
-    """mean_seconds is the mean over every worker iteration after warm-up."""
-    slowest_per_iteration_seconds: float
-    """slowest_per_iteration_seconds is, per iteration, the slowest worker's, averaged: the barrier of BSP waits for
-    it (the compute skew)."""
-    slowest_worker_seconds: float
-    """slowest_worker_seconds is the mean of the slowest worker: the pace a staleness bound holds the others to."""
+    by_rank: Mapping[int, Mapping[int, float]]
+    """by_rank maps each worker rank to its seconds outside communication per step, after warm-up."""
+
+    @property
+    def mean_seconds(self) -> float:
+        """The mean over every worker iteration."""
+        return statistics.fmean(c for steps in self.by_rank.values() for c in steps.values())
+
+    @property
+    def slowest_per_iteration_seconds(self) -> float:
+        """Per iteration the slowest worker's, averaged: the barrier of BSP waits for it (the compute skew)."""
+        by_step: dict[int, list[float]] = {}
+        for steps in self.by_rank.values():
+            for step, seconds in steps.items():
+                by_step.setdefault(step, []).append(seconds)
+        return statistics.fmean(max(values) for values in by_step.values())
+
+    @property
+    def slowest_worker_seconds(self) -> float:
+        """The mean of the slowest worker: the pace a staleness bound holds the others to."""
+        return max(statistics.fmean(steps.values()) for steps in self.by_rank.values())
 
     def critical(self, paradigm: Paradigm | str) -> float:
         """The compute an iteration waits for: BSP the slowest worker of each iteration, SSP and DSSP the slowest
@@ -120,6 +134,20 @@ class Compute:
         if paradigm == Paradigm.ASP:
             return self.mean_seconds
         return self.slowest_worker_seconds
+
+    def paced_seconds(self, paced: float, last: float) -> float:
+        """The mean iteration of these workers, step by step, when each one's communication is paced for `paced`
+        seconds from the end of its own compute but ends no sooner than `last` seconds after the last worker's
+        (an emulated ring, runtime/ring.py: a late rank is hidden up to the paced time, not beyond it)."""
+        steps = sorted(set.intersection(*(set(steps) for steps in self.by_rank.values())))
+        if not steps:
+            return self.slowest_per_iteration_seconds + paced
+        ends = dict.fromkeys(self.by_rank, 0.0)
+        for step in steps:
+            ready = {rank: ends[rank] + self.by_rank[rank][step] for rank in ends}
+            latest = max(ready.values())
+            ends = {rank: max(ready[rank] + paced, latest + last) for rank in ends}
+        return statistics.fmean(ends.values()) / len(steps)
 
 
 def _outside_comm(record: Mapping[str, Any]) -> float:
@@ -136,18 +164,12 @@ def _worker_records(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
 
 def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> Compute:
     """The workers' Compute from their iteration records after warm-up (ranks without worker records are ignored)."""
-    by_rank = {rank: _worker_records(records) for rank, records in records_by_rank.items()}
-    by_rank = {rank: records for rank, records in by_rank.items() if records}
+    by_rank = {rank: {int(r.get("step", index)): _outside_comm(r) for index, r in enumerate(_worker_records(records))}
+               for rank, records in records_by_rank.items()}
+    by_rank = {rank: steps for rank, steps in by_rank.items() if steps}
     if not by_rank:
         raise ValueError("no worker iteration records")
-    every = [r for records in by_rank.values() for r in records]
-    by_step: dict[int, list[float]] = {}
-    for record in every:
-        by_step.setdefault(int(record.get("step", -1)), []).append(_outside_comm(record))
-    return Compute(
-        mean_seconds=statistics.fmean(_outside_comm(r) for r in every),
-        slowest_per_iteration_seconds=statistics.fmean(max(values) for values in by_step.values()),
-        slowest_worker_seconds=max(statistics.fmean(_outside_comm(r) for r in records) for records in by_rank.values()))
+    return Compute(by_rank)
 
 
 def measured_iteration_seconds(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> float | None:
