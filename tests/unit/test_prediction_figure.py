@@ -27,12 +27,12 @@ def test_predictions_are_drawn_and_trials_without_one_say_why(tmp_path):
     failed = {keys.PREDICTION_UNAVAILABLE: "the trial recorded no link probe"}
     loopback = {**PREDICTED, keys.CANNOT_PREDICT: "cannot predict on an uncapped loopback: shared cores"}
     result = results_.SweepResult("e", [a_result(0, PREDICTED), a_result(1, failed), a_result(2, loopback),
-                                        a_result(3, None)])
+                                        a_result(3, None), a_result(4, loopback)])
     figure = prediction_figure.predicted_vs_measured(result, tmp_path)
     assert figure.id == "prediction" and figure.path.read_bytes().startswith(PNG_MAGIC)
     assert "validated error band" in figure.alt
-    assert "e-1: the trial recorded no link probe" in figure.caption
-    assert "e-2: cannot predict on an uncapped loopback: shared cores" in figure.caption
+    assert "No prediction for e-1: the trial recorded no link probe." in figure.caption
+    assert "No prediction for e-2, e-4: cannot predict on an uncapped loopback: shared cores." in figure.caption
     assert "e-0" not in figure.caption.split("No prediction for")[1]
 
 

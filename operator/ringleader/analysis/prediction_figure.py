@@ -10,7 +10,6 @@ figure when no trial has a prediction.
 from __future__ import annotations
 
 import pathlib
-import textwrap
 
 from ringleader.analysis import figures
 from ringleader.analysis import results as results_
@@ -31,7 +30,7 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     width = 0.35
     seen: set[str] = set()
     top = 0.0
-    unavailable = []
+    unavailable: dict[str, list[str]] = {}  # reason -> the trials it keeps from a prediction
     for position, (trial, prediction) in enumerate(predicted):
         measured = 1000 * (prediction.get(keys.MEASURED_ITERATION_SECONDS) or figures.mean_iteration_seconds(trial)
                            or 0.0)
@@ -39,7 +38,7 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
         top = max(top, measured)
         why = prediction.get(keys.PREDICTION_UNAVAILABLE) or prediction.get(keys.CANNOT_PREDICT)
         if why:
-            unavailable.append(f"{trial.trial.name}: {why}")
+            unavailable.setdefault(why, []).append(trial.trial.name)
             axes.text(position + width / 2, 0, "no prediction (caption)", rotation=90, ha="center", va="bottom",
                       fontsize=7, color="#a50f15")
             continue
@@ -71,7 +70,7 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     axes.set_title("Predicted against measured iteration time, per trial", fontsize=10)
     axes.legend(loc="upper left", fontsize=7, ncols=3)
     path = figures.save(figure, directory, "prediction")
-    failed = (" No prediction for " + "; ".join(unavailable) + ".") if unavailable else ""
+    failed = "".join(f" No prediction for {', '.join(names)}: {why}." for why, names in unavailable.items())
     return figures.Figure("prediction", "Predicted against measured",
                           "bars per trial: measured and predicted mean iteration time, the prediction with its "
                           "validated error band; markers: the other architectures' predicted iteration times",
@@ -81,4 +80,4 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
                           "Whiskers: the worst error bench/bench_predict_validation.py measured for that kind of "
                           "prediction (docs/predict-validation.md); a hollow marker has no validated band (the "
                           "kind was not validated, e.g. 4 servers or a paradigm other than BSP). docs/predict.md "
-                          "says what is measured and fitted from what." + textwrap.shorten(failed, 1500), path)
+                          "says what is measured and fitted from what." + failed, path)
