@@ -1,6 +1,6 @@
 """Validation of `ringleader predict`: every trial predicts every other trial of its worker count; median and worst |error|.
 
-Runbook (from the repository root; about 6 minutes on a loaded 2-core machine):
+Runbook (from the repository root; 5 to 8 minutes on a loaded 2-core machine):
 
     .venv/bin/python bench/bench_predict_validation.py                     # 200Mbit emulated and loopback, 2 3 4 workers
     .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3   # the acceptance check (2 min)
