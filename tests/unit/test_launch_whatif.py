@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ringleader import cli
-from ringleader.analysis import addcost, profile, whatif
+from ringleader.analysis import addcost, profile
 from ringleader.launch import addcalibration
 
 # test_analysis_whatif.py's backward: A (1 MB) at 0 ms, B (1 MB) at 10 ms, C (2 MB) at 12 ms; backward 20 ms.
