@@ -8,8 +8,8 @@ Runbook (from the repository root; about a minute on a loaded 2-core machine):
 The runtime has no switch that turns its instrumentation off (worker.py always times and records),
 so the cost is measured two ways, in one process, one intra-op thread:
 
-1. micro: the exact calls one ring iteration makes on the timer and recorder (begin, five phases,
-   two add()s, a bucket span, finish, the loopback's rates from the 10 Hz sampler (runtime/netcounters.py,
+1. micro: the exact calls one ring iteration makes on the timer and recorder (begin, four phases,
+   four add()s, a comm and a bucket span, finish, the loopback's rates from the 10 Hz sampler (runtime/netcounters.py,
    its thread running), log_iteration writing and flushing a JSONL line, and one
    gradient-ready hook per parameter), in a tight loop with nothing to time, minus the same loop
    empty; both outside and inside the trace window (the first 20 steps after warm-up are traced).
@@ -61,7 +61,7 @@ def instrumented_calls(directory: pathlib.Path, iterations: int, parameters: int
     hooks = [timer._ready_hook(f"layer{i}.weight") for i in range(parameters)]
     recorder = records.RankRecorder(directory, "micro-0", 0)
     phases = [timer.phase(name) for name in (keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD,
-                                              keys.TIME_COMM, keys.TIME_UPDATE)]
+                                              keys.TIME_UPDATE)]
     link = netcounters.Sampler.open(netcounters.LOOPBACK)  # its thread runs, as in a rank; None off Linux
     if link is not None:
         link.start()
@@ -74,6 +74,9 @@ def instrumented_calls(directory: pathlib.Path, iterations: int, parameters: int
                     for hook in hooks:
                         hook(None)
         now = time.perf_counter()
+        timer.add(keys.TIME_WAIT, 0.0)
+        timer.add(keys.TIME_COMM, 0.0)
+        timer.span("comm", now, now, timing.TRACK_MAIN)
         timer.span("allreduce bucket 0", now, now, timing.TRACK_COMM, {"bytes": 4})
         timer.add(keys.BYTES_SENT, 1.0)
         timer.add(keys.BYTES_RECEIVED, 1.0)
@@ -94,7 +97,7 @@ def empty_calls(iterations: int, parameters: int) -> float:
     hooks = [lambda _p: None for _ in range(parameters)]
     started = time.perf_counter()
     for _step in range(iterations):
-        for index in range(5):
+        for index in range(4):
             if index == 2:
                 for hook in hooks:
                     hook(None)

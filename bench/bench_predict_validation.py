@@ -10,7 +10,7 @@ For each link (an emulated cap such as 200Mbit, or `loopback`: no cap) it writes
 (an mlp, BSP, one parameter server) sweeping ParameterServer, PeerToPeer and RingAllReduce over the
 worker counts, runs it once with `ringleader run` into a temporary directory, then runs `ringleader
 predict RUN -o json` and scores, for every trial X and every trial Y with X's worker count, X's
-prediction of Y's architecture against Y's measured mean iteration time:
+prediction of Y's architecture against Y's measured median iteration time:
 
     error = predicted / measured - 1          (X = Y: the trial's own prediction; counted apart)
 

@@ -19,15 +19,16 @@ held (time/wait) until the others' pushes have crossed the server's NIC, which i
 model charges to communication. The models price the LAST worker served (a server's replies leave
 one after another), so "slowest" (per step, the largest comm + wait among workers; the median over
 steps, as a shared machine's load spikes make means jumpy; the mean is in the JSON) is what
-meas/model divides; the mean worker's comm and wait are printed too. The ring has no wait; its time/comm is the part of the allreduce not
-hidden behind backward (all of it here: one 0.47 MB bucket, launched when backward ends). Each
-worker's bytes sent per iteration are printed too (least-most), to show how evenly traffic is spread.
+meas/model divides; the mean worker's comm and wait are printed too. The ring's time/wait is its wait for
+the last rank's backward, its time/comm the part of the allreduce after that not hidden behind backward
+(all of it here: one 0.47 MB bucket, launched when backward ends). Each worker's bytes sent per
+iteration are printed too (least-most), to show how evenly traffic is spread.
 
 "slowest" also counts compute skew: a worker whose backward ended early waits, under BSP, for the last
 one's gradient, and that wait is in its comm + wait (P2P carries a skew into the next step; the ring's
-emulation hides it: docs/performance.md, section 3). "after last" (per traced step,
-from the end of the last worker's backward to the last worker's new weights, from the ranks' Chrome
-traces, less time/update; median) leaves the skew out: it is what the models price, which start every
+emulation hid it until its last bucket was carried from the last rank's launch: docs/performance.md,
+section 3). "after last" (per traced step, from the end of the last worker's backward to the last
+worker's new weights, from the ranks' Chrome traces, less time/update; median) leaves the skew out: it is what the models price, which start every
 worker together. "spread" is that skew (first to last end of backward, median).
 
 "unshaped" runs on raw loopback: there is no link to model, so only trends are compared (each

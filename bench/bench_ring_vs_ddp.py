@@ -26,7 +26,7 @@ the throughput ratio, reported as the median over steps and min/max over chunks 
 start ranks through `python -m ringleader.runtime`, but a load spike hits both alike, which separate
 runs on a shared machine cannot promise: its spread is the tighter one. It also says where the time
 goes: each variant's forward, backward (DDP's includes waiting for its last buckets), exposed
-communication (the ring's wait after backward) and update, medians in ms.
+communication (the ring's wait after backward, time/comm + time/wait) and update, medians in ms.
 
 Before/after a change to the ring, run the same command from a `git archive` of the old tree in /tmp
 and from the new one, alternately, in the same session: the machine's load moves more than the ring.

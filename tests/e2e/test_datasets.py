@@ -97,7 +97,7 @@ def test_a_trial_trains_on_an_image_folder_read_from_a_claim_mounted_read_only(
     wait_for(f"the MLflow run of {trial['name']} to end", lambda: mlflow.status(trial["runId"]) == "FINISHED", 60,
              describe=lambda: mlflow.status(trial["runId"]))
     run = mlflow.run(trial["runId"])
-    assert run.data.metrics.get("eval/accuracy_best_pct", 0) >= 60, sorted(run.data.metrics)
+    assert run.data.metrics.get("eval_accuracy_best_pct", 0) >= 60, sorted(run.data.metrics)
     (evaluating,) = [r for r in mlflow.children(run.info.experiment_id, trial["runId"])
                      if r.data.tags.get("ringleader.rank") == "0"]
     evaluations = mlflow.history(evaluating.info.run_id, "eval/accuracy_pct")

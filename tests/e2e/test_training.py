@@ -87,7 +87,7 @@ def test_kubectl_get_shows_architecture_paradigm_workers_phase_progress_throughp
     output = kube.kubectl("get", "dte", "-n", namespace).stdout
     log("kubectl get dte:\n" + output)
     assert output.splitlines()[0].split() == ["NAME", "ARCHITECTURE", "PARADIGM", "WORKERS", "PHASE", "PROGRESS",
-                                              "THROUGHPUT", "AGE"]
+                                              "THROUGHPUT", "ETA", "AGE"]
     rows = {row["NAME"]: row for row in columns(output)}
     expected = {
         "ps-bsp": ("ParameterServer", "BSP", "24/24"),

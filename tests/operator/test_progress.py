@@ -4,11 +4,13 @@ The test plays the kubelet (tests/operator/kubelet.py): it binds the pods to a N
 serves on 127.0.0.1, or leaves them unbound, so that the API server can serve no log (HTTP 204).
 """
 
+import json
 import time
 
 import experiments as dtes
 import kubelet
 from apiserver_client import wait_for
+from ringleader.api import constants
 
 
 def _running(admin, namespace, name, bind):
@@ -55,3 +57,54 @@ def test_a_log_no_node_serves_is_one_warning_and_tried_less_and_less_often(admin
     time.sleep(8)  # tries after 1, 2 and 4 more seconds: a streak of failures is told once, not once per try
     assert len(unreadable()) == 1
     assert dtes.phase(admin.experiment(namespace, "unbound")) == "Running"
+
+
+def table(admin, namespace, name):
+    """What `kubectl get dte` prints, as the API server renders it from the CRD's printer columns: {column: cell}."""
+    response = admin.session.get(f"{admin.url}{admin.path(constants.KIND, namespace, name)}", timeout=30,
+                                 headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    response.raise_for_status()
+    found = response.json()
+    return dict(zip((c["name"] for c in found["columnDefinitions"]), found["rows"][0]["cells"]))
+
+
+def test_the_status_and_kubectl_get_carry_the_eta_from_the_paced_progress_lines_then_the_prediction(
+        admin, namespace, operator, tmp_path):
+    logs = {}
+    server = kubelet.LogServer(tmp_path, lambda pod: logs.get(pod, ""))
+    try:
+        kubelet.add_node(admin, server.port)
+        operator()
+        admin.create(dtes.experiment("eta", namespace, model={"iterations": 100},
+                                     sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}))
+        pods = _running(admin, namespace, "eta", bind=True)
+        # As a kubelet serves them with timestamps=true: 10 iterations in 2 s, so 80 more end 16 s later.
+        logs[pods[0]["metadata"]["name"]] = (
+            "2030-01-01T00:00:10.000000001Z progress: iteration 10/100 loss 0.4000 iteration 190.0 ms\n"
+            "2030-01-01T00:00:12.000000001Z progress: iteration 20/100 loss 0.3000 iteration 210.0 ms\n")
+        estimate = wait_for("the trial's ETA", lambda: (admin.experiment(namespace, "eta")["status"].get("estimate")
+                                                        or {}).get("trialCompletionTime"))
+        assert estimate == "2030-01-01T00:00:28Z"
+        status = admin.experiment(namespace, "eta")["status"]
+        # The ring trial after it: nothing measured or predicted it yet, so the experiment's end is unknown.
+        assert "completionTime" not in status["estimate"] and "eta-1 runs" in status["estimate"]["message"]
+        assert table(admin, namespace, "eta")["ETA"] is None  # kubectl prints <none>
+
+        # The parameter-server trial ends, predicting the ring at 40 ms: the ring trial is priced before it runs.
+        summary = {**dtes.SUMMARY, "prediction": {"architectures": {"1ps": {"iterationSeconds": 0.05},
+                                                                    "ring": {"iterationSeconds": 0.04}}}}
+        for pod in admin.trial_pods(namespace, "eta"):
+            if dtes.role(pod) == "worker":
+                admin.finish_pod(pod, 0, "Completed", json.dumps(summary))
+        done = wait_for("the ring trial started and priced", lambda: (lambda dte: len(dtes.trials(dte)) == 2
+                        and dtes.trials(dte)[1].get("startTime") and dte["status"].get("estimate", {})
+                        .get("completionTime") and dte)(admin.experiment(namespace, "eta")))
+        first, second = dtes.trials(done)
+        assert first["summary"]["predictedIterationSeconds"] == {"1ps": 0.05, "ring": 0.04}
+        startup = (dtes.time_of(first["completionTime"]) - dtes.time_of(first["startTime"])).total_seconds() - 100 * 0.05
+        expected = dtes.time_of(second["startTime"]).timestamp() + max(0.0, startup) + 100 * 0.04
+        completion = done["status"]["estimate"]["completionTime"]
+        assert dtes.time_of(completion).timestamp() == round(expected)
+        assert table(admin, namespace, "eta")["ETA"] == completion == done["status"]["estimate"]["text"]
+    finally:
+        server.close()

@@ -54,7 +54,7 @@ def test_a_restart_between_a_trial_end_and_its_run_end_still_logs_the_summary(ad
     wait_for("the trial run FINISHED", lambda: _client(uri).get_run(trial["runId"]).info.status == "FINISHED",
              timeout=120)
     metrics = _client(uri).get_run(trial["runId"]).data.metrics
-    assert metrics["throughput/samples_per_s"] == dtes.SUMMARY["throughput"]
+    assert metrics["throughput_samples_per_s"] == dtes.SUMMARY["throughput"]
     done = wait_for("runEnded in status", lambda: (lambda dte: dtes.trials(dte)[0].get("runEnded") and
                                                    dte["status"]["mlflow"].get("runEnded") and dte)(
         admin.experiment(namespace, "late")), timeout=60)

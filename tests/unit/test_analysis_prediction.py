@@ -46,7 +46,7 @@ def test_the_profile_is_each_parameters_median_ready_time_in_parameter_order():
     assert [g.ready_seconds for g in found.gradients] == pytest.approx([0.008, 0.007, 0.004, 0.0025])
     assert found.backward_seconds == pytest.approx(0.011) and found.total_bytes == 4000
     assert [g.name for g in found.in_ready_order()] == ["b.bias", "b.weight", "a.bias", "a.weight"]
-    # Scaled to the records' mean backward (the traced window is a sample): every ready time in proportion.
+    # Scaled to the records' median backward (the traced window is a sample): every ready time in proportion.
     doubled = found.scaled(0.022)
     assert doubled.backward_seconds == 0.022
     assert [g.ready_seconds for g in doubled.gradients] == pytest.approx([0.016, 0.014, 0.008, 0.005])
@@ -62,9 +62,9 @@ def test_compute_is_the_iteration_less_comm_and_wait_whichever_a_synchronizer_bo
                1: [worker_record(1, 0.030, comm=0.010, wait=0.008), worker_record(2, 0.030, comm=0.022)],
                2: [{"step": 1, "role": "ps", keys.TIME_ITERATION: 9.0}]}  # a server: not a worker
     compute = profile_.compute(records)
-    assert compute.mean_seconds == pytest.approx(0.011)
+    assert compute.median_seconds == pytest.approx(0.011)
     assert compute.slowest_per_iteration_seconds == pytest.approx((0.012 + 0.014) / 2)  # BSP waits for it
-    assert compute.slowest_worker_seconds == pytest.approx(0.012)  # rank 0's mean
+    assert compute.slowest_worker_seconds == pytest.approx(0.012)  # rank 0's median
     assert compute.critical("BSP") == pytest.approx(0.013) and compute.critical("ASP") == pytest.approx(0.011)
     assert compute.critical("SSP") == compute.critical("DSSP") == pytest.approx(0.012)
     # An emulated ring paced 5 ms from each rank's own compute, ending no sooner than 1 ms after the last rank's:
@@ -73,6 +73,20 @@ def test_compute_is_the_iteration_less_comm_and_wait_whichever_a_synchronizer_bo
     assert profile_.measured_iteration_seconds(records) == pytest.approx(0.030)  # warm-up and the server left out
     with pytest.raises(ValueError, match="no worker iteration records"):
         profile_.compute({2: records[2]})
+
+
+def test_a_stalled_iteration_moves_neither_the_profile_nor_the_compute_nor_the_measured_iteration():
+    # Rank 0's fourth iteration stalled for half a second (10 ms of compute became 480); medians do not follow it.
+    stalled = [worker_record(s, 0.030, comm=0.020) for s in (1, 2, 3)] + [worker_record(4, 0.5, comm=0.020,
+                                                                                        backward=0.5)]
+    records = {0: stalled, 1: [worker_record(s, 0.030, comm=0.020) for s in (1, 2, 3, 4)]}
+    assert profile_.of_rank(layers_document(), stalled).backward_seconds == pytest.approx(0.011)
+    compute = profile_.compute(records)
+    assert compute.median_seconds == compute.slowest_per_iteration_seconds == pytest.approx(0.010)
+    assert compute.slowest_worker_seconds == pytest.approx(0.010)
+    # Paced 5 ms, 1 ms after the last: every step 15 ms but the stalled one.
+    assert compute.paced_seconds(0.005, 0.001) == pytest.approx(0.015)
+    assert profile_.measured_iteration_seconds(records) == pytest.approx(0.030)
 
 
 def test_both_commands_take_the_lowest_worker_rank_and_to_model_a_ring_a_ring_trial():
@@ -243,15 +257,15 @@ def a_trial(architecture: str, workers: int = 2, **more) -> trial_.Trial:
     return trial_.Trial(experiment="e", name="e-0", index=0, spec=spec(architecture, workers, **more))
 
 
-def test_a_ring_trial_is_predicted_from_its_probe_and_compared_with_its_mean_iteration():
+def test_a_ring_trial_is_predicted_from_its_probe_and_compared_with_its_median_iteration():
     records = {0: [worker_record(0, iteration=0.5, warmup=True)] + [worker_record(s, 0.020) for s in (1, 2)],
                1: [worker_record(s, 0.026) for s in (1, 2)]}
     found = prediction.predict_trial(a_trial("RingAllReduce", network={"bandwidth": "8Mbit"}), records,
                                      layers_document(), 0, probe())
     assert found.architecture == "ring" and found.inputs.workers == 2
     assert found.inputs.bucketing.recorded == (1000, 3000)  # the ring trial's own buckets
-    assert found.inputs.profile.backward_seconds == pytest.approx(0.011)  # rank 0's mean time/backward
-    assert found.measured_seconds == pytest.approx(0.023)  # warm-up left out
+    assert found.inputs.profile.backward_seconds == pytest.approx(0.011)  # rank 0's median time/backward
+    assert found.measured_seconds == pytest.approx(0.023)  # the median of 20, 20, 26, 26 ms; warm-up left out
     assert found.error == pytest.approx(abs(found.own.iteration_seconds - 0.023) / 0.023)
     assert [e.label for e in found.estimates] == ["1ps", "4ps", "p2p", "ring"]
     document = found.to_document()
@@ -260,11 +274,12 @@ def test_a_ring_trial_is_predicted_from_its_probe_and_compared_with_its_mean_ite
     assert ring[keys.BAND_FRACTION] == validation.BANDS[calibration.EMULATED, "ring"].worst
     assert document[keys.ARCHITECTURES]["4ps"][keys.BAND_FRACTION] is None
     metrics = metric_names.trial({keys.PREDICTION: document})
-    assert metrics["predict/iteration_ms"] == pytest.approx(1000 * found.own.iteration_seconds)
-    assert metrics["predict/error_pct"] == pytest.approx(100 * found.error)
-    assert metrics["predict/ring_iteration_ms"] == metrics["predict/iteration_ms"]
-    assert metrics["predict/ring_band_pct"] == pytest.approx(100 * ring[keys.BAND_FRACTION])
-    assert "predict/4ps_band_pct" not in metrics
+    assert metrics["predict_iteration_ms"] == round(1000 * found.own.iteration_seconds, 3)
+    assert metrics["predict_error_pct"] == round(100 * found.error, 1)
+    assert metrics["predict_measured_iteration_ms"] == 23.0
+    assert metrics["predict_ring_iteration_ms"] == metrics["predict_iteration_ms"]
+    assert metrics["predict_ring_band_pct"] == round(100 * ring[keys.BAND_FRACTION], 1)
+    assert "predict_4ps_band_pct" not in metrics
     assert not any(key.endswith((keys.FIT, keys.BAND_NOTE, keys.LINK_KIND)) for key in metrics)  # words: no metric
 
 

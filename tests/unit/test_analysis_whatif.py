@@ -62,6 +62,28 @@ def test_compression_divides_the_transfer():
     assert whatif.simulate(PROFILE, 2, 1e8, compression=4).overhead_seconds == pytest.approx(0.060)
 
 
+def test_a_codecs_cost_is_paid_only_when_compressing():
+    # c = 4 at 100 Mbit/s: 60 ms of overhead (above), plus 5 ms of encoding and decoding; none at c = 1.
+    compressed = whatif.simulate(PROFILE, 2, 1e8, compression=4, batch_seconds=0.048, codec_seconds=0.005)
+    assert compressed.overhead_seconds == pytest.approx(0.065)
+    assert compressed.scaling_factor == pytest.approx(0.048 / 0.113)
+    assert whatif.simulate(PROFILE, 2, 1e8, codec_seconds=0.005).overhead_seconds == pytest.approx(0.300)
+    assert [r.overhead_seconds for r in whatif.sweep(PROFILE, 2, 0.048, [1e8], [1, 4], codec_seconds=0.005)] == \
+        pytest.approx([0.300, 0.065])
+
+
+def test_the_measured_compression_is_bytes_uncompressed_over_sent_after_warmup():
+    lines = [{"role": "worker", "warmup": True, keys.BYTES_SENT: 10.0, keys.BYTES_UNCOMPRESSED: 10.0,
+              keys.TIME_CODEC: 1.0}] + [
+        {"role": "worker", "warmup": False, keys.BYTES_SENT: 250.0, keys.BYTES_UNCOMPRESSED: 1000.0,
+         keys.TIME_CODEC: codec} for codec in (0.002, 0.004)]
+    measured = whatif.measured_compression(lines)
+    assert measured.compression == pytest.approx(4.0) and measured.codec_seconds == pytest.approx(0.003)
+    plain = [{**line, keys.BYTES_UNCOMPRESSED: line[keys.BYTES_SENT]} for line in lines]
+    assert whatif.measured_compression(plain) is None
+    assert whatif.measured_compression([{"role": "worker", keys.BYTES_SENT: 5.0}]) is None  # an older record
+
+
 def test_scaling_factor():
     assert whatif.scaling_factor(0.1, 0.0) == 1.0
     assert whatif.scaling_factor(0.1, 0.1) == pytest.approx(0.5)

@@ -47,6 +47,16 @@ def test_ring_allreduce_with_stale_paradigms_is_skipped_with_the_reason(experime
     assert result.skipped[0][1] == "RingAllReduce runs BSP only, not ASP"
 
 
+def test_compression_methods_are_an_axis_and_ring_only_methods_skip_other_architectures(experiment_document):
+    result = expansion(experiment_document, {"sweep": {"matrix": {
+        "architecture": ["ParameterServer", "RingAllReduce"], "compression": ["None", "FP16", "PowerSGD", "TopK"]}}})
+    assert [(t.spec.architecture.value, t.spec.compression.method.value) for t in result.trials] == [
+        ("ParameterServer", "None"), ("ParameterServer", "FP16"),
+        ("RingAllReduce", "None"), ("RingAllReduce", "FP16"), ("RingAllReduce", "PowerSGD"), ("RingAllReduce", "TopK")]
+    assert [p["compression"] for p, _ in result.skipped] == ["PowerSGD", "TopK"]
+    assert result.skipped[0][1] == "ParameterServer does not take compression PowerSGD (RingAllReduce only)"
+
+
 def test_values_a_topology_ignores_do_not_repeat_trials(experiment_document):
     result = expansion(experiment_document, {"sweep": {"matrix": {
         "architecture": ["ParameterServer", "PeerToPeer"], "parameterServers": [1, 2, 4]}}})

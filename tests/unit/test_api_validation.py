@@ -92,6 +92,12 @@ RULE_CASES = {
     "evaluation needs real data": (
         {"model": {"evaluation": {"everyIterations": 5}}},
         "spec.model.evaluation", "set `data.format` to Digits"),
+    "PowerSGD needs a ring": (
+        {"compression": {"method": "PowerSGD"}},
+        "spec.compression.method", "use None, FP16 or BF16 with ParameterServer or PeerToPeer"),
+    "swept TopK needs a ring": (
+        {"architecture": "PeerToPeer", "sweep": {"matrix": {"compression": ["TopK", "PowerSGD"]}}},
+        "spec.compression.method", "or sweep RingAllReduce too"),
 }
 
 
@@ -107,9 +113,9 @@ def test_every_published_rule_has_a_case():
     models = [spec_.SyncSpec, spec_.Workers, spec_.Target, spec_.ModelSpec, spec_.DataSpec, spec_.Toleration,
               spec_.Scheduling, spec_.Sweep, spec_.Tracking, spec_.ExperimentSpec]
     rule_count = sum(len(model.rules) for model in models)
-    # "swept DSSP needs maxStaleness" exercises a rule already covered, through the sweep; the tracking.uri
-    # rule has a case for each kind of credentials.
-    assert rule_count == len(RULE_CASES) - 2
+    # "swept DSSP needs maxStaleness" and "swept TopK needs a ring" exercise rules already covered, through the
+    # sweep; the tracking.uri rule has a case for each kind of credentials.
+    assert rule_count == len(RULE_CASES) - 3
 
 
 def test_all_problems_are_reported_at_once(experiment_document):

@@ -5,9 +5,11 @@ import datetime
 import pytest
 
 from ringleader import api
+from ringleader.analysis import eta
 from ringleader.api import constants
 from ringleader.api import status as status_
-from ringleader.controller import conditions, due, events, plan, reasons, rendering, statuses
+from ringleader.contract import progress as progress_line
+from ringleader.controller import conditions, due, estimates, events, plan, reasons, rendering, statuses
 from ringleader.controller import settings as settings_
 
 Phase = status_.Phase
@@ -26,11 +28,17 @@ def running_pods(trial):
             for e in rendering.expected_pods(trial)]
 
 
+def read(*iterations, iterations_in_all=200):
+    """The progress lines a log read found, one per iteration given (no timestamps)."""
+    return tuple(progress_line.Line(i, iterations_in_all, 0.005) for i in iterations)
+
+
 def decide(dte, old=None, *, pods=None, at=0, progress=None):
+    """`progress` maps a trial to the iteration its last progress line says, or to the lines read."""
     expansion = api.expand(dte)
     seen = plan.Observation(now=T0 + datetime.timedelta(seconds=at), generation=3, pods=pods or {},
                             expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
-                            progress=progress or {})
+                            progress={name: read(i) if isinstance(i, int) else i for name, i in (progress or {}).items()})
     return plan.decide(dte, expansion, old or status_.ExperimentStatus(), seen)
 
 
@@ -193,6 +201,88 @@ def test_a_suspended_experiment_starts_nothing_and_says_so():
     assert condition(result.status, Type.SUSPENDED).status == "True"
 
 
+# -- the estimated end ----------------------------------------------------------------------------
+
+def stamped(*seconds_and_iterations, iterations_in_all=200):
+    """Progress lines as read with the kubelet's timestamps: (seconds after T0, iteration) each."""
+    return tuple(progress_line.Line(i, iterations_in_all, 0.1, T0 + datetime.timedelta(seconds=s))
+                 for s, i in seconds_and_iterations)
+
+
+def test_a_running_trial_is_estimated_to_end_after_its_remaining_iterations_at_its_recent_pace():
+    dte = experiment(model={"iterations": 200})
+    trial = api.expand(dte).trials[0]
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.RUNNING,
+                                                                start_time=T0)])
+    pods = {trial.name: running_pods(trial)}
+    unknown = decide(dte, old, pods=pods, at=5).status.estimate
+    assert (unknown.completion_time, unknown.text, unknown.message) == (None, None, eta.UNKNOWN)
+    # 20 iterations in 4 s (0.2 s each), seen at T0+12 with 160 to go.
+    estimate = decide(dte, old, pods=pods, at=20, progress={trial.name: stamped((8, 20), (12, 40))}).status.estimate
+    end = T0 + datetime.timedelta(seconds=12 + 160 * 0.2)
+    assert estimate.completion_time == estimate.trial_completion_time == end
+    assert (estimate.bound, estimate.text) == (status_.EstimateBound.EXPECTED, "2030-01-01T00:00:44Z")
+    assert "recent pace" in estimate.message
+    # The estimate is the lines', not the clock's: a later pass with the same reads writes nothing new.
+    again = decide(dte, old, pods=pods, at=90, progress={trial.name: stamped((8, 20), (12, 40))}).status.estimate
+    assert again == estimate
+    assert statuses.dump(decide(dte, old, pods=pods, progress={trial.name: stamped((8, 20), (12, 40))}).status)[
+        "estimate"]["completionTime"] == "2030-01-01T00:00:44Z"
+
+
+def test_a_pace_beyond_any_date_leaves_the_end_unset():
+    dte = experiment(model={"iterations": 200})
+    trial = api.expand(dte).trials[0]
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.RUNNING,
+                                                                start_time=T0)])
+    utc = datetime.timezone.utc
+    lines = (progress_line.Line(1, 200, 0.1, datetime.datetime(1, 1, 1, tzinfo=utc)),
+             progress_line.Line(2, 200, 0.1, datetime.datetime(9000, 1, 1, tzinfo=utc)))
+    estimate = decide(dte, old, pods={trial.name: running_pods(trial)}, progress={trial.name: lines}).status.estimate
+    assert (estimate.completion_time, estimate.trial_completion_time, estimate.text) == (None, None, None)
+
+
+def test_a_trial_not_run_yet_takes_its_iterations_at_the_predicted_iteration_time_plus_start_up():
+    dte = experiment(model={"iterations": 200}, sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}})
+    # The parameter-server trial took 30 s for 200 iterations of 0.05 s: 20 s beyond them. It predicted the ring.
+    first = status_.TrialStatus(
+        name="q-0", index=0, parameters={"architecture": "ParameterServer"}, phase=Phase.SUCCEEDED,
+        start_time=T0 - datetime.timedelta(seconds=30), completion_time=T0,
+        summary=status_.Summary(iteration_time_p50_seconds=0.05, predicted_iteration_seconds={"1ps": 0.05, "ring": 0.04}))
+    second = status_.TrialStatus(name="q-1", index=1, parameters={"architecture": "RingAllReduce"})
+    result = decide(dte, status_.ExperimentStatus(trials=[first, second]), at=1)
+    assert result.create == (1,)  # created now: start-up and its iterations to go
+    estimate = result.status.estimate
+    assert estimate.completion_time == T0 + datetime.timedelta(seconds=1 + 20 + 200 * 0.04)
+    assert estimate.trial_completion_time is None  # not running yet
+    # A repetition of a measured combination is priced by its measurement.
+    dte = experiment(model={"iterations": 200}, sweep={"repetitions": 2})
+    measured = first.model_copy(update=dict(parameters={"repetition": "0"}))
+    repeat = status_.TrialStatus(name="q-1", index=1, parameters={"repetition": "1"})
+    estimate = decide(dte, status_.ExperimentStatus(trials=[measured, repeat]), at=1).status.estimate
+    assert estimate.completion_time == T0 + datetime.timedelta(seconds=1 + 20 + 200 * 0.05)
+
+
+def test_a_target_that_stops_trials_makes_the_estimate_an_upper_bound():
+    dte = experiment(model={"iterations": 200, "evaluation": {"everyIterations": 10},
+                            "target": {"loss": 0.5, "onReached": "Stop"}}, data={"format": "Digits"})
+    trial = api.expand(dte).trials[0]
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.RUNNING,
+                                                                start_time=T0)])
+    estimate = decide(dte, old, pods={trial.name: running_pods(trial)},
+                      progress={trial.name: stamped((8, 20), (12, 40))}).status.estimate
+    assert (estimate.bound, estimate.text) == (status_.EstimateBound.AT_MOST, "at most 2030-01-01T00:00:44Z")
+    assert "at most" in estimate.message
+
+
+def test_an_ended_or_suspended_experiment_has_no_estimate():
+    old = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.SUCCEEDED)])
+    assert decide(experiment(), old).status.estimate is None
+    running = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=Phase.RUNNING,
+                                                                    start_time=T0)])
+    assert decide(experiment(runPolicy={"suspend": True}), running).status.estimate is None
+
+
 # -- due times ------------------------------------------------------------------------------------
 
 def test_the_next_wake_is_the_earliest_deadline_not_a_periodic_sweep():
@@ -208,10 +298,13 @@ def test_a_running_trial_needs_no_full_pass_for_its_progress_and_a_progress_read
     trial = api.expand(dte).trials[0]
     running = decide(dte, old, pods={trial.name: running_pods(trial)}, progress={trial.name: 37}).status
     assert due.next_wake(running, dte.spec.run_policy, T0, settings_.TimingSettings()) is None  # polling's job
-    read = plan.with_progress(running, {trial.name: 52})
-    assert (read.progress.iteration, read.progress_text) == (52, "52/200")
-    assert read.model_copy(update=dict(progress=running.progress, progress_text=running.progress_text)) == running
-    assert plan.with_progress(running, {}) is running  # nothing read: nothing changes
+    sweep = estimates.Sweep.of(api.expand(dte))
+    found = plan.with_progress(running, {trial.name: read(52)}, sweep)
+    assert (found.progress.iteration, found.progress_text) == (52, "52/200")
+    assert found.model_copy(update=dict(progress=running.progress, progress_text=running.progress_text,
+                                        estimate=running.estimate)) == running
+    assert plan.with_progress(running, {}, sweep) is running  # nothing read: nothing changes
+    assert plan.with_progress(found, {trial.name: read(52)}, sweep) is found  # the same read: nothing changes
 
 
 def test_a_finished_experiment_expires_ttl_seconds_after_its_completion():

@@ -89,6 +89,15 @@ def test_the_summary_is_read_from_the_termination_message_and_unknown_keys_are_i
     document = {"throughput": 1234.5, "iterationTimeP50Seconds": 0.1, "stragglerRank": 3, "runtimeVersion": "x"}
     summary = pods.summary_of(pod(phase="Succeeded", containers=[terminated(0, "Completed", json.dumps(document))]))
     assert (summary.throughput, summary.iteration_time_p50_seconds, summary.straggler_rank) == (1234.5, 0.1, 3)
+    assert summary.predicted_iteration_seconds is None  # it made no prediction
+
+
+def test_the_summary_keeps_the_iteration_time_the_prediction_gives_each_architecture():
+    document = {"iterationTimeP50Seconds": 0.1, "prediction": {"architecture": "1ps", "iterationSeconds": 0.09,
+                "architectures": {"1ps": {"iterationSeconds": 0.09, "commSeconds": 0.05},
+                                  "ring": {"iterationSeconds": 0.0412345678, "commSeconds": 0.01}}}}
+    summary = pods.summary_of(pod(phase="Succeeded", containers=[terminated(0, "Completed", json.dumps(document))]))
+    assert summary.predicted_iteration_seconds == {"1ps": 0.09, "ring": 0.041235}
 
 
 def test_a_termination_message_that_is_not_json_gives_no_summary():

@@ -2,6 +2,7 @@
 (and saying so in an Event) while its log cannot be read."""
 
 import asyncio
+import datetime
 
 import kopf
 from kopf._core.engines import posting
@@ -13,11 +14,24 @@ from ringleader.controller import kube, polling, progress, reconciler, recording
 from ringleader.controller import settings as settings_
 
 
-def test_the_operator_reads_back_the_last_progress_line_a_worker_printed():
+def test_the_operator_reads_back_the_progress_lines_a_worker_printed():
     log = "\n".join(["starting", progress_line.progress_line(3, 100, 0.5, 0.004), "loss 0.4",
                      progress_line.progress_line(17, 100, 0.25, 0.0035), "a stray line about iteration 99/100"])
-    assert progress.iteration(log) == 17
-    assert progress.iteration("warming up\n") == 0
+    assert progress.lines(log) == (progress_line.Line(3, 100, 0.004), progress_line.Line(17, 100, 0.0035))
+    assert progress.lines("warming up\n") == ()
+
+
+def test_the_kubelets_timestamps_date_each_line():
+    # As `kubectl logs --timestamps` shows them: RFC 3339 with nanoseconds, then the line.
+    log = ("2030-01-01T00:00:00.123456789Z starting\n"
+           "2030-01-01T00:00:10.500000000Z " + progress_line.progress_line(20, 200, 0.5, 0.49) + "\n"
+           "2030-01-01T00:00:20.5+00:00 " + progress_line.progress_line(40, 200, 0.4, 0.51) + "\n")
+    first, second = progress.lines(log)
+    assert (first.iteration, first.iterations, first.iteration_seconds) == (20, 200, 0.49)
+    assert first.at == datetime.datetime(2030, 1, 1, 0, 0, 10, 500000, tzinfo=datetime.timezone.utc)
+    assert (second.at - first.at).total_seconds() == 10.0
+    # Read without timestamps, a line is what the user's code printed: no date in it is trusted to be one.
+    assert progress.lines("2030-13-45T00:00:00Z progress: iteration 3/9\n") == (progress_line.Line(3, 9, None),)
 
 
 def worker(name, rank, phase="Running", role="worker"):
@@ -50,13 +64,15 @@ BODY = {"apiVersion": constants.API_VERSION, "kind": constants.KIND,
 
 
 def read(controller, status, pods):
-    """One progress read as a reconcile makes it, with kopf's event queue in place; (progress, events posted)."""
+    """One progress read as a reconcile makes it, with kopf's event queue in place; (the last iteration read of
+    each trial, events posted)."""
     async def run():
         queue = asyncio.Queue()
         posting.settings_var.set(kopf.OperatorSettings())
         posting.event_queue_var.set(queue)
         posting.event_queue_loop_var.set(asyncio.get_running_loop())
         found = await controller._read_progress(dict(BODY), status, {"q-0": progress.reporter(pods)})
+        found = {name: lines[-1].iteration for name, lines in found.items()}
         return found, [(e.type, e.reason, e.message) for e in [queue.get_nowait() for _ in range(queue.qsize())]]
     return asyncio.run(run())
 
@@ -115,8 +131,9 @@ def test_the_schedule_doubles_the_wait_per_failure_up_to_its_cap():
     assert [schedule.unreadable("k", "t", 0.0)[1] for _ in range(5)] == [15.0, 30.0, 60.0, 100.0, 100.0]
     assert schedule.next_in("k", 0.0) == 100.0
     assert not schedule.due("k", "t", 50.0)
-    assert schedule.read("k", "t", 100.0, 42) is True  # ends the streak
-    assert (schedule.known("k"), schedule.next_in("k", 100.0)) == ({"t": 42}, 15.0)
+    line = progress_line.Line(42, 50, 0.005)
+    assert schedule.read("k", "t", 100.0, [line]) is True  # ends the streak
+    assert (schedule.known("k"), schedule.next_in("k", 100.0)) == ({"t": (line,)}, 15.0)
     assert schedule.due("k", "t", 114.5)  # a pass woken a little early still reads
     schedule.keep("k", [])
     assert schedule.known("k") == {} and schedule.next_in("k", 0.0) is None

@@ -204,8 +204,9 @@ def test_names_short_names_and_versions(definition):
 def test_printer_columns_point_at_fields_that_exist(definition, schema):
     [version] = definition["spec"]["versions"]
     columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
-    assert list(columns) == ["Architecture", "Paradigm", "Workers", "Phase", "Progress", "Throughput", "Age"]
-    assert columns["Progress"]["type"] == "string"
+    assert list(columns) == ["Architecture", "Paradigm", "Workers", "Phase", "Progress", "Throughput", "ETA", "Age"]
+    # kubectl prints a date column in the future as "<invalid>": the ETA is a string the operator writes.
+    assert columns["Progress"]["type"] == columns["ETA"]["type"] == "string"
     for column in columns.values():
         if column["jsonPath"].startswith(".metadata"):
             continue
@@ -250,7 +251,8 @@ def test_everything_but_run_policy_is_immutable(schema):
             assert transition == [{"rule": "self == oldSelf",
                                    "message": f"`spec.{name}` is immutable: create a new experiment to change it"}]
     presence = [r["rule"] for r in spec["x-kubernetes-validations"] if "oldSelf" in r["rule"]]
-    assert presence == ["has(self.image) == has(oldSelf.image)", "has(self.sweep) == has(oldSelf.sweep)"]
+    assert presence == ["has(self.image) == has(oldSelf.image)", "has(self.profiling) == has(oldSelf.profiling)",
+                        "has(self.sweep) == has(oldSelf.sweep)"]
 
 
 def test_the_api_servers_defaulting_gives_the_models_defaults(schema):

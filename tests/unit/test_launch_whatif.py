@@ -49,6 +49,30 @@ def test_the_table_of_a_profile_file_matches_the_hand_computed_model(profile_fil
     assert table[0.1, 1][1] == 300.0 and table[0.1, 4][1] == 60.0
 
 
+def test_a_codec_cost_is_added_where_the_table_compresses(profile_file, capsys):
+    _, out, _ = whatif_(capsys, profile_file, "--workers", 2, "--bandwidths", 0.1, "--compressions", 1, 4,
+                        "--codec-ms", 5)
+    assert "codec: 5.000 ms per iteration added to the overhead when c > 1" in out
+    assert rows(out)[0.1, 1][1] == 300.0 and rows(out)[0.1, 4][1] == 65.0
+
+
+def test_a_compressed_ranks_measured_ratio_and_codec_join_the_table(tmp_path, capsys):
+    rank = tmp_path / "rank-0"
+    rank.mkdir()
+    (rank / "layers.json").write_text(json.dumps({
+        "parameters": [{"name": g["name"], "bytes": g["bytes"]} for g in PROFILE["gradients"]],
+        "iterations": [{"step": 1, "backwardStart": 0.0, "backwardEnd": 0.020,
+                        "ready": {g["name"]: g["readySeconds"] for g in PROFILE["gradients"]}}]}))
+    (rank / "iterations.jsonl").write_text("\n".join(json.dumps(
+        {"step": 1, "role": "worker", "warmup": False, "time/data": 0.0, "time/forward": 0.016, "time/backward": 0.020,
+         "time/update": 0.012, "time/codec": 0.005, "time/comm": 0.010, "time/iteration": 0.063, "bytes/sent": 2.5e5,
+         "bytes/uncompressed": 1e6}) for _ in range(3)))
+    code, out, err = whatif_(capsys, rank, "--workers", 2, "--bandwidths", 0.1, "--compressions", 1)
+    assert (code, err) == (0, "")
+    assert "measured compression: c = 4.0000 (bytes uncompressed over sent), encode and decode 5.000 ms" in out
+    assert rows(out)[0.1, 1][1] == 300.0 and rows(out)[0.1, 4][1] == 65.0  # the trial's own point, its codec paid
+
+
 def test_the_fusion_options_change_the_buckets(profile_file, capsys):
     # A 20 ms cycle time fuses all three gradients; a 2 MB threshold (1.9 MiB) splits B from C again.
     _, out, _ = whatif_(capsys, profile_file, "--workers", 2, "--bandwidths", 1, "--compressions", 1,

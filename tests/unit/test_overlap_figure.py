@@ -67,7 +67,7 @@ def test_the_replay_is_the_dag_that_predict_reports_first_in_first_out_on_one_ch
     model = overlap_figure.predicted(result, 0)
     found = prediction.predict_trial(result.trial, result.records, layers_document(), 0, PROBE)
     assert model.exposed_seconds == pytest.approx(found.own.comm_seconds)  # predict's ring comm is t_c_no
-    assert model.backward_seconds == pytest.approx(0.011)  # scaled to the records' mean time/backward
+    assert model.backward_seconds == pytest.approx(0.011)  # scaled to the records' median time/backward
     # The buckets the trial recorded, in launch order: b's 3000 bytes, ready at 4 ms of a 12 ms traced backward, and
     # a's 1000, at 9 ms; stretched to the records' 11 ms: 3.667 and 8.25 ms. At 0.2 ms + 1 us per byte: b 3.667 to
     # 6.867 ms, a 8.25 to 9.45 ms, all before backward ends.

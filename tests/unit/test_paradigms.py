@@ -231,6 +231,57 @@ def test_dssp_lets_the_fast_worker_further_ahead_than_ssp_with_the_same_lower_bo
 # From the spec
 
 
+# ---------------------------------------------------------------------------------------------
+# A worker that is done (stopped at the target, or finished) no longer counts
+
+
+@pytest.mark.parametrize("gate", [paradigms.BSP(3), paradigms.SSP(3, staleness=1),
+                                  paradigms.DSSP(3, lower=1, upper=3), paradigms.DSSPFollower(3, lower=1, upper=3)],
+                         ids=lambda gate: type(gate).__name__)
+def test_a_retired_worker_never_holds_the_others(gate):
+    for w in range(3):
+        gate.begin(w, 0.0)
+    for w in range(3):
+        gate.on_push(w, 1.0)  # one iteration each; then worker 2 stops at the target
+    assert gate.blocked == [] and gate.retire(2) == []
+    for count in range(2, 9):  # workers 0 and 1 go on far past it, in lockstep
+        released = gate.on_push(0, count + 0.1) + gate.on_push(1, count + 0.2)
+        assert sorted(released) == [0, 1], f"push {count}: {released} released, {gate.blocked} held"
+    assert gate.clock == 8 and gate.slowest() == 0
+
+
+def test_retiring_the_slowest_frees_those_it_held():
+    gate = paradigms.SSP(2, staleness=0)
+    gate.on_push(0, 1.0)
+    gate.on_push(1, 1.0)
+    assert gate.on_push(0, 2.0) == []  # one ahead of worker 1
+    assert gate.retire(1) == [0]
+    assert gate.clock == 2
+
+
+def test_retiring_completes_a_bsp_round_the_others_pushed():
+    gate = paradigms.BSP(3)
+    for w in (0, 1):
+        gate.on_push(w, 1.0)
+    assert gate.blocked == [0, 1]
+    assert gate.retire(2) == [0, 1]
+
+
+def test_a_worker_cannot_retire_while_its_ok_is_held():
+    gate = paradigms.BSP(2)
+    gate.on_push(0, 1.0)
+    with pytest.raises(paradigms.ProtocolError, match="done while its OK was held"):
+        gate.retire(0)
+
+
+def test_once_every_worker_is_done_the_clock_is_their_final_count():
+    gate = paradigms.ASP(2)
+    gate.on_push(0, 1.0)
+    gate.retire(0)
+    gate.retire(1)
+    assert gate.clock == 0 and gate.active == [0, 1]
+
+
 def test_make_gate_builds_the_spec_paradigm_with_its_bounds():
     assert isinstance(paradigms.make_gate(spec_.SyncSpec(), 2), paradigms.BSP)
     assert isinstance(paradigms.make_gate(spec_.SyncSpec(paradigm="ASP"), 2), paradigms.ASP)

@@ -127,10 +127,33 @@ def test_a_sweep_timed_to_a_target_says_each_paradigms_time_and_which_was_first(
         trials.append(dataclasses.replace(found, summary=timed))
     made = report.build(results.SweepResult("rep", trials), tmp_path / "report")
     # Time to the target is what the sweep was run for: it leads the findings.
-    assert made.findings[0] == "Time to 90 % held-out accuracy: BSP 20.0 s; SSP 12.5 s; ASP never. First: SSP."
+    assert made.findings[0] == (
+        "Time to 90 % held-out accuracy: BSP 20.0 s; SSP 12.5 s; ASP never. Earliest in this run: SSP, but one run "
+        "each cannot say how sure: a time to target moves from run to run; set sweep.repetitions (3 or more) to know.")
     untimed = report.build(results.SweepResult("rep", [sweeps.result_of(t) for t in sweeps.trials(
         {"architecture": "ParameterServer", "sweep": {"matrix": {"paradigm": ["BSP", "ASP"]}}})]), tmp_path / "none")
     assert not any(f.startswith("Time to 90") or "held-out" in f for f in untimed.findings)
+
+
+def timed_repetitions(tmp_path, seconds: dict[str, list[float]]):
+    spec = {"architecture": "ParameterServer", "sync": {"staleness": 2}, "data": {"format": "Digits"},
+            "model": {"evaluation": {"everyIterations": 5}, "target": {"accuracyPercent": 90}},
+            "sweep": {"repetitions": 3, "matrix": {"paradigm": list(seconds)}}}
+    trials = []
+    for trial in sweeps.trials(spec):
+        found = sweeps.result_of(trial)
+        timed = {**found.summary, keys.TARGET_SECONDS: seconds[trial.spec.sync.paradigm.value][trial.repetition]}
+        trials.append(dataclasses.replace(found, summary=timed))
+    made = report.build(results.SweepResult("rep", trials), tmp_path / "report")
+    return made.findings[0], json.loads((made.directory / "report.json").read_text())["findingRecords"][0]
+
+
+def test_repetitions_name_the_first_to_the_target_only_when_their_intervals_part(tmp_path):
+    text, record = timed_repetitions(tmp_path / "a", {"BSP": [20.0, 21.0, 19.5], "ASP": [12.0, 12.5, 11.8]})
+    assert text.endswith(" First: ASP.") and record["distinguishable"] and record["basis"] == "repetitions"
+    text, record = timed_repetitions(tmp_path / "b", {"BSP": [13.4, 24.0, 15.0], "ASP": [7.5, 19.9, 12.0]})
+    assert text.endswith(" No clear first: ASP and BSP overlap; more repetitions would settle it.")
+    assert record["distinguishable"] is False and record["subjects"] == ["ASP", "BSP"]
 
 
 def test_a_bandwidth_sweep_draws_the_what_if_model_only_from_a_layer_profile(tmp_path):
@@ -219,6 +242,18 @@ def test_a_clear_win_within_single_runs_is_named_with_its_interval(tmp_path):
         made.findings[0]
 
 
+def test_a_clear_win_within_single_runs_on_shared_cpus_is_a_lead_not_a_winner(tmp_path):
+    rng = random.Random(5)
+    trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
+    for trial in trials:  # 3 ranks on a 2-CPU laptop: contended timings drift between runs
+        trial.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, 0.6) for rank in range(3)}
+    made = report.build(results.SweepResult("win", trials), tmp_path)
+    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
+    assert first["low"] > 1 + findings.SINGLE_RUN_MARGIN and first["distinguishable"] is False
+    assert made.findings[1].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by ")
+    assert "but their ranks shared CPUs (CPU contention, above)" in made.findings[1]
+
+
 def test_a_sweep_that_did_not_run_every_trial_says_what_is_missing_first(tmp_path):
     trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "PeerToPeer", "RingAllReduce"]}}})
     sweep = results.SweepResult("partial", [sweeps.result_of(t) for t in trials[:2]], tuple(t.name for t in trials))
@@ -270,3 +305,34 @@ def test_a_lead_within_runs_smaller_than_the_drift_between_runs_is_a_lead_not_a_
     assert made.findings[0].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by 1.0")
     assert made.findings[0].endswith("not beyond the 10 % runs apart differ by: sweep.repetitions of 3 or more "
                                      "would confirm it.")
+
+
+def used(host: str, cpus: float, busy: float, threads: int = 1) -> dict:
+    return {keys.HOST: host, keys.CPUS: cpus, keys.THREADS: threads, keys.CPU_UTILIZATION: busy}
+
+
+def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contended_first(tmp_path):
+    crowded, spread = (sweeps.result_of(t) for t in sweeps.trials(
+        {"workers": {"replicas": 3}, "sweep": {"matrix": {"architecture": ["PeerToPeer", "RingAllReduce"]}}}, "cpu"))
+    # One laptop of 2 CPUs for 3 ranks; then a pod of 2 CPUs per rank, one with 2 threads: room for each.
+    crowded.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, busy) for rank, busy in enumerate((0.6, 0.7, 0.65))}
+    spread.summary[keys.USAGE] = {str(rank): used(f"pod-{rank}", 2.0, 1.9, threads=rank % 2 + 1) for rank in range(3)}
+
+    made = report.build(results.SweepResult("cpu", [crowded, spread]), tmp_path / "report")
+
+    assert made.findings[0] == ("CPU contention: cpu-0: 3 ranks (3 threads) had 2 CPUs, 1.9 of them busy on average. "
+                                "Their timings are contended: they include waiting for a CPU, so compare them only "
+                                "with trials that shared the CPUs alike, or give each rank CPUs of its own (fewer "
+                                "ranks per machine, or a cluster).")
+
+    def contention(*trials) -> list[str]:
+        return [f.text for f in findings.findings(results.SweepResult("cpu", list(trials))) if f.kind == "contention"]
+
+    assert contention(spread) == []
+    # Threads count too: one rank of 4 threads on 2 CPUs waits for them as 4 ranks would.
+    spread.summary[keys.USAGE] = {"0": used("pod-0", 2.0, 1.96, threads=4)}
+    assert contention(spread)[0].startswith("CPU contention: cpu-1: 1 rank (4 threads) had 2 CPUs, 2.0 of them busy")
+    # Pods whose CPU limit is below a core, each rank alone on its machine: said once, by shape.
+    spread.summary[keys.USAGE] = {str(rank): used(f"pod-{rank}", 0.5, 0.49) for rank in range(3)}
+    assert contention(spread)[0].startswith("CPU contention: cpu-1: 3 machines had fewer CPUs than their ranks' "
+                                            "threads (1 thread on 0.5 CPUs). ")

@@ -15,7 +15,7 @@ import torch
 
 from ringleader.api import spec as spec_
 from ringleader.contract import keys
-from ringleader.runtime import exchange, models, optimizers, paradigms, shaping
+from ringleader.runtime import compression, exchange, models, optimizers, paradigms, shaping
 
 SERVER, WORKERS = 0, [1, 2]
 LEARNING_RATE = 0.1
@@ -61,6 +61,22 @@ def gradients(value: float) -> list[torch.Tensor]:
 
 # ---------------------------------------------------------------------------------------------
 # Aggregation
+
+
+def test_a_compressing_server_takes_16_bit_pushes_and_answers_in_16_bits_counting_what_it_saved():
+    outbox, codec = Outbox(), compression.MessageCodec(spec_.CompressionMethod.FP16)
+    server = exchange.server.ShardServer(
+        rank=SERVER, shard=[torch.ones(2, 2), torch.zeros(3)], workers=WORKERS, gate=paradigms.BSP(2), link=outbox,
+        optimizer_factory=optimizers.factory(spec_.Optimizer(learningRate=LEARNING_RATE)), codec=codec)
+    for worker, value in zip(WORKERS, (1e-5, 3e-5)):  # below FP16's normal range: the per-tensor scale keeps them
+        payload = codec.pack(server.layout, gradients(value), server.layout.empty())
+        server.handle(exchange.wire.Message(exchange.wire.Kind.PUSH, worker, count=1, payload=payload))
+    [(_, reply), _] = outbox.take()
+    weights = codec.unpack(server.layout, reply.payload)
+    assert torch.allclose(weights[0], torch.full((2, 2), 1.0 - LEARNING_RATE * 2e-5), rtol=2.0 ** -11, atol=0)
+    assert torch.allclose(server.parameters[1].detach(), torch.full((3,), -LEARNING_RATE * 2e-5), rtol=1e-3)
+    assert reply.uncompressed == exchange.wire.Layout(server.parameters).nbytes
+    assert reply.payload_bytes < reply.uncompressed and reply.uncompressed_bytes - reply.wire_bytes == 32 - 24
 
 
 def test_bsp_averages_the_round_and_releases_everyone_with_the_same_weights():
@@ -149,11 +165,15 @@ def test_owner_0s_dssp_reply_carries_the_grant_its_controller_made():
     assert reply.grant == 2 + 3  # this push and r more go unchecked
 
 
-def test_the_initial_pull_is_answered_at_once_with_the_initial_weights():
-    server, outbox = make_server(paradigms.BSP(2))
-    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, clock=0))
-    (destination, reply), = outbox.take()
-    assert destination == 2 and torch.equal(weights_of(server, reply)[0], torch.ones(2, 2))
+def test_the_initial_pulls_are_answered_together_once_every_worker_asked_so_all_start_at_once():
+    server, outbox = make_server(paradigms.ASP(2))
+    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, clock=0, received_at=1.0))
+    assert outbox.take() == []  # worker 1 is still starting: worker 2 would run ahead of it under ASP
+    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 1, count=0, clock=0, received_at=3.0))
+    replies = outbox.take()
+    assert [destination for destination, _ in replies] == [2, 1]
+    assert all(torch.equal(weights_of(server, reply)[0], torch.ones(2, 2)) for _, reply in replies)
+    assert server.gate.pushed_at == [(3.0, 3.0), (3.0, 3.0)]  # both first intervals start when they were answered
 
 
 def test_pushes_must_arrive_in_order():
@@ -170,6 +190,44 @@ def test_done_is_acknowledged_and_the_server_finishes_when_every_worker_is_done(
     server.handle(exchange.wire.Message(exchange.wire.Kind.LOST, 1, reason="gone after done"))  # normal: it finished
     server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 2))
     assert server.finished
+
+
+def test_a_stop_reaches_every_worker_in_its_next_answer_without_holding_anyone():
+    server, outbox = make_server(paradigms.ASP(2))
+    push(server, 2, 1, gradients(1.0))
+    assert [reply.stop for _, reply in outbox.take()] == [False]
+    server.handle(exchange.wire.Message(exchange.wire.Kind.STOP, 1, count=1))  # worker 1 reached the target
+    push(server, 2, 2, gradients(1.0))
+    assert [(d, reply.stop) for d, reply in outbox.take()] == [(2, True)]  # answered at once, told to stop
+
+
+def test_bsp_completes_the_round_without_a_worker_that_stopped_and_averages_the_others():
+    server, outbox = make_server(paradigms.BSP(2))
+    push(server, 1, 1, gradients(1.0))
+    push(server, 2, 1, gradients(1.0))
+    outbox.take()
+    push(server, 2, 2, gradients(4.0))  # worker 1 stopped after 1 iteration: worker 2 is held for its push
+    assert outbox.take() == []
+    server.handle(exchange.wire.Message(exchange.wire.Kind.STOP, 1, count=1))
+    metrics = server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 1, count=1))
+    sent = outbox.take()
+    assert [(d, m.kind) for d, m in sent] == [(1, exchange.wire.Kind.BYE), (2, exchange.wire.Kind.REPLY)]
+    reply = sent[1][1]
+    assert reply.stop and reply.version == 2 and reply.clock == 2  # the round of worker 2 alone, applied
+    expected = 1.0 - LEARNING_RATE * 1.0 - LEARNING_RATE * 4.0  # round 1's mean 1, then worker 2's 4 alone
+    assert torch.allclose(weights_of(server, reply)[0], torch.full((2, 2), expected))
+    assert metrics is not None and metrics[keys.SERVER_QUEUE_DEPTH] == 0.0
+
+
+def test_ssp_frees_a_worker_held_for_one_that_stopped():
+    server, outbox = make_server(paradigms.SSP(2, staleness=0))
+    push(server, 1, 1, gradients(1.0))
+    push(server, 2, 1, gradients(1.0))
+    outbox.take()
+    push(server, 2, 2, gradients(1.0))  # one ahead of worker 1: held
+    assert outbox.take() == []
+    server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 1, count=1))
+    assert [(d, m.kind) for d, m in outbox.take()] == [(1, exchange.wire.Kind.BYE), (2, exchange.wire.Kind.REPLY)]
 
 
 def test_losing_a_worker_that_has_not_finished_fails_the_server_naming_it():
@@ -268,10 +326,12 @@ def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_with
 
 def test_a_header_carries_every_field_exactly():
     message = exchange.wire.Message(exchange.wire.Kind.REPLY, 5, count=2**40 + 1, clock=17, held=0.125, version=99,
-                              sent_at=1_790_000_000.123456, payload=torch.zeros(24, dtype=torch.uint8))
+                              grant=12, stop=True, sent_at=1_790_000_000.123456,
+                              payload=torch.zeros(24, dtype=torch.uint8))
     decoded, payload_bytes = exchange.wire.decode_header(exchange.wire.encode_header(message))
-    assert (decoded.kind, decoded.sender, decoded.count, decoded.clock, decoded.held, decoded.version,
-            decoded.sent_at) == (exchange.wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99, 1_790_000_000.123456)
+    assert (decoded.kind, decoded.sender, decoded.count, decoded.clock, decoded.held, decoded.version, decoded.grant,
+            decoded.stop, decoded.sent_at) == (exchange.wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99, 12, True,
+                                               1_790_000_000.123456)
     assert payload_bytes == 24 and message.wire_bytes == exchange.wire.HEADER_BYTES + 24
 
 

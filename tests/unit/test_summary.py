@@ -58,6 +58,18 @@ def test_fractions_say_where_the_time_went_and_who_straggles():
     assert result["bytesPerIteration"] == pytest.approx(1000.0)
 
 
+def test_encoding_is_a_share_of_its_own_and_the_ratio_is_bytes_sent_over_uncompressed():
+    records = {1: [worker_record(0, warmup=True, sent=4000.0, **{"bytes/uncompressed": 4000.0})] + [
+        worker_record(s, backward=0.15, **{"time/codec": 0.05, "bytes/uncompressed": 2000.0}) for s in range(1, 5)]}
+    result = summary.summarize(records, make_trial(compression={"method": "FP16"}))
+    assert result["compression"] == "FP16"
+    assert result["compressionRatio"] == pytest.approx(0.5)  # the warm-up's uncompressed bytes do not count
+    assert result["codecSeconds"] == pytest.approx(0.05) and result["codecFraction"] == pytest.approx(0.1)
+    assert result["computeFraction"] == pytest.approx(0.35 / 0.5)  # data, forward, backward, update: not codec
+    plain = summary.summarize(two_workers(), make_trial())
+    assert plain["compression"] == "None" and "compressionRatio" not in plain  # nothing said what it would be
+
+
 def test_servers_staleness_and_losses_are_summarized():
     records = two_workers()
     records[1][2]["staleness"] = 3
@@ -161,3 +173,13 @@ def test_time_to_target_runs_from_the_first_iteration_to_the_end_of_the_iteratio
     ({"bandwidth": "1Mbit"}, "Emulated"), ({"bandwidth": "1Mbit", "enforcement": "Network"}, "Network"), ({}, "None")])
 def test_the_summary_says_what_applied_the_cap(network, enforced_by):
     assert summary.summarize(two_workers(), make_trial(network=network))["bandwidthEnforcement"] == enforced_by
+
+
+def test_each_ranks_usage_is_carried_by_rank_and_left_out_first_of_a_termination_message():
+    used = {rank: {keys.HOST: "laptop", keys.CPUS: 2.0, keys.THREADS: 1, keys.CPU_UTILIZATION: 0.6,
+                   keys.PEAK_RSS_BYTES: 3e8} for rank in range(1, 201)}
+    result = summary.summarize(two_workers(), make_trial(), used)
+    assert result[keys.USAGE]["1"] == used[1] and len(result[keys.USAGE]) == 200
+    assert keys.USAGE not in summary.summarize(two_workers(), make_trial())
+    compact = summary.compact(result)
+    assert keys.USAGE not in compact and compact["throughput"] == result["throughput"]

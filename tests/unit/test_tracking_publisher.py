@@ -16,8 +16,10 @@ import time
 import mlflow.tracking
 import pytest
 
+from ringleader.analysis import summary as summary_
 from ringleader.api import experiment, trial
 from ringleader.contract import environment as contract
+from ringleader.contract import records as record_files
 from ringleader.tracking import cursor, layout, live, publisher, replay, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
@@ -255,6 +257,9 @@ def write_trial(session_dir: pathlib.Path, the_trial: trial.Trial, status: str =
         (rank_dir / layout.SUMMARY_FILE).write_text(json.dumps({"iterations": 20, "measuredIterations": 18,
                                                                 "time/iteration": 0.03}))
     if status == "FINISHED":
+        records = {slot.rank: record_files.read_iterations(layout.rank_dir(trial_dir, slot.rank) / layout.ITERATIONS_FILE)
+                   for slot in the_trial.worker_slots()}
+        record_files.write_lines(trial_dir / layout.SERIES_FILE, summary_.trial_series(records, the_trial))
         (trial_dir / layout.SUMMARY_FILE).write_text(json.dumps({
             "throughput": 512.5, "iterationTimeP50Seconds": 0.031, "iterationTimeP95Seconds": 0.035,
             "computeFraction": 0.6, "commFraction": 0.3, "waitFraction": 0.1, "stragglerRank": 2,
@@ -286,20 +291,28 @@ def test_a_finished_trial_gets_params_summary_artifacts_nested_ranks_and_status(
     assert run.data.params["model.batchSize"] == "8"
     assert run.data.params["model.optimizer.learningRate"] == "0.01"
     assert run.data.params["trial.name"] == "tiny-0" and run.data.params["trial.index"] == "0"
-    assert run.data.metrics["throughput/samples_per_s"] == 512.5
-    assert run.data.metrics["iteration/p50_ms"] == pytest.approx(31.0)
-    assert run.data.metrics["share/comm_pct"] == pytest.approx(30.0)
-    assert run.data.metrics["network/sent_over_bandwidth_pct"] == pytest.approx(25.0)
-    assert run.data.metrics["rank/1/comm_ms"] == pytest.approx(9.0)
+    # The summary once, under slash-free keys (MLflow's last chart section); per rank on the rank runs only.
+    assert run.data.metrics["throughput_samples_per_s"] == 512.5
+    assert run.data.metrics["iteration_p50_ms"] == 31.0
+    assert run.data.metrics["share_comm_pct"] == 30.0
+    assert run.data.metrics["network_sent_over_bandwidth_pct"] == 25.0
+    assert not [key for key in run.data.metrics if key.startswith("rank")]
     assert "note" not in run.data.metrics
+    # The trial's series: per step, the workers together (ranks 1 and 2: 30.1 and 30.2 ms at step 1, say).
+    assert history(store, result.run_id) == [(s, round(1000 * (0.03 + 0.0001 * s) + 1.5, 3)) for s in range(2, 20)]
+    assert not store.client.get_metric_history(result.run_id, "warmup/time/iteration_ms")  # on the rank runs
+    throughput = store.client.get_metric_history(result.run_id, "throughput/samples_per_s")
+    assert throughput[0].value == round(8 / (0.03 + 0.0001 * throughput[0].step + 0.001)
+                                        + 8 / (0.03 + 0.0001 * throughput[0].step + 0.002), 1)
+    assert len(history(store, result.run_id, "train/loss")) == 20
     assert {"trial.json", "summary.json", "breakdown.png", "traces", "logs"} <= artifacts(store, result.run_id)
     assert artifacts(store, result.run_id, "traces") == {"traces/rank-1.trace.json", "traces/rank-2.trace.json"}
 
     ranks = store.client.search_runs([experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{result.run_id}'")
     assert sorted(r.data.tags[schema.TAG_RANK] for r in ranks) == ["1", "2"]
     assert all(r.info.status == "FINISHED" for r in ranks)
-    assert all(r.data.metrics["mean/time/iteration_ms"] == pytest.approx(30.0) for r in ranks)
-    assert all(r.data.metrics["count/measured_iterations"] == 18 for r in ranks)
+    assert all(r.data.metrics["mean_time_iteration_ms"] == 30.0 for r in ranks)
+    assert all(r.data.metrics["count_measured_iterations"] == 18 for r in ranks)
     assert all(artifacts(store, r.info.run_id, "records") == {"records/iterations.jsonl"} for r in ranks)
     assert sorted(r.info.run_name for r in ranks) == ["tiny-0/rank-1 (worker)", "tiny-0/rank-2 (worker)"]
     assert all(len(history(store, r.info.run_id)) == 20 for r in ranks)
@@ -353,10 +366,11 @@ def test_a_session_is_published_with_its_parent_run_and_report_and_replay_adds_n
     assert parent.info.status == "FAILED"
     assert parent.data.params["sweep.architecture"] == "ParameterServer, RingAllReduce"
     assert "architecture" not in parent.data.params
-    # The trials compared on the sweep run; the failed trial wrote no summary.
-    assert parent.data.metrics == {"throughput_samples_per_s/tiny-0": 512.5, "iteration_p50_ms/tiny-0": pytest.approx(31.0),
-                                   "iteration_p95_ms/tiny-0": pytest.approx(35.0), "share_compute_pct/tiny-0": 60.0,
-                                   "share_comm_pct/tiny-0": 30.0, "share_wait_pct/tiny-0": 10.0}
+    # The trials compared on the sweep run, each named by what it varies; the failed trial wrote no summary.
+    assert parent.data.metrics == {
+        "throughput_samples_per_s/ParameterServer": 512.5, "iteration_p50_ms/ParameterServer": 31.0,
+        "iteration_p95_ms/ParameterServer": 35.0, "share_compute_pct/ParameterServer": 60.0,
+        "share_comm_pct/ParameterServer": 30.0, "share_wait_pct/ParameterServer": 10.0}
     assert store.client.get_experiment(experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
     assert "report" in artifacts(store, parent.info.run_id)
     assert {"report/report.html", "report/report.csv", "report/report.json"} <= artifacts(
@@ -390,6 +404,7 @@ def test_a_live_publisher_sends_records_as_they_come_and_flushes_the_rest_on_sto
     append_records(rank_dir, range(5))
     (rank_dir / layout.TRACE_FILE).write_text(json.dumps({"traceEvents": []}))
     (rank_dir.parent / layout.SUMMARY_FILE).write_text(json.dumps({"throughput": 99.5}))  # this rank wrote it
+    record_files.write_lines(rank_dir.parent / layout.SERIES_FILE, [{"step": 3, "loss": 1.25, "timestamp": 1.7e9}])
     env = contract.PodEnvironment(role="worker", rank=1, world_size=3, master_addr="127.0.0.1", master_port=1,
                                   trial_file="trial.json", output_dir=str(tmp_path / "pod"), run_id=trial_run[1],
                                   tracking_uri=store.uri)
@@ -406,7 +421,9 @@ def test_a_live_publisher_sends_records_as_they_come_and_flushes_the_rest_on_sto
     assert [s for s, _ in history(store, state.run_id)] == list(range(8))
     assert store.client.get_run(state.run_id).info.status == "FAILED"
     trial_run_data = store.client.get_run(trial_run[1]).data
-    assert trial_run_data.metrics["throughput/samples_per_s"] == 99.5
+    assert trial_run_data.metrics["throughput_samples_per_s"] == 99.5
+    assert [(m.step, m.value, m.timestamp) for m in store.client.get_metric_history(trial_run[1], "train/loss")] == [
+        (3, 1.25, 1_700_000_000_000)]
     assert artifacts(store, trial_run[1], "traces") == {"traces/rank-1.trace.json"}
     assert "summary.json" in artifacts(store, trial_run[1])  # this rank wrote the trial summary
     assert artifacts(store, state.run_id, "records") == {"records/iterations.jsonl"}

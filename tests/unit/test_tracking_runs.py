@@ -85,8 +85,8 @@ def test_finishing_a_trial_run_logs_the_summary_and_why_it_ended(uri, sweep):
 
     run = runs.store_for(uri).client.get_run(run_id)
     assert run.info.status == "FAILED" and run.info.end_time is not None
-    assert run.data.metrics == {"throughput/samples_per_s": 812.0, "iteration/p50_ms": 40.0, "share/comm_pct": 30.0,
-                                "straggler/rank": 2.0}
+    assert run.data.metrics == {"throughput_samples_per_s": 812.0, "iteration_p50_ms": 40.0, "share_comm_pct": 30.0,
+                                "straggler_rank": 2.0}
     assert run.data.tags[schema.TAG_STATUS_REASON] == "BackoffLimitExceeded"
     with pytest.raises(ValueError, match="FINISHED, FAILED, KILLED"):
         runs.finish_run(run_id, "SUCCEEDED", tracking_uri=uri)
@@ -107,10 +107,13 @@ def test_the_sweep_run_compares_the_trials_from_their_status_summaries(uri, swee
     parent = runs.start_parent_run(experiment_id, sweep, tracking_uri=uri)
     summaries = {"op-0": status.Summary(throughput=812.0, iteration_time_p50_seconds=0.0206).wire(), "op-1": None}
 
-    assert runs.log_sweep_metrics(parent, summaries, tracking_uri=uri) == 2
+    assert runs.log_sweep_metrics(parent, summaries, trials=trial.expand(sweep).trials, tracking_uri=uri) == 2
 
+    # Each trial under what it varies among the sweep's trials (the operator passes its expansion).
+    label = schema.sweep_labels(trial.expand(sweep).trials)["op-0"]
+    assert label != "op-0" and "op-0" in summaries
     assert runs.store_for(uri).client.get_run(parent).data.metrics == {
-        "throughput_samples_per_s/op-0": 812.0, "iteration_p50_ms/op-0": pytest.approx(20.6)}
+        f"throughput_samples_per_s/{label}": 812.0, f"iteration_p50_ms/{label}": 20.6}
 
 
 def test_the_report_is_made_from_the_runs_and_the_operators_summaries_and_attached(uri, sweep, tmp_path):

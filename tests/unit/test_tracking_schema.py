@@ -53,6 +53,12 @@ def test_trial_params_leave_out_what_the_trial_does_not_use():
     assert stale_params["sync.staleness"] == "2" and "sync.maxStaleness" not in stale_params  # SSP
     assert "model.optimizer.momentum" not in ring_params  # Adam
     assert "data.synthetic.sequenceLength" not in ring_params and "data.synthetic.imageSize" in ring_params
+    assert not any(key.startswith("compression") for key in ring_params)  # method None: a placeholder
+    power, top = map(schema.trial_params, expand({"architecture": "RingAllReduce", "sweep": {"matrix": {
+        "compression": ["PowerSGD", "TopK"]}}}))
+    assert (power["compression.method"], power["compression.rank"], power["compression.errorFeedback"]) == (
+        "PowerSGD", "2", "true") and "compression.ratio" not in power
+    assert (top["compression.ratio"], "compression.rank" in top) == ("0.01", False)
     transformer = schema.trial_params(expand({"model": {"name": "transformer"}})[0])
     assert "data.synthetic.imageSize" not in transformer and "data.synthetic.sequenceLength" in transformer
 

@@ -159,7 +159,7 @@ def _seconds_bars(groups: list[tuple[combinations.Combination, statistics.Estima
         axes.text(position, estimate.mean, f"{estimate.mean:.1f} s", ha="center", va="bottom", fontsize=8)
     axes.set_xticks(positions)
     axes.set_xticklabels([c.label.replace(", ", "\n") for c, _ in groups], fontsize=7)
-    axes.set_ylabel(ylabel)
+    axes.set_ylabel(f"{ylabel}, mean over repetitions")
     axes.set_title(title, fontsize=10)
     return figure
 

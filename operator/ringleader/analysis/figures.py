@@ -27,6 +27,8 @@ SHARES = (  # where a worker iteration's time goes, bottom to top
     (keys.COMPUTE_SECONDS, "compute", "#2171b5"),
     (keys.COMM_SECONDS, "communication", "#fd8d3c"),
     (keys.WAIT_SECONDS, "waiting", "#bdbdbd"),
+    (keys.CODEC_SECONDS, "encoding & decoding", "#9e9ac8"),
+    (keys.OTHER_SECONDS, "evaluation & other", "#a1d99b"),
 )
 # Phases of a rank's breakdown plot, bottom to top.
 BREAKDOWN_PHASES = (
@@ -36,6 +38,9 @@ BREAKDOWN_PHASES = (
     (keys.TIME_UPDATE, "update", "#6baed6"),
     (keys.TIME_COMM, "communication", "#fd8d3c"),
     (keys.TIME_WAIT, "waiting", "#bdbdbd"),
+    (keys.TIME_CODEC, "encoding & decoding", "#9e9ac8"),
+    (keys.TIME_EVAL, "evaluation", "#a1d99b"),
+    (keys.TIME_OTHER, "other", "#f0f0f0"),
 )
 PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
 
@@ -107,19 +112,21 @@ def time_breakdown(result: results_.SweepResult, directory: pathlib.Path) -> Fig
     axes.set_xticklabels([trial_label(trial) for trial in trials], fontsize=7)
     axes.set_ylim(0, top * 1.3)
     axes.set_ylabel("mean time per worker iteration (ms)")
-    axes.set_title("Where iteration time goes, per trial (after warm-up)", fontsize=10)
+    axes.set_title("Where iteration time goes, per trial: means after warm-up", fontsize=10)
     axes.legend(loc="upper right", fontsize=8, ncols=3)
     path = save(figure, directory, "time")
-    return Figure("time", "Where iteration time goes",
-                  "stacked bars per trial: compute, communication and waiting milliseconds per worker iteration",
+    return Figure("time", "Where iteration time goes (means)",
+                  "stacked bars per trial: compute, communication, waiting and evaluation-and-other milliseconds per "
+                  "worker iteration",
                   "Mean milliseconds of a worker iteration after warm-up spent computing (data, forward, backward, "
-                  "update), communicating and waiting for other workers or the server; all trials share the axis. "
-                  "Above each bar: the mean iteration time, the same statistic as the bars, and the throughput of "
-                  "all workers together. A bar lower than its mean leaves time in no phase (loop overhead).", path)
+                  "update), communicating, waiting for other workers or the server, and evaluating or in the loop's "
+                  "own work (recording, printing); all trials share the axis. Means, because they add up: the "
+                  "phases' means stack to the mean iteration (medians would not). Above each bar: the mean iteration "
+                  "time, the same statistic as the bars, and the throughput of all workers together.", path)
 
 
 def repetitions(result: results_.SweepResult, directory: pathlib.Path) -> Figure | None:
-    """Mean and 95 % interval of throughput and p50 iteration time per combination, as error bars."""
+    """Mean over repetitions and its 95 % interval of throughput and median (p50) iteration time per combination."""
     if combinations.REPETITION not in result.axes:
         return None
     groups = [c for c in combinations.group(result) if c.values(keys.THROUGHPUT)]
@@ -128,7 +135,7 @@ def repetitions(result: results_.SweepResult, directory: pathlib.Path) -> Figure
     figure, panels = pyplot.subplots(1, 2, figsize=(max(8.0, 1.4 * len(groups) + 4.0), 4.4))
     positions = list(range(len(groups)))
     for panel, key, scale, unit in ((panels[0], keys.THROUGHPUT, 1.0, "throughput (samples/s)"),
-                                    (panels[1], keys.P50, 1000.0, "iteration p50 (ms)")):
+                                    (panels[1], keys.P50, 1000.0, "median iteration time, p50 (ms)")):
         estimates = [group.estimate(key) for group in groups]
         means = [scale * e.mean if e else 0.0 for e in estimates]
         below = [scale * (e.mean - e.low) if e and e.low is not None else 0.0 for e in estimates]
@@ -141,12 +148,14 @@ def repetitions(result: results_.SweepResult, directory: pathlib.Path) -> Figure
         panel.set_xticklabels([group.label.replace(", ", "\n") for group in groups], fontsize=7)
         panel.set_ylabel(unit)
     count = max(len(group.trials) for group in groups)
-    figure.suptitle(f"Mean and 95 % confidence interval (Student t) over {count} repetitions", fontsize=10)
+    figure.suptitle(f"Mean over {count} repetitions and its 95 % confidence interval (Student t) of each trial's "
+                    "throughput and median iteration time", fontsize=10)
     path = save(figure, directory, "repetitions")
     return Figure("repetitions", "Repetitions",
-                  "bars with error bars: mean and 95 % confidence interval of throughput and p50 iteration time "
-                  "per combination",
-                  "Bars are the mean over the repetitions of each combination, error bars its 95 % confidence "
+                  "bars with error bars: mean and 95 % confidence interval of throughput and median (p50) iteration "
+                  "time per combination",
+                  "Bars are the mean over the repetitions of each combination of each trial's throughput and of its "
+                  "median iteration time (p50), error bars the mean's 95 % confidence "
                   "interval (Student t, n - 1 degrees of freedom), dots the repetitions themselves. Overlapping "
                   "intervals mean the sweep cannot tell those combinations apart: run more repetitions.", path)
 

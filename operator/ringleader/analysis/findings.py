@@ -7,6 +7,7 @@ states measured numbers, with a 95 % confidence interval where the sweep has rep
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from ringleader.analysis import combinations, convergence, scaling, statistics, tables
@@ -31,7 +32,7 @@ class Finding:
 
     text: str
     kind: str
-    """fastest, comparison, communication, target, loss, network, incomplete or failure."""
+    """fastest, comparison, communication, target, loss, network, contention, incomplete or failure."""
     subjects: tuple[str, ...] = ()
     metric: str | None = None
     ratio: float | None = None
@@ -55,6 +56,8 @@ class Comparison:
     ratio: statistics.Estimate
     basis: str | None
     distinguishable: bool
+    contended: bool = False
+    """Some of the trials' ranks shared CPUs: their timings move between runs by more than a run shows."""
 
     def interval(self) -> str:
         """"95 % CI 1.03-1.66 within runs", or "" without an interval."""
@@ -70,6 +73,9 @@ class Comparison:
                 and (self.ratio.low > 1.0 or self.ratio.high < 1.0))
 
     def drift_clause(self) -> str:
+        if self.contended:
+            return ("but their ranks shared CPUs (CPU contention, above), and such timings move between runs by more "
+                    "than one run shows: sweep.repetitions of 3 or more would tell")
         return (f"not beyond the {100 * SINGLE_RUN_MARGIN:.0f} % runs apart differ by: sweep.repetitions of 3 or more "
                 "would confirm it")
 
@@ -113,18 +119,22 @@ def _measured_iterations(records: list[dict]) -> list[float]:
 
 def compare(better: combinations.Combination, other: combinations.Combination) -> Comparison:
     """better's throughput over other's: across repetitions where both have two or more, else within the runs
-    (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart."""
+    (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart. Single runs whose ranks
+    shared CPUs name no winner: contended timings drift between runs by more than a run's own spread (on 2 busy
+    cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind)."""
     repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
+    contended = any(_crowded(trial) for group in (better, other) for trial in group.trials)
     if min(map(len, repeated)) >= 2:
         estimate, basis, margin = statistics.ratio(*repeated), "repetitions", 0.0
     else:
         pooled = [[b for t in group.trials for b in within_run_batches(t)] for group in (better, other)]
         if min(map(len, pooled)) >= 2:
-            estimate, basis, margin = statistics.ratio(*pooled), "within-run", SINGLE_RUN_MARGIN
+            estimate, basis = statistics.ratio(*pooled), "within-run"
+            margin = math.inf if contended else SINGLE_RUN_MARGIN
         else:
             estimate, basis, margin = statistics.ratio(*repeated), None, 0.0
     separated = estimate.low is not None and (estimate.low > 1.0 + margin or estimate.high < 1.0 / (1.0 + margin))
-    return Comparison(estimate, basis, separated)
+    return Comparison(estimate, basis, separated, contended and basis == "within-run")
 
 
 def interval(estimate: statistics.Estimate, digits: int = 2) -> str:
@@ -245,14 +255,14 @@ def time_to_loss(result: results_.SweepResult) -> list[Finding]:
                     "loss")]
 
 
-def _seconds_to_goal(name: str, times: list) -> tuple[str, float | None]:
-    """A combination's seconds to a goal over its repetitions (None: never reached) in words, and their mean."""
+def _seconds_to_goal(name: str, times: list) -> tuple[str, statistics.Estimate | None]:
+    """A combination's seconds to a goal over its repetitions (None: never reached) in words, and their estimate."""
     reached = [float(t) for t in times if t is not None]
     if not reached:
         return f"{name} never", None
     estimate = statistics.estimate(reached)
     missed = f" ({len(times) - len(reached)} of {len(times)} never)" if len(reached) < len(times) else ""
-    return f"{name} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}", estimate.mean
+    return f"{name} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}", estimate
 
 
 def _goal(result: results_.SweepResult) -> str | None:
@@ -261,8 +271,9 @@ def _goal(result: results_.SweepResult) -> str | None:
 
 
 def time_to_target(result: results_.SweepResult) -> list[Finding]:
-    """Seconds to `model.target` per combination (targetSeconds of the summaries), and which got there first:
-    the answer a time-to-accuracy comparison (BSP against stale paradigms) is run for."""
+    """Seconds to `model.target` per combination (targetSeconds of the summaries), and which got there first when
+    the repetitions say so: the answer a time-to-accuracy comparison (BSP against stale paradigms) is run for.
+    A time to target moves by tens of percent from run to run, so one run each names no first."""
     goal = _goal(result)
     if goal is None:
         return []
@@ -272,15 +283,30 @@ def time_to_target(result: results_.SweepResult) -> list[Finding]:
         times = [(t.summary or {}).get(keys.TARGET_SECONDS) for t in group.trials if t.summary]
         if not times:
             continue
-        part, mean = _seconds_to_goal(name, times)
+        part, estimate = _seconds_to_goal(name, times)
         parts.append(part)
-        if mean is not None:
-            reached_by.append((mean, name))
+        if estimate is not None:
+            reached_by.append((estimate.mean, name, estimate))
     if not parts:
         return []
-    first = f" First: {min(reached_by)[1]}." if len(reached_by) > 1 else ""
-    return [Finding(f"Time to {goal}: " + "; ".join(parts) + "." + first, "target",
-                    tuple(name for _, name in sorted(reached_by)), keys.TARGET_SECONDS)]
+    reached_by.sort(key=lambda entry: entry[:2])
+    order = tuple(name for _, name, _ in reached_by)
+    text = f"Time to {goal}: " + "; ".join(parts) + "."
+    if len(reached_by) < 2:
+        return [Finding(text, "target", order, keys.TARGET_SECONDS)]
+    (_, first, best), (_, second, runner_up) = reached_by[:2]
+    ratio = runner_up.mean / best.mean if best.mean > 0 else None
+    if best.high is not None and runner_up.low is not None:
+        separated = best.high < runner_up.low
+        verdict = (f" First: {first}." if separated else
+                   f" No clear first: {first} and {second} overlap; more repetitions would settle it.")
+        basis = "repetitions"
+    else:
+        separated, basis = False, None
+        verdict = (f" Earliest in this run: {first}, but one run each cannot say how sure: a time to target moves "
+                   f"from run to run; set sweep.repetitions (3 or more) to know.")
+    return [Finding(text + verdict, "target", order, keys.TARGET_SECONDS, ratio=ratio, basis=basis,
+                    distinguishable=separated)]
 
 
 def network(result: results_.SweepResult) -> list[Finding]:
@@ -297,6 +323,49 @@ def network(result: results_.SweepResult) -> list[Finding]:
         sentences.append(Finding(f"{label}scaling factor {at_slow.mean:.2f} at {slow / 1e9:g} Gbit/s and "
                                  f"{at_fast.mean:.2f} at {fast / 1e9:g} Gbit/s (measured){model}.", "network", (name,)))
     return sentences
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _crowded(trial: results_.TrialResult) -> str | None:
+    """Where the trial's ranks had more threads than their machine's CPUs, in words: "3 ranks (3 threads) had
+    2 CPUs, 1.2 of them busy on average"; None where every machine had a CPU per thread."""
+    usage = (trial.summary or {}).get(keys.USAGE)
+    if not isinstance(usage, dict):
+        return None
+    hosts: dict[str, list[dict]] = {}
+    for used in usage.values():
+        if isinstance(used, dict) and isinstance(used.get(keys.CPUS), (int, float)):
+            hosts.setdefault(str(used.get(keys.HOST)), []).append(used)
+    crowded = []
+    for ranks in hosts.values():
+        cpus = min(used[keys.CPUS] for used in ranks)
+        threads = sum(int(used.get(keys.THREADS) or 1) for used in ranks)
+        if threads > cpus:
+            crowded.append((len(ranks), threads, cpus, sum(used.get(keys.CPU_UTILIZATION) or 0.0 for used in ranks)))
+    if not crowded:
+        return None
+    if len(crowded) == 1:
+        ranks, threads, cpus, busy = crowded[0]
+        return (f"{_plural(ranks, 'rank')} ({_plural(threads, 'thread')}) had {cpus:g} CPUs, {busy:.1f} of them busy "
+                "on average")
+    shapes = sorted({f"{_plural(threads, 'thread')} on {cpus:g} CPUs" for _, threads, cpus, _ in crowded})
+    return f"{len(crowded)} machines had fewer CPUs than their ranks' threads ({', '.join(shapes)})"
+
+
+def contention(result: results_.SweepResult) -> list[Finding]:
+    """Trials whose ranks had more threads than their machine's CPUs (usage in the summary, runtime/usage.py): ranks
+    sharing a laptop's cores, or a pod whose CPU limit is below a core. Their times include waiting for a CPU,
+    which says as much about the machine as about the setup."""
+    starved = [(t.trial.name, said) for t in result.trials if (said := _crowded(t))]
+    if not starved:
+        return []
+    parts = "; ".join(f"{name}: {said}" for name, said in starved)
+    return [Finding(f"CPU contention: {parts}. Their timings are contended: they include waiting for a CPU, so "
+                    "compare them only with trials that shared the CPUs alike, or give each rank CPUs of its own "
+                    "(fewer ranks per machine, or a cluster).", "contention", tuple(name for name, _ in starved))]
 
 
 def failures(result: results_.SweepResult) -> list[Finding]:
@@ -330,5 +399,6 @@ def findings(result: results_.SweepResult) -> list[Finding]:
         return [Finding(f"No finished trial has a summary (summary.json): nothing to compare "
                         f"({len(result.trials)} trials).", "incomplete")] + failures(result)
     # With a target, time to it is what the sweep was run for: it leads, before throughput.
-    return (incomplete(result) + time_to_target(result) + found + comparisons(result) + communication(groups)
-            + time_to_loss(result) + network(result) + failures(result))
+    # Contention qualifies every timing after it: it comes right after what is missing.
+    return (incomplete(result) + contention(result) + time_to_target(result) + found + comparisons(result)
+            + communication(groups) + time_to_loss(result) + network(result) + failures(result))

@@ -3,7 +3,8 @@
 Called by analysis/report.py (FIGURES). Study 2 asks how much communication backward hides; this draws both
 answers on one time axis from backward's start: what a worker recorded (layers.json: backward's end and each
 bucket's allreduce, medians over the traced iterations) and what the DAG model predicts from the same rank's
-profile and probed link (analysis/prediction.py). No figure without a ring trial that recorded collectives.
+profile and probed link (analysis/prediction.py), whose backward is the median too: like with like. No figure
+without a ring trial that recorded collectives.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def overlap(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
         axes.set_yticklabels(["DAG: allreduce", "DAG: backward", "measured: allreduce", "measured: backward"],
                              fontsize=7)
         axes.set_xlabel("ms from the start of backward", fontsize=8)
-        axes.set_title(f"{trial.trial.name}: communication left after backward, measured "
+        axes.set_title(f"{trial.trial.name}, median iteration: communication left after backward, measured "
                        f"{1000 * seen.exposed_seconds:.1f} ms, DAG model {1000 * model.exposed_seconds:.1f} ms",
                        fontsize=8)
     path = figures.save(figure, directory, "overlap")
@@ -109,6 +110,7 @@ def overlap(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
                           "DAG model predicts",
                           "Orange: backward; bars: each gradient bucket's allreduce, from backward's start. Measured: "
                           "the medians of the traced iterations of the trial's lowest worker rank (layers.json); "
-                          "DAG model: the same rank's backward replayed, each bucket allreduced first in first out once "
-                          "its gradients are ready, at the link probed at the trial's start (docs/predict.md). What runs "
+                          "DAG model: the same rank's backward, scaled to its median time/backward after warm-up, "
+                          "replayed with each bucket allreduced first in first out once its gradients are ready, at "
+                          "the link probed at the trial's start (docs/predict.md). Medians on both rows. What runs "
                           "past backward's end is communication backward did not hide.", path)

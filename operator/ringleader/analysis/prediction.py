@@ -1,9 +1,11 @@
 """Predicted iteration time of a trial, and of the other architectures on the same model, workers and link.
 
 Called by `ringleader predict` (launch/predict.py) and, at a trial's end, by its lowest worker rank
-(runtime/main.py), whose summary.json then carries the prediction into MLflow (`predict/...`) and the
+(runtime/main.py), whose summary.json then carries the prediction into MLflow (`predict_...`) and the
 report (prediction_figure.py). docs/predict.md says what is measured and fitted from what;
-docs/predict-validation.md how close it comes.
+docs/predict-validation.md how close it comes. Every time it takes from the records is a median over the
+iterations after warm-up (profile.py), and so is the measured iteration it is compared with: a few iterations
+stalled by the machine's other load move a mean far more than the iteration the models describe.
 
     profile    the rank's gradients and backward (layers.json) and every worker's compute (records): profile.py
     link       the one link every architecture is priced on, probed at the trial's start: calibration.py
@@ -237,10 +239,12 @@ TERMS = ("compute ms: the compute an iteration waits for (under BSP the slowest 
 
 
 def headline(prediction: TrialPrediction) -> str:
-    """One line: this trial's predicted and measured iteration time, and the error (or why it is no prediction)."""
+    """One line: this trial's predicted and measured (median) iteration time, and the error (or why it is no
+    prediction)."""
     said = f"{prediction.architecture}: predicted {1000 * prediction.own.iteration_seconds:.3f} ms"
     if prediction.measured_seconds is not None:
-        said += f", measured {1000 * prediction.measured_seconds:.3f} ms, error {100 * prediction.error:.1f}%"
+        said += (f", measured {1000 * prediction.measured_seconds:.3f} ms (median), "
+                 f"error {100 * prediction.error:.1f}%")
     else:
         said += ", nothing measured to compare with"
     return said + (f" ({prediction.cannot_predict})" if prediction.cannot_predict else "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pathlib
 
-from ringleader.analysis import figures
+from ringleader.analysis import combinations, figures
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
 
@@ -19,8 +19,9 @@ MARKERS = {"1ps": "v", "4ps": "^", "p2p": "s", "ring": "o"}
 
 
 def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
-    """Per trial: its measured mean iteration time beside its own predicted one with its validated band (the error
-    above), and the other architectures' predictions on its model, workers and link as markers with theirs."""
+    """Per trial: its measured median iteration time beside its own predicted one with its validated band (the error
+    above), and the other architectures' predictions on its model, workers and link as markers with theirs; the
+    models take medians too."""
     predicted = [(trial, (trial.summary or {}).get(keys.PREDICTION)) for trial in result.trials]
     predicted = [(trial, p) for trial, p in predicted
                  if isinstance(p, dict) and (p.get(keys.ITERATION_SECONDS) or p.get(keys.PREDICTION_UNAVAILABLE))]
@@ -32,9 +33,10 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     top = 0.0
     unavailable: dict[str, list[str]] = {}  # reason -> the trials it keeps from a prediction
     for position, (trial, prediction) in enumerate(predicted):
-        measured = 1000 * (prediction.get(keys.MEASURED_ITERATION_SECONDS) or figures.mean_iteration_seconds(trial)
+        measured = 1000 * (prediction.get(keys.MEASURED_ITERATION_SECONDS) or combinations.number(trial, keys.P50)
                            or 0.0)
-        axes.bar(position - width / 2, measured, width, color="#bdbdbd", label="measured" if not position else None)
+        axes.bar(position - width / 2, measured, width, color="#bdbdbd",
+                 label="measured (median)" if not position else None)
         top = max(top, measured)
         why = prediction.get(keys.PREDICTION_UNAVAILABLE) or prediction.get(keys.CANNOT_PREDICT)
         if why:
@@ -66,18 +68,19 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     axes.set_xticks(list(range(len(predicted))))
     axes.set_xticklabels([figures.trial_label(trial) for trial, _ in predicted], fontsize=7)
     axes.set_ylim(0, top * 1.2 or 1.0)
-    axes.set_ylabel("iteration time (ms)")
-    axes.set_title("Predicted against measured iteration time, per trial", fontsize=10)
+    axes.set_ylabel("median iteration time (ms)")
+    axes.set_title("Predicted against measured median iteration time, per trial", fontsize=10)
     axes.legend(loc="upper left", fontsize=7, ncols=3)
     path = figures.save(figure, directory, "prediction")
     failed = "".join(f" No prediction for {', '.join(names)}: {why}." for why, names in unavailable.items())
     return figures.Figure("prediction", "Predicted against measured",
-                          "bars per trial: measured and predicted mean iteration time, the prediction with its "
+                          "bars per trial: measured and predicted median iteration time, the prediction with its "
                           "validated error band; markers: the other architectures' predicted iteration times",
-                          "Grey: the trial's mean iteration time after warm-up; blue: what the models predict for its "
-                          "architecture from its own measurements and the link it probed at its start, the error "
-                          "above. Orange markers: the other architectures on the same model, workers and link. "
-                          "Whiskers: the worst error bench/bench_predict_validation.py measured for that kind of "
-                          "prediction (docs/predict-validation.md); a hollow marker has no validated band (the "
+                          "Grey: the trial's median iteration time after warm-up (its p50); blue: what the models "
+                          "predict for its architecture from the medians of its own records and the link it probed "
+                          "at its start, the error above. Medians on both sides: a few iterations stalled by other "
+                          "load move neither. Orange markers: the other architectures on the same model, workers and "
+                          "link. Whiskers: the worst error bench/bench_predict_validation.py measured for that kind "
+                          "of prediction (docs/predict-validation.md); a hollow marker has no validated band (the "
                           "kind was not validated, e.g. 4 servers or a paradigm other than BSP). docs/predict.md "
                           "says what is measured and fitted from what." + failed, path)

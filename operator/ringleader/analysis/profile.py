@@ -11,7 +11,6 @@ where one trial must be chosen to model a ring, the same trial (`pick`: a ring t
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from typing import Any, Mapping, Sequence
 
@@ -46,7 +45,7 @@ class Profile:
 
     def scaled(self, backward_seconds: float) -> Profile:
         """The same backward stretched to last `backward_seconds` (ready times in proportion): the traced
-        iterations are a sample; the records' mean time/backward is the whole run's."""
+        iterations are a sample; the records' median time/backward is the whole run's."""
         if not self.backward_seconds > 0:
             return dataclasses.replace(self, backward_seconds=backward_seconds)
         factor = backward_seconds / self.backward_seconds
@@ -76,12 +75,13 @@ def from_layers(document: Mapping[str, Any]) -> Profile:
 
 
 def of_rank(document: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> Profile:
-    """A worker rank's profile: its layers.json (from_layers), stretched so that backward lasts the rank's mean
-    time/backward after warm-up (the traced iterations are a sample of the run)."""
+    """A worker rank's profile: its layers.json (from_layers), stretched so that backward lasts the rank's median
+    time/backward after warm-up (the traced iterations are a sample of the run; the median, as the measured
+    iteration is, so a few stalled iterations do not stretch it)."""
     counted = _worker_records(records)
     if not counted:
         raise ValueError("no worker iteration records")
-    return from_layers(document).scaled(statistics.fmean(r.get(keys.TIME_BACKWARD) or 0.0 for r in counted))
+    return from_layers(document).scaled(statistics.median(r.get(keys.TIME_BACKWARD) or 0.0 for r in counted))
 
 
 def bucket_sizes(document: Mapping[str, Any]) -> tuple[float, ...]:
@@ -101,29 +101,30 @@ def bucket_sizes(document: Mapping[str, Any]) -> tuple[float, ...]:
 class Compute:
     """The workers' seconds per iteration outside communication and waiting: time/iteration less time/comm and
     time/wait (so data, forward, backward, update, evaluation and the loop's own work, whether or not each is
-    recorded apart, and whichever of comm or wait a synchronizer books its waiting as)."""
+    recorded apart, and whichever of comm or wait a synchronizer books its waiting as). Each statistic over
+    iterations is a median, like the measured iteration a prediction is compared with."""
 
     by_rank: Mapping[int, Mapping[int, float]]
     """by_rank maps each worker rank to its seconds outside communication per step, after warm-up."""
 
     @property
-    def mean_seconds(self) -> float:
-        """The mean over every worker iteration."""
-        return statistics.fmean(c for steps in self.by_rank.values() for c in steps.values())
+    def median_seconds(self) -> float:
+        """The median over every worker iteration."""
+        return statistics.median(c for steps in self.by_rank.values() for c in steps.values())
 
     @property
     def slowest_per_iteration_seconds(self) -> float:
-        """Per iteration the slowest worker's, averaged: the barrier of BSP waits for it (the compute skew)."""
+        """Per iteration the slowest worker's, their median: the barrier of BSP waits for it (the compute skew)."""
         by_step: dict[int, list[float]] = {}
         for steps in self.by_rank.values():
             for step, seconds in steps.items():
                 by_step.setdefault(step, []).append(seconds)
-        return statistics.fmean(max(values) for values in by_step.values())
+        return statistics.median(max(values) for values in by_step.values())
 
     @property
     def slowest_worker_seconds(self) -> float:
-        """The mean of the slowest worker: the pace a staleness bound holds the others to."""
-        return max(statistics.fmean(steps.values()) for steps in self.by_rank.values())
+        """The median of the slowest worker: the pace a staleness bound holds the others to."""
+        return max(statistics.median(steps.values()) for steps in self.by_rank.values())
 
     def critical(self, paradigm: Paradigm | str) -> float:
         """The compute an iteration waits for: BSP the slowest worker of each iteration, SSP and DSSP the slowest
@@ -132,28 +133,32 @@ class Compute:
         if paradigm == Paradigm.BSP:
             return self.slowest_per_iteration_seconds
         if paradigm == Paradigm.ASP:
-            return self.mean_seconds
+            return self.median_seconds
         return self.slowest_worker_seconds
 
     def paced_seconds(self, paced: float, last: float) -> float:
-        """The mean iteration of these workers, step by step, when each one's communication is paced for `paced`
-        seconds from the end of its own compute but ends no sooner than `last` seconds after the last worker's
-        (an emulated ring, runtime/ring.py: a late rank is hidden up to the paced time, not beyond it)."""
+        """The median iteration of these workers (a step's: how much later their mean end is than at the step
+        before), replayed step by step, when each one's communication is paced for `paced` seconds from the end
+        of its own compute but ends no sooner than `last` seconds after the last worker's (an emulated ring,
+        runtime/ring.py: a late rank is hidden up to the paced time, not beyond it)."""
         steps = sorted(set.intersection(*(set(steps) for steps in self.by_rank.values())))
         if not steps:
             return self.slowest_per_iteration_seconds + paced
-        ends = dict.fromkeys(self.by_rank, 0.0)
+        ends, previous, iterations = dict.fromkeys(self.by_rank, 0.0), 0.0, []
         for step in steps:
             ready = {rank: ends[rank] + self.by_rank[rank][step] for rank in ends}
             latest = max(ready.values())
             ends = {rank: max(ready[rank] + paced, latest + last) for rank in ends}
-        return statistics.fmean(ends.values()) / len(steps)
+            end = statistics.fmean(ends.values())
+            iterations.append(end - previous)
+            previous = end
+        return statistics.median(iterations)
 
 
-def _outside_comm(record: Mapping[str, Any]) -> float:
-    """One iteration's seconds outside communication and waiting."""
-    return max(0.0, (record.get(keys.TIME_ITERATION) or 0.0) - (record.get(keys.TIME_COMM) or 0.0)
-               - (record.get(keys.TIME_WAIT) or 0.0))
+def _outside_comm(record: Mapping[str, Any], apart: Sequence[str] = ()) -> float:
+    """One iteration's seconds outside communication, waiting and the phases `apart`."""
+    return max(0.0, (record.get(keys.TIME_ITERATION) or 0.0)
+               - sum(record.get(phase) or 0.0 for phase in (keys.TIME_COMM, keys.TIME_WAIT, *apart)))
 
 
 def _worker_records(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -162,9 +167,11 @@ def _worker_records(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
             if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.TIME_ITERATION)]
 
 
-def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> Compute:
-    """The workers' Compute from their iteration records after warm-up (ranks without worker records are ignored)."""
-    by_rank = {rank: {int(r.get("step", index)): _outside_comm(r) for index, r in enumerate(_worker_records(records))}
+def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]], apart: Sequence[str] = ()) -> Compute:
+    """The workers' Compute from their iteration records after warm-up (ranks without worker records are ignored),
+    less the phases `apart` too (whatif prices time/codec on its own)."""
+    by_rank = {rank: {int(r.get("step", index)): _outside_comm(r, apart)
+                      for index, r in enumerate(_worker_records(records))}
                for rank, records in records_by_rank.items()}
     by_rank = {rank: steps for rank, steps in by_rank.items() if steps}
     if not by_rank:
@@ -173,9 +180,10 @@ def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> Compu
 
 
 def measured_iteration_seconds(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> float | None:
-    """The mean time/iteration over every worker iteration after warm-up: what a prediction is compared with."""
+    """The median time/iteration over every worker iteration after warm-up (the trial's p50): what a prediction is
+    compared with."""
     times = [float(r[keys.TIME_ITERATION]) for records in records_by_rank.values() for r in _worker_records(records)]
-    return statistics.fmean(times) if times else None
+    return statistics.median(times) if times else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,9 +234,9 @@ def from_document(document: Any) -> tuple[Profile, float]:
         raise ValueError("a profile must be a JSON object with batchSeconds, backwardSeconds and gradients")
     problems = []
     batch, backward = document.get("batchSeconds"), document.get("backwardSeconds")
-    if not _number(batch) or not batch > 0:
+    if not summary.is_number(batch) or not batch > 0:
         problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
-    if not _number(backward) or backward < 0:
+    if not summary.is_number(backward) or backward < 0:
         problems.append("`backwardSeconds` (how long backward lasts, seconds) must be a number greater than or "
                         "equal to 0")
     entries = document.get("gradients")
@@ -241,9 +249,9 @@ def from_document(document: Any) -> tuple[Profile, float]:
             problems.append(f"`gradients[{index}]` must be an object {{name, bytes, readySeconds}}")
             continue
         size, ready = entry.get("bytes"), entry.get("readySeconds")
-        if not _number(size) or size < 0:
+        if not summary.is_number(size) or size < 0:
             problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
-        if not _number(ready) or ready < 0:
+        if not summary.is_number(ready) or ready < 0:
             problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
                             "number greater than or equal to 0")
         if not problems:
@@ -258,7 +266,3 @@ def document(profile: Profile, batch_seconds: float) -> dict[str, Any]:
     return {"batchSeconds": batch_seconds, "backwardSeconds": profile.backward_seconds,
             "gradients": [{"name": g.name, "bytes": g.size_bytes, "readySeconds": g.ready_seconds}
                           for g in profile.gradients]}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

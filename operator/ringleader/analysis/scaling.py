@@ -147,17 +147,17 @@ def communication(result: results_.SweepResult, directory: pathlib.Path) -> figu
                       label=f"{architecture.value} (model)")
             drawn.append(architecture.value)
     axes.set_xlabel("workers")
-    axes.set_ylabel("communication per worker iteration (ms)")
+    axes.set_ylabel("mean communication per worker iteration (ms)")
     axes.set_xticks(every)
     if size is None:
         note = "no cost model: the model's size M needs a rank's layers.json, which this source lacks"
     else:
         note = f"model: M = {size / 1e6:.3g} MB (layers.json), {described}"
-    axes.set_title(f"Communication against workers\n{note}", fontsize=9)
+    axes.set_title(f"Mean communication per worker iteration against workers\n{note}", fontsize=9)
     axes.legend(fontsize=7)
     path = figures.save(figure, directory, "communication")
     return figures.Figure("communication", "Communication against the cost models",
-                          "line chart: measured communication milliseconds per worker iteration against workers"
+                          "line chart: measured mean communication milliseconds per worker iteration against workers"
                           + (", with the cost models of " + ", ".join(drawn) + " dashed" if drawn else ""),
                           "Measured: mean communication time per worker iteration after warm-up. Dashed: the "
                           "standard cost models (parameter server max(2NM/(kB), 2M/B), peer-to-peer 2(N-1)M/(NB), ring "
@@ -223,7 +223,7 @@ def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
     figure, axes = pyplot.subplots(figsize=(7.5, 4.6))
     for index, (name, points) in enumerate(series.items()):
         _errorbar(axes, [rate for rate, _ in points], [estimate for _, estimate in points],
-                  color=figures.colour(index), label=f"{name} (measured: compute share)")
+                  color=figures.colour(index), label=f"{name} (measured: compute share of total time)")
     if isinstance(curve, WhatIfCurve):
         axes.plot([r for r, _ in curve.points], [sf for _, sf in curve.points], "k--",
                   label=f"what-if model ({curve.trial}'s profile, N={curve.workers})")
@@ -240,6 +240,7 @@ def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
     return figures.Figure("network", "Scaling factor against bandwidth",
                           "line chart: measured scaling factor against bandwidth"
                           + (", with the what-if model's curve dashed" if isinstance(curve, WhatIfCurve) else ""),
-                          "Measured scaling factor: compute time over iteration time (1 = the network costs nothing). "
-                          "Dashed: the what-if model (fused gradient buckets allreduced while backward runs) at "
+                          "Measured scaling factor: total compute time over total iteration time after warm-up, a "
+                          "ratio of means (1 = the network costs nothing). Dashed: the what-if model (fused gradient "
+                          "buckets allreduced while backward runs, on the profile's median iteration) at "
                           f"each bandwidth; {note}.", path)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from typing import Any, Iterable
 
 from ringleader.analysis import targets
@@ -66,12 +67,15 @@ def rank_summary(records: list[dict]) -> dict[str, float]:
     return summary
 
 
-def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> dict[str, Any]:
+def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial,
+              usage_by_rank: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The trial summary. Besides the api.status.Summary keys (see the module docstring):
 
     workers, measuredIterations (worker iterations counted, all workers), batchSize,
-    computeSeconds / commSeconds / waitSeconds (means per worker iteration), bytesPerIteration
-    (mean bytes sent per worker iteration), stalenessMean / stalenessMax (when recorded),
+    computeSeconds / commSeconds / waitSeconds / codecSeconds (means per worker iteration; time/codec, encoding
+    and decoding, is a share of its own, codecFraction, neither compute nor communication), bytesPerIteration
+    (mean bytes sent per worker iteration), compression (spec.compression.method) and compressionRatio (bytes
+    sent over bytes/uncompressed, when recorded), stalenessMean / stalenessMax (when recorded),
     serverAggregationSeconds / serverQueueDepthMean (parameter servers), bandwidthEnforcement (what applied
     spec.network.bandwidth: Emulated, Network, or None without a cap), sentOverBandwidth
     (bytes/sent per second over spec.network.bandwidth, when set: computed from what the ranks counted,
@@ -81,7 +85,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     lossFirst / lossLast (mean over workers of their first and last recorded loss),
     evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations
     (with spec.model.evaluation and target; analysis/targets.py),
-    perRank {rank: {iterations, iterationSeconds, computeSeconds, commSeconds, waitSeconds}}.
+    perRank {rank: {iterations, iterationSeconds, computeSeconds, commSeconds, waitSeconds}},
+    usage {rank: what its process used while training, runtime/usage.py} when `usage_by_rank` is given.
     """
     batch_size = trial.spec.model.batch_size
     worker_ranks = sorted(rank for rank, records in records_by_rank.items()
@@ -89,7 +94,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
     per_rank: dict[str, dict[str, float]] = {}
     iteration_times: list[float] = []
     throughput = 0.0
-    totals = dict.fromkeys(("iteration", "compute", "comm", "wait", "bytes"), 0.0)
+    totals = dict.fromkeys(("iteration", "compute", "comm", "wait", "codec", "other", "bytes", "uncompressed"), 0.0)
     count = 0
     mean_compute: dict[int, float] = {}
     staleness: list[float] = []
@@ -103,6 +108,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         compute = [sum(_value(r, phase) for phase in keys.COMPUTE_PHASES) for r in records]
         comm = [_value(r, keys.TIME_COMM) for r in records]
         wait = [_value(r, keys.TIME_WAIT) for r in records]
+        other = [_value(r, keys.TIME_EVAL) + _value(r, keys.TIME_OTHER) for r in records]
         elapsed = sum(times)
         if elapsed > 0:
             throughput += batch_size * len(records) / elapsed
@@ -111,7 +117,10 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         totals["compute"] += sum(compute)
         totals["comm"] += sum(comm)
         totals["wait"] += sum(wait)
+        totals["other"] += sum(other)
+        totals["codec"] += sum(_value(r, keys.TIME_CODEC) for r in records)
         totals["bytes"] += sum(_value(r, keys.BYTES_SENT) for r in records)
+        totals["uncompressed"] += sum(_value(r, keys.BYTES_UNCOMPRESSED) for r in records)
         count += len(records)
         mean_compute[rank] = sum(compute) / len(records) if records else 0.0
         staleness += [float(r[keys.STALENESS]) for r in records if r.get(keys.STALENESS) is not None]
@@ -128,6 +137,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
             keys.COMPUTE_SECONDS: mean_compute[rank],
             keys.COMM_SECONDS: _mean(comm),
             keys.WAIT_SECONDS: _mean(wait),
+            keys.OTHER_SECONDS: _mean(other),
         }
 
     def fraction(part: str) -> float | None:
@@ -147,8 +157,14 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         keys.COMPUTE_SECONDS: totals["compute"] / count if count else None,
         keys.COMM_SECONDS: totals["comm"] / count if count else None,
         keys.WAIT_SECONDS: totals["wait"] / count if count else None,
+        keys.OTHER_SECONDS: totals["other"] / count if count else None,
+        keys.CODEC_SECONDS: totals["codec"] / count if count else None,
+        keys.CODEC_FRACTION: fraction("codec"),
         keys.BYTES_PER_ITERATION: totals["bytes"] / count if count else None,
+        keys.COMPRESSION: trial.spec.compression.method.value,
     }
+    if totals["uncompressed"] > 0:
+        summary[keys.COMPRESSION_RATIO] = totals["bytes"] / totals["uncompressed"]
     if staleness:
         summary[keys.STALENESS_MEAN] = sum(staleness) / len(staleness)
         summary[keys.STALENESS_MAX] = max(staleness)
@@ -171,7 +187,53 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> di
         summary[keys.LOSS_LAST] = sum(last_losses) / len(last_losses)
     summary.update(targets.summarize(records_by_rank, trial.spec.model.target))
     summary[keys.PER_RANK] = per_rank
+    if usage_by_rank:
+        summary[keys.USAGE] = {str(rank): used for rank, used in sorted(usage_by_rank.items())}
     return summary
+
+
+def trial_series(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> list[dict[str, Any]]:
+    """The trial's series for its MLflow run: per step any worker recorded, what its workers did together.
+
+    The median over the workers of time/iteration, time/compute (the sum of COMPUTE_PHASES), time/comm,
+    time/wait and, with compression, time/codec (a median: one stalled worker does not move it) and throughput, each worker's batch over its
+    iteration time, summed: after warm-up only, whose slow first iterations would set every chart's scale
+    (the rank runs have them, under warmup/). From the first step on: the mean of their losses and the
+    evaluation of the worker that ran one. "timestamp" is the latest worker's: when the step had ended on all."""
+    batch_size = trial.spec.model.batch_size
+    phases = (keys.TIME_ITERATION, keys.TIME_COMM, keys.TIME_WAIT) + (
+        (keys.TIME_CODEC,) if trial.spec.compression.compressing() else ())
+    steps: dict[int, list[dict]] = {}
+    for records in records_by_rank.values():
+        for record in records:
+            step = record.get("step")
+            if record.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and is_number(step):
+                steps.setdefault(int(step), []).append(record)
+    series = []
+    for step, found in sorted(steps.items()):
+        point: dict[str, Any] = {"step": step}
+        stamps = [r["timestamp"] for r in found if is_number(r.get("timestamp"))]
+        if stamps:
+            point["timestamp"] = max(stamps)
+        timed = [r for r in found if is_number(r.get(keys.TIME_ITERATION)) and not r.get("warmup", False)]
+        if timed:
+            for key in phases:
+                point[key] = statistics.median(_value(r, key) for r in timed)
+            point[keys.TIME_COMPUTE] = statistics.median(sum(_value(r, phase) for phase in keys.COMPUTE_PHASES)
+                                                         for r in timed)
+            point[keys.THROUGHPUT] = sum(batch_size / r[keys.TIME_ITERATION] for r in timed
+                                         if r[keys.TIME_ITERATION] > 0)
+        for key in (keys.LOSS, keys.EVAL_LOSS, keys.EVAL_ACCURACY):
+            value = _mean(r.get(key) for r in found if is_number(r.get(key)))
+            if value is not None:
+                point[key] = value
+        series.append(point)
+    return series
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float, not a bool: a value a record or summary can chart."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def to_status(summary: dict[str, Any]) -> status.Summary:
@@ -180,12 +242,12 @@ def to_status(summary: dict[str, Any]) -> status.Summary:
 
 
 def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
-    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank, the
+    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank, usage, the
     prediction and the probed link go first."""
     if len(json.dumps(summary)) <= limit:
         return summary
     smaller = {key: value for key, value in summary.items()
-               if key not in (keys.PER_RANK, keys.PREDICTION, keys.LINK_PROBE)}
+               if key not in (keys.PER_RANK, keys.USAGE, keys.PREDICTION, keys.LINK_PROBE)}
     if len(json.dumps(smaller)) <= limit:
         return smaller
     return {key: summary.get(key) for key in keys.STATUS_KEYS}

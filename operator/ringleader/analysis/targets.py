@@ -3,7 +3,7 @@
 Used by summary.py for the trial summary and by runtime/evaluation.py for the same verdict while training.
 Time is measured as curves.py measures it: seconds since the trial's first iteration began. The
 time to target ends where the iteration whose parameters first reached the target ended (its record's
-timestamp less the evaluation's own seconds), so it counts the earlier evaluations, not that one.
+timestamp less its own evaluation, time/eval), so it counts the earlier evaluations, not that one.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def summarize(records_by_rank: dict[int, list[dict]], target: spec_.Target | Non
                   if reached(target, float(r[keys.EVAL_LOSS]), float(r[keys.EVAL_ACCURACY]))), None)
     start = start_time(r for records in records_by_rank.values() for r in records)
     if first is not None and start is not None and first.get("timestamp") is not None:
-        ended = float(first["timestamp"]) - float(first.get(keys.EVAL_SECONDS) or 0.0)
+        # time/eval: the evaluation inside the iteration; eval/seconds in records older than that
+        ended = float(first["timestamp"]) - float(first.get(keys.TIME_EVAL) or first.get(keys.EVAL_SECONDS) or 0.0)
         summary[keys.TARGET_SECONDS] = max(0.0, ended - start)
         summary[keys.TARGET_ITERATIONS] = int(first["step"]) + 1
     return summary

@@ -8,8 +8,10 @@ The profile's gradients are grouped into buckets by a bucketing rule (analysis/o
 fusion window by default, or the runtime's ring buckets) and the buckets allreduced first-in first-out on
 one channel while backward runs (overlap.replay, the simulator of `ringleader predict`'s DAG model too), a
 bucket of S bytes costing 2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N) at bandwidth bw (bits/s) and
-compression ratio c; overhead = end of the last allreduce - end of backward (0 when all is hidden);
-scaling factor SF = t_batch / (t_batch + overhead), t_batch one worker's iteration without communication.
+compression ratio c; overhead = end of the last allreduce - end of backward (0 when all is hidden), plus,
+when compressing (c > 1), the codec's encoding and decoding per iteration (a compressed trial's measured
+time/codec, `measured_compression`); scaling factor SF = t_batch / (t_batch + overhead), t_batch one
+worker's median iteration without communication.
 
 Profiles are best taken from a one-worker trial: its backward has no communication competing for the
 CPU. Ready times are host times of the gradient hooks (timing.py), so on GPU they are launch times,
@@ -22,11 +24,13 @@ import dataclasses
 import json
 import math
 import pathlib
+import statistics
 from typing import Sequence
 
-from ringleader.analysis import addcost, overlap
+from ringleader.analysis import addcost, overlap, summary
 from ringleader.analysis import profile as profile_
-from ringleader.contract import records
+from ringleader.api import constants
+from ringleader.contract import keys, records
 
 BITS_PER_BYTE = 8.0
 BANDWIDTHS_GBIT = (1, 10, 25, 40, 100)
@@ -55,6 +59,8 @@ class WhatIf:
     """replay is backward with the buckets allreduced: each bucket, and when its allreduce started and ended."""
     batch_seconds: float | None = None
     """batch_seconds is t_batch, one device's iteration time, when given."""
+    codec_seconds: float = 0.0
+    """codec_seconds is the encoding and decoding a compressed iteration adds (0 uncompressed)."""
 
     @property
     def buckets(self) -> tuple[overlap.Bucket, ...]:
@@ -62,8 +68,8 @@ class WhatIf:
 
     @property
     def overhead_seconds(self) -> float:
-        """End of the last allreduce minus end of backward, at least 0."""
-        return self.replay.exposed_seconds
+        """End of the last allreduce minus end of backward, at least 0, plus the codec's seconds when c > 1."""
+        return self.replay.exposed_seconds + self.codec_seconds
 
     @property
     def scaling_factor(self) -> float | None:
@@ -89,11 +95,12 @@ def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second
 
 def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
              add: AddCost = no_add, batch_seconds: float | None = None,
-             bucketing: overlap.Bucketing = FUSION) -> WhatIf:
-    """Bucket the gradients, then allreduce the buckets FIFO on one channel, each at max(channel free, bucket ready)."""
+             bucketing: overlap.Bucketing = FUSION, codec_seconds: float = 0.0) -> WhatIf:
+    """Bucket the gradients, then allreduce the buckets FIFO on one channel, each at max(channel free, bucket ready);
+    compressing (c > 1) costs `codec_seconds` more per iteration."""
     return WhatIf(workers, bandwidth_bits_per_second, compression, overlap.replay(
         profile, bucketing, lambda size: allreduce_seconds(size, workers, bandwidth_bits_per_second, compression, add)),
-        batch_seconds)
+        batch_seconds, codec_seconds if compression > 1 and workers > 1 else 0.0)
 
 
 def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
@@ -106,9 +113,9 @@ def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
 def sweep(profile: profile_.Profile, workers: int, batch_seconds: float | None = None,
           bandwidths_bits_per_second: Sequence[float] = tuple(g * 1e9 for g in BANDWIDTHS_GBIT),
           compressions: Sequence[float] = COMPRESSIONS, add: AddCost = no_add,
-          bucketing: overlap.Bucketing = FUSION) -> list[WhatIf]:
+          bucketing: overlap.Bucketing = FUSION, codec_seconds: float = 0.0) -> list[WhatIf]:
     """`simulate` at every bandwidth x compression, bandwidth-major (SF per link rate)."""
-    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, bucketing)
+    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, bucketing, codec_seconds)
             for bandwidth in bandwidths_bits_per_second for compression in compressions]
 
 
@@ -164,8 +171,9 @@ def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_p
 
 def from_rank(layers: dict, iterations: list[dict]) -> tuple[profile_.Profile, float]:
     """(profile, t_batch) of one worker rank: its profile (profile.of_rank, as `ringleader predict` reads it), and
-    t_batch its mean iteration less communication and waiting (profile.Compute), after warm-up."""
-    return profile_.of_rank(layers, iterations), profile_.compute({0: iterations}).mean_seconds
+    t_batch its median iteration less communication, waiting and encoding (profile.Compute), after warm-up: the
+    statistic of the profile's median backward it is set beside; a codec's time is overhead (simulate)."""
+    return profile_.of_rank(layers, iterations), profile_.compute({0: iterations}, (keys.TIME_CODEC,)).median_seconds
 
 
 def read_rank(rank_dir: str | pathlib.Path) -> tuple[profile_.Profile, float]:
@@ -173,6 +181,25 @@ def read_rank(rank_dir: str | pathlib.Path) -> tuple[profile_.Profile, float]:
     rank_dir = pathlib.Path(rank_dir)
     return from_rank(json.loads((rank_dir / records.LAYERS_FILE).read_text()),
                      records.read_iterations(rank_dir / records.ITERATIONS_FILE))
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredCompression:
+    """What a compressed trial's rank measured: c = bytes uncompressed over bytes sent, and time/codec."""
+
+    compression: float
+    codec_seconds: float
+
+
+def measured_compression(iterations: list[dict]) -> MeasuredCompression | None:
+    """The compression a rank's records measured after warm-up (bytes/uncompressed over bytes/sent, mean
+    time/codec, as the trial's mean_time_codec_ms); None without compression (or records that do not say)."""
+    counted = summary.measured(iterations, constants.ROLE_WORKER)
+    sent = sum(r.get(keys.BYTES_SENT) or 0.0 for r in counted)
+    uncompressed = sum(r.get(keys.BYTES_UNCOMPRESSED) or 0.0 for r in counted)
+    if not sent or not uncompressed or uncompressed <= sent:
+        return None
+    return MeasuredCompression(uncompressed / sent, statistics.fmean(r.get(keys.TIME_CODEC) or 0.0 for r in counted))
 
 
 def table(results: Sequence[WhatIf]) -> str:

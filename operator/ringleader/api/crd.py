@@ -48,6 +48,10 @@ PRINTER_COLUMNS = [
     {"name": "Progress", "type": "string", "jsonPath": ".status.progressText"},
     {"name": "Throughput", "type": "number", "jsonPath": ".status.summary.throughput",
      "description": "samples per second, all workers together, of the latest succeeded trial"},
+    # A string, not a date: kubectl prints a date in the future as "<invalid>" (it shows ages only).
+    {"name": "ETA", "type": "string", "jsonPath": ".status.estimate.text",
+     "description": "when the experiment is expected to end (RFC 3339, UTC); \"at most\" when model.target may "
+                    "stop trials sooner"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

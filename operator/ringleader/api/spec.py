@@ -188,8 +188,9 @@ class Evaluation(ApiModel):
     every_iterations: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)]
     """everyIterations is K: after every K-th iteration (and after the last) the first worker evaluates the
     current global parameters on the held-out split (`data.heldOutPercent`, or CIFAR's test batch), recording
-    eval/loss and eval/accuracy. Required. The other workers do not wait for it, but under BSP they wait
-    for the evaluating worker's next push: keep K large enough that evaluation stays a small share of the time."""
+    eval/loss and eval/accuracy; its time is the iteration's time/eval. Required. Under ASP, SSP and DSSP the
+    other workers do not wait for it; under BSP (and on a ring) they wait for the evaluating worker's next
+    push, booked as their time/wait: keep K large enough that evaluation stays a small share of the time."""
     max_samples: Annotated[base.Integer, pydantic.Field(ge=1, le=10_000_000)] | None = None
     """maxSamples bounds each evaluation to the first maxSamples held-out samples (their order is seeded
     and fixed). Unset (default): the whole held-out split."""
@@ -210,8 +211,10 @@ class Target(ApiModel):
     """loss is reached when eval/loss is at most this (cross entropy, nats). Exactly one of accuracyPercent
     and loss."""
     on_reached: OnReached = OnReached.CONTINUE
-    """onReached is Continue (default: run every iteration, the time to target is recorded) or Stop (every
-    worker stops after the evaluation that reached the target; the trial then has fewer iterations)."""
+    """onReached is Continue (default: run every iteration, the time to target is recorded) or Stop (the
+    evaluating worker stops after the evaluation that reached the target and the others when they hear it, at
+    their next exchange with a server or peer, without waiting for one another; a ring stops every worker at
+    that iteration; the trial then has fewer iterations)."""
 
     rules = (
         rules.Rule(
@@ -392,6 +395,50 @@ class Network(ApiModel):
         return "None" if self.bandwidth is None else self.enforcement.value
 
 
+class CompressionMethod(str, enum.Enum):
+    NONE = "None"
+    FP16 = "FP16"
+    BF16 = "BF16"
+    POWER_SGD = "PowerSGD"
+    TOP_K = "TopK"
+
+
+# Which architectures take which method: the one table the rules, the sweep and the runtime consult. PowerSGD
+# and TopK exchange what only collectives can combine (low-rank factors summed, chosen elements gathered).
+COMPRESSION_ARCHITECTURES: dict[CompressionMethod, tuple[Architecture, ...]] = {
+    CompressionMethod.NONE: tuple(Architecture),
+    CompressionMethod.FP16: tuple(Architecture),
+    CompressionMethod.BF16: tuple(Architecture),
+    CompressionMethod.POWER_SGD: (Architecture.RING_ALL_REDUCE,),
+    CompressionMethod.TOP_K: (Architecture.RING_ALL_REDUCE,),
+}
+RING_ONLY_METHODS = tuple(m for m, taken in COMPRESSION_ARCHITECTURES.items() if len(taken) < len(Architecture))
+
+
+class Compression(ApiModel):
+    """compression shrinks what workers exchange: gradients (and a parameter server's weights) on the wire."""
+
+    method: CompressionMethod = CompressionMethod.NONE
+    """method is None (default: full-precision float32), FP16 or BF16 (each value sent as a 16-bit float; FP16 is
+    scaled by a power of two so small gradients keep their precision), PowerSGD (each gradient matrix sent as two
+    low-rank factors, `rank`) or TopK (the largest `ratio` of each bucket's values, with their indices).
+    Every architecture takes None, FP16 and BF16 (ParameterServer and PeerToPeer compress pushes and replies);
+    PowerSGD and TopK need RingAllReduce."""
+    rank: Annotated[base.Integer, pydantic.Field(ge=1, le=64)] = 2
+    """rank is PowerSGD's approximation rank r: a gradient of n x m values is sent as (n + m) * r values; tensors
+    that would not shrink by at least half that way (biases, small layers) are sent whole. Default 2. Ignored by
+    the other methods."""
+    ratio: Annotated[base.Number, pydantic.Field(gt=0, le=1)] = 0.01
+    """ratio is the fraction of each bucket's values TopK sends (the largest in magnitude, each with its index),
+    in (0, 1]. Default 0.01. Ignored by the other methods."""
+    error_feedback: base.Boolean = True
+    """errorFeedback keeps what PowerSGD or TopK left out of a gradient and adds it to the next one, so nothing is
+    lost, only delayed. Default true. Ignored by None, FP16 and BF16."""
+
+    def compressing(self) -> bool:
+        return self.method != CompressionMethod.NONE
+
+
 class SecretReference(ApiModel):
     """A Secret in the experiment's namespace."""
 
@@ -526,7 +573,8 @@ def _axis(item, max_items: int = 16):
 class SweepMatrix(ApiModel):
     """matrix lists values per field; the trials are every combination (the cartesian product).
 
-    Skipped, and reported as skipped: RingAllReduce with a paradigm other than BSP, and combinations
+    Skipped, and reported as skipped: RingAllReduce with a paradigm other than BSP, a compression method the
+    architecture does not take (PowerSGD or TopK without RingAllReduce), and combinations
     that would repeat another trial (parameterServers values beyond the first for PeerToPeer and
     RingAllReduce, staleness values beyond the first for BSP and ASP)."""
 
@@ -547,6 +595,8 @@ class SweepMatrix(ApiModel):
     """model names to sweep; replaces `model.name`."""
     bandwidth: _axis(Bandwidth) = None
     """bandwidth caps to sweep; replaces `network.bandwidth`."""
+    compression: _axis(CompressionMethod, 5) = None
+    """compression methods to sweep; replaces `compression.method`."""
 
     def axes(self) -> dict[str, list]:
         """The swept fields (wire names) with their values, in declaration order: the order of trials."""
@@ -608,8 +658,37 @@ def _paradigms_used(spec: ExperimentSpec) -> set[Paradigm]:
     return {spec.sync.paradigm}
 
 
+def _values(name: str, base_value: str) -> str:
+    """CEL: the swept values of axis `name`, or the base value alone when it is not swept."""
+    return f"({_swept(name)} ? self.sweep.matrix.{name} : [{base_value}])"
+
+
+def _names(values) -> str:
+    return ", ".join(f"'{v.value}'" for v in values)
+
+
+def _architectures_used(spec: ExperimentSpec) -> list[Architecture]:
+    return spec.sweep.matrix.architecture if _swept_py(spec, "architecture") else [spec.architecture]
+
+
+def _methods_used(spec: ExperimentSpec) -> list[CompressionMethod]:
+    return spec.sweep.matrix.compression if _swept_py(spec, "compression") else [spec.compression.method]
+
+
 def _swept_py(spec: ExperimentSpec, name: str) -> bool:
     return spec.sweep is not None and getattr(spec.sweep.matrix, name) is not None
+
+
+class Profiling(ApiModel):
+    """profiling records a window of iterations of every rank with PyTorch's profiler: operators on the CPU,
+    and on a GPU its kernels, copies and NCCL collectives, as a trace Perfetto and Holistic Trace Analysis
+    open, beside ringleader's own trace. The profiler slows what it records: profiled iterations are
+    recorded as warm-up, left out of the summary timings."""
+
+    iterations: Annotated[base.Integer, pydantic.Field(ge=1, le=100)] = 3
+    """iterations profiled, from startIteration (fewer when training ends first). Default 3."""
+    start_iteration: Annotated[base.Integer, pydantic.Field(ge=0, le=10_000_000)] | None = None
+    """startIteration is the first profiled iteration, counted from 0. Default: the first after warm-up."""
 
 
 class ExperimentSpec(ApiModel):
@@ -631,10 +710,14 @@ class ExperimentSpec(ApiModel):
     """data the workers train on: synthetic (default), or a real dataset from a package, a volume or a factory."""
     network: Network = Network()
     """network shaping for what-if studies: a bandwidth cap, emulated or enforced by the network. Default: none."""
+    compression: Compression = Compression()
+    """compression of what workers exchange: FP16, BF16, PowerSGD or TopK. Default: none."""
     image: Annotated[str, pydantic.StringConstraints(pattern=IMAGE_PATTERN, max_length=512)] | None = None
     """image of the training pods. Default: the operator's configured worker image."""
     tracking: Tracking = Tracking()
     """tracking is where timings are recorded (MLflow)."""
+    profiling: Profiling | None = None
+    """profiling turns on PyTorch's profiler for a window of iterations per rank. Unset (default): off."""
     run_policy: RunPolicy = RunPolicy()
     """runPolicy: retries, deadline, clean-up, suspension."""
     scheduling: Scheduling = Scheduling()
@@ -717,6 +800,16 @@ class ExperimentSpec(ApiModel):
             field_path=".sweep.matrix",
         ),
         rules.Rule(
+            cel=f"{_values('architecture', 'self.architecture')}.exists(a, a == 'RingAllReduce') || "
+            f"{_values('compression', 'self.compression.method')}.exists(m, !(m in [{_names(RING_ONLY_METHODS)}]))",
+            message="`compression.method` PowerSGD or TopK needs `architecture` RingAllReduce (low-rank factors "
+            "and chosen elements are combined by collectives): use None, FP16 or BF16 with ParameterServer or "
+            "PeerToPeer, or sweep RingAllReduce too",
+            holds=lambda s: any(combination_problem(a.value, Paradigm.BSP.value, m.value) is None
+                                for a in _architectures_used(s) for m in _methods_used(s)),
+            field_path=".compression.method",
+        ),
+        rules.Rule(
             cel="!has(self.model.evaluation) || self.data.format != 'Synthetic'",
             message="`model.evaluation` needs real data: set `data.format` to Digits, CIFAR10, CIFAR100, "
             "ImageFolder or Factory (synthetic data has no held-out split to measure accuracy on)",
@@ -725,10 +818,13 @@ class ExperimentSpec(ApiModel):
         ),
     )
 
-def combination_problem(architecture: str, paradigm: str) -> str | None:
+def combination_problem(architecture: str, paradigm: str, compression: str = CompressionMethod.NONE.value) -> str | None:
     """Why a sweep combination is skipped rather than run, or None when it is runnable."""
     if architecture == Architecture.RING_ALL_REDUCE.value and paradigm != Paradigm.BSP.value:
         return f"RingAllReduce runs BSP only, not {paradigm}"
+    taken_by = COMPRESSION_ARCHITECTURES[CompressionMethod(compression)]
+    if Architecture(architecture) not in taken_by:
+        return f"{architecture} does not take compression {compression} ({', '.join(a.value for a in taken_by)} only)"
     return None
 
 

@@ -122,6 +122,10 @@ class Summary(ApiModel):
     `model.target`; unset when there is no target or it was not reached."""
     target_iterations: int | None = None
     """targetIterations the evaluating worker had run when `model.target` was first reached."""
+    predicted_iteration_seconds: dict[str, float] | None = None
+    """predictedIterationSeconds by architecture label (1ps, 4ps, p2p, ring): the iteration time the trial's
+    calibrated models predict for each architecture at its worker count (`ringleader predict`); `estimate`
+    uses them for the trials not run yet. Unset when the trial made no prediction."""
 
     # Status is read by people (`kubectl get dte` prints throughput); MLflow keeps the exact values.
     @pydantic.field_validator("throughput")
@@ -134,10 +138,39 @@ class Summary(ApiModel):
     def _round_seconds(cls, value: float | None) -> float | None:
         return None if value is None else round(value, 6)
 
+    @pydantic.field_validator("predicted_iteration_seconds")
+    @classmethod
+    def _round_predictions(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        return None if value is None else {label: round(seconds, 6) for label, seconds in value.items()}
+
     @pydantic.field_validator("compute_fraction", "comm_fraction", "wait_fraction")
     @classmethod
     def _round_fraction(cls, value: float | None) -> float | None:
         return None if value is None else round(value, 4)
+
+
+class EstimateBound(str, enum.Enum):
+    EXPECTED = "Expected"
+    AT_MOST = "AtMost"
+
+
+class Estimate(ApiModel):
+    """When the experiment is expected to end, refined as its trials run."""
+
+    completion_time: datetime.datetime | None = None
+    """completionTime is when the experiment's last iteration is expected to end: the running trials' remaining
+    iterations at their recent mean iteration time (over about the last tenth of their iterations), then each
+    trial still to run, its iterations times its predicted iteration time plus the start-up that finished
+    trials took. Unset while unknown: `message` says until when."""
+    trial_completion_time: datetime.datetime | None = None
+    """trialCompletionTime is when the running trial's last iteration is expected to end (the latest, with
+    several)."""
+    bound: EstimateBound = EstimateBound.EXPECTED
+    """bound is Expected, or AtMost when `model.target` with onReached Stop may end trials sooner."""
+    text: str | None = None
+    """text is completionTime for `kubectl get` (RFC 3339, UTC), "at most" before it when bound is AtMost."""
+    message: str = ""
+    """message says what the estimate rests on, or why there is none yet."""
 
 
 class MlflowStatus(ApiModel):
@@ -226,6 +259,9 @@ class ExperimentStatus(ApiModel):
     progress_text: str | None = None
     """progressText is `progress` in a few characters for `kubectl get` ("37/200", or "2/6 trials, 37/200"
     in a sweep), as written by `Progress.text()`."""
+    estimate: Estimate | None = None
+    """estimate of when the experiment ends, while it has trials to run; unset once it ended or while it is
+    suspended."""
     mlflow: MlflowStatus = MlflowStatus()
     """mlflow ids and URL."""
     summary: Summary | None = None

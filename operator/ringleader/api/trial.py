@@ -27,6 +27,7 @@ AXIS_PATHS: dict[str, tuple[str, ...]] = {
     "batchSize": ("model", "batchSize"),
     "model": ("model", "name"),
     "bandwidth": ("network", "bandwidth"),
+    "compression": ("compression", "method"),
 }
 # A trial's objects are named "<trial>-worker-<i>"; keep room for the longest suffix within 63.
 MAX_TRIAL_NAME = constants.MAX_NAME_LENGTH - len("-worker-1023")
@@ -163,7 +164,8 @@ def _repeats_another(document: dict[str, Any], chosen: dict[str, Any], axes: dic
 def expand(experiment: DistributedTrainingExperiment) -> Expansion:
     """Every trial of the experiment, in a stable order (matrix axes in declaration order, then repetition).
 
-    Skipped, with the reason: RingAllReduce with a paradigm other than BSP, and combinations that
+    Skipped, with the reason: RingAllReduce with a paradigm other than BSP, a compression method the architecture
+    does not take, and combinations that
     would repeat another trial (a swept value that the combination's topology ignores).
 
     Raises SpecError if a combination is invalid for a reason other than ring allreduce's BSP-only rule,
@@ -181,7 +183,8 @@ def expand(experiment: DistributedTrainingExperiment) -> Expansion:
         for axis, value in chosen.items():
             _set_path(document, AXIS_PATHS[axis], value.value if hasattr(value, "value") else value)
         parameters = {axis: str(getattr(value, "value", value)) for axis, value in chosen.items()}
-        reason = (spec_.combination_problem(document["architecture"], document["sync"]["paradigm"])
+        reason = (spec_.combination_problem(document["architecture"], document["sync"]["paradigm"],
+                                            document["compression"]["method"])
                   or _repeats_another(document, chosen, axes))
         if reason:
             skipped.append((parameters, reason))

@@ -9,11 +9,13 @@ TIME_BACKWARD = "time/backward"
 TIME_COMM = "time/comm"
 TIME_WAIT = "time/wait"
 TIME_UPDATE = "time/update"
-TIME_EVAL = "time/eval"  # the held-out evaluation and the stop-at-target check (the evaluating worker; others look)
+TIME_EVAL = "time/eval"  # the held-out evaluation (the evaluating worker; zero on the others)
 TIME_OTHER = "time/other"  # the loop's own work between iterations: recording, progress lines, link counters
+TIME_CODEC = "time/codec"  # encoding and decoding what spec.compression compresses (runtime/compression.py)
 TIME_ITERATION = "time/iteration"
 BYTES_SENT = "bytes/sent"
 BYTES_RECEIVED = "bytes/received"
+BYTES_UNCOMPRESSED = "bytes/uncompressed"  # what bytes/sent would have been without spec.compression
 # Measured on the rank's network interface (runtime/netcounters.py), after warm-up, when it can be read:
 LINK_TX = "link/tx_bytes_per_second"  # bytes/s the interface sent over the iteration (lo: every local rank's)
 LINK_RX = "link/rx_bytes_per_second"  # bytes/s it received
@@ -30,6 +32,7 @@ SERVER_QUEUE_DEPTH = "server/queue_depth"
 SERVER_THRESHOLD = "server/threshold"  # DSSP: the staleness threshold granted (s_L + r)
 
 COMPUTE_PHASES = (TIME_DATA, TIME_FORWARD, TIME_BACKWARD, TIME_UPDATE)
+TIME_COMPUTE = "time/compute"  # a trial series' sum of COMPUTE_PHASES (analysis.summary.trial_series)
 
 # The trial summary values shown in the experiment status and the comparison table.
 THROUGHPUT = "throughput"  # samples per second, all workers together
@@ -52,6 +55,11 @@ BATCH_SIZE = "batchSize"
 COMPUTE_SECONDS = "computeSeconds"
 COMM_SECONDS = "commSeconds"
 WAIT_SECONDS = "waitSeconds"
+OTHER_SECONDS = "otherSeconds"  # time/eval + time/other: evaluation and the loop's own work
+CODEC_SECONDS = "codecSeconds"  # time/codec: its own share, neither compute nor communication
+CODEC_FRACTION = "codecFraction"
+COMPRESSION = "compression"  # spec.compression.method, a label
+COMPRESSION_RATIO = "compressionRatio"  # bytes/sent over bytes/uncompressed, all worker iterations together
 BYTES_PER_ITERATION = "bytesPerIteration"
 STALENESS_MEAN = "stalenessMean"
 STALENESS_MAX = "stalenessMax"
@@ -76,6 +84,16 @@ PER_RANK = "perRank"  # {rank: {ITERATIONS, ITERATION_SECONDS, COMPUTE_SECONDS, 
 # and the mean after warm-up of each per-iteration metric above, under its own name.
 ITERATIONS = "iterations"
 ITERATION_SECONDS = "iterationSeconds"
+# What a rank's process used over its iterations after warm-up (runtime/usage.py): in its summary.json, and
+# every rank's in the trial summary's USAGE {rank: {...}}.
+USAGE = "usage"
+HOST = "host"  # the machine's name (a pod's own): ranks of one host share its CPUs
+CPUS = "cpus"  # CPUs the process may run on: its affinity, capped by a cgroup CPU quota (a pod's limit)
+THREADS = "threads"  # torch's intra-op threads
+CPU_SECONDS = "cpuSeconds"  # user + system CPU time of the process, all its threads
+WALL_SECONDS = "wallSeconds"
+CPU_UTILIZATION = "cpuUtilization"  # CPU_SECONDS / WALL_SECONDS: 1 = one CPU busy all along (top's 100 %)
+PEAK_RSS_BYTES = "peakRssBytes"  # the most resident memory the process held
 # The trial summary's predicted iteration times (analysis/prediction.py), written by the lowest worker rank:
 # PREDICTION: {PREDICTED_ARCHITECTURE, WORKERS, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
 #              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT,
@@ -84,7 +102,7 @@ ITERATION_SECONDS = "iterationSeconds"
 #              {PREDICTION_UNAVAILABLE: why}.
 PREDICTION = "prediction"
 PREDICTED_ARCHITECTURE = "architecture"  # the label of this trial's own architecture
-MEASURED_ITERATION_SECONDS = "measuredIterationSeconds"  # mean time/iteration over worker iterations
+MEASURED_ITERATION_SECONDS = "measuredIterationSeconds"  # median time/iteration over worker iterations (the p50)
 ERROR_FRACTION = "errorFraction"  # |predicted - measured| / measured
 LATENCY_SECONDS = "latencySeconds"  # the per-message latency a of the link the models use
 FIT = "fit"  # how the link was calibrated, in words

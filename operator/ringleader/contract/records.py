@@ -4,6 +4,13 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
 
     summary.json                 the trial summary (analysis.summary.summarize), written by the lowest
                                  worker rank at the end; its camelCase keys include api.status.Summary's
+    series.jsonl                 the trial's series (analysis.summary.trial_series), written by the same rank
+                                 just before: per step, what the workers did together, in the keys below
+                                 and "throughput", "time/compute":
+                                   {"step": 12, "timestamp": 1763700000.27,
+                                    "time/iteration": 0.008, "time/compute": 0.0063, "time/comm": 0.001,
+                                    "time/wait": 0.0, "throughput": 4000.0, "loss": 2.1}
+                                 (warm-up steps: the loss and evaluation only)
     rank-<rank>/iterations.jsonl one JSON object per line, per worker iteration or server aggregation:
                                    {"step": 12, "role": "worker", "warmup": false, "timestamp": 1763700000.25,
                                     "time/data": 0.0001, "time/forward": 0.002, "time/backward": 0.004,
@@ -33,6 +40,8 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                  "C" counter events "<interface> bytes/s" (args tx, rx) once per iteration
     rank-<rank>/layers.json      per-parameter gradient-ready times of the same window, and its sized
                                  collectives (bytes, start, end: the ring's buckets) (timing.layers())
+    rank-<rank>/profile.json     spec.profiling only: PyTorch's profiler trace of its window (Chrome trace JSON,
+                                 as torch.profiler exports it; runtime/profiling.py)
 
 The line count of iterations.jsonl is the rank's progress.
 """
@@ -46,15 +55,17 @@ import pathlib
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ringleader.api import constants
 from ringleader.contract import journal
 
 ITERATIONS_FILE = "iterations.jsonl"
 SUMMARY_FILE = "summary.json"
+SERIES_FILE = "series.jsonl"
 TRACE_FILE = "trace.json"
 LAYERS_FILE = "layers.json"
+PROFILE_FILE = "profile.json"
 JOURNAL_FILE = "iterations.journal"
 _CLOSE: dict = {}  # tells the writer thread to finish
 
@@ -77,6 +88,13 @@ def write_json(path: pathlib.Path, document: Any) -> None:
     """Write atomically (a temporary file renamed over the target), so readers never see half a file."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps(document, indent=1, default=float))
+    os.replace(temporary, path)
+
+
+def write_lines(path: pathlib.Path, records: list[dict]) -> None:
+    """Write `records` as a .jsonl file at once and atomically, as write_json does."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text("".join(json.dumps(_sanitized(record)) + "\n" for record in records))
     os.replace(temporary, path)
 
 
@@ -193,6 +211,8 @@ class RankRecorder:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.iterations: list[dict] = []
         self.summary_extras: dict = {}  # added to this rank's summary.json by main.py (parameterDigest)
+        self.on_first_measured: Callable[[], None] | None = None
+        """Called once, on the logging thread, as the first record after warm-up is logged (runtime/usage.py)."""
         self._journal = journal.Writer(self.directory / JOURNAL_FILE, constants={"role": role})
         self._file = open(self.directory / ITERATIONS_FILE, "w", encoding="utf-8")
         self._pending: queue.SimpleQueue[dict] = queue.SimpleQueue()
@@ -208,6 +228,9 @@ class RankRecorder:
         if self._write_error is not None:  # a full disk: fail the rank now, not after silently keeping nothing
             raise self._write_error
         warmup = bool(metrics.get("warmup", step < self.warmup_iterations))
+        if not warmup and self.on_first_measured is not None:
+            called, self.on_first_measured = self.on_first_measured, None
+            called()
         timestamp = time.time()
         self._journal.append(step, timestamp, warmup, metrics)
         record = {"step": step, "role": self.role, **metrics, "warmup": warmup, "timestamp": timestamp}

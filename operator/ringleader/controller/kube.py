@@ -183,8 +183,9 @@ class Kube:
 
     async def read_log(self, namespace: str, name: str, container: str | None, *, tail_lines: int,
                        limit_bytes: int) -> str:
-        """The tail of a container's log; LogUnavailable, saying why, when it cannot be read."""
-        query: dict[str, Any] = {"tailLines": tail_lines, "limitBytes": limit_bytes}
+        """The tail of a container's log, each line after the time it was written (the kubelet's RFC 3339
+        timestamp); LogUnavailable, saying why, when it cannot be read."""
+        query: dict[str, Any] = {"tailLines": tail_lines, "limitBytes": limit_bytes, "timestamps": "true"}
         if container:
             query["container"] = container
         try:

@@ -2,7 +2,7 @@
 
 Pure: the reconciler observes (API reads, log reads, the clock), calls `decide`, then acts. Everything
 `kubectl get dte -o yaml` shows is computed here: trial phases, the sweep's parallelism, the
-conditions (the contract), the phase (their summary), progress, replica counts and the summary.
+conditions (the contract), the phase (their summary), progress, the estimated end, replica counts and the summary.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import datetime
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.api import trial as trial_
+from ringleader.contract import progress as progress_line
 from ringleader.controller import admission as admission_
-from ringleader.controller import conditions, reasons, trials
+from ringleader.controller import conditions, estimates, reasons, trials
 from ringleader.controller import pods as pods_
 
 Type = status_.ConditionType
@@ -36,8 +37,9 @@ class Observation:
     """Pods by trial name (the trial label)."""
     expected: dict[str, tuple[trials.ExpectedPod, ...]]
     """Pods each trial's topology renders, by trial name."""
-    progress: dict[str, int] = dataclasses.field(default_factory=dict)
-    """Iteration of the slowest worker, by trial name, for the trials whose logs were read."""
+    progress: dict[str, tuple[progress_line.Line, ...]] = dataclasses.field(default_factory=dict)
+    """The progress lines last read from the reporting worker's log, by trial name, for the trials whose logs
+    were read (controller/progress.py)."""
     workloads: dict[str, admission_.Admission] = dataclasses.field(default_factory=dict)
     """Kueue Workloads by trial name (`scheduling.queueName` only)."""
 
@@ -99,15 +101,23 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
     return Plan(status=status, delete=delete, create=create, workloads=workloads)
 
 
-def with_progress(status: status_.ExperimentStatus, progress: dict[str, int]) -> status_.ExperimentStatus:
-    """The status with its latest running trial's iteration as just read (a progress-only pass): the same
-    iteration `decide` would report from the same reads."""
+def _iteration(lines: tuple[progress_line.Line, ...]) -> int:
+    return lines[-1].iteration if lines else 0
+
+
+def with_progress(status: status_.ExperimentStatus, progress: dict[str, tuple[progress_line.Line, ...]],
+                  sweep: estimates.Sweep) -> status_.ExperimentStatus:
+    """The status with its latest running trial's iteration as just read (a progress-only pass), and the
+    estimate refined: the same `decide` would report from the same reads."""
     running = [t for t in status.trials if t.phase == Phase.RUNNING]
     latest = max(running, key=lambda t: t.index, default=None)
-    if latest is None or latest.name not in progress or status.progress.iteration == progress[latest.name]:
+    if latest is None or latest.name not in progress:
         return status
-    found = status.progress.model_copy(update={"iteration": progress[latest.name]})
-    return status.model_copy(update=dict(progress=found, progress_text=found.text()))
+    found = status.progress.model_copy(update={"iteration": _iteration(progress[latest.name])})
+    estimate = estimates.estimate(sweep, status.trials, progress)
+    if found == status.progress and estimate == status.estimate:
+        return status
+    return status.model_copy(update=dict(progress=found, progress_text=found.text(), estimate=estimate))
 
 
 def invalid(old: status_.ExperimentStatus, reason: str, message: str, *, now: datetime.datetime,
@@ -214,7 +224,8 @@ def _progress(expansion: trial_.Expansion, old: status_.ExperimentStatus, new_tr
     running = [t for t in new_trials if t.phase == Phase.RUNNING]
     if running:
         latest = max(running, key=lambda t: t.index)
-        iteration, iterations = seen.progress.get(latest.name, 0), by_name[latest.name].spec.model.iterations
+        iteration = _iteration(seen.progress.get(latest.name, ()))
+        iterations = by_name[latest.name].spec.model.iterations
     elif succeeded:
         last = by_name[new_trials[-1].name].spec.model.iterations
         iteration, iterations = last, last
@@ -248,6 +259,8 @@ def _experiment_status(experiment, expansion: trial_.Expansion, old: status_.Exp
         replica_statuses=pods_.replica_counts(all_pods),
         progress=progress,
         progress_text=progress.text(),
+        estimate=None if experiment.spec.run_policy.suspend else
+        estimates.estimate(estimates.Sweep.of(expansion), new_trials, seen.progress),
         summary=latest.summary if latest else old.summary,
         trials=new_trials,
     ))

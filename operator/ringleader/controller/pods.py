@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 import pydantic
 
+from ringleader.analysis import eta
 from ringleader.api import constants
 from ringleader.api import status as status_
 from ringleader.contract import failures
@@ -173,6 +174,8 @@ def waiting_reason(pod: Pod) -> str:
 _SUMMARY_KEYS = {
     key for name_, field in status_.Summary.model_fields.items() for key in (name_, field.alias) if key
 }
+# Not a key of the runtime's summary: read from its prediction (analysis/eta.py).
+_PREDICTED = status_.Summary.model_fields["predicted_iteration_seconds"].alias
 
 
 def ended_outside_runtime(pod: Pod) -> bool:
@@ -195,6 +198,7 @@ def summary_of(pod: Pod) -> status_.Summary | None:
             continue
         # The runtime may add keys of its own; the status keeps the ones its schema knows.
         known = {k: v for k, v in document.items() if k in _SUMMARY_KEYS}
+        known[_PREDICTED] = eta.predictions(document) or None
         try:
             return status_.Summary.model_validate(known)
         except pydantic.ValidationError:

@@ -12,19 +12,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Hashable, Iterable
 
+from ringleader.contract import progress as progress_line
+
 # A pass woken a little before the interval is up still reads: the work queue's timers are not exact.
 EARLY = 0.05
 
 
 @dataclasses.dataclass
 class _Trial:
-    iteration: int | None = None
+    lines: tuple[progress_line.Line, ...] | None = None
     next_read: float = 0.0
     failures: int = 0
 
 
 class Schedule:
-    """Per experiment and trial: the last iteration read, when to read again, failures in a row."""
+    """Per experiment and trial: the progress lines last read, when to read again, failures in a row."""
 
     def __init__(self, interval: float, max_interval: float) -> None:
         self.interval, self.max_interval = interval, max(interval, max_interval)
@@ -48,11 +50,11 @@ class Schedule:
     def due(self, key: Hashable, name: str, now: float) -> bool:
         return now >= self._trial(key, name).next_read - EARLY * self.interval
 
-    def read(self, key: Hashable, name: str, now: float, iteration: int) -> bool:
-        """A read that succeeded; True when it ends a streak of failures."""
+    def read(self, key: Hashable, name: str, now: float, lines: Iterable[progress_line.Line]) -> bool:
+        """A read that succeeded, with the progress lines it found; True when it ends a streak of failures."""
         trial = self._trial(key, name)
         recovered = trial.failures > 0
-        trial.iteration, trial.failures, trial.next_read = iteration, 0, now + self.interval
+        trial.lines, trial.failures, trial.next_read = tuple(lines), 0, now + self.interval
         return recovered
 
     def skipped(self, key: Hashable, name: str, now: float) -> None:
@@ -67,9 +69,9 @@ class Schedule:
         trial.next_read = now + retry_in
         return trial.failures, retry_in
 
-    def known(self, key: Hashable) -> dict[str, int]:
-        """The last iteration read of each trial of `key` that was read at least once."""
-        return {n: t.iteration for n, t in self._experiments.get(key, {}).items() if t.iteration is not None}
+    def known(self, key: Hashable) -> dict[str, tuple[progress_line.Line, ...]]:
+        """The progress lines last read of each trial of `key` that was read at least once."""
+        return {n: t.lines for n, t in self._experiments.get(key, {}).items() if t.lines is not None}
 
     def next_in(self, key: Hashable, now: float) -> float | None:
         """Seconds until a trial of `key` is next due to be read; None when none is tracked."""

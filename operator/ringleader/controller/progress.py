@@ -1,4 +1,5 @@
-"""How far a running trial is, from one worker's progress lines (ringleader.contract.progress); used by `reconciler`.
+"""How far a running trial is, and at what pace, from one worker's progress lines (ringleader.contract.progress);
+used by `reconciler`.
 
 One log per trial, whatever its number of workers: the lowest-ranked worker's, the one that also leaves the
 trial's summary. Under BSP (every ring and peer-to-peer trial, and parameter-server trials unless they say
@@ -32,6 +33,6 @@ def container(pod: pods_.Pod) -> str | None:
     return ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
 
 
-def iteration(log_text: str) -> int:
-    """The iteration of the last progress line in a log's tail; 0 before the first one."""
-    return progress_line.last_iteration(log_text) or 0
+def lines(log_text: str) -> tuple[progress_line.Line, ...]:
+    """The progress lines in a log's tail, oldest first; () before the first one."""
+    return tuple(progress_line.lines(log_text))

@@ -27,8 +27,9 @@ from ringleader import api
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
-from ringleader.controller import (admission, conditions, due, events, failures, kube, orphans, plan, polling,
-                                   progress, reasons, recording, rendering, runs, statuses, trials, workqueue)
+from ringleader.contract import progress as progress_line
+from ringleader.controller import (admission, conditions, due, estimates, events, failures, kube, orphans, plan,
+                                   polling, progress, reasons, recording, rendering, runs, statuses, trials, workqueue)
 from ringleader.controller import pods as pods_
 from ringleader.controller import settings as settings_
 from ringleader import topology
@@ -53,6 +54,8 @@ class _Running:
 
     body: dict[str, Any]
     status: status_.ExperimentStatus
+    sweep: estimates.Sweep
+    """What the estimate needs of the spec, so a progress pass need not parse it."""
     reporters: dict[str, dict[str, Any] | None]
     """The pod whose log tells each running trial's progress (`progress.reporter`), None while there is none."""
     full_at: float
@@ -223,8 +226,8 @@ class Controller:
             return full_in
         clock = time.monotonic()
         full_in = min(math.inf if full_in is None else full_in, self.settings.timing.recheck_seconds)
-        self._running[key] = _Running(body, new, {n: progress.reporter(by_trial.get(n, [])) for n in running_now},
-                                      clock + full_in)
+        self._running[key] = _Running(body, new, estimates.Sweep.of(expansion),
+                                      {n: progress.reporter(by_trial.get(n, [])) for n in running_now}, clock + full_in)
         progress_in = self.polls.next_in(key, clock)
         return min(full_in, self.settings.timing.progress_poll_seconds if progress_in is None else progress_in)
 
@@ -233,7 +236,7 @@ class Controller:
         status patch per due trial. Any event makes the next pass a full one."""
         self._running[key] = running
         fresh = await self._read_progress(running.body, running.status, running.reporters)
-        new = plan.with_progress(running.status, fresh)
+        new = plan.with_progress(running.status, fresh, running.sweep)
         await self._publish(running.body, running.status, new)
         running.status = new
         clock = time.monotonic()
@@ -323,8 +326,8 @@ class Controller:
     # -- progress -------------------------------------------------------------------------------
 
     async def _read_progress(self, body: dict[str, Any], old: status_.ExperimentStatus,
-                             reporters: dict[str, dict[str, Any] | None]) -> dict[str, int]:
-        """Each running trial's iteration: its reporting pod's log, read when due (`polling`), else the last read."""
+                             reporters: dict[str, dict[str, Any] | None]) -> dict[str, tuple[progress_line.Line, ...]]:
+        """Each running trial's progress lines: its reporting pod's log, read when due (`polling`), else the last read."""
         key = key_of(body)
         running = [t.name for t in old.trials if t.phase == Phase.RUNNING]
         self.polls.keep(key, running)
@@ -350,7 +353,7 @@ class Controller:
                     f"is not updated; trying again in {retry_in:g} s, then less often (at most every "
                     f"{self.polls.max_interval:g} s)"))
             return
-        if self.polls.read(key, trial, clock, progress.iteration(text)):
+        if self.polls.read(key, trial, clock, progress.lines(text)):
             kopf.info(body, reason=reasons.PROGRESS_READABLE,
                       message=f"trial {trial}: the log of pod {pods_.name(pod)} can be read again")
 

@@ -178,10 +178,12 @@ class Recorder:
         await self._call(uri, f"end run {run_id}", lambda runs: runs.finish_run(
             run_id, status, summary, reason=reason, message=message, tracking_uri=uri))
 
-    async def log_sweep_metrics(self, uri: str, parent_run_id: str, summaries: dict[str, dict | None]) -> None:
-        """The parent run's metrics comparing the trials, from {trial name: its status summary's wire dict or None}."""
+    async def log_sweep_metrics(self, uri: str, parent_run_id: str, summaries: dict[str, dict | None],
+                                trials=()) -> None:
+        """The parent run's metrics comparing the trials, from {trial name: its status summary's wire dict or None},
+        each named by what it varies among `trials` (the expansion's)."""
         await self._call(uri, "log the sweep's metrics", lambda runs: runs.log_sweep_metrics(
-            parent_run_id, summaries, tracking_uri=uri))
+            parent_run_id, summaries, trials=trials, tracking_uri=uri))
 
     async def open_sweeps(self, uri: str, limit: int):
         """The RUNNING sweep runs this operator made on `uri` (tracking.runs.OpenSweep), at most `limit`."""

@@ -117,7 +117,7 @@ class Runs:
             if plan.is_finished(status) and mlflow.run_id and not mlflow.run_ended:
                 # Logged again after a restart or an outage midway, the same values are harmless.
                 await self.recorder.log_sweep_metrics(uri, mlflow.run_id, {
-                    t.name: t.summary.wire() if t.summary else None for t in status.trials})
+                    t.name: t.summary.wire() if t.summary else None for t in status.trials}, expansion.trials)
                 if not mlflow.report_url:
                     status = await self._report(uri, body, status)
                 failed = _failed_condition(status)

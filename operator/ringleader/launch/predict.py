@@ -106,7 +106,7 @@ def _print(trial: results_.TrialResult, rank: str, result: prediction.TrialPredi
     print(f"trial {trial.trial.name} ({spec.architecture.value}, {spec.sync.paradigm.value}, {inputs.workers} "
           f"workers), profile of {rank}: model {inputs.profile.total_bytes / 1e6:.3f} MB "
           f"in {len(inputs.profile.gradients)} gradients, backward {1000 * inputs.profile.backward_seconds:.3f} ms; "
-          f"compute per iteration {1000 * inputs.compute.mean_seconds:.3f} ms, the slowest worker's "
+          f"compute per iteration {1000 * inputs.compute.median_seconds:.3f} ms (median), the slowest worker's "
           f"{1000 * inputs.compute.slowest_per_iteration_seconds:.3f} ms", file=out)
     print(f"link ({inputs.calibration.kind}): {inputs.calibration.fit}", file=out)
     print(prediction.table(result), file=out)

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Mapping, TextIO
 
-from ringleader.analysis import tables
+from ringleader.analysis import eta, tables
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
 from ringleader.contract import exits, keys
@@ -92,6 +92,7 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     running: list[tuple[int, trials_.TrialRun]] = []
     started_runs: list[trials_.TrialRun] = []
     outcomes: dict[str, layout.Outcome] = {}
+    finished: list[eta.Finished] = []  # what the ETA of the trials still to run is made of
     interrupted_by = None
 
     with _Signals() as signals:
@@ -117,7 +118,10 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
                     outcomes[run.trial.name] = outcome
                     display.message(_ended(position, len(trials), run, outcome))
                     publishing.trial_ended(run.directory)
-                display.update(running)
+                    ended = progress.finished_for_eta(run, outcome)
+                    if ended is not None:
+                        finished.append(ended)
+                display.update(running, [trial for _, trial in pending], finished)
         except Interrupted as interrupt:
             interrupted_by = interrupt.signum
             display.message(f"{signal.Signals(interrupt.signum).name}: stopping the running trials")

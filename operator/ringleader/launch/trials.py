@@ -6,6 +6,7 @@ are stopped and marked KILLED, and the outcome says which rank failed and why.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import socket
@@ -16,6 +17,7 @@ import yaml
 
 import ringleader
 from ringleader import topology
+from ringleader.analysis import eta
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
@@ -90,6 +92,8 @@ class TrialRun:
         self.outcome: layout.Outcome | None = None
         self._monotonic_start = 0.0
         self._counts: dict[int, tuple[int, int]] = {}
+        self._samples: list[eta.Sample] = []
+        """(monotonic seconds, iterations) each time the slowest worker's count changed, the recent ones."""
         self._failed_at: dict[int, float] = {}
         self.unsaved: OSError | None = None
         """unsaved is why the trial's end could not be written to disk (a full disk), if it could not."""
@@ -136,7 +140,14 @@ class TrialRun:
 
     def progress(self) -> int:
         workers = [slot.rank for slot in self.trial.worker_slots()]
-        return worker_progress(self.directory, workers, self._counts)
+        done = worker_progress(self.directory, workers, self._counts)
+        if done and (not self._samples or done != self._samples[-1][1]):
+            self._samples = [*eta.recent(self._samples, self.total_iterations), (time.monotonic(), done)]
+        return done
+
+    def for_eta(self) -> eta.Trial:
+        """The trial as the ETA sees it: started, with its recent progress."""
+        return dataclasses.replace(eta.planned(self.trial), started=self._monotonic_start, samples=tuple(self._samples))
 
     def poll(self) -> layout.Outcome | None:
         """None while running; else the outcome (also written to outcome.json), after stopping what is left."""

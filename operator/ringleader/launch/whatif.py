@@ -47,7 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bandwidths", type=float, nargs="+", default=list(whatif.BANDWIDTHS_GBIT), metavar="GBIT",
                         help="link rates in Gbit/s (default: %(default)s)")
     parser.add_argument("--compressions", type=float, nargs="+", default=list(whatif.COMPRESSIONS), metavar="C",
-                        help="compression ratios, 1 = none (default: %(default)s)")
+                        help="compression ratios, 1 = none (default: %(default)s, and a compressed trial's measured "
+                             "ratio)")
+    parser.add_argument("--codec-ms", type=float, metavar="MS",
+                        help="encoding and decoding per iteration, added to the overhead when compressing (default: "
+                             "a compressed trial's measured time/codec, else 0)")
     parser.add_argument("--bucketing", choices=("fusion", "runtime"), default="fusion",
                         help="how gradients are grouped into allreduces: Horovod's tensor fusion (default; "
                              "--cycle-time-ms, --fusion-threshold-mib) or the runtime ring's buckets (--bucket-mib)")
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return exits.USAGE
     try:
         add, add_said = _add_cost(args, out)
-        profile, batch, said = _profile(args, out)
+        profile, batch, said, measured = _profile(args, out)
     except (ValueError, LookupError, OSError, RuntimeError) as error:
         print(f"ringleader whatif: {error}", file=err)
         return exits.FAILED
@@ -94,10 +98,18 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     print(f"{said}: {len(profile.gradients)} gradients, {profile.total_bytes / 1e6:.3f} MB, backward "
           f"{1000 * profile.backward_seconds:.3f} ms, t_batch {1000 * batch:.3f} ms", file=out)
     print(f"{bucketing.describe()}; add: {add_said}", file=out)
+    compressions, codec = list(args.compressions), (args.codec_ms or 0.0) / 1000
+    if measured is not None:
+        compressions = sorted(set(compressions) | {round(measured.compression, 4)})
+        codec = measured.codec_seconds if args.codec_ms is None else codec
+        print(f"measured compression: c = {measured.compression:.4f} (bytes uncompressed over sent), encode and "
+              f"decode {1000 * measured.codec_seconds:.3f} ms per iteration", file=out)
+    if codec:
+        print(f"codec: {1000 * codec:.3f} ms per iteration added to the overhead when c > 1", file=out)
     bandwidths = [g * 1e9 for g in args.bandwidths]
     everything = []
     for workers in args.workers:
-        results = whatif.sweep(profile, workers, batch, bandwidths, args.compressions, add, bucketing)
+        results = whatif.sweep(profile, workers, batch, bandwidths, compressions, add, bucketing, codec)
         everything.extend(results)
         print(f"\nN = {workers}", file=out)
         print(whatif.table(results), file=out)
@@ -123,6 +135,8 @@ def _wrong_options(args: argparse.Namespace) -> str | None:
         return "--bandwidths must be greater than 0 (Gbit/s)"
     if any(not c >= 1 for c in args.compressions):
         return "--compressions must be greater than or equal to 1 (1: no compression)"
+    if args.codec_ms is not None and args.codec_ms < 0:
+        return "--codec-ms must be greater than or equal to 0"
     if not args.cycle_time_ms > 0 or not args.fusion_threshold_mib > 0 or not args.bucket_mib > 0:
         return "--cycle-time-ms, --fusion-threshold-mib and --bucket-mib must be greater than 0"
     if args.add_fixed_us < 0 or args.add_ns_per_byte < 0:
@@ -184,8 +198,9 @@ def _needed(needed: whatif.Needed) -> str:
     return f"{needed.compression:.4f}"
 
 
-def _profile(args: argparse.Namespace, out: TextIO) -> tuple[profile_.Profile, float, str]:
-    """(profile, t_batch, what it was taken from) for SOURCE."""
+def _profile(args: argparse.Namespace, out: TextIO) \
+        -> tuple[profile_.Profile, float, str, whatif.MeasuredCompression | None]:
+    """(profile, t_batch, what it was taken from, the compression it measured) for SOURCE."""
     path = pathlib.Path(args.source)
     if path.is_file():
         try:
@@ -197,10 +212,11 @@ def _profile(args: argparse.Namespace, out: TextIO) -> tuple[profile_.Profile, f
             profile, batch = profile_.from_document(document)
         except ValueError as error:
             raise ValueError(f"{path}: not a profile file: {error}") from None
-        return profile, batch, str(path)
+        return profile, batch, str(path), None
     if path.is_dir() and (path / records.LAYERS_FILE).is_file():  # a rank directory
         profile, batch = whatif.read_rank(path)
-        return profile, batch, str(path)
+        measured = whatif.measured_compression(records.read_iterations(path / records.ITERATIONS_FILE))
+        return profile, batch, str(path), measured
     found = sources.resolve(args.source, args.tracking_uri, out, "not a profile file or run directory")
     if found.single:
         trial, why = found.trials[0], ""
@@ -214,7 +230,8 @@ def _profile(args: argparse.Namespace, out: TextIO) -> tuple[profile_.Profile, f
         raise LookupError(f"trial {trial.trial.name} has no iteration records for rank {rank}, so no t_batch")
     profile, batch = whatif.from_rank(dict(trial.layers[rank]), trial.records[rank])
     taken = "--rank" if args.rank is not None else "the lowest worker rank"
-    return profile, batch, f"trial {trial.trial.name}{why}, rank {rank} ({taken})"
+    return (profile, batch, f"trial {trial.trial.name}{why}, rank {rank} ({taken})",
+            whatif.measured_compression(trial.records[rank]))
 
 
 def _named(found: sources.Found, name: str):

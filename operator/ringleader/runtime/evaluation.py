@@ -54,7 +54,7 @@ def reached(target: spec_.Target, metrics: dict[str, float]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """Who evaluates, how often, and whether the workers stop together at the target."""
+    """Who evaluates, how often, and whether the workers stop at the target."""
 
     every: int
     evaluator: bool

@@ -48,9 +48,13 @@ class Synchronizer(Protocol):
 
         Records TIME_COMM, TIME_WAIT, TIME_UPDATE, BYTES_SENT, BYTES_RECEIVED and STALENESS via `timer`."""
 
-    def stop(self) -> None:
-        """Called when every worker ends training early at the same step (model.target reached, onReached
-        Stop): close() then ends the exchange as it does after the last iteration."""
+    def should_stop(self, due: bool, reached: bool, timer: Timer) -> bool:
+        """Called after every iteration when model.target says Stop: whether this worker ends training now.
+
+        `due`: this iteration was followed by an evaluation; `reached`: this worker evaluated and met the target.
+        A synchronizer hears the verdict as its architecture allows, never waiting where its paradigm would not
+        (parameter server, peer-to-peer: the next answer carries it); any wait is booked as TIME_WAIT. When it says
+        True, close() ends the exchange as it does after the last iteration."""
 
     def close(self) -> None:
         """Called once after the last iteration: release servers, flush, no process left waiting."""

@@ -45,7 +45,7 @@ from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
 from ringleader.runtime import (heartbeat, linkprobe, netcounters, parameter_server, parent, peer_to_peer, ring, settings,
-                               termination, worker)
+                               termination, usage, worker)
 
 TERMINATION_LOG = "/dev/termination-log"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -117,21 +117,8 @@ def publish_on_termination(recorder, publisher) -> None:
         publisher.stop(status="KILLED", timeout_seconds=termination.PUBLISH_SECONDS)
 
 
-def stop_group(trial: trial_.Trial, knobs: settings.Settings):
-    """The workers' gloo group for the verdict "target reached, stop", when model.target says Stop; None otherwise.
-
-    Created by every rank (new_group is collective over the world), servers included, before any other
-    group the architecture makes, so that every rank creates its groups in the same order."""
-    target = trial.spec.model.target
-    if target is None or target.on_reached != spec_.OnReached.STOP:
-        return None
-    # As long a timeout as the end-of-run gather: under ASP the evaluator may wait long for the slowest worker.
-    return dist.new_group(ranks=[s.rank for s in trial.worker_slots()], backend="gloo",
-                          timeout=finish_timeout(trial, knobs))
-
-
 def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slot, recorder: records.RankRecorder,
-             device: torch.device, knobs: settings.Settings, stopping=None) -> None:
+             device: torch.device, knobs: settings.Settings) -> None:
     """Serve or train, by role and architecture."""
     architecture = trial.spec.architecture
     if slot.role == constants.ROLE_PS:
@@ -147,16 +134,18 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
     local = env.master_addr in LOOPBACK
     worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations,
                  interface=netcounters.LOOPBACK if local else netcounters.pod_interface(),
-                 ranks_sharing_interface=env.world_size if local else 1, stop_group=stopping)
+                 ranks_sharing_interface=env.world_size if local else 1)
 
 
-def gather_records(recorder: records.RankRecorder, destination: int, group) -> dict[int, list[dict]] | None:
-    """Every rank's iteration records, on `destination` only (None elsewhere)."""
+def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
+                   group) -> tuple[dict[int, list[dict]], dict[int, dict]] | None:
+    """Every rank's iteration records and what its process used (usage.Meter.measure), by rank, on `destination` only
+    (None elsewhere)."""
     everything = [None] * dist.get_world_size() if dist.get_rank() == destination else None
-    dist.gather_object((recorder.rank, recorder.iterations), everything, dst=destination, group=group)
+    dist.gather_object((recorder.rank, recorder.iterations, used), everything, dst=destination, group=group)
     if everything is None:
         return None
-    return {rank: iterations for rank, iterations in everything}
+    return {rank: iterations for rank, iterations, _ in everything}, {rank: spent for rank, _, spent in everything}
 
 
 def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summary: dict) -> None:
@@ -225,6 +214,7 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
         "optimizer": f"{spec.model.optimizer.name.value} lr={spec.model.optimizer.learning_rate}",
         "bandwidth": spec.network.bandwidth or "unshaped",
         "bandwidthEnforcement": spec.network.enforced_by(),
+        "compression": spec.compression.method.value,
         "device": str(device),
         "backend": backend,
         "timeoutSeconds": knobs.timeout_seconds,
@@ -316,7 +306,6 @@ def main(environ=os.environ) -> int:
         # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
         # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
         control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
-        stopping = stop_group(trial, knobs)
         probed = probe_link(trial, env, knobs)
         if env.rank == first_worker:
             log_configuration(trial, env, device, backend, knobs)
@@ -331,22 +320,29 @@ def main(environ=os.environ) -> int:
                                         env, recorder, publisher, stall_reason(env, culprit, reason)))
         publisher = start_publisher(env, trial, recorder.directory)
 
-        run_role(trial, env, slot, recorder, device, knobs, stopping)
+        meter = usage.Meter()
+        recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
+        run_role(trial, env, slot, recorder, device, knobs)
+        used = meter.measure(torch.get_num_threads())
         if slot.role == constants.ROLE_WORKER and not recorder.iterations:
             # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
             raise RankError("training ended without recording a single iteration")
         beats.finished()
-        recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras})
+        recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras, **used})
 
-        gathered = gather_records(recorder, first_worker, control)
-        if gathered is not None:
-            summary = summary_.summarize(gathered, trial)
+        found = gather_records(recorder, used, first_worker, control)
+        if found is not None:
+            gathered, used_by_rank = found
+            summary = summary_.summarize(gathered, trial, used_by_rank)
             if keys.LINK_TX_MEAN in summary:  # where the rates were measured: this rank's, as every worker's
                 link = (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
                 summary.update({key: recorder.summary_extras[key] for key in link if key in recorder.summary_extras})
             if probed is not None:
                 summary[keys.LINK_PROBE] = probed
             summary[keys.PREDICTION] = predict(trial, gathered, recorder, knobs, probed)
+            # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
+            records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
+                                summary_.trial_series(gathered, trial))
             write_trial_summary(trial, env, summary)
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
         else:

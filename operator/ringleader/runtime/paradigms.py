@@ -17,9 +17,11 @@ of every worker up to the pushes still in flight, and pushes from one worker arr
   wait on owner 0's word.
 
 Workers are indices 0..N-1. Every gate keeps t[i] (pushes received from worker i) and the set of
-workers whose OK it holds. `clock` (min t) is the global clock: every worker has pushed at least
-that many gradients, so weights released at clock c lack at most t[p] - c iterations of anyone's
-updates, which is the staleness a worker records.
+workers whose OK it holds. `clock` (min t over the workers still training) is the global clock:
+every such worker has pushed at least that many gradients, so weights released at clock c lack at
+most t[p] - c iterations of anyone's updates, which is the staleness a worker records.
+A worker that is done (its last iteration, or the stop at a target) is `retire`d: it no longer
+counts as the slowest, nor in a BSP round, so nobody waits for pushes that will never come.
 
 DSSP follows its published algorithm to the letter, with these readings of what it leaves open:
 argmin/argmax take the lowest index among ties (numpy's rule); before a worker's first push its
@@ -65,14 +67,24 @@ class Gate:
         self.blocked: list[int] = []  # held OKs, in the order they were held
         self.pushed_at = [(0.0, 0.0)] * workers  # A[i] = (latest, previous) push times
         self.last_grant: Grant | None = None  # set by the push that made a DSSP grant
+        self.retired: set[int] = set()  # done: no more pushes will come from these
 
     @property
     def workers(self) -> int:
         return len(self.t)
 
     @property
+    def active(self) -> list[int]:
+        """The workers still training (all of them, once every one is done: their counts are final)."""
+        return [w for w in range(len(self.t)) if w not in self.retired] or list(range(len(self.t)))
+
+    @property
     def clock(self) -> int:
-        return min(self.t)
+        return min(self.t[w] for w in self.active)
+
+    def slowest(self) -> int:
+        """The worker still training with the fewest pushes (the lowest index among ties)."""
+        return min(self.active, key=lambda w: (self.t[w], w))
 
     def begin(self, worker: int, now: float) -> None:
         """The worker pulled its initial weights at `now`: its iteration intervals count from here."""
@@ -89,6 +101,20 @@ class Gate:
 
     def _decide(self, worker: int) -> list[int]:
         raise NotImplementedError
+
+    def retire(self, worker: int) -> list[int]:
+        """`worker` is done and pushes no more; returns the held workers that may go now that it does not count."""
+        if worker in self.blocked:
+            raise ProtocolError(f"worker {worker} said it was done while its OK was held")
+        self.retired.add(worker)
+        return sorted(self._release_after_retire())
+
+    def _release_after_retire(self) -> list[int]:
+        return self._release_where(self._may_go)
+
+    def _may_go(self, worker: int) -> bool:
+        """Whether a held worker may go now (the paradigm's rule, re-checked when the slowest changes)."""
+        return True
 
     def allowance(self, worker: int) -> int:
         """The push count through which `worker` may go without a check (DSSP's grants); 0: none."""
@@ -122,12 +148,16 @@ class BSP(Gate):
 
     averages_rounds = True
 
+    def round_complete(self) -> bool:
+        # Each worker pushes once per round, so equal counts of those still training mean the round is complete.
+        return len({self.t[w] for w in self.active}) == 1
+
     def _decide(self, worker: int) -> list[int]:
         self._hold(worker)
-        if min(self.t) != max(self.t):
-            return []
-        # Each worker pushes once per round, so equal counts mean the round is complete.
-        return self._release_where(lambda w: True)
+        return self._release_where(lambda w: True) if self.round_complete() else []
+
+    def _release_after_retire(self) -> list[int]:
+        return self._release_where(lambda w: True) if self.blocked and self.round_complete() else []
 
 
 class ASP(Gate):
@@ -146,11 +176,11 @@ class SSP(Gate):
             raise ValueError(f"SSP staleness must be >= 0, got {staleness}")
         self.staleness = staleness
 
-    def _within(self, worker: int) -> bool:
-        return self.t[worker] - min(self.t) <= self.staleness
+    def _may_go(self, worker: int) -> bool:
+        return self.t[worker] - self.clock <= self.staleness
 
     def _decide(self, worker: int) -> list[int]:
-        return self._release_or_hold(worker, self._within)
+        return self._release_or_hold(worker, self._may_go)
 
 
 class DSSP(Gate):
@@ -170,11 +200,11 @@ class DSSP(Gate):
     def r_max(self) -> int:
         return self.upper - self.lower
 
-    def _slow(self) -> int:
-        return self.t.index(min(self.t))
-
     def _fast(self) -> int:
-        return self.t.index(max(self.t))
+        return max(self.active, key=lambda w: (self.t[w], -w))
+
+    def _may_go(self, worker: int) -> bool:
+        return self.t[worker] - self.clock <= self.lower
 
     def _decide(self, p: int) -> list[int]:
         ok = False
@@ -182,7 +212,7 @@ class DSSP(Gate):
             self.r[p] -= 1
             ok = True
         else:
-            slow = self._slow()
+            slow = self.slowest()
             if self.t[p] - self.t[slow] <= self.lower:
                 ok = True
             elif p == self._fast():
@@ -192,7 +222,7 @@ class DSSP(Gate):
                 if ok:
                     self.granted[p] = self.t[p] + self.r[p]  # this push and r more, unchecked
         # A push can make the slowest worker less slow, which may free workers held before.
-        released = self._release_where(lambda w: self.t[w] - self.t[self._slow()] <= self.lower)
+        released = self._release_where(self._may_go)
         if ok:
             released.append(p)
         else:

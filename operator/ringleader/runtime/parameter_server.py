@@ -25,7 +25,7 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.runtime import datasets, exchange, interfaces, models, optimizers, paradigms, settings, shaping
+from ringleader.runtime import compression, datasets, exchange, interfaces, models, optimizers, paradigms, settings, shaping
 
 
 def group_for(trial: trial_.Trial, timeout_seconds: float) -> object:
@@ -72,6 +72,7 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
         rank=env.rank, shard=shard, optimizer_factory=optimizers.factory(spec.model.optimizer), workers=workers,
         gate=gate, link=link, owner=owner, owners=len(servers),
         warmup_iterations=spec.model.warmup_iterations, name=f"parameter server ps-{owner}",
+        codec=compression.MessageCodec(spec.compression.method),
     )
     print(f"ps-{owner}: {len(shard)} piece(s), {server.layout.nbytes} bytes, {len(workers)} worker(s), "
           f"{spec.sync.paradigm.value} ({type(gate).__name__} gate)", flush=True)
@@ -91,7 +92,8 @@ class WorkerSynchronizer:
         group = group_for(trial, self.timeout)
         self.link = exchange.link.Link(group, env.rank, requests_from=[], replies_from=servers,
                                  shaper=shaping.Shaper(spec.network.emulated_bits_per_second())).start()
-        self.client = exchange.client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout)
+        self.client = exchange.client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout,
+                                             compression.MessageCodec(spec.compression.method))
 
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
         # The optimizer runs on the servers; the worker only computes gradients.
@@ -103,9 +105,8 @@ class WorkerSynchronizer:
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         self.client.synchronize(step, timer)
 
-    def stop(self) -> None:
-        # Every worker stops after the same step: the run is complete at this many pushes.
-        self.client.iterations = self.client.steps
+    def should_stop(self, due: bool, reached: bool, timer: interfaces.Timer) -> bool:
+        return self.client.should_stop(reached, timer)
 
     def close(self) -> None:
         try:

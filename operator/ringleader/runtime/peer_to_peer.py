@@ -27,7 +27,7 @@ import torch
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
-from ringleader.runtime import exchange, interfaces, paradigms, parameter_server, settings, shaping
+from ringleader.runtime import compression, exchange, interfaces, paradigms, parameter_server, settings, shaping
 
 
 class PeerSynchronizer:
@@ -43,7 +43,9 @@ class PeerSynchronizer:
         group = parameter_server.group_for(trial, self.timeout)
         self.link = exchange.link.Link(group, env.rank, requests_from=self.peers, replies_from=self.peers,
                                  shaper=shaping.Shaper(self.spec.network.emulated_bits_per_second())).start()
-        self.client = exchange.client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout)
+        self.codec = compression.MessageCodec(self.spec.compression.method)
+        self.client = exchange.client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout,
+                                             self.codec)
         self.server: exchange.server.ShardServer | None = None
         self.server_thread: threading.Thread | None = None
         self.server_error: BaseException | None = None
@@ -58,6 +60,7 @@ class PeerSynchronizer:
             rank=self.rank, shard=plan.shard(owner, parameters), optimizer_factory=optimizer_factory,
             workers=self.peers, gate=paradigms.make_gate(self.spec.sync, len(self.peers), owner=owner),
             link=self.link, warmup_iterations=self.spec.model.warmup_iterations, name=f"peer {owner}'s shard server",
+            codec=self.codec,
         )
         self.server_thread = threading.Thread(target=self._serve, daemon=True, name="ringleader-shard-server")
         self.server_thread.start()
@@ -94,9 +97,8 @@ class PeerSynchronizer:
         if threshold is not None:
             timer.set(keys.SERVER_THRESHOLD, threshold)
 
-    def stop(self) -> None:
-        # Every worker stops after the same step: the run is complete at this many pushes.
-        self.client.iterations = self.client.steps
+    def should_stop(self, due: bool, reached: bool, timer: interfaces.Timer) -> bool:
+        return self.client.should_stop(reached, timer)
 
     def close(self) -> None:
         finished = self.client.steps >= self.client.iterations

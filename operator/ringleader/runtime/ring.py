@@ -13,12 +13,34 @@ autograd accumulates straight into the buffers the allreduce reads; and backward
 1/N instead of 1, so the allreduce's sum is already the average. No pass over the gradients copies
 into a bucket, divides or copies back (bench/bench_ring_vs_ddp.py, docs/performance.md section 1).
 
-`synchronize()` waits for the buckets still in flight (that wait, not the hidden part, is time/comm)
-and steps the local optimizer (time/update). Bytes per rank and iteration: 2*(N-1)/N * M, the
-ring's traffic for M bytes. Waiting for a slower peer happens inside the collective, so it shows as
-time/comm; time/wait stays 0.
+`synchronize()` waits for the buckets still in flight (that wait, not the hidden part, is split
+below) and steps the local optimizer (time/update). Bytes per rank and iteration: 2*(N-1)/N * M, the
+ring's traffic for M bytes (the stamps below included).
 
-gloo on CPU tensors, NCCL on CUDA tensors (main.py initializes "cpu:gloo,cuda:nccl" on GPU).
+Waiting for the slowest peer (time/wait) and the transfer (time/comm) are told apart without a
+collective of their own (a one-element barrier on a separate gloo group cost 5-11 % of a quickstart
+iteration on 2 cores): the last bucket carries one more element per rank (in its dtype), its arrival
+stamp, the seconds from the moment the ring last finished communicating to the moment this rank ended its
+backward and launched that bucket. That moment is the same on every rank (a collective ends
+everywhere at once, give or take a wake-up), so the stamps compare without any clocks agreeing. Once
+the last bucket is in, the last rank's arrival is known on this rank's own clock: the time blocked
+before it is time/wait, as a parameter server's gate holding a worker is; the rest, the transfer
+left after the last rank's backward (and the emulated link's pacing), is time/comm. The last rank
+to arrive waits 0.
+
+With spec.compression (runtime/compression.py), a bucket's codec encodes its gradients in the hook that
+launches it (that time moves from time/backward to time/codec) and its first collective carries the encoded
+payload; the last bucket's stamps, which must add up exactly, travel beside it in an allreduce of their own.
+synchronize() then runs any further rounds (PowerSGD's Q, an FP16 sum redone at a smaller scale) for all
+buckets together, and decodes the averages into the buckets: time/codec around the codecs' work, time/comm
+around the waits; the ring has finished communicating after the last round. bytes/sent counts what the
+collectives sent, bytes/uncompressed what plain allreduces would have.
+
+gloo on CPU tensors, NCCL on CUDA tensors (main.py initializes "cpu:gloo,cuda:nccl" on GPU). On GPU
+the last launch first synchronizes the device, so that a rank arrives when its device has ended
+backward, not when its host has queued it, and reading the stamps synchronizes again once the
+allreduces are done; both are host waits on work the iteration has to wait for anyway (an emulated
+straggler syncs at every stretch already, straggler.py).
 Buffers (batch-norm statistics) are broadcast once at start, not kept in sync.
 """
 
@@ -33,7 +55,7 @@ from ringleader.api import trial as trial_
 from ringleader.contract import buckets as buckets_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
-from ringleader.runtime import interfaces, settings, shaping, timing
+from ringleader.runtime import compression, interfaces, settings, shaping, timing
 
 # Cap of the first bucket (the last layers): its allreduce starts after the first few gradients, not after
 # `bucket_bytes` of them.
@@ -43,37 +65,47 @@ FIRST_BUCKET_BYTES = contract.FIRST_BUCKET_BYTES
 class Bucket:
     """Gradients of consecutive parameters (in backward order), reduced as one flat tensor."""
 
-    def __init__(self, index: int, parameters: list[torch.nn.Parameter]):
+    def __init__(self, index: int, parameters: list[torch.nn.Parameter], stamps: int = 0):
         self.index = index
         self.parameters = parameters
         self.sizes = [p.numel() for p in parameters]
         first = parameters[0]
-        self.buffer = torch.zeros(sum(self.sizes), dtype=first.dtype, device=first.device)  # (numel,)
-        self.views = list(self.buffer.split(self.sizes))
+        gradients = sum(self.sizes)
+        self.buffer = torch.zeros(gradients + stamps, dtype=first.dtype, device=first.device)  # (numel + stamps,)
+        self.gradients = self.buffer[:gradients]  # (numel,): what a codec encodes
+        self.views = list(self.gradients.split(self.sizes))
+        # The last bucket's arrival stamps, one per rank (RingSynchronizer._stamp_arrival); empty elsewhere.
+        self.stamps = self.buffer[gradients:]  # (stamps,)
         # Each parameter's gradient, shaped like it, sharing the buffer's memory: what `.grad` is bound to.
         self.grads = [view.view_as(parameter) for view, parameter in zip(self.views, parameters)]
         self.bytes = self.buffer.numel() * self.buffer.element_size()
         self.missing = len(parameters)  # gradients not yet in, this iteration
         self.work = None
+        self.codec: compression.BucketCodec | None = None  # spec.compression's; None: allreduced as it is
+        self.round: compression.Round | None = None  # the codec's collective in flight
+        self.stamps_work = None  # a codec's bucket: the stamps' own allreduce
+        self.sent = 0.0  # bytes this rank sent for the bucket's first collective
         self.launched_at = 0.0
         self.completed_at: float | None = None
         self.emulated_end = 0.0
 
     def reset(self) -> None:
         self.missing = len(self.parameters)
-        self.work = None
+        self.work = self.round = self.stamps_work = None
         self.completed_at = None
 
 
 def make_buckets(parameters: list[torch.nn.Parameter], bucket_bytes: int,
-                 first_bucket_bytes: int | None = None) -> list[Bucket]:
+                 first_bucket_bytes: int | None = None, stamps: int = 0) -> list[Bucket]:
     """Reverse parameter order (roughly the order backward produces gradients), closed at `bucket_bytes`
-    (the first bucket at `first_bucket_bytes`, if smaller), never mixing dtypes or devices (contract/buckets.py)."""
+    (the first bucket at `first_bucket_bytes`, if smaller), never mixing dtypes or devices (contract/buckets.py);
+    the last bucket has room for `stamps` arrival stamps after its gradients."""
     ordered = list(reversed(parameters))
     kinds = [(p.dtype, p.device) for p in ordered]
     groups = buckets_.group([p.numel() * p.element_size() for p in ordered], bucket_bytes,
                             first_bucket_bytes or bucket_bytes, apart=lambda i: kinds[i] != kinds[i - 1])
-    return [Bucket(index, [ordered[i] for i in members]) for index, members in enumerate(groups)]
+    return [Bucket(index, [ordered[i] for i in members], stamps if index == len(groups) - 1 else 0)
+            for index, members in enumerate(groups)]
 
 
 class RingSynchronizer:
@@ -82,6 +114,7 @@ class RingSynchronizer:
     def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
                  bucket_bytes: int | None = None, group=None):
         self.world = len(trial.worker_slots())
+        self.evaluator = trial.worker_slots()[0].rank  # the worker that evaluates (runtime/evaluation.py)
         self.device = device
         self.bucket_bytes = bucket_bytes or settings.Settings().bucket_bytes
         self.group = group
@@ -90,21 +123,36 @@ class RingSynchronizer:
         self.where: dict[torch.nn.Parameter, tuple[Bucket, int]] = {}
         self.next_launch = 0  # buckets are launched strictly in index order
         self.channel_free = 0.0  # emulated link: when the previous bucket's transfer ends
+        self.slot = 0  # this rank's arrival stamp in the last bucket: its rank in the group
+        self.synced_at = 0.0  # when the ring last finished communicating (perf_counter): what stamps count from
+        self.compression = trial.spec.compression
+        self.seed = trial.spec.data.synthetic.seed  # PowerSGD's first projection, the same on every rank
+        self.sent = 0.0  # bytes this rank sent this iteration
+        self.encode_seconds = 0.0  # codecs' encoding in the launching hooks, not yet booked
         self.optimizer = None
+
+    def traffic(self, size: float) -> float:
+        """Bytes each rank sends (and receives) to allreduce `size` bytes: 2*(N-1)/N * size."""
+        return 2.0 * (self.world - 1) / self.world * size
 
     @property
     def bytes_per_iteration(self) -> float:
         """Bytes each rank sends (and receives) per iteration: 2*(N-1)/N * M."""
-        total = sum(bucket.bytes for bucket in self.buckets)
-        return 2.0 * (self.world - 1) / self.world * total
+        return self.traffic(sum(bucket.bytes for bucket in self.buckets))
 
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
         parameters = [p for p in model.parameters() if p.requires_grad]
         # Same initial weights everywhere: the seeded build already gives them; rank 0's copy makes sure.
         if self.world > 1:
             broadcast_from_first(list(model.parameters()) + list(model.buffers()), self.group)
-        self.buckets = make_buckets(parameters, self.bucket_bytes, FIRST_BUCKET_BYTES)
+            self.slot = dist.get_rank(self.group)
+        self.synced_at = time.perf_counter()  # the broadcast ended on every rank at about this moment
+        self.buckets = make_buckets(parameters, self.bucket_bytes, FIRST_BUCKET_BYTES,
+                                    stamps=self.world if self.world > 1 else 0)
         for bucket in self.buckets:
+            if self.world > 1:
+                bucket.codec = compression.bucket_codec(self.compression, [p.shape for p in bucket.parameters],
+                                                        self.seed + bucket.index, self.world)
             for position, parameter in enumerate(bucket.parameters):
                 self.where[parameter] = (bucket, position)
                 if self.world > 1:
@@ -149,40 +197,144 @@ class RingSynchronizer:
                     if parameter.grad is None or parameter.grad.data_ptr() != grad.data_ptr():
                         grad.zero_()
                         parameter.grad = grad
-            bucket.launched_at = now = time.perf_counter()
-            bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
+            if bucket.stamps.numel():
+                self._stamp_arrival(bucket)
+            if bucket.codec is None:
+                bucket.launched_at = now = time.perf_counter()
+                bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
+                bucket.sent = self.traffic(bucket.bytes)
+            else:
+                now = self._launch_encoded(bucket)
             bucket.work.get_future().add_done_callback(lambda _future, b=bucket: setattr(b, "completed_at", time.perf_counter()))
             # The emulated link carries buckets one after another (FIFO), each from when it is ready.
-            self.channel_free = max(self.channel_free, now) + self.shaper.seconds(2.0 * (self.world - 1) / self.world * bucket.bytes)
+            self.sent += bucket.sent
+            self.channel_free = max(self.channel_free, now) + self.shaper.seconds(bucket.sent)
             bucket.emulated_end = self.channel_free
             self.next_launch += 1
 
+    def _launch_encoded(self, bucket: Bucket) -> float:
+        """Encode the bucket's gradients and launch the codec's first collective (and the stamps', exact, beside
+        it); when it was launched."""
+        started = time.perf_counter()
+        bucket.round = bucket.codec.encode(bucket.gradients)
+        bucket.launched_at = now = time.perf_counter()
+        self.encode_seconds += now - started
+        bucket.work = bucket.round.launch(self.world, self.group)
+        bucket.sent = bucket.round.wire_bytes(self.world)
+        if bucket.stamps.numel():
+            bucket.stamps_work = dist.all_reduce(bucket.stamps, group=self.group, async_op=True)
+            bucket.sent += self.traffic(bucket.stamps.numel() * bucket.stamps.element_size())
+        return now
+
+    def _stamp_arrival(self, bucket: Bucket) -> None:
+        """This rank has ended its backward: the seconds since the ring last finished communicating, into its
+        slot of the last bucket (the others' slots hold zeros, so the allreduce's sum is every rank's stamp)."""
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()  # this is a device sync: backward has ended
+        bucket.stamps[self.slot] = time.perf_counter() - self.synced_at
+
     def synchronize(self, step: int, timer: interfaces.Timer) -> None:
         if self.world > 1:
-            # communicate: launch what backward left (unused parameters), wait for every bucket; the sums of
-            # gradients seeded with 1/N are the averages, already in .grad (views of the buckets)
-            with timer.phase(keys.TIME_COMM):
-                self._launch_ready(flush=True)
-                for bucket in self.buckets:
-                    bucket.work.wait()  # CPU: blocks until reduced; GPU: the compute stream waits for NCCL
+            # communicate and wait: launch what backward left (unused parameters), wait for every bucket; the
+            # sums of gradients seeded with 1/N are the averages, already in .grad (views of the buckets)
+            started = time.perf_counter()
+            encoded_in_backward, self.encode_seconds = self.encode_seconds, 0.0
+            self._launch_ready(flush=True)
+            for bucket in self.buckets:
+                bucket.work.wait()  # CPU: blocks until reduced; GPU: the compute stream waits for NCCL
+                if bucket.stamps_work is not None:
+                    bucket.stamps_work.wait()
+            last = self.buckets[-1]
+            # When the last rank arrived, on this rank's clock (GPU: reading the stamps is a device sync).
+            arrived = self.synced_at + max(last.stamps.tolist())
+            # When the ring finished communicating, a moment every rank shares: when the last allreduce ended (on
+            # GPU the host sees that only now, by the stamps' device sync), or the emulated link, if later.
+            now = time.perf_counter()
+            self.synced_at = now if self.device.type == "cuda" else max(b.completed_at or now for b in self.buckets)
+            if self.shaper.active:
+                # The emulated link carries the last bucket only once the last rank has launched it.
+                self.channel_free = last.emulated_end = max(
+                    self.channel_free, arrived + self.shaper.seconds(last.sent))
+                self.synced_at = max(self.synced_at, self.channel_free)
                 self.shaper.pace(0, self.channel_free)  # sleep until the emulated link has carried it all
+            ended = time.perf_counter()
+            # wait: blocked until the last rank arrived (the paradigm's doing); comm: the transfer after that
+            wait = min(max(0.0, arrived - started), ended - started)
+            timer.add(keys.TIME_WAIT, wait)
+            timer.add(keys.TIME_COMM, ended - started - wait)
+            if wait > 0:
+                timer.span("wait", started, started + wait, timing.TRACK_MAIN)
+            timer.span("comm", started + wait, ended, timing.TRACK_MAIN)
+            if self.compression.compressing():
+                self._book_encoding(encoded_in_backward, timer)
+                self._finish_rounds(timer)
             for bucket in self.buckets:
                 # A bucket's transfer ends when gloo has it and the emulated link has carried it, whichever is
                 # later: the span `ringleader predict` fits the link to, and the report's overlap figure draws.
                 done = max(bucket.completed_at or time.perf_counter(), bucket.emulated_end, bucket.launched_at)
                 timer.span(f"allreduce bucket {bucket.index}", bucket.launched_at, done,
-                           timing.TRACK_COMM, {"bytes": bucket.bytes})
+                           timing.TRACK_COMM, {"bytes": bucket.bytes} if bucket.codec is None else {})
                 bucket.reset()
             self.next_launch = 0
-            timer.add(keys.BYTES_SENT, self.bytes_per_iteration)
-            timer.add(keys.BYTES_RECEIVED, self.bytes_per_iteration)
+            # Every collective here sends what it receives: an allreduce's share, or its payload to each other rank.
+            timer.add(keys.BYTES_SENT, self.sent)
+            timer.add(keys.BYTES_RECEIVED, self.sent)
+            timer.add(keys.BYTES_UNCOMPRESSED, self.bytes_per_iteration)
+            self.sent = 0.0
         # update: every rank applies the same averaged gradient to the same weights
         with timer.phase(keys.TIME_UPDATE):
             self.optimizer.step()
 
-    def stop(self) -> None:
-        # Every worker stops at the same step: no collective is left half-joined.
-        pass
+    def _book_encoding(self, in_backward: float, timer: interfaces.Timer) -> None:
+        """Move the codecs' encoding out of the phases it ran in (backward's hooks, the flush in time/comm) into
+        time/codec. On GPU those phases are device time and this is host time: an approximation there."""
+        timer.add(keys.TIME_BACKWARD, -in_backward)
+        timer.add(keys.TIME_COMM, -self.encode_seconds)
+        timer.add(keys.TIME_CODEC, in_backward + self.encode_seconds)
+        self.encode_seconds = 0.0
+
+    def _finish_rounds(self, timer: interfaces.Timer) -> None:
+        """The codecs' further rounds, all buckets' together (each a collective; time/comm), then the averages
+        decoded into the buckets (time/codec). Every rank decides the rounds alike, so collectives match."""
+        done = [bucket.round for bucket in self.buckets]
+        for _ in range(compression.FP16_RETRIES + 2):  # PowerSGD needs 2 rounds; FP16 redoes at most FP16_RETRIES
+            with timer.phase(keys.TIME_CODEC):
+                following = [None if previous is None else bucket.codec.advance(previous)
+                             for bucket, previous in zip(self.buckets, done)]
+            if not any(following):
+                break
+            with timer.phase(keys.TIME_COMM):
+                works = []
+                for bucket, current in zip(self.buckets, following):
+                    if current is None:
+                        continue
+                    launched = time.perf_counter()
+                    works.append((bucket, launched, current.launch(self.world, self.group)))
+                    sent = current.wire_bytes(self.world)
+                    self.sent += sent
+                    self.channel_free = max(self.channel_free, launched) + self.shaper.seconds(sent)
+                for bucket, launched, work in works:
+                    work.wait()
+                    timer.span(f"round of bucket {bucket.index}", launched, time.perf_counter(), timing.TRACK_COMM)
+                self.shaper.pace(0, self.channel_free)
+                self.synced_at = time.perf_counter()  # the ring finished communicating (again), on every rank
+            done = following
+        with timer.phase(keys.TIME_CODEC):
+            for bucket in self.buckets:
+                bucket.codec.decode(bucket.gradients)
+
+    def should_stop(self, due: bool, reached: bool, timer: interfaces.Timer) -> bool:
+        """After each evaluation the evaluator's verdict is broadcast, so every rank stops at the same step and no
+        collective is left half-joined. BSP waits for every rank each iteration anyway; this one waits for the
+        evaluation too, and is booked as time/wait."""
+        if not due:
+            return False
+        if self.world == 1:
+            return reached
+        with timer.phase(keys.TIME_WAIT):
+            verdict = torch.tensor([1 if reached else 0], dtype=torch.int64)  # CPU: gloo, also beside NCCL
+            dist.broadcast(verdict, src=self.evaluator, group=self.group)
+        return bool(verdict.item())
 
     def close(self) -> None:
         # Nothing is left in flight after synchronize(); on a failure mid-iteration the process exits.

@@ -16,6 +16,7 @@ iteration's "collectives", the (bytes, seconds) pairs `ringleader predict` fits 
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -25,9 +26,10 @@ from ringleader.contract import keys
 # Every iteration record carries these keys, zero when a phase did not happen, so all rows align.
 ITERATION_KEYS = (
     keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD, keys.TIME_COMM,
-    keys.TIME_WAIT, keys.TIME_UPDATE, keys.TIME_EVAL, keys.TIME_OTHER, keys.TIME_ITERATION,
-    keys.BYTES_SENT, keys.BYTES_RECEIVED,
+    keys.TIME_WAIT, keys.TIME_UPDATE, keys.TIME_CODEC, keys.TIME_EVAL, keys.TIME_OTHER, keys.TIME_ITERATION,
+    keys.BYTES_SENT, keys.BYTES_RECEIVED, keys.BYTES_UNCOMPRESSED,
 )
+_NO_LABEL = contextlib.nullcontext()
 TRACK_ITERATION = "iterations"
 TRACK_MAIN = "main thread"
 TRACK_COMM = "communication"
@@ -36,15 +38,19 @@ TRACK_COMM = "communication"
 class _Phase:
     """A reusable context manager for one phase name: no allocation per use on CPU."""
 
-    __slots__ = ("timer", "name", "started", "start_event")
+    __slots__ = ("timer", "name", "started", "start_event", "label")
 
     def __init__(self, timer: IterationTimer, name: str):
         self.timer, self.name = timer, name
         self.started = 0.0
         self.start_event = None
+        self.label = None
 
     def __enter__(self) -> None:
         timer = self.timer
+        if timer.labels:  # inside a spec.profiling window: the phase is a range in PyTorch's profiler trace
+            self.label = timer.annotate(self.name)
+            self.label.__enter__()
         if timer.cuda:
             self.start_event = timer._event()
             self.start_event.record()
@@ -53,6 +59,9 @@ class _Phase:
     def __exit__(self, *_) -> None:
         timer = self.timer
         ended = time.perf_counter()
+        if self.label is not None:
+            self.label.__exit__(None, None, None)
+            self.label = None
         timer.host_spans[self.name] = (self.started, ended)
         if timer.cuda:
             end_event = timer._event()
@@ -75,6 +84,7 @@ class IterationTimer:
         self.epoch_wall, self.epoch_perf = time.time(), time.perf_counter()
         self.step = -1
         self.tracing = False
+        self.labels = False  # phases are also record_function ranges (runtime/profiling.py sets it)
         self.metrics: dict[str, float] = {}
         self.host_spans: dict[str, tuple[float, float]] = {}  # phase -> (start, end) host times, this iteration
         self.pending: list = []  # GPU: (phase, start event, end event) resolved in finish()
@@ -105,13 +115,19 @@ class IterationTimer:
     def add(self, name: str, value: float) -> None:
         self.metrics[name] = self.metrics.get(name, 0.0) + value
 
+    def annotate(self, name: str):
+        """A range named ringleader/<name> in PyTorch's profiler trace while a spec.profiling window records;
+        nothing otherwise."""
+        return torch.profiler.record_function(f"ringleader/{name}") if self.labels else _NO_LABEL
+
     def set(self, name: str, value: float) -> None:
         self.metrics[name] = value
 
     # -- the iteration ------------------------------------------------------------------------
 
     def begin(self, step: int) -> None:
-        """Start iteration `step`. Its time runs from the previous finish(), so loop overhead is counted."""
+        """Start iteration `step`. Its time runs from the previous finish(), so the loop's own work in between
+        (recording, printing) is counted, as TIME_OTHER."""
         self.step = step
         self.tracing = step in self.trace_steps
         if self.tracing != bool(self._hooks):
@@ -124,6 +140,9 @@ class IterationTimer:
         self._events_used = 0
         now = self._begun = time.perf_counter()
         self._started = self._last_finish if self._last_finish is not None else now
+        self.metrics[keys.TIME_OTHER] = now - self._started
+        if self.tracing and now > self._started:
+            self.span("other", self._started, now, TRACK_MAIN)
         if self.cuda:
             self._begin_event = self._event()
             self._begin_event.record()

@@ -1,20 +1,22 @@
 """The training loop of a worker rank: data, forward, backward, then the synchronizer; called by main.py.
 
 The loop is the same for every architecture and paradigm: what happens after backward (allreduce,
-push/pull, waiting on a staleness bound, the update) belongs to the `Synchronizer` it is given.
+push/pull, waiting on a staleness bound, the update, hearing that another worker reached the target)
+belongs to the `Synchronizer` it is given. Every part of an iteration is in a phase: data, forward,
+backward, the synchronizer's comm/wait/update, eval (the held-out evaluation) and other
+(the loop's own recording and printing between iterations, timed by the timer).
 """
 
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys, progress, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import (data, datasets, evaluation, interfaces, models, netcounters, optimizers, settings,
-                                straggler, timing)
+from ringleader.runtime import (data, datasets, evaluation, interfaces, models, netcounters, optimizers, profiling,
+                                settings, straggler, timing)
 
 
 def build(spec: spec_.ExperimentSpec, env: contract.PodEnvironment, shard: int, shards: int):
@@ -30,12 +32,11 @@ def build(spec: spec_.ExperimentSpec, env: contract.PodEnvironment, shard: int, 
 def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
           recorder: records.RankRecorder, device: torch.device,
           trace_iterations: int = settings.Settings().trace_iterations, interface: str | None = None,
-          ranks_sharing_interface: int = 1, stop_group=None) -> None:
+          ranks_sharing_interface: int = 1) -> None:
     """Run this worker's iterations, recording each one, then close the synchronizer.
 
     `interface` (lo, eth0; None: not measured) is sampled for the network rates of the measured iterations;
-    `ranks_sharing_interface` ranks send through it (all of them on the loopback), each under the emulated cap.
-    `stop_group` (the workers' gloo group, when model.target says Stop) carries the evaluator's verdict."""
+    `ranks_sharing_interface` ranks send through it (all of them on the loopback), each under the emulated cap."""
     slot = trial.slots()[env.rank]
     spec = trial.spec
     # -----------------------------------------------------------------------------------------
@@ -46,7 +47,7 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     slowdown = slot.slowdown_percent              # >100: an emulated straggler
     trace_steps = range(warmup, warmup + trace_iterations)  # traced after warm-up (RINGLEADER_TRACE_ITERATIONS)
     progress_every = max(1, iterations // 10)     # a progress line every ~10%
-    plan = evaluation.Plan.of(spec, slot.index)   # evaluate every K (first worker), stop together at the target
+    plan = evaluation.Plan.of(spec, slot.index)   # evaluate every K (first worker), stop at the target
     # -----------------------------------------------------------------------------------------
 
     torch.manual_seed(spec.data.synthetic.seed + env.rank)  # dropout-like randomness differs by rank
@@ -55,9 +56,9 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     held_out = None
     if plan is not None and plan.evaluator:
         held_out = datasets.held_out(spec.data, env.data_dir, spec.model.evaluation.max_samples)
-    target_reached = False
     slow = straggler.Straggler(slowdown, device)
     timer = timing.IterationTimer(env.rank, device, trace_steps, label=f"rank {env.rank} ({slot.hostname})")
+    profiled = profiling.Window.of(spec, device, recorder.directory)  # spec.profiling: PyTorch's profiler
     # Hook order matters: the straggler delays a gradient before the timer and the synchronizer see it.
     slow.attach(model)
     timer.watch_layers(model)
@@ -77,6 +78,8 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
             if link is not None and step == warmup:
                 link.start()
             timer.begin(step)
+            if profiled is not None:
+                profiled.begin(step, timer)
 
             # data: the batch of this step, copied to the device (the DAG model's read + h2d)
             with timer.phase(keys.TIME_DATA):
@@ -97,45 +100,50 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
                 slow.stretch()
 
             # communicate, wait, update: the synchronizer times its own phases
-            synchronizer.synchronize(step, timer)
+            with timer.annotate("synchronize"):
+                synchronizer.synchronize(step, timer)
+
+            # evaluate, on the parameters the synchronizer just made (the first worker, every K iterations)
+            due = plan is not None and evaluation.due(step, plan.every, iterations)
+            evaluated, reached = {}, False
+            if due and held_out is not None:
+                with timer.phase(keys.TIME_EVAL):
+                    evaluated = evaluation.evaluate(model, held_out, device)
+                    reached = spec.model.target is not None and evaluation.reached(spec.model.target, evaluated)
+
+            # stop: the evaluator's verdict reaches the others as the synchronizer allows (without waiting, but
+            # under BSP); it ends the loop after this iteration
+            stopping = plan is not None and plan.stop_at_target and synchronizer.should_stop(due, reached, timer)
 
             # time and log: finish() is the iteration's one device sync, after which loss.item() is free
             metrics = timer.finish()
             metrics[keys.LOSS] = loss.item()
+            metrics.update(evaluated)
+            if profiled is not None:
+                if profiled.covers(step):
+                    metrics["warmup"] = True  # the profiler slowed it: left out of the summary, like warm-up
+                profiled.end(step, timer, last=stopping or step + 1 == iterations)
             if link is not None and step >= warmup:
                 record_link_rates(link, link_rate, timer, metrics)
-
-            # evaluate: after the iteration's time is taken, on the parameters the synchronizer just made
-            due = plan is not None and evaluation.due(step, plan.every, iterations)
-            if due and held_out is not None:
-                metrics.update(evaluation.evaluate(model, held_out, device))
-                target_reached = spec.model.target is not None and evaluation.reached(spec.model.target, metrics)
             recorder.log_iteration(step, metrics)
             if (step + 1) % progress_every == 0 or step + 1 == iterations:
                 print(progress.progress_line(step + 1, iterations, metrics[keys.LOSS],
                                              metrics[keys.TIME_ITERATION]), flush=True)
-
-            # stop: every worker hears the evaluator's verdict at the same step, so all leave together
-            if due and plan.stop_at_target and stop_together(target_reached, trial, stop_group):
-                print(f"target {describe_target(spec.model.target)} reached after iteration {step + 1}: stopping",
+            if stopping:
+                print(f"target {describe_target(spec.model.target)} reached"
+                      f"{'' if reached else ' by the evaluating worker'}: stopping after iteration {step + 1}",
                       flush=True)
-                synchronizer.stop()
                 break
     finally:
         # stop: release the peers even when this rank fails, so nobody waits for it longer than needed
+        if profiled is not None:
+            profiled.close(timer)
         synchronizer.close()
         if link is not None:
             link.stop()
     recorder.write_trace(timer.trace())
     recorder.write_layers(timer.layers())
     recorder.summary_extras["parameterDigest"] = models.digest(model)
-
-
-def stop_together(reached: bool, trial: trial_.Trial, group) -> bool:
-    """The evaluator's verdict, broadcast to every worker (a collective of the workers: all wait for it)."""
-    verdict = torch.tensor([1 if reached else 0], dtype=torch.int64)
-    dist.broadcast(verdict, src=trial.worker_slots()[0].rank, group=group)
-    return bool(verdict.item())
 
 
 def describe_target(target: spec_.Target) -> str:

@@ -5,6 +5,7 @@
     <session>/<trial>/trial.json        the resolved trial (RINGLEADER_TRIAL_FILE)
     <session>/<trial>/outcome.json      how the trial ended, per rank (launcher)
     <session>/<trial>/summary.json      the trial's summary (the lowest worker rank, runtime)
+    <session>/<trial>/series.jsonl      the trial's series: per step, its workers together (the same rank)
     <session>/<trial>/logs/rank-<r>.stdout, .stderr   the ranks' output (launcher)
     <session>/<trial>/rank-<r>/         iterations.jsonl, summary.json, trace.json, layers.json (runtime,
                                         format in contract/records.py)
@@ -31,9 +32,11 @@ OUTCOME_FILE = "outcome.json"
 TRIAL_FILE = contract.TRIAL_FILE_NAME
 # The runtime's own files (contract/records.py has their format).
 SUMMARY_FILE = records.SUMMARY_FILE
+SERIES_FILE = records.SERIES_FILE
 ITERATIONS_FILE = records.ITERATIONS_FILE
 TRACE_FILE = records.TRACE_FILE
 LAYERS_FILE = records.LAYERS_FILE
+PROFILE_FILE = records.PROFILE_FILE
 TOPOLOGY_FILE = "topology.yaml"
 LOGS_DIR = "logs"
 RANK_DIR_PATTERN = re.compile(r"^rank-(\d+)$")

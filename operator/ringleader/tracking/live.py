@@ -15,13 +15,11 @@ import pathlib
 import threading
 import time
 
-import mlflow.entities
-
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.tracking import cursor as cursor_
-from ringleader.tracking import layout, metric_names, publisher, schema
+from ringleader.tracking import layout, publisher, schema
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -131,7 +129,7 @@ class LivePublisher:
         return rank_publisher.publish(final_status, time.time() if final_status else None)
 
     def _publish_trial_outputs(self) -> None:
-        """This rank's trace and layer timings on the trial run; the trial summary if this rank wrote it."""
+        """This rank's trace and layer timings on the trial run; the trial summary and series if this rank wrote them."""
         store, _, run_id = self._connect()
         # The trial-level cursor lives beside the rank's, so it is this rank's own and never shared.
         cursor = cursor_.Cursor.load(self.rank_dir / "mlflow-cursor-trial.json")
@@ -140,14 +138,9 @@ class LivePublisher:
                                  f"rank-{rank}.trace.json")
         publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.LAYERS_FILE, "layers",
                                  f"rank-{rank}.layers.json")
-        summary_path = self.rank_dir.parent / layout.SUMMARY_FILE
-        if self.env.role != constants.ROLE_WORKER or not summary_path.is_file():
+        publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.PROFILE_FILE, "traces",
+                                 f"rank-{rank}.profile.json")
+        trial_dir = self.rank_dir.parent
+        if self.env.role != constants.ROLE_WORKER or not (trial_dir / layout.SUMMARY_FILE).is_file():
             return
-        if not cursor.is_done("summary"):
-            summary = layout.read_json(summary_path)
-            if isinstance(summary, dict):
-                at = int(time.time() * 1000)
-                store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0) for k, v in
-                                           sorted(metric_names.trial(summary).items())])
-            cursor.mark_done("summary")
-        publisher.artifact_once(store, cursor, run_id, summary_path, None)
+        publisher.summary_once(store, cursor, run_id, trial_dir, int(time.time() * 1000))

@@ -140,7 +140,7 @@ class TrialResult:
 def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: str,
                   parent_run_id: str | None) -> TrialResult:
     """Publish one trial directory: its run, params and trial.json at once; rank records as they come;
-    summary, traces, breakdown plot, logs and status once its outcome is final."""
+    summary, series, traces, breakdown plot, logs and status once its outcome is final."""
     trial = layout.read_trial(trial_dir)
     outcome = layout.read_outcome(trial_dir)
     cursor = cursor_.Cursor.load(cursor_.path_for(trial_dir, store.uri))
@@ -175,17 +175,11 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
     if not final:
         return TrialResult(trial.name, run_id, outcome.status if outcome else schema.RUNNING, metrics)
 
-    if not cursor.is_done("summary"):
-        summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
-        if isinstance(summary, dict):
-            at = ms(outcome.end_time) or int(time.time() * 1000)
-            metrics += store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0) for k, v in
-                                                  sorted(metric_names.trial(summary).items())])
-        cursor.mark_done("summary")
-    artifact_once(store, cursor, run_id, trial_dir / layout.SUMMARY_FILE, None)
+    metrics += summary_once(store, cursor, run_id, trial_dir, ms(outcome.end_time) or int(time.time() * 1000))
     for rank, directory in layout.rank_dirs(trial_dir).items():
         artifact_once(store, cursor, run_id, directory / layout.TRACE_FILE, "traces", f"rank-{rank}.trace.json")
         artifact_once(store, cursor, run_id, directory / layout.LAYERS_FILE, "layers", f"rank-{rank}.layers.json")
+        artifact_once(store, cursor, run_id, directory / layout.PROFILE_FILE, "traces", f"rank-{rank}.profile.json")
     for log_file in sorted((trial_dir / layout.LOGS_DIR).glob("rank-*")):
         artifact_once(store, cursor, run_id, log_file, "logs")
     if not cursor.is_done("artifact:breakdown.png"):
@@ -195,6 +189,29 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
         end_run(store, run_id, outcome)
         cursor.mark_done("status")
     return TrialResult(trial.name, run_id, outcome.status, metrics)
+
+
+def summary_once(store: store_.Store, cursor: cursor_.Cursor, run_id: str, trial_dir: pathlib.Path,
+                 at_ms: int) -> int:
+    """The trial's summary values (logged at `at_ms`) and its series on the trial run, and summary.json as an
+    artifact, each once; the number of metric values logged. Used here and by the rank that wrote them (live.py)."""
+    logged = 0
+    if not cursor.is_done("summary"):
+        summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
+        if isinstance(summary, dict):
+            logged += store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at_ms, 0) for k, v in
+                                                 sorted(metric_names.trial(summary).items())])
+        cursor.mark_done("summary")
+    series = trial_dir / layout.SERIES_FILE
+    if not cursor.is_done("series") and series.is_file():
+        # Written whole before the summary: a replay of a batch that was in flight repeats points the store drops.
+        logged += store.log_metrics(run_id, [
+            mlflow.entities.Metric(k, v, record_timestamp_ms(record, at_ms), int(record["step"]))
+            for record in record_files.read_iterations(series) if metric_names.is_metric_value(record.get("step"))
+            for k, v in metric_names.series(record).items()])
+        cursor.mark_done("series")
+    artifact_once(store, cursor, run_id, trial_dir / layout.SUMMARY_FILE, None)
+    return logged
 
 
 def end_run(store: store_.Store, run_id: str, outcome: layout.Outcome) -> None:

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import mlflow.entities
 import mlflow.exceptions
@@ -105,10 +105,12 @@ def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | Any | None
 
 
 def log_sweep_metrics(parent_run_id: str, summaries: Mapping[str, Mapping[str, Any] | None], *,
-                      tracking_uri: str | None = None) -> int:
+                      trials: Iterable[trial_.Trial] = (), tracking_uri: str | None = None) -> int:
     """The sweep run's metrics comparing its trials (metric_names.sweep), from {trial name: summary wire dict or
-    None}; the number logged. Logged again, the same values are harmless: the Metrics tab shows the latest."""
-    return sessions.log_sweep_metrics(store_for(tracking_uri), parent_run_id, summaries)
+    None}, each named by what it varies among `trials` (the sweep's, schema.sweep_labels; by its trial name
+    without them); the number logged. Logged again, the same values are harmless: the Metrics tab shows the
+    latest."""
+    return sessions.log_sweep_metrics(store_for(tracking_uri), parent_run_id, summaries, schema.sweep_labels(trials))
 
 
 def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, Any]] | None = None,

@@ -8,6 +8,7 @@ metrics. Used by runs.py, sessions.py and publisher.py; the operator reads the t
 
 from __future__ import annotations
 
+import collections
 import re
 from typing import Any, Iterable, Mapping
 
@@ -111,6 +112,13 @@ def unused(spec: spec_.ExperimentSpec) -> tuple[str, ...]:
         ignored.append("data.synthetic.imageSize")
     elif ":" not in spec.model.name:  # a built-in image model; a user's own may read either
         ignored.append("data.synthetic.sequenceLength")
+    method = spec.compression.method
+    if method != spec_.CompressionMethod.POWER_SGD:
+        ignored.append("compression.rank")
+    if method != spec_.CompressionMethod.TOP_K:
+        ignored.append("compression.ratio")
+    if method not in (spec_.CompressionMethod.POWER_SGD, spec_.CompressionMethod.TOP_K):
+        ignored.append("compression.errorFeedback")
     return tuple(ignored)
 
 
@@ -181,23 +189,51 @@ AXIS_LABELS = {
     "batchSize": lambda value: f"batch {value}",
     "model": lambda value: f"model {value}",
     "bandwidth": lambda value: f"bandwidth {value}",
+    "compression": lambda value: f"compression {value}",
     "repetition": lambda value: f"repetition {value}",
 }
 ALWAYS_NAMED = ("architecture", "paradigm", "workers")
+
+
+def _label_parts(trial: trial_.Trial) -> list[tuple[str, str]]:
+    """(axis, how it reads) for the trial's topology, then every other value the sweep varies that it uses."""
+    spec = trial.spec
+    parts = [("architecture", spec.architecture.value), ("paradigm", spec.sync.paradigm.value),
+             ("workers", _count(len(trial.worker_slots()), "worker"))]
+    ignored = unused(spec)
+    for axis, value in trial.parameters.items():
+        path = ".".join(trial_.AXIS_PATHS.get(axis, (axis,)))
+        if axis not in ALWAYS_NAMED and without({path: value}, ignored):
+            parts.append((axis, AXIS_LABELS.get(axis, lambda v, a=axis: f"{a} {v}")(value)))
+    return parts
 
 
 def trial_run_name(trial: trial_.Trial) -> str:
     """"study-3-2 (RingAllReduce, BSP, 4 workers, bandwidth 100Mbit, repetition 1)": the topology, then every
     other value the sweep varies that the trial uses (no staleness under BSP): what tells trials apart in the
     UI's lists and chart legends."""
-    spec = trial.spec
-    label = [spec.architecture.value, spec.sync.paradigm.value, _count(len(trial.worker_slots()), "worker")]
-    ignored = unused(spec)
-    for axis, value in trial.parameters.items():
-        path = ".".join(trial_.AXIS_PATHS.get(axis, (axis,)))
-        if axis not in ALWAYS_NAMED and without({path: value}, ignored):
-            label.append(AXIS_LABELS.get(axis, lambda v, a=axis: f"{a} {v}")(value))
-    return f"{trial.name} ({', '.join(label)})"
+    return f"{trial.name} ({', '.join(text for _, text in _label_parts(trial))})"
+
+
+# A metric key holds letters, digits and _ - . / : and space (MLflow); a sweep label holds no "/" or ":".
+_NOT_IN_A_LABEL = re.compile(r"[^A-Za-z0-9_.-]")
+MAX_LABEL = 200
+"""MAX_LABEL leaves room within MLflow's 250-character key for the metric's name before the label."""
+
+
+def sweep_labels(trials: Iterable[trial_.Trial]) -> dict[str, str]:
+    """{trial name: what sets it apart from the sweep's other trials}, as the sweep run's metric keys end:
+    "RingAllReduce", "ParameterServer-BSP-4_workers", "SSP-staleness_2-repetition_1". Only what varies between
+    the trials is named, as the run names read, spaces made "_"; a trial whose label is not its own (nothing
+    varies, or two read alike) is named by its trial name."""
+    trials = list(trials)
+    parts = {t.name: _label_parts(t) for t in trials}
+    varying = {axis for axis in {a for found in parts.values() for a, _ in found}
+               if len({dict(found).get(axis) for found in parts.values()}) > 1}
+    labels = {name: _NOT_IN_A_LABEL.sub("_", "-".join(text for axis, text in found if axis in varying))[:MAX_LABEL]
+              for name, found in parts.items()}
+    taken = collections.Counter(labels.values())
+    return {name: label if label.strip("_.-") and taken[label] == 1 else name for name, label in labels.items()}
 
 
 def rank_run_name(trial_name: str, rank: int, role: str) -> str:

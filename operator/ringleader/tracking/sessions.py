@@ -16,6 +16,7 @@ from typing import Any
 import mlflow.entities
 
 from ringleader.api import experiment as experiment_
+from ringleader.api import trial as trial_
 from ringleader.contract import records
 from ringleader.contract import redaction
 from ringleader.tracking import cursor as cursor_
@@ -111,7 +112,8 @@ def publish_session(store: store_.Store, session: Session) -> SessionResult:
     outcome = layout.read_outcome(session.directory)
     if outcome is not None and outcome.status in schema.TERMINAL_STATUSES:
         if not cursor.is_done("sweep-metrics"):
-            log_sweep_metrics(store, parent_run_id, trial_summaries(session))
+            log_sweep_metrics(store, parent_run_id, trial_summaries(session),
+                              schema.sweep_labels(trial_.expand(session.experiment).trials))
             cursor.mark_done("sweep-metrics")
         if not cursor.is_done("report"):
             publish_report(store, session, parent_run_id)
@@ -132,11 +134,13 @@ def trial_summaries(session: Session) -> dict[str, dict | None]:
     return summaries
 
 
-def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: dict[str, Any]) -> int:
-    """The sweep run's metrics comparing its trials (metric_names.sweep); the number logged."""
+def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: dict[str, Any],
+                      labels: dict[str, str] | None = None) -> int:
+    """The sweep run's metrics comparing its trials (metric_names.sweep), each under its label ({trial name: what it
+    varies}, schema.sweep_labels); the number logged."""
     now = int(time.time() * 1000)
     return store.log_metrics(parent_run_id, [mlflow.entities.Metric(key, value, now, 0) for key, value
-                                             in sorted(metric_names.sweep(summaries).items())])
+                                             in sorted(metric_names.sweep(summaries, labels).items())])
 
 
 def report_directory(session_dir: pathlib.Path) -> pathlib.Path:

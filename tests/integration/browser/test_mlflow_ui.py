@@ -11,6 +11,7 @@ import os
 import pathlib
 import re
 
+import mlflow.tracking
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -34,6 +35,11 @@ ARTIFACT_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}/artifacts/{path}" 
 DESCRIPTION_HEADER = "trial"  # a header cell of the description's comparison table; one row per trial
 REPORT_PAGE = "report/report.html"  # self-contained: its figures are inside it
 REPORT_FIGURES = ["report/time.png"]  # PNG artifacts shown on their own
+CHARTS_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}/model-metrics" + MODE  # a run's charts tab
+SECTION_HEADER = "experiment-view-compare-runs-section-header"  # MLflow's test id of a chart section's header
+ONCE_SECTION = "Model metrics"  # MLflow's section of keys without "/": ringleader's values logged once
+TRIAL_SECTIONS = ["throughput", "time", "train"]  # a trial's series (docs/metrics.md), sorted as MLflow sorts them
+RANK_SECTIONS = ["network", "sync", "time", "train"]  # a worker's series
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -108,6 +114,34 @@ def test_the_ui_shows_the_sweep_its_comparison_table_and_the_report_figures(reco
     assert any(entry.startswith("TCP_CONNECT_ATTEMPT 127.0.0.1:") for entry in traffic.sent()), \
         "the net log shows no connection to the server: it would not show one elsewhere either"
     assert traffic.sent_outside_loopback() == []
+
+
+def chart_sections(page: Page) -> list[str]:
+    """The names of the run page's chart sections, top to bottom, once MLflow has laid them all out."""
+    headers = page.get_by_test_id(SECTION_HEADER)
+    expect(headers.filter(has_text=ONCE_SECTION).first, f"no {ONCE_SECTION!r} section").to_be_visible()
+    return [text.split("\n")[0].strip() for text in headers.all_inner_texts()]
+
+
+def test_a_trial_run_and_a_rank_run_open_on_their_series_and_end_on_what_was_logged_once(recorded_sweep, screenshots):
+    client = mlflow.tracking.MlflowClient(recorded_sweep.server.uri)
+    [trial, *_] = client.search_runs([recorded_sweep.experiment_id], "tags.`ringleader.kind` = 'trial'",
+                                     order_by=["tags.`ringleader.trial`"])
+    workers = client.search_runs([recorded_sweep.experiment_id], "tags.`ringleader.kind` = 'rank' and "
+                                 f"tags.`ringleader.role` = 'worker' and tags.`mlflow.parentRunId` = '{trial.info.run_id}'")
+    with chromium.session(screenshots.directory / "charts") as (context, _):
+        for name, run, first in (("trial", trial, TRIAL_SECTIONS), ("rank", workers[0], RANK_SECTIONS)):
+            page = context.new_page()
+            page.goto(recorded_sweep.server.uri + CHARTS_PAGE.format(experiment_id=recorded_sweep.experiment_id,
+                                                                     run_id=run.info.run_id))
+            try:
+                sections = chart_sections(page)
+            finally:
+                screenshots.take(page, f"{name}-run-charts")
+            # The series first, in the order MLflow sorts their sections; what was logged once last of all.
+            assert sections[:len(first)] == first, sections
+            assert sections[-1] == ONCE_SECTION and sections.count(ONCE_SECTION) == 1, sections
+            page.close()
 
 
 def test_a_request_beyond_loopback_is_refused_in_the_browser_and_recorded(recorded_sweep, screenshots):

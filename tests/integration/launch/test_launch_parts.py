@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import os
 import pathlib
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from ringleader.analysis import eta
 from ringleader.api import experiment, trial
 from ringleader.contract import failures
 from ringleader.launch import cli, processes, progress, publish, sweep, trials
@@ -63,18 +65,25 @@ class Terminal(io.StringIO):
 
 
 class FakeRun:
-    """Stands in for a TrialRun in the display: a name, a progress and an elapsed time."""
+    """Stands in for a TrialRun in the display: a name, a progress, an elapsed time and a pace of `seconds_each`
+    per iteration, measured up to the moment the display asks (None: no pace measured yet)."""
 
-    def __init__(self, name: str, done: int):
-        self.trial = argparse.Namespace(name=name)
+    def __init__(self, name: str, done: int, seconds_each: float | None = 1.0):
+        self.trial = a_trial().model_copy(update={"name": name})
         self.done = done
         self.total_iterations = 40
+        self.seconds_each = seconds_each
 
     def progress(self) -> int:
         return self.done
 
     def elapsed(self) -> float:
         return 12.0
+
+    def for_eta(self) -> eta.Trial:
+        now = time.monotonic()
+        samples = () if self.seconds_each is None else ((now - self.seconds_each, self.done - 1), (now, self.done))
+        return dataclasses.replace(eta.planned(self.trial), started=now - 12.0, samples=samples)
 
 
 def test_on_a_terminal_one_line_is_redrawn_and_messages_go_above_it():
@@ -85,9 +94,9 @@ def test_on_a_terminal_one_line_is_redrawn_and_messages_go_above_it():
     display.update([(2, FakeRun("parts-1", 10))])
     display.close()
     assert out.getvalue() == (
-        "\r\x1b[K[1/2] parts-0 iteration 3/40 (12 s) | [2/2] parts-1 iteration 9/40 (12 s)"
+        "\r\x1b[K[1/2] parts-0 iteration 3/40 7% (12 s), ETA 37s | [2/2] parts-1 iteration 9/40 22% (12 s), ETA 31s"
         "\r\x1b[K[1/2] parts-0: FINISHED\n"
-        "\r\x1b[K[2/2] parts-1 iteration 10/40 (12 s)"
+        "\r\x1b[K[2/2] parts-1 iteration 10/40 25% (12 s), ETA 30s"
         "\r\x1b[K")
 
 
@@ -100,8 +109,22 @@ def test_in_a_log_progress_is_a_plain_line_every_few_seconds():
     assert out.getvalue() == ""
     time.sleep(0.25)
     display.update(running)
-    assert out.getvalue() == "[1/1] parts-0 iteration 5/40 (12 s)\n"
+    assert out.getvalue() == "[1/1] parts-0 iteration 5/40 12% (12 s), ETA 35s\n"
     assert "\r" not in out.getvalue()
+
+
+def test_the_sweeps_eta_adds_the_trials_still_to_run_at_their_predicted_iteration_time_plus_start_up():
+    out = Terminal()
+    display = progress.ProgressDisplay(settings_.LaunchSettings(redraw_seconds=0), out, total_trials=3)
+    # parts-0 took 50 s for 40 iterations of 1 s: 10 s of start-up; it predicted the ring at 0.5 s.
+    done = [eta.Finished({}, 40, 1.0, 50.0, {"ring": 0.5})]
+    waiting = a_trial().model_copy(update={"name": "parts-2"})
+    display.update([(2, FakeRun("parts-1", 10))], [waiting], done)  # same combination: 1 s measured
+    assert out.getvalue().endswith("[2/3] parts-1 iteration 10/40 25% (12 s), ETA 30s; sweep ETA 1m20s")
+    display.update([(2, FakeRun("parts-1", 10, seconds_each=None))], [waiting], [])
+    assert out.getvalue().endswith(
+        "[2/3] parts-1 iteration 10/40 25% (12 s), ETA unknown until the first iterations; "
+        "sweep ETA unknown until the first iterations")
 
 
 def rank_process(tmp_path, script: str) -> processes.RankProcess:

@@ -51,12 +51,33 @@ def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
     # The sweep run compares its trials, in the trial runs' units.
     for name, run in trials.items():
         summary = json.loads((session / name / "summary.json").read_text())
-        assert run.data.metrics["iteration/p50_ms"] == pytest.approx(1000 * summary["iterationTimeP50Seconds"])
-        assert run.data.metrics["share/comm_pct"] == pytest.approx(100 * summary["commFraction"])
-        assert sweep.data.metrics[f"iteration_p50_ms/{name}"] == run.data.metrics["iteration/p50_ms"]
-        assert sweep.data.metrics[f"throughput_samples_per_s/{name}"] == pytest.approx(summary["throughput"])
+        assert run.data.metrics["iteration_p50_ms"] == round(1000 * summary["iterationTimeP50Seconds"], 3)
+        assert run.data.metrics["share_comm_pct"] == round(100 * summary["commFraction"], 1)
+        label = {"view-0": "1_worker", "view-1": "2_workers"}[name]  # what varies: the workers
+        assert sweep.data.metrics[f"iteration_p50_ms/{label}"] == run.data.metrics["iteration_p50_ms"]
+        assert sweep.data.metrics[f"throughput_samples_per_s/{label}"] == round(summary["throughput"], 1)
         assert "summary.json" in {a.path for a in client.list_artifacts(run.info.run_id)}
         assert not [key for key in run.data.metrics if "Seconds" in key or "Fraction" in key]
+
+    # The trial summary carries every rank's usage; local ranks share one machine.
+    for name in trials:
+        used = json.loads((session / name / "summary.json").read_text())["usage"]
+        assert sorted(used) == [str(r) for r in range({"view-0": 1, "view-1": 2}[name])]
+        assert len({u["host"] for u in used.values()}) == 1 and all(u["peakRssBytes"] > 0 for u in used.values())
+
+    # A run's page opens on its series: a key with a "/" is a series, one point per iteration; one without is a
+    # value logged once, which MLflow charts after every series. The trial runs chart their workers together.
+    for run in [*trials.values(), *ranks]:
+        for key in run.data.metrics:
+            points = client.get_metric_history(run.info.run_id, key)
+            assert len(points) > 1 if "/" in key else len(points) == 1, (run.info.run_name, key, len(points))
+    for name, run in trials.items():
+        series = [json.loads(line) for line in (session / name / "series.jsonl").read_text().splitlines()]
+        charted = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "time/iteration_ms")}
+        assert sorted(charted) == list(range(2, 20))
+        assert charted == {p["step"]: round(1000 * p["time/iteration"], 3) for p in series if "time/iteration" in p}
+        assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 20  # from the first step
+        assert {"throughput/samples_per_s", "time/compute_ms", "train/loss"} <= set(run.data.metrics)
 
     # Every charted point is the file's seconds times 1000; warm-up steps (2 here) are apart, under warmup/.
     for rank in ranks:
@@ -68,8 +89,11 @@ def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
         assert sorted(warmup) == [0, 1] and sorted(charted) == list(range(2, 20))
         for record in records:
             value = (warmup if record["warmup"] else charted)[record["step"]]
-            assert value == pytest.approx(1000 * record["time/comm"], rel=1e-9, abs=1e-9)
-        assert rank.data.metrics["mean/time/iteration_ms"] > 0
+            assert value == round(1000 * record["time/comm"], 3)  # to the microsecond
+        assert rank.data.metrics["mean_time_iteration_ms"] > 0
+        # What the rank's process used while training, measured by itself.
+        assert rank.data.metrics["cpu_utilization_pct"] > 0 and rank.data.metrics["memory_peak_rss_mib"] > 0
+        assert rank.data.metrics["cpu_count"] >= 1 and rank.data.metrics["cpu_threads"] == 1
         assert [a.path for a in client.list_artifacts(rank.info.run_id, "records")] == ["records/iterations.jsonl"]
         local = pathlib.Path(rank.info.artifact_uri.removeprefix("file://")) / "records" / "iterations.jsonl"
         assert local.read_bytes() == (session / trial_name / f"rank-{number}" / "iterations.jsonl").read_bytes()

@@ -46,8 +46,8 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
         assert run.info.status == "FINISHED"
         assert run.data.tags["mlflow.parentRunId"] == sweep.info.run_id
         assert run.data.params["workers.replicas"] == "2" and run.data.params["trial.name"] == name
-        assert run.data.metrics["throughput/samples_per_s"] > 0
-        assert 0 < run.data.metrics["iteration/p50_ms"] <= run.data.metrics["iteration/p95_ms"]
+        assert run.data.metrics["throughput_samples_per_s"] > 0
+        assert 0 < run.data.metrics["iteration_p50_ms"] <= run.data.metrics["iteration_p95_ms"]
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert {"trial.json", "topology.yaml", "breakdown.png", "traces", "logs"} <= artifacts
     assert trials["arch-0"].data.params["architecture"] == "ParameterServer"

@@ -2,7 +2,7 @@
 
 Run as a script, once per rank, with RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set; writes
 <argv[1]>/rank-<r>.json with what the test asserts: the ring's gradients and weights against the reference's,
-and whether every gradient is still a view of its bucket, iteration by iteration.
+whether every gradient is still a view of its bucket, and the arrival stamps, iteration by iteration.
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ def main(output: pathlib.Path) -> None:
                 for bucket in synchronizer.buckets for i, p in enumerate(bucket.parameters)),
             "unusedGradientIsZero": bool((model.unused.weight.grad == 0).all()),
             "rank0HeadGradient": model.rank0_head.weight.grad.abs().sum().item(),
+            "arrivalStamps": synchronizer.buckets[-1].stamps.tolist(),
         })
     synchronizer.close()
     output.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,14 @@ lets this worker go (paradigms.py says why the owners' gates agree).
            new DSSP grant, the grant is relayed (GRANT) to the other owners before waiting on them
     update the new weights are copied into the model
 
+Stopping at a target (model.target onReached Stop) never makes a worker wait: the evaluating worker
+tells every owner (STOP) and ends; the others hear it in their next answers (`stop`) and end after
+that iteration; the owners stop counting a worker that is done, so nobody is held for it.
+
 Metrics per iteration: time/wait is how long the gates held the OK (the paradigm's doing, measured
 on the servers: the longest hold of any owner); time/update the copy into the model; time/comm the
-rest of the exchange (transfers, emulated bandwidth). bytes/* count what crossed this rank's
+rest of the exchange (transfers, emulated bandwidth); time/codec, with spec.compression, the pushes' encoding
+and the replies' decoding (runtime/compression.MessageCodec). bytes/* count what crossed this rank's
 network since the last iteration (exchange/link.py counts it): for a peer, its shard server's
 replies and the pushes it received too; its own shard never crosses. staleness is this step's iteration minus the clock of the weights its
 gradient was computed on (the smallest of the owners' clocks): how many iterations of the slowest
@@ -27,7 +32,7 @@ import time
 import torch
 
 from ringleader.contract import keys
-from ringleader.runtime import interfaces
+from ringleader.runtime import compression, interfaces
 from ringleader.runtime.exchange import schedule, shards, wire
 from ringleader.runtime.exchange import link as links
 
@@ -40,7 +45,8 @@ def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 class Client:
     """Pushes to and pulls from `owners` (ranks; owners[0] runs DSSP's controller) through `link`."""
 
-    def __init__(self, link: links.Link, rank: int, owners: list[int], iterations: int, timeout_seconds: float):
+    def __init__(self, link: links.Link, rank: int, owners: list[int], iterations: int, timeout_seconds: float,
+                 codec: compression.MessageCodec = compression.PLAIN):
         self.link = link
         self.rank = rank
         self.owners = owners
@@ -49,13 +55,16 @@ class Client:
         self.timeout = timeout_seconds
         self.parameters: list[torch.nn.Parameter] = []
         self.plan: shards.Plan | None = None
-        self.layouts: list[wire.Layout] = []
+        self.codec = codec
+        self.layouts: list[wire.Layout] = []  # of each owner's shard as it travels
+        self.uncompressed: list[int] = []  # each shard's bytes before compression
         self.push_buffers: list[torch.Tensor] = []
         self.cuda = False
         self.weights_clock = 0  # the owners' smallest clock of the weights in the model now
         self.relayed = 0  # the DSSP grant (a push count) last relayed to the other owners
-        self.counted = (0, 0)  # the link's bytes sent and received when the last iteration was recorded
+        self.counted = (0, 0, 0)  # the link's bytes sent, received, sent uncompressed when the last iteration was recorded
         self.steps = 0  # synchronize() calls completed
+        self.stop_heard = False  # an owner's answer said a worker reached the target
         self.closed = False
 
     # -- start ---------------------------------------------------------------------------------
@@ -64,13 +73,15 @@ class Client:
         """Lay out the shards and pull the initial weights from their owners."""
         self.parameters = trainable(model)
         self.plan = shards.Plan.of(self.parameters, len(self.owners))
-        self.layouts = [wire.Layout(self.plan.shard(j, self.parameters)) for j in range(len(self.owners))]
+        owned = [self.plan.shard(j, self.parameters) for j in range(len(self.owners))]
+        self.layouts = [wire.Layout(self.codec.travelling(shard)) for shard in owned]
+        self.uncompressed = [wire.Layout(shard).nbytes for shard in owned]
         self.cuda = any(p.is_cuda for p in self.parameters)
         self.push_buffers = [layout.empty(pin=self.cuda) for layout in self.layouts]
         for owner in self.owners:
             self.link.send(owner, wire.Message(wire.Kind.PULL, self.rank, count=0, clock=0))
         self._install([self._expect_reply(j, "initial weights") for j in range(len(self.owners))])
-        self.counted = (self.link.sent_bytes, self.link.received_bytes)
+        self.counted = self._counters()
 
     # -- one iteration -----------------------------------------------------------------------------
 
@@ -87,11 +98,15 @@ class Client:
 
         # push: gradient shards to their owners (on GPU, the copy to pinned memory is a device sync)
         gradients = [p.grad for p in self.parameters]
+        encoding = 0.0
         for j in self.push_order:
             owner = self.owners[j]
-            payload = self.layouts[j].pack(self.plan.shard(j, gradients), out=self.push_buffers[j]) \
+            packing = time.perf_counter()
+            payload = self.codec.pack(self.layouts[j], self.plan.shard(j, gradients), out=self.push_buffers[j]) \
                 if len(self.layouts[j]) else None
-            push = wire.Message(wire.Kind.PUSH, self.rank, count=step + 1, payload=payload)
+            encoding += time.perf_counter() - packing
+            push = wire.Message(wire.Kind.PUSH, self.rank, count=step + 1, payload=payload,
+                                uncompressed=self.uncompressed[j] if payload is not None else None)
             self.link.send(owner, push)
         pushed = time.perf_counter()
 
@@ -106,26 +121,30 @@ class Client:
                     self.link.send(other, wire.Message(wire.Kind.GRANT, self.rank, count=step + 1, grant=self.relayed))
         answered = time.perf_counter()
 
-        # update: the new weights into the model, in place
-        self._install(replies)
+        # update: the new weights into the model, in place (decoded first, with compression)
+        decoding = self._install(replies)
         self.weights_clock = min(reply.clock for reply in replies)
+        self.stop_heard = self.stop_heard or any(reply.stop for reply in replies)
         ended = time.perf_counter()
 
-        update = ended - answered
+        if not self.codec.compressing:  # packing is then the copy a transfer needs (communication), unpacking a view
+            encoding = decoding = 0.0
+        codec = encoding + decoding
+        update = ended - answered - decoding
         wait = min(max(reply.held for reply in replies), answered - pushed)  # never more than we waited here
         timer.add(keys.TIME_WAIT, wait)
         timer.add(keys.TIME_UPDATE, update)
-        timer.add(keys.TIME_COMM, max(0.0, (ended - started) - wait - update))
-        counted = (self.link.sent_bytes, self.link.received_bytes)
+        timer.add(keys.TIME_CODEC, codec)
+        timer.add(keys.TIME_COMM, max(0.0, (ended - started) - wait - update - codec))
+        counted = self._counters()
         timer.add(keys.BYTES_SENT, float(counted[0] - self.counted[0]))
         timer.add(keys.BYTES_RECEIVED, float(counted[1] - self.counted[1]))
+        timer.add(keys.BYTES_UNCOMPRESSED, float(counted[2] - self.counted[2]))
         self.counted = counted
-        span = getattr(timer, "span", None)  # the trace of timing.IterationTimer, when it is one
-        if span is not None:
-            span("push", started, pushed)
-            for j, reply in enumerate(replies):
-                span(f"shard {j}", pushed, max(pushed, reply.received_at),
-                     args={"owner": self.owners[j], "held": reply.held, "clock": reply.clock})
+        timer.span("push", started, pushed)
+        for j, reply in enumerate(replies):
+            timer.span(f"shard {j}", pushed, max(pushed, reply.received_at),
+                       args={"owner": self.owners[j], "held": reply.held, "clock": reply.clock})
         for p in self.parameters:
             p.grad = None  # pushed; the next backward starts from zero
         self.steps += 1
@@ -137,15 +156,37 @@ class Client:
             raise links.LinkError(f"expected a reply from rank {owner}, got {message.kind.name}")
         return message
 
-    def _install(self, replies: list[wire.Message]) -> None:
+    def _counters(self) -> tuple[int, int, int]:
+        return self.link.sent_bytes, self.link.received_bytes, self.link.sent_uncompressed_bytes
+
+    def _install(self, replies: list[wire.Message]) -> float:
+        """Copy the replies' weights into the model; the seconds spent decoding them."""
+        decoding = 0.0
         with torch.no_grad():
             for j, reply in enumerate(replies):
                 if not len(self.layouts[j]):
                     continue
-                for parameter, value in zip(self.plan.shard(j, self.parameters), self.layouts[j].views(reply.payload)):
+                started = time.perf_counter()
+                values = self.codec.unpack(self.layouts[j], reply.payload)
+                decoding += time.perf_counter() - started
+                for parameter, value in zip(self.plan.shard(j, self.parameters), values):
                     parameter.copy_(value)
+        return decoding
 
     # -- end -----------------------------------------------------------------------------------
+
+    def should_stop(self, reached: bool, timer: interfaces.Timer) -> bool:
+        """Whether this worker ends training now: its own evaluation `reached` the target (then every owner is
+        told), or an owner's answer said another worker's did. Never waits; close() then ends as after the last
+        iteration. Telling the owners is communication."""
+        if reached and not self.stop_heard:
+            with timer.phase(keys.TIME_COMM):
+                for owner in self.owners:
+                    self.link.send(owner, wire.Message(wire.Kind.STOP, self.rank, count=self.steps))
+        if reached or self.stop_heard:
+            self.iterations = self.steps
+            return True
+        return False
 
     def close(self) -> None:
         """After the last iteration: tell every owner, and wait until each has heard (BYE).

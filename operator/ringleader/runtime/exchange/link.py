@@ -91,6 +91,7 @@ class Link:
         self._counting = threading.Lock()
         self.sent_bytes = 0
         self.received_bytes = 0
+        self.sent_uncompressed_bytes = 0  # what sent_bytes would have been without spec.compression
         remote = sorted((self.requests_from | self.replies_from) - {rank})
         self._receivers = [threading.Thread(target=self._receive_from, args=(peer,), daemon=True,
                                             name=f"ringleader-recv-{peer}") for peer in remote]
@@ -112,6 +113,7 @@ class Link:
         else:
             with self._counting:
                 self.sent_bytes += message.wire_bytes
+                self.sent_uncompressed_bytes += message.uncompressed_bytes
             self._outgoing.put((destination, message, time.perf_counter()))
 
     def _send_all(self) -> None:

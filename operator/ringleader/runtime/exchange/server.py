@@ -7,10 +7,15 @@ shard's new weights and the shard's clock, so a worker goes on once every owner 
 owner waits on another, and no worker asks twice. A BSP owner is its own shard's barrier. Under
 DSSP, owner 0 runs the controller and its answer carries the grant; the worker relays the grant
 (GRANT) to the other owners, whose gates follow it.
+Stopping at a target: the evaluating worker tells every owner (STOP) before it says DONE; from then
+on every answer carries `stop`, so each worker hears it at its next answer without waiting for
+anyone, and a worker that is done no longer counts in any gate (paradigms.Gate.retire).
 Aggregation: BSP averages a round's N gradients and applies them once, so everyone gets the same
 new weights; ASP, SSP and DSSP apply every push at once with the learning rate divided by N, so N
 pushes move the weights as far as one BSP round does (Adam included, whose step does not scale
 with the gradient), keeping loss-per-sample comparable across paradigms.
+Compression (spec.compression FP16 or BF16): pushes arrive and replies leave in 16 bits
+(runtime/compression.MessageCodec); the shard's weights and its optimizer stay in float32.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 import torch
 
 from ringleader.contract import keys
-from ringleader.runtime import paradigms
+from ringleader.runtime import compression, paradigms
 from ringleader.runtime.exchange import schedule, wire
 from ringleader.runtime.exchange import link as links
 
@@ -35,7 +40,8 @@ class ShardServer:
 
     def __init__(self, *, rank: int, shard: list[torch.Tensor], optimizer_factory, workers: list[int],
                  gate: paradigms.Gate, link: links.Link, owner: int = 0, owners: int = 1,
-                 warmup_iterations: int = 0, name: str = "shard server"):
+                 warmup_iterations: int = 0, name: str = "shard server",
+                 codec: compression.MessageCodec = compression.PLAIN):
         # owner, owners: this server is owner `owner` of `owners` (for ParameterServer's reply order; a peer's follows its rank)
         self.rank = rank
         self.name = name
@@ -49,7 +55,9 @@ class ShardServer:
         self.warmup_iterations = warmup_iterations
         # The shard's own leaf tensors: the optimizer updates these in place.
         self.parameters = [torch.nn.Parameter(t.detach().clone(), requires_grad=True) for t in shard]
-        self.layout = wire.Layout(self.parameters)
+        self.codec = codec  # pushes arrive and replies leave as spec.compression says
+        self.layout = wire.Layout(codec.travelling(self.parameters))
+        self.uncompressed = wire.Layout(self.parameters).nbytes
         self.optimizer = optimizer_factory(self.parameters) if self.parameters else None
         if self.optimizer is not None and not self.averages_rounds:
             for group in self.optimizer.param_groups:
@@ -57,6 +65,8 @@ class ShardServer:
         self.pushes = {worker: 0 for worker in self.workers}  # t[i] as this owner has seen them
         self.ready_at = {worker: 0.0 for worker in self.workers}  # when each worker's latest push was applied
         self.done: set[int] = set()
+        self.pulled: list[int] = []  # workers whose initial pull waits for the others'
+        self.stopping = False  # a worker reached the target (STOP): every answer from now on says stop
         self.version = 0  # updates applied
         self.round_sum = [torch.zeros_like(p) for p in self.parameters] if self.averages_rounds else []
         self.round_seconds = 0.0
@@ -67,7 +77,7 @@ class ShardServer:
 
     @property
     def clock(self) -> int:
-        return min(self.pushes.values())
+        return self.gate.clock
 
     @property
     def held(self) -> list[int]:
@@ -84,8 +94,10 @@ class ShardServer:
             self._pull(message)
         elif message.kind == wire.Kind.GRANT:
             self._release(self.gate.on_grant(self.index[message.sender], message.grant))
+        elif message.kind == wire.Kind.STOP:
+            self.stopping = True
         elif message.kind == wire.Kind.DONE:
-            self._done(message)
+            return self._done(message)
         elif message.kind == wire.Kind.LOST:
             if message.sender not in self.done:
                 raise ServerError(f"{self.name} (rank {self.rank}) lost worker rank {message.sender} before it "
@@ -104,16 +116,12 @@ class ShardServer:
 
         # aggregate: apply at once, or add to the round (BSP) and apply when it is complete
         started = time.perf_counter()
-        gradients = self.layout.views(message.payload) if self.parameters else []
+        gradients = self.codec.unpack(self.layout, message.payload) if self.parameters else []
         applied = False
         if self.averages_rounds:
             for total, gradient in zip(self.round_sum, gradients):
                 total.add_(gradient.to(total.device))
-            if min(self.pushes.values()) == max(self.pushes.values()):
-                self._apply([total.div_(len(self.workers)) for total in self.round_sum])
-                for total in self.round_sum:
-                    total.zero_()
-                applied = True
+            applied = self._apply_complete_round()
         else:
             self._apply(gradients)
             applied = True
@@ -122,13 +130,14 @@ class ShardServer:
 
         # decide: this shard's gate says who gets an OK now
         self._release(self.gate.on_push(self.index[worker], message.received_at))
+        return self._aggregated(message.count) if applied else None
 
-        if not applied:
-            return None
+    def _aggregated(self, count: int) -> dict[str, float]:
+        """The metrics of the update just applied (push `count` completed it)."""
         metrics = {
             keys.SERVER_AGGREGATION: self.round_seconds,
             keys.SERVER_QUEUE_DEPTH: float(len(self.held)),
-            "warmup": message.count <= self.warmup_iterations,
+            "warmup": count <= self.warmup_iterations,
         }
         self.round_seconds = 0.0
         grant = self.gate.last_grant
@@ -137,16 +146,39 @@ class ShardServer:
         return metrics
 
     def _pull(self, message: wire.Message) -> None:
-        # The initial pull starts the worker's first iteration interval (DSSP's push times).
-        self.gate.begin(self.index[message.sender], message.received_at)
-        self._reply(message.sender, 0.0, self._weights())
+        """The initial pulls are answered together, once every worker asked: all start training at the same
+        moment, so a worker that took longer to start (loading its held-out set, say) is not behind by that under
+        ASP. The answer starts each worker's first iteration interval (DSSP's push times)."""
+        self.pulled.append(message.sender)
+        if len(self.pulled) < len(self.workers):
+            return
+        payload = self._weights()
+        for worker in self.pulled:
+            self.gate.begin(self.index[worker], message.received_at)
+            self._reply(worker, 0.0, payload)
 
-    def _done(self, message: wire.Message) -> None:
+    def _done(self, message: wire.Message) -> dict[str, float] | None:
+        """A worker is done: say goodbye, and free those its gate held for pushes that will not come."""
         worker = message.sender
         if worker in self.held:
             raise ServerError(f"{self.name} (rank {self.rank}): worker rank {worker} sent done while waiting")
         self.done.add(worker)
         self.link.send(worker, wire.Message(wire.Kind.BYE, self.rank, count=self.pushes[worker]))
+        # BSP: the round the others pushed may now be complete without this worker's gradient
+        applied = self.averages_rounds and self._apply_complete_round()
+        self._release(self.gate.retire(self.index[worker]))
+        return self._aggregated(max(self.pushes.values())) if applied else None
+
+    def _apply_complete_round(self) -> bool:
+        """BSP: apply the round's average once every worker still training pushed it; whether it was applied."""
+        training = [w for w in self.workers if w not in self.done]
+        if not training or len({self.pushes[w] for w in training}) != 1 \
+                or self.pushes[training[0]] == self.version:
+            return False
+        self._apply([total.div_(len(training)) for total in self.round_sum])
+        for total in self.round_sum:
+            total.zero_()
+        return True
 
     # -- updates and replies ---------------------------------------------------------------------
 
@@ -159,7 +191,7 @@ class ShardServer:
 
     def _weights(self) -> torch.Tensor | None:
         # One CPU copy serves every worker released together (they get the very same weights).
-        return self.layout.pack(list(self.parameters)) if self.parameters else None
+        return self.codec.pack(self.layout, list(self.parameters), self.layout.empty()) if self.parameters else None
 
     def _release(self, released: list[int]) -> None:
         """OK the gate's `released` workers (indices) with the weights now; a held OK waited since its push was applied."""
@@ -173,7 +205,8 @@ class ShardServer:
     def _reply(self, worker: int, held: float, payload: torch.Tensor | None) -> None:
         self.link.send(worker, wire.Message(
             wire.Kind.REPLY, self.rank, count=self.pushes[worker], clock=self.clock, held=held, version=self.version,
-            grant=self.gate.allowance(self.index[worker]), payload=payload))
+            grant=self.gate.allowance(self.index[worker]), stop=self.stopping, payload=payload,
+            uncompressed=self.uncompressed if payload is not None else None))
 
     # -- diagnosis -------------------------------------------------------------------------------
 

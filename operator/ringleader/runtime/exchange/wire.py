@@ -26,11 +26,12 @@ class Kind(enum.IntEnum):
     LOST = 6  # local only: the link to `sender` broke (the peer died or hung); `reason` says how
     FAILED = 7  # local only: this process's shard server failed; `reason` says why
     GRANT = 8  # worker -> owner: DSSP's controller (on owner 0) let me push through count `grant` unchecked
+    STOP = 9  # worker -> owner: my evaluation reached the target; tell every worker to stop (`stop` in replies)
 
 
-REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE, Kind.GRANT)  # handled by a shard server
+REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE, Kind.GRANT, Kind.STOP)  # handled by a shard server
 
-_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "grant", "sent_at", "payload_bytes")
+_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "grant", "stop", "sent_at", "payload_bytes")
 HEADER_BYTES = len(_FIELDS) * 8
 
 
@@ -43,10 +44,12 @@ class Message:
     held: float = 0.0  # REPLY: seconds the owner's gate held this OK back (the paradigm's wait)
     version: int = 0  # REPLY: updates the shard has applied so far
     grant: int = 0  # REPLY (owner 0, DSSP) and GRANT: the push count through which the worker may go unchecked
+    stop: bool = False  # REPLY: a worker reached the target; stop after this iteration (model.target onReached Stop)
     sent_at: float = 0.0  # time.time() when the sender's NIC began to send it (set by the link; the emulated ingress starts there)
     payload: torch.Tensor | None = None  # uint8 (bytes,) on the CPU, or None
     received_at: float = 0.0  # time.perf_counter() when the whole message had arrived (set by the link)
     reason: str = ""  # LOST and FAILED: what happened
+    uncompressed: int | None = None  # on the sender only: the payload's bytes before spec.compression (None: as sent)
 
     @property
     def payload_bytes(self) -> int:
@@ -56,12 +59,17 @@ class Message:
     def wire_bytes(self) -> int:
         return HEADER_BYTES + self.payload_bytes
 
+    @property
+    def uncompressed_bytes(self) -> int:
+        """What wire_bytes would have been without compression."""
+        return self.wire_bytes if self.uncompressed is None else HEADER_BYTES + self.uncompressed
+
 
 def encode_header(message: Message) -> torch.Tensor:
     """The header as a float64 tensor (len(_FIELDS),)."""
     values = [float(int(message.kind)), float(message.sender), float(message.count), float(message.clock),
-              float(message.held), float(message.version), float(message.grant), float(message.sent_at),
-              float(message.payload_bytes)]
+              float(message.held), float(message.version), float(message.grant), float(message.stop),
+              float(message.sent_at), float(message.payload_bytes)]
     return torch.tensor(values, dtype=torch.float64)
 
 
@@ -71,9 +79,9 @@ def empty_header() -> torch.Tensor:
 
 def decode_header(header: torch.Tensor) -> tuple[Message, int]:
     """The message a header describes (payload not yet attached) and its payload size in bytes."""
-    kind, sender, count, clock, held, version, grant, sent_at, payload_bytes = header.tolist()
+    kind, sender, count, clock, held, version, grant, stop, sent_at, payload_bytes = header.tolist()
     message = Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version), grant=int(grant),
-                      sent_at=sent_at)
+                      stop=bool(stop), sent_at=sent_at)
     return message, int(payload_bytes)
 
 

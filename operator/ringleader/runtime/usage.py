@@ -1,0 +1,79 @@
+"""What a rank's process used, CPU and memory, from the kernel's own counters; runtime/main.py measures its training.
+
+getrusage(2) counts the CPU time of every thread of the process (torch's intra-op threads, gloo's) and its peak
+resident memory; no sampling thread, no dependency. CPU utilization is that CPU time over the wall time it was
+spent in: from the end of the first iteration after warm-up (a Meter restarts then), so that start-up, data set
+preparation and the slow first iterations do not dilute it, to the end of training. 1.0 is one CPU busy all
+along, as top's 100 %. Children (a DataLoader's worker processes) are not counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import resource
+import socket
+import sys
+import time
+from typing import Any
+
+from ringleader.contract import keys
+
+CGROUP_CPU_MAX = pathlib.Path("/sys/fs/cgroup/cpu.max")
+"""CGROUP_CPU_MAX is cgroup v2's CPU quota of this process's group: "<quota> <period>" in microseconds, or "max"."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """When measuring began: monotonic wall seconds and the process's CPU seconds by then."""
+
+    wall_seconds: float
+    cpu_seconds: float
+
+
+def cpu_seconds() -> float:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def start() -> Start:
+    return Start(time.monotonic(), cpu_seconds())
+
+
+def peak_rss_bytes() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(peak if sys.platform == "darwin" else 1024 * peak)  # Linux counts KiB, macOS bytes
+
+
+def cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX) -> float:
+    """The CPUs this process may run on: its affinity (all the machine's where there is none), capped by its
+    cgroup's quota (a pod's CPU limit: "150000 100000" is 1.5)."""
+    try:
+        count = float(len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS
+        count = float(os.cpu_count() or 1)
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            count = min(count, int(quota) / int(period))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 here, or no quota: the affinity stands
+    return count
+
+
+class Meter:
+    """Measures from when it is made, and again from each `restart()` (RankRecorder.on_first_measured)."""
+
+    def __init__(self) -> None:
+        self.since = start()
+
+    def restart(self) -> None:
+        self.since = start()
+
+    def measure(self, threads: int) -> dict[str, Any]:
+        """keys.HOST, CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since then."""
+        wall, cpu = time.monotonic() - self.since.wall_seconds, cpu_seconds() - self.since.cpu_seconds
+        return {keys.HOST: socket.gethostname(), keys.CPUS: cpus(), keys.THREADS: threads, keys.CPU_SECONDS: cpu,
+                keys.WALL_SECONDS: wall, keys.CPU_UTILIZATION: cpu / wall if wall > 0 else None,
+                keys.PEAK_RSS_BYTES: peak_rss_bytes()}
