@@ -1,4 +1,5 @@
-"""analysis/models.py against hand-computed values: study 1's cost models and study 2's DAG model."""
+"""analysis/models.py against hand-computed values: study 1's cost models, the emulated cap and the fitted cost (the DAG
+model's replay: test_analysis_overlap.py)."""
 
 import pytest
 
@@ -49,13 +50,6 @@ def test_comm_seconds_dispatches_on_architecture_names():
         models.comm_seconds("Gossip", 4, M, LINK)
 
 
-def test_iteration_time_only_ring_overlaps():
-    assert models.iteration_seconds("RingAllReduce", 1.0, 1.5, overlap_seconds=0.5) == pytest.approx(2.0)
-    assert models.iteration_seconds("RingAllReduce", 1.0, 1.5, overlap_seconds=2.0) == pytest.approx(1.0)
-    assert models.iteration_seconds("ParameterServer", 1.0, 1.5, overlap_seconds=0.5) == pytest.approx(2.5)
-    assert models.iteration_seconds("PeerToPeer", 1.0, 1.5) == pytest.approx(2.5)
-
-
 @pytest.mark.parametrize("arguments", [(0, M, LINK), (4, -1.0, LINK)])
 def test_invalid_workers_or_bytes_are_refused(arguments):
     with pytest.raises(ValueError):
@@ -67,49 +61,32 @@ def test_link_refuses_a_zero_bandwidth():
         models.Link(0.0)
 
 
-def test_dag_model_three_layers_by_hand():
-    # Forward order: layer 1, 2, 3. Backward runs 3, 2, 1.
-    #   tau_b = (5, 3, 0); backward ends at 6
-    #   tau_c[3] = 3; tau_c[2] = max(3 + 4, 3 + 2) = 7; tau_c[1] = max(7 + 1, 5 + 1) = 8
-    #   t_c_no = 8 + 2 - 6 = 4
-    result = models.dag_iteration([1.0, 2.0, 3.0], [2.0, 1.0, 4.0], forward_seconds=0.5, update_seconds=0.25,
-                                  io_seconds=1.0)
-    assert result.backward_starts == (5.0, 3.0, 0.0)
-    assert result.comm_starts == (8.0, 7.0, 3.0)
-    assert result.t_c_no == pytest.approx(4.0)
-    assert result.t_iter == pytest.approx(0.5 + 6.0 + 4.0 + 0.25)  # prefetched: no t_io
-    unfetched = models.dag_iteration([1.0, 2.0, 3.0], [2.0, 1.0, 4.0], 0.5, 0.25, io_seconds=1.0, prefetched=False)
-    assert unfetched.t_iter == pytest.approx(11.75)
+def test_an_emulated_cap_paces_the_bytes_and_hides_what_is_shorter():
+    capped = models.Link(8e6, 0.01, cap_bits_per_second=4e6)
+    assert capped.effective_bits_per_second == 4e6 and capped.transfer_seconds(M) == pytest.approx(2.0)
+    # Half a megabyte per peer: paced for 1 s, longer than its 10 ms + 0.5 s on the link: the latency is hidden.
+    assert capped.latency_for(M / 2) == 0.0
+    assert models.peer_to_peer_comm_seconds(2, M, capped) == pytest.approx(2.0)
+    # 40 bytes: 80 us paced, shorter than 10 ms of latency: the latency shows.
+    assert capped.latency_for(40) == 0.01 and models.Link(8e6, 0.01).latency_for(M) == 0.01
+    assert models.Link(8e6, cap_bits_per_second=1e9).transfer_seconds(M) == pytest.approx(1.0)  # a faster cap: none
+    with pytest.raises(ValueError, match="cap_bits_per_second must be greater than 0"):
+        models.Link(8e6, cap_bits_per_second=0)
 
 
-def test_dag_model_hides_all_but_the_first_layers_aggregation_behind_a_long_backward():
-    # tau_b = (5, 0); tau_c[2] = 5; tau_c[1] = max(5 + 1, 5 + 5) = 10; t_c_no = 10 + 1 - 10 = 1
-    result = models.dag_iteration([5.0, 5.0], [1.0, 1.0])
-    assert result.t_c_no == pytest.approx(1.0)
-    assert result.t_iter == pytest.approx(11.0)
-
-
-def test_dag_model_refuses_mismatched_layers():
-    with pytest.raises(ValueError):
-        models.dag_iteration([1.0, 2.0], [1.0])
-
-
-def test_fit_comm_cost_least_squares():
+def test_fit_comm_cost_takes_the_median_slope_and_intercept():
     exact = models.fit_comm_cost([(0.0, 1.0), (10.0, 3.0), (20.0, 5.0)])
     assert exact.a_seconds == pytest.approx(1.0) and exact.b_seconds_per_byte == pytest.approx(0.2)
-    # Symmetric noise around t = 1 + M: cov = 4, var = 4 -> b = 1, a = 3 - 2 = 1.
+    # Noise around t = 1 + M: slopes between sizes 1 and 3 are 1, 0.9, 1.1, 1 (median 1); t - M is 1.1, 0.9, 1.1, 0.9.
     noisy = models.fit_comm_cost([(1.0, 2.1), (1.0, 1.9), (3.0, 4.1), (3.0, 3.9)])
     assert noisy.a_seconds == pytest.approx(1.0) and noisy.b_seconds_per_byte == pytest.approx(1.0)
     assert noisy.seconds(5.0) == pytest.approx(6.0)
+    # One size waited for a core (t = 9 at M = 2): least squares would tilt; the median slope stays 1.
+    outlier = models.fit_comm_cost([(1.0, 2.0), (2.0, 9.0), (4.0, 5.0), (8.0, 9.0)])
+    assert outlier.b_seconds_per_byte == pytest.approx(1.0) and outlier.a_seconds == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("samples", [[(1.0, 2.0)], [(1.0, 2.0), (1.0, 3.0)]])
 def test_fit_comm_cost_needs_two_distinct_sizes(samples):
     with pytest.raises(ValueError):
         models.fit_comm_cost(samples)
-
-
-def test_dag_from_bytes_uses_the_fitted_cost():
-    # t_c = 1 + 0.5*M: bytes (2, 0, 6) -> (2, 1, 4), the three-layer case above.
-    result = models.dag_iteration_from_bytes([1.0, 2.0, 3.0], [2.0, 0.0, 6.0], models.CommCost(1.0, 0.5))
-    assert result.t_c_no == pytest.approx(4.0)

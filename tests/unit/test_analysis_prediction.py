@@ -1,180 +1,314 @@
-"""`ringleader predict`'s arithmetic against values worked out by hand: layers, samples, the link, each model."""
+"""`ringleader predict`'s arithmetic against values worked out by hand: the profile, the compute, the link, each model."""
 
 from __future__ import annotations
 
 import pytest
 
-from ringleader.analysis import models, prediction
+from ringleader.analysis import calibration, models, overlap, prediction, validation
+from ringleader.analysis import profile as profile_
+from ringleader.analysis import results as results_
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys
 from ringleader.tracking import metric_names
 
-# Three layers in forward order; backward runs L3, L2, L1. 6000 bytes in all.
-PROFILE = prediction.Profile(
-    layers=(prediction.Layer("L1", 0.004, 1000), prediction.Layer("L2", 0.002, 3000), prediction.Layer("L3", 0.001, 2000)),
-    forward_seconds=0.003, backward_seconds=0.007, update_seconds=0.001)
-LINK = models.Link(8e6, 0.0005)  # 1 byte per microsecond, half a millisecond per message
-
 
 def layers_document() -> dict:
-    # Layer "b" (3000 bytes) is ready first: at 3 ms and 5 ms of backward (median 4 ms); "a" (1000 bytes) at 7 ms
-    # and 9 ms (median 8 ms); backward lasts 10 ms and 12 ms (median 11 ms).
+    # Parameter order a.weight, a.bias, b.weight, b.bias. From backward's start: b.bias at 2 and 3 ms (median 2.5),
+    # b.weight 3 and 5 (4), a.bias 6 and 8 (7), a.weight 7 and 9 (8); backward lasts 10 and 12 ms (median 11).
     return {
         "parameters": [{"name": "a.weight", "bytes": 800}, {"name": "a.bias", "bytes": 200},
-                       {"name": "b.weight", "bytes": 2400}, {"name": "b.bias", "bytes": 600}],
+                       {"name": "b.weight", "bytes": 2400}, {"name": "b.bias", "bytes": 600},
+                       {"name": "frozen", "bytes": 4}],
         "iterations": [
             {"step": 5, "backwardStart": 0.010, "backwardEnd": 0.020,
              "ready": {"b.bias": 0.012, "b.weight": 0.013, "a.bias": 0.016, "a.weight": 0.017},
-             "collectives": [{"bytes": 100, "start": 0.001, "end": 0.004}, {"bytes": 300, "start": 0.002, "end": 0.010},
-                             {"bytes": 200, "start": 0.012, "end": 0.014}]},
+             "collectives": [{"bytes": 3000, "start": 0.002, "end": 0.010}, {"bytes": 1000, "start": 0.001,
+                                                                                "end": 0.004}]},
             {"step": 6, "backwardStart": 0.110, "backwardEnd": 0.122,
              "ready": {"b.bias": 0.113, "b.weight": 0.115, "a.bias": 0.118, "a.weight": 0.119}},
         ],
     }
 
 
-def test_layers_are_modules_ready_at_their_last_gradient_in_backward_order():
-    layers = prediction.layers_from_document(layers_document())
-    assert [layer.name for layer in layers] == ["a", "b"]  # forward order: the last ready first
-    assert [layer.size_bytes for layer in layers] == [1000, 3000]
-    # b: ready at 4 ms from backward's start; a: 4 ms later, plus the 3 ms backward lasts after it.
-    assert layers[1].backward_seconds == pytest.approx(0.004)
-    assert layers[0].backward_seconds == pytest.approx(0.007)
-
-
-def test_profile_scales_the_traced_backward_to_the_recorded_median_which_a_stall_does_not_move():
-    records = [worker_record(step, backward=0.022) for step in range(3)] + [worker_record(3, backward=0.5)]
-    found = prediction.profile(layers_document(), records)
-    # Traced 11 ms, recorded 22 ms at the median (a mean would be 136 ms): every layer twice as long.
-    assert [layer.backward_seconds for layer in found.layers] == pytest.approx([0.014, 0.008])
-    assert found.forward_seconds == pytest.approx(0.0031) and found.update_seconds == pytest.approx(0.001)
-    assert found.compute_seconds == pytest.approx(0.0031 + 0.022 + 0.001)
-
-
-def test_collectives_on_one_channel_are_timed_from_when_the_channel_was_free():
-    # The second was launched at 2 ms but waited for the first until 4 ms: 6 ms of its own, not 8.
-    samples = prediction.collective_samples(layers_document())
-    assert [size for size, _ in samples] == [100, 300, 200]
-    assert [seconds for _, seconds in samples] == pytest.approx([0.003, 0.006, 0.002])
-
-
-def test_two_sizes_fit_both_latency_and_bandwidth_of_a_ring():
-    # Ring of 4: t(M) = 6a + 1.5 * 8M/B; with B = 12 Mbit/s and a = 0.1 ms: 0.6 ms + 1 us per byte.
-    samples = [(1000, 0.0016), (3000, 0.0036), (2000, 0.0026)]
-    calibration = prediction.calibrate("RingAllReduce", 4, samples)
-    assert calibration.link.bandwidth_bits_per_second == pytest.approx(1.2e7)
-    assert calibration.link.latency_seconds == pytest.approx(1e-4)
-    assert calibration.sizes == 3 and calibration.fit.startswith("latency and bandwidth fitted")
-
-
-def test_one_size_gives_the_effective_bandwidth_and_says_the_latency_was_not_fitted():
-    # 1PS with 2 workers: the server's NIC carries 4 models; 4 * 8000 bits in 5 ms on average.
-    calibration = prediction.calibrate("ParameterServer", 2, [(1000, 0.004), (1000, 0.006)])
-    assert calibration.link.bandwidth_bits_per_second == pytest.approx(6.4e6)
-    assert calibration.link.latency_seconds == 0
-    assert "latency not fitted (one message size)" in calibration.fit
-
-
-def test_a_capped_link_keeps_the_spec_bandwidth_and_fits_the_latency_it_leaves():
-    # P2P of 2 at 8 Mbit/s: 1000 bytes take 1 ms; 3 ms measured leaves 2 ms for 2 latencies.
-    calibration = prediction.calibrate("PeerToPeer", 2, [(1000, 0.003)], spec_bits_per_second=8e6)
-    assert calibration.link.bandwidth_bits_per_second == 8e6
-    assert calibration.link.latency_seconds == pytest.approx(0.001)
-    assert calibration.fit.startswith("bandwidth from spec.network.bandwidth")
-
-
-def test_a_single_ring_worker_or_no_communication_cannot_calibrate():
-    with pytest.raises(ValueError, match="one RingAllReduce worker sends nothing"):
-        prediction.calibrate("RingAllReduce", 1, [(1000, 0.001)])
-    with pytest.raises(ValueError, match="no communication was recorded"):
-        prediction.calibrate("PeerToPeer", 2, [(1000, 0.0)])
-
-
-def test_each_cost_model_by_hand():
-    found = {e.label: e for e in prediction.estimates(PROFILE, 2, LINK, bucket_bytes=0)}
-    # compute 3 + 7 + 1 = 11 ms; M/B = 6 ms; 2a = 1 ms
-    assert found["1ps"].comm_seconds == pytest.approx(2 * 2 * 0.006 + 0.001)  # the server's NIC: 25 ms
-    assert found["1ps"].iteration_seconds == pytest.approx(0.036)
-    assert found["4ps"].comm_seconds == pytest.approx(2 * 0.006 + 0.001)  # a worker's own NIC is the limit
-    assert found["4ps"].iteration_seconds == pytest.approx(0.024)
-    assert found["p2p"].comm_seconds == pytest.approx(0.006 + 0.001)
-    assert found["p2p"].iteration_seconds == pytest.approx(0.018)
-    assert {e.model for e in found.values()} == {"study 1", "DAG"} and found["ring"].model == "DAG"
-
-
-def test_the_ring_fifo_recurrence_on_a_three_layer_profile():
-    # Every layer its own collective, t_c(M) = 2(N-1)a + 2(N-1)/N * M/B = 1 ms + M us: L3 3 ms, L2 4 ms, L1 2 ms.
-    # tau_b: L3 0, L2 1, L1 3 (backward ends at 7). tau_c: L3 1; L2 max(1+3, 1+2) = 4; L1 max(4+4, 3+4) = 8.
-    # The last aggregation ends at 10: 3 ms not hidden; t_iter = 3 + 7 + 3 + 1 = 14 ms.
-    dag = prediction.ring_dag(PROFILE, 2, LINK, bucket_bytes=0)
-    assert dag.comm_starts == pytest.approx((0.008, 0.004, 0.001))
-    assert dag.t_c_no == pytest.approx(0.003) and dag.t_iter == pytest.approx(0.014)
-
-
-def test_ring_buckets_merge_layers_as_the_runtime_fills_them():
-    # 4000-byte buckets in backward order: L3 (2000) is not full, L3+L2 (5000) is; L1 alone.
-    buckets = prediction.ring_buckets(PROFILE.layers, 4000)
-    assert [(b.name, b.size_bytes) for b in buckets] == [("L1", 1000), ("L3+L2", 5000)]
-    assert [b.backward_seconds for b in buckets] == pytest.approx([0.004, 0.003])
-    # B1 (L3+L2): 0 to 3 ms, t_c 6 ms; B2 (L1): 3 to 7 ms, t_c 2 ms, starts at max(3+6, 7) = 9, ends 11: 4 ms exposed.
-    dag = prediction.ring_dag(PROFILE, 2, LINK, bucket_bytes=4000)
-    assert dag.t_c_no == pytest.approx(0.004) and dag.t_iter == pytest.approx(0.015)
-    # The same buckets from the sizes a ring trial recorded, whatever bucket_bytes says.
-    recorded = prediction.ring_buckets(PROFILE.layers, prediction.DEFAULT_BUCKET_BYTES, sizes=[5000, 1000])
-    assert recorded == buckets
-    assert prediction.recorded_bucket_sizes(layers_document()) == [100, 300, 200]
-    # The 25 MiB default: the first bucket closes at 1 MiB, which L3 alone is not: one bucket, nothing overlaps,
-    # 7 ms after a 7 ms backward.
-    assert prediction.ring_dag(PROFILE, 2, LINK, prediction.DEFAULT_BUCKET_BYTES).t_iter == pytest.approx(0.018)
-
-
-def test_the_first_ring_bucket_closes_at_one_mebibyte_as_the_runtime_fills_it():
-    mib = 1024 * 1024
-    layers = [prediction.Layer(f"L{i}", 0.001, 3 * mib) for i in range(1, 13)]  # 36 MiB in all
-    buckets = prediction.ring_buckets(layers, prediction.DEFAULT_BUCKET_BYTES)
-    # Backward order: L12 alone (3 MiB, already over 1 MiB), then 25 MiB or more (L11 to L3, 27 MiB), then the rest.
-    assert [b.name for b in buckets] == ["L2+L1", "L11+L10+L9+L8+L7+L6+L5+L4+L3", "L12"]
-
-
-def worker_record(step: int, backward: float = 0.011, comm: float = 0.002, iteration: float = 0.02,
-                  warmup: bool = False) -> dict:
+def worker_record(step: int, iteration: float = 0.020, comm: float = 0.002, wait: float = 0.0,
+                  backward: float = 0.011, warmup: bool = False) -> dict:
     return {"step": step, "role": "worker", "warmup": warmup, keys.TIME_DATA: 0.0001, keys.TIME_FORWARD: 0.003,
-            keys.TIME_BACKWARD: backward, keys.TIME_COMM: comm, keys.TIME_WAIT: 0.0, keys.TIME_UPDATE: 0.001,
+            keys.TIME_BACKWARD: backward, keys.TIME_COMM: comm, keys.TIME_WAIT: wait, keys.TIME_UPDATE: 0.001,
             keys.TIME_ITERATION: iteration}
 
 
-def a_trial(architecture: str, workers: int = 2, **spec) -> trial_.Trial:
-    document = {"architecture": architecture, "workers": {"replicas": workers}, **spec}
-    return trial_.Trial(experiment="e", name="e-0", index=0, spec=spec_.ExperimentSpec.model_validate(document))
+# -- the profile and the compute ----------------------------------------------------------------------------------
+
+def test_the_profile_is_each_parameters_median_ready_time_in_parameter_order():
+    found = profile_.from_layers(layers_document())
+    assert [g.name for g in found.gradients] == ["a.weight", "a.bias", "b.weight", "b.bias"]  # "frozen": no gradient
+    assert [g.ready_seconds for g in found.gradients] == pytest.approx([0.008, 0.007, 0.004, 0.0025])
+    assert found.backward_seconds == pytest.approx(0.011) and found.total_bytes == 4000
+    assert [g.name for g in found.in_ready_order()] == ["b.bias", "b.weight", "a.bias", "a.weight"]
+    # Scaled to the records' median backward (the traced window is a sample): every ready time in proportion.
+    doubled = found.scaled(0.022)
+    assert doubled.backward_seconds == 0.022
+    assert [g.ready_seconds for g in doubled.gradients] == pytest.approx([0.016, 0.014, 0.008, 0.005])
+    assert profile_.bucket_sizes(layers_document()) == (1000, 3000)  # launch order
+    with pytest.raises(ValueError, match="no traced iterations"):
+        profile_.from_layers({**layers_document(), "iterations": []})
 
 
-def test_a_ring_trial_is_calibrated_on_its_collectives_and_compared_with_its_median_iteration():
-    records = {0: [worker_record(0, iteration=0.5, warmup=True)] + [worker_record(s, iteration=0.020) for s in (1, 2)],
-               1: [worker_record(s, iteration=0.026) for s in (1, 2)]}
-    found = prediction.predict_trial(a_trial("RingAllReduce"), records, layers_document(), 0)
-    assert found.architecture == "ring" and found.workers == 2
-    assert found.calibration.samples == 3 and found.calibration.sizes == 3
+def test_compute_is_the_iteration_less_comm_and_wait_whichever_a_synchronizer_books():
+    # Rank 0: outside comm 10 and 14 ms; rank 1: 12 and 8 ms (a ring booking its wait as comm, or as wait: the same).
+    records = {0: [worker_record(0, iteration=0.5, warmup=True), worker_record(1, 0.030, comm=0.020),
+                   worker_record(2, 0.030, comm=0.016)],
+               1: [worker_record(1, 0.030, comm=0.010, wait=0.008), worker_record(2, 0.030, comm=0.022)],
+               2: [{"step": 1, "role": "ps", keys.TIME_ITERATION: 9.0}]}  # a server: not a worker
+    compute = profile_.compute(records)
+    assert compute.median_seconds == pytest.approx(0.011)
+    assert compute.slowest_per_iteration_seconds == pytest.approx((0.012 + 0.014) / 2)  # BSP waits for it
+    assert compute.slowest_worker_seconds == pytest.approx(0.012)  # rank 0's median
+    assert compute.critical("BSP") == pytest.approx(0.013) and compute.critical("ASP") == pytest.approx(0.011)
+    assert compute.critical("SSP") == compute.critical("DSSP") == pytest.approx(0.012)
+    # An emulated ring paced 5 ms from each rank's own compute, ending no sooner than 1 ms after the last rank's:
+    # step 1 ends at 15 and 17 ms (rank 1's 12 ms is the last), step 2 at 34 and 30 ms (rank 0's 29 ms the last).
+    assert compute.paced_seconds(0.005, 0.001) == pytest.approx((0.034 + 0.030) / 2 / 2)
+    assert profile_.measured_iteration_seconds(records) == pytest.approx(0.030)  # warm-up and the server left out
+    with pytest.raises(ValueError, match="no worker iteration records"):
+        profile_.compute({2: records[2]})
+
+
+def test_a_stalled_iteration_moves_neither_the_profile_nor_the_compute_nor_the_measured_iteration():
+    # Rank 0's fourth iteration stalled for half a second (10 ms of compute became 480); medians do not follow it.
+    stalled = [worker_record(s, 0.030, comm=0.020) for s in (1, 2, 3)] + [worker_record(4, 0.5, comm=0.020,
+                                                                                        backward=0.5)]
+    records = {0: stalled, 1: [worker_record(s, 0.030, comm=0.020) for s in (1, 2, 3, 4)]}
+    assert profile_.of_rank(layers_document(), stalled).backward_seconds == pytest.approx(0.011)
+    compute = profile_.compute(records)
+    assert compute.median_seconds == compute.slowest_per_iteration_seconds == pytest.approx(0.010)
+    assert compute.slowest_worker_seconds == pytest.approx(0.010)
+    # Paced 5 ms, 1 ms after the last: every step 15 ms but the stalled one.
+    assert compute.paced_seconds(0.005, 0.001) == pytest.approx(0.015)
+    assert profile_.measured_iteration_seconds(records) == pytest.approx(0.030)
+
+
+def test_both_commands_take_the_lowest_worker_rank_and_to_model_a_ring_a_ring_trial():
+    def result(architecture: str, workers: int, index: int, ranks: tuple[int, ...]) -> results_.TrialResult:
+        trial = trial_.Trial(experiment="e", name=f"e-{index}", index=index, spec=spec(architecture, workers))
+        return results_.TrialResult(trial, "FINISHED", layers={rank: layers_document() for rank in ranks})
+
+    server = result("ParameterServer", 2, 0, (1, 2))
+    assert profile_.worker_rank(server) == 1  # rank 0 is the server, which has no backward
+    with pytest.raises(LookupError, match="rank 0 is not a worker"):
+        profile_.worker_rank(server, 0)
+    with pytest.raises(LookupError, match="no worker rank has a layers.json"):
+        profile_.worker_rank(result("PeerToPeer", 2, 1, ()))
+    four, two, peers = result("RingAllReduce", 4, 1, (0,)), result("RingAllReduce", 2, 2, (1,)), \
+        result("PeerToPeer", 1, 3, (0,))
+    assert profile_.pick([server, four, two, peers]) == (two, "a RingAllReduce trial, the one with the fewest workers")
+    assert profile_.pick([server, peers]) == (peers, "no RingAllReduce trial has a profile, the one with the fewest "
+                                                     "workers")
+    with pytest.raises(LookupError, match="no trial has a worker's backward profile"):
+        profile_.pick([result("RingAllReduce", 2, 4, ())])
+
+
+# -- the link ------------------------------------------------------------------------------------------------------
+
+def probe(point=((1000, 0.0015), (2000, 0.0025), (4000, 0.0045), (8000, 0.0085)),
+          collective=((1000, 0.0012), (2000, 0.0022), (4000, 0.0042), (8000, 0.0082))) -> dict:
+    return {keys.PROBE_SHARED_HOST: True,
+            keys.PROBE_POINT_TO_POINT: {keys.PROBE_RANKS: [0, 1], keys.PROBE_SAMPLES: [list(p) for p in point]},
+            keys.PROBE_COLLECTIVE: {keys.WORKERS: 2, keys.PROBE_SAMPLES: [list(c) for c in collective]}}
+
+
+def spec(architecture: str = "RingAllReduce", workers: int = 2, **more) -> spec_.ExperimentSpec:
+    return spec_.ExperimentSpec.model_validate({"architecture": architecture, "workers": {"replicas": workers},
+                                                **more})
+
+
+def test_the_probe_fits_one_link_latency_and_bandwidth_and_the_collective():
+    # One way: 0.5 ms + 1 us per byte, so B = 8 Mbit/s; the allreduce: 0.2 ms + 1 us per byte.
+    found = calibration.calibrate(probe(), spec())
+    assert found.link.latency_seconds == pytest.approx(0.0005)
+    assert found.link.bandwidth_bits_per_second == pytest.approx(8e6) and found.link.cap_bits_per_second is None
+    assert found.link.transfer_seconds(3000) == pytest.approx(0.003)
+    assert found.allreduce_seconds(3000) == pytest.approx(0.0032)
+    assert found.kind == calibration.LOOPBACK and found.workers == 2
+    assert "latency 500.0 us, 0.008 Gbit/s" in found.fit
+
+
+def test_an_emulated_cap_is_the_runtimes_rule_applied_to_the_measured_link():
+    # Capped at 4 Mbit/s, slower than the 8 measured: bytes cross at the cap, and a message paced longer than its
+    # 0.5 ms + 1 us per byte hides them (3000 bytes: 6 ms paced, 3.5 measured).
+    found = calibration.calibrate(probe(), spec(network={"bandwidth": "4Mbit"}))
+    assert found.kind == calibration.EMULATED and found.link.cap_bits_per_second == 4e6
+    assert found.link.transfer_seconds(3000) == pytest.approx(0.006) and found.link.latency_seconds == 0.0005
+    assert found.link.latency_for(3000) == 0.0
+    # The ring of 2 paces a bucket at 2(N-1)/N * 8S/cap = 6 ms from its launch, longer than the measured 3.2 ms.
+    assert found.allreduce_seconds(3000) == pytest.approx(0.006)
+    # A cap faster than the link changes nothing.
+    assert calibration.calibrate(probe(), spec(network={"bandwidth": "1Gbit"})).allreduce_seconds(3000) == \
+        pytest.approx(0.0032)
+    network = {**probe(), keys.PROBE_SHARED_HOST: False}
+    assert calibration.calibrate(network, spec()).kind == calibration.NETWORK
+    enforced = spec(network={"bandwidth": "8Mbit", "enforcement": "Network"})
+    assert calibration.calibrate(network, enforced).kind == calibration.ENFORCED
+
+
+def test_one_slow_size_on_a_loaded_machine_moves_the_fit_little():
+    # The 2000-byte round trips waited for a core: 9 ms instead of 2.5. A least-squares line would tilt; the median
+    # slope keeps 1 us per byte.
+    found = calibration.calibrate(probe(point=((1000, 0.0015), (2000, 0.009), (4000, 0.0045), (8000, 0.0085))),
+                                  spec())
+    assert found.link.bandwidth_bits_per_second == pytest.approx(8e6)
+
+
+def test_a_probe_that_cannot_be_fitted_says_why():
+    with pytest.raises(ValueError, match="no link probe"):
+        calibration.calibrate(None, spec())
+    with pytest.raises(ValueError, match="fewer than 2 message sizes"):
+        calibration.calibrate(probe(point=((1000, 0.001), (1000, 0.002))), spec())
+    with pytest.raises(ValueError, match="does not grow with message size"):
+        calibration.calibrate(probe(point=((1000, 0.004), (2000, 0.003), (4000, 0.002))), spec())
+    # A latency fitted below 0 is taken as 0 and the bandwidth refitted through the origin.
+    through_origin = calibration.calibrate(probe(point=((1000, 0.0008), (2000, 0.0020), (4000, 0.0044))), spec())
+    assert through_origin.link.latency_seconds == 0.0
+
+
+def test_the_full_duplex_server_is_n_plus_one_transfers():
+    link = models.Link(8e6, 0.001)  # M/B = 1 s for a megabyte
+    assert models.parameter_server_comm_seconds(2, 1e6, link, full_duplex=True) == pytest.approx(3.002)
+    assert models.parameter_server_comm_seconds(3, 1e6, link, full_duplex=True) == pytest.approx(4.002)
+    assert models.parameter_server_comm_seconds(1, 1e6, link, full_duplex=True) == pytest.approx(2.002)
+    # Four servers of 2 workers: the worker's own NIC (M each way) is the limit.
+    assert models.parameter_server_comm_seconds(2, 1e6, link, servers=4, full_duplex=True) == pytest.approx(2.002)
+    assert models.parameter_server_comm_seconds(2, 1e6, link) == pytest.approx(4.002)  # study 1's
+
+
+# -- the models --------------------------------------------------------------------------------------------------
+
+# 6000 bytes: L1 (1000) ready at 7 ms, L2 (3000) at 3 ms, L3 (2000) at 1 ms; backward 7 ms.
+PROFILE = profile_.Profile((profile_.Gradient("L1", 1000, 0.007), profile_.Gradient("L2", 3000, 0.003),
+                            profile_.Gradient("L3", 2000, 0.001)), 0.007)
+# Two workers' compute per step: rank 0 10 and 10 ms, rank 1 14 and 6 ms; mean 10, the slowest per step 12 on average.
+COMPUTE = profile_.Compute({0: {1: 0.010, 2: 0.010}, 1: {1: 0.014, 2: 0.006}})
+
+
+def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP", bucket_bytes: float = 1) -> prediction.Inputs:
+    # One way: 0.5 ms + 1 us per byte (B = 8 Mbit/s); the allreduce of 2: 1 ms + 1 us per byte.
+    link = calibration.Calibration(models.Link(8e6, 0.0005), models.CommCost(0.001, 1e-6), 2, kind, "by hand")
+    return prediction.Inputs(PROFILE, COMPUTE, link, 2, spec_.Paradigm(paradigm),
+                             overlap.RuntimeBuckets(bucket_bytes, bucket_bytes))
+
+
+def test_each_architecture_by_hand():
+    found = {e.label: e for e in prediction.estimates(inputs())}
+    assert list(found) == ["1ps", "4ps", "p2p", "ring"]
+    # M/B = 6 ms, 2a = 1 ms; BSP waits for the slowest worker of each iteration: 12 ms.
+    assert found["1ps"].comm_seconds == pytest.approx(3 * 0.006 + 0.001)  # (N+1) M/B: the full-duplex server
+    assert found["1ps"].iteration_seconds == pytest.approx(0.031)
+    assert found["4ps"].comm_seconds == pytest.approx(2 * 0.006 + 0.001)  # a worker's own NIC is the limit
+    assert found["p2p"].comm_seconds == pytest.approx(0.006 + 0.001)
+    assert found["p2p"].compute_seconds == pytest.approx(0.012)
+    # The ring, a bucket per layer: L3 1..4 ms, L2 4..8, L1 8..10: 3 ms after backward. On an emulated link each
+    # rank's allreduce is paced from its own launch, and ends no sooner than the last bucket's measured allreduce
+    # (1 ms + 1000 us = 2 ms) after the last rank: step 1 ends at 16 and 17 ms, step 2 at 29 and 28 ms; 14.25 ms an
+    # iteration, of which 11.25 compute waited for (12 if every step waited for its slowest worker).
+    assert found["ring"].comm_seconds == pytest.approx(0.003)
+    assert found["ring"].compute_seconds == pytest.approx(0.01125)
+    assert found["ring"].model == "DAG" and found["1ps"].model == "full-duplex server"
+    on_a_network = {e.label: e for e in prediction.estimates(inputs(calibration.NETWORK))}
+    assert on_a_network["ring"].compute_seconds == pytest.approx(0.012)  # it ends once the last rank launched it
+
+
+def test_the_paradigm_sets_the_compute_waited_for_but_the_ring_is_always_bsp():
+    found = {e.label: e for e in prediction.estimates(inputs(calibration.NETWORK, "ASP"))}
+    assert found["1ps"].compute_seconds == found["p2p"].compute_seconds == pytest.approx(0.010)  # each worker's own
+    assert found["ring"].compute_seconds == pytest.approx(0.012)
+    assert found["1ps"].band is None and "not validated under ASP" in found["1ps"].note
+
+
+def test_bands_come_from_the_validation_of_that_kind_or_say_why_not():
+    found = {e.label: e for e in prediction.estimates(inputs())}
+    for label in ("1ps", "p2p", "ring"):
+        assert found[label].band == validation.BANDS[calibration.EMULATED, label] and found[label].note == ""
+    assert found["4ps"].band is None and "no 4ps prediction" in found["4ps"].note
+    outside = prediction.estimates(dataclass_replace(inputs(), workers=16))
+    assert all("not 16" in e.note for e in outside if e.band is not None)
+
+
+def dataclass_replace(found: prediction.Inputs, **changes) -> prediction.Inputs:
+    import dataclasses
+    return dataclasses.replace(found, **changes)
+
+
+def test_on_an_uncapped_loopback_the_numbers_are_no_prediction_and_say_why():
+    records = {0: [worker_record(s) for s in range(3)], 1: [worker_record(s) for s in range(3)]}
+    found = prediction.predict_trial(a_trial("PeerToPeer"), records, layers_document(), 0, probe())
+    assert found.inputs.calibration.kind == calibration.LOOPBACK
+    assert found.cannot_predict == validation.UNPREDICTABLE[calibration.LOOPBACK]
+    assert "cannot predict on an uncapped loopback" in found.cannot_predict
+    assert all(e.band is None and e.note == "" for e in found.estimates)
+    assert found.to_document()[keys.CANNOT_PREDICT] == found.cannot_predict
+    assert prediction.table(found).startswith("NO PREDICTION, cannot predict on an uncapped loopback")
+    assert prediction.headline(found).endswith(f"({found.cannot_predict})")
+
+
+# -- a trial ------------------------------------------------------------------------------------------------------
+
+def a_trial(architecture: str, workers: int = 2, **more) -> trial_.Trial:
+    return trial_.Trial(experiment="e", name="e-0", index=0, spec=spec(architecture, workers, **more))
+
+
+def test_a_ring_trial_is_predicted_from_its_probe_and_compared_with_its_median_iteration():
+    records = {0: [worker_record(0, iteration=0.5, warmup=True)] + [worker_record(s, 0.020) for s in (1, 2)],
+               1: [worker_record(s, 0.026) for s in (1, 2)]}
+    found = prediction.predict_trial(a_trial("RingAllReduce", network={"bandwidth": "8Mbit"}), records,
+                                     layers_document(), 0, probe())
+    assert found.architecture == "ring" and found.inputs.workers == 2
+    assert found.inputs.bucketing.recorded == (1000, 3000)  # the ring trial's own buckets
+    assert found.inputs.profile.backward_seconds == pytest.approx(0.011)  # rank 0's median time/backward
     assert found.measured_seconds == pytest.approx(0.023)  # the median of 20, 20, 26, 26 ms; warm-up left out
     assert found.error == pytest.approx(abs(found.own.iteration_seconds - 0.023) / 0.023)
     assert [e.label for e in found.estimates] == ["1ps", "4ps", "p2p", "ring"]
     document = found.to_document()
+    assert document[keys.LINK_KIND] == calibration.EMULATED and document[keys.WORKERS] == 2
+    ring = document[keys.ARCHITECTURES]["ring"]
+    assert ring[keys.BAND_FRACTION] == validation.BANDS[calibration.EMULATED, "ring"].worst
+    assert document[keys.ARCHITECTURES]["4ps"][keys.BAND_FRACTION] is None
     metrics = metric_names.trial({keys.PREDICTION: document})
     assert metrics["predict_iteration_ms"] == round(1000 * found.own.iteration_seconds, 3)
     assert metrics["predict_error_pct"] == round(100 * found.error, 1)
     assert metrics["predict_measured_iteration_ms"] == 23.0
     assert metrics["predict_ring_iteration_ms"] == metrics["predict_iteration_ms"]
-    assert {f"predict_{label}_comm_ms" for label in ("1ps", "4ps", "p2p", "ring")} <= set(metrics)
-    assert keys.FIT not in metrics and not any(key.endswith(keys.FIT) for key in metrics)  # words are no metric
+    assert metrics["predict_ring_band_pct"] == round(100 * ring[keys.BAND_FRACTION], 1)
+    assert "predict_4ps_band_pct" not in metrics
+    assert not any(key.endswith((keys.FIT, keys.BAND_NOTE, keys.LINK_KIND)) for key in metrics)  # words: no metric
 
 
 def test_a_parameter_server_trial_with_three_servers_is_compared_with_1ps_and_4ps_too():
     records = {3: [worker_record(s) for s in range(3)], 4: [worker_record(s) for s in range(3)]}
-    trial = a_trial("ParameterServer", parameterServers={"replicas": 3})
-    found = prediction.predict_trial(trial, records, layers_document(), 3)
+    found = prediction.predict_trial(a_trial("ParameterServer", parameterServers={"replicas": 3}), records,
+                                     layers_document(), 3, probe())
     assert found.architecture == "3ps"
     assert [e.label for e in found.estimates] == ["1ps", "3ps", "4ps", "p2p", "ring"]
-    # One exchange size per iteration: the effective rate. 3PS of 2 workers: F = 2*max(2/3, 1) = 2 models of 4000
-    # bytes in 2 ms, so B = 2 * 8 * 4000 / 0.002 and the trial's own comm is reproduced.
-    assert found.calibration.link.bandwidth_bits_per_second == pytest.approx(3.2e7)
-    assert found.own.comm_seconds == pytest.approx(0.002)
+    # 3PS of 2 workers: max(3 * M/3B, 2 M/B) + 2a = 2 * 4000 us + 1 ms.
+    assert found.own.comm_seconds == pytest.approx(0.009)
+    assert found.inputs.bucketing.recorded == (1000, 3000)  # recorded sizes are read whatever the architecture
+
+
+def test_a_trial_without_a_probe_or_records_cannot_be_predicted():
+    records = {0: [worker_record(s) for s in range(3)]}
+    with pytest.raises(ValueError, match="no link probe"):
+        prediction.predict_trial(a_trial("PeerToPeer", 1), records, layers_document(), 0, None)
+    with pytest.raises(ValueError, match="no iteration records for rank 1"):
+        prediction.predict_trial(a_trial("PeerToPeer"), records, layers_document(), 1, probe())
+
+
+def test_the_table_marks_this_trial_and_numbers_its_notes():
+    records = {0: [worker_record(s) for s in range(3)], 1: [worker_record(s) for s in range(3)]}
+    found = prediction.predict_trial(a_trial("PeerToPeer", network={"bandwidth": "8Mbit"}), records,
+                                     layers_document(), 0, probe())
+    lines = prediction.table(found).splitlines()
+    assert lines[0].split()[:3] == ["architecture", "model", "compute"]
+    [p2p] = [line for line in lines if line.startswith("p2p")]
+    assert p2p.endswith("<- this trial") and "±" in p2p
+    [four] = [line for line in lines if line.startswith("4ps")]
+    assert "none [1]" in four and lines[-1].startswith("  [1] 4ps: not validated")

@@ -1,11 +1,13 @@
-"""analysis/whatif.py against hand-computed cases: fusion, the FIFO allreduce channel, overhead and SF."""
+"""analysis/whatif.py against hand-computed cases: the FIFO allreduce channel, overhead and SF (the fusion rule
+itself: test_analysis_overlap.py)."""
 
 import json
 
 import pytest
 import torch
 
-from ringleader.analysis import addcost, whatif
+from ringleader.analysis import addcost, overlap, whatif
+from ringleader.analysis import profile as profile_
 from ringleader.contract import keys, records
 from ringleader.runtime import timing
 
@@ -13,7 +15,7 @@ MIB = 1024 * 1024
 
 
 def gradient(name, size, ready):
-    return whatif.Gradient(name, float(size), float(ready))
+    return profile_.Gradient(name, float(size), float(ready))
 
 
 def test_allreduce_cost_by_hand():
@@ -25,37 +27,18 @@ def test_allreduce_cost_by_hand():
     assert whatif.allreduce_seconds(1e6, 1, 1e9) == 0.0
 
 
-def test_fuse_closes_a_bucket_after_the_window():
-    ready = [0.0, 0.25, 0.75, 1.5, 2.25, 2.5]
-    buckets = whatif.fuse([gradient(f"g{i}", 1, t) for i, t in enumerate(ready)], window_seconds=1.0)
-    # {0, .25, .75} (1.5 is 1.5 after 0); {1.5, 2.25} (2.5 is exactly 1.0 after 1.5); {2.5}
-    assert [(b.gradients, b.ready_seconds, b.size_bytes) for b in buckets] == [(3, 0.75, 3), (2, 2.25, 2), (1, 2.5, 1)]
-
-
-def test_fuse_never_grows_a_bucket_past_the_cap_but_a_big_gradient_goes_alone():
-    buckets = whatif.fuse([gradient("a", 40 * MIB, 0), gradient("b", 30 * MIB, 0), gradient("c", 10 * MIB, 0),
-                           gradient("d", 100 * MIB, 0)])
-    assert [b.size_bytes / MIB for b in buckets] == [40, 40, 100]
-    assert [b.gradients for b in buckets] == [1, 2, 1]
-
-
-def test_fuse_orders_by_ready_time():
-    buckets = whatif.fuse([gradient("late", 2, 1.0), gradient("early", 1, 0.0)], window_seconds=0.5)
-    assert [b.size_bytes for b in buckets] == [1, 2]
-
-
 # A backward of 20 ms: A (1 MB) at 0 ms, B (1 MB) at 10 ms, C (2 MB) at 12 ms; with a 5 ms window the buckets
 # are [A] ready at 0 and [B, C] (3 MB) ready at 12 ms. N = 2: a bucket of S bytes costs 8*S/bw.
-PROFILE = whatif.BackwardProfile((gradient("A", 1e6, 0.0), gradient("B", 1e6, 0.010), gradient("C", 2e6, 0.012)),
-                                 backward_seconds=0.020)
+PROFILE = profile_.Profile((gradient("A", 1e6, 0.0), gradient("B", 1e6, 0.010), gradient("C", 2e6, 0.012)),
+                           backward_seconds=0.020)
 
 
 def test_simulate_bucket_waits_for_its_gradients():
     # 1 Gbit/s: [A] 0..8 ms; [B, C] starts at max(8, 12) = 12 ms, lasts 24 ms, ends at 36 ms.
     result = whatif.simulate(PROFILE, 2, 1e9, batch_seconds=0.048)
     assert [b.size_bytes for b in result.buckets] == [1e6, 3e6]
-    assert result.allreduce_starts == pytest.approx((0.0, 0.012))
-    assert result.allreduce_ends == pytest.approx((0.008, 0.036))
+    assert result.replay.starts == pytest.approx((0.0, 0.012))
+    assert result.replay.ends == pytest.approx((0.008, 0.036))
     assert result.overhead_seconds == pytest.approx(0.016)
     assert result.scaling_factor == pytest.approx(0.048 / 0.064)
 
@@ -63,14 +46,14 @@ def test_simulate_bucket_waits_for_its_gradients():
 def test_simulate_bucket_waits_for_the_channel():
     # 100 Mbit/s: [A] 0..80 ms; [B, C] starts at max(80, 12) = 80 ms, lasts 240 ms: overhead 320 - 20 ms.
     result = whatif.simulate(PROFILE, 2, 1e8)
-    assert result.allreduce_starts == pytest.approx((0.0, 0.080))
+    assert result.replay.starts == pytest.approx((0.0, 0.080))
     assert result.overhead_seconds == pytest.approx(0.300)
     assert result.scaling_factor is None
 
 
 def test_simulate_fully_hidden_communication_has_no_overhead():
     result = whatif.simulate(PROFILE, 2, 1e11, batch_seconds=0.048)
-    assert result.allreduce_ends[-1] < PROFILE.backward_seconds
+    assert result.replay.ends[-1] < PROFILE.backward_seconds
     assert result.overhead_seconds == 0.0 and result.scaling_factor == 1.0
 
 
@@ -128,31 +111,21 @@ LAYERS = {
 }
 
 
-def test_profile_from_layers_takes_median_offsets_from_backward_start():
-    profile = whatif.profile_from_layers(LAYERS)
-    assert [g.name for g in profile.gradients] == ["w2", "w1"]  # ready order; "unused" never had a gradient
-    assert [g.ready_seconds for g in profile.gradients] == pytest.approx([0.03, 0.09])
-    assert profile.backward_seconds == pytest.approx(0.15)
-    assert profile.total_bytes == 440
-
-
-def test_profile_from_layers_without_traced_iterations_says_why():
-    with pytest.raises(ValueError, match="no traced iterations"):
-        whatif.profile_from_layers({**LAYERS, "iterations": []})
-
-
 def test_read_rank_from_the_recorders_files(tmp_path):
     recorder = records.RankRecorder(tmp_path, "t-0", 0, warmup_iterations=1)
     phases = {keys.TIME_DATA: 0.001, keys.TIME_FORWARD: 0.002, keys.TIME_BACKWARD: 0.004,
-              keys.TIME_UPDATE: 0.001, keys.TIME_COMM: 0.5}
-    recorder.log_iteration(0, {**phases, keys.TIME_FORWARD: 9.0})  # warm-up: left out
+              keys.TIME_UPDATE: 0.001, keys.TIME_COMM: 0.5, keys.TIME_WAIT: 0.1, keys.TIME_ITERATION: 0.609}
+    recorder.log_iteration(0, {**phases, keys.TIME_ITERATION: 9.0})  # warm-up: left out
     recorder.log_iteration(1, phases)
-    recorder.log_iteration(2, {**phases, keys.TIME_BACKWARD: 0.006})
+    recorder.log_iteration(2, {**phases, keys.TIME_BACKWARD: 0.006, keys.TIME_ITERATION: 0.611})
     recorder.write_layers(LAYERS)
     recorder.close()
     profile, batch = whatif.read_rank(recorder.directory)
-    assert len(profile.gradients) == 2
-    assert batch == pytest.approx(0.009)  # mean of 0.008 and 0.010: communication is not compute
+    assert [g.name for g in profile.gradients] == ["w1", "w2"]  # "unused" never had a gradient
+    # Traced backward 150 ms (median), recorded 5 ms: ready times 90 and 30 ms shrink in proportion.
+    assert profile.backward_seconds == pytest.approx(0.005)
+    assert [g.ready_seconds for g in profile.gradients] == pytest.approx([0.003, 0.001])
+    assert batch == pytest.approx(0.010)  # mean of 9 and 11 ms: communication and waiting are not compute
 
 
 def test_profile_of_a_real_timer_lists_gradients_in_backward_order():
@@ -165,32 +138,24 @@ def test_profile_of_a_real_timer_lists_gradients_in_backward_order():
         with timer.phase(keys.TIME_BACKWARD):
             loss.backward()
         timer.finish()
-    profile = whatif.profile_from_layers(json.loads(json.dumps(timer.layers())))
+    profile = profile_.from_layers(json.loads(json.dumps(timer.layers())))
     assert profile.total_bytes == 4 * (4 * 3 + 3 + 3 * 2 + 2)
-    assert {g.name for g in profile.gradients[:2]} == {"2.weight", "2.bias"}  # the last layer's come first
+    assert {g.name for g in profile.in_ready_order()[:2]} == {"2.weight", "2.bias"}  # the last layer's come first
     assert all(0 <= g.ready_seconds <= profile.backward_seconds for g in profile.gradients)
 
 
-# -- the fusion policy where both rules bite -------------------------------------------------------------------
+# -- the bucketing rule -------------------------------------------------------------------------------------------
 
-def test_fuse_where_the_cycle_time_and_the_threshold_both_close_buckets():
-    # cycle time 5 ms, threshold 100 bytes:
-    #   g0 60 B @ 0, g1 30 B @ 1 ms          -> 90 B; g2 (30 B) would make 120 > 100: threshold closes [g0, g1] at 1 ms
-    #   g2 30 B @ 2 ms opens, g3 10 B @ 6 ms  -> 6 - 2 = 4 < 5 ms and 40 B: joins
-    #   g4 10 B @ 7.5 ms                      -> 7.5 - 2 = 5.5 >= 5 ms: cycle time closes [g2, g3] at 6 ms
-    #   g5 200 B @ 8 ms                       -> 10 + 200 > 100: threshold closes [g4]; g5 goes alone, over it
-    ready = [(60, 0.0), (30, 0.001), (30, 0.002), (10, 0.006), (10, 0.0075), (200, 0.008)]
-    buckets = whatif.fuse([gradient(f"g{i}", size, t) for i, (size, t) in enumerate(ready)],
-                          window_seconds=0.005, cap_bytes=100)
-    assert [(b.size_bytes, b.ready_seconds, b.gradients) for b in buckets] == [
-        (90, 0.001, 2), (40, 0.006, 2), (10, 0.0075, 1), (200, 0.008, 1)]
-
-
-def test_simulate_and_sweep_pass_the_fusion_policy_on():
+def test_simulate_and_sweep_pass_the_bucketing_rule_on():
     # One 5 ms cycle fuses A alone and B, C together; a 20 ms cycle fuses all three: one 4 MB bucket at 12 ms.
-    assert len(whatif.simulate(PROFILE, 2, 1e9, window_seconds=0.020).buckets) == 1
-    [result] = whatif.sweep(PROFILE, 2, 0.048, [1e9], [1], window_seconds=0.020)
-    assert result.allreduce_ends == pytest.approx((0.012 + 0.032,))
+    assert len(whatif.simulate(PROFILE, 2, 1e9, bucketing=overlap.FusionWindow(0.020)).buckets) == 1
+    [result] = whatif.sweep(PROFILE, 2, 0.048, [1e9], [1], bucketing=overlap.FusionWindow(0.020))
+    assert result.replay.ends == pytest.approx((0.012 + 0.032,))
+    # The runtime's buckets go by parameter order, reversed: C alone (its 2 MB pass the first bucket's 1 MiB), then
+    # B and A: 2 MB ready at 12 ms for 16 ms, 2 MB ready at 12 ms (A's 0 ms waits for C) from 28 ms to 44 ms.
+    runtime = whatif.simulate(PROFILE, 2, 1e9, bucketing=overlap.RuntimeBuckets())
+    assert [b.size_bytes for b in runtime.buckets] == [2e6, 2e6]
+    assert runtime.replay.ends == pytest.approx((0.028, 0.044))
 
 
 # -- the add cost -----------------------------------------------------------------------------------------------
@@ -248,10 +213,11 @@ def test_compression_search_says_1_when_the_target_is_met_and_none_when_unreacha
 def test_scaling_factor_never_falls_as_compression_grows(bandwidth, window):
     # What makes the bisection exact: checked on a profile whose buckets wait for gradients and for the channel.
     ready = [(3e5, 0.0), (1e6, 0.002), (2e5, 0.003), (4e6, 0.009), (5e5, 0.011), (2e6, 0.018)]
-    profile = whatif.BackwardProfile(tuple(gradient(f"g{i}", s, t) for i, (s, t) in enumerate(ready)), 0.020)
+    profile = profile_.Profile(tuple(gradient(f"g{i}", s, t) for i, (s, t) in enumerate(ready)), 0.020)
     add = whatif.fixed_plus_per_byte(20e-6, 0.5e-9)
     compressions = [1 + 0.25 * i for i in range(200)]
-    factors = [whatif.simulate(profile, 4, bandwidth, c, add, 0.030, window).scaling_factor for c in compressions]
+    factors = [whatif.simulate(profile, 4, bandwidth, c, add, 0.030, overlap.FusionWindow(window)).scaling_factor
+               for c in compressions]
     assert factors == sorted(factors)
     assert factors[0] < factors[-1] or factors[0] == 1.0
 
@@ -259,9 +225,9 @@ def test_scaling_factor_never_falls_as_compression_grows(bandwidth, window):
 # -- the profile file --------------------------------------------------------------------------------------------
 
 def test_a_profile_document_reads_back_and_bad_ones_say_which_field():
-    document = whatif.profile_document(PROFILE, 0.048)
-    assert whatif.profile_from_document(json.loads(json.dumps(document))) == (PROFILE, 0.048)
+    document = profile_.document(PROFILE, 0.048)
+    assert profile_.from_document(json.loads(json.dumps(document))) == (PROFILE, 0.048)
     with pytest.raises(ValueError) as raised:
-        whatif.profile_from_document({"batchSeconds": 0, "backwardSeconds": 0.02,
+        profile_.from_document({"batchSeconds": 0, "backwardSeconds": 0.02,
                                       "gradients": [{"name": "a", "bytes": 4, "readySeconds": -1}]})
     assert "`batchSeconds`" in str(raised.value) and "`gradients[0].readySeconds`" in str(raised.value)

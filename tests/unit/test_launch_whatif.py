@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ringleader import cli
-from ringleader.analysis import addcost, whatif
+from ringleader.analysis import addcost, profile
 from ringleader.launch import addcalibration
 
 # test_analysis_whatif.py's backward: A (1 MB) at 0 ms, B (1 MB) at 10 ms, C (2 MB) at 12 ms; backward 20 ms.
@@ -65,7 +65,8 @@ def test_a_compressed_ranks_measured_ratio_and_codec_join_the_table(tmp_path, ca
                         "ready": {g["name"]: g["readySeconds"] for g in PROFILE["gradients"]}}]}))
     (rank / "iterations.jsonl").write_text("\n".join(json.dumps(
         {"step": 1, "role": "worker", "warmup": False, "time/data": 0.0, "time/forward": 0.016, "time/backward": 0.020,
-         "time/update": 0.012, "time/codec": 0.005, "bytes/sent": 2.5e5, "bytes/uncompressed": 1e6}) for _ in range(3)))
+         "time/update": 0.012, "time/codec": 0.005, "time/comm": 0.010, "time/iteration": 0.063, "bytes/sent": 2.5e5,
+         "bytes/uncompressed": 1e6}) for _ in range(3)))
     code, out, err = whatif_(capsys, rank, "--workers", 2, "--bandwidths", 0.1, "--compressions", 1)
     assert (code, err) == (0, "")
     assert "measured compression: c = 4.0000 (bytes uncompressed over sent), encode and decode 5.000 ms" in out
@@ -124,7 +125,7 @@ def test_calibration_times_torch_add_and_writes_a_table_the_command_reads_back(t
     (["--compressions", "0.5"], "--compressions must be greater than or equal to 1"),
     (["--target-sf", "1.5"], "--target-sf must be greater than 0 and at most 1"),
     (["--add-ns-per-byte", "1", "--add-table", "t.json"], "each set the add cost: give one of them"),
-    (["--cycle-time-ms", "0"], "--cycle-time-ms and --fusion-threshold-mib must be greater than 0"),
+    (["--cycle-time-ms", "0"], "--cycle-time-ms, --fusion-threshold-mib and --bucket-mib must be greater than 0"),
 ])
 def test_wrong_options_are_usage_errors(profile_file, capsys, argv, message):
     code, out, err = whatif_(capsys, profile_file, *argv)
@@ -145,5 +146,5 @@ def test_bad_sources_fail_with_what_is_wrong(tmp_path, monkeypatch, capsys):
 
 
 def test_the_python_api_reads_the_same_profile(profile_file):
-    profile, batch = whatif.profile_from_document(json.loads(profile_file.read_text()))
-    assert [g.name for g in profile.gradients] == ["A", "B", "C"] and batch == 0.048
+    found, batch = profile.from_document(json.loads(profile_file.read_text()))
+    assert [g.name for g in found.in_ready_order()] == ["A", "B", "C"] and batch == 0.048

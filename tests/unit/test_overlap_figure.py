@@ -40,11 +40,18 @@ def worker_record(step: int) -> dict:
             keys.TIME_ITERATION: 0.023}
 
 
+# The link probed at the trial's start: one way 0.5 ms + 1 us per byte, an allreduce of 2 0.2 ms + 1 us per byte.
+PROBE = {keys.PROBE_SHARED_HOST: True,
+         keys.PROBE_POINT_TO_POINT: {keys.PROBE_RANKS: [0, 1], keys.PROBE_SAMPLES: [[1000, 0.0015], [4000, 0.0045]]},
+         keys.PROBE_COLLECTIVE: {keys.WORKERS: 2, keys.PROBE_SAMPLES: [[1000, 0.0012], [4000, 0.0042]]}}
+
+
 def a_result(architecture: str, layers: dict | None = None) -> results_.TrialResult:
     spec = spec_.ExperimentSpec.model_validate({"architecture": architecture, "workers": {"replicas": 2}})
     trial = trial_.Trial(experiment="e", name=f"e-{architecture.lower()}", index=0, spec=spec)
     records = {rank: [worker_record(s) for s in (1, 2, 3)] for rank in (0, 1)}
-    return results_.TrialResult(trial, "FINISHED", records=records, layers=layers or {})
+    return results_.TrialResult(trial, "FINISHED", summary={keys.LINK_PROBE: PROBE}, records=records,
+                                layers=layers or {})
 
 
 def test_the_measured_timeline_is_the_median_traced_iteration_from_backwards_start():
@@ -58,13 +65,15 @@ def test_the_measured_timeline_is_the_median_traced_iteration_from_backwards_sta
 def test_the_replay_is_the_dag_that_predict_reports_first_in_first_out_on_one_channel():
     result = a_result("RingAllReduce", {0: layers_document()})
     model = overlap_figure.predicted(result, 0)
-    found = prediction.predict_trial(result.trial, result.records, layers_document(), 0)
+    found = prediction.predict_trial(result.trial, result.records, layers_document(), 0, PROBE)
     assert model.exposed_seconds == pytest.approx(found.own.comm_seconds)  # predict's ring comm is t_c_no
     assert model.backward_seconds == pytest.approx(0.011)  # scaled to the records' median time/backward
-    assert len(model.buckets) == 2
-    (first_start, first_end), (second_start, second_end) = model.buckets
-    assert 0 < first_start < first_end <= second_start < second_end  # one channel, in launch order
-    assert second_start >= model.backward_seconds  # the last bucket waits for the last gradient
+    # The buckets the trial recorded, in launch order: b's 3000 bytes, ready at 4 ms of a 12 ms traced backward, and
+    # a's 1000, at 9 ms; stretched to the records' 11 ms: 3.667 and 8.25 ms. At 0.2 ms + 1 us per byte: b 3.667 to
+    # 6.867 ms, a 8.25 to 9.45 ms, all before backward ends.
+    assert [moment for bucket in model.buckets for moment in bucket] == \
+        pytest.approx([0.011 / 3, 0.011 / 3 + 0.0032, 0.00825, 0.00945])
+    assert model.exposed_seconds == 0.0
 
 
 def test_the_figure_is_drawn_for_ring_trials_only(tmp_path):

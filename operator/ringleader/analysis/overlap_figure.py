@@ -3,7 +3,7 @@
 Called by analysis/report.py (FIGURES). Study 2 asks how much communication backward hides; this draws both
 answers on one time axis from backward's start: what a worker recorded (layers.json: backward's end and each
 bucket's allreduce, medians over the traced iterations) and what the DAG model predicts from the same rank's
-profile and fitted link (analysis/prediction.py), whose backward is the median too: like with like. No figure
+profile and probed link (analysis/prediction.py), whose backward is the median too: like with like. No figure
 without a ring trial that recorded collectives.
 """
 
@@ -14,9 +14,10 @@ import pathlib
 import statistics
 from typing import Any, Mapping
 
-from ringleader.analysis import figures, models, prediction
+from ringleader.analysis import figures, prediction, profile
 from ringleader.analysis import results as results_
 from ringleader.api.spec import Architecture
+from ringleader.contract import keys
 
 MAX_PANELS = 4
 """MAX_PANELS bounds the figure to the first ring trials: one row of panels stays readable."""
@@ -55,18 +56,12 @@ def measured(document: Mapping[str, Any]) -> Timeline | None:
 
 
 def predicted(trial: results_.TrialResult, rank: int) -> Timeline:
-    """The DAG model's iteration for this ring trial, calibrated on `rank` as the trial's own prediction is;
+    """The DAG model's iteration for this ring trial, as its own prediction replays it (analysis/prediction.py);
     ValueError when its records cannot calibrate the model."""
-    document = trial.layers[rank]
-    found = prediction.predict_trial(trial.trial, trial.records, document, rank)
-    sizes = prediction.recorded_bucket_sizes(document)
-    link = found.calibration.link
-    buckets = prediction.ring_buckets(found.profile.layers, prediction.DEFAULT_BUCKET_BYTES, sizes)
-    dag = prediction.ring_dag(found.profile, found.workers, link, prediction.DEFAULT_BUCKET_BYTES, sizes)
-    # forward order in the model; the channel runs them last layer first, as they were launched
-    spans = [(start, start + models.ring_comm_seconds(found.workers, bucket.size_bytes, link))
-             for start, bucket in zip(dag.comm_starts, buckets)]
-    return Timeline(sum(b.backward_seconds for b in buckets), tuple(reversed(spans)))
+    found = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
+                                     (trial.summary or {}).get(keys.LINK_PROBE))
+    replay = prediction.ring_replay(found.inputs)
+    return Timeline(replay.backward_seconds, tuple(zip(replay.starts, replay.ends)))
 
 
 def timelines(result: results_.SweepResult) -> list[tuple[results_.TrialResult, Timeline, Timeline]]:
@@ -75,7 +70,10 @@ def timelines(result: results_.SweepResult) -> list[tuple[results_.TrialResult, 
     for trial in result.trials:
         if trial.trial.spec.architecture != Architecture.RING_ALL_REDUCE or not trial.layers:
             continue
-        rank = min(trial.layers)
+        try:
+            rank = profile.worker_rank(trial)
+        except LookupError:
+            continue
         seen = measured(trial.layers[rank])
         if seen is None:
             continue
@@ -112,7 +110,7 @@ def overlap(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
                           "DAG model predicts",
                           "Orange: backward; bars: each gradient bucket's allreduce, from backward's start. Measured: "
                           "the medians of the traced iterations of the trial's lowest worker rank (layers.json); "
-                          "DAG model: the same rank's per-layer backward, scaled to its median time/backward after "
-                          "warm-up, replayed with each bucket allreduced first in first out once its gradients are "
-                          "ready, at the fitted link (docs/predict.md). Medians on both rows. What runs "
+                          "DAG model: the same rank's backward, scaled to its median time/backward after warm-up, "
+                          "replayed with each bucket allreduced first in first out once its gradients are ready, at "
+                          "the link probed at the trial's start (docs/predict.md). Medians on both rows. What runs "
                           "past backward's end is communication backward did not hide.", path)

@@ -1,14 +1,17 @@
 """The report's predicted-against-measured figure, from the prediction each trial's summary carries.
 
 Called by analysis/report.py (FIGURES); the prediction itself is analysis/prediction.py's, written into
-summary.json by the trial's lowest worker rank. No figure when no trial has one.
+summary.json by the trial's lowest worker rank, with each estimate's validated error band
+(analysis/validation.py). A trial whose models could not be calibrated, or whose link the models cannot
+predict on (an uncapped loopback), has its measurement drawn and the reason said, never a prediction. No
+figure when no trial has a prediction.
 """
 
 from __future__ import annotations
 
 import pathlib
 
-from ringleader.analysis import figures
+from ringleader.analysis import combinations, figures
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
 
@@ -16,34 +19,52 @@ MARKERS = {"1ps": "v", "4ps": "^", "p2p": "s", "ring": "o"}
 
 
 def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
-    """Per trial: its measured median iteration time beside its own predicted one (the error above), and the other
-    architectures' predictions on its model, workers and link as markers; the models take medians too."""
+    """Per trial: its measured median iteration time beside its own predicted one with its validated band (the error
+    above), and the other architectures' predictions on its model, workers and link as markers with theirs; the
+    models take medians too."""
     predicted = [(trial, (trial.summary or {}).get(keys.PREDICTION)) for trial in result.trials]
-    predicted = [(trial, p) for trial, p in predicted if isinstance(p, dict) and p.get(keys.ITERATION_SECONDS)]
+    predicted = [(trial, p) for trial, p in predicted
+                 if isinstance(p, dict) and (p.get(keys.ITERATION_SECONDS) or p.get(keys.PREDICTION_UNAVAILABLE))]
     if not predicted:
         return None
     figure, axes = figures.pyplot.subplots(figsize=(max(5.5, 1.4 * len(predicted) + 2.5), 4.8))
     width = 0.35
     seen: set[str] = set()
     top = 0.0
+    unavailable: dict[str, list[str]] = {}  # reason -> the trials it keeps from a prediction
     for position, (trial, prediction) in enumerate(predicted):
-        own = 1000 * prediction[keys.ITERATION_SECONDS]
-        measured = 1000 * (prediction.get(keys.MEASURED_ITERATION_SECONDS) or 0.0)
+        measured = 1000 * (prediction.get(keys.MEASURED_ITERATION_SECONDS) or combinations.number(trial, keys.P50)
+                           or 0.0)
         axes.bar(position - width / 2, measured, width, color="#bdbdbd",
                  label="measured (median)" if not position else None)
-        axes.bar(position + width / 2, own, width, color="#2171b5",
-                 label="predicted, this architecture" if not position else None)
+        top = max(top, measured)
+        why = prediction.get(keys.PREDICTION_UNAVAILABLE) or prediction.get(keys.CANNOT_PREDICT)
+        if why:
+            unavailable.setdefault(why, []).append(trial.trial.name)
+            axes.text(position + width / 2, 0, "no prediction (caption)", rotation=90, ha="center", va="bottom",
+                      fontsize=7, color="#a50f15")
+            continue
+        estimates = prediction.get(keys.ARCHITECTURES) or {}
+        own_label = prediction.get(keys.PREDICTED_ARCHITECTURE)
+        own = 1000 * prediction[keys.ITERATION_SECONDS]
+        band = (estimates.get(own_label) or {}).get(keys.BAND_FRACTION)
+        axes.bar(position + width / 2, own, width, color="#2171b5", yerr=own * band if band else None,
+                 capsize=3, ecolor="#08306b", label="predicted, this architecture" if "own" not in seen else None)
+        seen.add("own")
         error = prediction.get(keys.ERROR_FRACTION)
         if error is not None:
-            axes.text(position, max(own, measured) * 1.02, f"error {100 * error:.0f}%", ha="center", va="bottom",
-                      fontsize=7)
-        for label, estimate in sorted((prediction.get(keys.ARCHITECTURES) or {}).items()):
+            axes.text(position, max(own * (1 + (band or 0)), measured) * 1.02, f"error {100 * error:.0f}%",
+                      ha="center", va="bottom", fontsize=7)
+        for label, estimate in sorted(estimates.items()):
             value = 1000 * estimate[keys.ITERATION_SECONDS]
-            axes.plot(position + width / 2, value, MARKERS.get(label, "x"), color="#d95f02", markersize=5,
-                      label=label if label not in seen else None)
+            validated = estimate.get(keys.BAND_FRACTION)
+            axes.errorbar(position + width / 2, value, yerr=value * validated if validated else None,
+                          fmt=MARKERS.get(label, "x"), color="#d95f02", markersize=5, capsize=2,
+                          markerfacecolor="#d95f02" if validated else "none",
+                          label=label if label not in seen else None)
             seen.add(label)
-            top = max(top, value)
-        top = max(top, own, measured)
+            top = max(top, value * (1 + (validated or 0)))
+        top = max(top, own * (1 + (band or 0)))
     axes.set_xticks(list(range(len(predicted))))
     axes.set_xticklabels([figures.trial_label(trial) for trial, _ in predicted], fontsize=7)
     axes.set_ylim(0, top * 1.2 or 1.0)
@@ -51,12 +72,15 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     axes.set_title("Predicted against measured median iteration time, per trial", fontsize=10)
     axes.legend(loc="upper left", fontsize=7, ncols=3)
     path = figures.save(figure, directory, "prediction")
+    failed = "".join(f" No prediction for {', '.join(names)}: {why}." for why, names in unavailable.items())
     return figures.Figure("prediction", "Predicted against measured",
-                          "bars per trial: measured and predicted median iteration time; markers: the other "
-                          "architectures' predicted iteration times",
+                          "bars per trial: measured and predicted median iteration time, the prediction with its "
+                          "validated error band; markers: the other architectures' predicted iteration times",
                           "Grey: the trial's median iteration time after warm-up (its p50); blue: what the models "
-                          "predict for its architecture from the medians of its own records (study 1's cost models "
-                          "for parameter servers and P2P, the DAG model for the ring); the error above. Medians on "
-                          "both sides: a few iterations stalled by other load move neither. Orange markers: the other "
-                          "architectures on the same model, workers and fitted link. docs/predict.md says what is "
-                          "fitted from what.", path)
+                          "predict for its architecture from the medians of its own records and the link it probed "
+                          "at its start, the error above. Medians on both sides: a few iterations stalled by other "
+                          "load move neither. Orange markers: the other architectures on the same model, workers and "
+                          "link. Whiskers: the worst error bench/bench_predict_validation.py measured for that kind "
+                          "of prediction (docs/predict-validation.md); a hollow marker has no validated band (the "
+                          "kind was not validated, e.g. 4 servers or a paradigm other than BSP). docs/predict.md "
+                          "says what is measured and fitted from what." + failed, path)

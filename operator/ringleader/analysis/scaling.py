@@ -15,8 +15,8 @@ import pathlib
 import matplotlib.pyplot as pyplot
 
 from ringleader.analysis import combinations, figures, models, statistics, whatif
+from ringleader.analysis import profile as profile_
 from ringleader.analysis import results as results_
-from ringleader.api import constants
 from ringleader.contract import keys
 
 WORKERS = "workers"
@@ -195,24 +195,18 @@ def bandwidth_series(result: results_.SweepResult) -> dict[str, list[tuple[float
 
 
 def whatif_curve(result: results_.SweepResult, bandwidths: list[float]) -> WhatIfCurve | str:
-    """The what-if model at `bandwidths` from the first finished trial with a worker's layers.json, or why not."""
-    for trial in result.trials:
-        if trial.status != combinations.FINISHED:
-            continue
-        for rank, layers in sorted(trial.layers.items()):
-            records = trial.records.get(rank) or []
-            if not any(r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER for r in records):
-                continue
-            try:
-                profile = whatif.profile_from_layers(dict(layers))
-                batch = whatif.batch_seconds_from_records(records)
-            except (ValueError, KeyError):
-                continue
-            workers = trial.trial.spec.workers.replicas
-            points = [(rate, whatif.simulate(profile, workers, rate, batch_seconds=batch).scaling_factor)
-                      for rate in bandwidths]
-            return WhatIfCurve(trial.trial.name, workers, points)
-    return "no what-if curve: it needs a worker's layers.json and records of a finished trial, which this source lacks"
+    """The what-if model at `bandwidths` from the finished trial and rank `ringleader whatif` would take
+    (profile.pick, profile.worker_rank), or why not."""
+    try:
+        trial, _ = profile_.pick([t for t in result.trials if t.status == combinations.FINISHED])
+        rank = profile_.worker_rank(trial)
+        profile, batch = whatif.from_rank(dict(trial.layers[rank]), trial.records.get(rank) or [])
+    except (LookupError, ValueError, KeyError):
+        return ("no what-if curve: it needs a worker's layers.json and records of a finished trial, which this "
+                "source lacks")
+    workers = len(trial.trial.worker_slots())
+    points = [(rate, whatif.simulate(profile, workers, rate, batch_seconds=batch).scaling_factor) for rate in bandwidths]
+    return WhatIfCurve(trial.trial.name, workers, points)
 
 
 def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:

@@ -242,11 +242,12 @@ def to_status(summary: dict[str, Any]) -> status.Summary:
 
 
 def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
-    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank, usage and the
-    prediction go first."""
+    """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank, usage, the
+    prediction and the probed link go first."""
     if len(json.dumps(summary)) <= limit:
         return summary
-    smaller = {key: value for key, value in summary.items() if key not in (keys.PER_RANK, keys.USAGE, keys.PREDICTION)}
+    smaller = {key: value for key, value in summary.items()
+               if key not in (keys.PER_RANK, keys.USAGE, keys.PREDICTION, keys.LINK_PROBE)}
     if len(json.dumps(smaller)) <= limit:
         return smaller
     return {key: summary.get(key) for key in keys.STATUS_KEYS}

@@ -1,20 +1,21 @@
 """What-if network model: how much would faster links, more workers or gradient compression cost or save?
 
 Called by `ringleader whatif` (launch/whatif.py), by the report's scaling figures (scaling.py) and from
-Python. Pure arithmetic over a backward profile; docs/whatif.md explains the model and its limits.
+Python. Pure arithmetic over a worker's profile (analysis/profile.py, the reader `ringleader predict` uses
+too); docs/whatif.md explains the model and its limits.
 
-From one rank's backward (layers.json, records.py, or a profile file): gradients are emitted at their
-measured ready times and fused into buckets (fuse(): a bucket closes once the cycle time has passed since
-it opened, or before it would pass the fusion threshold); buckets are allreduced first-in first-out on
-one channel, each starting at max(channel free, bucket ready), a bucket of S bytes costing
-2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N)  at bandwidth bw (bits/s) and compression ratio c;
-overhead = end of the last allreduce - end of backward (0 when all is hidden), plus, when compressing
-(c > 1), the codec's encoding and decoding per iteration (a compressed trial's measured time/codec,
-`measured_compression`); scaling factor SF = t_batch / (t_batch + overhead).
+The profile's gradients are grouped into buckets by a bucketing rule (analysis/overlap.py: Horovod's
+fusion window by default, or the runtime's ring buckets) and the buckets allreduced first-in first-out on
+one channel while backward runs (overlap.replay, the simulator of `ringleader predict`'s DAG model too), a
+bucket of S bytes costing 2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N) at bandwidth bw (bits/s) and
+compression ratio c; overhead = end of the last allreduce - end of backward (0 when all is hidden), plus,
+when compressing (c > 1), the codec's encoding and decoding per iteration (a compressed trial's measured
+time/codec, `measured_compression`); scaling factor SF = t_batch / (t_batch + overhead), t_batch one
+worker's median iteration without communication.
 
 Profiles are best taken from a one-worker trial: its backward has no communication competing for the
-CPU, and its compute time is t_batch. Ready times are host times of the gradient hooks (timing.py), so
-on GPU they are launch times, earlier than the real gradient; the model is optimistic there.
+CPU. Ready times are host times of the gradient hooks (timing.py), so on GPU they are launch times,
+earlier than the real gradient; the model is optimistic there.
 """
 
 from __future__ import annotations
@@ -24,21 +25,20 @@ import json
 import math
 import pathlib
 import statistics
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Sequence
 
-from ringleader.analysis import addcost, summary
+from ringleader.analysis import addcost, overlap, summary
+from ringleader.analysis import profile as profile_
 from ringleader.api import constants
 from ringleader.contract import keys, records
 
 BITS_PER_BYTE = 8.0
-FUSION_WINDOW_SECONDS = 0.005
-"""The cycle time (Horovod's default, 5 ms): gradients ready within it of a bucket's first share the bucket."""
-FUSION_BYTES = 64 * 1024 * 1024
-"""The fusion threshold (Horovod's default, 64 MiB): a bucket never grows past it (a bigger gradient goes alone)."""
 BANDWIDTHS_GBIT = (1, 10, 25, 40, 100)
 """Link rates swept by default, in Gbit/s: from a cloud VM's NIC to a datacentre's fastest."""
 COMPRESSIONS = (1, 2, 4, 8)
 """Compression ratios swept by default: 1 (none) to 8 (e.g. fp32 -> 4-bit)."""
+FUSION = overlap.FusionWindow()
+"""FUSION is the default bucketing: Horovod's tensor fusion, a 5 ms cycle time and a 64 MiB threshold."""
 
 AddCost = addcost.AddCost
 no_add = addcost.no_add
@@ -49,47 +49,27 @@ SEARCH_MAX_COMPRESSION = 1e12
 
 
 @dataclasses.dataclass(frozen=True)
-class Gradient:
-    name: str
-    size_bytes: float
-    ready_seconds: float
-    """ready_seconds is when backward produced the gradient, in seconds from the start of backward."""
-
-
-@dataclasses.dataclass(frozen=True)
-class BackwardProfile:
-    """One iteration's backward as the model sees it: gradients in ready order, and how long backward lasted."""
-
-    gradients: tuple[Gradient, ...]
-    backward_seconds: float
-
-    @property
-    def total_bytes(self) -> float:
-        return sum(g.size_bytes for g in self.gradients)
-
-
-@dataclasses.dataclass(frozen=True)
-class Bucket:
-    size_bytes: float
-    ready_seconds: float
-    """ready_seconds is when the bucket's last gradient was ready: it may be allreduced from then on."""
-    gradients: int
-
-
-@dataclasses.dataclass(frozen=True)
 class WhatIf:
     """The model's answer for one (workers, bandwidth, compression) point; seconds from the start of backward."""
 
     workers: int
     bandwidth_bits_per_second: float
     compression: float
-    buckets: tuple[Bucket, ...]
-    allreduce_starts: tuple[float, ...]
-    allreduce_ends: tuple[float, ...]
-    overhead_seconds: float
-    """overhead_seconds: end of the last allreduce minus end of backward, at least 0, plus codec seconds when c > 1."""
+    replay: overlap.Replay
+    """replay is backward with the buckets allreduced: each bucket, and when its allreduce started and ended."""
     batch_seconds: float | None = None
     """batch_seconds is t_batch, one device's iteration time, when given."""
+    codec_seconds: float = 0.0
+    """codec_seconds is the encoding and decoding a compressed iteration adds (0 uncompressed)."""
+
+    @property
+    def buckets(self) -> tuple[overlap.Bucket, ...]:
+        return self.replay.buckets
+
+    @property
+    def overhead_seconds(self) -> float:
+        """End of the last allreduce minus end of backward, at least 0, plus the codec's seconds when c > 1."""
+        return self.replay.exposed_seconds + self.codec_seconds
 
     @property
     def scaling_factor(self) -> float | None:
@@ -98,28 +78,6 @@ class WhatIf:
 
 # ---------------------------------------------------------------------------------------------
 # The model
-
-
-def fuse(gradients: Iterable[Gradient], window_seconds: float = FUSION_WINDOW_SECONDS,
-         cap_bytes: float = FUSION_BYTES) -> list[Bucket]:
-    """Buckets in ready order. A gradient joins the open bucket if it was ready less than `window_seconds`
-    after the bucket's first one and the bucket stays within `cap_bytes`; otherwise the bucket closes
-    (ready at its last gradient) and the gradient opens the next one."""
-    buckets: list[Bucket] = []
-    opened = size = last = 0.0
-    count = 0
-    for gradient in sorted(gradients, key=lambda g: g.ready_seconds):
-        if count and (gradient.ready_seconds - opened >= window_seconds or size + gradient.size_bytes > cap_bytes):
-            buckets.append(Bucket(size, last, count))
-            count, size = 0, 0.0
-        if not count:
-            opened = gradient.ready_seconds
-        count += 1
-        size += gradient.size_bytes
-        last = gradient.ready_seconds
-    if count:
-        buckets.append(Bucket(size, last, count))
-    return buckets
 
 
 def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
@@ -135,23 +93,14 @@ def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second
     return transfer + (workers - 1) * add(size_bytes / workers)
 
 
-def simulate(profile: BackwardProfile, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
-             add: AddCost = no_add, batch_seconds: float | None = None, window_seconds: float = FUSION_WINDOW_SECONDS,
-             cap_bytes: float = FUSION_BYTES, codec_seconds: float = 0.0) -> WhatIf:
-    """Fuse, then allreduce the buckets FIFO on one channel, each at max(channel free, bucket ready); compressing
-    (c > 1) costs `codec_seconds` more per iteration."""
-    buckets = fuse(profile.gradients, window_seconds, cap_bytes)
-    starts, ends = [], []
-    channel_free = 0.0
-    for bucket in buckets:
-        start = max(channel_free, bucket.ready_seconds)
-        channel_free = start + allreduce_seconds(bucket.size_bytes, workers, bandwidth_bits_per_second, compression, add)
-        starts.append(start)
-        ends.append(channel_free)
-    last_end = ends[-1] if ends else 0.0
-    codec = codec_seconds if compression > 1 and workers > 1 else 0.0
-    return WhatIf(workers, bandwidth_bits_per_second, compression, tuple(buckets), tuple(starts), tuple(ends),
-                  max(0.0, last_end - profile.backward_seconds) + codec, batch_seconds)
+def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
+             add: AddCost = no_add, batch_seconds: float | None = None,
+             bucketing: overlap.Bucketing = FUSION, codec_seconds: float = 0.0) -> WhatIf:
+    """Bucket the gradients, then allreduce the buckets FIFO on one channel, each at max(channel free, bucket ready);
+    compressing (c > 1) costs `codec_seconds` more per iteration."""
+    return WhatIf(workers, bandwidth_bits_per_second, compression, overlap.replay(
+        profile, bucketing, lambda size: allreduce_seconds(size, workers, bandwidth_bits_per_second, compression, add)),
+        batch_seconds, codec_seconds if compression > 1 and workers > 1 else 0.0)
 
 
 def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
@@ -161,14 +110,12 @@ def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
     return batch_seconds / (batch_seconds + overhead_seconds)
 
 
-def sweep(profile: BackwardProfile, workers: int, batch_seconds: float | None = None,
+def sweep(profile: profile_.Profile, workers: int, batch_seconds: float | None = None,
           bandwidths_bits_per_second: Sequence[float] = tuple(g * 1e9 for g in BANDWIDTHS_GBIT),
           compressions: Sequence[float] = COMPRESSIONS, add: AddCost = no_add,
-          window_seconds: float = FUSION_WINDOW_SECONDS, cap_bytes: float = FUSION_BYTES,
-          codec_seconds: float = 0.0) -> list[WhatIf]:
+          bucketing: overlap.Bucketing = FUSION, codec_seconds: float = 0.0) -> list[WhatIf]:
     """`simulate` at every bandwidth x compression, bandwidth-major (SF per link rate)."""
-    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, window_seconds, cap_bytes,
-                     codec_seconds)
+    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, bucketing, codec_seconds)
             for bandwidth in bandwidths_bits_per_second for compression in compressions]
 
 
@@ -185,9 +132,9 @@ class Needed:
     """limit is the SF at infinite compression: what the add cost and the ready times alone leave."""
 
 
-def compression_needed(profile: BackwardProfile, workers: int, bandwidth_bits_per_second: float, target: float,
-                       batch_seconds: float, add: AddCost = no_add, window_seconds: float = FUSION_WINDOW_SECONDS,
-                       cap_bytes: float = FUSION_BYTES, relative_tolerance: float = 1e-6) -> Needed:
+def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float, target: float,
+                       batch_seconds: float, add: AddCost = no_add, bucketing: overlap.Bucketing = FUSION,
+                       relative_tolerance: float = 1e-6) -> Needed:
     """The smallest compression ratio c >= 1 with SF(c) >= target, by bisection.
 
     Bisection is exact here because SF never decreases as c grows: every bucket's allreduce gets shorter,
@@ -200,7 +147,7 @@ def compression_needed(profile: BackwardProfile, workers: int, bandwidth_bits_pe
 
     def sf(compression: float) -> float:
         return simulate(profile, workers, bandwidth_bits_per_second, compression, add, batch_seconds,
-                        window_seconds, cap_bytes).scaling_factor
+                        bucketing).scaling_factor
 
     limit = sf(math.inf)
     if sf(1.0) >= target:
@@ -222,34 +169,18 @@ def compression_needed(profile: BackwardProfile, workers: int, bandwidth_bits_pe
 # From the runtime's records
 
 
-def profile_from_layers(layers: dict) -> BackwardProfile:
-    """The median iteration of a layers.json document (timing.IterationTimer.layers()).
-
-    Each parameter's ready time is its median offset from backwardStart over the traced iterations
-    it appeared in (a parameter with no gradient in any of them is left out); backward lasts the
-    median of backwardEnd - backwardStart."""
-    iterations = layers.get("iterations") or []
-    if not iterations:
-        raise ValueError("layers.json has no traced iterations: run more than warmupIterations iterations "
-                         "(RINGLEADER_TRACE_ITERATIONS > 0)")
-    offsets: dict[str, list[float]] = {}
-    for iteration in iterations:
-        start = iteration["backwardStart"]
-        for name, ready in iteration["ready"].items():
-            offsets.setdefault(name, []).append(ready - start)
-    gradients = [Gradient(p["name"], float(p["bytes"]), statistics.median(offsets[p["name"]]))
-                 for p in layers["parameters"] if p["name"] in offsets]
-    backward = statistics.median(i["backwardEnd"] - i["backwardStart"] for i in iterations)
-    return BackwardProfile(tuple(sorted(gradients, key=lambda g: g.ready_seconds)), backward)
+def from_rank(layers: dict, iterations: list[dict]) -> tuple[profile_.Profile, float]:
+    """(profile, t_batch) of one worker rank: its profile (profile.of_rank, as `ringleader predict` reads it), and
+    t_batch its median iteration less communication, waiting and encoding (profile.Compute), after warm-up: the
+    statistic of the profile's median backward it is set beside; a codec's time is overhead (simulate)."""
+    return profile_.of_rank(layers, iterations), profile_.compute({0: iterations}, (keys.TIME_CODEC,)).median_seconds
 
 
-def batch_seconds_from_records(iterations: list[dict]) -> float:
-    """t_batch of a rank: its median compute time (data, forward, backward, update) after warm-up, the statistic
-    of the layer profile's median iteration it is set beside."""
-    counted = summary.measured(iterations, constants.ROLE_WORKER)
-    if not counted:
-        raise ValueError("no worker iteration records")
-    return statistics.median(sum(r.get(phase) or 0.0 for phase in keys.COMPUTE_PHASES) for r in counted)
+def read_rank(rank_dir: str | pathlib.Path) -> tuple[profile_.Profile, float]:
+    """(profile, t_batch) of a rank directory holding layers.json and iterations.jsonl."""
+    rank_dir = pathlib.Path(rank_dir)
+    return from_rank(json.loads((rank_dir / records.LAYERS_FILE).read_text()),
+                     records.read_iterations(rank_dir / records.ITERATIONS_FILE))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +193,7 @@ class MeasuredCompression:
 
 def measured_compression(iterations: list[dict]) -> MeasuredCompression | None:
     """The compression a rank's records measured after warm-up (bytes/uncompressed over bytes/sent, mean
-    time/codec); None without compression (or records that do not say)."""
+    time/codec, as the trial's mean_time_codec_ms); None without compression (or records that do not say)."""
     counted = summary.measured(iterations, constants.ROLE_WORKER)
     sent = sum(r.get(keys.BYTES_SENT) or 0.0 for r in counted)
     uncompressed = sum(r.get(keys.BYTES_UNCOMPRESSED) or 0.0 for r in counted)
@@ -271,58 +202,17 @@ def measured_compression(iterations: list[dict]) -> MeasuredCompression | None:
     return MeasuredCompression(uncompressed / sent, statistics.fmean(r.get(keys.TIME_CODEC) or 0.0 for r in counted))
 
 
-def read_rank(rank_dir: str | pathlib.Path) -> tuple[BackwardProfile, float]:
-    """(profile, t_batch) of a rank directory holding layers.json and iterations.jsonl."""
-    rank_dir = pathlib.Path(rank_dir)
-    layers = json.loads((rank_dir / records.LAYERS_FILE).read_text())
-    return profile_from_layers(layers), batch_seconds_from_records(records.read_iterations(rank_dir / records.ITERATIONS_FILE))
-
-
-def profile_from_document(document: Any) -> tuple[BackwardProfile, float]:
-    """(profile, t_batch) of a profile file's document (docs/whatif.md):
-    {"batchSeconds": t, "backwardSeconds": t, "gradients": [{"name": str, "bytes": n, "readySeconds": t}, ...]}."""
-    if not isinstance(document, Mapping):
-        raise ValueError("a profile must be a JSON object with batchSeconds, backwardSeconds and gradients")
-    problems = []
-    batch, backward = document.get("batchSeconds"), document.get("backwardSeconds")
-    if not summary.is_number(batch) or not batch > 0:
-        problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
-    if not summary.is_number(backward) or backward < 0:
-        problems.append("`backwardSeconds` (how long backward lasts, seconds) must be a number greater than or "
-                        "equal to 0")
-    entries = document.get("gradients")
-    if not isinstance(entries, list) or not entries:
-        problems.append("`gradients` must be a non-empty list of {name, bytes, readySeconds}")
-        entries = []
-    gradients = []
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, Mapping):
-            problems.append(f"`gradients[{index}]` must be an object {{name, bytes, readySeconds}}")
-            continue
-        size, ready = entry.get("bytes"), entry.get("readySeconds")
-        if not summary.is_number(size) or size < 0:
-            problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
-        if not summary.is_number(ready) or ready < 0:
-            problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
-                            "number greater than or equal to 0")
-        if not problems:
-            gradients.append(Gradient(str(entry.get("name", f"gradient-{index}")), float(size), float(ready)))
-    if problems:
-        raise ValueError("; ".join(problems))
-    return BackwardProfile(tuple(sorted(gradients, key=lambda g: g.ready_seconds)), float(backward)), float(batch)
-
-
-def profile_document(profile: BackwardProfile, batch_seconds: float) -> dict[str, Any]:
-    """The profile file's document of (profile, t_batch): profile_from_document reads it back."""
-    return {"batchSeconds": batch_seconds, "backwardSeconds": profile.backward_seconds,
-            "gradients": [{"name": g.name, "bytes": g.size_bytes, "readySeconds": g.ready_seconds}
-                          for g in profile.gradients]}
-
-
 def table(results: Sequence[WhatIf]) -> str:
-    lines = [f"{'Gbit/s':>7} {'compr':>6} {'buckets':>7} {'overhead ms':>12} {'SF':>6}"]
+    """The results as a text table; TERMS defines its columns."""
+    lines = [f"{'Gbit/s':>7} {'compression':>11} {'buckets':>7} {'overhead ms':>12} {'SF':>6}"]
     for r in results:
         sf = r.scaling_factor
-        lines.append(f"{r.bandwidth_bits_per_second / 1e9:>7g} {r.compression:>6g} {len(r.buckets):>7} "
+        lines.append(f"{r.bandwidth_bits_per_second / 1e9:>7g} {r.compression:>11g} {len(r.buckets):>7} "
                      f"{1000 * r.overhead_seconds:>12.3f} {'-' if sf is None else f'{sf:.3f}':>6}")
     return "\n".join(lines)
+
+
+TERMS = ("Gbit/s: the link's bandwidth; compression: the ratio c the gradients are compressed by (bytes sent / c; "
+         "1 = none); buckets: how many allreduces the bucketing made; overhead ms: the communication still running "
+         "when backward ends; SF: the scaling factor t_batch / (t_batch + overhead), the fraction of linear scaling "
+         "the network leaves, t_batch being one worker's iteration without communication")

@@ -95,13 +95,30 @@ WALL_SECONDS = "wallSeconds"
 CPU_UTILIZATION = "cpuUtilization"  # CPU_SECONDS / WALL_SECONDS: 1 = one CPU busy all along (top's 100 %)
 PEAK_RSS_BYTES = "peakRssBytes"  # the most resident memory the process held
 # The trial summary's predicted iteration times (analysis/prediction.py), written by the lowest worker rank:
-# PREDICTION: {PREDICTED_ARCHITECTURE, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
-#              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, FIT,
-#              ARCHITECTURES: {label: {ITERATION_SECONDS, COMM_SECONDS}}}; labels 1ps, 4ps, p2p, ring.
+# PREDICTION: {PREDICTED_ARCHITECTURE, WORKERS, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
+#              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT,
+#              ARCHITECTURES: {label: {ITERATION_SECONDS, COMM_SECONDS, BAND_FRACTION, BAND_MEDIAN_FRACTION,
+#              BAND_NOTE}}}; labels 1ps, 4ps, p2p, ring. When the models could not be calibrated:
+#              {PREDICTION_UNAVAILABLE: why}.
 PREDICTION = "prediction"
 PREDICTED_ARCHITECTURE = "architecture"  # the label of this trial's own architecture
 MEASURED_ITERATION_SECONDS = "measuredIterationSeconds"  # median time/iteration over worker iterations (the p50)
 ERROR_FRACTION = "errorFraction"  # |predicted - measured| / measured
 LATENCY_SECONDS = "latencySeconds"  # the per-message latency a of the link the models use
 FIT = "fit"  # how the link was calibrated, in words
+LINK_KIND = "linkKind"  # emulated, enforced, loopback or network (analysis/calibration.py)
 ARCHITECTURES = "architectures"
+BAND_FRACTION = "errorBandFraction"  # the validated worst |error| of this kind of prediction; None: not validated
+BAND_MEDIAN_FRACTION = "errorBandMedianFraction"  # the validated median |error|
+BAND_NOTE = "errorBandNote"  # why there is no band, or where it does not quite apply
+PREDICTION_UNAVAILABLE = "unavailable"  # why the trial has no prediction
+CANNOT_PREDICT = "cannotPredict"  # why the models' numbers are no prediction on this kind of link; None where they are
+# The link measured at the trial's start (runtime/linkprobe.py), written by the first worker rank:
+# LINK_PROBE: {PROBE_SHARED_HOST, PROBE_POINT_TO_POINT: {PROBE_RANKS, PROBE_SAMPLES},
+#              PROBE_COLLECTIVE: {WORKERS, PROBE_SAMPLES}}; samples are [bytes, seconds] pairs, smallest first.
+LINK_PROBE = "linkProbe"
+PROBE_SHARED_HOST = "sharedHost"  # every rank on one machine (a local run): the link is its loopback and CPU
+PROBE_POINT_TO_POINT = "pointToPoint"  # one way: half a ping-pong's round trip
+PROBE_COLLECTIVE = "collective"  # one allreduce of every worker
+PROBE_RANKS = "ranks"
+PROBE_SAMPLES = "samples"

@@ -5,9 +5,10 @@
     ringleader predict 3f2a9c...                          # a trial or sweep run in MLflow
 
 SOURCE is a trial or run directory of `ringleader run`, or in MLflow a trial run id, a sweep run id or an
-experiment (as `ringleader whatif` and `ringleader report` find them). Each trial is calibrated on one
-worker rank's layers.json and records (analysis/prediction.py; docs/predict.md). Exit status: 0 when at
-least one trial was predicted, 1 when SOURCE names nothing or no trial could be, 2 for wrong options.
+experiment (as `ringleader whatif` and `ringleader report` find them). Each trial is predicted from the link
+it probed at its start, its lowest worker rank's layers.json (as `ringleader whatif` takes it) and its
+workers' records (analysis/prediction.py; docs/predict.md). Exit status: 0 when at least one trial was
+predicted, 1 when SOURCE names nothing or no trial could be, 2 for wrong options.
 Importing this module is cheap: MLflow is imported only when SOURCE must be looked up.
 """
 
@@ -16,12 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any, TextIO
 
 from ringleader.analysis import prediction
+from ringleader.analysis import profile as profile_
 from ringleader.analysis import results as results_
-from ringleader.api import constants
-from ringleader.contract import exits
+from ringleader.contract import exits, keys
 from ringleader.launch import sources
 
 MIB = 1024 * 1024
@@ -34,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "MLflow a trial run id, a sweep run id or an experiment name or id")
     parser.add_argument("--trial", metavar="NAME", help="only this trial of a run directory or sweep")
     parser.add_argument("--rank", type=int, metavar="R",
-                        help="the worker rank to calibrate on (default: the lowest worker rank with a layers.json)")
+                        help="the worker rank whose backward is the profile (default: the lowest worker rank with a "
+                             "layers.json, as `ringleader whatif` takes it)")
     parser.add_argument("--tracking-uri", metavar="URI",
                         help="MLflow tracking URI to look SOURCE up in (default: $MLFLOW_TRACKING_URI, else "
                              "sqlite:///mlflow.db in this directory)")
@@ -66,9 +69,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     for trial in trials:
         name = trial.trial.name
         try:
-            rank = _rank(trial, args.rank)
+            rank = profile_.worker_rank(trial, args.rank)
+            why = "--rank" if args.rank is not None else "the lowest worker rank"
             result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
-                                              args.bucket_mib * MIB)
+                                              (trial.summary or {}).get(keys.LINK_PROBE), args.bucket_mib * MIB)
         except (LookupError, ValueError) as error:
             print(f"ringleader predict: trial {name}: {error}", file=err)
             continue
@@ -76,9 +80,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         if args.output == "json":
             documents.append(_document(trial, rank, result))
         else:
-            _print(trial, rank, result, out)
+            _print(trial, f"rank {rank} ({why})", result, out)
     if args.output == "json":
         print(json.dumps(documents, indent=2), file=out)
+    elif predicted:
+        print(textwrap.fill(prediction.TERMS, 110), file=out)
     if not predicted:
         print(f"ringleader predict: {found.where}: no trial could be predicted", file=err)
         return exits.FAILED
@@ -95,29 +101,14 @@ def _chosen(found: sources.Found, name: str | None) -> list[results_.TrialResult
     return chosen
 
 
-def _rank(trial: results_.TrialResult, asked: int | None) -> int:
-    """`asked`, else the lowest worker rank with a layers.json (the rank that predicts at a trial's end)."""
-    workers = [s.rank for s in trial.trial.slots() if s.role == constants.ROLE_WORKER]
-    if asked is not None:
-        if asked not in workers:
-            raise LookupError(f"rank {asked} is not a worker; its worker ranks: {workers}")
-        if asked not in trial.layers:
-            raise LookupError(f"rank {asked} has no layers.json; ranks with one: {sorted(trial.layers) or 'none'}")
-        return asked
-    profiled = [rank for rank in workers if rank in trial.layers]
-    if not profiled:
-        raise LookupError("no worker rank has a layers.json: workers trace backward after warm-up when "
-                          "RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
-    return profiled[0]
-
-
-def _print(trial: results_.TrialResult, rank: int, result: prediction.TrialPrediction, out: TextIO) -> None:
-    spec, profile, link = trial.trial.spec, result.profile, result.calibration.link
-    print(f"trial {trial.trial.name} ({spec.architecture.value}, {result.workers} workers), rank {rank}: model "
-          f"{profile.model_bytes / 1e6:.3f} MB in {len(profile.layers)} layers, compute "
-          f"{1000 * profile.compute_seconds:.3f} ms", file=out)
-    print(f"link: {link.bandwidth_bits_per_second / 1e9:.4g} Gbit/s, latency {1e6 * link.latency_seconds:.1f} us: "
-          f"{result.calibration.fit}", file=out)
+def _print(trial: results_.TrialResult, rank: str, result: prediction.TrialPrediction, out: TextIO) -> None:
+    spec, inputs = trial.trial.spec, result.inputs
+    print(f"trial {trial.trial.name} ({spec.architecture.value}, {spec.sync.paradigm.value}, {inputs.workers} "
+          f"workers), profile of {rank}: model {inputs.profile.total_bytes / 1e6:.3f} MB "
+          f"in {len(inputs.profile.gradients)} gradients, backward {1000 * inputs.profile.backward_seconds:.3f} ms; "
+          f"compute per iteration {1000 * inputs.compute.median_seconds:.3f} ms (median), the slowest worker's "
+          f"{1000 * inputs.compute.slowest_per_iteration_seconds:.3f} ms", file=out)
+    print(f"link ({inputs.calibration.kind}): {inputs.calibration.fit}", file=out)
     print(prediction.table(result), file=out)
     print(f"this trial, {prediction.headline(result)}\n", file=out)
 

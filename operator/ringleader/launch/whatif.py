@@ -1,15 +1,17 @@
 """`ringleader whatif SOURCE`: a trial's scaling factor at other worker counts, bandwidths and compressions; cli.py delegates here.
 
-    ringleader whatif ringleader-runs/                         # the newest run: its fewest-worker trial's rank 0
+    ringleader whatif ringleader-runs/                         # the newest run: a ring trial's lowest worker rank
     ringleader whatif ringleader-runs/quickstart-20250101-120000/quickstart-2 --workers 8 16
     ringleader whatif profile.json --bandwidths 10 100 --target-sf 0.9 -o whatif.png
     ringleader whatif 3f2a9c... --calibrate-add add.json       # a sweep or trial run in MLflow; add timed here
     ringleader whatif profile.json --add-table add.json        # the same machine's add times, read back
 
 SOURCE is a profile file (docs/whatif.md), a rank, trial or run directory, or in MLflow a trial run id,
-a sweep run id or an experiment (as `ringleader report` finds them). Exit status: 0 when the table is
-printed, 1 when SOURCE names nothing usable or calibration fails, 2 for wrong options. Importing this
-module is cheap: MLflow, matplotlib and torch are imported only when needed.
+a sweep run id or an experiment (as `ringleader report` finds them). Of a run or sweep, the trial is the one
+analysis/profile.pick takes for a ring (a RingAllReduce trial, the fewest workers), and of a trial its
+lowest worker rank with a layers.json, as `ringleader predict` takes it; the first line says which. Exit
+status: 0 when the table is printed, 1 when SOURCE names nothing usable or calibration fails, 2 for wrong
+options. Importing this module is cheap: MLflow, matplotlib and torch are imported only when needed.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import argparse
 import json
 import pathlib
 import sys
+import textwrap
 from typing import TextIO
 
-from ringleader.analysis import addcost, whatif
+from ringleader.analysis import addcost, overlap, whatif
+from ringleader.analysis import profile as profile_
 from ringleader.contract import exits, records
 from ringleader.launch import sources
 
@@ -30,11 +34,12 @@ MIB = 1024 * 1024
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", metavar="SOURCE",
                         help="a profile file (JSON, docs/whatif.md); a rank, trial or run directory of `ringleader "
-                             "run` (a run directory: its trial with the fewest workers); or in MLflow a trial run "
-                             "id, a sweep run id or an experiment name or id")
+                             "run` (a run directory: a RingAllReduce trial if it has one, the fewest workers); or in "
+                             "MLflow a trial run id, a sweep run id or an experiment name or id")
     parser.add_argument("--trial", metavar="NAME", help="the trial of a run directory or sweep to take the profile from")
-    parser.add_argument("--rank", type=int, default=0, metavar="R", help="the rank whose backward is the profile "
-                                                                         "(default 0)")
+    parser.add_argument("--rank", type=int, metavar="R",
+                        help="the worker rank whose backward is the profile (default: the lowest worker rank with a "
+                             "layers.json, as `ringleader predict` takes it)")
     parser.add_argument("--tracking-uri", metavar="URI",
                         help="MLflow tracking URI to look SOURCE up in (default: $MLFLOW_TRACKING_URI, else "
                              "sqlite:///mlflow.db in this directory)")
@@ -47,11 +52,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--codec-ms", type=float, metavar="MS",
                         help="encoding and decoding per iteration, added to the overhead when compressing (default: "
                              "a compressed trial's measured time/codec, else 0)")
-    parser.add_argument("--cycle-time-ms", type=float, default=1000 * whatif.FUSION_WINDOW_SECONDS, metavar="MS",
+    parser.add_argument("--bucketing", choices=("fusion", "runtime"), default="fusion",
+                        help="how gradients are grouped into allreduces: Horovod's tensor fusion (default; "
+                             "--cycle-time-ms, --fusion-threshold-mib) or the runtime ring's buckets (--bucket-mib)")
+    parser.add_argument("--cycle-time-ms", type=float, default=1000 * whatif.FUSION.window_seconds, metavar="MS",
                         help="fusion cycle time: gradients ready within it of a bucket's first share the bucket "
                              "(default %(default)g)")
-    parser.add_argument("--fusion-threshold-mib", type=float, default=whatif.FUSION_BYTES / MIB, metavar="MIB",
+    parser.add_argument("--fusion-threshold-mib", type=float, default=whatif.FUSION.cap_bytes / MIB, metavar="MIB",
                         help="fusion threshold: a bucket never grows past it (default %(default)g)")
+    parser.add_argument("--bucket-mib", type=float, default=overlap.RuntimeBuckets().bucket_bytes / MIB,
+                        metavar="MIB", help="with --bucketing runtime: the ring's bucket size, RINGLEADER_BUCKET_BYTES "
+                                            "(default %(default)g, the runtime's default)")
     parser.add_argument("--add-fixed-us", type=float, default=0.0, metavar="US",
                         help="reduction arithmetic: fixed cost per add call, microseconds (default 0)")
     parser.add_argument("--add-ns-per-byte", type=float, default=0.0, metavar="NS",
@@ -83,11 +94,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"ringleader whatif: {error}", file=err)
         return exits.FAILED
 
-    window, cap = args.cycle_time_ms / 1000, args.fusion_threshold_mib * MIB
+    bucketing = _bucketing(args)
     print(f"{said}: {len(profile.gradients)} gradients, {profile.total_bytes / 1e6:.3f} MB, backward "
           f"{1000 * profile.backward_seconds:.3f} ms, t_batch {1000 * batch:.3f} ms", file=out)
-    print(f"fusion: cycle time {args.cycle_time_ms:g} ms, threshold {args.fusion_threshold_mib:g} MiB; add: {add_said}",
-          file=out)
+    print(f"{bucketing.describe()}; add: {add_said}", file=out)
     compressions, codec = list(args.compressions), (args.codec_ms or 0.0) / 1000
     if measured is not None:
         compressions = sorted(set(compressions) | {round(measured.compression, 4)})
@@ -99,15 +109,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     bandwidths = [g * 1e9 for g in args.bandwidths]
     everything = []
     for workers in args.workers:
-        results = whatif.sweep(profile, workers, batch, bandwidths, compressions, add, window, cap, codec)
+        results = whatif.sweep(profile, workers, batch, bandwidths, compressions, add, bucketing, codec)
         everything.extend(results)
         print(f"\nN = {workers}", file=out)
         print(whatif.table(results), file=out)
+    print("\n" + textwrap.fill(whatif.TERMS, 110), file=out)
     if args.target_sf is not None:
         print(f"\ncompression needed for SF >= {args.target_sf:g}:", file=out)
         for workers in args.workers:
             for bandwidth in bandwidths:
-                needed = whatif.compression_needed(profile, workers, bandwidth, args.target_sf, batch, add, window, cap)
+                needed = whatif.compression_needed(profile, workers, bandwidth, args.target_sf, batch, add, bucketing)
                 print(f"  N={workers} {bandwidth / 1e9:g} Gbit/s: {_needed(needed)}", file=out)
     if args.plot:
         from ringleader.analysis import whatif_figure  # matplotlib takes a second: only when a plot is asked for
@@ -126,8 +137,8 @@ def _wrong_options(args: argparse.Namespace) -> str | None:
         return "--compressions must be greater than or equal to 1 (1: no compression)"
     if args.codec_ms is not None and args.codec_ms < 0:
         return "--codec-ms must be greater than or equal to 0"
-    if not args.cycle_time_ms > 0 or not args.fusion_threshold_mib > 0:
-        return "--cycle-time-ms and --fusion-threshold-mib must be greater than 0"
+    if not args.cycle_time_ms > 0 or not args.fusion_threshold_mib > 0 or not args.bucket_mib > 0:
+        return "--cycle-time-ms, --fusion-threshold-mib and --bucket-mib must be greater than 0"
     if args.add_fixed_us < 0 or args.add_ns_per_byte < 0:
         return "--add-fixed-us and --add-ns-per-byte must be greater than or equal to 0"
     chosen = [name for name, given in (("--add-fixed-us/--add-ns-per-byte", args.add_fixed_us or args.add_ns_per_byte),
@@ -136,9 +147,15 @@ def _wrong_options(args: argparse.Namespace) -> str | None:
         return f"{' and '.join(chosen)} each set the add cost: give one of them"
     if args.target_sf is not None and not 0 < args.target_sf <= 1:
         return "--target-sf must be greater than 0 and at most 1"
-    if args.rank < 0:
+    if args.rank is not None and args.rank < 0:
         return "--rank must be greater than or equal to 0"
     return None
+
+
+def _bucketing(args: argparse.Namespace) -> overlap.Bucketing:
+    if args.bucketing == "runtime":
+        return overlap.RuntimeBuckets(args.bucket_mib * MIB)
+    return overlap.FusionWindow(args.cycle_time_ms / 1000, args.fusion_threshold_mib * MIB)
 
 
 def _add_cost(args: argparse.Namespace, out: TextIO) -> tuple[addcost.AddCost, str]:
@@ -182,7 +199,7 @@ def _needed(needed: whatif.Needed) -> str:
 
 
 def _profile(args: argparse.Namespace, out: TextIO) \
-        -> tuple[whatif.BackwardProfile, float, str, whatif.MeasuredCompression | None]:
+        -> tuple[profile_.Profile, float, str, whatif.MeasuredCompression | None]:
     """(profile, t_batch, what it was taken from, the compression it measured) for SOURCE."""
     path = pathlib.Path(args.source)
     if path.is_file():
@@ -192,7 +209,7 @@ def _profile(args: argparse.Namespace, out: TextIO) \
             raise ValueError(f"{path}: not a profile file: not JSON ({error}); docs/whatif.md gives the format") \
                 from None
         try:
-            profile, batch = whatif.profile_from_document(document)
+            profile, batch = profile_.from_document(document)
         except ValueError as error:
             raise ValueError(f"{path}: not a profile file: {error}") from None
         return profile, batch, str(path), None
@@ -200,37 +217,25 @@ def _profile(args: argparse.Namespace, out: TextIO) \
         profile, batch = whatif.read_rank(path)
         measured = whatif.measured_compression(records.read_iterations(path / records.ITERATIONS_FILE))
         return profile, batch, str(path), measured
-    return _from_trial(_trial(args, out), args.rank)
-
-
-def _trial(args: argparse.Namespace, out: TextIO):
-    """The TrialResult SOURCE names: a trial directory, a run directory's trial, or an MLflow trial or sweep's."""
     found = sources.resolve(args.source, args.tracking_uri, out, "not a profile file or run directory")
-    return found.trials[0] if found.single else _pick(found.trials, args.trial, args.rank, found.where)
-
-
-def _pick(trials, name: str | None, rank: int, where: str):
-    """The trial named `name`, else the one with the fewest workers whose rank `rank` has a backward profile (the
-    first such: a parameter server's rank has none)."""
-    if name is not None:
-        for trial in trials:
-            if trial.trial.name == name:
-                return trial
-        raise LookupError(f"{where} has no trial {name!r}; its trials: {', '.join(t.trial.name for t in trials)}")
-    profiled = [t for t in trials if rank in t.layers]
-    if not profiled:
-        raise LookupError(f"{where}: no trial has a backward profile (layers.json) for rank {rank}: workers trace "
-                          "backward after warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
-    return min(profiled, key=lambda t: (t.trial.world_size, t.trial.index))
-
-
-def _from_trial(trial, rank: int) -> tuple[whatif.BackwardProfile, float, str, whatif.MeasuredCompression | None]:
-    name = trial.trial.name
-    if rank not in trial.layers:
-        raise LookupError(f"trial {name} has no backward profile (layers.json) for rank {rank}; ranks with one: "
-                          f"{sorted(trial.layers) or 'none'} (--rank R picks another)")
+    if found.single:
+        trial, why = found.trials[0], ""
+    elif args.trial is not None:
+        trial, why = _named(found, args.trial), ""
+    else:
+        trial, why = profile_.pick(found.trials)
+        why = f" ({why})"
+    rank = profile_.worker_rank(trial, args.rank)
     if not trial.records.get(rank):
-        raise LookupError(f"trial {name} has no iteration records for rank {rank}, so no t_batch")
-    profile = whatif.profile_from_layers(dict(trial.layers[rank]))
-    return (profile, whatif.batch_seconds_from_records(trial.records[rank]), f"trial {name}, rank {rank}",
+        raise LookupError(f"trial {trial.trial.name} has no iteration records for rank {rank}, so no t_batch")
+    profile, batch = whatif.from_rank(dict(trial.layers[rank]), trial.records[rank])
+    taken = "--rank" if args.rank is not None else "the lowest worker rank"
+    return (profile, batch, f"trial {trial.trial.name}{why}, rank {rank} ({taken})",
             whatif.measured_compression(trial.records[rank]))
+
+
+def _named(found: sources.Found, name: str):
+    for trial in found.trials:
+        if trial.trial.name == name:
+            return trial
+    raise LookupError(f"{found.where} has no trial {name!r}; its trials: {', '.join(t.trial.name for t in found.trials)}")

@@ -44,8 +44,8 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import (datafiles, heartbeat, models, netcounters, parameter_server, parent, peer_to_peer, ring,
-                               settings, termination, usage, worker)
+from ringleader.runtime import (datafiles, heartbeat, linkprobe, models, netcounters, parameter_server, parent,
+                               peer_to_peer, ring, settings, termination, usage, worker)
 
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MESSAGE_CHARACTERS = 4000  # the kubelet keeps 4 KiB of it
@@ -166,21 +166,32 @@ def write_termination_message(text: str) -> None:
             file.write(text)
 
 
+def probe_link(trial: trial_.Trial, env: contract.PodEnvironment, knobs: settings.Settings) -> dict | None:
+    """The link the ranks see, measured by every rank together before training (linkprobe.py); the document on
+    the first worker rank. The workers' group is created by every rank, in the same order everywhere."""
+    workers = [slot.rank for slot in trial.worker_slots()]
+    group = dist.new_group(ranks=workers, backend="gloo", timeout=datetime.timedelta(seconds=knobs.timeout_seconds)) \
+        if len(workers) > 1 else None
+    return linkprobe.measure(trial, env.rank, group, shared_host=env.master_addr in LOOPBACK)
+
+
 def predict(trial: trial_.Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
-            knobs: settings.Settings) -> dict | None:
-    """The trial summary's prediction (analysis/prediction.py), calibrated on this rank's layers.json and records;
-    None, with the reason in the log, when they cannot calibrate the models (e.g. one ring worker)."""
+            knobs: settings.Settings, probed: dict | None) -> dict:
+    """The trial summary's prediction (analysis/prediction.py), calibrated on the link probed at the start, this
+    rank's layers.json and every worker's records; when they cannot calibrate the models (e.g. one ring worker),
+    the reason, in the log and the summary."""
     try:
         layers = json.loads((recorder.directory / records.LAYERS_FILE).read_text())
-        prediction = prediction_.predict_trial(trial, gathered, layers, recorder.rank, knobs.bucket_bytes)
+        prediction = prediction_.predict_trial(trial, gathered, layers, recorder.rank, probed, knobs.bucket_bytes)
     except FileNotFoundError:
-        print("prediction: none: no layers.json (no iteration was traced)", flush=True)
-        return None
+        reason = "no layers.json: no iteration was traced (RINGLEADER_TRACE_ITERATIONS, warmupIterations)"
     except ValueError as error:
-        print(f"prediction: none: {error}", flush=True)
-        return None
-    print(f"prediction: {prediction_.headline(prediction)}", flush=True)
-    return prediction.to_document()
+        reason = str(error)
+    else:
+        print(f"prediction: {prediction_.headline(prediction)}", flush=True)
+        return prediction.to_document()
+    print(f"prediction: none: {reason}", flush=True)
+    return {keys.PREDICTION_UNAVAILABLE: reason}
 
 
 def finish_timeout(trial: trial_.Trial, knobs: settings.Settings) -> datetime.timedelta:
@@ -298,6 +309,7 @@ def main(environ=os.environ) -> int:
         # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
         # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
         control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
+        probed = probe_link(trial, env, knobs)
         if env.rank == first_worker:
             log_configuration(trial, env, device, backend, knobs)
         print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
@@ -328,9 +340,9 @@ def main(environ=os.environ) -> int:
             if keys.LINK_TX_MEAN in summary:  # where the rates were measured: this rank's, as every worker's
                 link = (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
                 summary.update({key: recorder.summary_extras[key] for key in link if key in recorder.summary_extras})
-            prediction = predict(trial, gathered, recorder, knobs)
-            if prediction is not None:
-                summary[keys.PREDICTION] = prediction
+            if probed is not None:
+                summary[keys.LINK_PROBE] = probed
+            summary[keys.PREDICTION] = predict(trial, gathered, recorder, knobs, probed)
             # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
             records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
                                 summary_.trial_series(gathered, trial))

@@ -171,13 +171,14 @@ PREDICTION: dict[str, Name] = {
     keys.ERROR_FRACTION: Name("error_pct", PCT, "|predicted - measured| / measured", SHARE),
     keys.COMPUTE_SECONDS: Name("compute_ms", MS, "the median compute time every architecture's prediction shares",
                                TIME),
-    keys.LINK_BITS_PER_SECOND: Name("link_bits_per_s", 1.0, "the link bandwidth the models use: the spec's, or "
-                                                            "fitted from the trial's communication", WHOLE),
-    keys.LATENCY_SECONDS: Name("latency_ms", MS, "the per-message latency the models use (fitted, or 0)", TIME),
+    keys.LINK_BITS_PER_SECOND: Name("link_bits_per_s", 1.0, "the link bandwidth the models use, probed at the "
+                                                            "trial's start", WHOLE),
+    keys.LATENCY_SECONDS: Name("latency_ms", MS, "the per-message latency the models use, probed likewise", TIME),
 }
 PREDICTED: dict[str, Name] = {
     keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of that architecture", TIME),
     keys.COMM_SECONDS: Name("comm_ms", MS, "its communication not hidden behind backward", TIME),
+    keys.BAND_FRACTION: Name("band_pct", PCT, "the validated worst |error| of that kind of prediction", SHARE),
 }
 PREDICTION_PREFIX = "predict_"
 

@@ -25,7 +25,9 @@ def predict(cwd: pathlib.Path, *arguments: str) -> subprocess.CompletedProcess:
 
 
 def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdir):
-    path = launching.experiment_file(workdir, "pr", {"sweep": {"matrix": {"architecture": list(LABELS)}}})
+    # An emulated 200 Mbit/s link: the kind of link the predictions were validated on, so each carries its band.
+    path = launching.experiment_file(workdir, "pr", {"network": {"bandwidth": "200Mbit"},
+                                                     "sweep": {"matrix": {"architecture": list(LABELS)}}})
     finished = launching.run(workdir, str(path), timeout=240, extra_env={"RINGLEADER_BUCKET_BYTES": str(BUCKET_BYTES)})
     assert finished.returncode == 0, finished.output
 
@@ -45,6 +47,9 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
         assert metrics["predict_error_pct"] == pytest.approx(100 * abs(predicted - measured) / measured, abs=0.1)
         for label in ("1ps", "4ps", "p2p", "ring"):
             assert math.isfinite(metrics[f"predict_{label}_iteration_ms"]) and metrics[f"predict_{label}_iteration_ms"] > 0
+        for label in ("1ps", "p2p", "ring"):  # validated: a band; 4 servers were not
+            assert metrics[f"predict_{label}_band_pct"] > 0
+        assert "predict_4ps_band_pct" not in metrics
         assert metrics[f"predict_{LABELS[architecture]}_iteration_ms"] == predicted
         logged[run.data.tags["mlflow.runName"].split(" ")[0]] = metrics
 
@@ -56,14 +61,13 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
     for name, document in documents.items():
         assert round(1000 * document["iterationSeconds"], 3) == logged[name]["predict_iteration_ms"]
         assert round(100 * document["errorFraction"], 1) == logged[name]["predict_error_pct"]
-        if document["architecture"] == "ring":
-            # Its bucket allreduces, of two sizes, are the pairs. Whether both link parameters come out of them is
-            # the data's (gloo on a loaded CPU need not take longer for more bytes); either way the label says.
-            assert "of 2 sizes" in document["fit"], document["fit"]
-            assert document["fit"].startswith(("latency and bandwidth fitted", "bandwidth fitted as the effective "
-                                               "rate; latency not fitted (time does not grow with size)"))
-        else:  # one exchange size per iteration: the effective rate, and the label says so
-            assert "latency not fitted (one message size)" in document["fit"], document["fit"]
+        # Every trial probed the same link at its start, 5 sizes each way, and prices every architecture on it.
+        probe = json.loads(next((workdir / "ringleader-runs").glob(f"*/{name}/summary.json")).read_text())
+        assert [len(probe["linkProbe"][kind]["samples"]) for kind in ("pointToPoint", "collective")] == [5, 5]
+        assert document["linkKind"] == "emulated" and document["cannotPredict"] is None
+        assert document["fit"].endswith("the emulated cap 0.2 Gbit/s where slower (probed at the trial's start, "
+                                        "5 sizes)"), document["fit"]
+        assert document["linkBitsPerSecond"] == 200e6  # loopback is faster than the cap
 
     # From MLflow (the sweep run) and as a table: the same predictions, each trial's headline printed.
     [sweep] = client.search_runs([experiment_id], "tags.`ringleader.kind` = 'sweep'")
@@ -75,3 +79,15 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
 
     missing = predict(workdir, "ringleader-runs", "--trial", "pr-9")
     assert missing.returncode == 1 and "has no trial 'pr-9'" in missing.stderr
+
+    # `ringleader whatif` takes the profile as predict does: of the parameter-server trial its lowest worker rank (rank 0
+    # is the server), and of the run the ring trial.
+    server_trial = next((workdir / "ringleader-runs").glob("*/pr-0"))
+    whatif = subprocess.run([sys.executable, "-m", "ringleader.cli", "whatif", str(server_trial), "--workers", "2"],
+                            cwd=workdir, env=launching.launcher_environ(), capture_output=True, text=True, timeout=120)
+    assert whatif.returncode == 0, whatif.stderr
+    assert whatif.stdout.startswith("trial pr-0, rank 1 (the lowest worker rank): ")
+    of_run = subprocess.run([sys.executable, "-m", "ringleader.cli", "whatif", "ringleader-runs", "--workers", "2"],
+                            cwd=workdir, env=launching.launcher_environ(), capture_output=True, text=True, timeout=120)
+    assert of_run.returncode == 0, of_run.stderr
+    assert "trial pr-2 (a RingAllReduce trial, the one with the fewest workers), rank 0" in of_run.stdout

@@ -12,6 +12,7 @@ import mlflow.tracking
 import pytest
 
 import launching
+from ringleader.analysis import profile as profile_
 from ringleader.analysis import whatif as whatif_
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,9 @@ def test_whatif_on_a_fresh_trial_from_its_directory_and_from_mlflow(workdir):
     by_directory = whatif(workdir, "ringleader-runs", *arguments, "-o", "whatif.png")
     assert by_directory.returncode == 0, by_directory.stderr
     out = by_directory.stdout
-    [(gradients, megabytes)] = re.findall(r"trial wi-0, rank 0: (\d+) gradients, ([\d.]+) MB", out)
+    # The run's one trial, picked as a ring trial with the fewest workers, and its lowest worker rank: both said.
+    [(gradients, megabytes)] = re.findall(r"trial wi-0 \(a RingAllReduce trial, the one with the fewest workers\), "
+                                          r"rank 0 \(the lowest worker rank\): (\d+) gradients, ([\d.]+) MB", out)
     assert int(gradients) == len(layers["parameters"])
     assert float(megabytes) == pytest.approx(sum(p["bytes"] for p in layers["parameters"]) / 1e6, abs=1e-3)
     rows = table(out)
@@ -68,7 +71,7 @@ def test_whatif_on_a_fresh_trial_from_its_directory_and_from_mlflow(workdir):
 
     # A profile file written from the same rank (the documented format) gives the same numbers too.
     profile_file = workdir / "profile.json"
-    profile_file.write_text(json.dumps(whatif_.profile_document(*whatif_.read_rank(trial_dir / "rank-0"))))
+    profile_file.write_text(json.dumps(profile_.document(*whatif_.read_rank(trial_dir / "rank-0"))))
     assert table(whatif(workdir, str(profile_file), *arguments).stdout) == rows
 
     missing = whatif(workdir, str(session), "--trial", "wi-9")

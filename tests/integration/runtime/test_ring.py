@@ -135,7 +135,7 @@ def test_the_link_is_shaped_to_the_bandwidth(ring_run):
 
 
 def test_each_recorded_bucket_transfer_lasts_at_least_its_bytes_on_the_shaped_link(ring_run):
-    # What `ringleader predict` fits the link to: on loopback gloo finishes at once, the emulated link does not.
+    # What the report's overlap figure draws: on loopback gloo finishes at once, the emulated link does not.
     for rank in (0, 1):
         iterations = ring_run.read_json(rank, records.LAYERS_FILE)["iterations"]
         collectives = [c for iteration in iterations for c in iteration["collectives"]]

@@ -1,0 +1,111 @@
+"""The one link every architecture's prediction is priced on, fitted from what a trial's ranks measured at its start.
+
+Called by analysis/prediction.py. The probe (runtime/linkprobe.py; the trial summary's `linkProbe`) timed
+messages and allreduces of several sizes before training; each series is fitted here to t(S) = a + b*S
+(models.fit_comm_cost, a median of slopes):
+
+    point-to-point   one way, half a ping-pong: latency a and bandwidth B = 8/b, what a parameter server's and a
+                     peer's messages cost (models.Link)
+    collective       one allreduce of the trial's workers, as measured: what each of a ring's buckets costs
+
+An emulated cap (spec.network.bandwidth, enforced by the runtime) is not timed: the runtime's rule is that
+bytes cross no faster than it (runtime/shaping.py), and the models apply that rule to the measured link.
+Every trial of a sweep probes the same way, so each prices an architecture on the same link whichever
+architecture it ran. The link's kind (emulated, enforced, loopback, network) is what the validated error
+bands are kept per (analysis/validation.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from ringleader.analysis import models
+from ringleader.api import spec as spec_
+from ringleader.contract import keys
+
+EMULATED = "emulated"
+"""EMULATED: spec.network.bandwidth, emulated by the runtime (shaping.py) on every rank."""
+ENFORCED = "enforced"
+"""ENFORCED: spec.network.bandwidth, enforced by the cluster's network (pod bandwidth annotations)."""
+LOOPBACK = "loopback"
+"""LOOPBACK: no cap, every rank on one machine (`ringleader run`): the link is the loopback and the shared CPU."""
+NETWORK = "network"
+"""NETWORK: no cap, ranks on their own machines (pods)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The link the models use, and how it was found."""
+
+    link: models.Link
+    """link is the point-to-point fit, with the emulated cap if any: a parameter server's and a peer's messages
+    cost a + 8S/min(B, cap) each."""
+    collective: models.CommCost | None
+    """collective is the fitted allreduce of `workers` (None with one worker): a ring bucket of S bytes costs
+    a + b*S, or under an emulated cap at least the ring's 2(N-1)/N * 8S/cap."""
+    workers: int
+    kind: str
+    """kind is EMULATED, ENFORCED, LOOPBACK or NETWORK."""
+    fit: str
+    """fit says, in words, what was fitted from what."""
+
+    def allreduce_seconds(self, size_bytes: float) -> float:
+        """One allreduce of `size_bytes` among the trial's workers; 0 with one worker (nothing crosses the network).
+        Under an emulated cap it lasts at least the ring's 2(N-1)/N * 8S/cap from its launch (runtime/ring.py paces
+        it so), the measured time hidden under that when shorter."""
+        measured = self.measured_allreduce_seconds(size_bytes)
+        if self.collective is None or not self.link.cap_bits_per_second:
+            return measured
+        paced = 2.0 * (self.workers - 1) / self.workers * models.BITS_PER_BYTE * size_bytes
+        return max(measured, paced / self.link.cap_bits_per_second)
+
+    def measured_allreduce_seconds(self, size_bytes: float) -> float:
+        """The allreduce as the probe measured it, no cap applied; 0 with one worker."""
+        return 0.0 if self.collective is None else max(0.0, self.collective.seconds(size_bytes))
+
+
+def kind(spec: spec_.ExperimentSpec, shared_host: bool) -> str:
+    if spec.network.bandwidth is not None:
+        return EMULATED if spec.network.emulated_bits_per_second() else ENFORCED
+    return LOOPBACK if shared_host else NETWORK
+
+
+def fit(samples: list[list[float]], what: str) -> models.CommCost:
+    """t(S) = a + b*S through `samples` ([bytes, seconds]); a fitted below 0 (noise on small messages) is taken as
+    0 and b refitted through the origin. ValueError when time does not grow with size."""
+    pairs = [(float(s), float(t)) for s, t in samples if s > 0 and t > 0]
+    if len({s for s, _ in pairs}) < 2:
+        raise ValueError(f"the {what} probe has fewer than 2 message sizes: latency and bandwidth cannot be told apart")
+    cost = models.fit_comm_cost(pairs)
+    if cost.a_seconds < 0:
+        cost = models.CommCost(0.0, sum(s * t for s, t in pairs) / sum(s * s for s, _ in pairs))
+    if not cost.b_seconds_per_byte > 0:
+        raise ValueError(f"the {what} probe's time does not grow with message size (a loaded machine's noise): "
+                         f"no bandwidth to fit ({', '.join(f'{s / 1024:g} KiB {1e3 * t:.3f} ms' for s, t in pairs)})")
+    return cost
+
+
+def calibrate(probe: Mapping[str, Any] | None, spec: spec_.ExperimentSpec) -> Calibration:
+    """The Calibration of a trial's `linkProbe` document. ValueError saying why when it cannot be fitted (no probe:
+    a trial recorded before ringleader probed its link, or one rank alone)."""
+    if not probe or not probe.get(keys.PROBE_POINT_TO_POINT):
+        raise ValueError("the trial recorded no link probe (summary.json `linkProbe`: a trial of one rank, or "
+                         "recorded by a ringleader that did not probe its link): no link to price the models on")
+    point = fit(probe[keys.PROBE_POINT_TO_POINT][keys.PROBE_SAMPLES], "point-to-point")
+    cap = spec.network.emulated_bits_per_second()
+    link = models.Link(models.BITS_PER_BYTE / point.b_seconds_per_byte, point.a_seconds, cap)
+    said = (f"point-to-point: latency {1e6 * link.latency_seconds:.1f} us, "
+            f"{link.bandwidth_bits_per_second / 1e9:.4g} Gbit/s")
+    collective, workers = None, 1
+    if probe.get(keys.PROBE_COLLECTIVE):
+        workers = int(probe[keys.PROBE_COLLECTIVE][keys.WORKERS])
+        collective = fit(probe[keys.PROBE_COLLECTIVE][keys.PROBE_SAMPLES], "allreduce")
+        bus = 2.0 * (workers - 1) / workers * models.BITS_PER_BYTE / collective.b_seconds_per_byte
+        said += (f"; allreduce of {workers}: {1e6 * collective.a_seconds:.1f} us + "
+                 f"bus {bus / 1e9:.4g} Gbit/s")
+    sizes = len(probe[keys.PROBE_POINT_TO_POINT][keys.PROBE_SAMPLES])
+    if cap:
+        said += f"; the emulated cap {cap / 1e9:.4g} Gbit/s where slower"
+    return Calibration(link, collective, workers, kind(spec, bool(probe.get(keys.PROBE_SHARED_HOST))),
+                       f"{said} (probed at the trial's start, {sizes} sizes)")
