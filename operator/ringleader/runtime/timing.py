@@ -11,7 +11,7 @@ deltas), so traces of ranks on different machines line up as well as their clock
 Per-layer times come from post-accumulate-grad hooks; they are host times at which autograd
 ran the hook (on GPU: when the gradient was enqueued, not computed). Communication spans that say
 their size (`args={"bytes": n}`, the ring's bucket allreduces) are also kept in layers.json as the
-iteration's "collectives", the (bytes, seconds) pairs `ringleader predict` fits a link to.
+iteration's "collectives", drawn by the report's overlap figure (the link is probed at start: runtime/linkprobe.py).
 """
 
 from __future__ import annotations
