@@ -270,7 +270,7 @@ class RingSynchronizer:
                 self._finish_rounds(timer)
             for bucket in self.buckets:
                 # A bucket's transfer ends when gloo has it and the emulated link has carried it, whichever is
-                # later: the span the report's overlap figure draws (the link itself is probed at start, runtime/linkprobe.py).
+                # later: the span the report's overlap figure draws (the link is probed: linkprobe.py).
                 done = max(bucket.completed_at or time.perf_counter(), bucket.emulated_end, bucket.launched_at)
                 timer.span(f"allreduce bucket {bucket.index}", bucket.launched_at, done,
                            timing.TRACK_COMM, {"bytes": bucket.bytes} if bucket.codec is None else {})
