@@ -33,7 +33,7 @@ def whatif_(capsys, *argv):
 def rows(out: str) -> dict[tuple[float, float], tuple[int, float, float]]:
     """(Gbit/s, compression) -> (buckets, overhead ms, SF) of the printed table(s)."""
     found = {}
-    for match in re.finditer(r"^\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)$", out, re.M):
+    for match in re.finditer(r"^\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)(?:\s+\w+)?$", out, re.M):
         gbit, compression, buckets, overhead, sf = match.groups()
         found[float(gbit), float(compression)] = (int(buckets), float(overhead), float(sf))
     return found
@@ -69,8 +69,12 @@ def test_a_compressed_ranks_measured_ratio_and_codec_join_the_table(tmp_path, ca
          "bytes/uncompressed": 1e6}) for _ in range(3)))
     code, out, err = whatif_(capsys, rank, "--workers", 2, "--bandwidths", 0.1, "--compressions", 1)
     assert (code, err) == (0, "")
-    assert "measured compression: c = 4.0000 (bytes uncompressed over sent), encode and decode 5.000 ms" in out
-    assert rows(out)[0.1, 1][1] == 300.0 and rows(out)[0.1, 4][1] == 65.0  # the trial's own point, its codec paid
+    assert ("measured compression: measured, c = 4.0000 (bytes uncompressed over sent) in 1 round(s), encode and "
+            "decode 5.000 ms") in out
+    # A rank's buckets are the runtime's (reverse order, the first closed past 1 MiB): [B, A] ready at 10 ms, [C] at
+    # 12 ms. 100 Mbit/s: 160 ms each, 10..170..330: 310 ms; c = 4: 40 ms each, 10..50..90: 70 ms, and the codec's 5.
+    assert "the runtime's buckets" in out
+    assert rows(out)[0.1, 1][1] == 310.0 and rows(out)[0.1, 4][1] == 75.0  # the trial's own point, its codec paid
 
 
 def test_the_fusion_options_change_the_buckets(profile_file, capsys):

@@ -11,6 +11,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 
 from ringleader.api import spec as spec_
+from ringleader.contract import lowrank
 from ringleader.runtime import compression
 from ringleader.runtime.exchange import wire
 
@@ -97,7 +98,7 @@ def test_power_sgd_matches_pytorchs_powersgd_hook_on_the_same_gradients(one_rank
     torch.manual_seed(0)
     ddp = torch.nn.parallel.DistributedDataParallel(Net())
     state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=rank,
-                                        start_powerSGD_iter=start, min_compression_rate=compression.MIN_COMPRESSION_RATE,
+                                        start_powerSGD_iter=start, min_compression_rate=lowrank.MIN_COMPRESSION_RATE,
                                         orthogonalization_epsilon=compression.ORTHOGONALIZATION_EPSILON,
                                         random_seed=seed)
     seen: list[tuple[torch.Tensor, torch.Tensor, list[torch.Size]]] = []  # (bucket in, bucket out, shapes)

@@ -27,6 +27,8 @@ class Gradient:
     size_bytes: float
     ready_seconds: float
     """ready_seconds is when backward produced the gradient, in seconds from the start of backward."""
+    shape: tuple[int, ...] | None = None
+    """shape is the parameter's, where recorded: what PowerSGD's factors are sized by (analysis/wire.py)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +69,18 @@ def from_layers(document: Mapping[str, Any]) -> Profile:
     for iteration in iterations:
         for name, ready in iteration["ready"].items():
             offsets.setdefault(name, []).append(ready - iteration["backwardStart"])
-    gradients = tuple(Gradient(p["name"], float(p["bytes"]), statistics.median(offsets[p["name"]]))
+    gradients = tuple(Gradient(p["name"], float(p["bytes"]), statistics.median(offsets[p["name"]]), _shape(p))
                       for p in document["parameters"] if p["name"] in offsets)
     if not gradients:
         raise ValueError("layers.json records no gradient of its parameters")
     return Profile(gradients, statistics.median(i["backwardEnd"] - i["backwardStart"] for i in iterations))
+
+
+def _shape(entry: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """A parameter's recorded shape; None where it was not recorded (layers.json before shapes, or none given)."""
+    shape = entry.get("shape")
+    return tuple(int(d) for d in shape) if isinstance(shape, list) and all(summary.is_number(d) for d in shape) \
+        else None
 
 
 def of_rank(document: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> Profile:
@@ -255,7 +264,8 @@ def from_document(document: Any) -> tuple[Profile, float]:
             problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
                             "number greater than or equal to 0")
         if not problems:
-            gradients.append(Gradient(str(entry.get("name", f"gradient-{index}")), float(size), float(ready)))
+            gradients.append(Gradient(str(entry.get("name", f"gradient-{index}")), float(size), float(ready),
+                                      _shape(entry)))
     if problems:
         raise ValueError("; ".join(problems))
     return Profile(tuple(gradients), float(backward)), float(batch)
@@ -265,4 +275,4 @@ def document(profile: Profile, batch_seconds: float) -> dict[str, Any]:
     """The profile file's document of (profile, t_batch): from_document reads it back."""
     return {"batchSeconds": batch_seconds, "backwardSeconds": profile.backward_seconds,
             "gradients": [{"name": g.name, "bytes": g.size_bytes, "readySeconds": g.ready_seconds}
-                          for g in profile.gradients]}
+                          | ({"shape": list(g.shape)} if g.shape else {}) for g in profile.gradients]}

@@ -1,17 +1,26 @@
 """What-if network model: how much would faster links, more workers or gradient compression cost or save?
 
-Called by `ringleader whatif` (launch/whatif.py), by the report's scaling figures (scaling.py) and from
-Python. Pure arithmetic over a worker's profile (analysis/profile.py, the reader `ringleader predict` uses
-too); docs/whatif.md explains the model and its limits.
+Called by `ringleader whatif` (launch/whatif.py), by the report's network figure (scaling.py), by
+bench/bench_compression_whatif.py and from Python. Pure arithmetic over a worker's profile
+(analysis/profile.py, the reader `ringleader predict` uses too); docs/whatif.md explains the model and its limits.
 
-The profile's gradients are grouped into buckets by a bucketing rule (analysis/overlap.py: Horovod's
-fusion window by default, or the runtime's ring buckets) and the buckets allreduced first-in first-out on
-one channel while backward runs (overlap.replay, the simulator of `ringleader predict`'s DAG model too), a
-bucket of S bytes costing 2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N) at bandwidth bw (bits/s) and
-compression ratio c; overhead = end of the last allreduce - end of backward (0 when all is hidden), plus,
-when compressing (c > 1), the codec's encoding and decoding per iteration (a compressed trial's measured
-time/codec, `measured_compression`); scaling factor SF = t_batch / (t_batch + overhead), t_batch one
-worker's median iteration without communication.
+The profile's gradients are grouped into buckets by a bucketing rule (analysis/overlap.py: the runtime's ring
+buckets for a measured trial, Horovod's fusion window for a profile file) and each bucket's first round
+allreduced first-in first-out on one channel while backward runs (overlap.replay, the simulator of `ringleader
+predict`'s DAG model too). A round sending W bytes per rank (analysis/wire.py: 2(N-1)/N of its payload, the
+payload S/c for compression ratio c) costs 8*W/bw at bandwidth bw (bits/s), or a trial's measured collective of
+that payload when longer (`floor`: what the machine's collectives cost however fast the link, as the runtime's
+emulated link hides them), plus (N-1)*add(S/N) of reduction arithmetic. A method's later rounds (PowerSGD's Q)
+follow every bucket's first. Then
+
+    overhead = exposed + later rounds + codec + wait
+    SF       = t_batch / (t_batch + overhead)
+
+exposed the end of the last first round less the end of backward (0 when all is hidden), codec the encoding and
+decoding per iteration (a compressed trial's measured time/codec), wait the BSP wait for each iteration's
+slowest worker (a trial's: its workers' median slowest compute less t_batch), t_batch one worker's median
+iteration without communication, waiting or codec. A trial's measured SF is t_batch over its median iteration
+(`measured_scaling_factor`), the same quantities.
 
 Profiles are best taken from a one-worker trial: its backward has no communication competing for the
 CPU. Ready times are host times of the gradient hooks (timing.py), so on GPU they are launch times,
@@ -25,11 +34,13 @@ import json
 import math
 import pathlib
 import statistics
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
-from ringleader.analysis import addcost, overlap, summary
+from ringleader.analysis import addcost, calibration, models, overlap, summary, wire
 from ringleader.analysis import profile as profile_
+from ringleader.analysis import results as results_
 from ringleader.api import constants
+from ringleader.api.spec import Architecture
 from ringleader.contract import keys, records
 
 BITS_PER_BYTE = 8.0
@@ -55,12 +66,19 @@ class WhatIf:
     workers: int
     bandwidth_bits_per_second: float
     compression: float
+    """compression is the ratio c the wire sends the gradients by (wire.Wire.ratio)."""
     replay: overlap.Replay
-    """replay is backward with the buckets allreduced: each bucket, and when its allreduce started and ended."""
+    """replay is backward with the buckets' first rounds sent: each bucket, and when that round started and ended."""
     batch_seconds: float | None = None
     """batch_seconds is t_batch, one device's iteration time, when given."""
     codec_seconds: float = 0.0
     """codec_seconds is the encoding and decoding a compressed iteration adds (0 uncompressed)."""
+    later_seconds: float = 0.0
+    """later_seconds are the rounds after every bucket's first (PowerSGD's Q), one after another."""
+    wait_seconds: float = 0.0
+    """wait_seconds is the BSP wait for each iteration's slowest worker."""
+    label: str = ""
+    """label names the compression method, '' for a ratio."""
 
     @property
     def buckets(self) -> tuple[overlap.Bucket, ...]:
@@ -68,8 +86,8 @@ class WhatIf:
 
     @property
     def overhead_seconds(self) -> float:
-        """End of the last allreduce minus end of backward, at least 0, plus the codec's seconds when c > 1."""
-        return self.replay.exposed_seconds + self.codec_seconds
+        """End of the last first round minus end of backward, at least 0, plus the later rounds, codec and wait."""
+        return self.replay.exposed_seconds + self.later_seconds + self.codec_seconds + self.wait_seconds
 
     @property
     def scaling_factor(self) -> float | None:
@@ -80,27 +98,46 @@ class WhatIf:
 # The model
 
 
-def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
-                      add: AddCost = no_add) -> float:
-    """One ring allreduce of `size_bytes`: 2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N); 0 for one worker."""
+def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, round_: wire.Round,
+                  add: AddCost = no_add, floor: models.CommCost | None = None) -> float:
+    """One round of a bucket of `size_bytes`: 8*(its wire bytes)/bw, or `floor` (a + b*payload, a measured
+    collective) when longer, plus (N-1)*add(added/N); 0 for one worker."""
     if workers < 1:
         raise ValueError(f"workers must be greater than or equal to 1, got {workers}")
-    if not bandwidth_bits_per_second > 0 or not compression > 0:
-        raise ValueError("bandwidth_bits_per_second and compression must be greater than 0")
+    if not bandwidth_bits_per_second > 0:
+        raise ValueError("bandwidth_bits_per_second must be greater than 0")
     if workers == 1:
         return 0.0
-    transfer = 2.0 * (BITS_PER_BYTE * size_bytes * (workers - 1) / workers) / (bandwidth_bits_per_second * compression)
-    return transfer + (workers - 1) * add(size_bytes / workers)
+    transfer = BITS_PER_BYTE * round_.wire_bytes(size_bytes, workers) / bandwidth_bits_per_second
+    if floor is not None:
+        transfer = max(transfer, floor.seconds(round_.payload * size_bytes))
+    return transfer + (workers - 1) * add(round_.added_bytes(size_bytes) / workers)
 
 
-def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
-             add: AddCost = no_add, batch_seconds: float | None = None,
-             bucketing: overlap.Bucketing = FUSION, codec_seconds: float = 0.0) -> WhatIf:
-    """Bucket the gradients, then allreduce the buckets FIFO on one channel, each at max(channel free, bucket ready);
-    compressing (c > 1) costs `codec_seconds` more per iteration."""
-    return WhatIf(workers, bandwidth_bits_per_second, compression, overlap.replay(
-        profile, bucketing, lambda size: allreduce_seconds(size, workers, bandwidth_bits_per_second, compression, add)),
-        batch_seconds, codec_seconds if compression > 1 and workers > 1 else 0.0)
+def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
+                      add: AddCost = no_add) -> float:
+    """One ring allreduce of `size_bytes` compressed by c: 2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N); 0 for one worker."""
+    return round_seconds(size_bytes, workers, bandwidth_bits_per_second, wire.uniform(compression).rounds[0], add)
+
+
+def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float,
+             compression: float | wire.Wire = 1.0, add: AddCost = no_add, batch_seconds: float | None = None,
+             bucketing: overlap.Bucketing = FUSION, floor: models.CommCost | None = None,
+             wait_seconds: float = 0.0) -> WhatIf:
+    """Bucket the gradients, send each bucket's first round FIFO on one channel, each at max(channel free, bucket
+    ready), then the later rounds of every bucket; a ratio c is wire.uniform(c), a Wire brings its codec's cost."""
+    chosen = compression if isinstance(compression, wire.Wire) else wire.uniform(compression)
+    first, *later = chosen.rounds
+
+    def seconds(size: float, round_: wire.Round) -> float:
+        return round_seconds(size, workers, bandwidth_bits_per_second, round_, add, floor)
+
+    replay = overlap.replay(profile, bucketing, lambda size: seconds(size, first))
+    distributed = workers > 1
+    return WhatIf(workers, bandwidth_bits_per_second, chosen.ratio(workers), replay, batch_seconds,
+                  chosen.codec_seconds if distributed else 0.0,
+                  sum(seconds(bucket.size_bytes, r) for r in later for bucket in replay.buckets),
+                  wait_seconds if distributed else 0.0, chosen.label)
 
 
 def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
@@ -112,10 +149,11 @@ def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
 
 def sweep(profile: profile_.Profile, workers: int, batch_seconds: float | None = None,
           bandwidths_bits_per_second: Sequence[float] = tuple(g * 1e9 for g in BANDWIDTHS_GBIT),
-          compressions: Sequence[float] = COMPRESSIONS, add: AddCost = no_add,
-          bucketing: overlap.Bucketing = FUSION, codec_seconds: float = 0.0) -> list[WhatIf]:
+          compressions: Sequence[float | wire.Wire] = COMPRESSIONS, add: AddCost = no_add,
+          bucketing: overlap.Bucketing = FUSION, floor: models.CommCost | None = None,
+          wait_seconds: float = 0.0) -> list[WhatIf]:
     """`simulate` at every bandwidth x compression, bandwidth-major (SF per link rate)."""
-    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, bucketing, codec_seconds)
+    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, bucketing, floor, wait_seconds)
             for bandwidth in bandwidths_bits_per_second for compression in compressions]
 
 
@@ -134,20 +172,22 @@ class Needed:
 
 def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float, target: float,
                        batch_seconds: float, add: AddCost = no_add, bucketing: overlap.Bucketing = FUSION,
-                       relative_tolerance: float = 1e-6) -> Needed:
+                       relative_tolerance: float = 1e-6, floor: models.CommCost | None = None,
+                       wait_seconds: float = 0.0) -> Needed:
     """The smallest compression ratio c >= 1 with SF(c) >= target, by bisection.
 
     Bisection is exact here because SF never decreases as c grows: every bucket's allreduce gets shorter,
     and a FIFO channel's start and end times (sums and maxima of those durations and of fixed ready times)
     can then only move earlier. The answer is the upper end of the last bracket, so SF there meets the
     target, and lies within `relative_tolerance` of the true ratio. Unreachable (compression None) when
-    even infinite compression, where only the reduction arithmetic is left, misses the target."""
+    even infinite compression, where only the reduction arithmetic (and a floor, and the wait) is left, misses
+    the target. Uncompressed ratios (wire.uniform) without a codec's cost: the codec is a method's, not a ratio's."""
     if not 0 < target <= 1:
         raise ValueError(f"the target scaling factor must be greater than 0 and at most 1, got {target}")
 
     def sf(compression: float) -> float:
         return simulate(profile, workers, bandwidth_bits_per_second, compression, add, batch_seconds,
-                        bucketing).scaling_factor
+                        bucketing, floor, wait_seconds).scaling_factor
 
     limit = sf(math.inf)
     if sf(1.0) >= target:
@@ -202,17 +242,63 @@ def measured_compression(iterations: list[dict]) -> MeasuredCompression | None:
     return MeasuredCompression(uncompressed / sent, statistics.fmean(r.get(keys.TIME_CODEC) or 0.0 for r in counted))
 
 
+def measured_scaling_factor(iterations: Sequence[Mapping[str, Any]]) -> float:
+    """A worker rank's SF measured as the model defines it: its t_batch (from_rank) over its median iteration,
+    after warm-up."""
+    return profile_.compute({0: iterations}, (keys.TIME_CODEC,)).median_seconds / \
+        profile_.measured_iteration_seconds({0: iterations})
+
+
+@dataclasses.dataclass(frozen=True)
+class Basis:
+    """What a trial gives the model: a worker's profile and t_batch, and what the runtime did around them."""
+
+    profile: profile_.Profile
+    batch_seconds: float
+    workers: int
+    bucketing: overlap.Bucketing
+    """bucketing is the runtime's ring buckets (as a ring trial recorded them, else the runtime's rule)."""
+    wait_seconds: float
+    """wait_seconds is the BSP wait: the median of each iteration's slowest worker's compute less t_batch."""
+    floor: models.CommCost | None
+    """floor is the allreduce the trial's link probe fitted (None without a probe): what a round costs at least."""
+    wire: wire.Wire | None
+    """wire is the trial's compression as it measured it (wire.measured), None uncompressed."""
+
+
+def basis(trial: results_.TrialResult, rank: int) -> Basis:
+    """The Basis of worker `rank` of a trial (its layers.json and records, every worker's records, its summary's
+    link probe). ValueError or KeyError when the rank lacks its profile or records."""
+    layers, records_ = dict(trial.layers[rank]), trial.records[rank]
+    profile, batch = from_rank(layers, records_)
+    workers = len(trial.trial.worker_slots())
+    recorded = profile_.bucket_sizes(layers) if trial.trial.spec.architecture == Architecture.RING_ALL_REDUCE else ()
+    wait = max(0.0, profile_.compute(trial.records, (keys.TIME_CODEC,)).slowest_per_iteration_seconds - batch)
+    try:
+        floor = calibration.calibrate((trial.summary or {}).get(keys.LINK_PROBE), trial.trial.spec).collective
+    except ValueError:  # no probe (one rank, or recorded before probing): the transfer alone
+        floor = None
+    found, method = measured_compression(records_), trial.trial.spec.compression
+    chosen = None
+    if found is not None and method.compressing():
+        chosen = wire.measured(profile, method, workers, found.compression, found.codec_seconds)
+    return Basis(profile, batch, workers, overlap.RuntimeBuckets(recorded=recorded), wait if workers > 1 else 0.0,
+                 floor, chosen)
+
+
 def table(results: Sequence[WhatIf]) -> str:
     """The results as a text table; TERMS defines its columns."""
-    lines = [f"{'Gbit/s':>7} {'compression':>11} {'buckets':>7} {'overhead ms':>12} {'SF':>6}"]
+    lines = [f"{'Gbit/s':>7} {'compression':>11} {'buckets':>7} {'overhead ms':>12} {'SF':>6}  method"]
     for r in results:
         sf = r.scaling_factor
-        lines.append(f"{r.bandwidth_bits_per_second / 1e9:>7g} {r.compression:>11g} {len(r.buckets):>7} "
-                     f"{1000 * r.overhead_seconds:>12.3f} {'-' if sf is None else f'{sf:.3f}':>6}")
+        lines.append(f"{r.bandwidth_bits_per_second / 1e9:>7g} {r.compression:>11.4g} {len(r.buckets):>7} "
+                     f"{1000 * r.overhead_seconds:>12.3f} {'-' if sf is None else f'{sf:.3f}':>6}  {r.label}".rstrip())
     return "\n".join(lines)
 
 
 TERMS = ("Gbit/s: the link's bandwidth; compression: the ratio c the gradients are compressed by (bytes sent / c; "
          "1 = none); buckets: how many allreduces the bucketing made; overhead ms: the communication still running "
-         "when backward ends; SF: the scaling factor t_batch / (t_batch + overhead), the fraction of linear scaling "
-         "the network leaves, t_batch being one worker's iteration without communication")
+         "when backward ends, a method's later rounds, its codec and the wait for the slowest worker; SF: the scaling "
+         "factor t_batch / (t_batch + overhead), the fraction of linear scaling the network leaves, t_batch being one "
+         "worker's iteration without communication; method: the compression a trial measured, priced as it ran "
+         "(blank: a ratio in one allreduce)")

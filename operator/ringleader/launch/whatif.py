@@ -17,13 +17,14 @@ options. Importing this module is cheap: MLflow, matplotlib and torch are import
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import sys
 import textwrap
 from typing import TextIO
 
-from ringleader.analysis import addcost, overlap, whatif
+from ringleader.analysis import addcost, overlap, whatif, wire
 from ringleader.analysis import profile as profile_
 from ringleader.contract import exits, records
 from ringleader.launch import sources
@@ -52,9 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--codec-ms", type=float, metavar="MS",
                         help="encoding and decoding per iteration, added to the overhead when compressing (default: "
                              "a compressed trial's measured time/codec, else 0)")
-    parser.add_argument("--bucketing", choices=("fusion", "runtime"), default="fusion",
-                        help="how gradients are grouped into allreduces: Horovod's tensor fusion (default; "
-                             "--cycle-time-ms, --fusion-threshold-mib) or the runtime ring's buckets (--bucket-mib)")
+    parser.add_argument("--bucketing", choices=("fusion", "runtime"),
+                        help="how gradients are grouped into allreduces: Horovod's tensor fusion (--cycle-time-ms, "
+                             "--fusion-threshold-mib; the default for a profile file) or the runtime ring's buckets "
+                             "(--bucket-mib; the default for a measured trial or rank: as a ring trial recorded them)")
     parser.add_argument("--cycle-time-ms", type=float, default=1000 * whatif.FUSION.window_seconds, metavar="MS",
                         help="fusion cycle time: gradients ready within it of a bucket's first share the bucket "
                              "(default %(default)g)")
@@ -89,27 +91,37 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return exits.USAGE
     try:
         add, add_said = _add_cost(args, out)
-        profile, batch, said, measured = _profile(args, out)
+        basis, said = _basis(args, out)
     except (ValueError, LookupError, OSError, RuntimeError) as error:
         print(f"ringleader whatif: {error}", file=err)
         return exits.FAILED
 
-    bucketing = _bucketing(args)
-    print(f"{said}: {len(profile.gradients)} gradients, {profile.total_bytes / 1e6:.3f} MB, backward "
-          f"{1000 * profile.backward_seconds:.3f} ms, t_batch {1000 * batch:.3f} ms", file=out)
+    bucketing = _bucketing(args, basis)
+    print(f"{said}: {len(basis.profile.gradients)} gradients, {basis.profile.total_bytes / 1e6:.3f} MB, backward "
+          f"{1000 * basis.profile.backward_seconds:.3f} ms, t_batch {1000 * basis.batch_seconds:.3f} ms", file=out)
     print(f"{bucketing.describe()}; add: {add_said}", file=out)
-    compressions, codec = list(args.compressions), (args.codec_ms or 0.0) / 1000
+    if basis.floor is not None:
+        print(f"a round costs at least the probed allreduce, {1e6 * basis.floor.a_seconds:.1f} us + "
+              f"{1e9 * basis.floor.b_seconds_per_byte:.3f} ns/byte", file=out)
+    if basis.wait_seconds:
+        print(f"wait: {1000 * basis.wait_seconds:.3f} ms per iteration for the slowest worker (BSP), added to the "
+              "overhead", file=out)
+    codec = (args.codec_ms or 0.0) / 1000
+    measured = basis.wire
     if measured is not None:
-        compressions = sorted(set(compressions) | {round(measured.compression, 4)})
         codec = measured.codec_seconds if args.codec_ms is None else codec
-        print(f"measured compression: c = {measured.compression:.4f} (bytes uncompressed over sent), encode and "
-              f"decode {1000 * measured.codec_seconds:.3f} ms per iteration", file=out)
+        measured = dataclasses.replace(measured, codec_seconds=codec)
+        print(f"measured compression: {measured.label or 'a ratio'}, c = {measured.ratio(basis.workers):.4f} (bytes "
+              f"uncompressed over sent) in {len(measured.rounds)} round(s), encode and decode "
+              f"{1000 * basis.wire.codec_seconds:.3f} ms per iteration", file=out)
     if codec:
         print(f"codec: {1000 * codec:.3f} ms per iteration added to the overhead when c > 1", file=out)
+    compressions = [wire.uniform(c, codec) for c in args.compressions] + ([measured] if measured else [])
     bandwidths = [g * 1e9 for g in args.bandwidths]
     everything = []
     for workers in args.workers:
-        results = whatif.sweep(profile, workers, batch, bandwidths, compressions, add, bucketing, codec)
+        results = whatif.sweep(basis.profile, workers, basis.batch_seconds, bandwidths, compressions, add, bucketing,
+                               basis.floor, basis.wait_seconds)
         everything.extend(results)
         print(f"\nN = {workers}", file=out)
         print(whatif.table(results), file=out)
@@ -118,7 +130,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"\ncompression needed for SF >= {args.target_sf:g}:", file=out)
         for workers in args.workers:
             for bandwidth in bandwidths:
-                needed = whatif.compression_needed(profile, workers, bandwidth, args.target_sf, batch, add, bucketing)
+                needed = whatif.compression_needed(basis.profile, workers, bandwidth, args.target_sf,
+                                                   basis.batch_seconds, add, bucketing, floor=basis.floor,
+                                                   wait_seconds=basis.wait_seconds)
                 print(f"  N={workers} {bandwidth / 1e9:g} Gbit/s: {_needed(needed)}", file=out)
     if args.plot:
         from ringleader.analysis import whatif_figure  # matplotlib takes a second: only when a plot is asked for
@@ -152,10 +166,13 @@ def _wrong_options(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _bucketing(args: argparse.Namespace) -> overlap.Bucketing:
+def _bucketing(args: argparse.Namespace, basis: whatif.Basis) -> overlap.Bucketing:
+    """--bucketing, else the source's: a measured trial's runtime buckets, a profile file's fusion window."""
+    if args.bucketing is None:
+        return basis.bucketing
     if args.bucketing == "runtime":
         return overlap.RuntimeBuckets(args.bucket_mib * MIB)
-    return overlap.FusionWindow(args.cycle_time_ms / 1000, args.fusion_threshold_mib * MIB)
+    return _fusion(args)
 
 
 def _add_cost(args: argparse.Namespace, out: TextIO) -> tuple[addcost.AddCost, str]:
@@ -198,9 +215,8 @@ def _needed(needed: whatif.Needed) -> str:
     return f"{needed.compression:.4f}"
 
 
-def _profile(args: argparse.Namespace, out: TextIO) \
-        -> tuple[profile_.Profile, float, str, whatif.MeasuredCompression | None]:
-    """(profile, t_batch, what it was taken from, the compression it measured) for SOURCE."""
+def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
+    """What SOURCE gives the model (whatif.Basis), and what it was taken from."""
     path = pathlib.Path(args.source)
     if path.is_file():
         try:
@@ -212,11 +228,16 @@ def _profile(args: argparse.Namespace, out: TextIO) \
             profile, batch = profile_.from_document(document)
         except ValueError as error:
             raise ValueError(f"{path}: not a profile file: {error}") from None
-        return profile, batch, str(path), None
-    if path.is_dir() and (path / records.LAYERS_FILE).is_file():  # a rank directory
-        profile, batch = whatif.read_rank(path)
-        measured = whatif.measured_compression(records.read_iterations(path / records.ITERATIONS_FILE))
-        return profile, batch, str(path), measured
+        return whatif.Basis(profile, batch, 1, _fusion(args), 0.0, None, None), str(path)
+    if path.is_dir() and (path / records.LAYERS_FILE).is_file():  # a rank directory, without its trial
+        layers = json.loads((path / records.LAYERS_FILE).read_text())
+        iterations = records.read_iterations(path / records.ITERATIONS_FILE)
+        profile, batch = whatif.from_rank(layers, iterations)
+        measured = whatif.measured_compression(iterations)
+        chosen = None if measured is None else dataclasses.replace(
+            wire.uniform(measured.compression, measured.codec_seconds), label="measured")
+        return whatif.Basis(profile, batch, 1, overlap.RuntimeBuckets(recorded=profile_.bucket_sizes(layers)), 0.0,
+                            None, chosen), str(path)
     found = sources.resolve(args.source, args.tracking_uri, out, "not a profile file or run directory")
     if found.single:
         trial, why = found.trials[0], ""
@@ -228,10 +249,12 @@ def _profile(args: argparse.Namespace, out: TextIO) \
     rank = profile_.worker_rank(trial, args.rank)
     if not trial.records.get(rank):
         raise LookupError(f"trial {trial.trial.name} has no iteration records for rank {rank}, so no t_batch")
-    profile, batch = whatif.from_rank(dict(trial.layers[rank]), trial.records[rank])
     taken = "--rank" if args.rank is not None else "the lowest worker rank"
-    return (profile, batch, f"trial {trial.trial.name}{why}, rank {rank} ({taken})",
-            whatif.measured_compression(trial.records[rank]))
+    return whatif.basis(trial, rank), f"trial {trial.trial.name}{why}, rank {rank} ({taken})"
+
+
+def _fusion(args: argparse.Namespace) -> overlap.FusionWindow:
+    return overlap.FusionWindow(args.cycle_time_ms / 1000, args.fusion_threshold_mib * MIB)
 
 
 def _named(found: sources.Found, name: str):

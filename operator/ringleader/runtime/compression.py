@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 
 from ringleader.api import spec as spec_
+from ringleader.contract import lowrank
 
 FP16_MAX = 65504.0
 # FP16's scale leaves this factor of headroom under FP16_MAX: one rank's share may exceed the sum it adds to.
@@ -39,7 +40,6 @@ FP16_HEADROOM = 2.0 ** 8
 FP16_SCALE_BOUNDS = (2.0 ** -24, 2.0 ** 24)
 FP16_RETRIES = 16  # scale divisions (by 16) before an overflowing sum is kept as it is: the gradient is not finite
 ORTHOGONALIZATION_EPSILON = 1e-8  # keeps a zero column (a parameter without gradient) from dividing by zero
-MIN_COMPRESSION_RATE = 2  # PowerSGD sends a matrix as factors only when they are at most half its size
 CAST_DTYPES = {spec_.CompressionMethod.FP16: torch.float16, spec_.CompressionMethod.BF16: torch.bfloat16}
 
 
@@ -155,11 +155,9 @@ class PowerSgdCodec:
         self.whole: list[tuple[int, int]] = []  # (offset, numel) of the tensors sent as they are
         self.matrices: list[tuple[int, int, int, int]] = []  # (offset, n, m, r) of those sent as factors
         for shape, offset, numel in zip(shapes, offsets, self.numels):
-            n = shape[0] if len(shape) else 1
-            m = numel // n if n else 0
-            r = min(n, m, rank)
-            if (n + m) * r * MIN_COMPRESSION_RATE < n * m:
-                self.matrices.append((offset, n, m, r))
+            factored = lowrank.factors(shape, rank)
+            if factored:
+                self.matrices.append((offset, *factored))
             else:
                 self.whole.append((offset, numel))
         self.whole_numel = sum(numel for _, numel in self.whole)

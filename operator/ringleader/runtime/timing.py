@@ -90,7 +90,7 @@ class IterationTimer:
         self.pending: list = []  # GPU: (phase, start event, end event) resolved in finish()
         self.events: list[dict] = []  # Chrome trace events of the traced steps
         self.layer_iterations: list[dict] = []
-        self.parameter_names: list[tuple[str, int]] = []
+        self.parameter_names: list[tuple[str, int, list[int]]] = []  # (name, bytes, shape)
         self._phases: dict[str, _Phase] = {}
         # Fixed tids for the tracks every rank has, so traces of all ranks stack the same way.
         self._tracks: dict[str, int] = {TRACK_ITERATION: 1, TRACK_MAIN: 2, TRACK_COMM: 3}
@@ -206,7 +206,7 @@ class IterationTimer:
         for name, parameter in model.named_parameters():
             if not parameter.requires_grad:
                 continue
-            self.parameter_names.append((name, parameter.numel() * parameter.element_size()))
+            self.parameter_names.append((name, parameter.numel() * parameter.element_size(), list(parameter.shape)))
             self._watched.append((name, parameter))
 
     def _hook_layers(self, on: bool) -> None:
@@ -235,7 +235,7 @@ class IterationTimer:
         return {
             "rank": self.rank,
             "clock": "seconds from the iteration's start, host clock when the gradient hook ran",
-            "parameters": [{"name": name, "bytes": size} for name, size in self.parameter_names],
+            "parameters": [{"name": name, "bytes": size, "shape": shape} for name, size, shape in self.parameter_names],
             "iterations": self.layer_iterations,
         }
 
