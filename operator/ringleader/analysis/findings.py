@@ -313,9 +313,10 @@ def network(result: results_.SweepResult) -> list[Finding]:
     if scaling.BANDWIDTH not in result.axes:
         return []
     sentences = []
+    lines = {line.label: line.trials for line in scaling.bandwidth_lines(result)}
     for name, points in scaling.bandwidth_series(result).items():
         (slow, at_slow), (fast, at_fast) = points[0], points[-1]
-        curve = scaling.whatif_curve(result, [slow, fast])
+        curve = scaling.whatif_curve(lines[name], [slow, fast])
         model = ""
         if isinstance(curve, scaling.WhatIfCurve):
             model = f"; the what-if model says {curve.points[0][1]:.2f} and {curve.points[1][1]:.2f}"

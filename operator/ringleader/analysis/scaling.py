@@ -175,17 +175,34 @@ class WhatIfCurve:
     workers: int
     points: list[tuple[float, float]]
     """points are (bits per second, scaling factor)."""
+    method: str = ""
+    """method is the compression the trial measured and the curve prices (wire.measured); '' uncompressed."""
+
+
+def bandwidth_lines(result: results_.SweepResult) -> list[combinations.Combination]:
+    """The series of a bandwidth sweep: its trials grouped by every varied axis but bandwidth (e.g. compression)."""
+    return combinations.group(result, [axis for axis in combinations.varied_axes(result) if axis != BANDWIDTH])
+
+
+def measured_scaling_factor(trial: results_.TrialResult) -> float | None:
+    """A trial's SF in the model's terms (whatif.measured_scaling_factor) of its lowest worker rank with records,
+    the rank the model takes; the summary's compute share of iteration time where no records were read."""
+    ranks = [s.rank for s in trial.trial.worker_slots() if trial.records.get(s.rank)]
+    try:
+        return whatif.measured_scaling_factor(trial.records[ranks[0]])
+    except (IndexError, ValueError, TypeError):  # no records, or no measured worker iteration in them
+        return combinations.number(trial, keys.COMPUTE_FRACTION)
 
 
 def bandwidth_series(result: results_.SweepResult) -> dict[str, list[tuple[float, statistics.Estimate]]]:
-    """Per series (every varied axis but bandwidth), the measured scaling factor (compute share of iteration
-    time) at each bandwidth, in bits per second, slowest first."""
-    others = [axis for axis in combinations.varied_axes(result) if axis != BANDWIDTH]
+    """Per series (bandwidth_lines), the measured scaling factor (measured_scaling_factor, over repetitions) at
+    each bandwidth, in bits per second, slowest first."""
     series = {}
-    for line in combinations.group(result, others):
+    for line in bandwidth_lines(result):
         points = []
         for combination in combinations.group(results_.SweepResult(result.experiment, line.trials), [BANDWIDTH]):
-            estimate = combination.estimate(keys.COMPUTE_FRACTION)
+            estimate = combination.estimate(
+                lambda t: measured_scaling_factor(t) if t.status == combinations.FINISHED else None)
             if estimate is not None:
                 rate = combination.trials[0].trial.spec.network.bits_per_second()
                 points.append((float(rate), estimate))
@@ -194,23 +211,25 @@ def bandwidth_series(result: results_.SweepResult) -> dict[str, list[tuple[float
     return series
 
 
-def whatif_curve(result: results_.SweepResult, bandwidths: list[float]) -> WhatIfCurve | str:
-    """The what-if model at `bandwidths` from the finished trial and rank `ringleader whatif` would take
-    (profile.pick, profile.worker_rank), or why not."""
+def whatif_curve(trials: list[results_.TrialResult], bandwidths: list[float]) -> WhatIfCurve | str:
+    """The what-if model at `bandwidths` from the finished trial and rank `ringleader whatif` would take of `trials`
+    (profile.pick, profile.worker_rank), priced as it ran (whatif.basis: its buckets, compression, codec, floor
+    and wait), or why not."""
     try:
-        trial, _ = profile_.pick([t for t in result.trials if t.status == combinations.FINISHED])
-        rank = profile_.worker_rank(trial)
-        profile, batch = whatif.from_rank(dict(trial.layers[rank]), trial.records.get(rank) or [])
+        trial, _ = profile_.pick([t for t in trials if t.status == combinations.FINISHED])
+        basis = whatif.basis(trial, profile_.worker_rank(trial))
     except (LookupError, ValueError, KeyError):
         return ("no what-if curve: it needs a worker's layers.json and records of a finished trial, which this "
                 "source lacks")
-    workers = len(trial.trial.worker_slots())
-    points = [(rate, whatif.simulate(profile, workers, rate, batch_seconds=batch).scaling_factor) for rate in bandwidths]
-    return WhatIfCurve(trial.trial.name, workers, points)
+    points = [(rate, whatif.simulate(basis.profile, basis.workers, rate, basis.wire or 1.0,
+                                     batch_seconds=basis.batch_seconds, bucketing=basis.bucketing, floor=basis.floor,
+                                     wait_seconds=basis.wait_seconds).scaling_factor) for rate in bandwidths]
+    return WhatIfCurve(trial.trial.name, basis.workers, points, basis.wire.label if basis.wire else "")
 
 
 def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
-    """Measured scaling factor against bandwidth, with the what-if model's curve beside it."""
+    """Measured scaling factor against bandwidth per series, each with the what-if model's curve from one of its
+    own trials (a compressed series' priced at the ratio, rounds and codec it measured)."""
     if BANDWIDTH not in result.axes:
         return None
     series = bandwidth_series(result)
@@ -219,17 +238,22 @@ def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
     rates = [rate for points in series.values() for rate, _ in points]
     low, high = math.log10(min(rates) / 2), math.log10(max(rates) * 2)
     grid = [10 ** (low + (high - low) * i / 40) for i in range(41)]
-    curve = whatif_curve(result, grid)
+    lines = {line.label: line.trials for line in bandwidth_lines(result)}
     figure, axes = pyplot.subplots(figsize=(7.5, 4.6))
+    drawn, missing = [], ""
     for index, (name, points) in enumerate(series.items()):
-        _errorbar(axes, [rate for rate, _ in points], [estimate for _, estimate in points],
-                  color=figures.colour(index), label=f"{name} (measured: compute share of total time)")
-    if isinstance(curve, WhatIfCurve):
-        axes.plot([r for r, _ in curve.points], [sf for _, sf in curve.points], "k--",
-                  label=f"what-if model ({curve.trial}'s profile, N={curve.workers})")
-        note = f"what-if model from {curve.trial}'s layers.json"
-    else:
-        note = curve
+        colour = figures.colour(index)
+        _errorbar(axes, [rate for rate, _ in points], [estimate for _, estimate in points], color=colour,
+                  label=f"{name} (measured)")
+        curve = whatif_curve(lines[name], grid)
+        if isinstance(curve, WhatIfCurve):
+            axes.plot([r for r, _ in curve.points], [sf for _, sf in curve.points], "--", color=colour,
+                      label=f"{name} (what-if, {curve.trial}'s profile, N={curve.workers})")
+            drawn.append(curve.trial)
+        else:
+            missing = curve
+    note = (f"what-if model from the layers.json of {', '.join(drawn)}" if drawn else "") + \
+        ("; " if drawn and missing else "") + (missing if missing else "")
     axes.set_xscale("log")
     axes.set_ylim(0, 1.05)
     axes.set_xlabel("bandwidth (bits/s)")
@@ -238,9 +262,11 @@ def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
     axes.legend(fontsize=7)
     path = figures.save(figure, directory, "network")
     return figures.Figure("network", "Scaling factor against bandwidth",
-                          "line chart: measured scaling factor against bandwidth"
-                          + (", with the what-if model's curve dashed" if isinstance(curve, WhatIfCurve) else ""),
-                          "Measured scaling factor: total compute time over total iteration time after warm-up, a "
-                          "ratio of means (1 = the network costs nothing). Dashed: the what-if model (fused gradient "
-                          "buckets allreduced while backward runs, on the profile's median iteration) at "
-                          f"each bandwidth; {note}.", path)
+                          "line chart: measured scaling factor against bandwidth per series"
+                          + (", with the what-if model's curve of each series dashed in its colour" if drawn else ""),
+                          "Measured scaling factor: t_batch (a worker's median iteration outside communication, "
+                          "waiting and codec) over its median iteration after warm-up, the model's own terms (the "
+                          "compute share of iteration time where records were not read); 1 = the network costs "
+                          "nothing. Dashed: the what-if model of each series at each bandwidth, from one of its "
+                          "trials: the ring's buckets allreduced while backward runs, a compression's rounds at "
+                          f"the ratio it measured, its codec time and the wait for the slowest worker; {note}.", path)

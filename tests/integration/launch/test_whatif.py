@@ -25,7 +25,7 @@ def whatif(cwd: pathlib.Path, *arguments: str) -> subprocess.CompletedProcess:
 
 def table(out: str) -> list[tuple[float, float, int, float, float]]:
     return [(float(g), float(c), int(b), float(o), float(sf)) for g, c, b, o, sf in
-            re.findall(r"^\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)]
+            re.findall(r"^\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)(?:\s+\w+)?$", out, re.M)]
 
 
 def test_whatif_on_a_fresh_trial_from_its_directory_and_from_mlflow(workdir):
@@ -69,10 +69,17 @@ def test_whatif_on_a_fresh_trial_from_its_directory_and_from_mlflow(workdir):
         assert from_mlflow.returncode == 0, from_mlflow.stderr
         assert table(from_mlflow.stdout) == rows
 
-    # A profile file written from the same rank (the documented format) gives the same numbers too.
+    # A profile file written from the same rank (the documented format) holds its profile and t_batch only: the
+    # paper's model of them (fusion buckets, no floor, no wait), whatever the trial measured around them.
+    profile, batch = whatif_.read_rank(trial_dir / "rank-0")
     profile_file = workdir / "profile.json"
-    profile_file.write_text(json.dumps(profile_.document(*whatif_.read_rank(trial_dir / "rank-0"))))
-    assert table(whatif(workdir, str(profile_file), *arguments).stdout) == rows
+    profile_file.write_text(json.dumps(profile_.document(profile, batch)))
+    from_file = whatif(workdir, str(profile_file), *arguments).stdout
+    assert "fusion: cycle time 5 ms" in from_file
+    assert [sf for *_, sf in table(from_file)] == pytest.approx(
+        [whatif_.simulate(profile, n, g * 1e9, c, batch_seconds=batch).scaling_factor
+         for n in (2, 8) for g in (1, 100) for c in (1, 4)], abs=5e-4)
+    assert "the runtime's buckets" in out  # the trial's own are the ring's
 
     missing = whatif(workdir, str(session), "--trial", "wi-9")
     assert missing.returncode == 1 and "has no trial 'wi-9'; its trials: wi-0" in missing.stderr
