@@ -12,7 +12,7 @@ import re
 import pytest
 
 import sweeps
-from ringleader.analysis import figures, findings, report, results, statistics, summary
+from ringleader.analysis import figures, findings, report, results, scaling, statistics, summary
 from ringleader.contract import keys
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -336,3 +336,34 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
     spread.summary[keys.USAGE] = {str(rank): used(f"pod-{rank}", 0.5, 0.49) for rank in range(3)}
     assert contention(spread)[0].startswith("CPU contention: cpu-1: 3 machines had fewer CPUs than their ranks' "
                                             "threads (1 thread on 0.5 CPUs). ")
+
+
+def test_a_compression_series_gets_its_own_what_if_curve_priced_at_the_ratio_and_codec_it_measured(tmp_path):
+    spec = {"architecture": "RingAllReduce",
+            "sweep": {"matrix": {"bandwidth": ["10Mbit", "100Mbit"], "compression": ["None", "FP16"]}}}
+
+    def measured(trial):  # FP16 trials sent half the bytes and spent 2 ms coding, outside t_batch's 20 ms
+        found = sweeps.result_of(trial, layers=sweeps.layers_document())
+        if trial.spec.compression.method.value == "FP16":
+            for records in found.records.values():
+                for r in records:
+                    r.update({"bytes/uncompressed": 1000.0, "bytes/sent": 500.0, "time/codec": 0.002,
+                              "time/iteration": r["time/iteration"] + 0.002})
+        return found
+
+    sweep = results.SweepResult("rep", [measured(t) for t in sweeps.trials(spec, "rep")])
+    lines = {line.label: line.trials for line in scaling.bandwidth_lines(sweep)}
+    assert len(lines) == 2
+    plain, fp16 = (scaling.whatif_curve(trials, [1e7]) for trials in lines.values())
+    # The ring's buckets: [layer3] (4 MB, ready at 2 ms), then [layer2..0] (12 MB, at 8 ms). At 10 Mbit/s, 2 workers:
+    # 3.2 s then 9.6 s, ending 12.802 s into a 10 ms backward; FP16 halves both (6.402 s) and adds its 2 ms codec.
+    assert (plain.method, fp16.method) == ("", "FP16")
+    assert plain.points[0][1] == pytest.approx(0.020 / (0.020 + 12.792))
+    assert fp16.points[0][1] == pytest.approx(0.020 / (0.020 + 6.392 + 0.002))
+    # measured in the model's terms: t_batch 20 ms over the iteration (30 ms; FP16 32 ms)
+    series = scaling.bandwidth_series(sweep)
+    assert [e.mean for points in series.values() for _, e in points] == pytest.approx(
+        [0.020 / 0.030] * 2 + [0.020 / 0.032] * 2)
+    made = report.build(sweep, tmp_path / "report")
+    [network] = [f for f in made.figures if f.id == "network"]
+    assert "what-if model's curve of each series" in network.alt and (made.directory / network.path).is_file()
