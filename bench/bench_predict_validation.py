@@ -60,31 +60,16 @@ def experiment(link: str, args: argparse.Namespace) -> dict:
             "metadata": {"name": name}, "spec": spec}
 
 
-def environ() -> dict[str, str]:
-    environment = dict(os.environ)
-    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(harness.SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
-    return environment
-
-
 def run_link(link: str, directory: pathlib.Path, args: argparse.Namespace) -> pathlib.Path:
     """Run the link's experiment once; the run directory."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "experiment.json"  # JSON is YAML: `ringleader run` reads it
-    path.write_text(json.dumps(experiment(link, args)))
-    runs = directory / "runs"
-    command = CLI + ["run", str(path), "--output-dir", str(runs), "--tracking-uri", f"sqlite:///{directory}/mlflow.db",
-                     "--timeout-seconds", str(args.trial_timeout)]
-    done = subprocess.run(command, env=environ(), cwd=directory, capture_output=True, text=True,
-                          timeout=args.trial_timeout * len(ARCHITECTURES) * len(args.workers) + 120)
-    if done.returncode != 0:
-        raise RuntimeError(f"ringleader run failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return tracked.session_directory(runs)[0]
+    return harness.run_experiment(experiment(link, args), directory, args.trial_timeout,
+                                  len(ARCHITECTURES) * len(args.workers))
 
 
 def predictions(run: pathlib.Path) -> list[dict]:
     """`ringleader predict RUN -o json`: one document per predicted trial."""
-    done = subprocess.run(CLI + ["predict", str(run), "-o", "json"], env=environ(), capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(CLI + ["predict", str(run), "-o", "json"], env=harness.cli_environ(), capture_output=True,
+                          text=True, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"ringleader predict failed ({done.returncode}):\n{done.stderr[-3000:]}")
     if done.stderr.strip():

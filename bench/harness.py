@@ -158,6 +158,32 @@ def run_trial(trial: trial_.Trial, directory: pathlib.Path, timeout: float,
     return TrialResult(trial, output_dir, seconds)
 
 
+def cli_environ() -> dict[str, str]:
+    """This environment with an importable ringleader: what the `ringleader` commands a benchmark runs get."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))
+    return environment
+
+
+def run_experiment(document: dict[str, Any], directory: pathlib.Path, trial_timeout: float, trials: int) -> pathlib.Path:
+    """`ringleader run` of an experiment `document` (a whole experiment file) into `directory`, each of its `trials`
+    bounded by `trial_timeout` seconds, MLflow in the directory's own sqlite store; the run directory.
+    RuntimeError with the command's output when it fails."""
+    from ringleader.tracking import results  # MLflow: imported only when a run is read
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "experiment.json"  # JSON is YAML: `ringleader run` reads it
+    path.write_text(json.dumps(document))
+    runs = directory / "runs"
+    command = [sys.executable, "-m", "ringleader.cli", "run", str(path), "--output-dir", str(runs),
+               "--tracking-uri", f"sqlite:///{directory}/mlflow.db", "--timeout-seconds", str(trial_timeout)]
+    done = subprocess.run(command, env=cli_environ(), cwd=directory, capture_output=True, text=True,
+                          timeout=trial_timeout * trials + 120)
+    if done.returncode != 0:
+        raise RuntimeError(f"ringleader run failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return results.session_directory(runs)[0]
+
+
 def spread(values: Sequence[float]) -> dict[str, float]:
     """Median, min and max (and the count): what every ratio in docs/performance.md is reported with; None if empty."""
     if not values:
