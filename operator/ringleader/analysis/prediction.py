@@ -20,10 +20,10 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.analysis import calibration as calibration_
-from ringleader.analysis import models, overlap, validation
+from ringleader.analysis import models, overlap, validation, whatif, wire
 from ringleader.analysis import profile as profile_
 from ringleader.api import trial as trial_
-from ringleader.api.spec import Architecture, Paradigm
+from ringleader.api.spec import COMPRESSION_ARCHITECTURES, Architecture, Paradigm
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
 
@@ -56,6 +56,9 @@ class Inputs:
     paradigm: Paradigm
     bucketing: overlap.RuntimeBuckets
     """bucketing is how a ring would group this model's gradients: as the ring trial recorded, else the runtime's."""
+    wire: wire.Wire | None = None
+    """wire is the trial's compression as it measured it (analysis/wire.py), None uncompressed: the ring's rounds, the
+    others' smaller messages where their architecture takes the method. Its codec is in C already."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,18 +87,45 @@ def ring_compute(inputs: Inputs) -> float:
     return inputs.compute.paced_seconds(replay.exposed_seconds, last) - replay.exposed_seconds
 
 
+def _round_seconds(inputs: Inputs, size_bytes: float, round_: wire.Round) -> float:
+    """One round of a bucket: the probed allreduce of its payload (a gather's: of the payload an allreduce sends as
+    many bytes for, N/2 times it)."""
+    payload = round_.payload * size_bytes
+    return inputs.calibration.allreduce_seconds(payload * inputs.workers / 2 if round_.gather else payload)
+
+
+def _rounds(inputs: Inputs) -> tuple[wire.Round, ...]:
+    return inputs.wire.rounds if inputs.wire else (wire.Round(1.0),)
+
+
 def ring_replay(inputs: Inputs) -> overlap.Replay:
-    """The ring's buckets sent after backward, each costing the probed allreduce of its size (study 2's DAG model)."""
-    return overlap.replay(inputs.profile, inputs.bucketing, inputs.calibration.allreduce_seconds)
+    """The ring's buckets sent after backward, each costing the probed allreduce of its size, or of its first round's
+    payload when compressing (study 2's DAG model)."""
+    first = _rounds(inputs)[0]
+    return overlap.replay(inputs.profile, inputs.bucketing, lambda size: _round_seconds(inputs, size, first))
+
+
+def ring_comm(inputs: Inputs) -> float:
+    """t_c_no, and a compression's later rounds (PowerSGD's Q), each bucket's after every first round."""
+    replay = ring_replay(inputs)
+    return replay.exposed_seconds + sum(_round_seconds(inputs, bucket.size_bytes, round_)
+                                        for round_ in _rounds(inputs)[1:] for bucket in replay.buckets)
+
+
+def message_bytes(inputs: Inputs, architecture: Architecture) -> float:
+    """M as a parameter server's or a peer's messages carry it: compressed where the architecture takes the trial's
+    method (FP16, BF16: one round, its payload), whole otherwise."""
+    if inputs.wire is None or architecture not in COMPRESSION_ARCHITECTURES[inputs.wire.method]:
+        return inputs.profile.total_bytes
+    return inputs.profile.total_bytes * sum(r.payload for r in inputs.wire.rounds)
 
 
 MODELS: dict[Architecture, Model] = {
     Architecture.PARAMETER_SERVER: Model("full-duplex server", lambda i, servers: models.parameter_server_comm_seconds(
-        i.workers, i.profile.total_bytes, i.calibration.link, servers, full_duplex=True)),
+        i.workers, message_bytes(i, Architecture.PARAMETER_SERVER), i.calibration.link, servers, full_duplex=True)),
     Architecture.PEER_TO_PEER: Model("study 1", lambda i, _: models.peer_to_peer_comm_seconds(
-        i.workers, i.profile.total_bytes, i.calibration.link)),
-    Architecture.RING_ALL_REDUCE: Model("DAG", lambda i, _: ring_replay(i).exposed_seconds, ring_compute,
-                                        Paradigm.BSP),
+        i.workers, message_bytes(i, Architecture.PEER_TO_PEER), i.calibration.link)),
+    Architecture.RING_ALL_REDUCE: Model("DAG", lambda i, _: ring_comm(i), ring_compute, Paradigm.BSP),
 }
 """MODELS: per architecture, its Model. docs/predict.md prints the formulas:
 
@@ -136,8 +166,19 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
         paradigm = model.paradigm or inputs.paradigm
         band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm)
         found.append(Estimate(name, model.name, model.compute_seconds(inputs), model.comm_seconds(inputs, k),
-                              band, note))
+                              band, "; ".join(filter(None, (note, _compression_note(inputs, architecture))))))
     return found
+
+
+def _compression_note(inputs: Inputs, architecture: Architecture) -> str:
+    """How a compressed trial's compression was priced for `architecture`; '' uncompressed."""
+    if inputs.wire is None:
+        return ""
+    method = inputs.wire.method.value
+    if architecture not in COMPRESSION_ARCHITECTURES[inputs.wire.method]:
+        return f"{method} needs RingAllReduce: priced uncompressed"
+    return (f"priced at the trial's {method}, c = {inputs.wire.ratio(inputs.workers):.3g}, its codec in compute; "
+            "the band was validated uncompressed")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,9 +245,12 @@ def predict_trial(trial: trial_.Trial, records_by_rank: Mapping[int, Sequence[Ma
     spec = trial.spec
     if rank not in records_by_rank or not records_by_rank[rank]:
         raise ValueError(f"trial {trial.name} has no iteration records for rank {rank}")
-    inputs = Inputs(profile_.of_rank(layers_document, records_by_rank[rank]), profile_.compute(records_by_rank),
-                    calibration_.calibrate(probe, spec), len(trial.worker_slots()), spec.sync.paradigm,
-                    overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)))
+    profile, workers = profile_.of_rank(layers_document, records_by_rank[rank]), len(trial.worker_slots())
+    measured = whatif.measured_compression(records_by_rank[rank]) if spec.compression.compressing() else None
+    inputs = Inputs(profile, profile_.compute(records_by_rank), calibration_.calibrate(probe, spec), workers,
+                    spec.sync.paradigm, overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)),
+                    None if measured is None else wire.measured(profile, spec.compression, workers, measured.compression,
+                                                                0.0))
     servers = spec.parameter_servers.replicas if spec.architecture == Architecture.PARAMETER_SERVER else 1
     compared = tuple(COMPARED_SERVERS) + ((servers,) if spec.architecture == Architecture.PARAMETER_SERVER else ())
     return TrialPrediction(label(spec.architecture, servers), inputs, tuple(estimates(inputs, compared)),

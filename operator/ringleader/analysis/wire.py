@@ -56,6 +56,8 @@ class Wire:
     codec_seconds: float = 0.0
     label: str = ""
     """label names it in tables and figures (a method, or '' for a ratio the sweep asks for)."""
+    method: spec_.CompressionMethod | None = None
+    """method is the trial's, when the rounds are a method's (`measured`)."""
 
     def ratio(self, workers: int) -> float:
         """c: what an uncompressed allreduce sends among `workers` (at least 2) over what these rounds send."""
@@ -110,4 +112,4 @@ def measured(profile: profile_.Profile, compression: spec_.Compression, workers:
     rounds = ROUNDS[compression.method](profile, compression)
     scale = Wire(rounds).ratio(workers) / ratio
     return Wire(tuple(dataclasses.replace(r, payload=r.payload * scale) for r in rounds), codec_seconds,
-                compression.method.value)
+                compression.method.value, compression.method)
