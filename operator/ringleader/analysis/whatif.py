@@ -134,7 +134,8 @@ def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second:
 
     replay = overlap.replay(profile, bucketing, lambda size: seconds(size, first))
     distributed = workers > 1
-    return WhatIf(workers, bandwidth_bits_per_second, chosen.ratio(workers), replay, batch_seconds,
+    ratio = chosen.ratio(workers) if isinstance(compression, wire.Wire) else compression  # a ratio as it was asked
+    return WhatIf(workers, bandwidth_bits_per_second, ratio, replay, batch_seconds,
                   chosen.codec_seconds if distributed else 0.0,
                   sum(seconds(bucket.size_bytes, r) for r in later for bucket in replay.buckets),
                   wait_seconds if distributed else 0.0, chosen.label)

@@ -1,4 +1,4 @@
-"""`ringleader whatif -o FILE.png`: scaling factor against bandwidth, one line per compression ratio, a panel per N.
+"""`ringleader whatif -o FILE.png`: scaling factor against bandwidth, a line per compression ratio (or measured method), a panel per N.
 
 matplotlib's Agg backend (files only, no display); imported by launch/whatif.py only when a plot is asked for.
 """
@@ -22,12 +22,12 @@ def plot(results: Sequence[whatif.WhatIf], path: pathlib.Path, title: str = "") 
     figure, axes = pyplot.subplots(1, len(workers), figsize=(4.2 * len(workers) + 1, 3.6), squeeze=False,
                                    sharey=True)
     for panel, n in zip(axes[0], workers):
-        compressions = sorted({r.compression for r in results if r.workers == n})
-        for index, compression in enumerate(compressions):
+        compressions = sorted({(r.compression, r.label) for r in results if r.workers == n})
+        for index, (compression, label) in enumerate(compressions):
             line = sorted((r.bandwidth_bits_per_second / 1e9, r.scaling_factor) for r in results
-                          if r.workers == n and r.compression == compression)
+                          if r.workers == n and (r.compression, r.label) == (compression, label))
             panel.plot([x for x, _ in line], [y for _, y in line], marker="o", color=figures.colour(index),
-                       label=f"compression {compression:g}")
+                       label=f"compression {compression:.4g}" + (f" ({label}, measured)" if label else ""))
         panel.set_xscale("log")
         panel.set_xlabel("bandwidth (Gbit/s)")
         panel.set_title(f"N = {n}")

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if measured is not None:
         codec = measured.codec_seconds if args.codec_ms is None else codec
         measured = dataclasses.replace(measured, codec_seconds=codec)
-        print(f"measured compression: {measured.label or 'a ratio'}, c = {measured.ratio(basis.workers):.4f} (bytes "
+        print(f"measured compression: {measured.label}, c = {measured.ratio(basis.workers):.4f} (bytes "
               f"uncompressed over sent) in {len(measured.rounds)} round(s), encode and decode "
               f"{1000 * basis.wire.codec_seconds:.3f} ms per iteration", file=out)
     if codec:
