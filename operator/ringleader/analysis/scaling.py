@@ -239,7 +239,7 @@ def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
     low, high = math.log10(min(rates) / 2), math.log10(max(rates) * 2)
     grid = [10 ** (low + (high - low) * i / 40) for i in range(41)]
     lines = {line.label: line.trials for line in bandwidth_lines(result)}
-    figure, axes = pyplot.subplots(figsize=(7.5, 4.6))
+    figure, axes = pyplot.subplots(figsize=(10.0, 4.6))
     drawn, missing = [], ""
     for index, (name, points) in enumerate(series.items()):
         colour = figures.colour(index)
@@ -252,14 +252,14 @@ def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
             drawn.append(curve.trial)
         else:
             missing = curve
-    note = (f"what-if model from the layers.json of {', '.join(drawn)}" if drawn else "") + \
-        ("; " if drawn and missing else "") + (missing if missing else "")
+    note = ("what-if model of each series from one of its trials' layers.json" if drawn else "") + \
+        ("; " if drawn and missing else "") + missing
     axes.set_xscale("log")
     axes.set_ylim(0, 1.05)
     axes.set_xlabel("bandwidth (bits/s)")
     axes.set_ylabel("scaling factor")
     axes.set_title(f"Scaling factor against bandwidth\n{note}", fontsize=9)
-    axes.legend(fontsize=7)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: the curves fill them
     path = figures.save(figure, directory, "network")
     return figures.Figure("network", "Scaling factor against bandwidth",
                           "line chart: measured scaling factor against bandwidth per series"
@@ -269,4 +269,5 @@ def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
                           "compute share of iteration time where records were not read); 1 = the network costs "
                           "nothing. Dashed: the what-if model of each series at each bandwidth, from one of its "
                           "trials: the ring's buckets allreduced while backward runs, a compression's rounds at "
-                          f"the ratio it measured, its codec time and the wait for the slowest worker; {note}.", path)
+                          "the ratio it measured, its codec time and the wait for the slowest worker"
+                          + (f" ({', '.join(drawn)})" if drawn else "") + (f"; {missing}" if missing else "") + ".", path)

@@ -67,7 +67,7 @@ class Wire:
 
 
 def uniform(compression: float, codec_seconds: float = 0.0) -> Wire:
-    """The paper's compression by a ratio c: one allreduce of 1/c of each bucket, the arithmetic on all of it (the
+    """Study 3's compression by a ratio c: one allreduce of 1/c of each bucket, the arithmetic on all of it (the
     values are added uncompressed); the codec's seconds only when c > 1."""
     if not compression > 0:
         raise ValueError(f"compression must be greater than 0, got {compression}")
