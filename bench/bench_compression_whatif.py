@@ -50,7 +50,8 @@ def experiment(args: argparse.Namespace) -> dict:
 
 
 def score(run: pathlib.Path) -> list[dict]:
-    """One row per finished trial of the run: the model at its own link and measured compression, and what it measured."""
+    """One row per finished trial of the run: the model at its own link and measured compression, and what the
+    trial measured."""
     rows = []
     for trial in tracked.from_directory(run).trials:
         if trial.status != "FINISHED":
@@ -97,7 +98,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5, help="warm-up iterations (default %(default)s)")
     parser.add_argument("--model", default="cnn", help="built-in model (default %(default)s: 0.5 MB of gradients)")
     parser.add_argument("--batch-size", type=int, default=32, help="per-worker batch (default %(default)s)")
-    parser.add_argument("--trial-timeout", type=int, default=120, help="seconds one trial may take (default %(default)s)")
+    parser.add_argument("--trial-timeout", type=int, default=120,
+                        help="seconds one trial may take (default %(default)s)")
     parser.add_argument("--rescore", type=pathlib.Path, metavar="RUN",
                         help="score this `ringleader run` directory again instead of running new trials")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR",

@@ -165,7 +165,8 @@ def cli_environ() -> dict[str, str]:
     return environment
 
 
-def run_experiment(document: dict[str, Any], directory: pathlib.Path, trial_timeout: float, trials: int) -> pathlib.Path:
+def run_experiment(document: dict[str, Any], directory: pathlib.Path, trial_timeout: float,
+                   trials: int) -> pathlib.Path:
     """`ringleader run` of an experiment `document` (a whole experiment file) into `directory`, each of its `trials`
     bounded by `trial_timeout` seconds, MLflow in the directory's own sqlite store; the run directory.
     RuntimeError with the command's output when it fails."""

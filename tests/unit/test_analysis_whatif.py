@@ -71,8 +71,8 @@ def test_a_codecs_cost_is_paid_only_when_compressing():
     assert compressed.overhead_seconds == pytest.approx(0.065)
     assert compressed.scaling_factor == pytest.approx(0.048 / 0.113)
     assert whatif.simulate(PROFILE, 2, 1e8, wire.uniform(1, 0.005)).overhead_seconds == pytest.approx(0.300)
-    assert [r.overhead_seconds for r in whatif.sweep(PROFILE, 2, 0.048, [1e8], [wire.uniform(c, 0.005) for c in (1, 4)])] \
-        == pytest.approx([0.300, 0.065])
+    swept = whatif.sweep(PROFILE, 2, 0.048, [1e8], [wire.uniform(c, 0.005) for c in (1, 4)])
+    assert [r.overhead_seconds for r in swept] == pytest.approx([0.300, 0.065])
 
 
 def test_the_measured_compression_is_bytes_uncompressed_over_sent_after_warmup():
@@ -313,7 +313,8 @@ def test_a_trials_basis_has_its_ring_buckets_wait_probe_and_measured_method():
                 keys.TIME_CODEC: 0.002, keys.BYTES_SENT: 5e5, keys.BYTES_UNCOMPRESSED: 1e6}
 
     # rank 0's compute 40 ms each step; rank 1's 50, 40, 60: the slowest per step 50, 40, 60 (median 50)
-    records_ = {0: [record(s, 0.040) for s in (1, 2, 3)], 1: [record(s, c) for s, c in ((1, 0.05), (2, 0.04), (3, 0.06))]}
+    records_ = {0: [record(s, 0.040) for s in (1, 2, 3)],
+                1: [record(s, c) for s, c in ((1, 0.05), (2, 0.04), (3, 0.06))]}
     layers = {"parameters": [{"name": "w", "bytes": 4e6, "shape": [1000, 1000]}],
               "iterations": [{"backwardStart": 0.0, "backwardEnd": 0.02, "ready": {"w": 0.01},
                               "collectives": [{"bytes": 4e6, "start": 0.02, "end": 0.03}]}]}

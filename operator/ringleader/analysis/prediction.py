@@ -247,10 +247,11 @@ def predict_trial(trial: trial_.Trial, records_by_rank: Mapping[int, Sequence[Ma
         raise ValueError(f"trial {trial.name} has no iteration records for rank {rank}")
     profile, workers = profile_.of_rank(layers_document, records_by_rank[rank]), len(trial.worker_slots())
     measured = whatif.measured_compression(records_by_rank[rank]) if spec.compression.compressing() else None
+    compressed = None if measured is None else wire.measured(profile, spec.compression, workers, measured.compression,
+                                                             0.0)  # the codec's time is in C
     inputs = Inputs(profile, profile_.compute(records_by_rank), calibration_.calibrate(probe, spec), workers,
-                    spec.sync.paradigm, overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)),
-                    None if measured is None else wire.measured(profile, spec.compression, workers, measured.compression,
-                                                                0.0))
+                    spec.sync.paradigm,
+                    overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)), compressed)
     servers = spec.parameter_servers.replicas if spec.architecture == Architecture.PARAMETER_SERVER else 1
     compared = tuple(COMPARED_SERVERS) + ((servers,) if spec.architecture == Architecture.PARAMETER_SERVER else ())
     return TrialPrediction(label(spec.architecture, servers), inputs, tuple(estimates(inputs, compared)),

@@ -185,8 +185,8 @@ def bandwidth_lines(result: results_.SweepResult) -> list[combinations.Combinati
 
 
 def measured_scaling_factor(trial: results_.TrialResult) -> float | None:
-    """A trial's SF in the model's terms (whatif.measured_scaling_factor) of its lowest worker rank with records,
-    the rank the model takes; the summary's compute share of iteration time where no records were read."""
+    """A trial's SF in the model's terms (whatif.measured_scaling_factor) of its lowest worker rank with records;
+    the summary's compute share of iteration time where no records were read."""
     ranks = [s.rank for s in trial.trial.worker_slots() if trial.records.get(s.rank)]
     try:
         return whatif.measured_scaling_factor(trial.records[ranks[0]])
@@ -270,4 +270,5 @@ def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
                           "nothing. Dashed: the what-if model of each series at each bandwidth, from one of its "
                           "trials: the ring's buckets allreduced while backward runs, a compression's rounds at "
                           "the ratio it measured, its codec time and the wait for the slowest worker"
-                          + (f" ({', '.join(drawn)})" if drawn else "") + (f"; {missing}" if missing else "") + ".", path)
+                          + (f" ({', '.join(drawn)})" if drawn else "") + (f"; {missing}" if missing else "") + ".",
+                          path)
