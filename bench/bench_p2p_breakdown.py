@@ -7,7 +7,7 @@ Runbook (from the repository root; about 1 minute on a loaded 2-core machine):
 
 Each run is one real trial, bench_ps_vs_ring.py's P2P point (mlp of ~0.47 MB at 8x8 images, batch
 16), whose ranks run bench/p2p_probe_rank.py: the ordinary rank with the exchange's calls wrapped to
-timestamp each message when queued, taken by the sender thread, seen by the receiver thread,
+timestamp each message when queued, handed to gloo, seen by the receiver thread,
 delivered past the emulated receiving NIC, and taken by the shard server or the worker. One clock
 serves every process (CLOCK_MONOTONIC), so a step can be followed across ranks.
 
@@ -129,9 +129,9 @@ def critical_chain(at: dict, peers: list[int], counts: range) -> dict[str, list[
 def hops(what: str, at: dict, kind: int, src: int, dst: int, c: int) -> dict[str, float]:
     queued, dequeued = at[("queued", kind, src, dst, c)], at[("dequeued", kind, src, dst, c)]
     seen, delivered = at[("seen", kind, src, dst, c)], at[("delivered", kind, src, dst, c)]
-    return {f"{what}: queued -> sender thread takes it (NIC busy, wake-up)": dequeued - queued,
-            f"{what}: sender thread -> receiver thread has the header": seen - dequeued,
-            f"{what}: header -> delivered (emulated receiving NIC)": delivered - seen}
+    return {f"{what}: queued -> handed to gloo": dequeued - queued,
+            f"{what}: handed to gloo -> receiver thread has the frame": seen - dequeued,
+            f"{what}: frame -> delivered (emulated NICs, both sides)": delivered - seen}
 
 
 def report(row: dict) -> None:
