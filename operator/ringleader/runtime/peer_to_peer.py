@@ -8,9 +8,10 @@ peer's process (exchange.server.run over the link's inbox); the worker side (exc
 runs in the training loop. Every peer's shard server holds a gate of the paradigm: under BSP each
 peer is its own shard's barrier, answering once the round's N gradients of its shard are in, and no
 central decision sits on the data path (paradigms.py says why the N gates agree, and how DSSP's
-grants, decided by peer 0, travel with the data); a peer's push to its own shard skips the network. Both threads share one
-link (exchange/endpoint.py builds it): each sends its own frames, one receiver thread per remote peer
-receives for both (exchange/link.py), so no two threads ever wait on the same (peer, tag).
+grants, decided by peer 0, travel with the data); a peer's push to its own shard skips the network.
+Both threads share one link (exchange/endpoint.py builds it): each sends its own frames, one receiver
+thread per remote peer receives for both (exchange/link.py), so no two threads ever wait on the same
+(peer, tag).
 
 A peer's close() waits for its own server to hear DONE from every peer: the last peer to finish
 still needs everyone's shard. If the server thread fails (a peer died or went silent), the worker
@@ -63,6 +64,7 @@ class PeerSynchronizer:
         )
         self.server_thread = threading.Thread(target=self._serve, daemon=True, name="ringleader-shard-server")
         self.server_thread.start()
+        # Starts the shared link's receivers too, sized for the largest shard (this peer's own is one of them).
         self.client.attach(model)
 
     def _serve(self) -> None:
