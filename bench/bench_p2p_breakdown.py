@@ -18,7 +18,8 @@ Printed per N:
   reply reached p last, the push r -> q that completed q's round, and the time spent in each
   hand-off along r's start -> r's push -> q's round -> q's reply -> p's end; mean and median over
   steps. With no overheads the chain is the model: (N-1) slots of M/N on each side, the earlier
-  slots spent queued behind the sender's other messages;
+  slots spent queued behind the sender's other messages (on its emulated NIC's clock: the frame
+  itself leaves at once, so that queueing is in "frame -> delivered");
 - per thread of a rank, CPU and run-queue wait (ready to run, no core free) per step, from
   /proc/<pid>/task/*/schedstat: what a loaded machine costs the exchange's hand-offs.
 
