@@ -34,7 +34,6 @@ import queue
 import threading
 import time
 
-import torch
 import torch.distributed as dist
 
 from ringleader.runtime import shaping
