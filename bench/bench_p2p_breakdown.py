@@ -7,7 +7,7 @@ Runbook (from the repository root; about 1 minute on a loaded 2-core machine):
 
 Each run is one real trial, bench_ps_vs_ring.py's P2P point (mlp of ~0.47 MB at 8x8 images, batch
 16), whose ranks run bench/p2p_probe_rank.py: the ordinary rank with the exchange's calls wrapped to
-timestamp each message when queued, taken by the sender thread, seen by the receiver thread,
+timestamp each message when queued, handed to gloo, seen by the receiver thread,
 delivered past the emulated receiving NIC, and taken by the shard server or the worker. One clock
 serves every process (CLOCK_MONOTONIC), so a step can be followed across ranks.
 
@@ -18,7 +18,8 @@ Printed per N:
   reply reached p last, the push r -> q that completed q's round, and the time spent in each
   hand-off along r's start -> r's push -> q's round -> q's reply -> p's end; mean and median over
   steps. With no overheads the chain is the model: (N-1) slots of M/N on each side, the earlier
-  slots spent queued behind the sender's other messages;
+  slots spent queued behind the sender's other messages (on its emulated NIC's clock: the frame
+  itself leaves at once, so that queueing is in "frame -> delivered");
 - per thread of a rank, CPU and run-queue wait (ready to run, no core free) per step, from
   /proc/<pid>/task/*/schedstat: what a loaded machine costs the exchange's hand-offs.
 
@@ -129,9 +130,9 @@ def critical_chain(at: dict, peers: list[int], counts: range) -> dict[str, list[
 def hops(what: str, at: dict, kind: int, src: int, dst: int, c: int) -> dict[str, float]:
     queued, dequeued = at[("queued", kind, src, dst, c)], at[("dequeued", kind, src, dst, c)]
     seen, delivered = at[("seen", kind, src, dst, c)], at[("delivered", kind, src, dst, c)]
-    return {f"{what}: queued -> sender thread takes it (NIC busy, wake-up)": dequeued - queued,
-            f"{what}: sender thread -> receiver thread has the header": seen - dequeued,
-            f"{what}: header -> delivered (emulated receiving NIC)": delivered - seen}
+    return {f"{what}: queued -> handed to gloo": dequeued - queued,
+            f"{what}: handed to gloo -> receiver thread has the frame": seen - dequeued,
+            f"{what}: frame -> delivered (emulated NICs, both sides)": delivered - seen}
 
 
 def report(row: dict) -> None:

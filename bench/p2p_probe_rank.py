@@ -6,8 +6,8 @@ Linux is CLOCK_MONOTONIC, one clock for every process of the machine, so events 
 compare directly. Writes $PROBE_DIR/rank-<rank>.json: events, and the run-queue waits and CPU time of
 each of the rank's threads (/proc/self/task/*/schedstat) over the measured steps.
 
-Events, as (time, name, kind, sender, peer, count): `queued` (Link.send), `dequeued` (the sender
-thread starts the header), `seen` (a receiver thread has the header), `delivered` (routed to the
+Events, as (time, name, kind, sender, peer, count): `queued` (Link.send), `dequeued` (the frame is
+handed to gloo), `seen` (a receiver thread has the frame), `delivered` (routed to the
 server or worker, after the emulated receiving NIC), `handled` (the shard server takes it), `taken`
 (the worker takes a reply), `sync_start` and `sync_end` (Client.synchronize).
 """
@@ -17,6 +17,8 @@ import os
 import sys
 import threading
 import time
+
+import torch
 
 from ringleader.runtime import main
 from ringleader.runtime.exchange import client as clients
@@ -43,7 +45,7 @@ def wrap_send(original):
 
 
 class TimedDist:
-    """torch.distributed as link.py sees it: each header's send and receive is an event (the header names the message)."""
+    """torch.distributed as link.py sees it: each frame's send and receive is an event (its header names the message)."""
 
     def __init__(self, real):
         self.real = real
@@ -51,16 +53,24 @@ class TimedDist:
     def __getattr__(self, name):
         return getattr(self.real, name)
 
-    def send(self, tensor, dst, group=None, tag=0):
-        if tag == links.TAG_HEADER:
-            event("dequeued", int(tensor[0]), int(tensor[1]), dst, int(tensor[2]))
-        return self.real.send(tensor, dst, group=group, tag=tag)
+    def isend(self, tensor, dst, group=None, tag=0):
+        if tag == links.TAG_FRAME:
+            kind, sender, count = header(tensor)
+            event("dequeued", kind, sender, dst, count)
+        return self.real.isend(tensor, dst, group=group, tag=tag)
 
     def recv(self, tensor, src, group=None, tag=0):
         result = self.real.recv(tensor, src, group=group, tag=tag)
-        if tag == links.TAG_HEADER:
-            event("seen", int(tensor[0]), int(tensor[1]), RANK, int(tensor[2]))
+        if tag == links.TAG_FRAME:
+            kind, sender, count = header(tensor)
+            event("seen", kind, sender, RANK, count)
         return result
+
+
+def header(frame) -> tuple[int, int, int]:
+    """A frame's kind, sender and count (wire.py's first three header fields)."""
+    kind, sender, count = frame[:wire.HEADER_BYTES].view(torch.float64)[:3].tolist()
+    return int(kind), int(sender), int(count)
 
 
 def wrap_route(original):

@@ -266,7 +266,7 @@ UNEQUAL = [torch.zeros(10), torch.zeros(1_000_003), torch.zeros(3, dtype=torch.f
 @pytest.mark.parametrize("owners", [1, 2, 3, 4, 7, 8])
 @pytest.mark.parametrize("which", ["quickstart mlp", "very unequal layers"])
 def test_every_owner_gets_the_same_bytes_within_one_element_whatever_the_layer_sizes(which, owners):
-    parameters = exchange.client.trainable(quickstart_mlp()) if which == "quickstart mlp" else UNEQUAL
+    parameters = exchange.shards.trainable(quickstart_mlp()) if which == "quickstart mlp" else UNEQUAL
     sizes = [p.numel() * p.element_size() for p in parameters]
     assert max(sizes) > 0.5 * sum(sizes), "the point: one tensor is most of the model"
     loads = shard_bytes(parameters, owners)
@@ -324,15 +324,34 @@ def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_with
     assert layout.views(buffer)[2].item() == 9
 
 
-def test_a_header_carries_every_field_exactly():
+def test_a_frame_carries_every_header_field_exactly_and_its_payload_in_a_larger_receive_buffer():
+    payload = torch.arange(24, dtype=torch.uint8)
     message = exchange.wire.Message(exchange.wire.Kind.REPLY, 5, count=2**40 + 1, clock=17, held=0.125, version=99,
-                              grant=12, stop=True, sent_at=1_790_000_000.123456,
-                              payload=torch.zeros(24, dtype=torch.uint8))
-    decoded, payload_bytes = exchange.wire.decode_header(exchange.wire.encode_header(message))
+                              grant=12, stop=True, sent_at=1_790_000_000.123456, lead=0.0075, payload=payload)
+    frame = exchange.wire.encode(message)
+    assert frame.numel() == message.wire_bytes == exchange.wire.HEADER_BYTES + 24
+    received = exchange.wire.empty_frame(1000)  # a receiver's buffer for the largest frame it can get
+    received[:frame.numel()] = frame
+    received[frame.numel():] = 255  # whatever the buffer held past the frame must not be read
+    decoded = exchange.wire.decode(received)
     assert (decoded.kind, decoded.sender, decoded.count, decoded.clock, decoded.held, decoded.version, decoded.grant,
-            decoded.stop, decoded.sent_at) == (exchange.wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99, 12, True,
-                                               1_790_000_000.123456)
-    assert payload_bytes == 24 and message.wire_bytes == exchange.wire.HEADER_BYTES + 24
+            decoded.stop, decoded.sent_at, decoded.lead) == (exchange.wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99, 12,
+                                                             True, 1_790_000_000.123456, 0.0075)
+    assert torch.equal(decoded.payload, payload)
+    payload.fill_(7)  # the sender reuses its buffer while the frame is in flight: the frame has its own copy
+    assert torch.equal(exchange.wire.decode(frame).payload, torch.arange(24, dtype=torch.uint8))
+
+
+def test_a_message_without_payload_is_a_header_alone():
+    frame = exchange.wire.encode(exchange.wire.Message(exchange.wire.Kind.DONE, 3, count=40))
+    decoded = exchange.wire.decode(exchange.wire.empty_frame(0).copy_(frame))
+    assert frame.numel() == exchange.wire.HEADER_BYTES and decoded.payload is None and decoded.count == 40
+
+
+def test_a_frame_larger_than_the_receive_buffer_is_refused():
+    frame = exchange.wire.encode(exchange.wire.Message(exchange.wire.Kind.PUSH, 1, payload=torch.zeros(64, dtype=torch.uint8)))
+    with pytest.raises(ValueError, match="in a buffer of"):
+        exchange.wire.decode(frame[:exchange.wire.HEADER_BYTES + 8])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,6 +376,32 @@ def test_a_message_seen_late_is_held_only_until_its_sender_started_plus_its_tran
     ingress.arrive(20_000, time.time() - 0.015, seen)
     held = time.perf_counter() - seen
     assert 0.004 <= held < 0.015, held
+
+
+def test_a_frame_that_left_before_its_sending_turn_is_held_from_that_turn():
+    # The frame was handed to gloo at once, but its sender's NIC was busy for 15 ms more (lead): its 20 ms
+    # on this side start then, not when it was seen.
+    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    seen = time.perf_counter()
+    ingress.arrive(20_000, time.time() + 0.015, seen, lead=0.015)
+    held = time.perf_counter() - seen
+    assert 0.034 <= held < 1.0, held
+
+
+def test_a_frame_seen_early_for_a_later_turn_does_not_hold_back_one_whose_turn_began_first():
+    # X is seen first but its sending turn begins in 30 ms; Y, seen 5 ms later, began now: Y takes the
+    # receiving NIC first (20 ms), then X (at 30 ms, until 50 ms). Taken in the order seen, Y would wait until 70.
+    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    began, wall = time.perf_counter(), time.time()
+    early = threading.Thread(target=ingress.arrive, args=(20_000, wall + 0.030, began), kwargs={"lead": 0.030})
+    early.start()
+    time.sleep(0.005)
+    ingress.arrive(20_000, wall, time.perf_counter())
+    y_delivered = time.perf_counter() - began
+    early.join(5)
+    x_delivered = time.perf_counter() - began
+    assert 0.019 <= y_delivered < 0.065, y_delivered  # 70 ms if taken in the order seen
+    assert x_delivered >= 0.049, x_delivered
 
 
 def test_a_sender_clock_ahead_of_ours_never_shortens_the_transfer():

@@ -16,25 +16,13 @@ ingress, which is the congestion the 1PS-vs-kPS study measures.
 
 from __future__ import annotations
 
-import datetime
-
 import torch
-import torch.distributed as dist
 
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.runtime import compression, datasets, exchange, interfaces, models, optimizers, paradigms, settings, shaping
-
-
-def group_for(trial: trial_.Trial, timeout_seconds: float) -> object:
-    """This protocol's own gloo process group, created collectively by every rank of the trial.
-
-    Its timeout outlasts the application's own (RINGLEADER_TIMEOUT_SECONDS), so a silent peer is reported
-    by the server's or worker's clear message first, not by a gloo receive timing out."""
-    seconds = 2 * timeout_seconds + 30
-    return dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=seconds))
+from ringleader.runtime import compression, datasets, exchange, interfaces, models, optimizers, paradigms, settings
 
 
 def server_ranks(trial: trial_.Trial) -> list[int]:
@@ -57,17 +45,15 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     workers = [s.rank for s in trial.worker_slots()]
     owner = servers.index(env.rank)
     device = server_device(trial.slots()[env.rank])
-    group = group_for(trial, timeout)
+    link = exchange.endpoint.open_link(trial, env.rank, timeout, requests_from=workers, replies_from=[])
 
     # The shard: the same seeded model every rank builds, cut by the plan every rank computes.
     shape = None if spec.data.format == spec_.DataFormat.SYNTHETIC else datasets.describe(spec.data, env.data_dir)
-    parameters = exchange.client.trainable(models.build(spec.model, spec.data.synthetic, shape))
+    parameters = exchange.shards.trainable(models.build(spec.model, spec.data.synthetic, shape))
     plan = exchange.shards.Plan.of(parameters, len(servers))
     shard = [p.detach().to(device) for p in plan.shard(owner, parameters)]
     gate = paradigms.make_gate(spec.sync, len(workers), owner=owner)
 
-    link = exchange.link.Link(group, env.rank, requests_from=workers, replies_from=[],
-                        shaper=shaping.Shaper(spec.network.emulated_bits_per_second())).start()
     server = exchange.server.ShardServer(
         rank=env.rank, shard=shard, optimizer_factory=optimizers.factory(spec.model.optimizer), workers=workers,
         gate=gate, link=link, owner=owner, owners=len(servers),
@@ -76,6 +62,7 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     )
     print(f"ps-{owner}: {len(shard)} piece(s), {server.layout.nbytes} bytes, {len(workers)} worker(s), "
           f"{spec.sync.paradigm.value} ({type(gate).__name__} gate)", flush=True)
+    link.start(server.layout.nbytes)
     exchange.server.run(server, link.inbox, timeout, recorder.log_iteration)
     link.close(timeout)
 
@@ -89,9 +76,7 @@ class WorkerSynchronizer:
         spec = trial.spec
         self.timeout = knobs.timeout_seconds
         servers = server_ranks(trial)
-        group = group_for(trial, self.timeout)
-        self.link = exchange.link.Link(group, env.rank, requests_from=[], replies_from=servers,
-                                 shaper=shaping.Shaper(spec.network.emulated_bits_per_second())).start()
+        self.link = exchange.endpoint.open_link(trial, env.rank, self.timeout, requests_from=[], replies_from=servers)
         self.client = exchange.client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout,
                                              compression.MessageCodec(spec.compression.method))
 

@@ -8,9 +8,10 @@ peer's process (exchange.server.run over the link's inbox); the worker side (exc
 runs in the training loop. Every peer's shard server holds a gate of the paradigm: under BSP each
 peer is its own shard's barrier, answering once the round's N gradients of its shard are in, and no
 central decision sits on the data path (paradigms.py says why the N gates agree, and how DSSP's
-grants, decided by peer 0, travel with the data); a peer's push to its own shard skips the network. Both threads share one gloo process group of this
-protocol's own: one sender thread sends for both, one receiver thread per remote peer receives
-for both (exchange/link.py), so no two threads ever wait on the same (peer, tag).
+grants, decided by peer 0, travel with the data); a peer's push to its own shard skips the network.
+Both threads share one link (exchange/endpoint.py builds it): each sends its own frames, one receiver
+thread per remote peer receives for both (exchange/link.py), so no two threads ever wait on the same
+(peer, tag).
 
 A peer's close() waits for its own server to hear DONE from every peer: the last peer to finish
 still needs everyone's shard. If the server thread fails (a peer died or went silent), the worker
@@ -27,7 +28,7 @@ import torch
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
-from ringleader.runtime import compression, exchange, interfaces, paradigms, parameter_server, settings, shaping
+from ringleader.runtime import compression, exchange, interfaces, paradigms, settings
 
 
 class PeerSynchronizer:
@@ -40,9 +41,8 @@ class PeerSynchronizer:
         self.rank = env.rank
         self.timeout = knobs.timeout_seconds
         self.peers = [s.rank for s in trial.worker_slots()]
-        group = parameter_server.group_for(trial, self.timeout)
-        self.link = exchange.link.Link(group, env.rank, requests_from=self.peers, replies_from=self.peers,
-                                 shaper=shaping.Shaper(self.spec.network.emulated_bits_per_second())).start()
+        self.link = exchange.endpoint.open_link(trial, env.rank, self.timeout, requests_from=self.peers,
+                                                replies_from=self.peers)
         self.codec = compression.MessageCodec(self.spec.compression.method)
         self.client = exchange.client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout,
                                              self.codec)
@@ -54,7 +54,7 @@ class PeerSynchronizer:
 
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
         owner = self.peers.index(self.rank)
-        parameters = exchange.client.trainable(model)
+        parameters = exchange.shards.trainable(model)
         plan = exchange.shards.Plan.of(parameters, len(self.peers))
         self.server = exchange.server.ShardServer(
             rank=self.rank, shard=plan.shard(owner, parameters), optimizer_factory=optimizer_factory,
@@ -64,6 +64,7 @@ class PeerSynchronizer:
         )
         self.server_thread = threading.Thread(target=self._serve, daemon=True, name="ringleader-shard-server")
         self.server_thread.start()
+        # Starts the shared link's receivers too, sized for the largest shard (this peer's own is one of them).
         self.client.attach(model)
 
     def _serve(self) -> None:

@@ -37,11 +37,6 @@ from ringleader.runtime.exchange import schedule, shards, wire
 from ringleader.runtime.exchange import link as links
 
 
-def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
-    """The tensors servers keep and workers push gradients of, in model order, on every rank alike."""
-    return [p for p in model.parameters() if p.requires_grad]
-
-
 class Client:
     """Pushes to and pulls from `owners` (ranks; owners[0] runs DSSP's controller) through `link`."""
 
@@ -70,14 +65,16 @@ class Client:
     # -- start ---------------------------------------------------------------------------------
 
     def attach(self, model: torch.nn.Module) -> None:
-        """Lay out the shards and pull the initial weights from their owners."""
-        self.parameters = trainable(model)
+        """Lay out the shards, start the link's receivers for the largest of them, and pull the initial weights
+        from their owners."""
+        self.parameters = shards.trainable(model)
         self.plan = shards.Plan.of(self.parameters, len(self.owners))
         owned = [self.plan.shard(j, self.parameters) for j in range(len(self.owners))]
         self.layouts = [wire.Layout(self.codec.travelling(shard)) for shard in owned]
         self.uncompressed = [wire.Layout(shard).nbytes for shard in owned]
         self.cuda = any(p.is_cuda for p in self.parameters)
         self.push_buffers = [layout.empty(pin=self.cuda) for layout in self.layouts]
+        self.link.start(max(layout.nbytes for layout in self.layouts))
         for owner in self.owners:
             self.link.send(owner, wire.Message(wire.Kind.PULL, self.rank, count=0, clock=0))
         self._install([self._expect_reply(j, "initial weights") for j in range(len(self.owners))])

@@ -1,72 +1,98 @@
 """This rank's messaging with its parameter servers, workers or peers: gloo point-to-point on a process group.
 
-Used by parameter_server.py and peer_to_peer.py. One sender thread sends every outgoing message
-in order (so an emulated NIC is shared, as a real one is); one receiver thread per remote rank
-posts a blocking receive from that rank and sorts what arrives: requests (PUSH, PULL, DONE) into
-`inbox` for this rank's shard server, responses (REPLY, BYE) into `mailboxes[rank]` for its worker.
-Servers thus handle pushes in arrival order, and a peer that dies is noticed at once: a
-receive from a specific rank fails when that rank's socket closes (an any-source receive would
-not notice, and a gloo wait that times out closes the pair, so timeouts are used only as
-the last word, never to poll). Messages to this rank itself (a peer's own shard) skip gloo.
+Used by parameter_server.py and peer_to_peer.py. A message is one frame, one gloo send (wire.py).
+`send` posts it at once from the calling thread (gloo sends asynchronously, and a peer's worker and
+shard server post from their own threads; one frame per message keeps each destination's order);
+one receiver thread per remote rank posts a blocking receive from that rank and sorts what arrives:
+requests (PUSH, PULL, DONE) into `inbox` for this rank's shard server, responses (REPLY, BYE) into
+`mailboxes[rank]` for its worker. Servers thus handle pushes in arrival order, and a peer that dies
+is noticed at once: a receive from a specific rank fails when that rank's socket closes (an
+any-source receive would not notice, and a gloo wait that times out closes the pair, so timeouts are
+used only as the last word, never to poll). Messages to this rank itself (a peer's own shard) skip gloo.
 
 A receiver stops after the last message its peer will send: DONE when the peer's worker asks
 this rank's server, and BYE when this rank's worker asks the peer's server; so no receive is
 left pending at the end. Every thread is a daemon: a failing rank exits without waiting for them.
 
 The emulated link (spec.network.bandwidth) is one full-duplex NIC per rank, as analysis/models.py
-prices it: the sender thread paces its NIC's sending side, one message after another, and `Ingress`
-its receiving side, on which messages from every sender queue one after another. A message of S
-bytes takes S/B on each side, and its turn runs on the emulated clock, not on the threads' wake-ups:
-on the sending side it starts when the message was queued or when the previous one's S/B ended,
-whichever is later (not when the sender thread got to run after its sleep); on the receiving side it
-starts when its sender's turn did (the header carries that moment), not when this rank's receiver
-thread got to run. The real transfer and the threads' wake-ups are thus hidden under the emulated
-S/B (as the ring's are, shaping.py) rather than added to it; a message is never delivered before
-its bytes are here.
+prices it: on the sending side a message's turn starts when it was sent or when the previous
+message's S/B ended, whichever is later, and lasts S/B; on the receiving side `Ingress` delivers
+messages from every sender one after another, each turn starting when its sending turn did (the
+header carries that moment) and lasting S/B. Both sides are clocks, not threads: the frame leaves at
+once with its sending turn written in, and the receiver holds it until its receiving turn ends, so
+the real transfer and the threads' wake-ups are hidden under the emulated S/B (as the ring's are,
+shaping.py) rather than added to it, and a message is never delivered before its bytes are here.
 """
 
 from __future__ import annotations
 
+import bisect
+import collections
+import dataclasses
+import datetime
 import queue
 import threading
 import time
 
-import torch
 import torch.distributed as dist
 
 from ringleader.runtime import shaping
 from ringleader.runtime.exchange import wire
 
-# Tags of this protocol on its own process group; gloo matches messages per (peer, tag) in order.
-TAG_HEADER = 71
-TAG_PAYLOAD = 72
+# The tag of this protocol's frames on its own process group; gloo matches messages per (peer, tag) in order.
+TAG_FRAME = 71
+IN_FLIGHT_PER_PEER = 4  # frames kept per remote rank before the oldest is waited for (twice what can be unreceived)
+
+
+@dataclasses.dataclass
+class _Turn:
+    """One message's time on the emulated receiving NIC (time.perf_counter())."""
+
+    start: float  # when its sender's turn began: the earliest it can take the NIC
+    seconds: float  # S/B
+    ends: float = 0.0  # as scheduled now; a message whose sending turn began earlier, seen later, can push it back
 
 
 class Ingress:
-    """The emulated receiving NIC: messages from all peers share its bandwidth, one after another."""
+    """The emulated receiving NIC: messages from all peers share its bandwidth, one after another, in the order
+    their sending turns began (frames leave at once, so one that waits for its sender's NIC may be seen first)."""
 
     def __init__(self, shaper: shaping.Shaper):
         self.shaper = shaper
         self.lock = threading.Lock()
-        self.free_at = 0.0
+        self.free_at = 0.0  # when the turns that are over ended
+        self.turns: list[_Turn] = []  # not over yet, by start
 
-    def arrive(self, nbytes: int, sent_at: float, seen: float) -> None:
-        """Hold a message of `nbytes` until the emulated link has delivered it: its turn starts when its sender
-        began to send it (`sent_at`, time.time() on the sender) or, if that reads later, when it was `seen`
-        (time.perf_counter() here) and lasts S/B.
+    def arrive(self, nbytes: int, sent_at: float, seen: float, lead: float = 0.0) -> None:
+        """Hold a message of `nbytes` until the emulated link has delivered it: its turn starts when its sender's
+        turn began (`sent_at`, time.time() on the sender) or, if that reads later, `lead` seconds after it was
+        `seen` (time.perf_counter() here; the frame left `lead` seconds before its sending turn), once the
+        turns that started before it are over, and lasts S/B.
 
         The sender's clock is this host's when ranks share a machine. Across machines the turn is as exact as
         the clocks agree; a sender's clock running behind makes it early (never before the bytes are here),
-        and the sender's own pacing still holds its NIC to the link's rate."""
+        and the sender's own turns still hold its NIC to the link's rate."""
         if not self.shaper.active:
             return
-        started = min(seen, sent_at - (time.time() - time.perf_counter()))
+        turn = _Turn(min(seen + lead, sent_at - (time.time() - time.perf_counter())), self.shaper.seconds(nbytes))
         with self.lock:
-            self.free_at = max(self.free_at, started) + self.shaper.seconds(nbytes)
-            until = self.free_at
-        pause = until - time.perf_counter()
-        if pause > 0:
+            self._schedule(time.perf_counter())  # what is over stays over, whatever arrives now
+            bisect.insort_right(self.turns, turn, key=lambda t: t.start)
+        while True:  # sleeps again only when a turn that began earlier was seen meanwhile: at most once per other turn
+            with self.lock:
+                self._schedule(time.perf_counter())
+            pause = turn.ends - time.perf_counter()
+            if pause <= 0:
+                return
             time.sleep(pause)
+
+    def _schedule(self, now: float) -> None:
+        """Every waiting turn's end, one after another by start; turns over by `now` are dropped (the past is fixed)."""
+        free = self.free_at
+        for turn in self.turns:
+            turn.ends = free = max(free, turn.start) + turn.seconds
+        while self.turns and self.turns[0].ends <= now:
+            self.free_at = self.turns.pop(0).ends
 
 
 class Link:
@@ -83,64 +109,76 @@ class Link:
         self.ingress = Ingress(shaper)
         self.inbox: queue.Queue[wire.Message] = queue.Queue()
         self.mailboxes: dict[int, queue.Queue[wire.Message]] = {r: queue.Queue() for r in self.replies_from}
-        self._outgoing: queue.Queue = queue.Queue()  # (destination, message, when queued: time.perf_counter())
+        # Sending: the emulated NIC's clock and the frames in flight (gloo needs them alive until sent), under one
+        # lock so that a frame's turn and its place in its destination's order agree.
+        self._sending = threading.Lock()
         self._egress_free_at = 0.0  # when the emulated sending NIC is done with the last message (perf_counter)
+        self._in_flight: collections.deque = collections.deque()  # (destination, gloo work), oldest first
         self._broken: set[int] = set()
         # What crossed the network, for this rank's records: a peer's NIC carries its worker's pushes and its
-        # shard server's replies alike. Sent bytes count when queued, received bytes when arrived.
+        # shard server's replies alike. Sent bytes count when sent, received bytes when arrived.
         self._counting = threading.Lock()
         self.sent_bytes = 0
         self.received_bytes = 0
         self.sent_uncompressed_bytes = 0  # what sent_bytes would have been without spec.compression
-        remote = sorted((self.requests_from | self.replies_from) - {rank})
-        self._receivers = [threading.Thread(target=self._receive_from, args=(peer,), daemon=True,
-                                            name=f"ringleader-recv-{peer}") for peer in remote]
-        self._sender = threading.Thread(target=self._send_all, daemon=True, name="ringleader-send")
+        self._remote = sorted((self.requests_from | self.replies_from) - {rank})
+        self._receivers: list[threading.Thread] = []
 
-    def start(self) -> Link:
+    def start(self, largest_payload: int) -> Link:
+        """Start receiving frames whose payloads are at most `largest_payload` bytes (the largest shard as it travels)."""
+        self._receivers = [threading.Thread(target=self._receive_from, args=(peer, largest_payload), daemon=True,
+                                            name=f"ringleader-recv-{peer}") for peer in self._remote]
         for thread in self._receivers:
             thread.start()
-        self._sender.start()
         return self
 
     # -- sending -------------------------------------------------------------------------------
 
     def send(self, destination: int, message: wire.Message) -> None:
-        """Queue `message` for `destination` (delivered in order per destination); never blocks."""
+        """Send `message` to `destination` (delivered in order per destination); never waits for the transfer."""
         if destination == self.rank:
             message.received_at = time.perf_counter()
             self._route(message)
-        else:
-            with self._counting:
-                self.sent_bytes += message.wire_bytes
-                self.sent_uncompressed_bytes += message.uncompressed_bytes
-            self._outgoing.put((destination, message, time.perf_counter()))
-
-    def _send_all(self) -> None:
-        while True:
-            item = self._outgoing.get()
-            if item is None:
-                return
-            destination, message, queued = item
+            return
+        with self._counting:
+            self.sent_bytes += message.wire_bytes
+            self.sent_uncompressed_bytes += message.uncompressed_bytes
+        with self._sending:
             if destination in self._broken:
-                continue
-            # The emulated NIC takes the message when it was handed over, or when the previous one has left.
-            started = max(queued, self._egress_free_at)
+                return
+            # The emulated NIC takes the message now, or when the previous one has left.
+            now = time.perf_counter()
+            started = max(now, self._egress_free_at)
             self._egress_free_at = started + self.shaper.seconds(message.wire_bytes)
             message.sent_at = started + (time.time() - time.perf_counter())
+            message.lead = started - now
             try:
-                dist.send(wire.encode_header(message), destination, group=self.group, tag=TAG_HEADER)
-                if message.payload is not None and message.payload.numel():
-                    dist.send(message.payload, destination, group=self.group, tag=TAG_PAYLOAD)
+                self._in_flight.append((destination, dist.isend(wire.encode(message), destination, group=self.group,
+                                                                tag=TAG_FRAME)))
             except Exception as error:  # the destination died: everyone waiting on it must hear
-                self._broken.add(destination)
-                self._lost(destination, f"sending to rank {destination} failed: {_first_line(error)}")
-                continue
-            self.shaper.pace(message.wire_bytes, started)
+                self._fail_send(destination, error)
+            # A frame sent rounds of messages ago has long arrived (a rank has at most a push and a reply on the
+            # way to each peer): its wait returns at once, or says it failed.
+            while len(self._in_flight) > IN_FLIGHT_PER_PEER * len(self._remote):
+                self._settle(*self._in_flight.popleft())
+
+    def _settle(self, destination: int, work, timeout_seconds: float | None = None) -> None:
+        try:
+            if timeout_seconds is None:
+                work.wait()
+            else:
+                work.wait(datetime.timedelta(seconds=timeout_seconds))
+        except Exception as error:
+            self._fail_send(destination, error)
+
+    def _fail_send(self, destination: int, error: Exception) -> None:
+        if destination not in self._broken:
+            self._broken.add(destination)
+            self._lost(destination, f"sending to rank {destination} failed: {_first_line(error)}")
 
     # -- receiving -----------------------------------------------------------------------------
 
-    def _receive_from(self, peer: int) -> None:
+    def _receive_from(self, peer: int, largest_payload: int) -> None:
         awaiting = set()
         if peer in self.requests_from:
             awaiting.add(wire.Kind.DONE)
@@ -148,14 +186,11 @@ class Link:
             awaiting.add(wire.Kind.BYE)
         try:
             while awaiting:
-                header = wire.empty_header()
-                dist.recv(header, peer, group=self.group, tag=TAG_HEADER)
+                frame = wire.empty_frame(largest_payload)
+                dist.recv(frame, peer, group=self.group, tag=TAG_FRAME)
                 seen = time.perf_counter()
-                message, payload_bytes = wire.decode_header(header)
-                if payload_bytes:
-                    message.payload = torch.empty(payload_bytes, dtype=torch.uint8)
-                    dist.recv(message.payload, peer, group=self.group, tag=TAG_PAYLOAD)
-                self.ingress.arrive(message.wire_bytes, message.sent_at, seen)
+                message = wire.decode(frame)
+                self.ingress.arrive(message.wire_bytes, message.sent_at, seen, message.lead)
                 message.received_at = time.perf_counter()
                 with self._counting:
                     self.received_bytes += message.wire_bytes
@@ -185,10 +220,11 @@ class Link:
     # -- ending --------------------------------------------------------------------------------
 
     def close(self, timeout_seconds: float) -> None:
-        """Send what is queued, then stop; receivers have stopped by themselves after their peers' last message."""
-        self._outgoing.put(None)
+        """Wait for the frames in flight, then for the receivers, which stop by themselves after their peers' last message."""
         deadline = time.monotonic() + timeout_seconds
-        self._sender.join(max(0.0, deadline - time.monotonic()))
+        with self._sending:
+            while self._in_flight and time.monotonic() < deadline:
+                self._settle(*self._in_flight.popleft(), timeout_seconds=max(0.001, deadline - time.monotonic()))
         for thread in self._receivers:
             thread.join(max(0.0, deadline - time.monotonic()))
 

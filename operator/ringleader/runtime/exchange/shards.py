@@ -19,6 +19,11 @@ import dataclasses
 import torch
 
 
+def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The tensors servers keep and workers push gradients of, in model order, on every rank alike."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 @dataclasses.dataclass(frozen=True)
 class Piece:
     """Elements [start, stop) of tensor `tensor` (its index in model order), flattened."""

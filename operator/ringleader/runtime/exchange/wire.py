@@ -1,10 +1,12 @@
 """The messages of parameter-server and peer-to-peer synchronization, and how tensors become their bytes.
 
-Used by links.py (which moves them), server.py (servers) and client.py (workers).
-A message is a fixed header of float64 fields (exact for integers below 2**53) and, for pushes
-and replies, a payload: the shard's tensors packed back to back in one uint8 buffer, each at an
-8-byte-aligned offset so it can be viewed in its own dtype without a copy. Both ends build the
-same `Layout` from the same model, so shapes and dtypes never travel.
+Used by link.py (which moves them), server.py (servers) and client.py (workers).
+A message travels as one frame, one gloo send: a fixed header of float64 fields (exact for integers
+below 2**53) and, for pushes and replies, the payload right after it: the shard's tensors packed back
+to back, each at an 8-byte-aligned offset so it can be viewed in its own dtype without a copy. A
+receiver posts a buffer for the largest frame it can get (gloo fills a larger buffer's front) and
+reads the payload's size from the header. Both ends build the same `Layout` from the same model, so
+shapes and dtypes never travel.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class Kind(enum.IntEnum):
 
 REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE, Kind.GRANT, Kind.STOP)  # handled by a shard server
 
-_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "grant", "stop", "sent_at", "payload_bytes")
+_FIELDS = ("kind", "sender", "count", "clock", "held", "version", "grant", "stop", "sent_at", "lead", "payload_bytes")
 HEADER_BYTES = len(_FIELDS) * 8
 
 
@@ -46,6 +48,7 @@ class Message:
     grant: int = 0  # REPLY (owner 0, DSSP) and GRANT: the push count through which the worker may go unchecked
     stop: bool = False  # REPLY: a worker reached the target; stop after this iteration (model.target onReached Stop)
     sent_at: float = 0.0  # time.time() when the sender's NIC began to send it (set by the link; the emulated ingress starts there)
+    lead: float = 0.0  # seconds from the frame's real send to sent_at (its wait for the emulated NIC; set by the link)
     payload: torch.Tensor | None = None  # uint8 (bytes,) on the CPU, or None
     received_at: float = 0.0  # time.perf_counter() when the whole message had arrived (set by the link)
     reason: str = ""  # LOST and FAILED: what happened
@@ -65,24 +68,33 @@ class Message:
         return self.wire_bytes if self.uncompressed is None else HEADER_BYTES + self.uncompressed
 
 
-def encode_header(message: Message) -> torch.Tensor:
-    """The header as a float64 tensor (len(_FIELDS),)."""
+def encode(message: Message) -> torch.Tensor:
+    """The message's frame: uint8 (HEADER_BYTES + payload_bytes,), a new buffer (the payload is copied, so
+    the sender may reuse its own while the frame is in flight)."""
     values = [float(int(message.kind)), float(message.sender), float(message.count), float(message.clock),
               float(message.held), float(message.version), float(message.grant), float(message.stop),
-              float(message.sent_at), float(message.payload_bytes)]
-    return torch.tensor(values, dtype=torch.float64)
+              float(message.sent_at), float(message.lead), float(message.payload_bytes)]
+    frame = torch.empty(message.wire_bytes, dtype=torch.uint8)
+    frame[:HEADER_BYTES].view(torch.float64).copy_(torch.tensor(values, dtype=torch.float64))
+    if message.payload_bytes:
+        frame[HEADER_BYTES:].copy_(message.payload)
+    return frame
 
 
-def empty_header() -> torch.Tensor:
-    return torch.empty(len(_FIELDS), dtype=torch.float64)
+def empty_frame(largest_payload: int) -> torch.Tensor:
+    """A receive buffer for any frame whose payload is at most `largest_payload` bytes."""
+    return torch.empty(HEADER_BYTES + largest_payload, dtype=torch.uint8)
 
 
-def decode_header(header: torch.Tensor) -> tuple[Message, int]:
-    """The message a header describes (payload not yet attached) and its payload size in bytes."""
-    kind, sender, count, clock, held, version, grant, stop, sent_at, payload_bytes = header.tolist()
-    message = Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version), grant=int(grant),
-                      stop=bool(stop), sent_at=sent_at)
-    return message, int(payload_bytes)
+def decode(frame: torch.Tensor) -> Message:
+    """The message in `frame` (a received buffer, possibly longer than the frame); its payload is a view of it."""
+    kind, sender, count, clock, held, version, grant, stop, sent_at, lead, payload_bytes = \
+        frame[:HEADER_BYTES].view(torch.float64).tolist()
+    if HEADER_BYTES + int(payload_bytes) > frame.numel():
+        raise ValueError(f"a frame of {HEADER_BYTES + int(payload_bytes)} bytes in a buffer of {frame.numel()}")
+    payload = frame[HEADER_BYTES:HEADER_BYTES + int(payload_bytes)] if payload_bytes else None
+    return Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version), grant=int(grant),
+                   stop=bool(stop), sent_at=sent_at, lead=lead, payload=payload)
 
 
 def _aligned(offset: int) -> int:
