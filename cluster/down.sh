@@ -46,6 +46,7 @@ if [[ -S "$CD/containerd.sock" ]] && [[ -n "$(pid_of containerd)" ]] && kill -0 
   fi
   log "pod sandboxes removed"
 fi
+stop_proc kueue 10 &   # cluster/kueue-up.sh, when it ran
 stop_proc containerd 20 &
 stop_proc kube-proxy 10 &
 stop_proc kube-scheduler 10 &

@@ -83,6 +83,12 @@ def up(timeout: float = 3600) -> str:
     return kubeconfig_path()
 
 
+def kueue_up(timeout: float = 1800) -> None:
+    """Run Kueue against the running cluster if it is not running (building it when missing: ~5-20 min cold);
+    down() stops it."""
+    _run("kueue-up.sh", timeout=timeout)
+
+
 def down(timeout: float = 600) -> None:
     """Stop the cluster and remove everything it created on the host."""
     _run("down.sh", timeout=timeout)

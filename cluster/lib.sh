@@ -42,3 +42,29 @@ take_lock() {
   exec 9>"$LOCK_FILE"
   flock -w "${RINGLEADER_LOCK_TIMEOUT:-900}" 9 || die "another cluster-up/down holds $LOCK_FILE"
 }
+
+# Processes of the cluster: one pid file each under $RUN_DIR/pids (down.sh stops them by pid), one log under logs/.
+proc_alive() { [[ -s "$RUN_DIR/pids/$1.pid" ]] && kill -0 "$(cat "$RUN_DIR/pids/$1.pid")" 2>/dev/null; }
+
+# start_proc NAME CMD...: run CMD in its own session in the background, log to logs/NAME.log.
+start_proc() {
+  local name="$1"; shift
+  if proc_alive "$name"; then log "$name already running (pid $(cat "$RUN_DIR/pids/$name.pid"))"; return 0; fi
+  setsid "$@" >> "$RUN_DIR/logs/$name.log" 2>&1 < /dev/null 9>&- &
+  echo $! > "$RUN_DIR/pids/$name.pid"
+  log "started $name (pid $!, log $RUN_DIR/logs/$name.log)"
+}
+
+# check_alive NAME: fail with the log tail if NAME died (called while waiting).
+check_alive() { proc_alive "$1" || { tail -25 "$RUN_DIR/logs/$1.log" >&2; die "$1 exited (log: $RUN_DIR/logs/$1.log)"; }; }
+wait_proc() { # NAME DESCRIPTION CMD... - wait for CMD, bailing out early if NAME dies
+  local name="$1" what="$2"; shift 2
+  local start=$SECONDS n=0
+  until "$@" >/dev/null 2>&1; do
+    check_alive "$name"
+    (( SECONDS - start >= ${UP_TIMEOUT:-180} )) && { tail -25 "$RUN_DIR/logs/$name.log" >&2; die "timeout (${UP_TIMEOUT:-180}s) waiting for $what"; }
+    n=$((n + 1)); (( n % 10 == 0 )) && log "still waiting for $what ($((SECONDS - start))s)"
+    sleep 1
+  done
+  log "ok: $what ($((SECONDS - start))s)"
+}

@@ -2,7 +2,7 @@
 # Included by the top-level Makefile (`include mk/*.mk`).
 RL_CLUSTER_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../cluster)
 
-.PHONY: cluster-deps cluster-build cluster-up cluster-down cluster-check-clean cluster-status cluster-image cluster-kubeconfig cluster-prune cluster-smoke
+.PHONY: cluster-deps cluster-build cluster-up cluster-down cluster-check-clean cluster-status cluster-image cluster-kubeconfig cluster-prune cluster-smoke cluster-kueue
 
 cluster-deps: ## install the host packages the cluster needs (apt)
 	$(RL_CLUSTER_DIR)/install-deps.sh
@@ -15,6 +15,9 @@ cluster-build: cluster-deps ## build Kubernetes, etcd, CoreDNS, crictl, helm, Ku
 
 cluster-up: ## start the cluster (idempotent; builds what is missing); prints KUBECONFIG and how to use its kubectl and helm
 	$(RL_CLUSTER_DIR)/up.sh
+
+cluster-kueue: ## run Kueue (its CRDs and controller manager) against the running cluster (idempotent; cluster-down stops it)
+	$(RL_CLUSTER_DIR)/kueue-up.sh
 
 cluster-down: ## stop the cluster and remove everything it created on the host
 	$(RL_CLUSTER_DIR)/down.sh

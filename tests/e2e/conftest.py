@@ -21,6 +21,7 @@ import pathlib
 import secrets
 import shutil
 import sys
+import tempfile
 import time
 
 import pytest
@@ -54,7 +55,10 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Every e2e test gets the marker; the quick ones run first, training results last (they run meanwhile)."""
-    order = {"test_validation.py": 0, "test_faults.py": 1, "test_training.py": 2, "test_bandwidth.py": 2}
+    order = {"test_validation.py": 0, "test_progress.py": 1, "test_faults.py": 1, "test_training.py": 2,
+             "test_bandwidth.py": 2, "test_kueue.py": 2,
+             # Last: it replaces the MLflow pod, once every other experiment has ended.
+             "test_mlflow_upgrade.py": 3}
     here = pathlib.Path(__file__).resolve().parent
     # A plain `pytest` (testpaths = tests) must not start a cluster: e2e runs when asked for by path,
     # by `-m e2e`, or with RINGLEADER_E2E=1 (`make e2e` does all three).
@@ -140,8 +144,19 @@ def image(kube) -> str:
     return IMAGE
 
 
+# The harness has no volume provisioner: the MLflow claim binds to a PersistentVolume the session makes, of
+# this class (no StorageClass object is needed for a static binding). kind's default class provisions one.
+MLFLOW_STORAGE_CLASS = "ringleader-e2e-mlflow"
+MLFLOW_VOLUME_SIZE = "1Gi"
+
+
 def _values(image: str) -> dict:
+    """The release's values: the chart's defaults (progress polling, MLflow on a claim) but for what a 2-core
+    node and a local image need."""
     repository, _, tag = image.rpartition(":")
+    persistence = {"size": MLFLOW_VOLUME_SIZE}
+    if CLUSTER == "harness":
+        persistence["storageClassName"] = MLFLOW_STORAGE_CLASS
     return {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "workers": {"imagePullPolicy": "Never"},
@@ -149,25 +164,56 @@ def _values(image: str) -> dict:
             "resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"memory": "768Mi"}},
             "logFormat": "plain",
             "verbose": True,
-            "progressPollIntervalSeconds": 2,
             "extraArgs": ["--recheck-interval=10"],
         },
         "tracking": {"timeoutSeconds": 10, "retrySeconds": 5},
+        # test_kueue.py: Kueue runs beside the harness cluster (cluster/kueue-up.sh).
+        "kueue": {"enabled": CLUSTER == "harness"},
         "mlflow": {
             "enabled": True,
             "workers": 1,
             # MLflow 3.17's server also starts a job runner with 7 huey consumers (~1.9 GB in all, measured):
             # the chart's default 1Gi limit gets it OOMKilled within a minute of load (see docs/e2e.md).
             "resources": {"requests": {"cpu": "50m", "memory": "512Mi"}, "limits": {"memory": "3Gi"}},
+            "persistence": persistence,
         },
     }
 
 
 @pytest.fixture(scope="session")
-def release(kube, image, tmp_path_factory):
+def mlflow_volume(kube):
+    """harness: a `local` PersistentVolume for the chart's MLflow claim, on a directory of the node (this machine)
+    owned by root and closed to others, so the non-root server writes it only through the pod's fsGroup, as on a
+    freshly provisioned disk. Deleted with its directory at the end. kind: None (its default class provisions)."""
+    if CLUSTER != "harness":
+        yield None
+        return
+    host = pathlib.Path(tempfile.mkdtemp(prefix="ringleader-e2e-mlflow-"))  # 0700, root's
+    node = kube.json("get", "nodes")["items"][0]["metadata"]["name"]
+    volume = f"e2e-mlflow-{secrets.token_hex(3)}"
+    kube.apply({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume}, "spec": {
+        "capacity": {"storage": MLFLOW_VOLUME_SIZE}, "accessModes": ["ReadWriteOnce"],
+        "storageClassName": MLFLOW_STORAGE_CLASS, "persistentVolumeReclaimPolicy": "Retain",
+        "local": {"path": str(host)},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
+        # Only the release's claim may bind it.
+        "claimRef": {"namespace": RELEASE_NAMESPACE, "name": f"{RELEASE}-ringleader-mlflow"}}})
+    yield {"name": volume, "path": host}
+    if KEEP:
+        return
+    kube.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false", check=False)
+    shutil.rmtree(host, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def release(kube, image, mlflow_volume, tmp_path_factory):
     """`helm install` of the chart with the in-cluster MLflow; uninstalled at the end (the cluster stays)."""
     values = tmp_path_factory.mktemp("helm") / "values.yaml"
     values.write_text(yaml.safe_dump(_values(image)))
+    if CLUSTER == "harness":
+        with timed("Kueue up (cluster/kueue-up.sh)"):
+            _harness().kueue_up()
     with timed("helm install (until operator and MLflow ready)"):
         # Helm installs crds/ only when they are absent: apply them so a changed CRD is never stale.
         kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
@@ -194,6 +240,9 @@ def release(kube, image, tmp_path_factory):
 
         wait_for("the operator and MLflow Deployments to be available", ready, 300, describe=pods)
     info = {
+        "name": RELEASE,
+        "chart": CHART,
+        "values": values,
         "namespace": RELEASE_NAMESPACE,
         "operator": kube.json("get", "deployments", "-n", RELEASE_NAMESPACE, "-l",
                               "app.kubernetes.io/component=operator")["items"][0]["metadata"]["name"],
@@ -251,11 +300,38 @@ def fleet(launcher, namespace):
     return {m["metadata"]["name"]: m for m in manifests}
 
 
+# The ClusterQueue's CPU quota of examples/kueue-queue.yaml: one trial at a time, whatever its size.
+KUEUE_QUOTA_CPU = 750
+
+
+@pytest.fixture(scope="session")
+def kueue_example(kube, launcher, namespace):
+    """examples/kueue-queue.yaml as its header says: its queue objects, then the experiment, submitted when the
+    session starts (its trials run one after the other, beside the other tests). The launcher books the
+    ClusterQueue's quota for it: Kueue keeps its pods within that. The queue objects go at the end."""
+    if CLUSTER != "harness":
+        pytest.skip("Kueue runs beside the harness cluster only (cluster/kueue-up.sh)")
+    queue, manifest = e2e_specs.kueue_example(namespace)
+    for document in queue:
+        kube.apply(document)
+    wait_for("the example's ClusterQueue to be Active", lambda: any(
+        c["type"] == "Active" and c["status"] == "True" for c in
+        ((kube.get("clusterqueue", None, "research") or {}).get("status") or {}).get("conditions", [])), 60, interval=1)
+    launcher.submit(manifest, KUEUE_QUOTA_CPU)
+    yield manifest
+    if KEEP:
+        return
+    for document in reversed(queue):
+        kube.kubectl("delete", document["kind"].lower(), document["metadata"]["name"], "--ignore-not-found",
+                     "--wait=false", *(("-n", namespace) if document["kind"] == "LocalQueue" else ()), check=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _start_fleet_early(request):
-    """Submit the fleet at the start of the session when any selected test uses it."""
-    if any("fleet" in item.fixturenames for item in request.session.items):
-        request.getfixturevalue("fleet")
+def _start_background_experiments_early(request):
+    """Submit the fleet and the Kueue example at the start of the session when any selected test uses them."""
+    for fixture in ("fleet", "kueue_example") if CLUSTER == "harness" else ("fleet",):  # (the Kueue test skips)
+        if any(fixture in item.fixturenames for item in request.session.items):
+            request.getfixturevalue(fixture)
 
 
 @pytest.fixture

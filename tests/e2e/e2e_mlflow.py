@@ -95,6 +95,25 @@ class Mlflow:
     def history(self, run_id: str, key: str) -> list:
         return self.client().get_metric_history(run_id, key)
 
+    def every_run(self) -> dict[str, dict]:
+        """Every run of every experiment, deleted ones too, by id: what a server that keeps its runs must
+        still answer after a restart (status, times, params, tags and the last value of each metric)."""
+        from mlflow.entities import ViewType
+
+        client = self.client()
+        experiments = [e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL, max_results=1000)]
+        runs, token = {}, None
+        for _ in range(100):  # pages of 1000 runs, bounded
+            page = client.search_runs(experiments, run_view_type=ViewType.ALL, max_results=1000, page_token=token)
+            for run in page:
+                runs[run.info.run_id] = {"status": run.info.status, "start": run.info.start_time,
+                                         "end": run.info.end_time, "params": run.data.params,
+                                         "tags": run.data.tags, "metrics": run.data.metrics}
+            token = page.token
+            if not token:
+                return runs
+        raise AssertionError("more than 100 pages of runs")
+
     def artifact_text(self, run_id: str, path: str) -> str:
         """The text of one artifact of a run, downloaded through the server."""
         import tempfile

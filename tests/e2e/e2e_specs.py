@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 import os
+import pathlib
 from typing import Any
+
+import yaml
 
 from documents import merged
 from e2e_kube import millicores
@@ -104,3 +107,23 @@ def fleet(namespace: str) -> list[dict[str, Any]]:
                    network={"bandwidth": NETWORK_CAP, "enforcement": "Network"}),
         experiment("net-uncapped", namespace, **NETWORK_TRIAL),
     ]
+
+
+# examples/kueue-queue.yaml, run as its header says: the queue objects written there, then the experiment.
+KUEUE_EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "kueue-queue.yaml"
+
+
+def kueue_example(namespace: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The ResourceFlavor, ClusterQueue and LocalQueue of the example's header (the LocalQueue moved to
+    `namespace`), and the example's experiment in `namespace`."""
+    text = KUEUE_EXAMPLE.read_text()
+    header = [line[len("#   "):] for line in text.splitlines() if line.startswith("#   ")]
+    start = header.index("apiVersion: kueue.x-k8s.io/v1beta1")
+    end = next(i for i in range(start, len(header)) if header[i].startswith(("make ", "helm ", "kubectl ")))
+    queue = [d for d in yaml.safe_load_all("\n".join(header[start:end])) if d]
+    for document in queue:
+        if document["kind"] == "LocalQueue":
+            document["metadata"]["namespace"] = namespace
+    manifest = next(d for d in yaml.safe_load_all(text) if d)
+    manifest["metadata"]["namespace"] = namespace
+    return queue, manifest

@@ -229,28 +229,100 @@ def test_names_are_truncated_to_63_characters_keeping_component_suffixes(helm):
 
 # -- the optional MLflow server -----------------------------------------------------------------------
 
+def mlflow_of(documents):
+    return next(d for d in objects(documents, "Deployment") if d["metadata"]["name"].endswith("-mlflow"))
+
+
+def notes(helm, tmp_path, *args):
+    """The install notes as `helm install` prints them: `helm template` leaves NOTES.txt out, so a copy of the
+    chart carries one more template that includes it."""
+    copy = tmp_path / "chart"
+    shutil.copytree(CHART, copy)
+    (copy / "templates" / "notes.yaml").write_text('notes: {{ include "ringleader/templates/NOTES.txt" . | toJson }}\n')
+    text = run_helm(helm, "template", "rl", str(copy), "--namespace", "ringleader", "--kube-version", KUBE_VERSION,
+                    "--show-only", "templates/notes.yaml", *args).stdout
+    return yaml.safe_load(text)["notes"]
+
+
 def test_mlflow_serves_artifacts_and_accepts_its_service_names(helm):
     _, documents = template(helm, "--set", "mlflow.enabled=true")
     (service,) = objects(documents, "Service")
-    mlflow = [d for d in objects(documents, "Deployment") if d["metadata"]["name"].endswith("-mlflow")][0]
-    container = mlflow["spec"]["template"]["spec"]["containers"][0]
+    container = mlflow_of(documents)["spec"]["template"]["spec"]["containers"][0]
     args = container["args"]
     assert "--serve-artifacts" in args
     allowed = next(a for a in args if a.startswith("--allowed-hosts=")).split("=", 1)[1].split(",")
     name = service["metadata"]["name"]
     assert {name, f"{name}.ringleader", f"{name}.ringleader.svc.cluster.local:*", "localhost:*"} <= set(allowed)
+
+
+def test_mlflow_keeps_its_runs_on_a_claim_by_default_writable_by_its_non_root_user(helm, tmp_path):
+    _, documents = template(helm, "--set", "mlflow.enabled=true")
+    mlflow = mlflow_of(documents)
+    pod = mlflow["spec"]["template"]["spec"]
+    container = pod["containers"][0]
     assert {"name": "MLFLOW_BACKEND_STORE_URI", "value": "sqlite:////mlflow/mlflow.db"} in container["env"]
-    assert mlflow["spec"]["template"]["spec"]["volumes"][0] == {"name": "data", "emptyDir": {}}
-
-
-def test_mlflow_takes_a_postgresql_uri_from_a_secret_and_keeps_data_on_a_claim(helm):
-    _, documents = template(helm, "--set", "mlflow.enabled=true", "--set", "mlflow.backendStore.existingSecret=db",
-                            "--set", "mlflow.persistence.enabled=true")
-    mlflow = objects(documents, "Deployment")[0]
-    env = {e["name"]: e for e in mlflow["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["MLFLOW_BACKEND_STORE_URI"]["valueFrom"] == {"secretKeyRef": {"name": "db", "key": "uri"}}
+    assert "--artifacts-destination=/mlflow/artifacts" in container["args"]
+    assert {"name": "data", "mountPath": "/mlflow"} in container["volumeMounts"]
     (claim,) = objects(documents, "PersistentVolumeClaim")
+    assert pod["volumes"][0] == {"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    # The server runs as 1000 with a read-only root: the volume is its only writable place, through fsGroup.
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["fsGroup"]) == (1000, 1000)
+    assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+    assert mlflow["spec"]["strategy"] == {"type": "Recreate"}  # one writer of a ReadWriteOnce volume at a time
+    assert f"on the claim {claim['metadata']['name']}" in notes(helm, tmp_path, "--set", "mlflow.enabled=true")
+
+
+def test_mlflow_claims_the_named_class_or_mounts_an_existing_claim(helm):
+    _, documents = template(helm, "--set", "mlflow.enabled=true", "--set", "mlflow.persistence.storageClassName=local")
+    (claim,) = objects(documents, "PersistentVolumeClaim")
+    assert claim["spec"]["storageClassName"] == "local"
+    _, documents = template(helm, "--set", "mlflow.enabled=true", "--set", "mlflow.persistence.existingClaim=runs")
+    assert objects(documents, "PersistentVolumeClaim") == []
+    assert mlflow_of(documents)["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "runs"}
+
+
+def test_mlflow_without_persistence_is_an_empty_dir_and_the_notes_warn(helm, tmp_path):
+    setting = ("--set", "mlflow.enabled=true", "--set", "mlflow.persistence.enabled=false")
+    _, documents = template(helm, *setting)
+    assert objects(documents, "PersistentVolumeClaim") == []
+    assert mlflow_of(documents)["spec"]["template"]["spec"]["volumes"][0] == {"name": "data", "emptyDir": {}}
+    assert "WARNING: mlflow.persistence.enabled is false" in notes(helm, tmp_path, *setting)
+
+
+def test_mlflow_takes_its_database_uri_from_a_secret_and_its_artifact_store_from_values(helm, tmp_path):
+    setting = ("--set", "mlflow.enabled=true", "--set", "mlflow.backendStore.existingSecret=db",
+               "--set", "mlflow.artifacts.destination=s3://ml/mlflow", "--set", "mlflow.artifacts.credentialsSecret=s3")
+    text, documents = template(helm, *setting)
+    container = mlflow_of(documents)["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["MLFLOW_BACKEND_STORE_URI"]["valueFrom"] == {"secretKeyRef": {"name": "db", "key": "uri"}}
+    assert "--backend-store-uri=$(MLFLOW_BACKEND_STORE_URI)" in container["args"]  # expanded by the kubelet
+    assert "--artifacts-destination=s3://ml/mlflow" in container["args"]
+    assert container["envFrom"] == [{"secretRef": {"name": "s3"}}]
+    # Nothing is kept on the pod, so nothing is claimed.
+    assert objects(documents, "PersistentVolumeClaim") == []
+    assert "sqlite" not in text
+    assert "database of Secret db and artifacts at s3://ml/mlflow" in notes(helm, tmp_path, *setting)
+
+
+@pytest.mark.parametrize("setting, error", [
+    # A database URI holds a password: it is never a value (values are kept in the release's history).
+    ("mlflow.backendStore.uri=postgresql://mlflow:secret@db/mlflow", "additional properties 'uri' not allowed"),
+    ("mlflow.artifacts.destination=s3://key:secret@ml/mlflow", "does not match pattern"),
+])
+def test_the_schema_refuses_credentials_in_mlflow_values(helm, setting, error):
+    result = run_helm(helm, "template", "rl", str(CHART), "--kube-version", KUBE_VERSION, "--set", "mlflow.enabled=true",
+                      "--set", setting, check=False)
+    assert result.returncode != 0 and error in result.stderr, result.stderr
+
+
+def test_mlflow_pod_annotations_change_only_the_mlflow_pod(helm):
+    _, before = template(helm, "--set", "mlflow.enabled=true")
+    _, after = template(helm, "--set", "mlflow.enabled=true", "--set-string", "mlflow.podAnnotations.rollme=1")
+    assert mlflow_of(after)["spec"]["template"]["metadata"]["annotations"] == {"rollme": "1"}
+    assert operator_of(after) == operator_of(before)
 
 
 # -- the optional guard rails (tests/operator/test_guard_rails.py shows the API server enforcing them) --------

@@ -99,6 +99,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+Whether the MLflow server keeps anything on its data volume (SQLite, or artifacts): a claim is made and
+mounted only then. "true" or empty.
+*/}}
+{{- define "ringleader.mlflowKeepsLocalData" -}}
+{{- if not (and .Values.mlflow.backendStore.existingSecret .Values.mlflow.artifacts.destination) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* The namespaces of Namespace mode (default: the release's), as a list. */}}
 {{- define "ringleader.namespaces" -}}
 {{- if .Values.scope.namespaces -}}
@@ -169,6 +179,9 @@ runAsNonRoot: true
 runAsUser: 1000
 runAsGroup: 1000
 fsGroup: 1000
+# Volumes are chowned to fsGroup only when their root is not already its: a big MLflow volume is not walked
+# on every start.
+fsGroupChangePolicy: OnRootMismatch
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
