@@ -129,7 +129,7 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     else:
         pooled = [[b for t in group.trials for b in within_run_batches(t)] for group in (better, other)]
         if min(map(len, pooled)) >= 2:
-            estimate, basis = statistics.ratio(*pooled), "within-run"
+            estimate, basis = statistics.ratio(pooled[0], pooled[1]), "within-run"
             margin = math.inf if contended else SINGLE_RUN_MARGIN
         else:
             estimate, basis, margin = statistics.ratio(*repeated), None, 0.0
@@ -348,8 +348,8 @@ def _crowded(trial: results_.TrialResult) -> str | None:
     if not crowded:
         return None
     if len(crowded) == 1:
-        ranks, threads, cpus, busy = crowded[0]
-        return (f"{_plural(ranks, 'rank')} ({_plural(threads, 'thread')}) had {cpus:g} CPUs, {busy:.1f} of them busy "
+        count, threads, cpus, busy = crowded[0]
+        return (f"{_plural(count, 'rank')} ({_plural(threads, 'thread')}) had {cpus:g} CPUs, {busy:.1f} of them busy "
                 "on average")
     shapes = sorted({f"{_plural(threads, 'thread')} on {cpus:g} CPUs" for _, threads, cpus, _ in crowded})
     return f"{len(crowded)} machines had fewer CPUs than their ranks' threads ({', '.join(shapes)})"

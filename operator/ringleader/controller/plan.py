@@ -96,7 +96,7 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
 
     new_trials = [conditions.of_trial(steps[i].status, now=seen.now, generation=seen.generation)
                   for i in range(len(statuses))]
-    status = _experiment_status(experiment, expansion, old, new_trials, seen)
+    experiment_status = _experiment_status(experiment, expansion, old, new_trials, seen)
     delete = tuple(name for i in range(len(statuses)) for name in steps[i].delete)
     # Pods of no current trial (a spec change shrank the sweep) would otherwise hold resources forever.
     known = {t.name for t in statuses}
@@ -105,7 +105,7 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
     create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
     workloads = tuple((statuses[i].index, steps[i].workload) for i in range(len(statuses)) if steps[i].workload)
     due = min((s.due for s in steps.values() if s.due is not None), default=None)
-    return Plan(status=status, delete=delete, create=create, workloads=workloads, due=due)
+    return Plan(status=experiment_status, delete=delete, create=create, workloads=workloads, due=due)
 
 
 def _iteration(lines: tuple[progress_line.Line, ...]) -> int:

@@ -19,7 +19,7 @@ import datetime
 import logging
 import math
 import time
-from typing import Any, Hashable
+from typing import Any
 
 import kopf
 
@@ -134,7 +134,7 @@ class Controller:
 
     # -- the pass -------------------------------------------------------------------------------
 
-    async def reconcile(self, key: Hashable) -> float | None:
+    async def reconcile(self, key: Key) -> float | None:
         """One pass over one experiment; returns seconds until the next pass is due (None: on the next event)."""
         try:
             return await self._pass(key)
@@ -378,7 +378,7 @@ class Controller:
 
     # -- errors, where users look --------------------------------------------------------------
 
-    async def _failed(self, key: Hashable, failure: workqueue.Failure) -> None:
+    async def _failed(self, key: Key, failure: workqueue.Failure) -> None:
         """A failed pass: a Warning Event and the ReconcileFailed condition, with the count and the next attempt."""
         body = self._bodies.get(key)
         notice = failures.notice(failure)
@@ -387,7 +387,7 @@ class Controller:
         kopf.warn(body, reason=notice.reason, message=notice.message)
         await self._set_reconcile_failed(body, True, notice.reason, notice.message)
 
-    async def _succeeded(self, key: Hashable) -> None:
+    async def _succeeded(self, key: Key) -> None:
         body = self._bodies.get(key)
         if body is not None and conditions.is_true(statuses.read_conditions(body), RECONCILE_FAILED):
             message = "the operator's last pass over the experiment succeeded"

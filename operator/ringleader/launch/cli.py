@@ -199,8 +199,8 @@ def close_abandoned(output_dir: pathlib.Path, current: pathlib.Path, out: TextIO
             continue
         print(f"{shown(directory)}: its `ringleader run` ended without recording its end; closed from the "
               f"records on disk{', and published' if replayed.ok else ''}", file=out)
-        for _, error in replayed.unavailable:
-            print(f"{shown(directory)}: not published: {error}; later: ringleader publish {shown(directory)}",
+        for _, problem in replayed.unavailable:
+            print(f"{shown(directory)}: not published: {problem}; later: ringleader publish {shown(directory)}",
                   file=err)
 
 

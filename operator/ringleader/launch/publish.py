@@ -50,6 +50,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         metrics = sum(trial.metrics for trial in session.trials)
         print(f"{session.directory}: {len(session.trials)} trial(s), {metrics} new metric values; "
               f"sweep run {session.parent_run_id}", file=out)
-    for directory, error in replayed.unavailable:
-        print(f"{directory}: not published: {error}", file=err)
+    for directory, problem in replayed.unavailable:
+        print(f"{directory}: not published: {problem}", file=err)
     return exits.OK if replayed.ok else exits.FAILED

@@ -13,7 +13,7 @@ import pathlib
 import signal
 import sys
 import time
-from typing import Mapping, TextIO
+from typing import Any, Mapping, TextIO
 
 from ringleader.analysis import eta, tables
 from ringleader.api import experiment as experiment_
@@ -52,9 +52,9 @@ class SweepResult:
 class _Signals:
     """Turns the first SIGINT/SIGTERM into Interrupted; later ones are ignored until the ranks are stopped."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.received: int | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Any] = {}  # what signal.signal returned: a handler, SIG_DFL or None
 
     def __enter__(self) -> _Signals:
         for signum in (signal.SIGINT, signal.SIGTERM):

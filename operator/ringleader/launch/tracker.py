@@ -30,7 +30,7 @@ class Tracker:
         self.away: str | None = None
         """away is the last error while the store does not answer; None once it does."""
 
-    def _attempt(self, what: str, action: Callable[[], None]) -> bool:
+    def _attempt(self, what: str, action: Callable[[], object]) -> bool:
         try:
             if self.store is None:
                 self.store = store_.Store(self.session.tracking_uri, self.settings)

@@ -202,8 +202,8 @@ def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> results.
     for rank_run in rank_runs:
         rank = int(rank_run.data.tags.get(schema.TAG_RANK, "-1"))
         if RECORDS_ARTIFACT.split("/")[0] in _artifacts(store, rank_run.info.run_id):
-            path = _download(store, rank_run.info.run_id, RECORDS_ARTIFACT, staging)
-            records[rank] = record_files.read_iterations(path)
+            downloaded = _download(store, rank_run.info.run_id, RECORDS_ARTIFACT, staging)
+            records[rank] = record_files.read_iterations(downloaded)
     message = None
     if run.info.status != schema.FINISHED:
         message = run.data.tags.get(schema.TAG_STATUS_MESSAGE) or run.data.tags.get(schema.TAG_STATUS_REASON)

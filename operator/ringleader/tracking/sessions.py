@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import pathlib
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import mlflow.entities
 
@@ -134,7 +134,7 @@ def trial_summaries(session: Session) -> dict[str, dict | None]:
     return summaries
 
 
-def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: dict[str, Any],
+def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: Mapping[str, Any],
                       labels: dict[str, str] | None = None) -> int:
     """The sweep run's metrics comparing its trials (metric_names.sweep), each under its label ({trial name: what it
     varies}, schema.sweep_labels); the number logged."""

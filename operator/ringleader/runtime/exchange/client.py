@@ -37,7 +37,7 @@ from ringleader.runtime.exchange import schedule, shards, wire
 from ringleader.runtime.exchange import link as links
 
 
-def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+def trainable(model: torch.nn.Module) -> list[torch.Tensor]:
     """The tensors servers keep and workers push gradients of, in model order, on every rank alike."""
     return [p for p in model.parameters() if p.requires_grad]
 

@@ -132,7 +132,7 @@ class Link:
                 dist.send(wire.encode_header(message), destination, group=self.group, tag=TAG_HEADER)
                 if message.payload is not None and message.payload.numel():
                     dist.send(message.payload, destination, group=self.group, tag=TAG_PAYLOAD)
-            except Exception as error:  # the destination died: everyone waiting on it must hear
+            except Exception as error:  # noqa: BLE001 - the destination died: everyone waiting on it must hear
                 self._broken.add(destination)
                 self._lost(destination, f"sending to rank {destination} failed: {_first_line(error)}")
                 continue
@@ -161,7 +161,7 @@ class Link:
                     self.received_bytes += message.wire_bytes
                 self._route(message)
                 awaiting.discard(message.kind)
-        except Exception as error:  # the peer died or hung past the timeout
+        except Exception as error:  # noqa: BLE001 - the peer died or hung past the timeout
             self._lost(peer, f"receiving from rank {peer} failed: {_first_line(error)}")
 
     def _route(self, message: wire.Message) -> None:
