@@ -13,10 +13,9 @@ from typing import Sequence, TextIO
 
 from ringleader.analysis import eta
 from ringleader.api import trial as trial_
-from ringleader.contract import keys
+from ringleader.contract import keys, layout
 from ringleader.launch import settings as settings_
 from ringleader.launch import trials as trials_
-from ringleader.tracking import layout
 
 CLEAR_LINE = "\r\x1b[K"
 

@@ -32,10 +32,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
     out, err = out or sys.stdout, err or sys.stderr
     # Imported here: MLflow takes seconds to import and the `ringleader` parser is built with this module.
-    from ringleader import tracking
+    from ringleader.tracking import replay
 
     try:
-        replayed = tracking.publish_dir(args.directory, tracking_uri=args.tracking_uri)
+        replayed = replay.publish_dir(args.directory, tracking_uri=args.tracking_uri)
     except FileNotFoundError as error:
         print(str(error), file=err)
         return exits.FAILED

@@ -12,14 +12,14 @@ from typing import Callable
 
 import mlflow.exceptions
 
-from ringleader.contract import redaction
+from ringleader.contract import layout, redaction
 from ringleader.tracking import publisher, sessions
 from ringleader.tracking import settings as tracking_settings_
 from ringleader.tracking import store as store_
 
 
 class Tracker:
-    def __init__(self, session: sessions.Session, settings: tracking_settings_.TrackingSettings,
+    def __init__(self, session: layout.Session, settings: tracking_settings_.TrackingSettings,
                  say: Callable[[str], None]):
         self.session = session
         self.settings = settings

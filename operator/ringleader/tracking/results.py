@@ -19,9 +19,9 @@ import mlflow.exceptions
 
 from ringleader.analysis import results
 from ringleader.api import trial as trial_
+from ringleader.contract import layout, redaction
 from ringleader.contract import records as record_files
-from ringleader.contract import redaction
-from ringleader.tracking import layout, schema, sessions
+from ringleader.tracking import schema
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -43,7 +43,7 @@ def session_directory(path: str | pathlib.Path) -> tuple[pathlib.Path, str | Non
     """The session at `path`: itself, or the newest session inside it (with a sentence saying it was picked)."""
     path = pathlib.Path(path)
     try:
-        found = sessions.find_sessions(path)
+        found = layout.find_sessions(path)
     except FileNotFoundError:
         found = []
     if not found:
@@ -58,7 +58,7 @@ def session_directory(path: str | pathlib.Path) -> tuple[pathlib.Path, str | Non
 def from_directory(path: str | pathlib.Path) -> results.SweepResult:
     """The session at `path` (or the newest inside it), each trial directory that holds a trial.json."""
     directory, _ = session_directory(path)
-    session = sessions.Session.load(directory)
+    session = layout.Session.load(directory)
     trials = []
     for name in session.trials:
         trial_dir = directory / name

@@ -24,8 +24,8 @@ import mlflow.tracking
 
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
-from ringleader.contract import records
-from ringleader.tracking import layout, metric_names, reports, results, schema, sessions
+from ringleader.contract import layout, records
+from ringleader.tracking import metric_names, reports, results, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 

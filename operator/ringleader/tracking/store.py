@@ -13,8 +13,8 @@ import mlflow.entities
 import mlflow.exceptions
 import mlflow.tracking
 
-from ringleader.contract import redaction
-from ringleader.tracking import layout, schema
+from ringleader.contract import layout, redaction
+from ringleader.tracking import schema
 from ringleader.tracking import settings as settings_
 
 log = logging.getLogger(__name__)
