@@ -148,3 +148,11 @@ def test_status_links_the_ui_url_when_one_is_set_else_the_tracking_server():
     assert forwarded.report_url(OWN, "4", "abc").startswith("http://localhost:5000/#/experiments/4/runs/abc")
     assert recorder().ui_url(OWN, "4") == f"{OWN}/#/experiments/4?workflowType=machine_learning"
     assert recorder().ui_url("sqlite:///m.db", "4") is None
+
+
+def test_the_store_under_a_call_tries_once_and_gives_up_within_the_calls_timeout():
+    """One retry owner: the reconciler retries after retry_seconds, so no call's thread outlives its timeout
+    retrying on its own."""
+    settings = recording.call_settings(10.0)
+    assert (settings.attempts, settings.http_timeout_seconds) == (1, 10)
+    assert recording.call_settings(0.3).http_timeout_seconds == 1  # MLflow takes whole seconds

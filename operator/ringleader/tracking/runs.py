@@ -36,11 +36,22 @@ TRACKING_ERRORS = (store_.TrackingUnavailable, mlflow.exceptions.MlflowException
 _FIGURES = threading.Lock()
 
 
+_settings = settings_.TrackingSettings()
+
+
+def configure(settings: settings_.TrackingSettings) -> None:
+    """The settings of every store this process makes from now on; the operator's (one attempt: its
+    reconciler owns the retries) are set once, at startup, before the first call."""
+    global _settings
+    _settings = settings
+    store_for.cache_clear()
+
+
 @functools.lru_cache(maxsize=8)
 def store_for(tracking_uri: str | None = None) -> store_.Store:
     """One Store per URI for this process; None is MLflow's configured default."""
     uri = tracking_uri or mlflow.tracking.get_tracking_uri()
-    return store_.Store(settings_.absolute_uri(uri) if uri.startswith("sqlite:") else uri)
+    return store_.Store(settings_.absolute_uri(uri) if uri.startswith("sqlite:") else uri, _settings)
 
 
 def _token(token: str | None) -> str:

@@ -35,12 +35,18 @@ class TrackingUnavailable(RuntimeError):
     """The tracking store did not answer within the retries; the records stay on disk for a later publish."""
 
 
+# Faults of the calling code, not of the store: retrying repeats them, and "MLflow did not answer" would hide them.
+PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, LookupError, AssertionError, NotImplementedError,
+                      ImportError)
+
+
 def is_transient(error: BaseException) -> bool:
-    """Whether retrying may help: every error but a rejected request. Connection failures, timeouts, 5xx, a
-    locked or unreadable sqlite file, a store that cannot be created: the store is unavailable, the records wait."""
+    """Whether retrying may help: every error but a rejected request or a fault of the caller. Connection
+    failures, timeouts, 5xx, a locked or unreadable sqlite file, a store that cannot be created: the store is
+    unavailable, the records wait."""
     if isinstance(error, mlflow.exceptions.MlflowException):
         return error.error_code not in PERMANENT_ERROR_CODES
-    return isinstance(error, Exception)
+    return isinstance(error, Exception) and not isinstance(error, PROGRAMMING_ERRORS)
 
 
 @dataclasses.dataclass
