@@ -189,8 +189,8 @@ class Recorder:
         return await self._call(uri, f"create run of trial {trial.name}", lambda runs: runs.start_trial_run(
             experiment_id, parent_run_id, trial, token=trial_token(uid, trial.name), tracking_uri=uri))
 
-    async def finish(self, uri: str, run_id: str, status: str, *, summary=None, reason: str | None = None,
-                     message: str | None = None) -> None:
+    async def finish(self, uri: str, run_id: str, status: str, *, summary: dict | None = None,
+                     reason: str | None = None, message: str | None = None) -> None:
         await self._call(uri, f"end run {run_id}", lambda runs: runs.finish_run(
             run_id, status, summary, reason=reason, message=message, tracking_uri=uri))
 

@@ -134,14 +134,15 @@ def _sweep_run(store: store_.Store, source: str):
         tried.append(f"no run {source}")
     candidates = [source] + ([f"default/{source}"] if "/" not in source else [])
     for name in candidates:
-        experiment = store.call("get experiment", "get_experiment_by_name", name)
+        experiment = store.call("get experiment",
+                                lambda client: client.get_experiment_by_name(name))  # noqa: B023 - called at once
         if experiment is None:
             tried.append(f"no experiment named {name!r}")
             continue
         return _newest_sweep(store, experiment.experiment_id, f"experiment {name!r}")
     if source.isdigit():
         try:
-            experiment = store.call("get experiment", "get_experiment", source)
+            experiment = store.call("get experiment", lambda client: client.get_experiment(source))
             return _newest_sweep(store, experiment.experiment_id, f"experiment id {source}")
         except mlflow.exceptions.MlflowException:
             tried.append(f"no experiment with id {source}")
@@ -150,33 +151,35 @@ def _sweep_run(store: store_.Store, source: str):
 
 def _get_run(store: store_.Store, run_id: str):
     try:
-        return store.call("get run", "get_run", run_id)
+        return store.call("get run", lambda client: client.get_run(run_id))
     except mlflow.exceptions.MlflowException:  # RESOURCE_DOES_NOT_EXIST, or an id of the wrong shape
         return None
 
 
 def _newest_sweep(store: store_.Store, experiment_id: str, what: str):
-    runs = store.call("search runs", "search_runs", [experiment_id],
-                      filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
-                      order_by=["attributes.start_time DESC"], max_results=1)
+    runs = store.call("search runs", lambda client: client.search_runs(
+        [experiment_id], filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
+        order_by=["attributes.start_time DESC"], max_results=1))
     if not runs:
         raise SourceNotFound(f"{what} has no sweep run (tag {schema.TAG_KIND}={schema.KIND_SWEEP})")
     return runs[0]
 
 
 def _search(store: store_.Store, experiment_id: str, filter_string: str) -> list:
-    return list(store.call("search runs", "search_runs", [experiment_id], filter_string=filter_string,
-                           max_results=MAX_RUNS))
+    return list(store.call("search runs", lambda client: client.search_runs(
+        [experiment_id], filter_string=filter_string, max_results=MAX_RUNS)))
 
 
 def _artifacts(store: store_.Store, run_id: str, path: str | None = None) -> set[str]:
-    return {artifact.path for artifact in store.call("list artifacts", "list_artifacts", run_id, path)}
+    listed = store.call("list artifacts", lambda client: client.list_artifacts(run_id, path))
+    return {artifact.path for artifact in listed}
 
 
 def _download(store: store_.Store, run_id: str, path: str, staging: pathlib.Path) -> pathlib.Path:
     target = staging / run_id
     target.mkdir(exist_ok=True)
-    return pathlib.Path(store.call("download artifact", "download_artifacts", run_id, path, str(target)))
+    return pathlib.Path(store.call("download artifact",
+                                   lambda client: client.download_artifacts(run_id, path, str(target))))
 
 
 def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> results.TrialResult | None:
