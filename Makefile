@@ -1,13 +1,15 @@
 # ringleader — the commands README.md promises. `make help` lists them.
 #
 # The Python environment is installed from requirements.lock (every transitive dependency pinned with
-# hashes; `make lock` writes it from pyproject.toml) into a cache keyed by both files' hash, so a fresh
-# clone reuses it and a dependency change builds a new one; `.venv` in the checkout links to it.
+# hashes; `make lock` writes it from pyproject.toml) into a cache keyed by the lock's hash, so a fresh
+# clone reuses it and a dependency change builds a new one; `.venv` in the checkout links to it. Only the
+# lock: a change to pyproject.toml's tool settings ([tool.ruff], [tool.mypy]) reinstalls nothing, and one
+# to its dependencies changes the lock (lock-check fails until it does).
 # Override with VENV=... to use your own.
 
 SHELL := /bin/bash
 CACHE ?= $(HOME)/.cache/ringleader
-DEPS_HASH := $(shell cat pyproject.toml requirements.lock | sha256sum | cut -c1-12)
+DEPS_HASH := $(shell sha256sum < requirements.lock | cut -c1-12)
 VENV ?= $(CACHE)/venv-$(DEPS_HASH)
 PY := $(VENV)/bin/python
 export RINGLEADER_CACHE := $(CACHE)
