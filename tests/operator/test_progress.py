@@ -72,8 +72,8 @@ def test_a_log_no_node_serves_is_one_warning_and_tried_less_and_less_often(admin
     assert events[0]["type"] == "Warning"
     assert f"pod {first['metadata']['name']}" in events[0]["message"] and "HTTP 204" in events[0]["message"]
     # Tries after 1, 2 and 4 more seconds, each a debug line of the operator's: a streak is told once, not per try.
-    wait_for("a third failed read", lambda: "unbound-0 unreadable (3 in a row)" in running.log.read_text(errors="replace"),
-             timeout=30)
+    wait_for("a third failed read",
+             lambda: "unbound-0 unreadable (3 in a row)" in running.log.read_text(errors="replace"), timeout=30)
     assert len(unreadable()) == 1
     assert dtes.phase(admin.experiment(namespace, "unbound")) == "Running"
 

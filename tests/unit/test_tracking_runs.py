@@ -80,8 +80,8 @@ def test_finishing_a_trial_run_logs_the_summary_and_why_it_ended(uri, sweep):
     run_id = runs.start_trial_run(experiment_id, None, trial.expand(sweep).trials[0], tracking_uri=uri)
     summary = status.Summary(throughput=812.0, iteration_time_p50_seconds=0.04, comm_fraction=0.3, straggler_rank=2)
 
-    runs.finish_run(run_id, "FAILED", summary.wire(), reason="BackoffLimitExceeded", message="pod op-0-worker-1 exited 137",
-                    tracking_uri=uri)
+    runs.finish_run(run_id, "FAILED", summary.wire(), reason="BackoffLimitExceeded",
+                    message="pod op-0-worker-1 exited 137", tracking_uri=uri)
 
     run = runs.store_for(uri).client.get_run(run_id)
     assert run.info.status == "FAILED" and run.info.end_time is not None
@@ -160,7 +160,7 @@ def test_a_fault_of_the_calling_code_is_raised_at_once_not_reported_as_mlflow_aw
     naps = []
     store = store_.Store(f"sqlite:///{tmp_path}/x.db", sleep=naps.append)
     with pytest.raises(TypeError):
-        store.call("get run", lambda client: client.get_run("a", "b", "c"))  # one argument too many: no retry would fix it
+        store.call("get run", lambda client: client.get_run("a", "b", "c"))  # one argument too many: retries can't fix
     assert naps == []
     assert not store_.is_transient(AttributeError("x")) and not store_.is_transient(KeyError("x"))
     assert store_.is_transient(ConnectionError("refused")) and store_.is_transient(TimeoutError())

@@ -9,8 +9,9 @@
     <session>/<trial>/logs/rank-<r>.stdout, .stderr   the ranks' output (launcher)
     <session>/<trial>/rank-<r>/         iterations.jsonl, summary.json, trace.json, layers.json (runtime,
                                         format in contract/records.py)
-    <session>/launcher.lock             held by the launcher while it lives (abandoned.py)
-    mlflow-cursor-<store>.json in the session, trial and rank directories: what is published, per store (cursor.py)
+    <session>/launcher.lock             held by the launcher while it lives (tracking/abandoned.py)
+    mlflow-cursor-<store>.json in the session, trial and rank directories: what is published, per store
+                                        (tracking/cursor.py)
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ class Outcome:
     """start_time in seconds since the epoch."""
     end_time: float | None = None
     reason: str | None = None
-    """reason: a word of contract/outcomes.py ("RankFailed", "DeadlineExceeded", "Interrupted"), as the operator says it."""
+    """reason: a word of contract/outcomes.py ("RankFailed", "DeadlineExceeded", "Interrupted", ...), the same
+    word the operator writes for the same end."""
     message: str | None = None
     ranks: list[RankOutcome] = dataclasses.field(default_factory=list)
 

@@ -214,7 +214,8 @@ class TrialRun:
             describe=lambda rank: by_rank[rank].failure_reason(self.settings.stderr_tail_lines))
         return self._finish(schema.FAILED, verdict.reason, verdict.message, failed_rank=verdict.rank)
 
-    def stop(self, reason: str = outcomes.INTERRUPTED, message: str = "stopped by the user (interrupt)") -> layout.Outcome:
+    def stop(self, reason: str = outcomes.INTERRUPTED,
+             message: str = "stopped by the user (interrupt)") -> layout.Outcome:
         """Stop every rank now and record the trial as KILLED (unless it already ended)."""
         if self.outcome is not None:
             return self.outcome
