@@ -1,13 +1,15 @@
 # ringleader — the commands README.md promises. `make help` lists them.
 #
 # The Python environment is installed from requirements.lock (every transitive dependency pinned with
-# hashes; `make lock` writes it from pyproject.toml) into a cache keyed by both files' hash, so a fresh
-# clone reuses it and a dependency change builds a new one; `.venv` in the checkout links to it.
+# hashes; `make lock` writes it from pyproject.toml) into a cache keyed by the lock's hash, so a fresh
+# clone reuses it and a dependency change builds a new one; `.venv` in the checkout links to it. Only the
+# lock: a change to pyproject.toml's tool settings ([tool.ruff], [tool.mypy]) reinstalls nothing, and one
+# to its dependencies changes the lock (lock-check fails until it does).
 # Override with VENV=... to use your own.
 
 SHELL := /bin/bash
 CACHE ?= $(HOME)/.cache/ringleader
-DEPS_HASH := $(shell cat pyproject.toml requirements.lock | sha256sum | cut -c1-12)
+DEPS_HASH := $(shell sha256sum < requirements.lock | cut -c1-12)
 VENV ?= $(CACHE)/venv-$(DEPS_HASH)
 PY := $(VENV)/bin/python
 export RINGLEADER_CACHE := $(CACHE)
@@ -16,7 +18,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := true
 
-.PHONY: help venv install lock lock-check crds crds-check unit integration operator-tests test run ui report predict whatif clean
+.PHONY: help venv install lock lock-check lint crds crds-check unit integration operator-tests test run ui report predict whatif clean
 
 help:  ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -45,6 +47,10 @@ lock:  ## resolve pyproject.toml again into requirements.lock and requirements-r
 lock-check:  ## fail, naming the fix, when a lock file is stale against pyproject.toml
 	@python3 mk/lock.py check
 
+lint: venv  ## ruff (faults, not style) and mypy over the package, as pyproject.toml configures them
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
 crds: venv  ## regenerate crds/ (and the chart's copy) from the pydantic models
 	$(PY) -m ringleader.api.crd --out crds/ --out charts/ringleader/crds/
 	$(PY) -m ringleader.api.crd --docs docs/api.md
@@ -61,9 +67,9 @@ integration: venv  ## integration tests: real torch.distributed processes on loo
 operator-tests: venv cluster-build  ## operator tests against a real kube-apiserver (binaries from cluster-build)
 	$(PY) -m pytest tests/operator -q
 
-# cluster-build first: the chart tests need its helm, the operator tests its kube-apiserver and etcd;
-# browser-deps: the MLflow UI test needs Chromium.
-test: lock-check venv crds-check cluster-build browser-deps  ## everything CI runs: unit, integration (the browser test too), operator, then e2e on a real cluster
+# lint first: seconds, failing before the tests' minutes. cluster-build: the chart tests need its helm, the
+# operator tests its kube-apiserver and etcd; browser-deps: the MLflow UI test needs Chromium.
+test: lock-check venv lint crds-check cluster-build browser-deps  ## everything CI runs: lint, unit, integration (the browser test too), operator, then e2e on a real cluster
 	RINGLEADER_HEAVY_TESTS=1 $(PY) -m pytest tests/unit tests/integration tests/operator -q
 	$(MAKE) e2e
 

@@ -355,7 +355,8 @@ def big(bench: Bench, args) -> dict:
                    "operator_cpu_seconds": probe.cpu_seconds() - cpu}
             bench.admin.delete(constants.KIND, namespace, "big")
             wait_for("the trial's pods to be garbage-collected",
-                     lambda: not bench.admin.list("Pod", namespace, labelSelector=MANAGED), timeout=args.timeout)
+                     lambda: not bench.admin.list("Pod", namespace, labelSelector=MANAGED),  # noqa: B023 - waited for here
+                     timeout=args.timeout)
             if floor is not None:
                 run["floor"] = floor_big(bench, floor, f"floor-{repeat}-{os.getpid()}", args.workers, args.timeout)
                 run["ratio"] = run["all"] / run["floor"]

@@ -62,7 +62,7 @@ def run(workers: int, args: argparse.Namespace, scratch: pathlib.Path) -> dict:
                                command=[sys.executable, str(PROBE)])
     ranks = {slot.rank: json.loads((probe / f"rank-{slot.rank}.json").read_text()) for slot in trial.worker_slots()}
     at = {}
-    for rank, document in ranks.items():
+    for document in ranks.values():
         for t, name, kind, sender, peer, count in document["events"]:
             at[(name, kind, sender, peer, count)] = t
     rows = [r for slot in trial.worker_slots() for r in result.iterations(slot.rank) if not r["warmup"]]

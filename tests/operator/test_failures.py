@@ -48,7 +48,7 @@ def test_a_failed_pod_restarts_the_trial_until_backoff_limit_then_fails_it(admin
     wait_for("the running pods to be deleted", lambda: [p["metadata"]["name"] for p in admin.trial_pods(namespace, "flaky")]
              == ["flaky-0-worker-0"])
     reasons = [e["reason"] for e in admin.events(namespace, "flaky") if e["type"] == "Warning"]
-    assert "PodFailed" in reasons and reasons.count("BackoffLimitExceeded") == 1  # the trial's; no echo of it
+    assert "RankFailed" in reasons and reasons.count("BackoffLimitExceeded") == 1  # the trial's; no echo of it
 
 
 def test_an_evicted_pod_is_reported_with_the_eviction_reason(admin, namespace, operator):

@@ -86,7 +86,7 @@ def test_a_cluster_queue_with_quota_for_one_trial_admits_a_sweeps_trials_one_at_
             # The trials still queued say so, with Kueue's own reason, and have no pod at all.
             dte = wait_for("the queued trials to show Kueue's reason", lambda: (lambda d: all(
                 t["reason"] == "WaitingForAdmission" and "insufficient unused quota for cpu" in t["message"]
-                for t in dtes.trials(d) if t["name"] not in (*order, trial)) and d)(admin.experiment(namespace, "grid")))
+                for t in dtes.trials(d) if t["name"] not in (*order, trial)) and d)(admin.experiment(namespace, "grid")))  # noqa: B023 - waited for here
             assert dte["status"]["progress"]["trialsQueued"] == len(waiting)
             assert dte["status"]["progressText"].endswith(f"{len(waiting)} queued")
             for queued in waiting:
@@ -95,7 +95,7 @@ def test_a_cluster_queue_with_quota_for_one_trial_admits_a_sweeps_trials_one_at_
         order.append(trial)
         finish(admin, pods)
         wait_for(f"{trial}'s Workload to be finished", lambda: workload_condition(
-            admin, namespace, trial, "Finished").get("status") == "True")
+            admin, namespace, trial, "Finished").get("status") == "True")  # noqa: B023 - waited for here
 
     assert sorted(order) == ["grid-0", "grid-1", "grid-2"]
     done = wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "grid")) == "Succeeded"

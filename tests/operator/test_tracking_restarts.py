@@ -18,7 +18,8 @@ from apiserver_client import wait_for
 
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.tracking import layout, live
+from ringleader.contract import layout
+from ringleader.tracking import live
 from ringleader.tracking import settings as tracking_settings
 
 

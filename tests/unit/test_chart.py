@@ -96,7 +96,7 @@ def test_the_rendered_chart_matches_its_golden_file(helm, scenario):
         golden.parent.mkdir(exist_ok=True)
         golden.write_text(text)
     assert golden.exists(), f"{golden} is missing: run with RINGLEADER_UPDATE_GOLDEN=1"
-    assert text == golden.read_text(), f"rendering changed; if intended, rerun with RINGLEADER_UPDATE_GOLDEN=1"
+    assert text == golden.read_text(), "rendering changed; if intended, rerun with RINGLEADER_UPDATE_GOLDEN=1"
 
 
 # -- the schema refuses bad values with a clear error ---------------------------------------------------

@@ -1,6 +1,6 @@
 """Which rank a failed trial blames, the same way in the launcher and the operator, and the failure line both parse."""
 
-from ringleader.contract import failures
+from ringleader.contract import failures, outcomes
 
 Exit = failures.Exit
 
@@ -90,3 +90,40 @@ def test_a_failure_no_restart_can_fix_says_so_and_parses_back():
     # The last failure line counts: a later one that is not permanent is what the rank ended with.
     assert not failures.is_permanent([line, failures.failure_line(1, "worker", "RuntimeError: boom")])
     assert not failures.is_permanent(["ringleader: ended, 20 records"])
+
+
+def _verdict(exits, early=None):
+    return failures.verdict(exits, early=early, who=lambda rank: f"rank {rank}",
+                            describe=lambda rank: f"rank {rank} exited with code 1")
+
+
+def test_the_verdict_says_one_word_for_each_end_both_backends_meet():
+    lost = failures.lost_contact(1, "connection reset")
+    crashed = _verdict([failures.Exit(0, reason="RuntimeError: boom"), failures.Exit(1, reason=lost, order=1.0)])
+    assert (crashed.reason, crashed.rank, crashed.message) == (outcomes.RANK_FAILED, 0, "rank 0 exited with code 1")
+    permanent = _verdict([failures.Exit(2, reason="ModelError: no such model", permanent=True)])
+    assert (permanent.reason, permanent.rank) == (outcomes.PERMANENT_FAILURE, 2)
+
+
+def test_a_rank_named_only_by_its_peers_stopped_responding_in_the_witness_words():
+    silent = _verdict([failures.Exit(0, reason=failures.lost_contact(1, "timed out"))])
+    assert (silent.reason, silent.rank) == (outcomes.RANK_FAILED, 1)
+    assert silent.message == failures.stopped_responding("rank 1", "rank 0 exited with code 1")
+    assert silent.message == "rank 1 stopped responding: rank 0 exited with code 1"
+
+
+def test_a_rank_that_exited_early_outranks_the_peers_that_lost_it_but_not_a_cause():
+    echo = [failures.Exit(0, reason=failures.lost_contact(None, "reset"))]
+    nothing = _verdict(echo, failures.Early(1, "rank 1 (worker-1)", recorded_nothing=True))
+    assert (nothing.reason, nothing.rank) == (outcomes.EXITED_EARLY, 1)
+    assert nothing.message == "rank 1 (worker-1) exited with code 0 but recorded no iteration"
+    midway = _verdict(echo, failures.Early(1, "pod q-0-worker-1", recorded_nothing=False))
+    assert midway.message.endswith("(os._exit in user code?); rank 0 exited with code 1")
+    cause = _verdict([failures.Exit(0, reason="RuntimeError: boom")], failures.Early(1, "x", recorded_nothing=True))
+    assert cause.reason == outcomes.RANK_FAILED
+
+
+def test_a_sweep_fails_with_the_word_its_failed_trials_share_else_trials_failed():
+    assert outcomes.sweep_reason([outcomes.RANK_FAILED, outcomes.RANK_FAILED]) == outcomes.RANK_FAILED
+    assert outcomes.sweep_reason([outcomes.RANK_FAILED, outcomes.DEADLINE_EXCEEDED]) == outcomes.TRIALS_FAILED
+    assert outcomes.sweep_reason([None]) == outcomes.sweep_reason([]) == outcomes.TRIALS_FAILED

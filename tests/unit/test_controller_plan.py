@@ -126,10 +126,10 @@ def test_a_failed_trial_fails_the_experiment_with_the_trials_reason_and_message(
 def test_a_restart_shows_as_the_restarting_condition_and_clears_when_the_trial_is_recreated():
     dte = experiment()
     restarting = status_.ExperimentStatus(trials=[status_.TrialStatus(
-        name="q-0", index=0, phase=Phase.RESTARTING, restarts=1, reason=reasons.POD_FAILED, message="pod x failed",
+        name="q-0", index=0, phase=Phase.RESTARTING, restarts=1, reason=reasons.RANK_FAILED, message="pod x failed",
         start_time=T0)])
     first = decide(dte, restarting, pods={"q-0": [{"metadata": {"name": "q-0-ps-0", "deletionTimestamp": "x"}}]}).status
-    assert (first.phase, condition(first, Type.RESTARTING).reason) == (Phase.RESTARTING, reasons.POD_FAILED)
+    assert (first.phase, condition(first, Type.RESTARTING).reason) == (Phase.RESTARTING, reasons.RANK_FAILED)
     second = decide(dte, first).status
     assert condition(second, Type.RESTARTING).status == "False"
     assert second.phase == Phase.CREATED

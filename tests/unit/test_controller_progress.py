@@ -71,7 +71,8 @@ def read(controller, status, pods):
         posting.settings_var.set(kopf.OperatorSettings())
         posting.event_queue_var.set(queue)
         posting.event_queue_loop_var.set(asyncio.get_running_loop())
-        found = await controller._read_progress(dict(BODY), status, {"q-0": progress.reporter(pods)})
+        found = await progress.read(controller.kube, controller.polls, dict(BODY), status,
+                                    {"q-0": progress.reporter(pods)})
         found = {name: lines[-1].iteration for name, lines in found.items()}
         return found, [(e.type, e.reason, e.message) for e in [queue.get_nowait() for _ in range(queue.qsize())]]
     return asyncio.run(run())

@@ -52,11 +52,13 @@ def test_loading_the_mlflow_client_is_not_counted_against_a_calls_timeout():
     import time
     import types
 
+    # Sleeping guarantees the load outlasts the timeout; the call itself is instant, with a second to spare on
+    # a busy machine.
     def slow_load():
-        time.sleep(0.6)
+        time.sleep(1.2)
         return types.SimpleNamespace(answer=lambda: "run-1")
 
-    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.3), load_runs=slow_load)
+    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1.0), load_runs=slow_load)
     try:
         assert asyncio.run(found._call(OWN, "create run", lambda runs: runs.answer())) == "run-1"
         assert found.retry_in(OWN) is None
@@ -90,14 +92,15 @@ def test_a_client_that_cannot_be_loaded_leaves_experiments_running_without_mlflo
 
 
 def test_a_call_waiting_for_a_thread_is_timed_from_when_it_runs_not_from_when_it_was_asked():
-    """Three 0.2 s calls on two threads, 0.3 s each allowed: the third waits 0.2 s for a thread and still
-    answers in time. Counting the wait would mark MLflow down and start pods without their runs."""
+    """Three 0.6 s calls on two threads, 1 s each allowed: the third waits 0.6 s for a thread and still
+    answers in time. Counting the wait (1.2 s and more: sleeps never end early) would mark MLflow down and
+    start pods without their runs; a call is 0.4 s under its timeout, room for a busy machine."""
     import time
 
-    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.3), load_runs=lambda: None)
+    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1.0), load_runs=lambda: None)
 
     async def three():
-        return await asyncio.gather(*(found._call(OWN, f"call {i}", lambda _runs, i=i: time.sleep(0.2) or i)
+        return await asyncio.gather(*(found._call(OWN, f"call {i}", lambda _runs, i=i: time.sleep(0.6) or i)
                                       for i in range(3)))
     try:
         assert asyncio.run(three()) == [0, 1, 2]
@@ -148,3 +151,11 @@ def test_status_links_the_ui_url_when_one_is_set_else_the_tracking_server():
     assert forwarded.report_url(OWN, "4", "abc").startswith("http://localhost:5000/#/experiments/4/runs/abc")
     assert recorder().ui_url(OWN, "4") == f"{OWN}/#/experiments/4?workflowType=machine_learning"
     assert recorder().ui_url("sqlite:///m.db", "4") is None
+
+
+def test_the_store_under_a_call_tries_once_and_gives_up_within_the_calls_timeout():
+    """One retry owner: the reconciler retries after retry_seconds, so no call's thread outlives its timeout
+    retrying on its own."""
+    settings = recording.call_settings(10.0)
+    assert (settings.attempts, settings.http_timeout_seconds) == (1, 10)
+    assert recording.call_settings(0.3).http_timeout_seconds == 1  # MLflow takes whole seconds

@@ -84,7 +84,7 @@ def test_a_failed_pod_restarts_the_whole_trial_and_counts_the_restart():
     pods = all_running()
     pods[1] = pod("q-0-worker-0", "Failed", exit_code=137, reason="OOMKilled")
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=2))
-    assert (step.status.phase, step.status.restarts, step.status.reason) == (Phase.RESTARTING, 1, reasons.POD_FAILED)
+    assert (step.status.phase, step.status.restarts, step.status.reason) == (Phase.RESTARTING, 1, reasons.RANK_FAILED)
     assert step.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
     assert step.status.message == ("pod q-0-worker-0: container trainer exited with code 137 (OOMKilled); "
                                    "restarting the trial (restart 1 of at most 2)")
@@ -198,7 +198,7 @@ def test_workers_that_exit_0_without_the_summary_fail_the_trial_never_succeed_it
     # What os._exit(0) in a model factory looks like: every rank "succeeds" before training, and writes nothing.
     pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1", "Succeeded", exit_code=0)]
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(clean_pod_policy="None"))
-    assert (step.status.phase, step.status.reason) == (Phase.FAILED, reasons.NO_SUMMARY)
+    assert (step.status.phase, step.status.reason) == (Phase.FAILED, reasons.EXITED_EARLY)
     assert step.status.message.startswith("all 2 workers exited with code 0 but pod q-0-worker-0 left no summary")
     assert step.delete == ("q-0-ps-0",)
 

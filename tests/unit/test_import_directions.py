@@ -65,3 +65,32 @@ def test_importing_the_contract_loads_neither_torch_nor_kopf_nor_mlflow():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={"PYTHONPATH": str(PACKAGE.parent)}).stdout.strip()
     assert loaded == ""
+
+
+def test_reading_trackings_settings_and_schema_does_not_import_mlflow():
+    """The operator and the CLI read them at startup; MLflow's import takes seconds and only calls need it."""
+    code = ("import sys, ringleader.tracking.settings, ringleader.tracking.schema\n"
+            "print(' '.join(sorted(n for n in ('torch', 'kopf', 'mlflow') if n in sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            env={"PYTHONPATH": str(PACKAGE.parent)}).stdout.strip()
+    assert loaded == ""
+
+
+def _module_imports(path: pathlib.Path) -> set[str]:
+    """The ringleader modules `path` imports, module-level or inside a function ("tracking.results")."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ringleader."):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"[len("ringleader."):]
+                found.add(candidate if (PACKAGE / (candidate.replace(".", "/") + ".py")).exists()
+                          else node.module[len("ringleader."):])
+    return found
+
+
+def test_no_two_modules_import_each_other_not_even_through_a_lazy_import():
+    modules = {str(p.relative_to(PACKAGE).with_suffix("")).replace("/", "."): p for p in PACKAGE.rglob("*.py")}
+    imports = {name: _module_imports(path) for name, path in modules.items()}
+    mutual = sorted({tuple(sorted((a, b))) for a, targets in imports.items() for b in targets
+                     if b != a and a in imports.get(b, set())})
+    assert mutual == []

@@ -20,7 +20,8 @@ from ringleader.analysis import summary as summary_
 from ringleader.api import experiment, trial
 from ringleader.contract import environment as contract
 from ringleader.contract import records as record_files
-from ringleader.tracking import cursor, layout, live, publisher, replay, schema, sessions
+from ringleader.contract import layout
+from ringleader.tracking import cursor, live, publisher, replay, schema
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -343,7 +344,7 @@ def test_a_session_is_published_with_its_parent_run_and_report_and_replay_adds_n
     trials = make_trials(("ParameterServer", "RingAllReduce"))
     session_dir = tmp_path / "tiny-session"
     session_dir.mkdir()
-    session = sessions.Session(session_dir, experiment.parse({
+    session = layout.Session(session_dir, experiment.parse({
         "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment",
         "metadata": {"name": "tiny"},
         "spec": {"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}}}),

@@ -80,8 +80,8 @@ def test_finishing_a_trial_run_logs_the_summary_and_why_it_ended(uri, sweep):
     run_id = runs.start_trial_run(experiment_id, None, trial.expand(sweep).trials[0], tracking_uri=uri)
     summary = status.Summary(throughput=812.0, iteration_time_p50_seconds=0.04, comm_fraction=0.3, straggler_rank=2)
 
-    runs.finish_run(run_id, "FAILED", summary, reason="BackoffLimitExceeded", message="pod op-0-worker-1 exited 137",
-                    tracking_uri=uri)
+    runs.finish_run(run_id, "FAILED", summary.wire(), reason="BackoffLimitExceeded",
+                    message="pod op-0-worker-1 exited 137", tracking_uri=uri)
 
     run = runs.store_for(uri).client.get_run(run_id)
     assert run.info.status == "FAILED" and run.info.end_time is not None
@@ -144,10 +144,34 @@ def test_the_report_is_made_from_the_runs_and_the_operators_summaries_and_attach
     ("..", "experiment"), (".", "experiment"), ("../../up", "up"), ("/etc/x", "etc_x"), (".hidden", "hidden"),
     ("team/\U0001f680 run", "team_run")])
 def test_an_experiments_artifacts_stay_in_a_directory_of_their_own_below_the_stores(uri, name, directory):
-    from ringleader.tracking import layout, store
+    from ringleader.contract import layout
+    from ringleader.tracking import store
 
     assert layout.directory_name(name) == directory
     experiment_id = store.Store(uri).ensure_experiment(name)
     location = mlflow.tracking.MlflowClient(uri).get_experiment(experiment_id).artifact_location
     root = pathlib.Path(uri[len("sqlite:///"):]).parent / "mlruns"
     assert pathlib.Path(location.removeprefix("file://")) == root / directory
+
+
+def test_a_fault_of_the_calling_code_is_raised_at_once_not_reported_as_mlflow_away(tmp_path):
+    from ringleader.tracking import store as store_
+
+    naps = []
+    store = store_.Store(f"sqlite:///{tmp_path}/x.db", sleep=naps.append)
+    with pytest.raises(TypeError):
+        store.call("get run", lambda client: client.get_run("a", "b", "c"))  # one argument too many: retries can't fix
+    assert naps == []
+    assert not store_.is_transient(AttributeError("x")) and not store_.is_transient(KeyError("x"))
+    assert store_.is_transient(ConnectionError("refused")) and store_.is_transient(TimeoutError())
+
+
+def test_configured_settings_reach_every_store_made_after(uri):
+    from ringleader.tracking import settings as settings_
+
+    try:
+        runs.configure(settings_.TrackingSettings(attempts=1, http_timeout_seconds=9))
+        assert (runs.store_for(uri).settings.attempts, runs.store_for(uri).settings.http_timeout_seconds) == (1, 9)
+    finally:
+        runs.configure(settings_.TrackingSettings())
+    assert runs.store_for(uri).settings.attempts == settings_.TrackingSettings().attempts

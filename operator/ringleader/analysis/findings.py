@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from ringleader.analysis import combinations, convergence, scaling, statistics, tables
+from ringleader.analysis import contention as contention_
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
 
@@ -123,13 +124,13 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     shared CPUs name no winner: contended timings drift between runs by more than a run's own spread (on 2 busy
     cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind)."""
     repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
-    contended = any(_crowded(trial) for group in (better, other) for trial in group.trials)
+    contended = any(contention_.crowded(trial.summary) for group in (better, other) for trial in group.trials)
     if min(map(len, repeated)) >= 2:
         estimate, basis, margin = statistics.ratio(*repeated), "repetitions", 0.0
     else:
         pooled = [[b for t in group.trials for b in within_run_batches(t)] for group in (better, other)]
         if min(map(len, pooled)) >= 2:
-            estimate, basis = statistics.ratio(*pooled), "within-run"
+            estimate, basis = statistics.ratio(pooled[0], pooled[1]), "within-run"
             margin = math.inf if contended else SINGLE_RUN_MARGIN
         else:
             estimate, basis, margin = statistics.ratio(*repeated), None, 0.0
@@ -326,41 +327,11 @@ def network(result: results_.SweepResult) -> list[Finding]:
     return sentences
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def _crowded(trial: results_.TrialResult) -> str | None:
-    """Where the trial's ranks had more threads than their machine's CPUs, in words: "3 ranks (3 threads) had
-    2 CPUs, 1.2 of them busy on average"; None where every machine had a CPU per thread."""
-    usage = (trial.summary or {}).get(keys.USAGE)
-    if not isinstance(usage, dict):
-        return None
-    hosts: dict[str, list[dict]] = {}
-    for used in usage.values():
-        if isinstance(used, dict) and isinstance(used.get(keys.CPUS), (int, float)):
-            hosts.setdefault(str(used.get(keys.HOST)), []).append(used)
-    crowded = []
-    for ranks in hosts.values():
-        cpus = min(used[keys.CPUS] for used in ranks)
-        threads = sum(int(used.get(keys.THREADS) or 1) for used in ranks)
-        if threads > cpus:
-            crowded.append((len(ranks), threads, cpus, sum(used.get(keys.CPU_UTILIZATION) or 0.0 for used in ranks)))
-    if not crowded:
-        return None
-    if len(crowded) == 1:
-        ranks, threads, cpus, busy = crowded[0]
-        return (f"{_plural(ranks, 'rank')} ({_plural(threads, 'thread')}) had {cpus:g} CPUs, {busy:.1f} of them busy "
-                "on average")
-    shapes = sorted({f"{_plural(threads, 'thread')} on {cpus:g} CPUs" for _, threads, cpus, _ in crowded})
-    return f"{len(crowded)} machines had fewer CPUs than their ranks' threads ({', '.join(shapes)})"
-
-
 def contention(result: results_.SweepResult) -> list[Finding]:
     """Trials whose ranks had more threads than their machine's CPUs (usage in the summary, runtime/usage.py): ranks
     sharing a laptop's cores, or a pod whose CPU limit is below a core. Their times include waiting for a CPU,
     which says as much about the machine as about the setup."""
-    starved = [(t.trial.name, said) for t in result.trials if (said := _crowded(t))]
+    starved = [(t.trial.name, said) for t in result.trials if (said := contention_.crowded(t.summary))]
     if not starved:
         return []
     parts = "; ".join(f"{name}: {said}" for name, said in starved)

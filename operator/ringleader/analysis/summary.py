@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 from ringleader.analysis import targets
 from ringleader.api import constants, status
@@ -44,7 +44,10 @@ def _value(record: dict, key: str) -> float:
     return 0.0 if value is None else float(value)
 
 
-def measured(records: list[dict], role: str | None = None) -> list[dict]:
+R = TypeVar("R", bound=Mapping[str, Any])  # a record: measured() keeps the caller's own type
+
+
+def measured(records: Sequence[R], role: str | None = None) -> list[R]:
     """The records that count: of `role` (any when None), after warm-up, or all of them if none is."""
     of_role = [r for r in records if role is None or r.get("role", constants.ROLE_WORKER) == role]
     after_warmup = [r for r in of_role if not r.get("warmup", False)]

@@ -1,9 +1,12 @@
 """Names of the API: group, version, kind, and the label and annotation keys every part uses."""
 
+from typing import Final
+
 GROUP = "ringleader.dev"
 VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-KIND = "DistributedTrainingExperiment"
+# Final: the literal types of the models' apiVersion and kind fields.
+API_VERSION: Final = "ringleader.dev/v1alpha1"  # GROUP/VERSION
+KIND: Final = "DistributedTrainingExperiment"
 PLURAL = "distributedtrainingexperiments"
 SINGULAR = "distributedtrainingexperiment"
 SHORT_NAMES = ("dte", "dtes")

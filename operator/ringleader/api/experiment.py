@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Sequence
 
 import pydantic
 import pydantic_core
@@ -72,7 +72,7 @@ def mlflow_experiment_name(namespace: str, name: str, spec: ExperimentSpec) -> s
 class SpecError(ValueError):
     """An experiment file or CR is invalid; `problems` lists each as 'path: what to change' (a problems.Problem)."""
 
-    def __init__(self, source: str, problems: list[str]):
+    def __init__(self, source: str, problems: Sequence[str | problems_.Problem]):
         self.source = source
         self.problems = [p if isinstance(p, problems_.Problem) else problems_.Problem(None, p) for p in problems]
         super().__init__(f"{source} is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
@@ -82,7 +82,7 @@ MAX_PROBLEMS = 20
 """Problems listed at most: a file of a thousand typos is fixed a screenful at a time."""
 
 
-def problems_of(error: pydantic.ValidationError, hidden: list[tuple[tuple, str]] = ()) -> list[problems_.Problem]:
+def problems_of(error: pydantic.ValidationError, hidden: Sequence[tuple[tuple, str]] = ()) -> list[problems_.Problem]:
     """Pydantic errors in the API's own wording: "`spec.workers.replicas` must be greater than or equal to 1",
     then the `hidden` rules (problems.hidden_rules) that pydantic did not report itself."""
     problems = [_problem(item) for item in error.errors()]

@@ -92,7 +92,7 @@ def label_map(field: str | None = None, max_labels: int | None = None) -> Any:
     gets a CEL rule that checks them."""
     rules = [] if field is None else [{"rule": f"self.all(k, {qualified_name_cel('k')})",
                                        "message": f"`{field}` keys must each be {LABEL_KEY_HINT}: rename the key"}]
-    extra = {"x-kubernetes-validations": rules} if rules else None
+    extra: dict[str, Any] | None = {"x-kubernetes-validations": rules} if rules else None
     return Annotated[dict[_MapKey, LabelValue], pydantic.Field(max_length=max_labels, json_schema_extra=extra)]
 
 

@@ -57,7 +57,7 @@ class Condition(ApiModel):
     status: ConditionStatus
     """status is True, False or Unknown."""
     reason: Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
-    """reason is a CamelCase word for machines ("PodFailed", "BackoffLimitExceeded")."""
+    """reason is a CamelCase word for machines ("RankFailed", "BackoffLimitExceeded")."""
     message: Annotated[str, pydantic.StringConstraints(max_length=32768)] = ""
     """message says what happened, for people: which pod, which exit code, what to do."""
     last_transition_time: datetime.datetime

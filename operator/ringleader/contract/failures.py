@@ -1,7 +1,8 @@
-"""A rank's one-line failure reason (format and parse) and `blame()`: which rank caused a trial's failure.
+"""A rank's one-line failure reason (format and parse), `blame()`: which rank caused a trial's failure, and
+`verdict()`: the reason word and message that name it.
 
 The runtime prints the line (runtime/main.py); the local launcher (launch/trials.py) and the operator
-(controller/trials.py) parse it back and decide, with the same `blame()`, which rank to name. Both
+(controller/trials.py) parse it back and decide, with the same `verdict()`, which rank to name and how. Both
 wait a short grace after the first failure they see, because a rank that lost a peer often exits
 before the peer's own end is visible (a SIGKILLed pod's status can arrive seconds after its peer's).
 """
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterable
+from typing import Callable, Iterable
+
+from ringleader.contract import outcomes
 
 PREFIX = "ringleader: "
 PERMANENT = " (permanent)"
@@ -144,3 +147,48 @@ def settled(exits: Iterable[Exit], *, running: int, waited_seconds: float, grace
     if not exits:
         return False
     return running == 0 or any(not e.echo for e in exits) or waited_seconds >= grace_seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class Early:
+    """A rank that exited with code 0 outside the runtime's loop, as the backend saw it."""
+
+    rank: int
+    who: str
+    """"rank 1 (worker-0)" locally, "pod exp-0-worker-0" on a cluster."""
+    recorded_nothing: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Why a trial failed: a word of contract/outcomes.py, the rank to name, and the message for people."""
+
+    reason: str
+    rank: int
+    message: str
+
+
+def stopped_responding(who: str, witness: str) -> str:
+    """The cause for a rank its peers lost while it still ran: "rank 1 (worker-0) stopped responding: <witness>"."""
+    return f"{who} stopped responding: {witness}"
+
+
+def verdict(exits: Iterable[Exit], *, early: Early | None, who: Callable[[int], str],
+            describe: Callable[[int], str]) -> Verdict:
+    """The verdict on the failed ranks `exits` (at least one), once `settled()`. `early` is a rank that exited 0
+    outside the runtime, which outranks peers that only lost contact; `who(rank)` names a rank ("rank 1 (worker-0)",
+    "pod exp-0-worker-1"), `describe(rank)` says how a failed one ended."""
+    exits = list(exits)
+    culprit = blame(exits)
+    if culprit is None:
+        raise ValueError("verdict() needs at least one failed rank")
+    if (isinstance(culprit, int) or culprit.echo) and early is not None:
+        message = exited_early(early.who, early.recorded_nothing)
+        if not early.recorded_nothing:  # it recorded something: what its peers saw says where it stopped
+            message += f"; {describe(min(e.rank for e in exits))}"
+        return Verdict(outcomes.EXITED_EARLY, early.rank, message)
+    if isinstance(culprit, int):  # named by its peers, its own end not visible (yet): still running, silent
+        witness = next(e.rank for e in exits if lost_rank(e.reason) == culprit)
+        return Verdict(outcomes.RANK_FAILED, culprit, stopped_responding(who(culprit), describe(witness)))
+    return Verdict(outcomes.PERMANENT_FAILURE if culprit.permanent else outcomes.RANK_FAILED, culprit.rank,
+                   describe(culprit.rank))

@@ -103,7 +103,7 @@ FLAG_FIELDS = frozenset({"warmup"})
 """Every other field of a record is a number or null (a non-finite value written as null)."""
 
 
-def read_lines(path: pathlib.Path, offset: int = 0, limit_bytes: int = 8 << 20,
+def read_lines(path: str | os.PathLike, offset: int = 0, limit_bytes: int = 8 << 20,
                problems: list[tuple[int, str]] | None = None) -> tuple[list[tuple[dict, int]], int]:
     """Complete JSON lines of a .jsonl file from `offset`: [(record, end offset)], and the offset reached.
 

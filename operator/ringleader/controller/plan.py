@@ -14,6 +14,7 @@ from ringleader.analysis import combinations
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.api import trial as trial_
+from ringleader.contract import outcomes
 from ringleader.contract import progress as progress_line
 from ringleader.controller import admission as admission_
 from ringleader.controller import conditions, estimates, reasons, trials
@@ -96,7 +97,7 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
 
     new_trials = [conditions.of_trial(steps[i].status, now=seen.now, generation=seen.generation)
                   for i in range(len(statuses))]
-    status = _experiment_status(experiment, expansion, old, new_trials, seen)
+    experiment_status = _experiment_status(experiment, expansion, old, new_trials, seen)
     delete = tuple(name for i in range(len(statuses)) for name in steps[i].delete)
     # Pods of no current trial (a spec change shrank the sweep) would otherwise hold resources forever.
     known = {t.name for t in statuses}
@@ -105,7 +106,7 @@ def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatu
     create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
     workloads = tuple((statuses[i].index, steps[i].workload) for i in range(len(statuses)) if steps[i].workload)
     due = min((s.due for s in steps.values() if s.due is not None), default=None)
-    return Plan(status=status, delete=delete, create=create, workloads=workloads, due=due)
+    return Plan(status=experiment_status, delete=delete, create=create, workloads=workloads, due=due)
 
 
 def _iteration(lines: tuple[progress_line.Line, ...]) -> int:
@@ -174,7 +175,7 @@ def _conditions(experiment, expansion: trial_.Expansion, old: status_.Experiment
 
     restarting = [t for t in new_trials if t.phase == Phase.RESTARTING]
     if restarting:
-        put(Type.RESTARTING, True, restarting[0].reason or reasons.POD_FAILED, _describe(restarting[0]))
+        put(Type.RESTARTING, True, restarting[0].reason or reasons.RANK_FAILED, _describe(restarting[0]))
     elif conditions.find(found, Type.RESTARTING):
         # The last restart's cause stays readable after the pods are back: its message is kept.
         last = conditions.find(found, Type.RESTARTING)
@@ -205,7 +206,7 @@ def _conditions(experiment, expansion: trial_.Expansion, old: status_.Experiment
         if by_phase[Phase.CREATED]:
             reason = reasons.WAITING_FOR_PODS
         elif by_phase[Phase.RESTARTING]:
-            reason = waiting.reason or reasons.POD_FAILED
+            reason = waiting.reason or reasons.RANK_FAILED
         elif waiting is not None and waiting.reason in (reasons.WAITING_FOR_ADMISSION, reasons.EVICTED):
             reason = reasons.WAITING_FOR_ADMISSION
         else:
@@ -230,12 +231,12 @@ def _answer(new_trials: list[status_.TrialStatus]) -> str:
 
 
 def _failure(failed: list[status_.TrialStatus], count: int) -> tuple[str, str]:
+    reason = outcomes.sweep_reason(t.reason for t in failed)
     if count == 1:
-        return failed[0].reason or reasons.TRIALS_FAILED, _describe(failed[0])
+        return reason, _describe(failed[0])
     listed = "; ".join(f"{t.name} ({t.reason}: {t.message})" for t in failed[:MAX_LISTED_FAILURES])
     more = f"; and {len(failed) - MAX_LISTED_FAILURES} more" if len(failed) > MAX_LISTED_FAILURES else ""
-    reason = failed[0].reason if len({t.reason for t in failed}) == 1 else reasons.TRIALS_FAILED
-    return reason or reasons.TRIALS_FAILED, f"{len(failed)} of {count} trials failed: {listed}{more}"
+    return reason, f"{len(failed)} of {count} trials failed: {listed}{more}"
 
 
 def _progress(expansion: trial_.Expansion, old: status_.ExperimentStatus, new_trials: list[status_.TrialStatus],

@@ -1,5 +1,5 @@
-"""How far a running trial is, and at what pace, from one worker's progress lines (ringleader.contract.progress);
-used by `reconciler`.
+"""How far a running trial is, and at what pace, from one worker's progress lines (ringleader.contract.progress),
+read from its log when `polling` says so; used by `reconciler`.
 
 One log per trial, whatever its number of workers: the lowest-ranked worker's, the one that also leaves the
 trial's summary. Under BSP (every ring and peer-to-peer trial, and parameter-server trials unless they say
@@ -10,11 +10,20 @@ instead cost one call per worker per poll: 8,000 calls per poll for 1,000 trials
 
 from __future__ import annotations
 
-from typing import Iterable
+import asyncio
+import logging
+import time
+from typing import Any, Iterable
+
+import kopf
 
 from ringleader.api import constants
+from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line
+from ringleader.controller import kube, polling, reasons
 from ringleader.controller import pods as pods_
+
+logger = logging.getLogger(__name__)
 
 # Enough of the tail to hold the last progress line among other log lines, small enough to be cheap.
 TAIL_LINES = 50
@@ -36,3 +45,38 @@ def container(pod: pods_.Pod) -> str | None:
 def lines(log_text: str) -> tuple[progress_line.Line, ...]:
     """The progress lines in a log's tail, oldest first; () before the first one."""
     return tuple(progress_line.lines(log_text))
+
+
+async def read(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any], old: status_.ExperimentStatus,
+               reporters: dict[str, dict[str, Any] | None]) -> dict[str, tuple[progress_line.Line, ...]]:
+    """Each running trial's progress lines: its reporting pod's log, read when due (`polls`), else the last read."""
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    running = [t.name for t in old.trials if t.phase == status_.Phase.RUNNING]
+    polls.keep(key, running)
+    clock = time.monotonic()
+    due_now = [name for name in running if polls.due(key, name, clock)]
+    await asyncio.gather(*(_read_trial(kube_, polls, body, name, reporters.get(name), clock) for name in due_now))
+    return polls.known(key)
+
+
+async def _read_trial(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any], trial: str,
+                      pod: dict[str, Any] | None, clock: float) -> None:
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    if pod is None:
+        polls.skipped(key, trial, clock)
+        return
+    try:
+        text = await kube_.read_log(key[0], pods_.name(pod), container(pod), tail_lines=TAIL_LINES,
+                                    limit_bytes=LIMIT_BYTES)
+    except kube.LogUnavailable as error:
+        streak, retry_in = polls.unreadable(key, trial, clock)
+        logger.debug("progress of %s/%s unreadable (%d in a row): %s", key[1], trial, streak, error)
+        if streak == 1:  # once per streak: users learn why progress stands still, not every interval
+            kopf.warn(body, reason=reasons.PROGRESS_UNREADABLE, message=(
+                f"trial {trial}: the log of pod {pods_.name(pod)} cannot be read ({error}), so its progress "
+                f"is not updated; trying again in {retry_in:g} s, then less often (at most every "
+                f"{polls.max_interval:g} s)"))
+        return
+    if polls.read(key, trial, clock, lines(text)):
+        kopf.info(body, reason=reasons.PROGRESS_READABLE,
+                  message=f"trial {trial}: the log of pod {pods_.name(pod)} can be read again")

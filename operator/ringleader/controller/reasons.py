@@ -1,8 +1,11 @@
 """Every CamelCase reason the operator writes into conditions, trial statuses and Events, in one place.
 
-Reasons are for machines (`kubectl wait`, alerts); messages say the rest for people."""
+Reasons are for machines (`kubectl wait`, alerts); messages say the rest for people. Those of a trial's end that
+a local run meets too are contract/outcomes.py's words, named here again so this list stays whole."""
 
 from __future__ import annotations
+
+from ringleader.contract import outcomes
 
 # The experiment's conditions (plan.py).
 EXPERIMENT_CREATED = "ExperimentCreated"
@@ -11,7 +14,7 @@ TRIAL_STARTING = "TrialStarting"
 EXPERIMENT_FINISHED = "ExperimentFinished"
 TRIALS_PENDING = "TrialsPending"
 TRIALS_SUCCEEDED = "TrialsSucceeded"
-TRIALS_FAILED = "TrialsFailed"
+TRIALS_FAILED = outcomes.TRIALS_FAILED
 NO_RESTART = "NoRestartInProgress"
 INVALID_SPEC = "InvalidSpec"
 
@@ -21,14 +24,14 @@ WAITING_FOR_OLD_PODS = "WaitingForOldPods"
 PODS_CREATED = "PodsCreated"
 WAITING_FOR_PODS = "WaitingForPods"
 ALL_PODS_RUNNING = "AllPodsRunning"
-POD_FAILED = "PodFailed"
+RANK_FAILED = outcomes.RANK_FAILED
 DECIDING_CAUSE = "DecidingCause"
 POD_DELETED = "PodDeleted"
-WORKERS_SUCCEEDED = "WorkersSucceeded"
-NO_SUMMARY = "NoSummary"
+WORKERS_SUCCEEDED = outcomes.WORKERS_SUCCEEDED
+EXITED_EARLY = outcomes.EXITED_EARLY
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
-PERMANENT_FAILURE = "PermanentFailure"
-DEADLINE_EXCEEDED = "DeadlineExceeded"
+PERMANENT_FAILURE = outcomes.PERMANENT_FAILURE
+DEADLINE_EXCEEDED = outcomes.DEADLINE_EXCEEDED
 STARTUP_DEADLINE_EXCEEDED = "StartupDeadlineExceeded"
 INVALID_IMAGE = "InvalidImage"
 CREATE_FAILED = "CreateFailed"

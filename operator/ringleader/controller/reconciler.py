@@ -19,7 +19,7 @@ import datetime
 import logging
 import math
 import time
-from typing import Any, Hashable
+from typing import Any
 
 import kopf
 
@@ -27,7 +27,6 @@ from ringleader import api
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
-from ringleader.contract import progress as progress_line
 from ringleader.controller import (admission, conditions, due, estimates, events, failures, kube, orphans, plan,
                                    polling, progress, reasons, recording, rendering, runs, statuses, trials, workqueue)
 from ringleader.controller import pods as pods_
@@ -134,7 +133,7 @@ class Controller:
 
     # -- the pass -------------------------------------------------------------------------------
 
-    async def reconcile(self, key: Hashable) -> float | None:
+    async def reconcile(self, key: Key) -> float | None:
         """One pass over one experiment; returns seconds until the next pass is due (None: on the next event)."""
         try:
             return await self._pass(key)
@@ -193,7 +192,7 @@ class Controller:
         seen = plan.Observation(
             now=seen_at, generation=generation, pods=by_trial,
             expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
-            progress=await self._read_progress(body, old, {
+            progress=await progress.read(self.kube, self.polls, body, old, {
                 t.name: progress.reporter(by_trial.get(t.name, [])) for t in old.trials if t.phase == Phase.RUNNING}),
             workloads={trial: admission.of(w) for trial, w in workloads.items()},
         )
@@ -238,7 +237,7 @@ class Controller:
         """Only the progress of the running trials, from the last full pass's pods: one log read and one small
         status patch per due trial. Any event makes the next pass a full one."""
         self._running[key] = running
-        fresh = await self._read_progress(running.body, running.status, running.reporters)
+        fresh = await progress.read(self.kube, self.polls, running.body, running.status, running.reporters)
         new = plan.with_progress(running.status, fresh, running.sweep)
         await self._publish(running.body, running.status, new)
         running.status = new
@@ -329,40 +328,6 @@ class Controller:
         namespace, name = key_of(body)
         await self.kube.delete_experiment(namespace, name, body["metadata"]["uid"])
 
-    # -- progress -------------------------------------------------------------------------------
-
-    async def _read_progress(self, body: dict[str, Any], old: status_.ExperimentStatus,
-                             reporters: dict[str, dict[str, Any] | None]) -> dict[str, tuple[progress_line.Line, ...]]:
-        """Each running trial's progress lines: its reporting pod's log, read when due (`polling`), else the last read."""
-        key = key_of(body)
-        running = [t.name for t in old.trials if t.phase == Phase.RUNNING]
-        self.polls.keep(key, running)
-        clock = time.monotonic()
-        due_now = [name for name in running if self.polls.due(key, name, clock)]
-        await asyncio.gather(*(self._read_trial(body, name, reporters.get(name), clock) for name in due_now))
-        return self.polls.known(key)
-
-    async def _read_trial(self, body: dict[str, Any], trial: str, pod: dict[str, Any] | None, clock: float) -> None:
-        key = key_of(body)
-        if pod is None:
-            self.polls.skipped(key, trial, clock)
-            return
-        try:
-            text = await self.kube.read_log(key[0], pods_.name(pod), progress.container(pod),
-                                            tail_lines=progress.TAIL_LINES, limit_bytes=progress.LIMIT_BYTES)
-        except kube.LogUnavailable as error:
-            streak, retry_in = self.polls.unreadable(key, trial, clock)
-            logger.debug("progress of %s/%s unreadable (%d in a row): %s", key[1], trial, streak, error)
-            if streak == 1:  # once per streak: users learn why progress stands still, not every interval
-                kopf.warn(body, reason=reasons.PROGRESS_UNREADABLE, message=(
-                    f"trial {trial}: the log of pod {pods_.name(pod)} cannot be read ({error}), so its progress "
-                    f"is not updated; trying again in {retry_in:g} s, then less often (at most every "
-                    f"{self.polls.max_interval:g} s)"))
-            return
-        if self.polls.read(key, trial, clock, progress.lines(text)):
-            kopf.info(body, reason=reasons.PROGRESS_READABLE,
-                      message=f"trial {trial}: the log of pod {pods_.name(pod)} can be read again")
-
     # -- deletion -------------------------------------------------------------------------------
 
     def forget(self, body: dict[str, Any]) -> None:
@@ -378,7 +343,7 @@ class Controller:
 
     # -- errors, where users look --------------------------------------------------------------
 
-    async def _failed(self, key: Hashable, failure: workqueue.Failure) -> None:
+    async def _failed(self, key: Key, failure: workqueue.Failure) -> None:
         """A failed pass: a Warning Event and the ReconcileFailed condition, with the count and the next attempt."""
         body = self._bodies.get(key)
         notice = failures.notice(failure)
@@ -387,7 +352,7 @@ class Controller:
         kopf.warn(body, reason=notice.reason, message=notice.message)
         await self._set_reconcile_failed(body, True, notice.reason, notice.message)
 
-    async def _succeeded(self, key: Hashable) -> None:
+    async def _succeeded(self, key: Key) -> None:
         body = self._bodies.get(key)
         if body is not None and conditions.is_true(statuses.read_conditions(body), RECONCILE_FAILED):
             message = "the operator's last pass over the experiment succeeded"

@@ -18,14 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import importlib
 import logging
+import math
 import time
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ringleader.contract import redaction
 from ringleader.controller import settings as settings_
+
+if TYPE_CHECKING:
+    from ringleader.tracking import settings as tracking_settings_
 
 logger = logging.getLogger(__name__)
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
@@ -64,21 +69,32 @@ def trial_token(uid: str, trial_name: str) -> str:
     return f"{uid}.{trial_name}"
 
 
-def _load_runs() -> ModuleType:
+def _load_runs(timeout_seconds: float) -> ModuleType:
     # Imported on demand: mlflow takes seconds to import, and an operator without tracking never needs it.
-    return importlib.import_module("ringleader.tracking.runs")
+    runs = importlib.import_module("ringleader.tracking.runs")
+    runs.configure(call_settings(timeout_seconds))
+    return runs
+
+
+def call_settings(timeout_seconds: float) -> tracking_settings_.TrackingSettings:
+    """The tracking store's settings under a call's `timeout_seconds`. One retry owner: the reconciler comes back
+    after retry_seconds, so the store tries once, and its HTTP request gives up within the call's timeout rather
+    than keep a thread after it (4 attempts of 15 s each held one for a minute after a 10 s timeout)."""
+    from ringleader.tracking import settings as tracking_settings_  # mlflow-free; with the client, on demand
+
+    return tracking_settings_.TrackingSettings(attempts=1, http_timeout_seconds=max(1, math.floor(timeout_seconds)))
 
 
 class Recorder:
     def __init__(self, settings: settings_.MlflowSettings, clock: Callable[[], float] = time.monotonic,
-                 load_runs: Callable[[], ModuleType] = _load_runs) -> None:
+                 load_runs: Callable[[], ModuleType] | None = None) -> None:
         self._settings = settings
         self._clock = clock
         self._down_until: dict[str, float] = {}
         # Its own threads: a hung MLflow call must not take the threads the API calls need.
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="mlflow")
         self._slow_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-slow")
-        self._load_runs = load_runs
+        self._load_runs = load_runs or functools.partial(_load_runs, settings.timeout_seconds)
         self._runs: concurrent.futures.Future | None = None
 
     def load(self) -> concurrent.futures.Future:
@@ -173,8 +189,8 @@ class Recorder:
         return await self._call(uri, f"create run of trial {trial.name}", lambda runs: runs.start_trial_run(
             experiment_id, parent_run_id, trial, token=trial_token(uid, trial.name), tracking_uri=uri))
 
-    async def finish(self, uri: str, run_id: str, status: str, *, summary=None, reason: str | None = None,
-                     message: str | None = None) -> None:
+    async def finish(self, uri: str, run_id: str, status: str, *, summary: dict | None = None,
+                     reason: str | None = None, message: str | None = None) -> None:
         await self._call(uri, f"end run {run_id}", lambda runs: runs.finish_run(
             run_id, status, summary, reason=reason, message=message, tracking_uri=uri))
 

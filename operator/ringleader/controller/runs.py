@@ -31,9 +31,12 @@ def _outcome(phase: Phase) -> str:
     return {Phase.SUCCEEDED: recording.FINISHED, Phase.FAILED: recording.FAILED}.get(phase, recording.KILLED)
 
 
-def _summary_to_log(trial: status_.TrialStatus) -> status_.Summary | None:
-    """The summary the operator logs when it ends a trial's run: only where no rank could (ranks log theirs)."""
-    return trial.summary if trial.run_summary_source == status_.RunSummarySource.OPERATOR else None
+def _summary_to_log(trial: status_.TrialStatus) -> dict[str, Any] | None:
+    """The summary (its wire dict) the operator logs when it ends a trial's run: only where no rank could (ranks
+    log theirs)."""
+    if trial.summary is None or trial.run_summary_source != status_.RunSummarySource.OPERATOR:
+        return None
+    return trial.summary.wire()
 
 
 def _with_trial(status: status_.ExperimentStatus, trial: status_.TrialStatus) -> status_.ExperimentStatus:

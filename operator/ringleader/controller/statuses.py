@@ -25,7 +25,7 @@ def read(body: dict[str, Any]) -> status_.ExperimentStatus:
         return status_.ExperimentStatus.model_validate(raw)
     except pydantic.ValidationError as error:
         raise Unreadable(f"status of the experiment is unreadable ({error.error_count()} problems: "
-                                  f"{error.errors()[0]['loc']} {error.errors()[0]['msg']}); delete and recreate it")
+                                  f"{error.errors()[0]['loc']} {error.errors()[0]['msg']}); delete and recreate it") from None
 
 
 _CONDITIONS = pydantic.TypeAdapter(list[status_.Condition])

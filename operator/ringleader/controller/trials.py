@@ -274,7 +274,7 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         if summary is None:
             # Every run the runtime finishes ends with the summary; exit 0 without it is user code ending the
             # process early (os._exit(0) skips the runtime's own checks), never a trial to report as done.
-            return _finish(trial, pods, ctx, Phase.FAILED, reasons.NO_SUMMARY,
+            return _finish(trial, pods, ctx, Phase.FAILED, reasons.EXITED_EARLY,
                            f"all {len(workers)} workers exited with code 0 but pod {pods_.name(aggregator)} left no "
                            "summary in its termination message: the ranks ended before training did (os._exit in "
                            "user code?) or the image does not run the ringleader runtime", workers_done=True)
@@ -340,27 +340,22 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
         message = (f"{first.describe()}; waiting up to {failures.DEFAULT_GRACE_SECONDS:g} s for the other pods "
                    "to end, to name the cause rather than a peer that lost contact with it")
         return Step(_with(trial, reason=reasons.DECIDING_CAUSE, message=message))
-    culprit = failures.blame(exits)
     by_rank = {pods_.rank(p): p for p in live.values()}
     # Peers that only lost contact, and a pod that exited 0 outside the runtime: that pod went away first.
     early = next((p for p in live.values() if pods_.ended_outside_runtime(p)), None)
-    if (isinstance(culprit, int) or culprit.echo) and early is not None:
-        cause = failures.exited_early(f"pod {pods_.name(early)}", recorded_nothing=False)
-        return _fail_or_restart(trial, pods, ctx, reasons.POD_FAILED, f"{cause}; {failed[min(failed)].describe()}")
-    if isinstance(culprit, int):  # named by its peers, its own end not visible (yet): still running, silent
-        witness = next(failed[e.rank] for e in exits if failures.lost_rank(e.reason) == culprit)
-        name = pods_.name(by_rank[culprit]) if culprit in by_rank else f"of rank {culprit}"
-        cause = f"pod {name} stopped responding: {witness.describe()}"
-    else:
-        cause = failed[culprit.rank].describe()
-    if len(failed) > 1:
+    verdict = failures.verdict(
+        exits, early=None if early is None else failures.Early(pods_.rank(early), f"pod {pods_.name(early)}", False),
+        who=lambda rank: f"pod {pods_.name(by_rank[rank])}" if rank in by_rank else f"pod of rank {rank}",
+        describe=lambda rank: failed[rank].describe())
+    cause = verdict.message
+    if len(failed) > 1 and verdict.reason != reasons.EXITED_EARLY:
         cause += f" (and {len(failed) - 1} more pod{'s' * (len(failed) > 2)} failed)"
-    if not isinstance(culprit, int) and culprit.permanent:
+    if verdict.reason == reasons.PERMANENT_FAILURE:
         # The rank said a restart cannot help (an import error, an invalid model or dataset): new pods would fail
         # the same way, so backoffLimit is not spent on them.
         message = f"{cause}; not restarted: the runtime reported a failure no restart can fix"
         return _finish(trial, pods, ctx, Phase.FAILED, reasons.PERMANENT_FAILURE, message)
-    return _fail_or_restart(trial, pods, ctx, reasons.POD_FAILED, cause)
+    return _fail_or_restart(trial, pods, ctx, verdict.reason, cause)
 
 
 def create_failed(trial: TrialStatus, error: str, now: datetime.datetime) -> TrialStatus:

@@ -185,22 +185,22 @@ def _run_and_report(args, experiment, trials, session_dir, tracking_uri, setting
 def close_abandoned(output_dir: pathlib.Path, current: pathlib.Path, out: TextIO, err: TextIO) -> None:
     """Close and publish the sessions in `output_dir` whose launcher died (tracking/abandoned.py), so their MLflow
     runs do not stay RUNNING forever."""
-    from ringleader import tracking
-    from ringleader.tracking import abandoned, sessions
+    from ringleader.contract import layout
+    from ringleader.tracking import abandoned, replay
 
-    for directory in sessions.find_sessions(output_dir):
+    for directory in layout.find_sessions(output_dir):
         try:
             if directory == current or not abandoned.close_if_abandoned(directory):
                 continue
-            replayed = tracking.publish_dir(directory)
+            replayed = replay.publish_dir(directory)
         except OSError as error:
             print(f"{shown(directory)}: its `ringleader run` ended without recording its end, and closing it failed: "
                   f"{_why(error)}; later: ringleader publish {shown(directory)}", file=err)
             continue
         print(f"{shown(directory)}: its `ringleader run` ended without recording its end; closed from the "
               f"records on disk{', and published' if replayed.ok else ''}", file=out)
-        for _, error in replayed.unavailable:
-            print(f"{shown(directory)}: not published: {error}; later: ringleader publish {shown(directory)}",
+        for _, problem in replayed.unavailable:
+            print(f"{shown(directory)}: not published: {problem}; later: ringleader publish {shown(directory)}",
                   file=err)
 
 

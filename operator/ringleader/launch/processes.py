@@ -103,8 +103,10 @@ class RankProcess:
         return text
 
     def exit(self, order: float) -> failures.Exit:
-        """This rank's end, for failures.blame()."""
-        return failures.Exit(rank=self.slot.rank, external=self.signal_name() is not None, reason=self.own_reason(),
+        """This rank's end, for failures.verdict()."""
+        tail = self.stderr_tail(20)
+        return failures.Exit(rank=self.slot.rank, external=self.signal_name() is not None,
+                             reason=failures.reason_of(tail), permanent=failures.is_permanent(tail),
                              stopped=self.stopped, order=order)
 
 

@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from ringleader.analysis import eta
 from ringleader.api import trial as trial_
-from ringleader.contract import keys
+from ringleader.contract import keys, layout
 from ringleader.launch import settings as settings_
 from ringleader.launch import trials as trials_
-from ringleader.tracking import layout
 
 CLEAR_LINE = "\r\x1b[K"
 
 
 class ProgressDisplay:
-    def __init__(self, settings: settings_.LaunchSettings, out: TextIO = sys.stdout, total_trials: int = 1):
+    def __init__(self, settings: settings_.LaunchSettings, out: TextIO = sys.stdout, total_trials: int = 1,
+                 clock: Callable[[], float] = time.monotonic):
         self.settings = settings
+        self._clock = clock  # a test's own, so that "every few seconds" needs no real wait
         self.out = out
         self.total_trials = total_trials
         self.tty = out.isatty()
@@ -44,7 +45,7 @@ class ProgressDisplay:
         """Show where the running trials are and when they and the sweep should end; `running` pairs each
         trial's position in the sweep (from 1) with it, `waiting` are the trials still to start, `finished`
         those that ended with a summary (`finished_for_eta`)."""
-        now = time.monotonic()
+        now = self._clock()
         for _, trial in running:
             trial.progress()  # seen at every poll, shown less often: the ETA's pace needs the sightings
         if self.tty:

@@ -32,10 +32,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
     out, err = out or sys.stdout, err or sys.stderr
     # Imported here: MLflow takes seconds to import and the `ringleader` parser is built with this module.
-    from ringleader import tracking
+    from ringleader.tracking import replay
 
     try:
-        replayed = tracking.publish_dir(args.directory, tracking_uri=args.tracking_uri)
+        replayed = replay.publish_dir(args.directory, tracking_uri=args.tracking_uri)
     except FileNotFoundError as error:
         print(str(error), file=err)
         return exits.FAILED
@@ -50,6 +50,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         metrics = sum(trial.metrics for trial in session.trials)
         print(f"{session.directory}: {len(session.trials)} trial(s), {metrics} new metric values; "
               f"sweep run {session.parent_run_id}", file=out)
-    for directory, error in replayed.unavailable:
-        print(f"{directory}: not published: {error}", file=err)
+    for directory, problem in replayed.unavailable:
+        print(f"{directory}: not published: {problem}", file=err)
     return exits.OK if replayed.ok else exits.FAILED

@@ -19,7 +19,7 @@ import pathlib
 import sys
 from typing import TextIO
 
-from ringleader.contract import exits, redaction
+from ringleader.contract import exits, layout, redaction
 
 DEFAULT_OUTPUT = pathlib.Path("ringleader-report")
 """DEFAULT_OUTPUT holds <experiment>/ for a report from MLflow; a run directory's report goes into it, as report/."""
@@ -90,7 +90,7 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
     output = args.output_dir or sessions.report_directory(directory)
     if args.no_attach:
         return result, output, None
-    uri = settings_.absolute_uri(args.tracking_uri) if args.tracking_uri else sessions.Session.load(directory).tracking_uri
+    uri = settings_.absolute_uri(args.tracking_uri) if args.tracking_uri else layout.Session.load(directory).tracking_uri
     if redaction.is_redacted(uri):
         return result, output, (f"the run's MLflow URI {uri} carried credentials, which are never stored: give it "
                                 "in full with --tracking-uri")
@@ -104,7 +104,7 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
 
 def _from_mlflow(args: argparse.Namespace):
     """(result, output directory, (store, sweep run id)) for an experiment or a sweep run in MLflow."""
-    from ringleader.tracking import layout, results
+    from ringleader.tracking import results
 
     store = results.lookup_store(args.tracking_uri, args.source, "not a run directory")
     try:

@@ -13,7 +13,7 @@ import pathlib
 from typing import TextIO
 
 from ringleader.analysis import results as results_
-from ringleader.contract import redaction
+from ringleader.contract import layout, redaction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +30,6 @@ def resolve(source: str, tracking_uri: str | None, out: TextIO, tried: str = "no
 
     `tried` says what else the caller already ruled out, for the message when MLflow has nothing either.
     Raises SourceNotFound (a LookupError) or OSError."""
-    from ringleader.tracking import layout
     from ringleader.tracking import results
 
     path = pathlib.Path(source)

@@ -13,16 +13,17 @@ import pathlib
 import signal
 import sys
 import time
-from typing import Mapping, TextIO
+from typing import Any, Mapping, TextIO
 
 from ringleader.analysis import eta, tables
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
-from ringleader.contract import exits, keys
+from ringleader.contract import exits, keys, layout
+from ringleader.contract import outcomes as outcomes_
 from ringleader.launch import progress, tracker
 from ringleader.launch import settings as settings_
 from ringleader.launch import trials as trials_
-from ringleader.tracking import abandoned, layout, schema, sessions
+from ringleader.tracking import abandoned, schema, sessions
 from ringleader.tracking import settings as tracking_settings_
 
 
@@ -52,9 +53,9 @@ class SweepResult:
 class _Signals:
     """Turns the first SIGINT/SIGTERM into Interrupted; later ones are ignored until the ranks are stopped."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.received: int | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Any] = {}  # what signal.signal returned: a handler, SIG_DFL or None
 
     def __enter__(self) -> _Signals:
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -79,7 +80,7 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     session_dir.mkdir(parents=True, exist_ok=True)
     # Held until this process ends: a later run or publish closes the session if this one dies first.
     abandoned.hold(session_dir)
-    session = sessions.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source)
+    session = layout.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source)
     session.save()
     started = time.time()
     layout.write_outcome(session_dir, layout.Outcome(schema.RUNNING, started))
@@ -148,7 +149,8 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     else:
         status = schema.FAILED
     failed = [name for name, o in outcomes.items() if o.status != schema.FINISHED]
-    reason = {schema.FINISHED: None, schema.KILLED: "Interrupted", schema.FAILED: "TrialsFailed"}[status]
+    reason = {schema.FINISHED: None, schema.KILLED: outcomes_.INTERRUPTED,
+              schema.FAILED: outcomes_.sweep_reason(outcomes[name].reason for name in failed)}[status]
     layout.write_outcome(session_dir, layout.Outcome(
         status, started, time.time(), reason=reason,
         message=f"trials not finished: {', '.join(failed)}" if failed else None))

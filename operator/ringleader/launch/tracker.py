@@ -12,14 +12,14 @@ from typing import Callable
 
 import mlflow.exceptions
 
-from ringleader.contract import redaction
+from ringleader.contract import layout, redaction
 from ringleader.tracking import publisher, sessions
 from ringleader.tracking import settings as tracking_settings_
 from ringleader.tracking import store as store_
 
 
 class Tracker:
-    def __init__(self, session: sessions.Session, settings: tracking_settings_.TrackingSettings,
+    def __init__(self, session: layout.Session, settings: tracking_settings_.TrackingSettings,
                  say: Callable[[str], None]):
         self.session = session
         self.settings = settings
@@ -30,7 +30,7 @@ class Tracker:
         self.away: str | None = None
         """away is the last error while the store does not answer; None once it does."""
 
-    def _attempt(self, what: str, action: Callable[[], None]) -> bool:
+    def _attempt(self, what: str, action: Callable[[], object]) -> bool:
         try:
             if self.store is None:
                 self.store = store_.Store(self.session.tracking_uri, self.settings)

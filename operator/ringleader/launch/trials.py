@@ -21,10 +21,10 @@ from ringleader.analysis import eta
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.contract import failures, records
+from ringleader.contract import failures, layout, outcomes, records
 from ringleader.launch import devices, environment, processes
 from ringleader.launch import settings as settings_
-from ringleader.tracking import layout, schema
+from ringleader.tracking import schema
 
 LOOPBACK = "127.0.0.1"
 PACKAGE_ROOT = pathlib.Path(ringleader.__file__).resolve().parent.parent
@@ -74,6 +74,11 @@ def worker_progress(trial_dir: pathlib.Path, worker_ranks: list[int], counts: di
         counts[rank] = (offset + len(chunk), lines)
         slowest = lines if slowest is None else min(slowest, lines)
     return slowest or 0
+
+
+def _who(process: processes.RankProcess) -> str:
+    """A rank as failure messages name it locally: "rank 1 (worker-0)"."""
+    return f"rank {process.slot.rank} ({process.slot.hostname})"
 
 
 class TrialRun:
@@ -162,10 +167,10 @@ class TrialRun:
             silent = self._silent_worker()
             if silent is not None:  # ended as if done, but with nothing to show: os._exit(0) in user code
                 return self._no_records(silent)
-            return self._finish(schema.FINISHED, "Succeeded", None)
+            return self._finish(schema.FINISHED, outcomes.WORKERS_SUCCEEDED, None)
         if self.deadline_seconds is not None and self.elapsed() > self.deadline_seconds:
             processes.stop(self.processes, self.settings.grace_seconds)
-            return self._finish(schema.FAILED, "DeadlineExceeded",
+            return self._finish(schema.FAILED, outcomes.DEADLINE_EXCEEDED,
                                 f"trial ran longer than its deadline of {self.deadline_seconds:g} s "
                                 f"(slowest worker at iteration {self.progress()}/{self.total_iterations}); "
                                 "all ranks were stopped")
@@ -184,9 +189,8 @@ class TrialRun:
         return not first
 
     def _no_records(self, process: processes.RankProcess) -> layout.Outcome:
-        who = f"rank {process.slot.rank} ({process.slot.hostname})"
-        return self._finish(schema.FAILED, "NoRecords", failures.exited_early(who, recorded_nothing=True),
-                            failed_rank=process.slot.rank)
+        return self._finish(schema.FAILED, outcomes.EXITED_EARLY,
+                            failures.exited_early(_who(process), recorded_nothing=True), failed_rank=process.slot.rank)
 
     def _failed(self) -> dict[int, failures.Exit]:
         """The ranks that failed so far, by rank, each stamped with when the launcher first saw it end."""
@@ -198,27 +202,20 @@ class TrialRun:
         return {rank: by_rank[rank].exit(seen) for rank, seen in self._failed_at.items()}
 
     def _fail(self, failed: dict[int, failures.Exit]) -> layout.Outcome:
-        # Peers of a crashed rank fail too, moments later, or a moment before it: blame names the cause.
-        culprit = failures.blame(failed.values())
+        # Peers of a crashed rank fail too, moments later, or a moment before it: the verdict names the cause.
         processes.stop(self.processes, self.settings.grace_seconds)
         by_rank = {p.slot.rank: p for p in self.processes}
-        tail = self.settings.stderr_tail_lines
-        if isinstance(culprit, int) or culprit.echo:
-            # Peers that only lost contact, and a rank that ended "successfully" with nothing recorded
-            # (os._exit(0) in user code): that rank went away first.
-            early = next((p for p in self.processes if p.poll() == 0 and not p.stopped
-                          and self._recorded_nothing(p.slot.rank)), None)
-            if early is not None:
-                return self._no_records(early)
-        if isinstance(culprit, int):  # known only from its peers: it was still running, silent
-            witness = next(by_rank[e.rank] for e in failed.values() if failures.lost_rank(e.reason) == culprit)
-            message = (f"rank {culprit} ({by_rank[culprit].slot.hostname}) stopped responding: "
-                       f"{witness.failure_reason(tail)}")
-            return self._finish(schema.FAILED, "RankFailed", message, failed_rank=culprit)
-        return self._finish(schema.FAILED, "RankFailed", by_rank[culprit.rank].failure_reason(tail),
-                            failed_rank=culprit.rank)
+        # A rank that ended "successfully" with nothing recorded (os._exit(0) in user code) went away first.
+        early = next((p for p in self.processes if p.poll() == 0 and not p.stopped
+                      and self._recorded_nothing(p.slot.rank)), None)
+        verdict = failures.verdict(
+            failed.values(), early=None if early is None else failures.Early(early.slot.rank, _who(early), True),
+            who=lambda rank: _who(by_rank[rank]),
+            describe=lambda rank: by_rank[rank].failure_reason(self.settings.stderr_tail_lines))
+        return self._finish(schema.FAILED, verdict.reason, verdict.message, failed_rank=verdict.rank)
 
-    def stop(self, reason: str = "Interrupted", message: str = "stopped by the user (interrupt)") -> layout.Outcome:
+    def stop(self, reason: str = outcomes.INTERRUPTED,
+             message: str = "stopped by the user (interrupt)") -> layout.Outcome:
         """Stop every rank now and record the trial as KILLED (unless it already ended)."""
         if self.outcome is not None:
             return self.outcome

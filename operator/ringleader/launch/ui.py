@@ -34,10 +34,10 @@ def newest_sweep_page(store, base: str) -> str:
     """The page of the newest sweep run in `store` under `base`, model-training view; the experiment list if none."""
     from ringleader.tracking import schema
 
-    experiments = store.call("search experiments", "search_experiments")
-    runs = store.call("search runs", "search_runs", [e.experiment_id for e in experiments],
-                      filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
-                      order_by=["attributes.start_time DESC"], max_results=1) if experiments else []
+    experiments = store.call("search experiments", lambda client: client.search_experiments())
+    runs = store.call("search runs", lambda client: client.search_runs(
+        [e.experiment_id for e in experiments], filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
+        order_by=["attributes.start_time DESC"], max_results=1)) if experiments else []
     if not runs:
         return f"{base}/#/experiments?{schema.UI_TRAINING_VIEW}"
     return schema.ui_url(base, runs[0].info.experiment_id, runs[0].info.run_id)

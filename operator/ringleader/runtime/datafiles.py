@@ -186,7 +186,7 @@ def _cifar_pickles(paths: list[pathlib.Path], label_key: str, classes: int) -> I
     for path in paths:
         try:
             data, label = _batch_arrays(batchpickle.load(path.read_bytes()), label_key)
-        except Exception as error:  # a malformed or hostile pickle raises any type (struct.error, EOFError, ...)
+        except Exception as error:  # noqa: BLE001 - a malformed or hostile pickle raises any type (struct.error, EOFError, ...)
             raise DataError(f"{path}: not a CIFAR batch of the Python version ({str(error)[:300]})") from None
         _check_labels(path, label, classes)
         inputs.append(torch.from_numpy(data.copy()))
@@ -281,7 +281,7 @@ def _decoding(path: pathlib.Path):
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
             raise DataError(f"{path}: refused as a decompression bomb ({error}); an image may have at most "
                             f"{MAX_IMAGE_PIXELS:,} pixels") from None
-        except Exception as error:  # a decoder on a broken or hostile file raises any type: the file is the news
+        except Exception as error:  # noqa: BLE001 - a decoder on a broken or hostile file raises any type: the file is the news
             raise DataError(f"{path}: cannot be decoded as an image ({type(error).__name__}: {error}); "
                             "remove it or replace it") from None
 

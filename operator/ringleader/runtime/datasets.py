@@ -62,9 +62,11 @@ def describe(data: spec_.DataSpec, data_dir: str | None) -> models.InputSpec:
         return models.InputSpec(models.IMAGE, (3, side, side), CIFAR_CLASSES[data.format])
     if data.format == spec_.DataFormat.IMAGE_FOLDER:
         files = _load(data, data_dir, "all")  # listed, the first image's header read: nothing decoded
+        assert isinstance(files, datafiles.ImageFiles)
         return models.InputSpec(models.IMAGE, (3, files.height, files.width), len(files.classes))
     if data.format == spec_.DataFormat.FACTORY:
         images = _load(data, data_dir, "train")
+        assert isinstance(images, datafiles.Images)
         return models.InputSpec(models.IMAGE, tuple(images.inputs.shape[1:]), int(images.labels.max()) + 1)
     raise datafiles.DataError(f"data.format {data.format.value} is not a real dataset")
 

@@ -33,6 +33,7 @@ import math
 import os
 import sys
 import traceback
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -44,8 +45,8 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import (datafiles, heartbeat, linkprobe, models, netcounters, parameter_server, parent,
-                               peer_to_peer, ring, settings, termination, usage, worker)
+from ringleader.runtime import (datafiles, heartbeat, interfaces, linkprobe, models, netcounters, parameter_server,
+                               parent, peer_to_peer, ring, settings, termination, usage, worker)
 
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MESSAGE_CHARACTERS = 4000  # the kubelet keeps 4 KiB of it
@@ -128,6 +129,7 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
     if slot.role == constants.ROLE_PS:
         parameter_server.serve(trial, env, recorder, knobs)
         return
+    synchronizer: interfaces.Synchronizer
     if architecture == spec_.Architecture.PARAMETER_SERVER:
         synchronizer = parameter_server.WorkerSynchronizer(trial, env, device, knobs)
     elif architecture == spec_.Architecture.PEER_TO_PEER:
@@ -145,7 +147,7 @@ def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
                    group) -> tuple[dict[int, list[dict]], dict[int, dict]] | None:
     """Every rank's iteration records and what its process used (usage.Meter.measure), by rank, on `destination` only
     (None elsewhere)."""
-    everything = [None] * dist.get_world_size() if dist.get_rank() == destination else None
+    everything: list[Any] | None = [None] * dist.get_world_size() if dist.get_rank() == destination else None
     dist.gather_object((recorder.rank, recorder.iterations, used), everything, dst=destination, group=group)
     if everything is None:
         return None
@@ -350,7 +352,7 @@ def main(environ=os.environ) -> int:
             print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
         else:
             write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
-    except (Exception, SystemExit) as error:  # any failure ends this rank, a sys.exit in user code too
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure ends this rank, a sys.exit in user code too
         traceback.print_exc(file=sys.stdout)
         if recorder is not None:
             recorder.close()

@@ -117,7 +117,7 @@ def _shortcut(in_planes: int, out_planes: int, stride: int) -> nn.Module:
 class ResNet(nn.Module):
     """CIFAR-style ResNet (the common 3x3-stem variant): ResNet-18 and ResNet-50."""
 
-    def __init__(self, block: type[nn.Module], blocks: list[int], num_classes: int):
+    def __init__(self, block: type[BasicBlock] | type[Bottleneck], blocks: list[int], num_classes: int):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
         stages, in_planes = [], 64
@@ -141,9 +141,10 @@ class VGG16(nn.Module):
 
     def __init__(self, num_classes: int):
         super().__init__()
-        layers, channels = [], 3
+        layers: list[nn.Module] = []
+        channels = 3
         for item in VGG16_LAYERS:
-            if item == "M":
+            if isinstance(item, str):  # "M"
                 # ceil_mode keeps a 1x1 map 1x1, so small test images survive five poolings.
                 layers.append(nn.MaxPool2d(2, ceil_mode=True))
             else:

@@ -71,7 +71,7 @@ class PeerSynchronizer:
         try:
             exchange.server.run(self.server, self.link.inbox, self.timeout,
                                 lambda _step, metrics: self.aggregations.append(metrics))
-        except BaseException as error:  # the worker must hear, or it would wait for replies that never come
+        except BaseException as error:  # noqa: BLE001 - the worker must hear, or it would wait for replies that never come
             self.server_error = error
             self.link.fail_worker(str(error))
 

@@ -47,6 +47,7 @@ Buffers (batch-norm statistics) are broadcast once at start, not kept in sync.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -80,7 +81,7 @@ class Bucket:
         self.grads = [view.view_as(parameter) for view, parameter in zip(self.views, parameters)]
         self.bytes = self.buffer.numel() * self.buffer.element_size()
         self.missing = len(parameters)  # gradients not yet in, this iteration
-        self.work = None
+        self.work: Any = None  # the allreduce's torch.distributed.Work in flight
         self.codec: compression.BucketCodec | None = None  # spec.compression's; None: allreduced as it is
         self.round: compression.Round | None = None  # the codec's collective in flight
         self.stamps_work = None  # a codec's bucket: the stamps' own allreduce
@@ -129,7 +130,7 @@ class RingSynchronizer:
         self.seed = trial.spec.data.synthetic.seed  # PowerSGD's first projection, the same on every rank
         self.sent = 0.0  # bytes this rank sent this iteration
         self.encode_seconds = 0.0  # codecs' encoding in the launching hooks, not yet booked
-        self.optimizer = None
+        self.optimizer: torch.optim.Optimizer | None = None
 
     def traffic(self, size: float) -> float:
         """Bytes each rank sends (and receives) to allreduce `size` bytes: 2*(N-1)/N * size."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 import torch
 
@@ -43,8 +44,8 @@ class _Phase:
     def __init__(self, timer: IterationTimer, name: str):
         self.timer, self.name = timer, name
         self.started = 0.0
-        self.start_event = None
-        self.label = None
+        self.start_event: Any = None  # a torch.cuda.Event on a GPU
+        self.label: Any = None  # the profiler's record_function context while open
 
     def __enter__(self) -> None:
         timer = self.timer
@@ -98,7 +99,7 @@ class IterationTimer:
         self._events_used = 0
         self._started = self._begun = 0.0
         self._last_finish: float | None = None
-        self._begin_event = None
+        self._begin_event: Any = None  # a torch.cuda.Event on a GPU
         self._ready: dict[str, float] = {}
         self._collectives: list[dict] = []  # sized communication spans of this traced iteration
         self._watched: list[tuple[str, torch.nn.Parameter]] = []

@@ -18,8 +18,8 @@ import time
 from typing import Iterator
 
 from ringleader.api import trial as trial_
-from ringleader.contract import records
-from ringleader.tracking import layout, schema
+from ringleader.contract import layout, records
+from ringleader.tracking import schema
 
 LOCK_FILE = "launcher.lock"
 REASON = "LauncherLost"

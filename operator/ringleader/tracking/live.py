@@ -18,8 +18,9 @@ import time
 from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
+from ringleader.contract import layout
 from ringleader.tracking import cursor as cursor_
-from ringleader.tracking import layout, publisher, schema
+from ringleader.tracking import publisher, schema
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 

@@ -18,10 +18,10 @@ from typing import Any, Mapping
 import mlflow.entities
 
 from ringleader.api import trial as trial_
-from ringleader.contract import keys
+from ringleader.contract import keys, layout
 from ringleader.contract import records as record_files
 from ringleader.tracking import cursor as cursor_
-from ringleader.tracking import layout, metric_names, schema
+from ringleader.tracking import metric_names, schema
 from ringleader.tracking import store as store_
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import pathlib
 
 import mlflow.exceptions
 
-from ringleader.contract import redaction
+from ringleader.contract import layout, redaction
 from ringleader.tracking import abandoned, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
@@ -38,7 +38,7 @@ def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,
                 settings: settings_.TrackingSettings | None = None) -> Replayed:
     """Publish every session in `directory` (a session directory, or one holding sessions, such as
     ringleader-runs/). Raises FileNotFoundError when there is none."""
-    found = sessions.find_sessions(pathlib.Path(directory))
+    found = layout.find_sessions(pathlib.Path(directory))
     if not found:
         raise FileNotFoundError(f"{directory} holds no session written by `ringleader run` (no session.json)")
     settings = settings or settings_.TrackingSettings()
@@ -48,7 +48,7 @@ def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,
     for path in found:
         if abandoned.close_if_abandoned(path):
             closed.append(path)
-        session = sessions.Session.load(path)
+        session = layout.Session.load(path)
         uri = settings_.absolute_uri(tracking_uri) if tracking_uri else session.tracking_uri
         if redaction.is_redacted(uri):
             unavailable.append((path, f"its MLflow URI {uri} carried credentials, which are never stored: publish "

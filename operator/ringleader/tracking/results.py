@@ -19,9 +19,9 @@ import mlflow.exceptions
 
 from ringleader.analysis import results
 from ringleader.api import trial as trial_
+from ringleader.contract import layout, redaction
 from ringleader.contract import records as record_files
-from ringleader.contract import redaction
-from ringleader.tracking import layout, schema, sessions
+from ringleader.tracking import schema
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -43,7 +43,7 @@ def session_directory(path: str | pathlib.Path) -> tuple[pathlib.Path, str | Non
     """The session at `path`: itself, or the newest session inside it (with a sentence saying it was picked)."""
     path = pathlib.Path(path)
     try:
-        found = sessions.find_sessions(path)
+        found = layout.find_sessions(path)
     except FileNotFoundError:
         found = []
     if not found:
@@ -58,7 +58,7 @@ def session_directory(path: str | pathlib.Path) -> tuple[pathlib.Path, str | Non
 def from_directory(path: str | pathlib.Path) -> results.SweepResult:
     """The session at `path` (or the newest inside it), each trial directory that holds a trial.json."""
     directory, _ = session_directory(path)
-    session = sessions.Session.load(directory)
+    session = layout.Session.load(directory)
     trials = []
     for name in session.trials:
         trial_dir = directory / name
@@ -134,14 +134,15 @@ def _sweep_run(store: store_.Store, source: str):
         tried.append(f"no run {source}")
     candidates = [source] + ([f"default/{source}"] if "/" not in source else [])
     for name in candidates:
-        experiment = store.call("get experiment", "get_experiment_by_name", name)
+        experiment = store.call("get experiment",
+                                lambda client: client.get_experiment_by_name(name))  # noqa: B023 - called at once
         if experiment is None:
             tried.append(f"no experiment named {name!r}")
             continue
         return _newest_sweep(store, experiment.experiment_id, f"experiment {name!r}")
     if source.isdigit():
         try:
-            experiment = store.call("get experiment", "get_experiment", source)
+            experiment = store.call("get experiment", lambda client: client.get_experiment(source))
             return _newest_sweep(store, experiment.experiment_id, f"experiment id {source}")
         except mlflow.exceptions.MlflowException:
             tried.append(f"no experiment with id {source}")
@@ -150,33 +151,35 @@ def _sweep_run(store: store_.Store, source: str):
 
 def _get_run(store: store_.Store, run_id: str):
     try:
-        return store.call("get run", "get_run", run_id)
+        return store.call("get run", lambda client: client.get_run(run_id))
     except mlflow.exceptions.MlflowException:  # RESOURCE_DOES_NOT_EXIST, or an id of the wrong shape
         return None
 
 
 def _newest_sweep(store: store_.Store, experiment_id: str, what: str):
-    runs = store.call("search runs", "search_runs", [experiment_id],
-                      filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
-                      order_by=["attributes.start_time DESC"], max_results=1)
+    runs = store.call("search runs", lambda client: client.search_runs(
+        [experiment_id], filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
+        order_by=["attributes.start_time DESC"], max_results=1))
     if not runs:
         raise SourceNotFound(f"{what} has no sweep run (tag {schema.TAG_KIND}={schema.KIND_SWEEP})")
     return runs[0]
 
 
 def _search(store: store_.Store, experiment_id: str, filter_string: str) -> list:
-    return list(store.call("search runs", "search_runs", [experiment_id], filter_string=filter_string,
-                           max_results=MAX_RUNS))
+    return list(store.call("search runs", lambda client: client.search_runs(
+        [experiment_id], filter_string=filter_string, max_results=MAX_RUNS)))
 
 
 def _artifacts(store: store_.Store, run_id: str, path: str | None = None) -> set[str]:
-    return {artifact.path for artifact in store.call("list artifacts", "list_artifacts", run_id, path)}
+    listed = store.call("list artifacts", lambda client: client.list_artifacts(run_id, path))
+    return {artifact.path for artifact in listed}
 
 
 def _download(store: store_.Store, run_id: str, path: str, staging: pathlib.Path) -> pathlib.Path:
     target = staging / run_id
     target.mkdir(exist_ok=True)
-    return pathlib.Path(store.call("download artifact", "download_artifacts", run_id, path, str(target)))
+    return pathlib.Path(store.call("download artifact",
+                                   lambda client: client.download_artifacts(run_id, path, str(target))))
 
 
 def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> results.TrialResult | None:
@@ -202,8 +205,8 @@ def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> results.
     for rank_run in rank_runs:
         rank = int(rank_run.data.tags.get(schema.TAG_RANK, "-1"))
         if RECORDS_ARTIFACT.split("/")[0] in _artifacts(store, rank_run.info.run_id):
-            path = _download(store, rank_run.info.run_id, RECORDS_ARTIFACT, staging)
-            records[rank] = record_files.read_iterations(path)
+            downloaded = _download(store, rank_run.info.run_id, RECORDS_ARTIFACT, staging)
+            records[rank] = record_files.read_iterations(downloaded)
     message = None
     if run.info.status != schema.FINISHED:
         message = run.data.tags.get(schema.TAG_STATUS_MESSAGE) or run.data.tags.get(schema.TAG_STATUS_REASON)

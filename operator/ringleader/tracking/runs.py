@@ -24,8 +24,8 @@ import mlflow.tracking
 
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
-from ringleader.contract import records
-from ringleader.tracking import layout, metric_names, reports, results, schema, sessions
+from ringleader.contract import layout, records
+from ringleader.tracking import metric_names, reports, results, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -36,11 +36,22 @@ TRACKING_ERRORS = (store_.TrackingUnavailable, mlflow.exceptions.MlflowException
 _FIGURES = threading.Lock()
 
 
+_settings = settings_.TrackingSettings()
+
+
+def configure(settings: settings_.TrackingSettings) -> None:
+    """The settings of every store this process makes from now on; the operator's (one attempt: its
+    reconciler owns the retries) are set once, at startup, before the first call."""
+    global _settings
+    _settings = settings
+    store_for.cache_clear()
+
+
 @functools.lru_cache(maxsize=8)
 def store_for(tracking_uri: str | None = None) -> store_.Store:
     """One Store per URI for this process; None is MLflow's configured default."""
     uri = tracking_uri or mlflow.tracking.get_tracking_uri()
-    return store_.Store(settings_.absolute_uri(uri) if uri.startswith("sqlite:") else uri)
+    return store_.Store(settings_.absolute_uri(uri) if uri.startswith("sqlite:") else uri, _settings)
 
 
 def _token(token: str | None) -> str:
@@ -83,10 +94,10 @@ def start_trial_run(experiment_id: str, parent_run_id: str | None, trial: trial_
     return run_id
 
 
-def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | Any | None = None, *,
+def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | None = None, *,
                reason: str | None = None, message: str | None = None,
                tracking_uri: str | None = None) -> None:
-    """End a run as FINISHED, FAILED or KILLED; a summary (api.status.Summary or its wire dict) becomes metrics.
+    """End a run as FINISHED, FAILED or KILLED; a summary (api.status.Summary's wire dict) becomes metrics.
 
     In a cluster the lowest worker rank already logs the trial summary from its pod (live.py); pass
     `summary` only when no rank did, or its points appear twice in the metric history."""
@@ -94,10 +105,9 @@ def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | Any | None
         raise ValueError(f"status must be one of {', '.join(schema.TERMINAL_STATUSES)}, not {status!r}")
     store = store_for(tracking_uri)
     if summary is not None:
-        document = summary.wire() if hasattr(summary, "wire") else dict(summary)
         now = int(time.time() * 1000)
         store.log_metrics(run_id, [mlflow.entities.Metric(k, v, now, 0)
-                                   for k, v in sorted(metric_names.trial(document).items())])
+                                   for k, v in sorted(metric_names.trial(dict(summary)).items())])
     tags = {k: v for k, v in ((schema.TAG_STATUS_REASON, reason), (schema.TAG_STATUS_MESSAGE, message)) if v}
     if tags:
         store.set_tags(run_id, tags)
@@ -146,12 +156,14 @@ class OpenSweep:
 def open_operator_sweeps(*, limit: int, tracking_uri: str | None = None) -> list[OpenSweep]:
     """The RUNNING sweep runs the operator made (tag ringleader.source = operator), at most `limit` of them."""
     store = store_for(tracking_uri)
-    experiments = store.call("search experiments", "search_experiments", max_results=limit)
+    experiments = store.call("search experiments", lambda client: client.search_experiments(max_results=limit))
     query = (f"attributes.status = '{schema.RUNNING}' AND tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}' "
              f"AND tags.`{schema.TAG_SOURCE}` = 'operator'")
     found: list[OpenSweep] = []
     for ids in schema.chunks([e.experiment_id for e in experiments], 100):
-        for run in store.call("search runs", "search_runs", ids, filter_string=query, max_results=limit):
+        page = store.call("search runs", lambda client: client.search_runs(
+            ids, filter_string=query, max_results=limit))  # noqa: B023 - called at once
+        for run in page:
             tags = run.data.tags
             token = tags.get(schema.TAG_TOKEN, "")
             if schema.TAG_EXPERIMENT in tags and schema.TAG_NAMESPACE in tags and token:
@@ -165,6 +177,7 @@ def open_children(parent_run_id: str, *, limit: int, tracking_uri: str | None = 
     """Ids of the RUNNING runs nested under `parent_run_id` (a sweep's trial runs), at most `limit`."""
     store = store_for(tracking_uri)
     query = f"attributes.status = '{schema.RUNNING}' AND tags.`{schema.TAG_PARENT_RUN_ID}` = '{parent_run_id}'"
-    runs = store.call("search runs", "search_runs", [store.experiment_of(parent_run_id)], filter_string=query,
-                      max_results=limit)
+    experiment_id = store.experiment_of(parent_run_id)
+    runs = store.call("search runs", lambda client: client.search_runs(
+        [experiment_id], filter_string=query, max_results=limit))
     return [run.info.run_id for run in runs]

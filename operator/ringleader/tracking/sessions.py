@@ -11,52 +11,20 @@ import dataclasses
 import logging
 import pathlib
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import mlflow.entities
 
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
-from ringleader.contract import records
-from ringleader.contract import redaction
+from ringleader.contract import layout
 from ringleader.tracking import cursor as cursor_
-from ringleader.tracking import layout, metric_names, publisher, schema
+from ringleader.tracking import metric_names, publisher, schema
 from ringleader.tracking import store as store_
 
 log = logging.getLogger(__name__)
 
 REPORT_DIR = "report"
-
-
-@dataclasses.dataclass(frozen=True)
-class Session:
-    """What `ringleader run` wrote in session.json: enough to publish the session again from anywhere.
-
-    `tracking_uri` is the URI in full while the run goes on; session.json keeps it redacted (credentials
-    are never written to disk), so a session loaded from there may need the URI given again to publish."""
-
-    directory: pathlib.Path
-    experiment: experiment_.DistributedTrainingExperiment
-    tracking_uri: str
-    trials: list[str]
-    source: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"experiment": self.experiment.model_dump(mode="json", by_alias=True, exclude_none=True),
-                "trackingUri": redaction.redact(self.tracking_uri), "trials": self.trials, "source": self.source}
-
-    @classmethod
-    def load(cls, directory: pathlib.Path) -> Session:
-        document = layout.read_json(directory / layout.SESSION_FILE)
-        if not isinstance(document, dict):
-            raise FileNotFoundError(f"{directory / layout.SESSION_FILE} is missing or unreadable: "
-                                    "is this a directory written by `ringleader run`?")
-        return cls(directory=directory, experiment=experiment_.parse(document["experiment"], str(directory)),
-                   tracking_uri=document["trackingUri"], trials=list(document["trials"]),
-                   source=document.get("source"))
-
-    def save(self) -> None:
-        records.write_json(self.directory / layout.SESSION_FILE, self.to_json())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +45,7 @@ def sweep_tags(experiment: experiment_.DistributedTrainingExperiment, source: st
     return tags
 
 
-def open_session(store: store_.Store, session: Session) -> tuple[str, str, cursor_.Cursor]:
+def open_session(store: store_.Store, session: layout.Session) -> tuple[str, str, cursor_.Cursor]:
     """The session's MLflow experiment and parent run, created once: (experiment id, parent run id, cursor)."""
     cursor = cursor_.Cursor.load(cursor_.path_for(session.directory, store.uri))
     experiment_id = cursor.extra.get("experimentId")
@@ -97,7 +65,7 @@ def open_session(store: store_.Store, session: Session) -> tuple[str, str, curso
     return experiment_id, cursor.run_id, cursor
 
 
-def publish_session(store: store_.Store, session: Session) -> SessionResult:
+def publish_session(store: store_.Store, session: layout.Session) -> SessionResult:
     """Publish every trial directory that exists, then, once the sweep is over, the metrics comparing the trials,
     its report and status."""
     experiment_id, parent_run_id, cursor = open_session(store, session)
@@ -124,7 +92,7 @@ def publish_session(store: store_.Store, session: Session) -> SessionResult:
     return SessionResult(session.directory, experiment_id, parent_run_id, results, damaged)
 
 
-def trial_summaries(session: Session) -> dict[str, dict | None]:
+def trial_summaries(session: layout.Session) -> dict[str, dict | None]:
     """{trial name: its summary.json document, None when it wrote none} for the trials of the session that ran."""
     summaries = {}
     for name in session.trials:
@@ -134,7 +102,7 @@ def trial_summaries(session: Session) -> dict[str, dict | None]:
     return summaries
 
 
-def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: dict[str, Any],
+def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: Mapping[str, Any],
                       labels: dict[str, str] | None = None) -> int:
     """The sweep run's metrics comparing its trials (metric_names.sweep), each under its label ({trial name: what it
     varies}, schema.sweep_labels); the number logged."""
@@ -148,7 +116,7 @@ def report_directory(session_dir: pathlib.Path) -> pathlib.Path:
     return session_dir / REPORT_DIR
 
 
-def publish_report(store: store_.Store, session: Session, parent_run_id: str) -> None:
+def publish_report(store: store_.Store, session: layout.Session, parent_run_id: str) -> None:
     """Build the session's report into <session>/report/ and attach it to the sweep run."""
     # Imported here: matplotlib costs a second at import, and results.py reads sessions through this module.
     from ringleader.analysis import report
@@ -158,7 +126,7 @@ def publish_report(store: store_.Store, session: Session, parent_run_id: str) ->
     reports.attach(store, parent_run_id, built)
 
 
-def comparison_rows(session: Session) -> list:
+def comparison_rows(session: layout.Session) -> list:
     """tables.ComparisonRow per trial of the session, from the trial directories (missing ones: not run)."""
     from ringleader.analysis import tables
 
@@ -177,14 +145,3 @@ def comparison_rows(session: Session) -> list:
         message = outcome.message if outcome and outcome.status != schema.FINISHED else None
         rows.append(tables.row_for(trial, summary if isinstance(summary, dict) else None, status, message))
     return rows
-
-
-def find_sessions(directory: pathlib.Path) -> list[pathlib.Path]:
-    """`directory` itself if it is a session, else the sessions directly inside it, oldest first."""
-    directory = pathlib.Path(directory)
-    if (directory / layout.SESSION_FILE).is_file():
-        return [directory]
-    if not directory.is_dir():
-        raise FileNotFoundError(f"{directory} is not a directory")
-    return sorted((child for child in directory.iterdir() if (child / layout.SESSION_FILE).is_file()),
-                  key=lambda child: child.name)

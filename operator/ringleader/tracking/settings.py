@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Mapping
+from typing import Mapping, MutableMapping
 
 TRACKING_URI_VARIABLE = "MLFLOW_TRACKING_URI"
 DEFAULT_LOCAL_URI = "sqlite:///mlflow.db"
@@ -38,7 +38,7 @@ class TrackingSettings:
     live_interval_seconds: float = 5.0
     """live_interval_seconds between live publishes from a rank: the MLflow UI lags training by this much."""
 
-    def apply(self, environ: dict[str, str] | None = None) -> None:
+    def apply(self, environ: MutableMapping[str, str] | None = None) -> None:
         """Give MLflow's HTTP client our timeout and retries, and keep it from printing run URLs, unless
         the user set them explicitly."""
         environ = os.environ if environ is None else environ

@@ -101,13 +101,15 @@ def test_on_a_terminal_one_line_is_redrawn_and_messages_go_above_it():
 
 
 def test_in_a_log_progress_is_a_plain_line_every_few_seconds():
-    out = io.StringIO()
-    display = progress.ProgressDisplay(settings_.LaunchSettings(progress_seconds=0.2), out, total_trials=1)
+    out, now = io.StringIO(), [time.monotonic()]  # FakeRun started on the real clock
+    display = progress.ProgressDisplay(settings_.LaunchSettings(progress_seconds=0.2), out, total_trials=1,
+                                       clock=lambda: now[0])
     running = [(1, FakeRun("parts-0", 5))]
     display.update(running)
+    now[0] += 0.19
     display.update(running)
     assert out.getvalue() == ""
-    time.sleep(0.25)
+    now[0] += 0.02
     display.update(running)
     assert out.getvalue() == "[1/1] parts-0 iteration 5/40 12% (12 s), ETA 35s\n"
     assert "\r" not in out.getvalue()
@@ -145,8 +147,12 @@ def group_alive(pgid: int) -> bool:
 
 def test_stopping_kills_the_whole_group_even_a_child_that_ignores_sigterm(tmp_path):
     # The rank ignores SIGTERM and has a child doing the same: only SIGKILL after the grace period ends them.
-    process = rank_process(tmp_path, "trap '' TERM; bash -c \"trap '' TERM; sleep 60\" & sleep 60")
-    time.sleep(0.3)
+    ready = tmp_path / "ready"
+    process = rank_process(tmp_path, f"trap '' TERM; bash -c \"trap '' TERM; touch {ready}; sleep 60\" & sleep 60")
+    deadline = time.monotonic() + 30
+    while not ready.exists():  # both traps are set once the child has touched it
+        assert time.monotonic() < deadline, "the rank's child never started"
+        time.sleep(0.01)
     started = time.monotonic()
 
     processes.stop([process], grace_seconds=0.5)

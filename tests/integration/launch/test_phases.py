@@ -85,7 +85,7 @@ def parameter_server_and_peers(tmp_path_factory, migrated_db):
 def test_every_iteration_of_every_worker_is_in_its_phases_for_every_architecture_and_paradigm(
         parameter_server_and_peers):
     assert len(parameter_server_and_peers) == 8
-    for trial, (summary, ranks) in parameter_server_and_peers.items():
+    for trial, (_summary, ranks) in parameter_server_and_peers.items():
         assert len(ranks) == 3
         assert_every_millisecond_is_in_a_phase(trial, ranks)
         evaluator = ranks[min(ranks)]
@@ -106,7 +106,7 @@ def test_the_target_stops_every_worker_and_only_bsp_keeps_them_in_step(parameter
 def test_under_asp_the_stop_at_a_target_never_holds_a_fast_worker_back(parameter_server_and_peers):
     asp = {trial: records for trial, records in parameter_server_and_peers.items() if trial.endswith(" ASP")}
     assert len(asp) == 2
-    for trial, (summary, ranks) in asp.items():
+    for trial, (_summary, ranks) in asp.items():
         means = {rank: statistics.fmean(r["time/iteration"] for r in records if not r["warmup"])
                  for rank, records in ranks.items()}
         slow = max(ranks)  # the straggler group comes last in rank order

@@ -13,7 +13,8 @@ import pytest
 import launching
 from ringleader.api import experiment, trial
 from ringleader.contract import environment as contract
-from ringleader.tracking import cursor, layout, live, replay, runs
+from ringleader.contract import layout
+from ringleader.tracking import cursor, live, replay, runs
 from ringleader.tracking import settings as settings_
 
 pytestmark = pytest.mark.integration

@@ -82,10 +82,11 @@ def test_a_factory_that_exits_or_raises_or_a_rank_that_ends_early_fails_its_tria
     assert ("exited with code 1: ModelError: model 'untrusted_models:misbehaving': misbehaving() raised "
             "RuntimeError: no weights in this checkpoint" in message["rogue-1"]), message["rogue-1"]
     # os._exit(0): nothing in the rank can see it; the launcher does, from the records.
-    assert reason["rogue-2"] == "NoRecords", message["rogue-2"]
+    assert reason["rogue-2"] == "ExitedEarly", message["rogue-2"]
     assert message["rogue-2"] == "rank 0 (worker-0) exited with code 0 but recorded no iteration"
     assert ("rank 1 (worker-1) exited with code 1: user code called sys.exit(0) before the rank finished"
             in message["rogue-3"]), message["rogue-3"]
-    for name in ("rogue-0", "rogue-1", "rogue-3"):
-        assert reason[name] == "RankFailed"
+    # A ModelError is permanent, as the operator says it too; sys.exit(0) in user code is not.
+    assert (reason["rogue-0"], reason["rogue-1"], reason["rogue-3"]) == ("PermanentFailure", "PermanentFailure",
+                                                                          "RankFailed")
     assert "Traceback" not in finished.output

@@ -47,7 +47,7 @@ def test_whatif_on_a_fresh_trial_from_its_directory_and_from_mlflow(workdir):
     assert float(megabytes) == pytest.approx(sum(p["bytes"] for p in layers["parameters"]) / 1e6, abs=1e-3)
     rows = table(out)
     assert len(rows) == 2 * 2 * 2
-    for gbit, compression, buckets, overhead, sf in rows:
+    for _gbit, _compression, buckets, _overhead, sf in rows:
         assert buckets >= 1 and 0 < sf <= 1
     by_point = {(r[0], r[1]): r[4] for r in rows[:4]}  # N = 2
     assert by_point[1, 1] <= by_point[1, 4] <= by_point[100, 4] and by_point[1, 1] <= by_point[100, 1]

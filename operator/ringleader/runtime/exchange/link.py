@@ -155,7 +155,7 @@ class Link:
             try:
                 self._in_flight.append((destination, dist.isend(wire.encode(message), destination, group=self.group,
                                                                 tag=TAG_FRAME)))
-            except Exception as error:  # the destination died: everyone waiting on it must hear
+            except Exception as error:  # noqa: BLE001 - the destination died: everyone waiting on it must hear
                 self._fail_send(destination, error)
             # A frame sent rounds of messages ago has long arrived (a rank has at most a push and a reply on the
             # way to each peer): its wait returns at once, or says it failed.
@@ -168,7 +168,7 @@ class Link:
                 work.wait()
             else:
                 work.wait(datetime.timedelta(seconds=timeout_seconds))
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a failed send, whatever gloo raises, means the peer is lost
             self._fail_send(destination, error)
 
     def _fail_send(self, destination: int, error: Exception) -> None:

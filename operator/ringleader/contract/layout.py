@@ -9,8 +9,9 @@
     <session>/<trial>/logs/rank-<r>.stdout, .stderr   the ranks' output (launcher)
     <session>/<trial>/rank-<r>/         iterations.jsonl, summary.json, trace.json, layers.json (runtime,
                                         format in contract/records.py)
-    <session>/launcher.lock             held by the launcher while it lives (abandoned.py)
-    mlflow-cursor-<store>.json in the session, trial and rank directories: what is published, per store (cursor.py)
+    <session>/launcher.lock             held by the launcher while it lives (tracking/abandoned.py)
+    mlflow-cursor-<store>.json in the session, trial and rank directories: what is published, per store
+                                        (tracking/cursor.py)
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from typing import Any
 
 import pydantic
 
+from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.contract import records
+from ringleader.contract import records, redaction
 
 SESSION_FILE = "session.json"
 OUTCOME_FILE = "outcome.json"
@@ -81,7 +83,8 @@ class Outcome:
     """start_time in seconds since the epoch."""
     end_time: float | None = None
     reason: str | None = None
-    """reason in CamelCase, as in the API's conditions ("RankFailed", "DeadlineExceeded", "Interrupted")."""
+    """reason: a word of contract/outcomes.py ("RankFailed", "DeadlineExceeded", "Interrupted", ...), the same
+    word the operator writes for the same end."""
     message: str | None = None
     ranks: list[RankOutcome] = dataclasses.field(default_factory=list)
 
@@ -145,3 +148,45 @@ def read_outcome(directory: pathlib.Path) -> Outcome | None:
 
 def write_outcome(directory: pathlib.Path, outcome: Outcome) -> None:
     records.write_json(directory / OUTCOME_FILE, outcome.to_json())
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """What `ringleader run` wrote in session.json: enough to publish the session again from anywhere.
+
+    `tracking_uri` is the URI in full while the run goes on; session.json keeps it redacted (credentials
+    are never written to disk), so a session loaded from there may need the URI given again to publish."""
+
+    directory: pathlib.Path
+    experiment: experiment_.DistributedTrainingExperiment
+    tracking_uri: str
+    trials: list[str]
+    source: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"experiment": self.experiment.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "trackingUri": redaction.redact(self.tracking_uri), "trials": self.trials, "source": self.source}
+
+    @classmethod
+    def load(cls, directory: pathlib.Path) -> Session:
+        document = read_json(directory / SESSION_FILE)
+        if not isinstance(document, dict):
+            raise FileNotFoundError(f"{directory / SESSION_FILE} is missing or unreadable: "
+                                    "is this a directory written by `ringleader run`?")
+        return cls(directory=directory, experiment=experiment_.parse(document["experiment"], str(directory)),
+                   tracking_uri=document["trackingUri"], trials=list(document["trials"]),
+                   source=document.get("source"))
+
+    def save(self) -> None:
+        records.write_json(self.directory / SESSION_FILE, self.to_json())
+
+
+def find_sessions(directory: pathlib.Path) -> list[pathlib.Path]:
+    """`directory` itself if it is a session, else the sessions directly inside it, oldest first."""
+    directory = pathlib.Path(directory)
+    if (directory / SESSION_FILE).is_file():
+        return [directory]
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory} is not a directory")
+    return sorted((child for child in directory.iterdir() if (child / SESSION_FILE).is_file()),
+                  key=lambda child: child.name)
