@@ -232,7 +232,7 @@ class MeasuredCompression:
     codec_seconds: float
 
 
-def measured_compression(iterations: list[dict]) -> MeasuredCompression | None:
+def measured_compression(iterations: Sequence[Mapping[str, Any]]) -> MeasuredCompression | None:
     """The compression a rank's records measured after warm-up (bytes/uncompressed over bytes/sent, mean
     time/codec, as the trial's mean_time_codec_ms); None without compression (or records that do not say)."""
     counted = summary.measured(iterations, constants.ROLE_WORKER)

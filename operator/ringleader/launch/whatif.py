@@ -26,7 +26,7 @@ from typing import TextIO
 
 from ringleader.analysis import addcost, overlap, whatif, wire
 from ringleader.analysis import profile as profile_
-from ringleader.contract import exits, records
+from ringleader.contract import exits, layout, records
 from ringleader.launch import sources
 
 MIB = 1024 * 1024
@@ -230,11 +230,11 @@ def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
             raise ValueError(f"{path}: not a profile file: {error}") from None
         return whatif.Basis(profile, batch, 1, _fusion(args), 0.0, None, None), str(path)
     if path.is_dir() and (path / records.LAYERS_FILE).is_file():  # a rank directory
-        from ringleader.tracking import layout, results  # imported when needed, as sources.resolve does
+        from ringleader.tracking import results  # imported when needed, as sources.resolve does
 
-        rank = path.name.removeprefix("rank-")
-        if rank.isdigit() and (path.parent / layout.TRIAL_FILE).is_file():  # in its trial: what the trial gives
-            return whatif.basis(results.trial_from_directory(path.parent), int(rank)), str(path)
+        number = path.name.removeprefix("rank-")
+        if number.isdigit() and (path.parent / layout.TRIAL_FILE).is_file():  # in its trial: what the trial gives
+            return whatif.basis(results.trial_from_directory(path.parent), int(number)), str(path)
         layers = json.loads((path / records.LAYERS_FILE).read_text())
         iterations = records.read_iterations(path / records.ITERATIONS_FILE)
         profile, batch = whatif.from_rank(layers, iterations)

@@ -196,7 +196,7 @@ class Link:
                     self.received_bytes += message.wire_bytes
                 self._route(message)
                 awaiting.discard(message.kind)
-        except Exception as error:  # the peer died or hung past the timeout
+        except Exception as error:  # noqa: BLE001 - the peer died or hung past the timeout
             self._lost(peer, f"receiving from rank {peer} failed: {_first_line(error)}")
 
     def _route(self, message: wire.Message) -> None:
@@ -224,7 +224,8 @@ class Link:
         deadline = time.monotonic() + timeout_seconds
         with self._sending:
             while self._in_flight and time.monotonic() < deadline:
-                self._settle(*self._in_flight.popleft(), timeout_seconds=max(0.001, deadline - time.monotonic()))
+                destination, work = self._in_flight.popleft()
+                self._settle(destination, work, timeout_seconds=max(0.001, deadline - time.monotonic()))
         for thread in self._receivers:
             thread.join(max(0.0, deadline - time.monotonic()))
 

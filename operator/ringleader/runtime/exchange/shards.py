@@ -15,6 +15,7 @@ Used by parameter_server.py, peer_to_peer.py and client.py.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import torch
 
@@ -64,7 +65,7 @@ class Plan:
     pieces: list[list[Piece]]
 
     @classmethod
-    def of(cls, parameters: list[torch.Tensor], owners: int) -> Plan:
+    def of(cls, parameters: Sequence[torch.Tensor], owners: int) -> Plan:
         for index, parameter in enumerate(parameters):
             if not parameter.is_contiguous():
                 raise ValueError(f"trainable parameter {index} (shape {tuple(parameter.shape)}) is not contiguous: "
@@ -76,7 +77,7 @@ class Plan:
     def owners(self) -> int:
         return len(self.pieces)
 
-    def shard(self, owner: int, tensors: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    def shard(self, owner: int, tensors: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
         """Owner `owner`'s part of `tensors` (parameters or their gradients, in model order) as flat views:
         writing into a piece of a parameter writes into the parameter. None (no gradient) stays None."""
         return [None if tensors[p.tensor] is None else tensors[p.tensor].detach().reshape(-1)[p.start:p.stop]
