@@ -37,27 +37,8 @@ rm -rf "$work"; mkdir -p "$work/certs"
 read -r health_port webhook_port < <(python3 -c 'import socket
 held = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
 print(*(s.getsockname()[1] for s in held))')
-cat > "$work/config.yaml" <<EOF
-apiVersion: config.kueue.x-k8s.io/v1beta1
-kind: Configuration
-namespace: $NAMESPACE
-leaderElection:
-  leaderElect: false
-health:
-  healthProbeBindAddress: 127.0.0.1:$health_port
-metrics:
-  bindAddress: "0"
-webhook:
-  host: 127.0.0.1
-  port: $webhook_port
-  certDir: $work/certs
-internalCertManagement:
-  enable: true
-integrations:
-  frameworks: ["batch/job"]
-featureGates:
-  VisibilityOnDemand: false
-EOF
+sed -e "s|@HEALTH_PORT@|$health_port|" -e "s|@WEBHOOK_PORT@|$webhook_port|" -e "s|@CERT_DIR@|$work/certs|" \
+  "$CLUSTER_DIR/manifests/kueue-config.yaml" > "$work/config.yaml"
 start_proc kueue env KUBECONFIG="$RUN_DIR/kubeconfig" "$KUEUE/bin/kueue" --config="$work/config.yaml" --zap-log-level=2
 
 # Play the kubelet's part: the certificate Kueue writes into its Secret, projected into its certDir (it waits

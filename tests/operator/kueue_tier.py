@@ -26,6 +26,7 @@ from loopback import free_port
 
 NAMESPACE = "kueue-system"
 START_TIMEOUT = 120.0  # seconds: certificates, informers and the scheduler on two busy cores
+CONFIG = pathlib.Path(__file__).resolve().parents[2] / "cluster" / "manifests" / "kueue-config.yaml"
 
 
 def directory() -> pathlib.Path:
@@ -47,30 +48,13 @@ def install_crds(admin: Client) -> None:
 
 
 def _config(work: pathlib.Path, health_port: int) -> pathlib.Path:
+    """The harness's one Kueue configuration (cluster/manifests/kueue-config.yaml), its placeholders filled."""
+    filled = {"@HEALTH_PORT@": str(health_port), "@WEBHOOK_PORT@": str(free_port()), "@CERT_DIR@": str(work / "certs")}
+    text = CONFIG.read_text()
+    for placeholder, value in filled.items():
+        text = text.replace(placeholder, value)
     path = work / "kueue-config.yaml"
-    path.write_text(f"""apiVersion: config.kueue.x-k8s.io/v1beta1
-kind: Configuration
-namespace: {NAMESPACE}
-leaderElection:
-  leaderElect: false
-health:
-  healthProbeBindAddress: 127.0.0.1:{health_port}
-metrics:
-  bindAddress: "0"
-webhook:
-  host: 127.0.0.1
-  port: {free_port()}
-  certDir: {work / 'certs'}
-internalCertManagement:
-  enable: true
-clientConnection:
-  qps: 50
-  burst: 100
-integrations:
-  frameworks: ["batch/job"]
-featureGates:
-  VisibilityOnDemand: false
-""")
+    path.write_text(text)
     return path
 
 
