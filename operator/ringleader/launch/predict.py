@@ -35,12 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a trial or run directory of `ringleader run` (a run directory: every trial), or in "
                              "MLflow a trial run id, a sweep run id or an experiment name or id")
     parser.add_argument("--trial", metavar="NAME", help="only this trial of a run directory or sweep")
-    parser.add_argument("--rank", type=int, metavar="R",
-                        help="the worker rank whose backward is the profile (default: the lowest worker rank with a "
-                             "layers.json, as `ringleader whatif` takes it)")
-    parser.add_argument("--tracking-uri", metavar="URI",
-                        help="MLflow tracking URI to look SOURCE up in (default: $MLFLOW_TRACKING_URI, else "
-                             "sqlite:///mlflow.db in this directory)")
+    sources.add_profile_arguments(parser, "whatif")
     parser.add_argument("--bucket-mib", type=float, default=prediction.DEFAULT_BUCKET_BYTES / MIB, metavar="MIB",
                         help="the ring's bucket size the DAG model groups layers by where a trial recorded no "
                              "buckets of its own (a ring trial's are used): RINGLEADER_BUCKET_BYTES of the run "

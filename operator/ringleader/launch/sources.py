@@ -8,6 +8,7 @@ only when a lookup needs it.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import pathlib
 from typing import TextIO
@@ -23,6 +24,16 @@ class Found:
     trials: list[results_.TrialResult]
     where: str
     single: bool
+
+
+def add_profile_arguments(parser: argparse.ArgumentParser, other_command: str) -> None:
+    """--rank and --tracking-uri as predict and whatif both take them: one rule for the rank they read."""
+    parser.add_argument("--rank", type=int, metavar="R",
+                        help="the worker rank whose backward is the profile (default: the lowest worker rank with a "
+                             f"layers.json, as `ringleader {other_command}` takes it)")
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="MLflow tracking URI to look SOURCE up in (default: $MLFLOW_TRACKING_URI, else "
+                             "sqlite:///mlflow.db in this directory)")
 
 
 def resolve(source: str, tracking_uri: str | None, out: TextIO, tried: str = "not a run directory") -> Found:

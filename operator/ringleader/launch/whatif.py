@@ -38,12 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "run` (a run directory: a RingAllReduce trial if it has one, the fewest workers); or in "
                              "MLflow a trial run id, a sweep run id or an experiment name or id")
     parser.add_argument("--trial", metavar="NAME", help="the trial of a run directory or sweep to take the profile from")
-    parser.add_argument("--rank", type=int, metavar="R",
-                        help="the worker rank whose backward is the profile (default: the lowest worker rank with a "
-                             "layers.json, as `ringleader predict` takes it)")
-    parser.add_argument("--tracking-uri", metavar="URI",
-                        help="MLflow tracking URI to look SOURCE up in (default: $MLFLOW_TRACKING_URI, else "
-                             "sqlite:///mlflow.db in this directory)")
+    sources.add_profile_arguments(parser, "predict")
     parser.add_argument("--workers", type=int, nargs="+", default=[8], metavar="N", help="worker counts (default 8)")
     parser.add_argument("--bandwidths", type=float, nargs="+", default=list(whatif.BANDWIDTHS_GBIT), metavar="GBIT",
                         help="link rates in Gbit/s (default: %(default)s)")
