@@ -110,13 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", nargs="+", type=int, default=[2, 4], help="peer counts (default 2 4)")
     parser.add_argument("--m-over-b-ms", type=float, default=18.84,
-                        help="the model's bytes over the link's rate, ms (default 18.84: bench_ps_vs_ring's mlp at 200 Mbit/s)")
+                        help="the model's bytes over the link's rate, ms "
+                             "(default 18.84: bench_ps_vs_ring's mlp at 200 Mbit/s)")
     parser.add_argument("--compute-ms", type=float, default=1.9, help="a step's compute (default 1.9, as measured)")
     parser.add_argument("--skew-ms", nargs="+", type=float, default=[0.0, 1.0, 2.0, 4.0],
                         help="mean exponential compute skew per worker and step (default 0 1 2 4)")
     parser.add_argument("--pack-ms", type=float, default=0.0, help="before a worker's first push (default 0)")
     parser.add_argument("--owner-ms", type=float, default=0.0, help="an owner's update and packing (default 0)")
-    parser.add_argument("--install-ms", type=float, default=0.0, help="a worker's install after its last reply (default 0)")
+    parser.add_argument("--install-ms", type=float, default=0.0,
+                        help="a worker's install after its last reply (default 0)")
     parser.add_argument("--steps", type=int, default=60, help="steps per run (default 60; the first 4 left out)")
     parser.add_argument("--seeds", type=int, default=20, help="runs per setting (default 20)")
     args = parser.parse_args(argv)
