@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from ringleader.analysis import addcost, models, overlap, whatif, wire
+from ringleader.analysis import addcost, collectives, models, overlap, whatif
 from ringleader.analysis import profile as profile_
 from ringleader.analysis import results as results_
 from ringleader.api import spec as spec_
@@ -67,11 +67,11 @@ def test_compression_divides_the_transfer():
 
 def test_a_codecs_cost_is_paid_only_when_compressing():
     # c = 4 at 100 Mbit/s: 60 ms of overhead (above), plus 5 ms of encoding and decoding; none at c = 1.
-    compressed = whatif.simulate(PROFILE, 2, 1e8, wire.uniform(4, 0.005), batch_seconds=0.048)
+    compressed = whatif.simulate(PROFILE, 2, 1e8, collectives.uniform(4, 0.005), batch_seconds=0.048)
     assert compressed.overhead_seconds == pytest.approx(0.065)
     assert compressed.scaling_factor == pytest.approx(0.048 / 0.113)
-    assert whatif.simulate(PROFILE, 2, 1e8, wire.uniform(1, 0.005)).overhead_seconds == pytest.approx(0.300)
-    swept = whatif.sweep(PROFILE, 2, 0.048, [1e8], [wire.uniform(c, 0.005) for c in (1, 4)])
+    assert whatif.simulate(PROFILE, 2, 1e8, collectives.uniform(1, 0.005)).overhead_seconds == pytest.approx(0.300)
+    swept = whatif.sweep(PROFILE, 2, 0.048, [1e8], [collectives.uniform(c, 0.005) for c in (1, 4)])
     assert [r.overhead_seconds for r in swept] == pytest.approx([0.300, 0.065])
 
 
@@ -242,7 +242,7 @@ def test_a_profile_document_reads_back_and_bad_ones_say_which_field():
 def test_later_rounds_follow_every_bucket_first_round_and_the_codec_and_wait_add_up():
     # 100 Mbit/s, 2 workers, each round sends its payload (2(N-1)/N = 1). First rounds of 1/4: [A] 0.25 MB 0..20 ms,
     # [B, C] 0.75 MB 20..80 ms: 60 ms exposed. Second rounds of 1/8: 10 + 30 ms after. Codec 5 ms, wait 7 ms.
-    two_rounds = wire.Wire((wire.Round(0.25), wire.Round(0.125)), codec_seconds=0.005, label="PowerSGD")
+    two_rounds = collectives.Wire((collectives.Round(0.25), collectives.Round(0.125)), codec_seconds=0.005, label="PowerSGD")
     result = whatif.simulate(PROFILE, 2, 1e8, two_rounds, batch_seconds=0.048, wait_seconds=0.007)
     assert result.replay.ends == pytest.approx((0.020, 0.080))
     assert result.later_seconds == pytest.approx(0.040)
@@ -255,18 +255,18 @@ def test_later_rounds_follow_every_bucket_first_round_and_the_codec_and_wait_add
 def test_a_round_costs_at_least_the_measured_collective():
     # 100 Gbit/s: the transfers take microseconds, the probed collective 30 ms + 10 ns/byte of payload.
     floor = models.CommCost(0.030, 1e-8)
-    one_round = whatif.simulate(PROFILE, 2, 1e11, wire.uniform(4), floor=floor)
+    one_round = whatif.simulate(PROFILE, 2, 1e11, collectives.uniform(4), floor=floor)
     # [A]: 30 + 2.5 ms from 0; [B, C]: 30 + 7.5 ms from 32.5 ms; backward ends at 20 ms
     assert one_round.replay.ends == pytest.approx((0.0325, 0.070))
     assert one_round.overhead_seconds == pytest.approx(0.050)
     # at 10 Mbit/s the transfer is longer than the floor: the floor is hidden under it
-    assert whatif.round_seconds(1e6, 2, 1e7, wire.Round(1.0), floor=floor) == pytest.approx(0.8)
+    assert whatif.round_seconds(1e6, 2, 1e7, collectives.Round(1.0), floor=floor) == pytest.approx(0.8)
 
 
 def test_a_gathered_round_sends_n_minus_1_payloads():
-    topk = wire.Round(0.02, gather=True)
+    topk = collectives.Round(0.02, gather=True)
     assert topk.wire_bytes(1e6, 4) == pytest.approx(3 * 0.02e6)
-    assert wire.Wire((topk,)).ratio(4) == pytest.approx(1.5e6 / 0.06e6)
+    assert collectives.Wire((topk,)).ratio(4) == pytest.approx(1.5e6 / 0.06e6)
     assert topk.added_bytes(1e6) == 0.0  # gathered values are added by the decoder, not the ring
 
 
@@ -278,21 +278,21 @@ def test_power_sgd_rounds_are_sized_by_the_shapes_as_the_codec_factors_them():
     # weight 100 x 50, rank 2: P 200 and Q 100 values (300 * 2 < 5000); bias (100,): 1 x ... sent whole, 100 values
     profile = profile_.Profile((shaped("weight", (100, 50)), shaped("bias", (100,))), 0.01)
     method = spec_.Compression(method="PowerSGD", rank=2)
-    rounds = wire.ROUNDS[method.method](profile, method)
+    rounds = collectives.ROUNDS[method.method](profile, method)
     assert [r.payload for r in rounds] == pytest.approx([300 / 5100, 100 / 5100])
     # the trial measured half the ratio these rounds give: each round's payload doubles, and the ratio is the trial's
-    measured = wire.measured(profile, method, 2, 5100 / 400 / 2, 0.002)
+    measured = collectives.measured(profile, method, 2, 5100 / 400 / 2, 0.002)
     assert [r.payload for r in measured.rounds] == pytest.approx([600 / 5100, 200 / 5100])
     assert measured.ratio(2) == pytest.approx(5100 / 800) and measured.codec_seconds == 0.002
     # without shapes (a layers.json from before they were recorded): half the bytes in each round
     bare = profile_.Profile((gradient("weight", 20000, 0.0),), 0.01)
-    assert [r.payload for r in wire.measured(bare, method, 2, 10.0, 0.0).rounds] == pytest.approx([0.05, 0.05])
+    assert [r.payload for r in collectives.measured(bare, method, 2, 10.0, 0.0).rounds] == pytest.approx([0.05, 0.05])
 
 
 def test_each_method_measured_at_its_ratio_sends_what_the_trial_sent():
     for method in spec_.CompressionMethod:
         compression = spec_.Compression(method=method)
-        measured = wire.measured(PROFILE, compression, 3, 7.5, 0.0)
+        measured = collectives.measured(PROFILE, compression, 3, 7.5, 0.0)
         assert measured.ratio(3) == pytest.approx(7.5), method
 
 

@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.analysis import calibration as calibration_
-from ringleader.analysis import models, overlap, validation, whatif, wire
+from ringleader.analysis import collectives, models, overlap, validation, whatif
 from ringleader.analysis import profile as profile_
 from ringleader.api import trial as trial_
 from ringleader.api.spec import COMPRESSION_ARCHITECTURES, Architecture, Paradigm
@@ -56,8 +56,8 @@ class Inputs:
     paradigm: Paradigm
     bucketing: overlap.RuntimeBuckets
     """bucketing is how a ring would group this model's gradients: as the ring trial recorded, else the runtime's."""
-    wire: wire.Wire | None = None
-    """wire is the trial's compression as it measured it (analysis/wire.py), None uncompressed: the ring's rounds, the
+    wire: collectives.Wire | None = None
+    """wire is the trial's compression as it measured it (analysis/collectives.py), None uncompressed: the ring's rounds, the
     others' smaller messages where their architecture takes the method. Its codec is in C already."""
 
 
@@ -87,15 +87,15 @@ def ring_compute(inputs: Inputs) -> float:
     return inputs.compute.paced_seconds(replay.exposed_seconds, last) - replay.exposed_seconds
 
 
-def _round_seconds(inputs: Inputs, size_bytes: float, round_: wire.Round) -> float:
+def _round_seconds(inputs: Inputs, size_bytes: float, round_: collectives.Round) -> float:
     """One round of a bucket: the probed allreduce of its payload (a gather's: of the payload an allreduce sends as
     many bytes for, N/2 times it)."""
     payload = round_.payload * size_bytes
     return inputs.calibration.allreduce_seconds(payload * inputs.workers / 2 if round_.gather else payload)
 
 
-def _rounds(inputs: Inputs) -> tuple[wire.Round, ...]:
-    return inputs.wire.rounds if inputs.wire else (wire.Round(1.0),)
+def _rounds(inputs: Inputs) -> tuple[collectives.Round, ...]:
+    return inputs.wire.rounds if inputs.wire else (collectives.Round(1.0),)
 
 
 def ring_replay(inputs: Inputs) -> overlap.Replay:
@@ -247,7 +247,7 @@ def predict_trial(trial: trial_.Trial, records_by_rank: Mapping[int, Sequence[Ma
         raise ValueError(f"trial {trial.name} has no iteration records for rank {rank}")
     profile, workers = profile_.of_rank(layers_document, records_by_rank[rank]), len(trial.worker_slots())
     measured = whatif.measured_compression(records_by_rank[rank]) if spec.compression.compressing() else None
-    compressed = None if measured is None else wire.measured(profile, spec.compression, workers, measured.compression,
+    compressed = None if measured is None else collectives.measured(profile, spec.compression, workers, measured.compression,
                                                              0.0)  # the codec's time is in C
     inputs = Inputs(profile, profile_.compute(records_by_rank), calibration_.calibrate(probe, spec), workers,
                     spec.sync.paradigm,

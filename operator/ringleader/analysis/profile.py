@@ -28,7 +28,7 @@ class Gradient:
     ready_seconds: float
     """ready_seconds is when backward produced the gradient, in seconds from the start of backward."""
     shape: tuple[int, ...] | None = None
-    """shape is the parameter's, where recorded: what PowerSGD's factors are sized by (analysis/wire.py)."""
+    """shape is the parameter's, where recorded: what PowerSGD's factors are sized by (analysis/collectives.py)."""
 
 
 @dataclasses.dataclass(frozen=True)

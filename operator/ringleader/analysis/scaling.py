@@ -176,7 +176,7 @@ class WhatIfCurve:
     points: list[tuple[float, float]]
     """points are (bits per second, scaling factor)."""
     method: str = ""
-    """method is the compression the trial measured and the curve prices (wire.measured); '' uncompressed."""
+    """method is the compression the trial measured and the curve prices (collectives.measured); '' uncompressed."""
 
 
 def bandwidth_lines(result: results_.SweepResult) -> list[combinations.Combination]:

@@ -7,7 +7,7 @@ bench/bench_compression_whatif.py and from Python. Pure arithmetic over a worker
 The profile's gradients are grouped into buckets by a bucketing rule (analysis/overlap.py: the runtime's ring
 buckets for a measured trial, Horovod's fusion window for a profile file) and each bucket's first round
 allreduced first-in first-out on one channel while backward runs (overlap.replay, the simulator of `ringleader
-predict`'s DAG model too). A round sending W bytes per rank (analysis/wire.py: 2(N-1)/N of its payload, the
+predict`'s DAG model too). A round sending W bytes per rank (analysis/collectives.py: 2(N-1)/N of its payload, the
 payload S/c for compression ratio c) costs 8*W/bw at bandwidth bw (bits/s), or a trial's measured collective of
 that payload when longer (`floor`: what the machine's collectives cost however fast the link, as the runtime's
 emulated link hides them), plus (N-1)*add(S/N) of reduction arithmetic. A method's later rounds (PowerSGD's Q)
@@ -36,7 +36,7 @@ import pathlib
 import statistics
 from typing import Any, Mapping, Sequence
 
-from ringleader.analysis import addcost, calibration, models, overlap, summary, wire
+from ringleader.analysis import addcost, calibration, collectives, models, overlap, summary
 from ringleader.analysis import profile as profile_
 from ringleader.analysis import results as results_
 from ringleader.api import constants
@@ -66,7 +66,7 @@ class WhatIf:
     workers: int
     bandwidth_bits_per_second: float
     compression: float
-    """compression is the ratio c the wire sends the gradients by (wire.Wire.ratio)."""
+    """compression is the ratio c the wire sends the gradients by (collectives.Wire.ratio)."""
     replay: overlap.Replay
     """replay is backward with the buckets' first rounds sent: each bucket, and when that round started and ended."""
     batch_seconds: float | None = None
@@ -98,7 +98,7 @@ class WhatIf:
 # The model
 
 
-def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, round_: wire.Round,
+def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, round_: collectives.Round,
                   add: AddCost = no_add, floor: models.CommCost | None = None) -> float:
     """One round of a bucket of `size_bytes`: 8*(its wire bytes)/bw, or `floor` (a + b*payload, a measured
     collective) when longer, plus (N-1)*add(added/N); 0 for one worker."""
@@ -117,24 +117,24 @@ def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: fl
 def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
                       add: AddCost = no_add) -> float:
     """One ring allreduce of `size_bytes` compressed by c: 2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N); 0 for one worker."""
-    return round_seconds(size_bytes, workers, bandwidth_bits_per_second, wire.uniform(compression).rounds[0], add)
+    return round_seconds(size_bytes, workers, bandwidth_bits_per_second, collectives.uniform(compression).rounds[0], add)
 
 
 def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float,
-             compression: float | wire.Wire = 1.0, add: AddCost = no_add, batch_seconds: float | None = None,
+             compression: float | collectives.Wire = 1.0, add: AddCost = no_add, batch_seconds: float | None = None,
              bucketing: overlap.Bucketing = FUSION, floor: models.CommCost | None = None,
              wait_seconds: float = 0.0) -> WhatIf:
     """Bucket the gradients, send each bucket's first round FIFO on one channel, each at max(channel free, bucket
-    ready), then the later rounds of every bucket; a ratio c is wire.uniform(c), a Wire brings its codec's cost."""
-    chosen = compression if isinstance(compression, wire.Wire) else wire.uniform(compression)
+    ready), then the later rounds of every bucket; a ratio c is collectives.uniform(c), a Wire brings its codec's cost."""
+    chosen = compression if isinstance(compression, collectives.Wire) else collectives.uniform(compression)
     first, *later = chosen.rounds
 
-    def seconds(size: float, round_: wire.Round) -> float:
+    def seconds(size: float, round_: collectives.Round) -> float:
         return round_seconds(size, workers, bandwidth_bits_per_second, round_, add, floor)
 
     replay = overlap.replay(profile, bucketing, lambda size: seconds(size, first))
     distributed = workers > 1
-    ratio = chosen.ratio(workers) if isinstance(compression, wire.Wire) else compression  # a ratio as it was asked
+    ratio = chosen.ratio(workers) if isinstance(compression, collectives.Wire) else compression  # a ratio as it was asked
     return WhatIf(workers, bandwidth_bits_per_second, ratio, replay, batch_seconds,
                   chosen.codec_seconds if distributed else 0.0,
                   sum(seconds(bucket.size_bytes, r) for r in later for bucket in replay.buckets),
@@ -150,7 +150,7 @@ def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
 
 def sweep(profile: profile_.Profile, workers: int, batch_seconds: float | None = None,
           bandwidths_bits_per_second: Sequence[float] = tuple(g * 1e9 for g in BANDWIDTHS_GBIT),
-          compressions: Sequence[float | wire.Wire] = COMPRESSIONS, add: AddCost = no_add,
+          compressions: Sequence[float | collectives.Wire] = COMPRESSIONS, add: AddCost = no_add,
           bucketing: overlap.Bucketing = FUSION, floor: models.CommCost | None = None,
           wait_seconds: float = 0.0) -> list[WhatIf]:
     """`simulate` at every bandwidth x compression, bandwidth-major (SF per link rate)."""
@@ -182,7 +182,7 @@ def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_p
     can then only move earlier. The answer is the upper end of the last bracket, so SF there meets the
     target, and lies within `relative_tolerance` of the true ratio. Unreachable (compression None) when
     even infinite compression, where only the reduction arithmetic (and a floor, and the wait) is left, misses
-    the target. Uncompressed ratios (wire.uniform) without a codec's cost: the codec is a method's, not a ratio's."""
+    the target. Uncompressed ratios (collectives.uniform) without a codec's cost: the codec is a method's, not a ratio's."""
     if not 0 < target <= 1:
         raise ValueError(f"the target scaling factor must be greater than 0 and at most 1, got {target}")
 
@@ -263,8 +263,8 @@ class Basis:
     """wait_seconds is the BSP wait: the median of each iteration's slowest worker's compute less t_batch."""
     floor: models.CommCost | None
     """floor is the allreduce the trial's link probe fitted (None without a probe): what a round costs at least."""
-    wire: wire.Wire | None
-    """wire is the trial's compression as it measured it (wire.measured), None uncompressed."""
+    wire: collectives.Wire | None
+    """wire is the trial's compression as it measured it (collectives.measured), None uncompressed."""
 
 
 def basis(trial: results_.TrialResult, rank: int) -> Basis:
@@ -282,7 +282,7 @@ def basis(trial: results_.TrialResult, rank: int) -> Basis:
     found, method = measured_compression(records_), trial.trial.spec.compression
     chosen = None
     if found is not None and method.compressing():
-        chosen = wire.measured(profile, method, workers, found.compression, found.codec_seconds)
+        chosen = collectives.measured(profile, method, workers, found.compression, found.codec_seconds)
     return Basis(profile, batch, workers, overlap.RuntimeBuckets(recorded=recorded), wait if workers > 1 else 0.0,
                  floor, chosen)
 

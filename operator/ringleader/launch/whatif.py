@@ -24,7 +24,7 @@ import sys
 import textwrap
 from typing import TextIO
 
-from ringleader.analysis import addcost, overlap, whatif, wire
+from ringleader.analysis import addcost, collectives, overlap, whatif
 from ringleader.analysis import profile as profile_
 from ringleader.contract import exits, layout, records
 from ringleader.launch import sources
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
               f"{1000 * basis.wire.codec_seconds:.3f} ms per iteration", file=out)
     if codec:
         print(f"codec: {1000 * codec:.3f} ms per iteration added to the overhead when c > 1", file=out)
-    compressions = [wire.uniform(c, codec) for c in args.compressions] + ([measured] if measured else [])
+    compressions = [collectives.uniform(c, codec) for c in args.compressions] + ([measured] if measured else [])
     bandwidths = [g * 1e9 for g in args.bandwidths]
     everything = []
     for workers in args.workers:
@@ -235,7 +235,7 @@ def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
         profile, batch = whatif.from_rank(layers, iterations)
         measured = whatif.measured_compression(iterations)
         chosen = None if measured is None else dataclasses.replace(
-            wire.uniform(measured.compression, measured.codec_seconds), label="measured")
+            collectives.uniform(measured.compression, measured.codec_seconds), label="measured")
         return whatif.Basis(profile, batch, 1, overlap.RuntimeBuckets(recorded=profile_.bucket_sizes(layers)), 0.0,
                             None, chosen), str(path)
     found = sources.resolve(args.source, args.tracking_uri, out, "not a profile file or run directory")
