@@ -7,7 +7,7 @@ from ringleader.analysis import models
 
 # M/B = 1 second: 1e6 bytes on an 8e6 bit/s link; a = 10 ms.
 M = 1e6
-LINK = models.Link(bandwidth_bits_per_second=8e6, latency_seconds=0.01)
+LINK = models.Nic(bandwidth_bits_per_second=8e6, latency_seconds=0.01)
 
 
 def test_one_parameter_server_carries_n_pushes_and_n_pulls():
@@ -35,7 +35,7 @@ def test_ring_allreduce_latency_steps_and_bandwidth_term():
 
 
 def test_ring_traffic_stays_flat_while_one_server_grows_linearly():
-    bandwidth_only = models.Link(8e6)
+    bandwidth_only = models.Nic(8e6)
     ring = [models.ring_comm_seconds(n, M, bandwidth_only) for n in (2, 4, 8, 64)]
     ps = [models.parameter_server_comm_seconds(n, M, bandwidth_only) for n in (2, 4, 8, 64)]
     assert ring == pytest.approx([1.0, 1.5, 1.75, 2 * 63 / 64])
@@ -58,20 +58,20 @@ def test_invalid_workers_or_bytes_are_refused(arguments):
 
 def test_link_refuses_a_zero_bandwidth():
     with pytest.raises(ValueError, match="bandwidth_bits_per_second must be greater than 0"):
-        models.Link(0.0)
+        models.Nic(0.0)
 
 
 def test_an_emulated_cap_paces_the_bytes_and_hides_what_is_shorter():
-    capped = models.Link(8e6, 0.01, cap_bits_per_second=4e6)
+    capped = models.Nic(8e6, 0.01, cap_bits_per_second=4e6)
     assert capped.effective_bits_per_second == 4e6 and capped.transfer_seconds(M) == pytest.approx(2.0)
     # Half a megabyte per peer: paced for 1 s, longer than its 10 ms + 0.5 s on the link: the latency is hidden.
     assert capped.latency_for(M / 2) == 0.0
     assert models.peer_to_peer_comm_seconds(2, M, capped) == pytest.approx(2.0)
     # 40 bytes: 80 us paced, shorter than 10 ms of latency: the latency shows.
-    assert capped.latency_for(40) == 0.01 and models.Link(8e6, 0.01).latency_for(M) == 0.01
-    assert models.Link(8e6, cap_bits_per_second=1e9).transfer_seconds(M) == pytest.approx(1.0)  # a faster cap: none
+    assert capped.latency_for(40) == 0.01 and models.Nic(8e6, 0.01).latency_for(M) == 0.01
+    assert models.Nic(8e6, cap_bits_per_second=1e9).transfer_seconds(M) == pytest.approx(1.0)  # a faster cap: none
     with pytest.raises(ValueError, match="cap_bits_per_second must be greater than 0"):
-        models.Link(8e6, cap_bits_per_second=0)
+        models.Nic(8e6, cap_bits_per_second=0)
 
 
 def test_fit_comm_cost_takes_the_median_slope_and_intercept():

@@ -173,7 +173,7 @@ def test_a_probe_that_cannot_be_fitted_says_why():
 
 
 def test_the_full_duplex_server_is_n_plus_one_transfers():
-    link = models.Link(8e6, 0.001)  # M/B = 1 s for a megabyte
+    link = models.Nic(8e6, 0.001)  # M/B = 1 s for a megabyte
     assert models.parameter_server_comm_seconds(2, 1e6, link, full_duplex=True) == pytest.approx(3.002)
     assert models.parameter_server_comm_seconds(3, 1e6, link, full_duplex=True) == pytest.approx(4.002)
     assert models.parameter_server_comm_seconds(1, 1e6, link, full_duplex=True) == pytest.approx(2.002)
@@ -193,7 +193,7 @@ COMPUTE = profile_.Compute({0: {1: 0.010, 2: 0.010}, 1: {1: 0.014, 2: 0.006}})
 
 def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP", bucket_bytes: float = 1) -> prediction.Inputs:
     # One way: 0.5 ms + 1 us per byte (B = 8 Mbit/s); the allreduce of 2: 1 ms + 1 us per byte.
-    link = calibration.Calibration(models.Link(8e6, 0.0005), models.CommCost(0.001, 1e-6), 2, kind, "by hand")
+    link = calibration.Calibration(models.Nic(8e6, 0.0005), models.CommCost(0.001, 1e-6), 2, kind, "by hand")
     return prediction.Inputs(PROFILE, COMPUTE, link, 2, spec_.Paradigm(paradigm),
                              overlap.RuntimeBuckets(bucket_bytes, bucket_bytes))
 

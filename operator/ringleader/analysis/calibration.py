@@ -5,7 +5,7 @@ messages and allreduces of several sizes before training; each series is fitted 
 (models.fit_comm_cost, a median of slopes):
 
     point-to-point   one way, half a ping-pong: latency a and bandwidth B = 8/b, what a parameter server's and a
-                     peer's messages cost (models.Link)
+                     peer's messages cost (models.Nic)
     collective       one allreduce of the trial's workers, as measured: what each of a ring's buckets costs
 
 An emulated cap (spec.network.bandwidth, enforced by the runtime) is not timed: the runtime's rule is that
@@ -38,7 +38,7 @@ NETWORK = "network"
 class Calibration:
     """The link the models use, and how it was found."""
 
-    link: models.Link
+    link: models.Nic
     """link is the point-to-point fit, with the emulated cap if any: a parameter server's and a peer's messages
     cost a + 8S/min(B, cap) each."""
     collective: models.CommCost | None
@@ -94,7 +94,7 @@ def calibrate(probe: Mapping[str, Any] | None, spec: spec_.ExperimentSpec) -> Ca
                          "recorded by a ringleader that did not probe its link): no link to price the models on")
     point = fit(probe[keys.PROBE_POINT_TO_POINT][keys.PROBE_SAMPLES], "point-to-point")
     cap = spec.network.emulated_bits_per_second()
-    link = models.Link(models.BITS_PER_BYTE / point.b_seconds_per_byte, point.a_seconds, cap)
+    link = models.Nic(models.BITS_PER_BYTE / point.b_seconds_per_byte, point.a_seconds, cap)
     said = (f"point-to-point: latency {1e6 * link.latency_seconds:.1f} us, "
             f"{link.bandwidth_bits_per_second / 1e9:.4g} Gbit/s")
     collective, workers = None, 1

@@ -25,7 +25,7 @@ BITS_PER_BYTE = 8.0
 
 
 @dataclasses.dataclass(frozen=True)
-class Link:
+class Nic:
     """One NIC of the cluster: what every node can send (and receive) per second, and per-message latency."""
 
     bandwidth_bits_per_second: float
@@ -73,7 +73,7 @@ def _check(workers: int, model_bytes: float) -> None:
 # Study 1: communication time per iteration
 
 
-def parameter_server_comm_seconds(workers: int, model_bytes: float, link: Link, servers: int = 1,
+def parameter_server_comm_seconds(workers: int, model_bytes: float, link: Nic, servers: int = 1,
                                   full_duplex: bool = False) -> float:
     """1PS (servers=1) and kPS: max(2*N*M/(k*B), 2*M/B) + 2a.
 
@@ -90,7 +90,7 @@ def parameter_server_comm_seconds(workers: int, model_bytes: float, link: Link, 
     return max(server_side, worker_side) + 2.0 * link.latency_for(model_bytes / servers)
 
 
-def peer_to_peer_comm_seconds(workers: int, model_bytes: float, link: Link) -> float:
+def peer_to_peer_comm_seconds(workers: int, model_bytes: float, link: Nic) -> float:
     """P2P, ideal: 2*(N-1)*M/(N*B) + 2a. One peer owns every shard itself and sends nothing: 0."""
     _check(workers, model_bytes)
     if workers == 1:
@@ -99,14 +99,14 @@ def peer_to_peer_comm_seconds(workers: int, model_bytes: float, link: Link) -> f
     return 2.0 * (workers - 1) / workers * link.transfer_seconds(model_bytes) + 2.0 * link.latency_for(model_bytes / workers)
 
 
-def ring_comm_seconds(workers: int, model_bytes: float, link: Link) -> float:
+def ring_comm_seconds(workers: int, model_bytes: float, link: Nic) -> float:
     """RA: 2*(N-1)*a + 2*(N-1)/N * M/B (reduce-scatter then allgather, N-1 steps each); 0 for one worker."""
     _check(workers, model_bytes)
     steps = workers - 1
     return 2.0 * steps * link.latency_for(model_bytes / workers) + 2.0 * steps / workers * link.transfer_seconds(model_bytes)
 
 
-def comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Link,
+def comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Nic,
                  servers: int = 1) -> float:
     """Study 1's T_comm of `architecture` (servers counts only for ParameterServer)."""
     architecture = Architecture(architecture)

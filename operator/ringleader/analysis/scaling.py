@@ -73,13 +73,13 @@ def model_bytes(result: results_.SweepResult) -> float | None:
     return None
 
 
-def link(result: results_.SweepResult) -> tuple[models.Link, str]:
+def link(result: results_.SweepResult) -> tuple[models.Nic, str]:
     """The link of the cost models and how it was chosen, in words for the figure."""
     rates = {trial.trial.spec.network.bits_per_second() for trial in result.trials}
     if len(rates) == 1 and None not in rates:
         rate = rates.pop()
-        return models.Link(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
-    return models.Link(ASSUMED_BANDWIDTH), (f"B = {ASSUMED_BANDWIDTH / 1e9:g} Gbit/s assumed "
+        return models.Nic(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
+    return models.Nic(ASSUMED_BANDWIDTH), (f"B = {ASSUMED_BANDWIDTH / 1e9:g} Gbit/s assumed "
                                             "(spec.network.bandwidth unset or swept), latency 0")
 
 

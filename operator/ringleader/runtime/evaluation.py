@@ -53,7 +53,7 @@ def reached(target: spec_.Target, metrics: dict[str, float]) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class Schedule:
     """Who evaluates, how often, and whether the workers stop at the target."""
 
     every: int
@@ -61,7 +61,7 @@ class Plan:
     stop_at_target: bool
 
     @classmethod
-    def of(cls, spec: spec_.ExperimentSpec, worker_index: int) -> Plan | None:
+    def of(cls, spec: spec_.ExperimentSpec, worker_index: int) -> Schedule | None:
         evaluation, target = spec.model.evaluation, spec.model.target
         if evaluation is None:
             return None

@@ -50,7 +50,7 @@ def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: inter
     trace_steps = range(warmup, warmup + trace_iterations)  # traced after warm-up (RINGLEADER_TRACE_ITERATIONS)
     progress_every = max(1, iterations // 10)     # a progress line every ~10%...
     progress_seconds = progress.EVERY_SECONDS     # ...and at least every 5 s
-    plan = evaluation.Plan.of(spec, slot.index)   # evaluate every K (first worker), stop at the target
+    plan = evaluation.Schedule.of(spec, slot.index)   # evaluate every K (first worker), stop at the target
     # -----------------------------------------------------------------------------------------
 
     torch.manual_seed(spec.data.synthetic.seed + env.rank)  # dropout-like randomness differs by rank
