@@ -16,7 +16,7 @@ def body(generation, name="q"):
 
 def controller(delay=1.0):
     settings = settings_.Settings(timing=settings_.TimingSettings(pod_event_delay_seconds=delay))
-    return reconciler.Controller(settings, kube_=None, recorder=recording.Recorder(settings.tracking))
+    return reconciler.Controller(settings, kube_=None, recorder=recording.MlflowCalls(settings.tracking))
 
 
 def test_a_listed_or_created_experiment_and_a_new_spec_ask_for_a_pass_its_status_writes_do_not():

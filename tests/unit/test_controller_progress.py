@@ -81,7 +81,7 @@ def read(controller, status, pods):
 def controller_with(logs, poll_seconds=60.0, max_backoff=600.0):
     settings = settings_.Settings(timing=settings_.TimingSettings(progress_poll_seconds=poll_seconds,
                                                                  max_progress_backoff_seconds=max_backoff))
-    return reconciler.Controller(settings, FakeKube(logs), recording.Recorder(settings.tracking))
+    return reconciler.Controller(settings, FakeKube(logs), recording.MlflowCalls(settings.tracking))
 
 
 RUNNING = status_.ExperimentStatus(trials=[status_.TrialStatus(name="q-0", index=0, phase=status_.Phase.RUNNING)])

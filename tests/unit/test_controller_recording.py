@@ -10,8 +10,8 @@ from ringleader.controller import settings as settings_
 OWN = "http://mlflow:5000"
 
 
-def recorder(**overrides) -> recording.Recorder:
-    return recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=120, **overrides))
+def recorder(**overrides) -> recording.MlflowCalls:
+    return recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=120, **overrides))
 
 
 def test_an_experiment_naming_another_server_is_refused_with_the_fix():
@@ -58,7 +58,7 @@ def test_loading_the_mlflow_client_is_not_counted_against_a_calls_timeout():
         time.sleep(1.2)
         return types.SimpleNamespace(answer=lambda: "run-1")
 
-    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1.0), load_runs=slow_load)
+    found = recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1.0), load_runs=slow_load)
     try:
         assert asyncio.run(found._call(OWN, "create run", lambda runs: runs.answer())) == "run-1"
         assert found.retry_in(OWN) is None
@@ -69,7 +69,7 @@ def test_loading_the_mlflow_client_is_not_counted_against_a_calls_timeout():
 def test_a_call_that_outlives_its_timeout_leaves_the_server_alone_until_the_retry():
     import time
 
-    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.2, retry_seconds=30),
+    found = recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.2, retry_seconds=30),
                                load_runs=lambda: None)
     try:
         with pytest.raises(recording.Unavailable, match=r"create run failed: no answer within 0.2s"):
@@ -83,7 +83,7 @@ def test_a_client_that_cannot_be_loaded_leaves_experiments_running_without_mlflo
     def broken():
         raise ImportError("No module named 'mlflow'")
 
-    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN), load_runs=broken)
+    found = recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN), load_runs=broken)
     try:
         with pytest.raises(recording.Unavailable, match="the MLflow client cannot be loaded: No module named 'mlflow'"):
             asyncio.run(found._call(OWN, "create experiment", lambda runs: runs))
@@ -97,7 +97,7 @@ def test_a_call_waiting_for_a_thread_is_timed_from_when_it_runs_not_from_when_it
     start pods without their runs; a call is 0.4 s under its timeout, room for a busy machine."""
     import time
 
-    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1.0), load_runs=lambda: None)
+    found = recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1.0), load_runs=lambda: None)
 
     async def three():
         return await asyncio.gather(*(found._call(OWN, f"call {i}", lambda _runs, i=i: time.sleep(0.6) or i)
@@ -112,7 +112,7 @@ def test_a_call_waiting_for_a_thread_is_timed_from_when_it_runs_not_from_when_it
 def test_slow_work_has_its_own_thread_so_runs_are_created_meanwhile():
     import threading
 
-    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1), load_runs=lambda: None)
+    found = recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1), load_runs=lambda: None)
     release = threading.Event()
 
     async def both():
@@ -133,7 +133,7 @@ def test_slow_work_that_fails_leaves_the_server_to_the_quick_calls():
     trials starting now skip MLflow; the scan retries on its own schedule."""
     import time
 
-    found = recording.Recorder(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.2, retry_seconds=30),
+    found = recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=0.2, retry_seconds=30),
                                load_runs=lambda: None)
     try:
         with pytest.raises(recording.Unavailable, match="find open sweep runs failed: no answer within 0.2s"):

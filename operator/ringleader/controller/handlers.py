@@ -63,7 +63,7 @@ async def configure_operator(settings: kopf.OperatorSettings, memo: kopf.Memo, l
         # (Helm installs crds/ first).
         settings.scanning.disabled = True
     client = kube.Kube(kube.configure(ours.api.concurrency), ours.api.concurrency)
-    recorder = recording.Recorder(ours.tracking)
+    recorder = recording.MlflowCalls(ours.tracking)
     if ours.tracking.default_uri or ours.tracking.allowed_uris:
         recorder.load()  # in the background: loaded before the first experiment needs it
     memo.controller = reconciler.Controller(ours, client, recorder)

@@ -25,7 +25,7 @@ ATTEMPTS = 10  # tries while MLflow is away, retry_seconds apart
 MESSAGE = "the DistributedTrainingExperiment was deleted while the operator was down"
 
 
-async def end_orphaned_runs(recorder: recording.Recorder, kube_: kube.Kube, settings: settings_.Settings) -> int:
+async def end_orphaned_runs(recorder: recording.MlflowCalls, kube_: kube.Kube, settings: settings_.Settings) -> int:
     """End the runs of experiments gone while the operator was down; the number of runs ended."""
     uri = settings.tracking.default_uri
     if uri is None:
@@ -40,7 +40,7 @@ async def end_orphaned_runs(recorder: recording.Recorder, kube_: kube.Kube, sett
     return 0
 
 
-async def _end(recorder: recording.Recorder, kube_: kube.Kube, settings: settings_.Settings, uri: str) -> int:
+async def _end(recorder: recording.MlflowCalls, kube_: kube.Kube, settings: settings_.Settings, uri: str) -> int:
     watched = settings.scope.namespaces
     ended = 0
     for sweep in await recorder.open_sweeps(uri, MAX_SWEEPS):

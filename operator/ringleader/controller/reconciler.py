@@ -77,7 +77,7 @@ def _owned_by(pod: dict[str, Any], uid: str) -> bool:
 class Controller:
     """What the handlers share: settings, API access, tracking, the work queue and a little memory."""
 
-    def __init__(self, settings: settings_.Settings, kube_: kube.Kube, recorder: recording.Recorder) -> None:
+    def __init__(self, settings: settings_.Settings, kube_: kube.Kube, recorder: recording.MlflowCalls) -> None:
         self.settings = settings
         self.kube = kube_
         self.runs = runs.Runs(recorder, settings.tracking)

@@ -85,7 +85,9 @@ def call_settings(timeout_seconds: float) -> tracking_settings_.TrackingSettings
     return tracking_settings_.TrackingSettings(attempts=1, http_timeout_seconds=max(1, math.floor(timeout_seconds)))
 
 
-class Recorder:
+class MlflowCalls:
+    """MLflow calls on threads of their own, each bounded by a timeout, a failed URI left alone for a while."""
+
     def __init__(self, settings: settings_.MlflowSettings, clock: Callable[[], float] = time.monotonic,
                  load_runs: Callable[[], ModuleType] | None = None) -> None:
         self._settings = settings

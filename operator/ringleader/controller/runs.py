@@ -49,7 +49,7 @@ def _failed_condition(status: status_.ExperimentStatus) -> status_.Condition | N
 
 
 class Runs:
-    def __init__(self, recorder: recording.Recorder, settings: settings_.MlflowSettings) -> None:
+    def __init__(self, recorder: recording.MlflowCalls, settings: settings_.MlflowSettings) -> None:
         self.recorder = recorder
         self._settings = settings
         self._down: set[Key] = set()  # experiments told that MLflow is away
