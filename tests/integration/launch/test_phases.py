@@ -45,8 +45,12 @@ def worker_records(trial_dir) -> dict[int, list[dict]]:
     return ranks
 
 
+def coverage_seconds(record: dict) -> float:
+    return sum(record[phase] for phase in PHASES)
+
+
 def coverage(record: dict) -> float:
-    return sum(record[phase] for phase in PHASES) / record["time/iteration"]
+    return coverage_seconds(record) / record["time/iteration"]
 
 
 def trials_of(workdir) -> dict[str, tuple[dict, dict[int, list[dict]]]]:
@@ -64,10 +68,15 @@ def trials_of(workdir) -> dict[str, tuple[dict, dict[int, list[dict]]]]:
 def assert_every_millisecond_is_in_a_phase(trial: str, ranks: dict[int, list[dict]]) -> None:
     for rank, records in ranks.items():
         assert all(set(PHASES) <= set(r) for r in records), f"{trial} rank {rank}: a phase is missing from a record"
-        covered = [coverage(r) for r in records if not r["warmup"]]  # the iterations every summary counts
+        measured = [r for r in records if not r["warmup"]]  # the iterations every summary counts
+        covered = [coverage(r) for r in measured]
+        overall = sum(map(coverage_seconds, measured)) / sum(r["time/iteration"] for r in measured)
+        assert overall >= 0.95, f"{trial} rank {rank}: phases cover only {overall:.0%} of the measured time"
+        # A gap at every evaluation (1 iteration in 5) leaves 80 %; a rank descheduled once on a loaded machine
+        # leaves one iteration short, which is 5 % of 19.
         share = sum(c >= 0.95 for c in covered) / len(covered)
-        assert share >= 0.95, (f"{trial} rank {rank}: phases cover >= 95 % of only {share:.0%} of iterations "
-                               f"(lowest {min(covered):.2f})")
+        assert share >= 0.9, (f"{trial} rank {rank}: phases cover >= 95 % of only {share:.0%} of iterations "
+                              f"(lowest {min(covered):.2f})")
         assert max(covered) < 1.02, f"{trial} rank {rank}: phases add up to more than the iteration"
 
 
