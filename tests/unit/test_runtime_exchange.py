@@ -249,7 +249,7 @@ def test_silence_names_the_workers_that_owe_a_message_not_those_held():
 
 
 def shard_bytes(parameters: list[torch.Tensor], owners: int) -> list[int]:
-    plan = exchange.shards.Plan.of(parameters, owners)
+    plan = exchange.shards.Partition.of(parameters, owners)
     return [plan.nbytes(j, parameters) for j in range(owners)]
 
 
@@ -277,8 +277,8 @@ def test_every_owner_gets_the_same_bytes_within_one_element_whatever_the_layer_s
 
 def test_pieces_cover_every_element_once_in_model_order_and_the_same_on_every_rank():
     numels = [p.numel() for p in UNEQUAL]
-    plan = exchange.shards.Plan.of(UNEQUAL, 4)
-    assert plan == exchange.shards.Plan.of([p.clone() for p in UNEQUAL], 4)
+    plan = exchange.shards.Partition.of(UNEQUAL, 4)
+    assert plan == exchange.shards.Partition.of([p.clone() for p in UNEQUAL], 4)
     flat = [(piece.tensor, piece.start, piece.stop) for pieces in plan.pieces for piece in pieces]
     assert flat[0][:2] == (0, 0)
     for (tensor, _, stop), (next_tensor, next_start, _) in zip(flat, flat[1:]):
@@ -297,7 +297,7 @@ def test_more_owners_than_elements_leave_some_owners_empty():
 
 def test_a_shard_is_a_set_of_flat_views_writing_through_to_the_parameters():
     parameters = [torch.zeros(3, 4), torch.zeros(5)]
-    plan = exchange.shards.Plan.of(parameters, 2)  # 17 elements: the cut at 8.5 rounds up, owner 0 gets 9
+    plan = exchange.shards.Partition.of(parameters, 2)  # 17 elements: the cut at 8.5 rounds up, owner 0 gets 9
     assert [(p.tensor, p.start, p.stop) for p in plan.pieces[1]] == [(0, 9, 12), (1, 0, 5)]
     for piece in plan.shard(1, parameters):
         piece.fill_(1.0)
@@ -307,7 +307,7 @@ def test_a_shard_is_a_set_of_flat_views_writing_through_to_the_parameters():
 
 def test_a_non_contiguous_parameter_is_refused_with_what_to_change():
     with pytest.raises(ValueError, match=r"parameter 1 \(shape \(3, 2\)\) is not contiguous"):
-        exchange.shards.Plan.of([torch.zeros(4), torch.zeros(2, 3).t()], 2)
+        exchange.shards.Partition.of([torch.zeros(4), torch.zeros(2, 3).t()], 2)
 
 
 def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_without_copying():

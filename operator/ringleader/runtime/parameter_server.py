@@ -50,7 +50,7 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     # The shard: the same seeded model every rank builds, cut by the plan every rank computes.
     shape = None if spec.data.format == spec_.DataFormat.SYNTHETIC else datasets.describe(spec.data, env.data_dir)
     parameters = exchange.shards.trainable(models.build(spec.model, spec.data.synthetic, shape))
-    plan = exchange.shards.Plan.of(parameters, len(servers))
+    plan = exchange.shards.Partition.of(parameters, len(servers))
     shard = [p.detach().to(device) for p in plan.shard(owner, parameters)]
     gate = paradigms.make_gate(spec.sync, len(workers), owner=owner)
 

@@ -55,7 +55,7 @@ class PeerSynchronizer:
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
         owner = self.peers.index(self.rank)
         parameters = exchange.shards.trainable(model)
-        plan = exchange.shards.Plan.of(parameters, len(self.peers))
+        plan = exchange.shards.Partition.of(parameters, len(self.peers))
         self.server = exchange.server.ShardServer(
             rank=self.rank, shard=plan.shard(owner, parameters), optimizer_factory=optimizer_factory,
             workers=self.peers, gate=paradigms.make_gate(self.spec.sync, len(self.peers), owner=owner),

@@ -71,7 +71,7 @@ def test_each_peer_sends_and_receives_exactly_its_pushes_and_replies_and_all_pee
     (no pulls, no gate messages); equal shards make every peer's traffic the same within a few bytes."""
     trial = bsp_run.trial
     parameters = exchange.shards.trainable(models.build(trial.spec.model, trial.spec.data.synthetic))
-    plan = exchange.shards.Plan.of(parameters, PEERS)
+    plan = exchange.shards.Partition.of(parameters, PEERS)
     message = [exchange.wire.Layout(plan.shard(j, parameters)).nbytes + exchange.wire.HEADER_BYTES
                for j in range(PEERS)]
     sent = {}

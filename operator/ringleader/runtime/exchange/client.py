@@ -49,7 +49,7 @@ class Client:
         self.iterations = iterations
         self.timeout = timeout_seconds
         self.parameters: list[torch.nn.Parameter] = []
-        self.plan: shards.Plan | None = None
+        self.plan: shards.Partition | None = None
         self.codec = codec
         self.layouts: list[wire.Layout] = []  # of each owner's shard as it travels
         self.uncompressed: list[int] = []  # each shard's bytes before compression
@@ -68,7 +68,7 @@ class Client:
         """Lay out the shards, start the link's receivers for the largest of them, and pull the initial weights
         from their owners."""
         self.parameters = shards.trainable(model)
-        self.plan = shards.Plan.of(self.parameters, len(self.owners))
+        self.plan = shards.Partition.of(self.parameters, len(self.owners))
         owned = [self.plan.shard(j, self.parameters) for j in range(len(self.owners))]
         self.layouts = [wire.Layout(self.codec.travelling(shard)) for shard in owned]
         self.uncompressed = [wire.Layout(shard).nbytes for shard in owned]

@@ -59,13 +59,13 @@ def cut(numels: list[int], element_sizes: list[int], owners: int) -> list[list[P
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class Partition:
     """The shards of a parameter list: `pieces[j]` are the element ranges owner j holds, in model order."""
 
     pieces: list[list[Piece]]
 
     @classmethod
-    def of(cls, parameters: Sequence[torch.Tensor], owners: int) -> Plan:
+    def of(cls, parameters: Sequence[torch.Tensor], owners: int) -> Partition:
         for index, parameter in enumerate(parameters):
             if not parameter.is_contiguous():
                 raise ValueError(f"trainable parameter {index} (shape {tuple(parameter.shape)}) is not contiguous: "
