@@ -51,7 +51,7 @@ def run(workers: int, args: argparse.Namespace, scratch: pathlib.Path) -> dict:
     trial = harness.make_trial(spec, "bench-p2p-breakdown-0")
     from ringleader.runtime import models  # torch: only once the arguments are parsed
     model_bytes = models.parameter_bytes(models.build(trial.spec.model, trial.spec.data.synthetic))
-    link = cost_models.Link(spec_.parse_bandwidth(args.bandwidth))
+    link = cost_models.Nic(spec_.parse_bandwidth(args.bandwidth))
     model = cost_models.comm_seconds("PeerToPeer", workers, model_bytes, link)
     directory = scratch / f"n{workers}"
     probe = directory / "probe"

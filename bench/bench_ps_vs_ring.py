@@ -151,13 +151,13 @@ def sent_range(measured: dict) -> str:
 def predict(architecture: str, workers: int, model_bytes: int, bandwidth: str) -> float | None:
     if bandwidth == UNSHAPED:
         return None
-    link = cost_models.Link(spec_.parse_bandwidth(bandwidth))
+    link = cost_models.Nic(spec_.parse_bandwidth(bandwidth))
     return cost_models.comm_seconds(architecture, workers, model_bytes, link)
 
 
 def trend(rows: list[dict]) -> None:
     """Each row's slowest comm+wait over its architecture's (same bandwidth) N=2 value, and the model's ratio."""
-    link = cost_models.Link(1.0)  # any: the ratios of the zero-latency models do not depend on B
+    link = cost_models.Nic(1.0)  # any: the ratios of the zero-latency models do not depend on B
     for row in rows:
         base = next((r for r in rows if r["bandwidth"] == row["bandwidth"]
                      and r["architecture"] == row["architecture"] and r["workers"] == 2), None)

@@ -36,7 +36,7 @@ def test_a_capped_link_gives_two_peers_no_less_than_the_peer_to_peer_model(make_
     result = run_trial(trial, tmp_path, timeout=90)
     assert result.ok, result.explain()
     model_bytes = models.parameter_bytes(models.build(trial.spec.model, trial.spec.data.synthetic))
-    least = cost_models.peer_to_peer_comm_seconds(2, model_bytes, cost_models.Link(BITS_PER_SECOND))
+    least = cost_models.peer_to_peer_comm_seconds(2, model_bytes, cost_models.Nic(BITS_PER_SECOND))
     assert least > 0.03  # the default mlp, ~0.47 MB: ~37 ms at 100 Mbit/s
     for slot in trial.worker_slots():
         for record in result.iterations(slot.rank):
