@@ -34,9 +34,17 @@ mkdir -p "$OUT"
 KEY="$(python3 "$CLUSTER_DIR/ctxhash.py" "$DOCKERFILE" "$CONTEXT" "$TAG" "$BASE_REF" "${BUILD_ARGS[@]}")"
 CTR=(ctr --address "$RUN_DIR/containerd/containerd.sock" --namespace k8s.io --timeout 900s)  # a torch image (7.7 GB) takes minutes to import
 cluster_running() { [[ -S "$RUN_DIR/containerd/containerd.sock" ]] && "${CTR[@]}" version >/dev/null 2>&1; }
+# containerd keeps an image it imported under its ID as well as its tag: when the tag moves to a new build,
+# the old build's ID reference (and its 8 GB) would stay. Drop every reference to the digest the tag left.
 import_image() {
   if cluster_running; then
+    local before after
+    before="$("${CTR[@]}" images ls "name==$TAG" | awk 'NR > 1 {print $3}')"
     "${CTR[@]}" images import "$OUT/image.tar" >/dev/null
+    after="$("${CTR[@]}" images ls "name==$TAG" | awk 'NR > 1 {print $3}')"
+    if [[ -n "$before" && "$before" != "$after" ]]; then
+      "${CTR[@]}" images ls | awk -v d="$before" 'NR > 1 && $3 == d {print $1}' | xargs -r "${CTR[@]}" images rm >/dev/null
+    fi
     local stamp_dir; stamp_dir="$CACHE/containerd-$(containerd --version | awk '{print $3}')/imported"
     mkdir -p "$stamp_dir" && cp "$OUT/key" "$stamp_dir/$(basename "$OUT").key"
     log "imported $TAG into containerd (k8s.io)"
@@ -86,11 +94,17 @@ if [[ -s /etc/ssl/certs/ca-certificates.crt ]]; then
 fi
 log "building $TAG from $DOCKERFILE (context $CONTEXT)"
 start=$SECONDS
+previous="$("${BH[@]}" images -q "$TAG" 2>/dev/null || true)"
 timeout "${RINGLEADER_IMAGE_BUILD_TIMEOUT:-1800}" "${NICE[@]}" "${BH[@]}" bud --isolation chroot --network host \
   --pull=never --layers --format oci -f "$DOCKERFILE" -t "$TAG" "${ba[@]}" "$CONTEXT"
 rm -f "$OUT/image.tar.tmp"
 "${BH[@]}" push -q "$TAG" "docker-archive:$OUT/image.tar.tmp:$TAG"
 mv "$OUT/image.tar.tmp" "$OUT/image.tar"
+# The build this one replaces: its layers shared with the new one stay, and the intermediate images the next
+# build's layer cache reads are not touched; only what it alone held (GBs when the dependencies changed) goes.
+if [[ -n "$previous" && "$previous" != "$("${BH[@]}" images -q "$TAG")" ]]; then
+  "${BH[@]}" rmi "$previous" >/dev/null 2>&1 || log "kept the previous build $previous (still in use)"
+fi
 echo "$KEY" > "$OUT/key"; echo "$TAG" > "$OUT/ref"
 log "built $TAG in $((SECONDS - start))s ($(du -sh "$OUT/image.tar" | cut -f1))"
 import_image
