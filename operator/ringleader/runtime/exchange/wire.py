@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Sequence
 
 import torch
 
@@ -104,7 +105,7 @@ def _aligned(offset: int) -> int:
 class Layout:
     """Where each tensor of a fixed list (shapes and dtypes) sits in one flat byte buffer."""
 
-    def __init__(self, like: list[torch.Tensor]):
+    def __init__(self, like: Sequence[torch.Tensor]):
         self.shapes = [tuple(t.shape) for t in like]
         self.dtypes = [t.dtype for t in like]
         self.offsets: list[int] = []
