@@ -1,40 +1,21 @@
 """The ring under spec.compression on two real gloo ranks: every rank applies the same update, 16-bit casts stay
 within their precision of a plain allreduce, and what is sent shrinks as each method says."""
 
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
-from loopback import free_port
+import gloo_pair
 
 pytestmark = pytest.mark.integration
 
 RANK_SCRIPT = pathlib.Path(__file__).with_name("ring_compression_rank.py")
-SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[3] / "operator"
 
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     output = tmp_path_factory.mktemp("ring-compression")
-    environ = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-               "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
-    ranks = [subprocess.Popen([sys.executable, str(RANK_SCRIPT), str(output)], env={**environ, "RANK": str(rank)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-             for rank in (0, 1)]
-    try:
-        logs = [process.communicate(timeout=120)[0] for process in ranks]
-    finally:
-        for process in ranks:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=10)
-    assert [process.returncode for process in ranks] == [0, 0], logs
-    return [json.loads((output / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    return gloo_pair.run(RANK_SCRIPT, output, timeout_seconds=120)
 
 
 def test_every_rank_applies_the_same_average_and_ends_with_the_same_weights(reports):
