@@ -86,13 +86,28 @@ def measure(trial, directory: pathlib.Path, timeout: float) -> dict:
         by_step[r["step"]] = max(by_step.get(r["step"], 0.0), (r.get(keys.TIME_COMM) or 0.0)
                                  + (r.get(keys.TIME_WAIT) or 0.0))
     after_last = after_last_gradient(trial, result)
-    return {"comm": mean(keys.TIME_COMM), "wait": mean(keys.TIME_WAIT), "compute": compute,
+    iterations: dict[int, float] = {}
+    for r in rows:
+        iterations[r["step"]] = max(iterations.get(r["step"], 0.0), r.get(keys.TIME_ITERATION) or 0.0)
+    return {"slowestIterationMedian": statistics.median(iterations.values()),
+            "predictedIteration": predicted_iteration(result),"comm": mean(keys.TIME_COMM), "wait": mean(keys.TIME_WAIT), "compute": compute,
             "slowestCommWait": statistics.fmean(by_step.values()),
             "slowestCommWaitMedian": statistics.median(by_step.values()),
             "afterLastGradientMedian": statistics.median(after_last) if after_last else None,
             "startSpreadMedian": statistics.median(start_spread(trial, result)) if after_last else None,
             "iteration": mean(keys.TIME_ITERATION), "bytesSent": mean(keys.BYTES_SENT),
             "bytesSentByWorker": bytes_by_worker(trial, result), "wallSeconds": result.seconds}
+
+
+def predicted_iteration(result: harness.TrialResult) -> float | None:
+    """The product's prediction of this trial's iteration (`ringleader predict`: the slowest worker's compute per
+    iteration, with the loop's own work, plus the architecture's communication on the link the trial probed); None
+    where it cannot predict (the loopback: nothing to model) or has nothing to predict from."""
+    try:
+        predicted = result.prediction()
+    except (OSError, ValueError):
+        return None
+    return None if predicted.cannot_predict else predicted.own.iteration_seconds
 
 
 def _traced_steps(trial, result) -> dict[int, dict[int, tuple[float, float]]]:
@@ -180,20 +195,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=20, help="iterations per trial (default 20)")
     parser.add_argument("--warmup", type=int, default=4, help="warm-up iterations left out (default 4)")
     parser.add_argument("--timeout", type=float, default=180, help="seconds allowed per trial (default 180)")
+    harness.add_load_argument(parser)
     args = parser.parse_args(argv)
 
     from ringleader.runtime import models  # torch: only once the arguments are parsed
 
     start_machine = harness.machine()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch:
+    trials = len(args.bandwidths) * len(args.workers) * len(args.architectures)
+    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch, \
+            harness.Load(args.burners, seconds=args.timeout * trials) as load:
         for bandwidth in args.bandwidths:
             for workers in args.workers:
                 for architecture in args.architectures:
                     trial = harness.make_trial(spec_for(architecture, workers, bandwidth, args), "bench-study1-0")
                     model_bytes = models.parameter_bytes(models.build(trial.spec.model, trial.spec.data.synthetic))
+                    since = len(load.samples)
                     measured = measure(trial, pathlib.Path(scratch) / f"{bandwidth}-{architecture}-{workers}",
                                        args.timeout)
+                    measured["runQueue"] = load.run_queue(since)
                     row = {"bandwidth": bandwidth, "architecture": architecture, "workers": workers,
                            "processes": trial.world_size, "modelBytes": model_bytes, "measured": measured,
                            "predictedComm": predict(architecture, workers, model_bytes, bandwidth)}
@@ -206,12 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "ps_vs_ring",
         "command": "bench/bench_ps_vs_ring.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(), "rows": rows,
+        "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(), "load": load.document(),
+        "rows": rows,
     }
     path = harness.write_result("ps_vs_ring", result)
     print(f"\n{'link':>9} {'architecture':>15} {'N':>2} {'procs':>5} {'comm ms':>9} {'wait ms':>9} {'comm+wait':>10} "
           f"{'slowest':>9} {'model ms':>9} {'meas/model':>10} {'after last':>10} {'/model':>6} {'spread':>7} "
-          f"{'vs N=2':>7} {'model':>6}")
+          f"{'vs N=2':>7} {'model':>6} {'iter ms':>8} {'predict':>8} {'/pred':>6} {'runq':>5}")
     for row in rows:
         m = row["measured"]
         total = m["comm"] + m["wait"]
@@ -224,11 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         after_ms = f"{1e3 * after:.2f}" if after is not None else "-"
         after_ratio = f"{after / predicted:.2f}" if after is not None and predicted else "-"
         spread_ms = f"{1e3 * m['startSpreadMedian']:.2f}" if m["startSpreadMedian"] is not None else "-"
+        own = m["predictedIteration"]
+        own_ms, own_ratio = (f"{1e3 * own:.2f}", f"{m['slowestIterationMedian'] / own:.2f}") if own else ("-", "-")
         print(f"{row['bandwidth']:>9} {row['architecture']:>15} {row['workers']:>2} {row['processes']:>5} "
               f"{1e3 * m['comm']:>9.2f} {1e3 * m['wait']:>9.2f} {1e3 * total:>10.2f} {1e3 * m['slowestCommWaitMedian']:>9.2f} "
               f"{model_ms:>9} {ratio:>10} {after_ms:>10} {after_ratio:>6} {spread_ms:>7} "
-              f"{versus:>7} {model_versus:>6}")
-    print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
+              f"{versus:>7} {model_versus:>6} {1e3 * m['slowestIterationMedian']:>8.2f} {own_ms:>8} {own_ratio:>6} "
+              f"{m['runQueue'] or 0:>5.1f}")
+    print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; {load.said()}; wrote {path}")
     return 0
 
 
