@@ -138,7 +138,7 @@ def hops(what: str, at: dict, kind: int, src: int, dst: int, c: int) -> dict[str
 def report(row: dict) -> None:
     model, n = row["model"], row["workers"]
     after = row["afterLastMedian"]
-    print(f"\nN={n}: model {1e3 * model:.2f} ms; slowest comm+wait {1e3 * row['slowestMedian']:.2f} ms "
+    print(f"\nN={n} (run queue {row['runQueue'] or 0:.1f}): model {1e3 * model:.2f} ms; slowest comm+wait {1e3 * row['slowestMedian']:.2f} ms "
           f"({row['slowestMedian'] / model:.2f}x); after last gradient "
           + (f"{1e3 * after:.2f} ms ({after / model:.2f}x)" if after is not None else "-"))
     chain = row["chain"]
@@ -164,21 +164,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=40, help="iterations per trial (default 40)")
     parser.add_argument("--warmup", type=int, default=4, help="warm-up iterations left out (default 4)")
     parser.add_argument("--timeout", type=float, default=180, help="seconds allowed per trial (default 180)")
+    harness.add_load_argument(parser)
     args = parser.parse_args(argv)
     if any(n < 2 for n in args.workers):
         parser.error("--workers: every count must be at least 2 (one peer sends nothing)")
 
     start_machine = harness.machine()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch, \
+            harness.Load(args.burners, seconds=args.timeout * len(args.workers)) as load:
         for workers in args.workers:
+            since = len(load.samples)
             rows.append(run(workers, args, pathlib.Path(scratch)))
+            rows[-1]["runQueue"] = load.run_queue(since)
             report(rows[-1])
     result = {"benchmark": "p2p_breakdown",
               "command": "bench/bench_p2p_breakdown.py " + " ".join(sys.argv[1:] if argv is None else argv),
-              "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(), "rows": rows}
+              "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(),
+              "load": load.document(), "rows": rows}
     path = harness.write_result("p2p_breakdown", result)
-    print(f"\nload {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
+    print(f"\nload {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; {load.said()}; wrote {path}")
     return 0
 
 
