@@ -6,7 +6,9 @@ Runbook (from the repository root; about 6 minutes on a loaded 2-core machine):
     .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit     # the emulated link only (about 2 minutes)
     .venv/bin/python bench/bench_ps_vs_ring.py --architectures ParameterServer RingAllReduce --workers 1 2 4 8
     .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit --architectures PeerToPeer --workers 2 4
-                                                                       # P2P against its model; where the rest goes:
+                                                                       # P2P against its model
+    .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit --architectures PeerToPeer --workers 2 4 \
+        --iterations 30 --burners 5                                    # the same under load; where the rest goes:
     .venv/bin/python bench/bench_p2p_breakdown.py                      # (about 1 minute)
 
 For every bandwidth x architecture x workers it runs one real trial (BSP, an mlp of ~0.47 MB at 8x8
@@ -30,6 +32,15 @@ emulation hid it until its last bucket was carried from the last rank's launch: 
 section 3). "after last" (per traced step, from the end of the last worker's backward to the last
 worker's new weights, from the ranks' Chrome traces, less time/update; median) leaves the skew out: it is what the models price, which start every
 worker together. "spread" is that skew (first to last end of backward, median).
+
+"/pred" judges the same trial against the product's own model: the slowest worker's time/iteration (per step, the
+largest among workers; the median over steps) over what `ringleader predict` says for the trial's own architecture
+(analysis/prediction.predict_trial on the trial's records, layers.json and link probe: the slowest worker's compute
+per iteration, which holds BSP's compute skew and the loop's own work, plus the comm model on the probed link).
+
+`--burners K` runs K CPU burners through the measurement (harness.Load), so that the load is a setting; "runq" is
+the run queue measured meanwhile (runnable tasks, the ranks' and the burners' included, mean over the trial). P2P at
+4 peers, 200Mbit: K=5 puts it at about 10, the issue's "load 7-12"; the 1-minute load average lags a 30-second trial.
 
 "unshaped" runs on raw loopback: there is no link to model, so only trends are compared (each
 architecture's slowest comm+wait at N divided by its value at N=2, beside the model's ratio). With N+1
