@@ -66,9 +66,7 @@ def run(workers: int, args: argparse.Namespace, scratch: pathlib.Path) -> dict:
         for t, name, kind, sender, peer, count in document["events"]:
             at[(name, kind, sender, peer, count)] = t
     rows = [r for slot in trial.worker_slots() for r in result.iterations(slot.rank) if not r["warmup"]]
-    slowest = collections.defaultdict(float)
-    for r in rows:
-        slowest[r["step"]] = max(slowest[r["step"]], r[keys.TIME_COMM] + r[keys.TIME_WAIT])
+    slowest = bench_ps_vs_ring.slowest_by_step(rows, lambda r: r[keys.TIME_COMM] + r[keys.TIME_WAIT])
     after_last = bench_ps_vs_ring.after_last_gradient(trial, result)
     chain = critical_chain(at, sorted(ranks), range(first + 1, args.iterations + 1))
     measured_steps = args.iterations - first + 1
@@ -138,8 +136,8 @@ def hops(what: str, at: dict, kind: int, src: int, dst: int, c: int) -> dict[str
 def report(row: dict) -> None:
     model, n = row["model"], row["workers"]
     after = row["afterLastMedian"]
-    print(f"\nN={n} (run queue {row['runQueue'] or 0:.1f}): model {1e3 * model:.2f} ms; slowest comm+wait {1e3 * row['slowestMedian']:.2f} ms "
-          f"({row['slowestMedian'] / model:.2f}x); after last gradient "
+    print(f"\nN={n} (run queue {row['runQueue'] or 0:.1f}): model {1e3 * model:.2f} ms; "
+          f"slowest comm+wait {1e3 * row['slowestMedian']:.2f} ms ({row['slowestMedian'] / model:.2f}x); after last gradient "
           + (f"{1e3 * after:.2f} ms ({after / model:.2f}x)" if after is not None else "-"))
     chain = row["chain"]
     steps = len(chain.get("total: slowest peer's synchronize", []))

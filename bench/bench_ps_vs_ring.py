@@ -92,22 +92,26 @@ def measure(trial, directory: pathlib.Path, timeout: float) -> dict:
     compute = statistics.fmean(sum(r.get(k) or 0.0 for k in keys.COMPUTE_PHASES) for r in rows)
     # The slowest worker of each step: a BSP server answers its workers one after another, so the mean
     # worker waits less than the last one, and the models price the last one.
-    by_step: dict[int, float] = {}
-    for r in rows:
-        by_step[r["step"]] = max(by_step.get(r["step"], 0.0), (r.get(keys.TIME_COMM) or 0.0)
-                                 + (r.get(keys.TIME_WAIT) or 0.0))
+    by_step = slowest_by_step(rows, lambda r: (r.get(keys.TIME_COMM) or 0.0) + (r.get(keys.TIME_WAIT) or 0.0))
     after_last = after_last_gradient(trial, result)
-    iterations: dict[int, float] = {}
-    for r in rows:
-        iterations[r["step"]] = max(iterations.get(r["step"], 0.0), r.get(keys.TIME_ITERATION) or 0.0)
-    return {"slowestIterationMedian": statistics.median(iterations.values()),
-            "predictedIteration": predicted_iteration(result),"comm": mean(keys.TIME_COMM), "wait": mean(keys.TIME_WAIT), "compute": compute,
+    return {"comm": mean(keys.TIME_COMM), "wait": mean(keys.TIME_WAIT), "compute": compute,
+            "slowestIterationMedian": statistics.median(
+                slowest_by_step(rows, lambda r: r.get(keys.TIME_ITERATION) or 0.0).values()),
+            "predictedIteration": predicted_iteration(result),
             "slowestCommWait": statistics.fmean(by_step.values()),
             "slowestCommWaitMedian": statistics.median(by_step.values()),
             "afterLastGradientMedian": statistics.median(after_last) if after_last else None,
             "startSpreadMedian": statistics.median(start_spread(trial, result)) if after_last else None,
             "iteration": mean(keys.TIME_ITERATION), "bytesSent": mean(keys.BYTES_SENT),
             "bytesSentByWorker": bytes_by_worker(trial, result), "wallSeconds": result.seconds}
+
+
+def slowest_by_step(rows: list[dict], value) -> dict[int, float]:
+    """Per step, the largest `value(record)` among the workers' records."""
+    by_step: dict[int, float] = {}
+    for r in rows:
+        by_step[r["step"]] = max(by_step.get(r["step"], 0.0), value(r))
+    return by_step
 
 
 def predicted_iteration(result: harness.TrialResult) -> float | None:

@@ -258,7 +258,8 @@ class Load:
     def said(self) -> str:
         d = self.document()
         queue = f"{d['runQueueMean']:.1f} ({d['runQueueMin']}-{d['runQueueMax']})" if self.samples else "-"
-        return f"{self.burners} burners; run queue mean {queue}; 1-min load average at the end {d['loadavg1End']}"
+        end = f"{d['loadavg1End']:.1f}" if d["loadavg1End"] is not None else "-"
+        return f"{self.burners} burners; run queue mean {queue}; 1-minute load average at the end {end}"
 
 
 def add_load_argument(parser) -> None:
