@@ -40,7 +40,8 @@ per iteration, which holds BSP's compute skew and the loop's own work, plus the 
 
 `--burners K` runs K CPU burners through the measurement (harness.Load), so that the load is a setting; "runq" is
 the run queue measured meanwhile (runnable tasks, the ranks' and the burners' included, mean over the trial). P2P at
-4 peers, 200Mbit: K=5 puts it at about 10, the issue's "load 7-12"; the 1-minute load average lags a 30-second trial.
+4 peers, 200Mbit: K=5 put it at 10-12 with the machine's other work (docs/performance.md, section 3), the issue's
+"load 7-12"; the 1-minute load average lags a 30-second trial.
 
 "unshaped" runs on raw loopback: there is no link to model, so only trends are compared (each
 architecture's slowest comm+wait at N divided by its value at N=2, beside the model's ratio). With N+1
