@@ -66,9 +66,7 @@ def run(workers: int, args: argparse.Namespace, scratch: pathlib.Path) -> dict:
         for t, name, kind, sender, peer, count in document["events"]:
             at[(name, kind, sender, peer, count)] = t
     rows = [r for slot in trial.worker_slots() for r in result.iterations(slot.rank) if not r["warmup"]]
-    slowest = collections.defaultdict(float)
-    for r in rows:
-        slowest[r["step"]] = max(slowest[r["step"]], r[keys.TIME_COMM] + r[keys.TIME_WAIT])
+    slowest = bench_ps_vs_ring.slowest_by_step(rows, lambda r: r[keys.TIME_COMM] + r[keys.TIME_WAIT])
     after_last = bench_ps_vs_ring.after_last_gradient(trial, result)
     chain = critical_chain(at, sorted(ranks), range(first + 1, args.iterations + 1))
     measured_steps = args.iterations - first + 1
@@ -138,8 +136,8 @@ def hops(what: str, at: dict, kind: int, src: int, dst: int, c: int) -> dict[str
 def report(row: dict) -> None:
     model, n = row["model"], row["workers"]
     after = row["afterLastMedian"]
-    print(f"\nN={n}: model {1e3 * model:.2f} ms; slowest comm+wait {1e3 * row['slowestMedian']:.2f} ms "
-          f"({row['slowestMedian'] / model:.2f}x); after last gradient "
+    print(f"\nN={n} (run queue {row['runQueue'] or 0:.1f}): model {1e3 * model:.2f} ms; "
+          f"slowest comm+wait {1e3 * row['slowestMedian']:.2f} ms ({row['slowestMedian'] / model:.2f}x); after last gradient "
           + (f"{1e3 * after:.2f} ms ({after / model:.2f}x)" if after is not None else "-"))
     chain = row["chain"]
     steps = len(chain.get("total: slowest peer's synchronize", []))
@@ -164,21 +162,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=40, help="iterations per trial (default 40)")
     parser.add_argument("--warmup", type=int, default=4, help="warm-up iterations left out (default 4)")
     parser.add_argument("--timeout", type=float, default=180, help="seconds allowed per trial (default 180)")
+    harness.add_load_argument(parser)
     args = parser.parse_args(argv)
     if any(n < 2 for n in args.workers):
         parser.error("--workers: every count must be at least 2 (one peer sends nothing)")
 
     start_machine = harness.machine()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch, \
+            harness.Load(args.burners, seconds=args.timeout * len(args.workers)) as load:
         for workers in args.workers:
+            since = len(load.samples)
             rows.append(run(workers, args, pathlib.Path(scratch)))
+            rows[-1]["runQueue"] = load.run_queue(since)
             report(rows[-1])
     result = {"benchmark": "p2p_breakdown",
               "command": "bench/bench_p2p_breakdown.py " + " ".join(sys.argv[1:] if argv is None else argv),
-              "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(), "rows": rows}
+              "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(),
+              "load": load.document(), "rows": rows}
     path = harness.write_result("p2p_breakdown", result)
-    print(f"\nload {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
+    print(f"\nload {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; {load.said()}; wrote {path}")
     return 0
 
 

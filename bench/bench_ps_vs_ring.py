@@ -6,7 +6,9 @@ Runbook (from the repository root; about 6 minutes on a loaded 2-core machine):
     .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit     # the emulated link only (about 2 minutes)
     .venv/bin/python bench/bench_ps_vs_ring.py --architectures ParameterServer RingAllReduce --workers 1 2 4 8
     .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit --architectures PeerToPeer --workers 2 4
-                                                                       # P2P against its model; where the rest goes:
+                                                                       # P2P against its model
+    .venv/bin/python bench/bench_ps_vs_ring.py --bandwidths 200Mbit --architectures PeerToPeer --workers 2 4 \
+        --iterations 30 --burners 5                                    # the same under load; where the rest goes:
     .venv/bin/python bench/bench_p2p_breakdown.py                      # (about 1 minute)
 
 For every bandwidth x architecture x workers it runs one real trial (BSP, an mlp of ~0.47 MB at 8x8
@@ -30,6 +32,16 @@ emulation hid it until its last bucket was carried from the last rank's launch: 
 section 3). "after last" (per traced step, from the end of the last worker's backward to the last
 worker's new weights, from the ranks' Chrome traces, less time/update; median) leaves the skew out: it is what the models price, which start every
 worker together. "spread" is that skew (first to last end of backward, median).
+
+"/pred" judges the same trial against the product's own model: the slowest worker's time/iteration (per step, the
+largest among workers; the median over steps) over what `ringleader predict` says for the trial's own architecture
+(analysis/prediction.predict_trial on the trial's records, layers.json and link probe: the slowest worker's compute
+per iteration, which holds BSP's compute skew and the loop's own work, plus the comm model on the probed link).
+
+`--burners K` runs K CPU burners through the measurement (harness.Load), so that the load is a setting; "runq" is
+the run queue measured meanwhile (runnable tasks, the ranks' and the burners' included, mean over the trial). P2P at
+4 peers, 200Mbit: K=5 put it at 10-12 with the machine's other work (docs/performance.md, section 3), the issue's
+"load 7-12"; the 1-minute load average lags a 30-second trial.
 
 "unshaped" runs on raw loopback: there is no link to model, so only trends are compared (each
 architecture's slowest comm+wait at N divided by its value at N=2, beside the model's ratio). With N+1
@@ -81,18 +93,37 @@ def measure(trial, directory: pathlib.Path, timeout: float) -> dict:
     compute = statistics.fmean(sum(r.get(k) or 0.0 for k in keys.COMPUTE_PHASES) for r in rows)
     # The slowest worker of each step: a BSP server answers its workers one after another, so the mean
     # worker waits less than the last one, and the models price the last one.
-    by_step: dict[int, float] = {}
-    for r in rows:
-        by_step[r["step"]] = max(by_step.get(r["step"], 0.0), (r.get(keys.TIME_COMM) or 0.0)
-                                 + (r.get(keys.TIME_WAIT) or 0.0))
+    by_step = slowest_by_step(rows, lambda r: (r.get(keys.TIME_COMM) or 0.0) + (r.get(keys.TIME_WAIT) or 0.0))
     after_last = after_last_gradient(trial, result)
     return {"comm": mean(keys.TIME_COMM), "wait": mean(keys.TIME_WAIT), "compute": compute,
+            "slowestIterationMedian": statistics.median(
+                slowest_by_step(rows, lambda r: r.get(keys.TIME_ITERATION) or 0.0).values()),
+            "predictedIteration": predicted_iteration(result),
             "slowestCommWait": statistics.fmean(by_step.values()),
             "slowestCommWaitMedian": statistics.median(by_step.values()),
             "afterLastGradientMedian": statistics.median(after_last) if after_last else None,
             "startSpreadMedian": statistics.median(start_spread(trial, result)) if after_last else None,
             "iteration": mean(keys.TIME_ITERATION), "bytesSent": mean(keys.BYTES_SENT),
             "bytesSentByWorker": bytes_by_worker(trial, result), "wallSeconds": result.seconds}
+
+
+def slowest_by_step(rows: list[dict], value) -> dict[int, float]:
+    """Per step, the largest `value(record)` among the workers' records."""
+    by_step: dict[int, float] = {}
+    for r in rows:
+        by_step[r["step"]] = max(by_step.get(r["step"], 0.0), value(r))
+    return by_step
+
+
+def predicted_iteration(result: harness.TrialResult) -> float | None:
+    """The product's prediction of this trial's iteration (`ringleader predict`: the slowest worker's compute per
+    iteration, with the loop's own work, plus the architecture's communication on the link the trial probed); None
+    where it cannot predict (the loopback: nothing to model) or has nothing to predict from."""
+    try:
+        predicted = result.prediction()
+    except (OSError, ValueError):
+        return None
+    return None if predicted.cannot_predict else predicted.own.iteration_seconds
 
 
 def _traced_steps(trial, result) -> dict[int, dict[int, tuple[float, float]]]:
@@ -180,20 +211,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=20, help="iterations per trial (default 20)")
     parser.add_argument("--warmup", type=int, default=4, help="warm-up iterations left out (default 4)")
     parser.add_argument("--timeout", type=float, default=180, help="seconds allowed per trial (default 180)")
+    harness.add_load_argument(parser)
     args = parser.parse_args(argv)
 
     from ringleader.runtime import models  # torch: only once the arguments are parsed
 
     start_machine = harness.machine()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch:
+    trials = len(args.bandwidths) * len(args.workers) * len(args.architectures)
+    with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch, \
+            harness.Load(args.burners, seconds=args.timeout * trials) as load:
         for bandwidth in args.bandwidths:
             for workers in args.workers:
                 for architecture in args.architectures:
                     trial = harness.make_trial(spec_for(architecture, workers, bandwidth, args), "bench-study1-0")
                     model_bytes = models.parameter_bytes(models.build(trial.spec.model, trial.spec.data.synthetic))
+                    since = len(load.samples)
                     measured = measure(trial, pathlib.Path(scratch) / f"{bandwidth}-{architecture}-{workers}",
                                        args.timeout)
+                    measured["runQueue"] = load.run_queue(since)
                     row = {"bandwidth": bandwidth, "architecture": architecture, "workers": workers,
                            "processes": trial.world_size, "modelBytes": model_bytes, "measured": measured,
                            "predictedComm": predict(architecture, workers, model_bytes, bandwidth)}
@@ -206,12 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "ps_vs_ring",
         "command": "bench/bench_ps_vs_ring.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(), "rows": rows,
+        "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(), "load": load.document(),
+        "rows": rows,
     }
     path = harness.write_result("ps_vs_ring", result)
     print(f"\n{'link':>9} {'architecture':>15} {'N':>2} {'procs':>5} {'comm ms':>9} {'wait ms':>9} {'comm+wait':>10} "
           f"{'slowest':>9} {'model ms':>9} {'meas/model':>10} {'after last':>10} {'/model':>6} {'spread':>7} "
-          f"{'vs N=2':>7} {'model':>6}")
+          f"{'vs N=2':>7} {'model':>6} {'iter ms':>8} {'predict':>8} {'/pred':>6} {'runq':>5}")
     for row in rows:
         m = row["measured"]
         total = m["comm"] + m["wait"]
@@ -224,11 +261,14 @@ def main(argv: list[str] | None = None) -> int:
         after_ms = f"{1e3 * after:.2f}" if after is not None else "-"
         after_ratio = f"{after / predicted:.2f}" if after is not None and predicted else "-"
         spread_ms = f"{1e3 * m['startSpreadMedian']:.2f}" if m["startSpreadMedian"] is not None else "-"
+        own = m["predictedIteration"]
+        own_ms, own_ratio = (f"{1e3 * own:.2f}", f"{m['slowestIterationMedian'] / own:.2f}") if own else ("-", "-")
         print(f"{row['bandwidth']:>9} {row['architecture']:>15} {row['workers']:>2} {row['processes']:>5} "
               f"{1e3 * m['comm']:>9.2f} {1e3 * m['wait']:>9.2f} {1e3 * total:>10.2f} {1e3 * m['slowestCommWaitMedian']:>9.2f} "
               f"{model_ms:>9} {ratio:>10} {after_ms:>10} {after_ratio:>6} {spread_ms:>7} "
-              f"{versus:>7} {model_versus:>6}")
-    print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")
+              f"{versus:>7} {model_versus:>6} {1e3 * m['slowestIterationMedian']:>8.2f} {own_ms:>8} {own_ratio:>6} "
+              f"{m['runQueue'] or 0:>5.1f}")
+    print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; {load.said()}; wrote {path}")
     return 0
 
 

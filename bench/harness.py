@@ -18,6 +18,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Sequence
 
@@ -31,6 +32,7 @@ if str(SOURCE_ROOT) not in sys.path:
 from ringleader.api import spec as spec_  # noqa: E402
 from ringleader.api import trial as trial_  # noqa: E402
 from ringleader.contract import environment as contract  # noqa: E402
+from ringleader.contract import keys  # noqa: E402
 from ringleader.contract import records  # noqa: E402
 from ringleader.runtime import settings  # noqa: E402
 
@@ -133,6 +135,16 @@ class TrialResult:
     def iterations(self, rank: int) -> list[dict]:
         return records.read_iterations(records.rank_dir(self.output_dir, self.trial.name, rank) / records.ITERATIONS_FILE)
 
+    def prediction(self):
+        """The product's own prediction of this trial (what `ringleader predict -o json` gives): analysis/prediction.py
+        on the lowest worker rank's layers.json, every worker's records and the link the trial probed at its start."""
+        from ringleader.analysis import prediction  # the analysis stack: imported only when a prediction is asked for
+
+        workers = [slot.rank for slot in self.trial.worker_slots()]
+        layers = json.loads((records.rank_dir(self.output_dir, self.trial.name, workers[0]) / records.LAYERS_FILE).read_text())
+        return prediction.predict_trial(self.trial, {rank: self.iterations(rank) for rank in workers}, layers,
+                                        workers[0], self.summary().get(keys.LINK_PROBE))
+
 
 def run_trial(trial: trial_.Trial, directory: pathlib.Path, timeout: float,
               extra_env: dict[str, str] | None = None, command: list[str] | None = None) -> TrialResult:
@@ -183,6 +195,78 @@ def run_experiment(document: dict[str, Any], directory: pathlib.Path, trial_time
     if done.returncode != 0:
         raise RuntimeError(f"ringleader run failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return results.session_directory(runs)[0]
+
+
+BURNER = "import sys, time\ndeadline = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < deadline:\n    pass\n"
+"""One CPU burner: spins until its deadline (bounded even if the benchmark dies before it is killed)."""
+LOAD_SAMPLE_SECONDS = 1.0
+"""How often Load reads the run queue: often enough for a mean over a 30-second trial, rarely enough to cost nothing."""
+
+
+class Load:
+    """`burners` processes spinning on the CPU while the block runs, so that "under load" is a setting, not luck; and
+    the load measured meanwhile: the run queue (runnable tasks, /proc/loadavg's 4th field, less this sampler) every
+    LOAD_SAMPLE_SECONDS, and the 1-minute load average at the end.
+
+    The burners run at the benchmark's own niceness, as the ranks do: the load the issue means is neighbours competing
+    as equals. Niced below the ranks they would take only the cores the ranks leave idle (CFS gives nice 19 about
+    1.5 % of a nice-0 task's share), which loads the load average but not the ranks.
+    Each burner is its own session and stops at its deadline (`seconds`), or when the block ends, whichever comes first."""
+
+    def __init__(self, burners: int, seconds: float):
+        self.burners, self.seconds = burners, seconds
+        self.popens: list[subprocess.Popen] = []
+        self.samples: list[int] = []
+        self.loadavg1: float | None = None
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True, name="bench-load-sampler")
+
+    def __enter__(self) -> Load:
+        self.popens = [subprocess.Popen([sys.executable, "-c", BURNER, str(self.seconds)], stdin=subprocess.DEVNULL,
+                                        start_new_session=True) for _ in range(self.burners)]
+        self._sampler.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._sampler.join()
+        for popen in self.popens:
+            try:
+                os.killpg(popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            popen.wait(timeout=10)
+        self.loadavg1 = os.getloadavg()[0]
+
+    def _sample(self) -> None:
+        while not self._stop.wait(LOAD_SAMPLE_SECONDS):
+            running = pathlib.Path("/proc/loadavg").read_text().split()[3].split("/")[0]
+            self.samples.append(int(running) - 1)  # less this thread, which is running as it reads
+
+    def run_queue(self, since: int = 0) -> float | None:
+        """The run queue's mean over the samples from index `since` (len(samples) when a trial started) on."""
+        taken = self.samples[since:]
+        return statistics.fmean(taken) if taken else None
+
+    def document(self) -> dict[str, Any]:
+        """What the measurement ran under: burners, the run queue's mean, min and max, the 1-minute load average at
+        the end (it lags: after a minute it weighs the run's own load about 63 %)."""
+        return {"burners": self.burners, "runQueueMean": self.run_queue(),
+                "runQueueMin": min(self.samples, default=None), "runQueueMax": max(self.samples, default=None),
+                "loadavg1End": self.loadavg1}
+
+    def said(self) -> str:
+        d = self.document()
+        queue = f"{d['runQueueMean']:.1f} ({d['runQueueMin']}-{d['runQueueMax']})" if self.samples else "-"
+        end = f"{d['loadavg1End']:.1f}" if d["loadavg1End"] is not None else "-"
+        return f"{self.burners} burners; run queue mean {queue}; 1-minute load average at the end {end}"
+
+
+def add_load_argument(parser) -> None:
+    """--burners K: Load's burners for the whole measurement (0: the machine's load as it is)."""
+    parser.add_argument("--burners", type=int, default=0,
+                        help="CPU burner processes running through the measurement, niced as the ranks "
+                             "(harness.Load; default 0: whatever else the machine runs)")
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
