@@ -27,6 +27,7 @@ termination message), "failed (permanent):" when no restart can fix it (PERMANEN
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -339,17 +340,18 @@ def main(environ=os.environ) -> int:
         if found is not None:
             gathered, used_by_rank = found
             summary = summary_.summarize(gathered, trial, used_by_rank)
-            if keys.LINK_TX_MEAN in summary:  # where the rates were measured: this rank's, as every worker's
-                link = (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
-                summary.update({key: recorder.summary_extras[key] for key in link if key in recorder.summary_extras})
-            if probed is not None:
-                summary[keys.LINK_PROBE] = probed
-            summary[keys.PREDICTION] = predict(trial, gathered, recorder, knobs, probed)
+            if summary.traffic.link_tx_mean is not None:  # where the rates were measured: this rank's, as every worker's
+                summary = dataclasses.replace(
+                    summary, link_interface=recorder.summary_extras.get(keys.LINK_INTERFACE),
+                    link_bits_per_second=recorder.summary_extras.get(keys.LINK_BITS_PER_SECOND))
+            summary = dataclasses.replace(summary, link_probe=probed,
+                                          prediction=predict(trial, gathered, recorder, knobs, probed))
             # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
             records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
                                 summary_.trial_series(gathered, trial))
-            write_trial_summary(trial, env, summary)
-            print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
+            document = summary.to_document()
+            write_trial_summary(trial, env, document)
+            print("summary: " + json.dumps({key: document.get(key) for key in keys.STATUS_KEYS}), flush=True)
         else:
             write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
     except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure ends this rank, a sys.exit in user code too
