@@ -34,7 +34,7 @@ import math
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -231,7 +231,7 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
     print("config: " + json.dumps(config), flush=True)
 
 
-def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = False) -> None:
+def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = False) -> NoReturn:
     """Report the one-line reason on stderr (and as the pod's termination message), then exit at once;
     `permanent`: no restart can fix it (PERMANENT_ERRORS, a rank started wrongly).
 
@@ -243,7 +243,8 @@ def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = 
     os._exit(1)
 
 
-def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str, *, permanent: bool = False) -> None:
+def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str, *,
+                    permanent: bool = False) -> NoReturn:
     """`fail`, after this rank's records so far are written and published and its rank run ended FAILED."""
     if termination.requested():  # peers stopped with this pod: the SIGTERM thread publishes and exits
         termination.wait_for_exit()
@@ -275,7 +276,54 @@ def stall_reason(env: contract.PodEnvironment, culprit: int | None, reason: str)
     return failures.lost_contact(culprit, reason) if culprit is not None and culprit != env.rank else reason
 
 
+@dataclasses.dataclass
+class Rank:
+    """This rank's contract and what it started so far: what a failure or a SIGTERM publishes and stops."""
+
+    env: contract.PodEnvironment
+    knobs: settings.Settings
+    trial: trial_.Trial
+    slot: trial_.Slot
+    recorder: records.RankRecorder | None = None
+    publisher: Any = None  # a tracking.live.LivePublisher, imported by the ranks that publish only
+    beats: heartbeat.Heartbeat | None = None
+
+    @property
+    def first_worker(self) -> int:
+        """The lowest worker rank: it logs the configuration and writes the trial's summary."""
+        return self.trial.worker_slots()[0].rank
+
+
 def main(environ=os.environ) -> int:
+    rank = read_contract(environ)
+    if rank.env.publishes:  # a pod's rank: SIGTERM publishes first (termination.py)
+        termination.on_termination(lambda: publish_on_termination(rank.recorder, rank.publisher))
+    torch.set_num_threads(cpu_threads(rank.slot))
+    device = pick_device(rank.slot)
+    try:
+        control, probed = join(rank, device)
+        recorder = start_recording(rank)
+        used = train_or_serve(rank, recorder, device)
+        found = gather_records(recorder, used, rank.first_worker, control)
+        if found is not None:
+            summarize_trial(rank, recorder, *found, probed)
+        else:
+            write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure ends this rank, a sys.exit in user code too
+        traceback.print_exc(file=sys.stdout)
+        if rank.recorder is not None:
+            rank.recorder.close()
+        fail_publishing(rank.env, rank.recorder, rank.publisher, describe(error, rank.beats),
+                        permanent=isinstance(error, PERMANENT_ERRORS))
+    recorder.close()
+    stop_publisher(rank.publisher, failed=False)
+    dist.destroy_process_group()
+    return 0
+
+
+def read_contract(environ) -> Rank:
+    """The pod's contract and this rank's slot of the trial; a fault in them fails the rank permanently, since
+    it would be the same again after a restart."""
     env = None
     try:
         env = contract.PodEnvironment.from_environ(environ)
@@ -290,77 +338,76 @@ def main(environ=os.environ) -> int:
         if slot.role != env.role:
             raise RankError(f"{contract.ROLE}={env.role} but rank {env.rank} of trial {trial.name} is a {slot.role}")
     except (contract.ContractError, RankError, ValueError) as error:
-        fail(env, str(error), permanent=True)  # the pod's contract or trial file: the same again after a restart
-    recorder = None
-    publisher = None
-    if env.publishes:  # a pod's rank: SIGTERM publishes first (termination.py)
-        termination.on_termination(lambda: publish_on_termination(recorder, publisher))
+        fail(env, str(error), permanent=True)
+    return Rank(env, knobs, trial, slot)
 
-    torch.set_num_threads(cpu_threads(slot))
-    device = pick_device(slot)
+
+def join(rank: Rank, device: torch.device) -> tuple[Any, dict | None]:
+    """Join the trial's process group, make the control group of the end-of-run gather and measure the link
+    together: (control group, the probed link on the first worker rank)."""
+    env, trial, knobs = rank.env, rank.trial, rank.knobs
     backend = backend_for(trial, device)
-    timeout = datetime.timedelta(seconds=knobs.timeout_seconds)
-    first_worker = trial.worker_slots()[0].rank
     if env.master_addr in LOOPBACK:
         # Keep gloo's pairs on loopback too: by default it binds to the address the hostname resolves to.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    beats = None
-    try:
-        os.environ[contract.MASTER_ADDR], os.environ[contract.MASTER_PORT] = env.master_addr, str(env.master_port)
-        dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
-                                timeout=timeout)
-        # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
-        # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
-        control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
-        probed = probe_link(trial, env, knobs)
-        if env.rank == first_worker:
-            log_configuration(trial, env, device, backend, knobs)
-        print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
-        recorder = records.RankRecorder(env.output_dir, trial.name, env.rank, slot.role,
-                                        trial.spec.model.warmup_iterations)
-        beats = heartbeat.Heartbeat(env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory,
-                                    progress=lambda: len(recorder.iterations),
-                                    names={s.rank: s.hostname for s in slots},
-                                    stall_seconds=knobs.stall_timeout_seconds,
-                                    on_stall=lambda culprit, reason: fail_publishing(
-                                        env, recorder, publisher, stall_reason(env, culprit, reason)))
-        publisher = start_publisher(env, trial, recorder.directory)
+    os.environ[contract.MASTER_ADDR], os.environ[contract.MASTER_PORT] = env.master_addr, str(env.master_port)
+    dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+                            timeout=datetime.timedelta(seconds=knobs.timeout_seconds))
+    # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
+    # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
+    control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
+    probed = probe_link(trial, env, knobs)
+    if env.rank == rank.first_worker:
+        log_configuration(trial, env, device, backend, knobs)
+    print(f"rank {env.rank} ({rank.slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
+    return control, probed
 
-        meter = usage.Meter()
-        recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
-        run_role(trial, env, slot, recorder, device, knobs)
-        used = meter.measure(torch.get_num_threads())
-        if slot.role == constants.ROLE_WORKER and not recorder.iterations:
-            # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
-            raise RankError("training ended without recording a single iteration")
-        beats.finished()
-        recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras, **used})
 
-        found = gather_records(recorder, used, first_worker, control)
-        if found is not None:
-            gathered, used_by_rank = found
-            summary = summary_.summarize(gathered, trial, used_by_rank)
-            if summary.traffic.link_tx_mean is not None:  # where the rates were measured: this rank's, as every worker's
-                summary = dataclasses.replace(
-                    summary, link_interface=recorder.summary_extras.get(keys.LINK_INTERFACE),
-                    link_bits_per_second=recorder.summary_extras.get(keys.LINK_BITS_PER_SECOND))
-            summary = dataclasses.replace(summary, link_probe=probed,
-                                          prediction=predict(trial, gathered, recorder, knobs, probed))
-            # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
-            records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
-                                summary_.trial_series(gathered, trial))
-            document = summary.to_document()
-            write_trial_summary(trial, env, document)
-            print("summary: " + json.dumps({key: document.get(key) for key in keys.STATUS_KEYS}), flush=True)
-        else:
-            write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
-    except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure ends this rank, a sys.exit in user code too
-        traceback.print_exc(file=sys.stdout)
-        if recorder is not None:
-            recorder.close()
-        fail_publishing(env, recorder, publisher, describe(error, beats),
-                        permanent=isinstance(error, PERMANENT_ERRORS))
-    recorder.close()
-    stop_publisher(publisher, failed=False)
-    dist.destroy_process_group()
-    return 0
+def start_recording(rank: Rank) -> records.RankRecorder:
+    """This rank's recorder, its heartbeat (whose stall verdict fails the rank) and its publisher, kept on
+    `rank` as each starts, so that a failure stops what did."""
+    env, trial = rank.env, rank.trial
+    recorder = rank.recorder = records.RankRecorder(env.output_dir, trial.name, env.rank, rank.slot.role,
+                                                    trial.spec.model.warmup_iterations)
+    rank.beats = heartbeat.Heartbeat(
+        env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory,
+        progress=lambda: len(recorder.iterations), names={s.rank: s.hostname for s in trial.slots()},
+        stall_seconds=rank.knobs.stall_timeout_seconds,
+        on_stall=lambda culprit, reason: fail_publishing(env, recorder, rank.publisher,
+                                                         stall_reason(env, culprit, reason)))
+    rank.publisher = start_publisher(env, trial, recorder.directory)
+    return recorder
+
+
+def train_or_serve(rank: Rank, recorder: records.RankRecorder, device: torch.device) -> dict:
+    """Run the rank's role, then write its own summary; what its process used (usage.Meter.measure)."""
+    meter = usage.Meter()
+    recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
+    run_role(rank.trial, rank.env, rank.slot, recorder, device, rank.knobs)
+    used = meter.measure(torch.get_num_threads())
+    if rank.slot.role == constants.ROLE_WORKER and not recorder.iterations:
+        # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
+        raise RankError("training ended without recording a single iteration")
+    if rank.beats is not None:
+        rank.beats.finished()
+    recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras, **used})
+    return used
+
+
+def summarize_trial(rank: Rank, recorder: records.RankRecorder, gathered: dict[int, list[dict]],
+                    used_by_rank: dict[int, dict], probed: dict | None) -> None:
+    """The trial's series and summary (on the lowest worker rank), with what only this rank knows: where the link
+    rates were measured (this rank's interface, as every worker's), the probed link and the prediction."""
+    trial, env = rank.trial, rank.env
+    summary = summary_.summarize(gathered, trial, used_by_rank)
+    extras = recorder.summary_extras if summary.traffic.link_tx_mean is not None else {}
+    summary = dataclasses.replace(
+        summary, link_interface=extras.get(keys.LINK_INTERFACE),
+        link_bits_per_second=extras.get(keys.LINK_BITS_PER_SECOND), link_probe=probed,
+        prediction=predict(trial, gathered, recorder, rank.knobs, probed))
+    # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
+    records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
+                        summary_.trial_series(gathered, trial))
+    document = summary.to_document()
+    write_trial_summary(trial, env, document)
+    print("summary: " + json.dumps({key: document.get(key) for key in keys.STATUS_KEYS}), flush=True)
