@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.analysis import calibration as calibration_
-from ringleader.analysis import collectives, models, overlap, validation, whatif
+from ringleader.analysis import collectives, cost_models, overlap, validation, whatif
 from ringleader.analysis import profile as profile_
 from ringleader.api import trial as trial_
 from ringleader.api.spec import COMPRESSION_ARCHITECTURES, Architecture, Paradigm
@@ -121,9 +121,9 @@ def message_bytes(inputs: Inputs, architecture: Architecture) -> float:
 
 
 MODELS: dict[Architecture, Model] = {
-    Architecture.PARAMETER_SERVER: Model("full-duplex server", lambda i, servers: models.parameter_server_comm_seconds(
+    Architecture.PARAMETER_SERVER: Model("full-duplex server", lambda i, servers: cost_models.parameter_server_comm_seconds(
         i.workers, message_bytes(i, Architecture.PARAMETER_SERVER), i.calibration.link, servers, full_duplex=True)),
-    Architecture.PEER_TO_PEER: Model("study 1", lambda i, _: models.peer_to_peer_comm_seconds(
+    Architecture.PEER_TO_PEER: Model("study 1", lambda i, _: cost_models.peer_to_peer_comm_seconds(
         i.workers, message_bytes(i, Architecture.PEER_TO_PEER), i.calibration.link)),
     Architecture.RING_ALL_REDUCE: Model("DAG", lambda i, _: ring_comm(i), ring_compute, Paradigm.BSP),
 }

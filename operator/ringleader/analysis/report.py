@@ -1,6 +1,6 @@
 """A sweep's report: report.html, one PNG per figure, report.csv and report.json, and its markdown for MLflow.
 
-    report = build(sweep_result, directory)   # analysis.results.SweepResult, from tracking/results.py
+    report = build(sweep_result, directory)   # analysis.results.SweepResult, from tracking/reading.py
     report.html                                # <directory>/report.html
     report.note(8000, "report/report.html")    # findings and tables within MLflow's tag limit
 

@@ -1,7 +1,7 @@
 """Scaling figures: throughput, speedup and efficiency against workers, communication against the cost models,
 and the scaling factor against bandwidth beside the what-if model; used by report.py and findings.py.
 
-Cost models (models.py) need the model's size M and the link's bandwidth B. M is the sum of the
+Cost models (cost_models.py) need the model's size M and the link's bandwidth B. M is the sum of the
 parameters' bytes in a rank's layers.json; without one, no model is drawn. B is spec.network.bandwidth
 when the trials set one, else ASSUMED_BANDWIDTH, written on the figure; latency is taken as 0.
 """
@@ -14,7 +14,7 @@ import pathlib
 
 import matplotlib.pyplot as pyplot
 
-from ringleader.analysis import combinations, figures, models, statistics, whatif
+from ringleader.analysis import combinations, cost_models, figures, statistics, whatif
 from ringleader.analysis import profile as profile_
 from ringleader.analysis import results as results_
 from ringleader.contract import keys
@@ -73,13 +73,13 @@ def model_bytes(result: results_.SweepResult) -> float | None:
     return None
 
 
-def link(result: results_.SweepResult) -> tuple[models.Nic, str]:
+def link(result: results_.SweepResult) -> tuple[cost_models.Nic, str]:
     """The link of the cost models and how it was chosen, in words for the figure."""
     rates = {trial.trial.spec.network.bits_per_second() for trial in result.trials}
     if len(rates) == 1 and None not in rates:
         rate = rates.pop()
-        return models.Nic(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
-    return models.Nic(ASSUMED_BANDWIDTH), (f"B = {ASSUMED_BANDWIDTH / 1e9:g} Gbit/s assumed "
+        return cost_models.Nic(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
+    return cost_models.Nic(ASSUMED_BANDWIDTH), (f"B = {ASSUMED_BANDWIDTH / 1e9:g} Gbit/s assumed "
                                             "(spec.network.bandwidth unset or swept), latency 0")
 
 
@@ -142,7 +142,7 @@ def communication(result: results_.SweepResult, directory: pathlib.Path) -> figu
         servers = max(t.trial.spec.parameter_servers.replicas for t in result.trials)
         for index, architecture in enumerate(architectures):
             xs = list(range(every[0], every[-1] + 1))
-            ys = [1000 * models.comm_seconds(architecture, n, size, chosen, servers) for n in xs]
+            ys = [1000 * cost_models.comm_seconds(architecture, n, size, chosen, servers) for n in xs]
             axes.plot(xs, ys, linestyle="--", color=figures.colour(len(series) + index),
                       label=f"{architecture.value} (model)")
             drawn.append(architecture.value)

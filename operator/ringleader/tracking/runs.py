@@ -25,7 +25,7 @@ import mlflow.tracking
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
 from ringleader.contract import layout, records
-from ringleader.tracking import metric_names, reports, results, schema, sessions
+from ringleader.tracking import metric_names, reading, reports, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -132,7 +132,7 @@ def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, An
     from ringleader.analysis import report  # matplotlib: loaded by the first report only
 
     store = store_for(tracking_uri)
-    result, run_id = results.from_mlflow(store, parent_run_id)
+    result, run_id = reading.from_mlflow(store, parent_run_id)
     known = summaries or {}
     result = dataclasses.replace(result, trials=[
         t if t.summary or t.trial.name not in known else dataclasses.replace(t, summary=known[t.trial.name])

@@ -118,11 +118,11 @@ def report_directory(session_dir: pathlib.Path) -> pathlib.Path:
 
 def publish_report(store: store_.Store, session: layout.Session, parent_run_id: str) -> None:
     """Build the session's report into <session>/report/ and attach it to the sweep run."""
-    # Imported here: matplotlib costs a second at import, and results.py reads sessions through this module.
+    # Imported here: matplotlib costs a second at import, and reading.py reads sessions through this module.
     from ringleader.analysis import report
-    from ringleader.tracking import reports, results
+    from ringleader.tracking import reading, reports
 
-    built = report.build(results.from_directory(session.directory), report_directory(session.directory))
+    built = report.build(reading.from_directory(session.directory), report_directory(session.directory))
     reports.attach(store, parent_run_id, built)
 
 
