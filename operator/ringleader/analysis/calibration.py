@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from ringleader.analysis import cost_models
-from ringleader.api import spec as spec_
+from ringleader.api.spec import ExperimentSpec
 from ringleader.contract import keys
 
 EMULATED = "emulated"
@@ -65,7 +65,7 @@ class Calibration:
         return 0.0 if self.collective is None else max(0.0, self.collective.seconds(size_bytes))
 
 
-def kind(spec: spec_.ExperimentSpec, shared_host: bool) -> str:
+def kind(spec: ExperimentSpec, shared_host: bool) -> str:
     if spec.network.bandwidth is not None:
         return EMULATED if spec.network.emulated_bits_per_second() else ENFORCED
     return LOOPBACK if shared_host else NETWORK
@@ -86,7 +86,7 @@ def fit(samples: list[list[float]], what: str) -> cost_models.CommCost:
     return cost
 
 
-def calibrate(probe: Mapping[str, Any] | None, spec: spec_.ExperimentSpec) -> Calibration:
+def calibrate(probe: Mapping[str, Any] | None, spec: ExperimentSpec) -> Calibration:
     """The Calibration of a trial's `linkProbe` document. ValueError saying why when it cannot be fitted (no probe:
     a trial recorded before ringleader probed its link, or one rank alone)."""
     if not probe or not probe.get(keys.PROBE_POINT_TO_POINT):

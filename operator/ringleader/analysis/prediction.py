@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ringleader.analysis import calibration as calibration_
 from ringleader.analysis import collectives, cost_models, overlap, validation, whatif
 from ringleader.analysis import profile as profile_
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.api.spec import COMPRESSION_ARCHITECTURES, Architecture, Paradigm
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
@@ -234,7 +234,7 @@ class TrialPrediction:
         }
 
 
-def predict_trial(trial: trial_.Trial, records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
+def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
                   layers_document: Mapping[str, Any], rank: int, probe: Mapping[str, Any] | None,
                   bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> TrialPrediction:
     """Predict every architecture from worker `rank`'s layers.json, every worker's records and the link probed at

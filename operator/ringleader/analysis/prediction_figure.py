@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import pathlib
 
-from ringleader.analysis import combinations, figures
-from ringleader.analysis import results as results_
+from ringleader.analysis import combinations, figures, results
 from ringleader.contract import keys
 
 MARKERS = {"1ps": "v", "4ps": "^", "p2p": "s", "ring": "o"}
 
 
-def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def predicted_vs_measured(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Per trial: its measured median iteration time beside its own predicted one with its validated band (the error
     above), and the other architectures' predictions on its model, workers and link as markers with theirs; the
     models take medians too."""

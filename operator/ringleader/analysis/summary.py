@@ -34,8 +34,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from ringleader.analysis import targets
 from ringleader.api import constants, status
-from ringleader.api import spec as spec_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import ExperimentSpec
+from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
 
@@ -210,7 +210,7 @@ class Traffic:
     link_utilization_p95: float | None = _wire(keys.LINK_UTILIZATION_P95, optional=True)
 
 
-def traffic(parts: list[WorkerPart], spec: spec_.ExperimentSpec) -> Traffic:
+def traffic(parts: list[WorkerPart], spec: ExperimentSpec) -> Traffic:
     """Bytes per worker iteration; their ratio to the uncompressed bytes and the rate they make over the
     spec's bandwidth (computed from what the ranks counted, not measured on the wire) where those exist."""
     count = sum(len(part.times) for part in parts)
@@ -286,7 +286,7 @@ class TrialSummary:
                 **self.evaluation, **_document(self)}
 
 
-def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial,
+def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
               usage_by_rank: dict[int, dict[str, Any]] | None = None) -> TrialSummary:
     """The trial summary of every rank's records (the ranks that recorded no worker iteration are servers) and,
     when given, what each rank's process used (runtime/usage.py)."""
@@ -300,7 +300,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial,
         usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None)
 
 
-def trial_series(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> list[dict[str, Any]]:
+def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[dict[str, Any]]:
     """The trial's series for its MLflow run: per step any worker recorded, what its workers did together.
 
     The median over the workers of time/iteration, time/compute (the sum of COMPUTE_PHASES), time/comm,

@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 
 from ringleader.analysis import addcost, calibration, collectives, cost_models, overlap, summary
 from ringleader.analysis import profile as profile_
-from ringleader.analysis import results as results_
+from ringleader.analysis.results import TrialResult
 from ringleader.api import constants
 from ringleader.api.spec import Architecture
 from ringleader.contract import keys, records
@@ -267,7 +267,7 @@ class Basis:
     """wire is the trial's compression as it measured it (collectives.measured), None uncompressed."""
 
 
-def basis(trial: results_.TrialResult, rank: int) -> Basis:
+def basis(trial: TrialResult, rank: int) -> Basis:
     """The Basis of worker `rank` of a trial (its layers.json and records, every worker's records, its summary's
     link probe). ValueError or KeyError when the rank lacks its profile or records."""
     layers, records_ = dict(trial.layers[rank]), trial.records[rank]

@@ -39,11 +39,10 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 
-from ringleader.analysis import prediction as prediction_
-from ringleader.analysis import summary as summary_
+from ringleader.analysis import prediction, summary
 from ringleader.api import constants
-from ringleader.api import spec as spec_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import Architecture
+from ringleader.api.trial import Slot, Trial
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
 from ringleader.runtime import (datafiles, heartbeat, interfaces, linkprobe, models, netcounters, parameter_server,
@@ -61,17 +60,17 @@ class RankError(RuntimeError):
     """This rank cannot go on; the message is the one-line reason reported to the operator."""
 
 
-def load_trial(path: str) -> trial_.Trial:
+def load_trial(path: str) -> Trial:
     try:
         with open(path, encoding="utf-8") as file:
-            return trial_.Trial.model_validate_json(file.read())
+            return Trial.model_validate_json(file.read())
     except FileNotFoundError:
         raise RankError(f"trial file {path} not found ({contract.TRIAL_FILE})") from None
     except ValueError as error:
         raise RankError(f"trial file {path} is not a valid trial: {str(error).splitlines()[0]}") from None
 
 
-def pick_device(slot: trial_.Slot) -> torch.device:
+def pick_device(slot: Slot) -> torch.device:
     """CUDA when the slot asked for GPUs and one is visible; otherwise the CPU, with a warning if GPUs were asked for."""
     if slot.resources.gpu > 0:
         if torch.cuda.is_available():
@@ -83,21 +82,21 @@ def pick_device(slot: trial_.Slot) -> torch.device:
     return torch.device("cpu")
 
 
-def cpu_threads(slot: trial_.Slot) -> int:
+def cpu_threads(slot: Slot) -> int:
     """Intra-op threads: the slot's whole CPUs, at least one ("500m" -> 1, "2" -> 2)."""
     quantity = slot.resources.cpu
     cores = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
     return max(1, math.floor(cores))
 
 
-def backend_for(trial: trial_.Trial, device: torch.device) -> str:
+def backend_for(trial: Trial, device: torch.device) -> str:
     # NCCL only where it helps: ring allreduce of CUDA tensors. Everything on CPU tensors stays on gloo.
-    if device.type == "cuda" and trial.spec.architecture == spec_.Architecture.RING_ALL_REDUCE:
+    if device.type == "cuda" and trial.spec.architecture == Architecture.RING_ALL_REDUCE:
         return "cpu:gloo,cuda:nccl"
     return "gloo"
 
 
-def start_publisher(env: contract.PodEnvironment, trial: trial_.Trial, rank_dir):
+def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
     """The LivePublisher of this rank's records when there is a run to publish to, now or once the operator has
     created it (pods); None in local runs, whose launcher publishes after each trial."""
     if not env.publishes:
@@ -123,7 +122,7 @@ def publish_on_termination(recorder, publisher) -> None:
         publisher.stop(status="KILLED", timeout_seconds=termination.PUBLISH_SECONDS)
 
 
-def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slot, recorder: records.RankRecorder,
+def run_role(trial: Trial, env: contract.PodEnvironment, slot: Slot, recorder: records.RankRecorder,
              device: torch.device, knobs: settings.Settings) -> None:
     """Serve or train, by role and architecture."""
     architecture = trial.spec.architecture
@@ -131,9 +130,9 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
         parameter_server.serve(trial, env, recorder, knobs)
         return
     synchronizer: interfaces.Synchronizer
-    if architecture == spec_.Architecture.PARAMETER_SERVER:
+    if architecture == Architecture.PARAMETER_SERVER:
         synchronizer = parameter_server.WorkerSynchronizer(trial, env, device, knobs)
-    elif architecture == spec_.Architecture.PEER_TO_PEER:
+    elif architecture == Architecture.PEER_TO_PEER:
         synchronizer = peer_to_peer.PeerSynchronizer(trial, env, device, knobs)
     else:
         synchronizer = ring.RingSynchronizer(trial, env, device, bucket_bytes=knobs.bucket_bytes)
@@ -155,10 +154,10 @@ def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
     return {rank: iterations for rank, iterations, _ in everything}, {rank: spent for rank, _, spent in everything}
 
 
-def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summary: dict) -> None:
-    records.write_json(records.trial_dir(env.output_dir, trial.name) / records.SUMMARY_FILE, summary)
+def write_trial_summary(trial: Trial, env: contract.PodEnvironment, document: dict) -> None:
+    records.write_json(records.trial_dir(env.output_dir, trial.name) / records.SUMMARY_FILE, document)
     # In a pod, the operator reads the summary from the termination message (at most 4 KiB).
-    write_termination_message(json.dumps(summary_.compact(summary)))
+    write_termination_message(json.dumps(summary.compact(document)))
 
 
 def write_termination_message(text: str) -> None:
@@ -169,7 +168,7 @@ def write_termination_message(text: str) -> None:
             file.write(text)
 
 
-def probe_link(trial: trial_.Trial, env: contract.PodEnvironment, knobs: settings.Settings) -> dict | None:
+def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Settings) -> dict | None:
     """The link the ranks see, measured by every rank together before training (linkprobe.py); the document on
     the first worker rank. The workers' group is created by every rank, in the same order everywhere."""
     workers = [slot.rank for slot in trial.worker_slots()]
@@ -178,32 +177,32 @@ def probe_link(trial: trial_.Trial, env: contract.PodEnvironment, knobs: setting
     return linkprobe.measure(trial, env.rank, group, shared_host=env.master_addr in LOOPBACK)
 
 
-def predict(trial: trial_.Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
+def predict(trial: Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
             knobs: settings.Settings, probed: dict | None) -> dict:
     """The trial summary's prediction (analysis/prediction.py), calibrated on the link probed at the start, this
     rank's layers.json and every worker's records; when they cannot calibrate the models (e.g. one ring worker),
     the reason, in the log and the summary."""
     try:
         layers = json.loads((recorder.directory / records.LAYERS_FILE).read_text())
-        prediction = prediction_.predict_trial(trial, gathered, layers, recorder.rank, probed, knobs.bucket_bytes)
+        predicted = prediction.predict_trial(trial, gathered, layers, recorder.rank, probed, knobs.bucket_bytes)
     except FileNotFoundError:
         reason = "no layers.json: no iteration was traced (RINGLEADER_TRACE_ITERATIONS, warmupIterations)"
     except ValueError as error:
         reason = str(error)
     else:
-        print(f"prediction: {prediction_.headline(prediction)}", flush=True)
-        return prediction.to_document()
+        print(f"prediction: {prediction.headline(predicted)}", flush=True)
+        return predicted.to_document()
     print(f"prediction: none: {reason}", flush=True)
     return {keys.PREDICTION_UNAVAILABLE: reason}
 
 
-def finish_timeout(trial: trial_.Trial, knobs: settings.Settings) -> datetime.timedelta:
+def finish_timeout(trial: Trial, knobs: settings.Settings) -> datetime.timedelta:
     """How long a finished rank waits for the others at the end: the trial's deadline if it has one."""
     seconds = trial.spec.run_policy.active_deadline_seconds or knobs.finish_timeout_seconds
     return datetime.timedelta(seconds=max(seconds, knobs.timeout_seconds))
 
 
-def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device, backend: str,
+def log_configuration(trial: Trial, env: contract.PodEnvironment, device: torch.device, backend: str,
                       knobs: settings.Settings) -> None:
     spec = trial.spec
     config = {
@@ -282,8 +281,8 @@ class Rank:
 
     env: contract.PodEnvironment
     knobs: settings.Settings
-    trial: trial_.Trial
-    slot: trial_.Slot
+    trial: Trial
+    slot: Slot
     recorder: records.RankRecorder | None = None
     publisher: Any = None  # a tracking.live.LivePublisher, imported by the ranks that publish only
     beats: heartbeat.Heartbeat | None = None
@@ -390,7 +389,7 @@ def train_or_serve(rank: Rank, recorder: records.RankRecorder, device: torch.dev
         raise RankError("training ended without recording a single iteration")
     if rank.beats is not None:
         rank.beats.finished()
-    recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras, **used})
+    recorder.log_summary({**summary.rank_summary(recorder.iterations), **recorder.summary_extras, **used})
     return used
 
 
@@ -399,15 +398,15 @@ def summarize_trial(rank: Rank, recorder: records.RankRecorder, gathered: dict[i
     """The trial's series and summary (on the lowest worker rank), with what only this rank knows: where the link
     rates were measured (this rank's interface, as every worker's), the probed link and the prediction."""
     trial, env = rank.trial, rank.env
-    summary = summary_.summarize(gathered, trial, used_by_rank)
-    extras = recorder.summary_extras if summary.traffic.link_tx_mean is not None else {}
-    summary = dataclasses.replace(
-        summary, link_interface=extras.get(keys.LINK_INTERFACE),
+    summarized = summary.summarize(gathered, trial, used_by_rank)
+    extras = recorder.summary_extras if summarized.traffic.link_tx_mean is not None else {}
+    summarized = dataclasses.replace(
+        summarized, link_interface=extras.get(keys.LINK_INTERFACE),
         link_bits_per_second=extras.get(keys.LINK_BITS_PER_SECOND), link_probe=probed,
         prediction=predict(trial, gathered, recorder, rank.knobs, probed))
     # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
     records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
-                        summary_.trial_series(gathered, trial))
-    document = summary.to_document()
+                        summary.trial_series(gathered, trial))
+    document = summarized.to_document()
     write_trial_summary(trial, env, document)
     print("summary: " + json.dumps({key: document.get(key) for key in keys.STATUS_KEYS}), flush=True)

@@ -14,17 +14,17 @@ import time
 
 import torch
 
-from ringleader.api import spec as spec_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import DataFormat, ExperimentSpec, Target
+from ringleader.api.trial import Trial
 from ringleader.contract import keys, progress, records
 from ringleader.contract import environment as contract
 from ringleader.runtime import (data, datafiles, datasets, evaluation, interfaces, models, netcounters, optimizers,
                                 profiling, settings, straggler, timing)
 
 
-def build(spec: spec_.ExperimentSpec, env: contract.PodEnvironment, shard: int, shards: int):
+def build(spec: ExperimentSpec, env: contract.PodEnvironment, shard: int, shards: int):
     """(model on the CPU, this worker's data): synthetic, or the real dataset's shard with the model shaped to it."""
-    if spec.data.format == spec_.DataFormat.SYNTHETIC:
+    if spec.data.format == DataFormat.SYNTHETIC:
         model = models.build(spec.model, spec.data.synthetic)
         shape = models.input_spec(spec.model, spec.data.synthetic, model)
         return model, data.SyntheticDataset(spec.data.synthetic, shape, shard=shard, shards=shards)
@@ -32,7 +32,7 @@ def build(spec: spec_.ExperimentSpec, env: contract.PodEnvironment, shard: int, 
     return model, datasets.shard(spec.data, env.data_dir, shard, shards)
 
 
-def train(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
+def train(trial: Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
           recorder: records.RankRecorder, device: torch.device,
           trace_iterations: int = settings.Settings().trace_iterations, interface: str | None = None,
           ranks_sharing_interface: int = 1) -> None:
@@ -63,7 +63,7 @@ class Loop:
     """What a worker's iterations use, made once by `prepare`: its configuration, the model on its device with
     the hooks on it, its data, and the optional parts (held-out data, profiler, link counters)."""
 
-    spec: spec_.ExperimentSpec
+    spec: ExperimentSpec
     device: torch.device
     iterations: int  # iterations this worker runs
     warmup: int  # recorded, flagged, left out of the summary
@@ -83,7 +83,7 @@ class Loop:
     last_line: float = dataclasses.field(default_factory=time.monotonic)  # ...and at least every EVERY_SECONDS
 
 
-def prepare(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
+def prepare(trial: Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
             recorder: records.RankRecorder, device: torch.device, trace_iterations: int) -> Loop:
     """The model and data on their device, hooked in the order that matters: the straggler delays a gradient
     before the timer and the synchronizer see it. The configuration is logged once, by main.py."""
@@ -112,7 +112,7 @@ def prepare(trial: trial_.Trial, env: contract.PodEnvironment, synchronizer: int
                 slow=slow, timer=timer, profiled=profiled)
 
 
-def open_link(interface: str | None, spec: spec_.ExperimentSpec, ranks_sharing_interface: int,
+def open_link(interface: str | None, spec: ExperimentSpec, ranks_sharing_interface: int,
               recorder: records.RankRecorder) -> tuple[netcounters.Sampler | None, float | None]:
     """The interface's sampler (a thread of its own, started at the first measured iteration) and its link rate;
     both noted in the rank's summary."""
@@ -196,7 +196,7 @@ def log(loop: Loop, step: int, metrics: dict[str, float], last: bool) -> None:
         loop.last_line = time.monotonic()
 
 
-def describe_target(target: spec_.Target) -> str:
+def describe_target(target: Target) -> str:
     if target.accuracy_percent is not None:
         return f"accuracy {target.accuracy_percent:g}%"
     return f"loss {target.loss:g}"
