@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from ringleader.analysis import prediction
 from ringleader.api.spec import ExperimentSpec, OnReached, SweepMatrix
-from ringleader.api import trial as trial_  # eta.Trial is this module's own
+from ringleader.api import trial as trial_  # aliased: Trial here is eta's own
 from ringleader.contract import keys
 
 Sample = tuple[float, int]
