@@ -148,6 +148,11 @@ def worker_part(rank: int, records: list[dict]) -> WorkerPart:
         losses=[float(r[keys.LOSS]) for r in own if r.get(keys.LOSS) is not None])
 
 
+def total(parts: list[WorkerPart], values: Callable[[WorkerPart], list[float]]) -> float:
+    """The sum over every worker's iterations of one of its per-iteration values."""
+    return sum(sum(values(part)) for part in parts)
+
+
 @dataclasses.dataclass(frozen=True)
 class Timing:
     """Where the workers' iteration time went: api.status.Summary's timings and their means per iteration."""
@@ -173,16 +178,15 @@ class Timing:
 def timing(parts: list[WorkerPart], batch_size: int) -> Timing:
     """Throughput adds every worker's rate; percentiles pool all their iterations; fractions are of their total
     time and means per worker iteration; the straggler has the largest mean compute."""
-    count = sum(len(part.times) for part in parts)
-    elapsed = sum(sum(part.times) for part in parts)
+    pooled = [time for part in parts for time in part.times]
+    count, elapsed = len(pooled), total(parts, lambda p: p.times)
 
     def per_iteration(phase: Callable[[WorkerPart], list[float]]) -> float | None:
-        return sum(sum(phase(part)) for part in parts) / count if count else None
+        return total(parts, phase) / count if count else None
 
     def fraction(phase: Callable[[WorkerPart], list[float]]) -> float | None:
-        return sum(sum(phase(part)) for part in parts) / elapsed if elapsed > 0 else None
+        return total(parts, phase) / elapsed if elapsed > 0 else None
 
-    pooled = [time for part in parts for time in part.times]
     return Timing(
         throughput=sum(batch_size * len(p.times) / sum(p.times) for p in parts if sum(p.times) > 0) if count else None,
         iteration_time_p50_seconds=percentile(pooled, 50), iteration_time_p95_seconds=percentile(pooled, 95),
@@ -213,10 +217,8 @@ class Traffic:
 def traffic(parts: list[WorkerPart], spec: ExperimentSpec) -> Traffic:
     """Bytes per worker iteration; their ratio to the uncompressed bytes and the rate they make over the
     spec's bandwidth (computed from what the ranks counted, not measured on the wire) where those exist."""
-    count = sum(len(part.times) for part in parts)
-    elapsed = sum(sum(part.times) for part in parts)
-    sent = sum(sum(part.sent) for part in parts)
-    uncompressed = sum(sum(part.uncompressed) for part in parts)
+    count, elapsed = sum(len(part.times) for part in parts), total(parts, lambda p: p.times)
+    sent, uncompressed = total(parts, lambda p: p.sent), total(parts, lambda p: p.uncompressed)
     bits_per_second = spec.network.bits_per_second()
     link_tx = [rate for part in parts for rate in part.link_tx]
     link_utilization = [share for part in parts for share in part.link_utilization]
