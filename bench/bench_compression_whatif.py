@@ -33,7 +33,7 @@ import time
 import harness
 from ringleader.analysis import profile as profile_
 from ringleader.analysis import whatif
-from ringleader.tracking import results as tracked
+from ringleader.tracking import reading
 
 TARGET = 0.10
 METHODS = ("None", "FP16", "BF16", "PowerSGD", "TopK")
@@ -53,7 +53,7 @@ def score(run: pathlib.Path) -> list[dict]:
     """One row per finished trial of the run: the model at its own link and measured compression, and what the
     trial measured."""
     rows = []
-    for trial in tracked.from_directory(run).trials:
+    for trial in reading.from_directory(run).trials:
         if trial.status != "FINISHED":
             print(f"{trial.trial.name}: {trial.status} ({trial.message}), left out", file=sys.stderr)
             continue
@@ -108,7 +108,7 @@ def main() -> int:
 
     load_before, started = os.getloadavg(), time.monotonic()
     if args.rescore:
-        run = tracked.session_directory(args.rescore)[0]
+        run = reading.session_directory(args.rescore)[0]
         rows = score(run)
     else:
         with tempfile.TemporaryDirectory(prefix="bench-compression-") as temporary:

@@ -34,7 +34,7 @@ import tempfile
 import time
 
 import harness
-from ringleader.tracking import results as tracked
+from ringleader.tracking import reading
 
 ARCHITECTURES = ("ParameterServer", "PeerToPeer", "RingAllReduce")
 LOOPBACK = "loopback"
@@ -79,7 +79,7 @@ def predictions(run: pathlib.Path) -> list[dict]:
 
 def pairs(run: pathlib.Path, documents: list[dict]) -> list[dict]:
     """Every (predicting trial, predicted trial) of one worker count, with the prediction and the measurement."""
-    sweep = tracked.from_directory(run)
+    sweep = reading.from_directory(run)
     trials = {t.trial.name: t for t in sweep.trials if (t.summary or {}).get("prediction")}
     by_name = {d["trial"]: d for d in documents}
     found = []
@@ -163,8 +163,8 @@ def main() -> int:
     runs: dict[str, str] = {}
     if args.rescore:
         for run in args.rescore:
-            run = tracked.session_directory(run)[0]
-            bandwidth = tracked.from_directory(run).trials[0].trial.spec.network.bandwidth
+            run = reading.session_directory(run)[0]
+            bandwidth = reading.from_directory(run).trials[0].trial.spec.network.bandwidth
             link = bandwidth or LOOPBACK
             found[link] = pairs(run, predictions(run))
             runs[link] = str(run)

@@ -14,7 +14,7 @@ Runbook (from the repository root; about 6 minutes on a loaded 2-core machine):
 For every bandwidth x architecture x workers it runs one real trial (BSP, an mlp of ~0.47 MB at 8x8
 images, one parameter server for ParameterServer) and reads time/comm and time/wait from the ranks'
 iterations.jsonl (mean over workers and iterations after warm-up). Beside each it prints the
-prediction of analysis/models.py at the emulated bandwidth with zero latency:
+prediction of analysis/cost_models.py at the emulated bandwidth with zero latency:
     1PS 2*N*M/B    P2P 2*(N-1)*M/(N*B)    RA 2*(N-1)/N*M/B
 The comparable measurement is comm + wait: under BSP a worker's push that reached the server early is
 held (time/wait) until the others' pushes have crossed the server's NIC, which is the congestion the
@@ -60,7 +60,7 @@ import sys
 import tempfile
 
 import harness
-from ringleader.analysis import models as cost_models
+from ringleader.analysis import cost_models
 from ringleader.api import spec as spec_
 from ringleader.contract import keys, records
 

@@ -182,7 +182,7 @@ def run_experiment(document: dict[str, Any], directory: pathlib.Path, trial_time
     """`ringleader run` of an experiment `document` (a whole experiment file) into `directory`, each of its `trials`
     bounded by `trial_timeout` seconds, MLflow in the directory's own sqlite store; the run directory.
     RuntimeError with the command's output when it fails."""
-    from ringleader.tracking import results  # MLflow: imported only when a run is read
+    from ringleader.tracking import reading  # MLflow: imported only when a run is read
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "experiment.json"  # JSON is YAML: `ringleader run` reads it
@@ -194,7 +194,7 @@ def run_experiment(document: dict[str, Any], directory: pathlib.Path, trial_time
                           timeout=trial_timeout * trials + 120)
     if done.returncode != 0:
         raise RuntimeError(f"ringleader run failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return results.session_directory(runs)[0]
+    return reading.session_directory(runs)[0]
 
 
 BURNER = "import sys, time\ndeadline = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < deadline:\n    pass\n"

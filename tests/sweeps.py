@@ -47,7 +47,7 @@ def result_of(the_trial: trial.Trial, status: str = "FINISHED", message: str | N
     if server is not None:
         records[0] = server
     layer_documents = {workers[0]: layers} if layers else {}
-    return results.TrialResult(the_trial, status, None, summary.summarize(records, the_trial), records,
+    return results.TrialResult(the_trial, status, None, summary.summarize(records, the_trial).to_document(), records,
                                layer_documents)
 
 

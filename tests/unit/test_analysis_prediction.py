@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ringleader.analysis import calibration, collectives, models, overlap, prediction, validation
+from ringleader.analysis import calibration, collectives, cost_models, overlap, prediction, validation
 from ringleader.analysis import profile as profile_
 from ringleader.analysis import results as results_
 from ringleader.api import spec as spec_
@@ -173,13 +173,13 @@ def test_a_probe_that_cannot_be_fitted_says_why():
 
 
 def test_the_full_duplex_server_is_n_plus_one_transfers():
-    link = models.Nic(8e6, 0.001)  # M/B = 1 s for a megabyte
-    assert models.parameter_server_comm_seconds(2, 1e6, link, full_duplex=True) == pytest.approx(3.002)
-    assert models.parameter_server_comm_seconds(3, 1e6, link, full_duplex=True) == pytest.approx(4.002)
-    assert models.parameter_server_comm_seconds(1, 1e6, link, full_duplex=True) == pytest.approx(2.002)
+    link = cost_models.Nic(8e6, 0.001)  # M/B = 1 s for a megabyte
+    assert cost_models.parameter_server_comm_seconds(2, 1e6, link, full_duplex=True) == pytest.approx(3.002)
+    assert cost_models.parameter_server_comm_seconds(3, 1e6, link, full_duplex=True) == pytest.approx(4.002)
+    assert cost_models.parameter_server_comm_seconds(1, 1e6, link, full_duplex=True) == pytest.approx(2.002)
     # Four servers of 2 workers: the worker's own NIC (M each way) is the limit.
-    assert models.parameter_server_comm_seconds(2, 1e6, link, servers=4, full_duplex=True) == pytest.approx(2.002)
-    assert models.parameter_server_comm_seconds(2, 1e6, link) == pytest.approx(4.002)  # study 1's
+    assert cost_models.parameter_server_comm_seconds(2, 1e6, link, servers=4, full_duplex=True) == pytest.approx(2.002)
+    assert cost_models.parameter_server_comm_seconds(2, 1e6, link) == pytest.approx(4.002)  # study 1's
 
 
 # -- the models --------------------------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ COMPUTE = profile_.Compute({0: {1: 0.010, 2: 0.010}, 1: {1: 0.014, 2: 0.006}})
 
 def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP", bucket_bytes: float = 1) -> prediction.Inputs:
     # One way: 0.5 ms + 1 us per byte (B = 8 Mbit/s); the allreduce of 2: 1 ms + 1 us per byte.
-    link = calibration.Calibration(models.Nic(8e6, 0.0005), models.CommCost(0.001, 1e-6), 2, kind, "by hand")
+    link = calibration.Calibration(cost_models.Nic(8e6, 0.0005), cost_models.CommCost(0.001, 1e-6), 2, kind, "by hand")
     return prediction.Inputs(PROFILE, COMPUTE, link, 2, spec_.Paradigm(paradigm),
                              overlap.RuntimeBuckets(bucket_bytes, bucket_bytes))
 

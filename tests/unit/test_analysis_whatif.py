@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from ringleader.analysis import addcost, collectives, models, overlap, whatif
+from ringleader.analysis import addcost, collectives, cost_models, overlap, whatif
 from ringleader.analysis import profile as profile_
 from ringleader.analysis import results as results_
 from ringleader.api import spec as spec_
@@ -254,7 +254,7 @@ def test_later_rounds_follow_every_bucket_first_round_and_the_codec_and_wait_add
 
 def test_a_round_costs_at_least_the_measured_collective():
     # 100 Gbit/s: the transfers take microseconds, the probed collective 30 ms + 10 ns/byte of payload.
-    floor = models.CommCost(0.030, 1e-8)
+    floor = cost_models.CommCost(0.030, 1e-8)
     one_round = whatif.simulate(PROFILE, 2, 1e11, collectives.uniform(4), floor=floor)
     # [A]: 30 + 2.5 ms from 0; [B, C]: 30 + 7.5 ms from 32.5 ms; backward ends at 20 ms
     assert one_round.replay.ends == pytest.approx((0.0325, 0.070))

@@ -77,7 +77,7 @@ def test_reading_trackings_settings_and_schema_does_not_import_mlflow():
 
 
 def _module_imports(path: pathlib.Path) -> set[str]:
-    """The ringleader modules `path` imports, module-level or inside a function ("tracking.results")."""
+    """The ringleader modules `path` imports, module-level or inside a function ("tracking.reading")."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("ringleader."):

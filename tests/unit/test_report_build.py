@@ -203,7 +203,7 @@ def noisy_result(the_trial, seconds: float, noise: float, rng) -> results.TrialR
                          "time/forward": took / 4, "time/backward": took / 2, "time/comm": took / 4, "time/wait": 0.0,
                          "loss": 1.0})
         records[slot.rank] = rows
-    return results.TrialResult(the_trial, "FINISHED", None, summary.summarize(records, the_trial), records)
+    return results.TrialResult(the_trial, "FINISHED", None, summary.summarize(records, the_trial).to_document(), records)
 
 
 CLOSE_RACE = {"model": {"batchSize": 16, "iterations": 60, "warmupIterations": 2},

@@ -1,5 +1,6 @@
 """A trial's summary: throughput over all workers, percentiles, fractions and the straggler, after warm-up."""
 
+import dataclasses
 import json
 
 import pytest
@@ -22,6 +23,11 @@ def worker_record(step, warmup=False, data=0.0, forward=0.1, backward=0.2, comm=
             "time/iteration": iteration, "bytes/sent": sent, **extra}
 
 
+def document_of(records_by_rank, trial, usage_by_rank=None) -> dict:
+    """summary.json's document of the typed summary."""
+    return summary.summarize(records_by_rank, trial, usage_by_rank).to_document()
+
+
 def two_workers():
     fast = [worker_record(0, warmup=True, iteration=9.0, loss=2.0)] + [
         worker_record(s, iteration=0.5, loss=1.0) for s in range(1, 5)]
@@ -33,14 +39,30 @@ def two_workers():
 
 
 def test_throughput_adds_every_workers_rate_and_ignores_warmup():
-    result = summary.summarize(two_workers(), make_trial())
+    result = document_of(two_workers(), make_trial())
     # 10 samples per 0.5 s plus 10 samples per 1.0 s; the 9-second warm-up iterations do not count.
     assert result["throughput"] == pytest.approx(20 + 10)
     assert result["measuredIterations"] == 8 and result["workers"] == 2
 
 
+def test_the_typed_summary_is_the_document_in_parts_and_what_the_lowest_rank_adds_joins_it():
+    typed = summary.summarize(two_workers(), make_trial())
+    assert typed.timing.throughput == pytest.approx(30) and typed.timing.straggler_rank == 2
+    assert typed.learning.server_queue_depth_mean == pytest.approx(1.5) and typed.traffic.compression == "None"
+    document = typed.to_document()
+    assert document[keys.STRAGGLER_RANK] == 2 and document[keys.PER_RANK] == typed.per_rank
+    # None is written for what every summary has, and left out for what only some do.
+    assert document[keys.WAIT_FRACTION] is not None and keys.COMPRESSION_RATIO not in document
+    assert not {keys.LINK_PROBE, keys.PREDICTION, keys.LINK_INTERFACE} & set(document)
+    added = dataclasses.replace(typed, link_interface="lo (shared)", link_probe={keys.PROBE_SHARED_HOST: True},
+                                prediction={keys.PREDICTION_UNAVAILABLE: "one worker"}).to_document()
+    assert added[keys.LINK_INTERFACE] == "lo (shared)" and added[keys.LINK_PROBE] == {keys.PROBE_SHARED_HOST: True}
+    assert added[keys.PREDICTION] == {keys.PREDICTION_UNAVAILABLE: "one worker"}
+    assert keys.LINK_BITS_PER_SECOND not in added
+
+
 def test_percentiles_pool_all_workers_iterations():
-    result = summary.summarize(two_workers(), make_trial())
+    result = document_of(two_workers(), make_trial())
     assert result["iterationTimeP50Seconds"] == pytest.approx(0.75)
     assert result["iterationTimeP95Seconds"] == pytest.approx(1.0)
     assert summary.percentile([1.0, 2.0, 3.0, 4.0], 95) == pytest.approx(3.85)
@@ -48,7 +70,7 @@ def test_percentiles_pool_all_workers_iterations():
 
 
 def test_fractions_say_where_the_time_went_and_who_straggles():
-    result = summary.summarize(two_workers(), make_trial())
+    result = document_of(two_workers(), make_trial())
     total = 4 * 0.5 + 4 * 1.0
     assert result["computeFraction"] == pytest.approx((4 * 0.4 + 4 * 0.8) / total)
     assert result["commFraction"] == pytest.approx(8 * 0.1 / total)
@@ -61,12 +83,12 @@ def test_fractions_say_where_the_time_went_and_who_straggles():
 def test_encoding_is_a_share_of_its_own_and_the_ratio_is_bytes_sent_over_uncompressed():
     records = {1: [worker_record(0, warmup=True, sent=4000.0, **{"bytes/uncompressed": 4000.0})] + [
         worker_record(s, backward=0.15, **{"time/codec": 0.05, "bytes/uncompressed": 2000.0}) for s in range(1, 5)]}
-    result = summary.summarize(records, make_trial(compression={"method": "FP16"}))
+    result = document_of(records, make_trial(compression={"method": "FP16"}))
     assert result["compression"] == "FP16"
     assert result["compressionRatio"] == pytest.approx(0.5)  # the warm-up's uncompressed bytes do not count
     assert result["codecSeconds"] == pytest.approx(0.05) and result["codecFraction"] == pytest.approx(0.1)
     assert result["computeFraction"] == pytest.approx(0.35 / 0.5)  # data, forward, backward, update: not codec
-    plain = summary.summarize(two_workers(), make_trial())
+    plain = document_of(two_workers(), make_trial())
     assert plain["compression"] == "None" and "compressionRatio" not in plain  # nothing said what it would be
 
 
@@ -74,7 +96,7 @@ def test_servers_staleness_and_losses_are_summarized():
     records = two_workers()
     records[1][2]["staleness"] = 3
     records[2][3]["staleness"] = 1
-    result = summary.summarize(records, make_trial())
+    result = document_of(records, make_trial())
     assert result["stalenessMean"] == pytest.approx(2.0) and result["stalenessMax"] == 3
     assert result["serverAggregationSeconds"] == pytest.approx(0.015)
     assert result["serverQueueDepthMean"] == pytest.approx(1.5)
@@ -89,28 +111,28 @@ def test_measured_link_rates_get_a_mean_and_p95_over_every_worker_iteration_afte
             tx = 1000.0 * (step + offset)  # 1000 .. 8000
             records[rank][step].update({"link/tx_bytes_per_second": tx, "link/rx_bytes_per_second": tx / 2,
                                         "link/utilization": tx / 10000})
-    result = summary.summarize(records, make_trial())
+    result = document_of(records, make_trial())
     assert result["linkTxBytesPerSecondMean"] == pytest.approx(4500.0)
     assert result["linkTxBytesPerSecondP95"] == pytest.approx(7000 + 0.65 * 1000)  # numpy's linear p95 of 1000..8000
     assert result["linkUtilizationMean"] == pytest.approx(0.45)
     assert result["linkUtilizationP95"] == pytest.approx(0.765)
-    assert not any(key.startswith("link") for key in summary.summarize(two_workers(), make_trial()))
+    assert not any(key.startswith("link") for key in document_of(two_workers(), make_trial()))
 
 
 def test_network_utilization_is_reported_against_the_emulated_bandwidth():
-    result = summary.summarize(two_workers(), make_trial(network={"bandwidth": "1Mbit"}))
+    result = document_of(two_workers(), make_trial(network={"bandwidth": "1Mbit"}))
     # 8 iterations x 1000 bytes in 6 s of worker time: 8000*8/6 bit/s over 1 Mbit/s.
     assert result["sentOverBandwidth"] == pytest.approx(8 * 1000 * 8 / 6.0 / 1e6)
-    assert "sentOverBandwidth" not in summary.summarize(two_workers(), make_trial())
+    assert "sentOverBandwidth" not in document_of(two_workers(), make_trial())
 
 
 def test_a_trial_that_only_warmed_up_still_has_a_summary():
     records = {0: [worker_record(0, warmup=True, iteration=2.0)]}
-    assert summary.summarize(records, make_trial(workers={"replicas": 1}))["throughput"] == pytest.approx(5.0)
+    assert document_of(records, make_trial(workers={"replicas": 1}))["throughput"] == pytest.approx(5.0)
 
 
 def test_the_status_part_validates_against_the_api_and_the_whole_fits_a_termination_message():
-    result = summary.summarize(two_workers(), make_trial())
+    result = document_of(two_workers(), make_trial())
     status = summary.to_status(result)
     assert status.throughput == pytest.approx(30) and status.straggler_rank == 2
     assert status.wire()["iterationTimeP50Seconds"] == pytest.approx(0.75)
@@ -172,14 +194,14 @@ def test_time_to_target_runs_from_the_first_iteration_to_the_end_of_the_iteratio
 @pytest.mark.parametrize("network, enforced_by", [
     ({"bandwidth": "1Mbit"}, "Emulated"), ({"bandwidth": "1Mbit", "enforcement": "Network"}, "Network"), ({}, "None")])
 def test_the_summary_says_what_applied_the_cap(network, enforced_by):
-    assert summary.summarize(two_workers(), make_trial(network=network))["bandwidthEnforcement"] == enforced_by
+    assert document_of(two_workers(), make_trial(network=network))["bandwidthEnforcement"] == enforced_by
 
 
 def test_each_ranks_usage_is_carried_by_rank_and_left_out_first_of_a_termination_message():
     used = {rank: {keys.HOST: "laptop", keys.CPUS: 2.0, keys.THREADS: 1, keys.CPU_UTILIZATION: 0.6,
                    keys.PEAK_RSS_BYTES: 3e8} for rank in range(1, 201)}
-    result = summary.summarize(two_workers(), make_trial(), used)
+    result = document_of(two_workers(), make_trial(), used)
     assert result[keys.USAGE]["1"] == used[1] and len(result[keys.USAGE]) == 200
-    assert keys.USAGE not in summary.summarize(two_workers(), make_trial())
+    assert keys.USAGE not in document_of(two_workers(), make_trial())
     compact = summary.compact(result)
     assert keys.USAGE not in compact and compact["throughput"] == result["throughput"]

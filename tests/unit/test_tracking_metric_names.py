@@ -76,7 +76,7 @@ def test_server_records_and_unknown_numbers_keep_a_name():
 
 
 def test_every_value_of_a_real_trial_summary_has_a_name_in_the_table():
-    document = summary.summarize(records(), a_trial())
+    document = summary.summarize(records(), a_trial()).to_document()
     produced = set(document) - {keys.PER_RANK}
     assert produced <= set(metric_names.TRIAL), produced - set(metric_names.TRIAL)
     rank = summary.rank_summary(records()[1])
@@ -84,7 +84,7 @@ def test_every_value_of_a_real_trial_summary_has_a_name_in_the_table():
 
 
 def test_trial_summary_in_milliseconds_and_percent_once_each():
-    document = summary.summarize(records(), a_trial())
+    document = summary.summarize(records(), a_trial()).to_document()
     metrics = metric_names.trial(document)
     assert metrics["iteration_p50_ms"] == round(1000 * document[keys.P50], 3)
     assert metrics["iteration_p95_ms"] == round(1000 * document[keys.P95], 3)

@@ -2,10 +2,10 @@
 
 Called by analysis/prediction.py. The probe (runtime/linkprobe.py; the trial summary's `linkProbe`) timed
 messages and allreduces of several sizes before training; each series is fitted here to t(S) = a + b*S
-(models.fit_comm_cost, a median of slopes):
+(cost_models.fit_comm_cost, a median of slopes):
 
     point-to-point   one way, half a ping-pong: latency a and bandwidth B = 8/b, what a parameter server's and a
-                     peer's messages cost (models.Nic)
+                     peer's messages cost (cost_models.Nic)
     collective       one allreduce of the trial's workers, as measured: what each of a ring's buckets costs
 
 An emulated cap (spec.network.bandwidth, enforced by the runtime) is not timed: the runtime's rule is that
@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from ringleader.analysis import models
-from ringleader.api import spec as spec_
+from ringleader.analysis import cost_models
+from ringleader.api.spec import ExperimentSpec
 from ringleader.contract import keys
 
 EMULATED = "emulated"
@@ -38,10 +38,10 @@ NETWORK = "network"
 class Calibration:
     """The link the models use, and how it was found."""
 
-    link: models.Nic
+    link: cost_models.Nic
     """link is the point-to-point fit, with the emulated cap if any: a parameter server's and a peer's messages
     cost a + 8S/min(B, cap) each."""
-    collective: models.CommCost | None
+    collective: cost_models.CommCost | None
     """collective is the fitted allreduce of `workers` (None with one worker): a ring bucket of S bytes costs
     a + b*S, or under an emulated cap at least the ring's 2(N-1)/N * 8S/cap."""
     workers: int
@@ -57,7 +57,7 @@ class Calibration:
         measured = self.measured_allreduce_seconds(size_bytes)
         if self.collective is None or not self.link.cap_bits_per_second:
             return measured
-        paced = 2.0 * (self.workers - 1) / self.workers * models.BITS_PER_BYTE * size_bytes
+        paced = 2.0 * (self.workers - 1) / self.workers * cost_models.BITS_PER_BYTE * size_bytes
         return max(measured, paced / self.link.cap_bits_per_second)
 
     def measured_allreduce_seconds(self, size_bytes: float) -> float:
@@ -65,28 +65,28 @@ class Calibration:
         return 0.0 if self.collective is None else max(0.0, self.collective.seconds(size_bytes))
 
 
-def kind(spec: spec_.ExperimentSpec, shared_host: bool) -> str:
+def kind(spec: ExperimentSpec, shared_host: bool) -> str:
     if spec.network.bandwidth is not None:
         return EMULATED if spec.network.emulated_bits_per_second() else ENFORCED
     return LOOPBACK if shared_host else NETWORK
 
 
-def fit(samples: list[list[float]], what: str) -> models.CommCost:
+def fit(samples: list[list[float]], what: str) -> cost_models.CommCost:
     """t(S) = a + b*S through `samples` ([bytes, seconds]); a fitted below 0 (noise on small messages) is taken as
     0 and b refitted through the origin. ValueError when time does not grow with size."""
     pairs = [(float(s), float(t)) for s, t in samples if s > 0 and t > 0]
     if len({s for s, _ in pairs}) < 2:
         raise ValueError(f"the {what} probe has fewer than 2 message sizes: latency and bandwidth cannot be told apart")
-    cost = models.fit_comm_cost(pairs)
+    cost = cost_models.fit_comm_cost(pairs)
     if cost.a_seconds < 0:
-        cost = models.CommCost(0.0, sum(s * t for s, t in pairs) / sum(s * s for s, _ in pairs))
+        cost = cost_models.CommCost(0.0, sum(s * t for s, t in pairs) / sum(s * s for s, _ in pairs))
     if not cost.b_seconds_per_byte > 0:
         raise ValueError(f"the {what} probe's time does not grow with message size (a loaded machine's noise): "
                          f"no bandwidth to fit ({', '.join(f'{s / 1024:g} KiB {1e3 * t:.3f} ms' for s, t in pairs)})")
     return cost
 
 
-def calibrate(probe: Mapping[str, Any] | None, spec: spec_.ExperimentSpec) -> Calibration:
+def calibrate(probe: Mapping[str, Any] | None, spec: ExperimentSpec) -> Calibration:
     """The Calibration of a trial's `linkProbe` document. ValueError saying why when it cannot be fitted (no probe:
     a trial recorded before ringleader probed its link, or one rank alone)."""
     if not probe or not probe.get(keys.PROBE_POINT_TO_POINT):
@@ -94,14 +94,14 @@ def calibrate(probe: Mapping[str, Any] | None, spec: spec_.ExperimentSpec) -> Ca
                          "recorded by a ringleader that did not probe its link): no link to price the models on")
     point = fit(probe[keys.PROBE_POINT_TO_POINT][keys.PROBE_SAMPLES], "point-to-point")
     cap = spec.network.emulated_bits_per_second()
-    link = models.Nic(models.BITS_PER_BYTE / point.b_seconds_per_byte, point.a_seconds, cap)
+    link = cost_models.Nic(cost_models.BITS_PER_BYTE / point.b_seconds_per_byte, point.a_seconds, cap)
     said = (f"point-to-point: latency {1e6 * link.latency_seconds:.1f} us, "
             f"{link.bandwidth_bits_per_second / 1e9:.4g} Gbit/s")
     collective, workers = None, 1
     if probe.get(keys.PROBE_COLLECTIVE):
         workers = int(probe[keys.PROBE_COLLECTIVE][keys.WORKERS])
         collective = fit(probe[keys.PROBE_COLLECTIVE][keys.PROBE_SAMPLES], "allreduce")
-        bus = 2.0 * (workers - 1) / workers * models.BITS_PER_BYTE / collective.b_seconds_per_byte
+        bus = 2.0 * (workers - 1) / workers * cost_models.BITS_PER_BYTE / collective.b_seconds_per_byte
         said += (f"; allreduce of {workers}: {1e6 * collective.a_seconds:.1f} us + "
                  f"bus {bus / 1e9:.4g} Gbit/s")
     sizes = len(probe[keys.PROBE_POINT_TO_POINT][keys.PROBE_SAMPLES])

@@ -21,8 +21,8 @@ import dataclasses
 import math
 from typing import Callable
 
-from ringleader.analysis import profile as profile_
-from ringleader.api import spec as spec_
+from ringleader.analysis.profile import Profile
+from ringleader.api import spec
 from ringleader.contract import lowrank
 
 
@@ -56,7 +56,7 @@ class Wire:
     codec_seconds: float = 0.0
     label: str = ""
     """label names it in tables and figures (a method, or '' for a ratio the sweep asks for)."""
-    method: spec_.CompressionMethod | None = None
+    method: spec.CompressionMethod | None = None
     """method is the trial's, when the rounds are a method's (`measured`)."""
 
     def ratio(self, workers: int) -> float:
@@ -74,7 +74,7 @@ def uniform(compression: float, codec_seconds: float = 0.0) -> Wire:
     return Wire((Round(1.0 / compression, added=1.0),), codec_seconds if compression > 1 else 0.0)
 
 
-def _power_sgd(profile: profile_.Profile, compression: spec_.Compression) -> tuple[Round, ...]:
+def _power_sgd(profile: Profile, compression: spec.Compression) -> tuple[Round, ...]:
     """First round: tensors sent whole and the P factors; second: the Q factors; element counts over the profile's."""
     shapes = [g.shape for g in profile.gradients]
     if not shapes or any(shape is None for shape in shapes):
@@ -94,18 +94,18 @@ def _power_sgd(profile: profile_.Profile, compression: spec_.Compression) -> tup
     return (Round(first / total),) + ((Round(second / total),) if second else ())
 
 
-ROUNDS: dict[spec_.CompressionMethod, Callable[[profile_.Profile, spec_.Compression], tuple[Round, ...]]] = {
-    spec_.CompressionMethod.NONE: lambda _, __: (Round(1.0),),
-    spec_.CompressionMethod.FP16: lambda _, __: (Round(0.5),),
-    spec_.CompressionMethod.BF16: lambda _, __: (Round(0.5),),
-    spec_.CompressionMethod.POWER_SGD: _power_sgd,
+ROUNDS: dict[spec.CompressionMethod, Callable[[Profile, spec.Compression], tuple[Round, ...]]] = {
+    spec.CompressionMethod.NONE: lambda _, __: (Round(1.0),),
+    spec.CompressionMethod.FP16: lambda _, __: (Round(0.5),),
+    spec.CompressionMethod.BF16: lambda _, __: (Round(0.5),),
+    spec.CompressionMethod.POWER_SGD: _power_sgd,
     # values (float32) and their int32 indices: twice the bytes of the values
-    spec_.CompressionMethod.TOP_K: lambda _, c: (Round(2.0 * c.ratio, gather=True),),
+    spec.CompressionMethod.TOP_K: lambda _, c: (Round(2.0 * c.ratio, gather=True),),
 }
 """ROUNDS: per method, the rounds it sends for a bucket, each payload a fraction of the bucket's (float32) bytes."""
 
 
-def measured(profile: profile_.Profile, compression: spec_.Compression, workers: int, ratio: float,
+def measured(profile: Profile, compression: spec.Compression, workers: int, ratio: float,
              codec_seconds: float) -> Wire:
     """The method's rounds (ROUNDS), scaled so that among `workers` they send 1/`ratio` of what an uncompressed
     allreduce would, as the trial measured (its extra stamps and redone rounds included), with its codec time."""

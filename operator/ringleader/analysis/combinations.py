@@ -10,17 +10,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
-from ringleader.analysis import results as results_
-from ringleader.analysis import statistics
-from ringleader.api import trial as trial_
+from ringleader.analysis import results, statistics
+from ringleader.api.trial import REPETITION
 
-REPETITION = trial_.REPETITION
 FINISHED = "FINISHED"
 BARE_AXES = ("architecture", "paradigm")
 """Axes whose values name themselves in a label ("RingAllReduce"); others read "workers=4"."""
 
 
-def number(result: results_.TrialResult, key: str) -> float | None:
+def number(result: results.TrialResult, key: str) -> float | None:
     """A finished trial's summary value `key` as a float; None when it has none or did not finish."""
     if result.status != FINISHED or not result.summary:
         return None
@@ -40,31 +38,31 @@ class Combination:
 
     parameters: dict[str, str]
     """parameters are the values of the varied axes (repetition excluded), in the sweep's axis order."""
-    trials: list[results_.TrialResult]
+    trials: list[results.TrialResult]
 
     @property
     def label(self) -> str:
         return label(self.parameters)
 
-    def values(self, key: str | Callable[[results_.TrialResult], float | None]) -> list[float]:
+    def values(self, key: str | Callable[[results.TrialResult], float | None]) -> list[float]:
         """The summary value `key` (or what the function returns) of every finished trial that has it."""
         pick = key if callable(key) else (lambda result: number(result, key))
         return [value for value in map(pick, self.trials) if value is not None]
 
-    def estimate(self, key: str | Callable[[results_.TrialResult], float | None]) -> statistics.Estimate | None:
+    def estimate(self, key: str | Callable[[results.TrialResult], float | None]) -> statistics.Estimate | None:
         values = self.values(key)
         return statistics.estimate(values) if values else None
 
 
-def varied_axes(result: results_.SweepResult) -> list[str]:
+def varied_axes(result: results.SweepResult) -> list[str]:
     """The axes that tell combinations apart: every varied axis but the repetition."""
     return [axis for axis in result.axes if axis != REPETITION]
 
 
-def group(result: results_.SweepResult, axes: Sequence[str] | None = None) -> list[Combination]:
+def group(result: results.SweepResult, axes: Sequence[str] | None = None) -> list[Combination]:
     """Combinations in first-seen order; `axes` (default: every varied axis) are the values that separate them."""
     axes = varied_axes(result) if axes is None else list(axes)
-    groups: dict[tuple[str, ...], list[results_.TrialResult]] = {}
+    groups: dict[tuple[str, ...], list[results.TrialResult]] = {}
     for trial in result.trials:
         key = tuple(trial.trial.parameters.get(axis, "") for axis in axes)
         groups.setdefault(key, []).append(trial)

@@ -12,8 +12,7 @@ import pathlib
 
 import matplotlib.pyplot as pyplot
 
-from ringleader.analysis import combinations, curves, figures, statistics, tables
-from ringleader.analysis import results as results_
+from ringleader.analysis import combinations, curves, figures, results, statistics, tables
 from ringleader.contract import keys
 
 PARADIGM = "paradigm"
@@ -29,7 +28,7 @@ class Target:
     """seconds maps each trial with a loss curve to its time to the target; None if it never got there."""
 
 
-def target(result: results_.SweepResult) -> Target | None:
+def target(result: results.SweepResult) -> Target | None:
     """The worst final smoothed loss of the finished trials, and every trial's time to it; None without losses."""
     loss_curves = {t.trial.name: curves.loss_curve(t) for t in result.trials}
     finals = [(curve[-1][1], name) for name, curve in loss_curves.items() if curve
@@ -40,12 +39,12 @@ def target(result: results_.SweepResult) -> Target | None:
     return Target(loss, worst, {name: curves.time_to(curve, loss) for name, curve in loss_curves.items() if curve})
 
 
-def _paradigm_colours(result: results_.SweepResult) -> dict[str, str]:
+def _paradigm_colours(result: results.SweepResult) -> dict[str, str]:
     paradigms = dict.fromkeys(t.trial.spec.sync.paradigm.value for t in result.trials)
     return {paradigm: figures.colour(index) for index, paradigm in enumerate(paradigms)}
 
 
-def loss(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def loss(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Smoothed loss against seconds since each trial's start, coloured by paradigm; the target dashed."""
     if PARADIGM not in result.axes:
         return None
@@ -79,12 +78,12 @@ def loss(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figur
                           f"target loss {goal.loss:.4g}, the worst final loss of the sweep (trial {goal.trial}).", path)
 
 
-def file_target(result: results_.SweepResult):
+def file_target(result: results.SweepResult):
     """The sweep's own `model.target` (api.spec.Target), None when its trials set none; findings use it too."""
     return next((t.trial.spec.model.target for t in result.trials if t.trial.spec.model.target), None)
 
 
-def _trial_colours(result: results_.SweepResult) -> dict[str, str]:
+def _trial_colours(result: results.SweepResult) -> dict[str, str]:
     """By paradigm in a paradigm sweep, else one colour per combination (its repetitions alike)."""
     if PARADIGM in result.axes:
         by_paradigm = _paradigm_colours(result)
@@ -93,7 +92,7 @@ def _trial_colours(result: results_.SweepResult) -> dict[str, str]:
             for t in group.trials}
 
 
-def held_out(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def held_out(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Held-out accuracy (or loss, for a loss target) against seconds, one line per trial; the file's target dashed."""
     goal = file_target(result)
     if goal is None:
@@ -126,7 +125,7 @@ def held_out(result: results_.SweepResult, directory: pathlib.Path) -> figures.F
                           path)
 
 
-def time_to_target(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def time_to_target(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Bars of each combination's seconds to the file's own target (mean and 95 % interval over repetitions)."""
     goal = file_target(result)
     if goal is None:
@@ -164,7 +163,7 @@ def _seconds_bars(groups: list[tuple[combinations.Combination, statistics.Estima
     return figure
 
 
-def time_to_loss(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def time_to_loss(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Bars of each combination's seconds to the target loss (mean and 95 % interval over repetitions); not drawn
     when the experiment names its own target (time_to_target draws that)."""
     if PARADIGM not in result.axes or file_target(result) is not None:
@@ -190,7 +189,7 @@ def time_to_loss(result: results_.SweepResult, directory: pathlib.Path) -> figur
                           "Error bars: 95 % confidence interval over repetitions, where repeated.", path)
 
 
-def staleness(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def staleness(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Histograms of the staleness of worker iterations, one per paradigm that recorded any."""
     if PARADIGM not in result.axes:
         return None
@@ -217,7 +216,7 @@ def staleness(result: results_.SweepResult, directory: pathlib.Path) -> figures.
                           "SSP bounds it by its staleness; ASP does not bound it.", path)
 
 
-def thresholds(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def thresholds(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """DSSP's granted thresholds over time, per trial and server rank; only when a trial recorded them."""
     series = {trial.trial.name: curves.thresholds(trial) for trial in result.trials}
     series = {name: ranks for name, ranks in series.items() if ranks}

@@ -10,8 +10,7 @@ from __future__ import annotations
 import collections
 from typing import Iterable
 
-from ringleader.analysis import results as results_
-from ringleader.analysis import summary, targets
+from ringleader.analysis import results, summary, targets
 from ringleader.api import constants
 from ringleader.contract import keys
 
@@ -21,17 +20,17 @@ SMOOTHING = 10
 Curve = list[tuple[float, float]]
 
 
-def _worker_records(result: results_.TrialResult) -> Iterable[dict]:
+def _worker_records(result: results.TrialResult) -> Iterable[dict]:
     for records in result.records.values():
         yield from (r for r in records if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER)
 
 
-def start_time(result: results_.TrialResult) -> float | None:
+def start_time(result: results.TrialResult) -> float | None:
     """When the trial's first iteration began, in seconds since the epoch; None without timed records."""
     return targets.start_time(r for records in result.records.values() for r in records)
 
 
-def loss_curve(result: results_.TrialResult) -> Curve:
+def loss_curve(result: results.TrialResult) -> Curve:
     """(seconds since start, trailing mean of the last SMOOTHING losses of all workers) in time order."""
     start = start_time(result)
     points = sorted((float(r["timestamp"]), float(r[keys.LOSS])) for r in _worker_records(result)
@@ -46,7 +45,7 @@ def loss_curve(result: results_.TrialResult) -> Curve:
     return curve
 
 
-def evaluation_curve(result: results_.TrialResult, key: str) -> Curve:
+def evaluation_curve(result: results.TrialResult, key: str) -> Curve:
     """(seconds since start, `key`) of every evaluation the trial recorded (eval/accuracy or eval/loss), in time order."""
     start = start_time(result)
     if start is None:
@@ -60,7 +59,7 @@ def time_to(curve: Curve, target: float) -> float | None:
     return next((seconds for seconds, loss in curve if loss <= target), None)
 
 
-def staleness(result: results_.TrialResult) -> list[float]:
+def staleness(result: results.TrialResult) -> list[float]:
     """The staleness of every worker iteration after warm-up (iterations; only asynchronous exchanges record it)."""
     values = []
     for records in result.records.values():
@@ -69,7 +68,7 @@ def staleness(result: results_.TrialResult) -> list[float]:
     return values
 
 
-def thresholds(result: results_.TrialResult) -> dict[int, Curve]:
+def thresholds(result: results.TrialResult) -> dict[int, Curve]:
     """Per rank that granted them (DSSP's servers), (seconds since start, threshold granted) in time order."""
     start = start_time(result)
     series = {}

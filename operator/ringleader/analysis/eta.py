@@ -25,8 +25,8 @@ import statistics
 from typing import Any, Mapping, Sequence
 
 from ringleader.analysis import prediction
-from ringleader.api import spec as spec_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import ExperimentSpec, OnReached, SweepMatrix
+from ringleader.api import trial as trial_  # aliased: Trial here is eta's own
 from ringleader.contract import keys
 
 Sample = tuple[float, int]
@@ -37,9 +37,8 @@ WINDOW_FRACTION = 0.1
 about the interval of the progress lines the worker prints every ~10 % (runtime/worker.py; more often in long trials)."""
 UNKNOWN = "ETA unknown until the first iterations"
 
-_REPETITION = trial_.REPETITION
-_ARCHITECTURE = spec_.SweepMatrix.model_fields["architecture"].alias
-_SERVERS = spec_.SweepMatrix.model_fields["parameter_servers"].alias
+_ARCHITECTURE = SweepMatrix.model_fields["architecture"].alias
+_SERVERS = SweepMatrix.model_fields["parameter_servers"].alias
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,10 +92,10 @@ def planned(trial: trial_.Trial) -> Trial:
     return Trial(trial.name, dict(trial.parameters), label, spec.model.iterations)
 
 
-def upper_bound(spec: spec_.ExperimentSpec) -> bool:
+def upper_bound(spec: ExperimentSpec) -> bool:
     """Whether trials of `spec` may end before their iterations: model.target with onReached Stop."""
     target = spec.model.target
-    return target is not None and target.on_reached == spec_.OnReached.STOP
+    return target is not None and target.on_reached == OnReached.STOP
 
 
 def iterations_run(iterations: int, stops_at_target: bool, target_iterations: int | None) -> int:
@@ -147,10 +146,10 @@ def predicted_seconds(trial: Trial, finished: Sequence[Finished]) -> float | Non
     """The trial's iteration time before it runs: measured by its repetitions, else predicted by a trial that
     differs in architecture alone; None when neither finished."""
     same = [f.iteration_seconds for f in finished if f.iteration_seconds
-            and _without(f.parameters, _REPETITION) == _without(trial.parameters, _REPETITION)]
+            and _without(f.parameters, trial_.REPETITION) == _without(trial.parameters, trial_.REPETITION)]
     if same:
         return statistics.fmean(same)
-    others = (_REPETITION, _ARCHITECTURE, _SERVERS)
+    others = (trial_.REPETITION, _ARCHITECTURE, _SERVERS)
     return next((f.predicted[trial.label] for f in reversed(finished) if trial.label in f.predicted
                  and _without(f.parameters, *others) == _without(trial.parameters, *others)), None)
 

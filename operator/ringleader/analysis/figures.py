@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # before pyplot: files only, never a window
 import matplotlib.pyplot as pyplot  # noqa: E402
 
 from ringleader.analysis import combinations  # noqa: E402
-from ringleader.analysis import results as results_  # noqa: E402
+from ringleader.analysis import results  # noqa: E402
 from ringleader.contract import keys  # noqa: E402
 
 DPI = 110
@@ -73,12 +73,12 @@ def save(figure: Any, directory: pathlib.Path, figure_id: str) -> pathlib.Path:
     return path
 
 
-def trial_label(result: results_.TrialResult) -> str:
+def trial_label(result: results.TrialResult) -> str:
     spec = result.trial.spec
     return f"{result.trial.name}\n{spec.architecture.value}\n{spec.sync.paradigm.value}, {spec.workers.replicas}w"
 
 
-def mean_iteration_seconds(trial: results_.TrialResult) -> float | None:
+def mean_iteration_seconds(trial: results.TrialResult) -> float | None:
     """A finished trial's mean worker iteration after warm-up: its ranks' means weighted by their iterations."""
     if combinations.number(trial, keys.THROUGHPUT) is None:
         return None
@@ -88,7 +88,7 @@ def mean_iteration_seconds(trial: results_.TrialResult) -> float | None:
     return sum(r[keys.ITERATIONS] * r[keys.ITERATION_SECONDS] for r in ranks) / counted if counted else None
 
 
-def time_breakdown(result: results_.SweepResult, directory: pathlib.Path) -> Figure | None:
+def time_breakdown(result: results.SweepResult, directory: pathlib.Path) -> Figure | None:
     """Stacked bars per trial of the mean milliseconds a worker iteration spends computing, communicating and
     waiting, all trials on one axis; the mean iteration time (like with like) and throughput above each bar."""
     if not any(combinations.number(trial, keys.COMPUTE_SECONDS) is not None for trial in result.trials):
@@ -125,7 +125,7 @@ def time_breakdown(result: results_.SweepResult, directory: pathlib.Path) -> Fig
                   "time, the same statistic as the bars, and the throughput of all workers together.", path)
 
 
-def repetitions(result: results_.SweepResult, directory: pathlib.Path) -> Figure | None:
+def repetitions(result: results.SweepResult, directory: pathlib.Path) -> Figure | None:
     """Mean over repetitions and its 95 % interval of throughput and median (p50) iteration time per combination."""
     if combinations.REPETITION not in result.axes:
         return None

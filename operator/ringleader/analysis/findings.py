@@ -10,9 +10,8 @@ import dataclasses
 import math
 from typing import Any
 
-from ringleader.analysis import combinations, convergence, scaling, statistics, tables
-from ringleader.analysis import contention as contention_
-from ringleader.analysis import results as results_
+from ringleader.analysis import combinations, convergence, results, scaling, statistics, tables
+from ringleader.analysis.contention import crowded
 from ringleader.contract import keys
 
 MAX_COMPARISONS = 12
@@ -94,7 +93,7 @@ class Comparison:
         return "too few iterations for an interval: more iterations, or sweep.repetitions, would tell"
 
 
-def within_run_batches(result: results_.TrialResult) -> list[float]:
+def within_run_batches(result: results.TrialResult) -> list[float]:
     """A finished trial's throughput (samples/s, all workers) in BATCHES contiguous batches of its iterations
     after warm-up: batch k sums every worker's samples over its time in its own k-th batch. [] when the
     workers recorded too few iterations for two batches each."""
@@ -124,7 +123,7 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     shared CPUs name no winner: contended timings drift between runs by more than a run's own spread (on 2 busy
     cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind)."""
     repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
-    contended = any(contention_.crowded(trial.summary) for group in (better, other) for trial in group.trials)
+    contended = any(crowded(trial.summary) for group in (better, other) for trial in group.trials)
     if min(map(len, repeated)) >= 2:
         estimate, basis, margin = statistics.ratio(*repeated), "repetitions", 0.0
     else:
@@ -182,7 +181,7 @@ def fastest(groups: list[combinations.Combination]) -> list[Finding]:
                            f"{_ratio_words(versus)}; {versus.settle()}.", "fastest", subjects)]
 
 
-def comparisons(result: results_.SweepResult) -> list[Finding]:
+def comparisons(result: results.SweepResult) -> list[Finding]:
     """Per varied axis and setting of the other axes: the best value's throughput over each other value's."""
     axes = combinations.varied_axes(result)
     sentences = []
@@ -190,7 +189,7 @@ def comparisons(result: results_.SweepResult) -> list[Finding]:
         others = [other for other in axes if other != axis]
         for context in combinations.group(result, others):
             values = [(c, c.values(keys.THROUGHPUT))
-                      for c in combinations.group(results_.SweepResult(result.experiment, context.trials), [axis])]
+                      for c in combinations.group(results.SweepResult(result.experiment, context.trials), [axis])]
             values = [(c, v) for c, v in values if v]
             if len(values) < 2:
                 continue
@@ -241,7 +240,7 @@ def communication(groups: list[combinations.Combination]) -> list[Finding]:
                     keys.COMM_FRACTION)]
 
 
-def time_to_loss(result: results_.SweepResult) -> list[Finding]:
+def time_to_loss(result: results.SweepResult) -> list[Finding]:
     if convergence.PARADIGM not in result.axes:
         return []
     goal = convergence.target(result)
@@ -266,12 +265,12 @@ def _seconds_to_goal(name: str, times: list) -> tuple[str, statistics.Estimate |
     return f"{name} {estimate.mean:.1f} s{interval(estimate, 1)}{missed}", estimate
 
 
-def _goal(result: results_.SweepResult) -> str | None:
+def _goal(result: results.SweepResult) -> str | None:
     """What `model.target` the sweep's trials are timed to, in words; None when they set none."""
     return tables.goal_words(convergence.file_target(result))
 
 
-def time_to_target(result: results_.SweepResult) -> list[Finding]:
+def time_to_target(result: results.SweepResult) -> list[Finding]:
     """Seconds to `model.target` per combination (targetSeconds of the summaries), and which got there first when
     the repetitions say so: the answer a time-to-accuracy comparison (BSP against stale paradigms) is run for.
     A time to target moves by tens of percent from run to run, so one run each names no first."""
@@ -310,7 +309,7 @@ def time_to_target(result: results_.SweepResult) -> list[Finding]:
                     distinguishable=separated)]
 
 
-def network(result: results_.SweepResult) -> list[Finding]:
+def network(result: results.SweepResult) -> list[Finding]:
     if scaling.BANDWIDTH not in result.axes:
         return []
     sentences = []
@@ -327,11 +326,11 @@ def network(result: results_.SweepResult) -> list[Finding]:
     return sentences
 
 
-def contention(result: results_.SweepResult) -> list[Finding]:
+def contention(result: results.SweepResult) -> list[Finding]:
     """Trials whose ranks had more threads than their machine's CPUs (usage in the summary, runtime/usage.py): ranks
     sharing a laptop's cores, or a pod whose CPU limit is below a core. Their times include waiting for a CPU,
     which says as much about the machine as about the setup."""
-    starved = [(t.trial.name, said) for t in result.trials if (said := contention_.crowded(t.summary))]
+    starved = [(t.trial.name, said) for t in result.trials if (said := crowded(t.summary))]
     if not starved:
         return []
     parts = "; ".join(f"{name}: {said}" for name, said in starved)
@@ -340,12 +339,12 @@ def contention(result: results_.SweepResult) -> list[Finding]:
                     "(fewer ranks per machine, or a cluster).", "contention", tuple(name for name, _ in starved))]
 
 
-def failures(result: results_.SweepResult) -> list[Finding]:
+def failures(result: results.SweepResult) -> list[Finding]:
     return [Finding(f"{t.trial.name} {t.status}" + (f": {t.message}" if t.message else "") + ".", "failure",
                     (t.trial.name,)) for t in result.trials if t.status != combinations.FINISHED]
 
 
-def incomplete(result: results_.SweepResult) -> list[Finding]:
+def incomplete(result: results.SweepResult) -> list[Finding]:
     """First of all, what the comparisons leave out: trials that never ran, and trials that did not finish."""
     ran = {t.trial.name for t in result.trials}
     missing = [name for name in result.planned if name not in ran]
@@ -362,7 +361,7 @@ def incomplete(result: results_.SweepResult) -> list[Finding]:
                     "incomplete", tuple(missing) + tuple(t.trial.name for t in unfinished))]
 
 
-def findings(result: results_.SweepResult) -> list[Finding]:
+def findings(result: results.SweepResult) -> list[Finding]:
     """Every finding, most telling first: what is missing, then the answer; one sentence says so when no trial
     finished."""
     groups = combinations.group(result)

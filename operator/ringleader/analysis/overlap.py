@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Protocol
 
-from ringleader.analysis import profile as profile_
+from ringleader.analysis.profile import Profile
 from ringleader.contract import buckets as buckets_
 from ringleader.contract import environment as contract
 
@@ -35,7 +35,7 @@ class Bucket:
 class Bucketing(Protocol):
     """A rule that groups a profile's gradients into buckets, in the order they are sent."""
 
-    def buckets(self, profile: profile_.Profile) -> list[Bucket]: ...
+    def buckets(self, profile: Profile) -> list[Bucket]: ...
 
     def describe(self) -> str: ...
 
@@ -49,7 +49,7 @@ class RuntimeBuckets:
     recorded: tuple[float, ...] = ()
     """recorded are the sizes a ring trial recorded for its buckets, in launch order: they close as those did."""
 
-    def buckets(self, profile: profile_.Profile) -> list[Bucket]:
+    def buckets(self, profile: Profile) -> list[Bucket]:
         backward = list(reversed(profile.gradients))
         groups = buckets_.group([g.size_bytes for g in backward], self.bucket_bytes, self.first_bucket_bytes,
                                 recorded=self.recorded)
@@ -78,7 +78,7 @@ class FusionWindow:
     """cap_bytes is the fusion threshold (Horovod's default, 64 MiB): a bucket never grows past it (a bigger
     gradient goes alone)."""
 
-    def buckets(self, profile: profile_.Profile) -> list[Bucket]:
+    def buckets(self, profile: Profile) -> list[Bucket]:
         buckets: list[Bucket] = []
         opened = size = last = 0.0
         count = 0
@@ -116,7 +116,7 @@ class Replay:
         return max(0.0, max(self.ends, default=0.0) - self.backward_seconds)
 
 
-def replay(profile: profile_.Profile, bucketing: Bucketing, seconds: Callable[[float], float]) -> Replay:
+def replay(profile: Profile, bucketing: Bucketing, seconds: Callable[[float], float]) -> Replay:
     """Bucket the profile's gradients, then send the buckets first in first out, each at max(channel free, ready)
     for `seconds(its bytes)`."""
     buckets = bucketing.buckets(profile)

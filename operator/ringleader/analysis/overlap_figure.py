@@ -14,8 +14,7 @@ import pathlib
 import statistics
 from typing import Any, Mapping
 
-from ringleader.analysis import figures, prediction, profile
-from ringleader.analysis import results as results_
+from ringleader.analysis import figures, prediction, profile, results
 from ringleader.api.spec import Architecture
 from ringleader.contract import keys
 
@@ -55,7 +54,7 @@ def measured(document: Mapping[str, Any]) -> Timeline | None:
     return Timeline(backward, tuple((statistics.median(s), statistics.median(e)) for s, e in zip(starts, ends)))
 
 
-def predicted(trial: results_.TrialResult, rank: int) -> Timeline:
+def predicted(trial: results.TrialResult, rank: int) -> Timeline:
     """The DAG model's iteration for this ring trial, as its own prediction replays it (analysis/prediction.py);
     ValueError when its records cannot calibrate the model."""
     found = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
@@ -64,7 +63,7 @@ def predicted(trial: results_.TrialResult, rank: int) -> Timeline:
     return Timeline(replay.backward_seconds, tuple(zip(replay.starts, replay.ends)))
 
 
-def timelines(result: results_.SweepResult) -> list[tuple[results_.TrialResult, Timeline, Timeline]]:
+def timelines(result: results.SweepResult) -> list[tuple[results.TrialResult, Timeline, Timeline]]:
     """(trial, measured, predicted) for each ring trial that recorded collectives and can be calibrated."""
     found = []
     for trial in result.trials:
@@ -84,7 +83,7 @@ def timelines(result: results_.SweepResult) -> list[tuple[results_.TrialResult, 
     return found
 
 
-def overlap(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def overlap(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Per ring trial: measured and predicted backward, and each bucket's allreduce, on one time axis."""
     found = timelines(result)[:MAX_PANELS]
     if not found:

@@ -10,7 +10,7 @@ import base64
 import html
 from typing import Sequence
 
-from ringleader.analysis import figures as figures_
+from ringleader.analysis.figures import Figure
 from ringleader.analysis import tables
 
 STYLE = """
@@ -35,7 +35,7 @@ def _table(table: tables.Table) -> str:
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
 
 
-def _figure(figure: figures_.Figure) -> str:
+def _figure(figure: Figure) -> str:
     data = base64.b64encode(figure.path.read_bytes()).decode("ascii")
     return (f'<figure id="{html.escape(figure.id)}">\n<h3>{html.escape(figure.title)}</h3>\n'
             f'<img src="data:image/png;base64,{data}" alt="{html.escape(figure.alt)}">\n'
@@ -43,7 +43,7 @@ def _figure(figure: figures_.Figure) -> str:
 
 
 def render(title: str, findings: Sequence[str], sections: Sequence[tuple[str, tables.Table]],
-           figures: Sequence[figures_.Figure], footer: str) -> str:
+           figures: Sequence[Figure], footer: str) -> str:
     """The whole page: findings first, then the tables, then every figure with its caption."""
     parts = [f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
              f"<style>{STYLE}</style>\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n",

@@ -20,9 +20,9 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.analysis import calibration as calibration_
-from ringleader.analysis import collectives, models, overlap, validation, whatif
+from ringleader.analysis import collectives, cost_models, overlap, validation, whatif
 from ringleader.analysis import profile as profile_
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.api.spec import COMPRESSION_ARCHITECTURES, Architecture, Paradigm
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
@@ -121,9 +121,9 @@ def message_bytes(inputs: Inputs, architecture: Architecture) -> float:
 
 
 MODELS: dict[Architecture, Model] = {
-    Architecture.PARAMETER_SERVER: Model("full-duplex server", lambda i, servers: models.parameter_server_comm_seconds(
+    Architecture.PARAMETER_SERVER: Model("full-duplex server", lambda i, servers: cost_models.parameter_server_comm_seconds(
         i.workers, message_bytes(i, Architecture.PARAMETER_SERVER), i.calibration.link, servers, full_duplex=True)),
-    Architecture.PEER_TO_PEER: Model("study 1", lambda i, _: models.peer_to_peer_comm_seconds(
+    Architecture.PEER_TO_PEER: Model("study 1", lambda i, _: cost_models.peer_to_peer_comm_seconds(
         i.workers, message_bytes(i, Architecture.PEER_TO_PEER), i.calibration.link)),
     Architecture.RING_ALL_REDUCE: Model("DAG", lambda i, _: ring_comm(i), ring_compute, Paradigm.BSP),
 }
@@ -234,7 +234,7 @@ class TrialPrediction:
         }
 
 
-def predict_trial(trial: trial_.Trial, records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
+def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
                   layers_document: Mapping[str, Any], rank: int, probe: Mapping[str, Any] | None,
                   bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> TrialPrediction:
     """Predict every architecture from worker `rank`'s layers.json, every worker's records and the link probed at

@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import pathlib
 
-from ringleader.analysis import combinations, figures
-from ringleader.analysis import results as results_
+from ringleader.analysis import combinations, figures, results
 from ringleader.contract import keys
 
 MARKERS = {"1ps": "v", "4ps": "^", "p2p": "s", "ring": "o"}
+BAR_WIDTH = 0.35  # of a trial's slot: its measured bar left of centre, its predicted one right
 
 
-def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+ALT = ("bars per trial: measured and predicted median iteration time, the prediction with its validated error band; "
+       "markers: the other architectures' predicted iteration times")
+CAPTION = ("Grey: the trial's median iteration time after warm-up (its p50); blue: what the models predict for its "
+           "architecture from the medians of its own records and the link it probed at its start, the error above. "
+           "Medians on both sides: a few iterations stalled by other load move neither. Orange markers: the other "
+           "architectures on the same model, workers and link. Whiskers: the worst error "
+           "bench/bench_predict_validation.py measured for that kind of prediction (docs/predict-validation.md); a "
+           "hollow marker has no validated band (the kind was not validated, e.g. 4 servers or a paradigm other than "
+           "BSP). docs/predict.md says what is measured and fitted from what.")
+
+
+def predicted_vs_measured(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Per trial: its measured median iteration time beside its own predicted one with its validated band (the error
     above), and the other architectures' predictions on its model, workers and link as markers with theirs; the
     models take medians too."""
@@ -28,43 +39,10 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     if not predicted:
         return None
     figure, axes = figures.pyplot.subplots(figsize=(max(5.5, 1.4 * len(predicted) + 2.5), 4.8))
-    width = 0.35
-    seen: set[str] = set()
-    top = 0.0
+    seen: set[str] = set()  # what the legend has already
     unavailable: dict[str, list[str]] = {}  # reason -> the trials it keeps from a prediction
-    for position, (trial, prediction) in enumerate(predicted):
-        measured = 1000 * (prediction.get(keys.MEASURED_ITERATION_SECONDS) or combinations.number(trial, keys.P50)
-                           or 0.0)
-        axes.bar(position - width / 2, measured, width, color="#bdbdbd",
-                 label="measured (median)" if not position else None)
-        top = max(top, measured)
-        why = prediction.get(keys.PREDICTION_UNAVAILABLE) or prediction.get(keys.CANNOT_PREDICT)
-        if why:
-            unavailable.setdefault(why, []).append(trial.trial.name)
-            axes.text(position + width / 2, 0, "no prediction (caption)", rotation=90, ha="center", va="bottom",
-                      fontsize=7, color="#a50f15")
-            continue
-        estimates = prediction.get(keys.ARCHITECTURES) or {}
-        own_label = prediction.get(keys.PREDICTED_ARCHITECTURE)
-        own = 1000 * prediction[keys.ITERATION_SECONDS]
-        band = (estimates.get(own_label) or {}).get(keys.BAND_FRACTION)
-        axes.bar(position + width / 2, own, width, color="#2171b5", yerr=own * band if band else None,
-                 capsize=3, ecolor="#08306b", label="predicted, this architecture" if "own" not in seen else None)
-        seen.add("own")
-        error = prediction.get(keys.ERROR_FRACTION)
-        if error is not None:
-            axes.text(position, max(own * (1 + (band or 0)), measured) * 1.02, f"error {100 * error:.0f}%",
-                      ha="center", va="bottom", fontsize=7)
-        for label, estimate in sorted(estimates.items()):
-            value = 1000 * estimate[keys.ITERATION_SECONDS]
-            validated = estimate.get(keys.BAND_FRACTION)
-            axes.errorbar(position + width / 2, value, yerr=value * validated if validated else None,
-                          fmt=MARKERS.get(label, "x"), color="#d95f02", markersize=5, capsize=2,
-                          markerfacecolor="#d95f02" if validated else "none",
-                          label=label if label not in seen else None)
-            seen.add(label)
-            top = max(top, value * (1 + (validated or 0)))
-        top = max(top, own * (1 + (band or 0)))
+    top = max(draw_trial(axes, position, trial, prediction, seen, unavailable)
+              for position, (trial, prediction) in enumerate(predicted))
     axes.set_xticks(list(range(len(predicted))))
     axes.set_xticklabels([figures.trial_label(trial) for trial, _ in predicted], fontsize=7)
     axes.set_ylim(0, top * 1.2 or 1.0)
@@ -73,14 +51,41 @@ def predicted_vs_measured(result: results_.SweepResult, directory: pathlib.Path)
     axes.legend(loc="upper left", fontsize=7, ncols=3)
     path = figures.save(figure, directory, "prediction")
     failed = "".join(f" No prediction for {', '.join(names)}: {why}." for why, names in unavailable.items())
-    return figures.Figure("prediction", "Predicted against measured",
-                          "bars per trial: measured and predicted median iteration time, the prediction with its "
-                          "validated error band; markers: the other architectures' predicted iteration times",
-                          "Grey: the trial's median iteration time after warm-up (its p50); blue: what the models "
-                          "predict for its architecture from the medians of its own records and the link it probed "
-                          "at its start, the error above. Medians on both sides: a few iterations stalled by other "
-                          "load move neither. Orange markers: the other architectures on the same model, workers and "
-                          "link. Whiskers: the worst error bench/bench_predict_validation.py measured for that kind "
-                          "of prediction (docs/predict-validation.md); a hollow marker has no validated band (the "
-                          "kind was not validated, e.g. 4 servers or a paradigm other than BSP). docs/predict.md "
-                          "says what is measured and fitted from what." + failed, path)
+    return figures.Figure("prediction", "Predicted against measured", ALT, CAPTION + failed, path)
+
+
+def draw_trial(axes, position: int, trial: results.TrialResult, prediction: dict, seen: set[str],
+               unavailable: dict[str, list[str]]) -> float:
+    """The trial's measured bar and, where it has a prediction, its own and the other architectures'; else its
+    name under the reason in `unavailable`. The highest point drawn (ms)."""
+    width = BAR_WIDTH
+    measured = 1000 * (prediction.get(keys.MEASURED_ITERATION_SECONDS) or combinations.number(trial, keys.P50)
+                       or 0.0)
+    axes.bar(position - width / 2, measured, width, color="#bdbdbd",
+             label="measured (median)" if not position else None)
+    why = prediction.get(keys.PREDICTION_UNAVAILABLE) or prediction.get(keys.CANNOT_PREDICT)
+    if why:
+        unavailable.setdefault(why, []).append(trial.trial.name)
+        axes.text(position + width / 2, 0, "no prediction (caption)", rotation=90, ha="center", va="bottom",
+                  fontsize=7, color="#a50f15")
+        return measured
+    estimates = prediction.get(keys.ARCHITECTURES) or {}
+    own = 1000 * prediction[keys.ITERATION_SECONDS]
+    band = (estimates.get(prediction.get(keys.PREDICTED_ARCHITECTURE)) or {}).get(keys.BAND_FRACTION)
+    axes.bar(position + width / 2, own, width, color="#2171b5", yerr=own * band if band else None,
+             capsize=3, ecolor="#08306b", label="predicted, this architecture" if "own" not in seen else None)
+    seen.add("own")
+    error = prediction.get(keys.ERROR_FRACTION)
+    if error is not None:
+        axes.text(position, max(own * (1 + (band or 0)), measured) * 1.02, f"error {100 * error:.0f}%",
+                  ha="center", va="bottom", fontsize=7)
+    top = max(measured, own * (1 + (band or 0)))
+    for label, estimate in sorted(estimates.items()):
+        value = 1000 * estimate[keys.ITERATION_SECONDS]
+        validated = estimate.get(keys.BAND_FRACTION)
+        axes.errorbar(position + width / 2, value, yerr=value * validated if validated else None,
+                      fmt=MARKERS.get(label, "x"), color="#d95f02", markersize=5, capsize=2,
+                      markerfacecolor="#d95f02" if validated else "none", label=label if label not in seen else None)
+        seen.add(label)
+        top = max(top, value * (1 + (validated or 0)))
+    return top

@@ -14,8 +14,7 @@ import dataclasses
 import statistics
 from typing import Any, Mapping, Sequence
 
-from ringleader.analysis import results as results_
-from ringleader.analysis import summary
+from ringleader.analysis import results, summary
 from ringleader.api import constants
 from ringleader.api.spec import Architecture, Paradigm
 from ringleader.contract import keys
@@ -199,7 +198,7 @@ def measured_iteration_seconds(records_by_rank: Mapping[int, Sequence[Mapping[st
 # Which trial and rank
 
 
-def worker_rank(trial: results_.TrialResult, asked: int | None = None) -> int:
+def worker_rank(trial: results.TrialResult, asked: int | None = None) -> int:
     """`asked` (checked), else the lowest worker rank with a layers.json: the rank that predicts at a trial's end.
     LookupError saying why when there is none."""
     workers = [s.rank for s in trial.trial.slots() if s.role == constants.ROLE_WORKER]
@@ -217,7 +216,7 @@ def worker_rank(trial: results_.TrialResult, asked: int | None = None) -> int:
     return profiled[0]
 
 
-def pick(trials: Sequence[results_.TrialResult]) -> tuple[results_.TrialResult, str]:
+def pick(trials: Sequence[results.TrialResult]) -> tuple[results.TrialResult, str]:
     """The trial whose profile models a ring when one must be chosen, and why it was: among those with a worker's
     layers.json, a RingAllReduce trial (its backward ran with the ring's hooks), then the fewest workers (the least
     communication competing with backward), then the first. LookupError when none has one."""

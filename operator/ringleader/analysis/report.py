@@ -1,6 +1,6 @@
 """A sweep's report: report.html, one PNG per figure, report.csv and report.json, and its markdown for MLflow.
 
-    report = build(sweep_result, directory)   # analysis.results.SweepResult, from tracking/results.py
+    report = build(sweep_result, directory)   # analysis.results.SweepResult, from tracking/reading.py
     report.html                                # <directory>/report.html
     report.note(8000, "report/report.html")    # findings and tables within MLflow's tag limit
 
@@ -18,14 +18,14 @@ from typing import Any, Callable
 
 from ringleader.analysis import (combinations, convergence, figures, findings, overlap_figure, page, prediction_figure,
                                 scaling, tables)
-from ringleader.analysis import results as results_
+from ringleader.analysis import results
 from ringleader.contract import keys
 
 HTML_FILE = "report.html"
 CSV_FILE = "report.csv"
 JSON_FILE = "report.json"
 
-FigureMaker = Callable[[results_.SweepResult, pathlib.Path], "figures.Figure | None"]
+FigureMaker = Callable[[results.SweepResult, pathlib.Path], "figures.Figure | None"]
 FIGURES: tuple[FigureMaker, ...] = (
     figures.time_breakdown,      # every sweep
     scaling.scaling,             # sweeps over workers
@@ -116,9 +116,9 @@ def combination_table(groups: list[combinations.Combination], goal: convergence.
     return tables.Table(COMBINATION_COLUMNS, rows, frozenset({1, 2, 3, 4, 5, 6}))
 
 
-def _document(result: results_.SweepResult, found: list[findings.Finding], groups: list[combinations.Combination],
+def _document(result: results.SweepResult, found: list[findings.Finding], groups: list[combinations.Combination],
               goal: convergence.Target | None, made: list[figures.Figure]) -> dict[str, Any]:
-    def seconds(trial: results_.TrialResult) -> float | None:
+    def seconds(trial: results.TrialResult) -> float | None:
         return goal.seconds.get(trial.trial.name) if goal else None
 
     return {
@@ -143,7 +143,7 @@ def _document(result: results_.SweepResult, found: list[findings.Finding], group
     }
 
 
-def build(result: results_.SweepResult, directory: str | pathlib.Path) -> Report:
+def build(result: results.SweepResult, directory: str | pathlib.Path) -> Report:
     """Write the report of `result` into `directory` (created if absent; files of the same names are replaced)."""
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

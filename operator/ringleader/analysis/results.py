@@ -10,14 +10,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 
 
 @dataclasses.dataclass(frozen=True)
 class TrialResult:
     """One trial as it ended (or stands): the resolved trial, its MLflow status and what it recorded."""
 
-    trial: trial_.Trial
+    trial: Trial
     status: str
     """status is the trial run's MLflow status: FINISHED, FAILED, KILLED or RUNNING."""
     message: str | None = None

@@ -1,7 +1,7 @@
 """Scaling figures: throughput, speedup and efficiency against workers, communication against the cost models,
 and the scaling factor against bandwidth beside the what-if model; used by report.py and findings.py.
 
-Cost models (models.py) need the model's size M and the link's bandwidth B. M is the sum of the
+Cost models (cost_models.py) need the model's size M and the link's bandwidth B. M is the sum of the
 parameters' bytes in a rank's layers.json; without one, no model is drawn. B is spec.network.bandwidth
 when the trials set one, else ASSUMED_BANDWIDTH, written on the figure; latency is taken as 0.
 """
@@ -14,9 +14,7 @@ import pathlib
 
 import matplotlib.pyplot as pyplot
 
-from ringleader.analysis import combinations, figures, models, statistics, whatif
-from ringleader.analysis import profile as profile_
-from ringleader.analysis import results as results_
+from ringleader.analysis import combinations, cost_models, figures, profile, results, statistics, whatif
 from ringleader.contract import keys
 
 WORKERS = "workers"
@@ -42,13 +40,13 @@ def _scaled(estimate: statistics.Estimate, factor: float) -> statistics.Estimate
                                None if estimate.high is None else estimate.high * factor, estimate.count)
 
 
-def scaling_series(result: results_.SweepResult) -> dict[str, list[Point]]:
+def scaling_series(result: results.SweepResult) -> dict[str, list[Point]]:
     """Per series (every varied axis but workers, e.g. "RingAllReduce"), its points by worker count; speedup
     and efficiency are relative to the series' smallest worker count, with intervals when repeated."""
     others = [axis for axis in combinations.varied_axes(result) if axis != WORKERS]
     series: dict[str, list[Point]] = {}
     for line in combinations.group(result, others):
-        by_workers = combinations.group(results_.SweepResult(result.experiment, line.trials), [WORKERS])
+        by_workers = combinations.group(results.SweepResult(result.experiment, line.trials), [WORKERS])
         measured = sorted(((int(c.parameters[WORKERS]), c) for c in by_workers if c.values(keys.THROUGHPUT)),
                           key=lambda item: item[0])
         if len(measured) < 2:
@@ -63,7 +61,7 @@ def scaling_series(result: results_.SweepResult) -> dict[str, list[Point]]:
     return series
 
 
-def model_bytes(result: results_.SweepResult) -> float | None:
+def model_bytes(result: results.SweepResult) -> float | None:
     """M: the bytes of all parameters, from the first layers.json document found; None without one."""
     for trial in result.trials:
         for _, layers in sorted(trial.layers.items()):
@@ -73,13 +71,13 @@ def model_bytes(result: results_.SweepResult) -> float | None:
     return None
 
 
-def link(result: results_.SweepResult) -> tuple[models.Nic, str]:
+def link(result: results.SweepResult) -> tuple[cost_models.Nic, str]:
     """The link of the cost models and how it was chosen, in words for the figure."""
     rates = {trial.trial.spec.network.bits_per_second() for trial in result.trials}
     if len(rates) == 1 and None not in rates:
         rate = rates.pop()
-        return models.Nic(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
-    return models.Nic(ASSUMED_BANDWIDTH), (f"B = {ASSUMED_BANDWIDTH / 1e9:g} Gbit/s assumed "
+        return cost_models.Nic(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
+    return cost_models.Nic(ASSUMED_BANDWIDTH), (f"B = {ASSUMED_BANDWIDTH / 1e9:g} Gbit/s assumed "
                                             "(spec.network.bandwidth unset or swept), latency 0")
 
 
@@ -90,7 +88,7 @@ def _errorbar(axes, xs, estimates, scale=1.0, **style) -> None:
     axes.errorbar(xs, means, yerr=[below, above], capsize=3, marker="o", **style)
 
 
-def scaling(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def scaling(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Throughput, speedup and efficiency against workers, one line per series."""
     if WORKERS not in result.axes:
         return None
@@ -121,7 +119,7 @@ def scaling(result: results_.SweepResult, directory: pathlib.Path) -> figures.Fi
                           "from the delta method on the ratio of means.", path)
 
 
-def communication(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def communication(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Measured communication seconds per worker iteration against workers, with the cost models drawn over."""
     if WORKERS not in result.axes:
         return None
@@ -142,7 +140,7 @@ def communication(result: results_.SweepResult, directory: pathlib.Path) -> figu
         servers = max(t.trial.spec.parameter_servers.replicas for t in result.trials)
         for index, architecture in enumerate(architectures):
             xs = list(range(every[0], every[-1] + 1))
-            ys = [1000 * models.comm_seconds(architecture, n, size, chosen, servers) for n in xs]
+            ys = [1000 * cost_models.comm_seconds(architecture, n, size, chosen, servers) for n in xs]
             axes.plot(xs, ys, linestyle="--", color=figures.colour(len(series) + index),
                       label=f"{architecture.value} (model)")
             drawn.append(architecture.value)
@@ -179,12 +177,12 @@ class WhatIfCurve:
     """method is the compression the trial measured and the curve prices (collectives.measured); '' uncompressed."""
 
 
-def bandwidth_lines(result: results_.SweepResult) -> list[combinations.Combination]:
+def bandwidth_lines(result: results.SweepResult) -> list[combinations.Combination]:
     """The series of a bandwidth sweep: its trials grouped by every varied axis but bandwidth (e.g. compression)."""
     return combinations.group(result, [axis for axis in combinations.varied_axes(result) if axis != BANDWIDTH])
 
 
-def measured_scaling_factor(trial: results_.TrialResult) -> float | None:
+def measured_scaling_factor(trial: results.TrialResult) -> float | None:
     """A trial's SF in the model's terms (whatif.measured_scaling_factor) of its lowest worker rank with records;
     the summary's compute share of iteration time where no records were read."""
     ranks = [s.rank for s in trial.trial.worker_slots() if trial.records.get(s.rank)]
@@ -194,13 +192,13 @@ def measured_scaling_factor(trial: results_.TrialResult) -> float | None:
         return combinations.number(trial, keys.COMPUTE_FRACTION)
 
 
-def bandwidth_series(result: results_.SweepResult) -> dict[str, list[tuple[float, statistics.Estimate]]]:
+def bandwidth_series(result: results.SweepResult) -> dict[str, list[tuple[float, statistics.Estimate]]]:
     """Per series (bandwidth_lines), the measured scaling factor (measured_scaling_factor, over repetitions) at
     each bandwidth, in bits per second, slowest first."""
     series = {}
     for line in bandwidth_lines(result):
         points = []
-        for combination in combinations.group(results_.SweepResult(result.experiment, line.trials), [BANDWIDTH]):
+        for combination in combinations.group(results.SweepResult(result.experiment, line.trials), [BANDWIDTH]):
             estimate = combination.estimate(
                 lambda t: measured_scaling_factor(t) if t.status == combinations.FINISHED else None)
             if estimate is not None:
@@ -211,13 +209,13 @@ def bandwidth_series(result: results_.SweepResult) -> dict[str, list[tuple[float
     return series
 
 
-def whatif_curve(trials: list[results_.TrialResult], bandwidths: list[float]) -> WhatIfCurve | str:
+def whatif_curve(trials: list[results.TrialResult], bandwidths: list[float]) -> WhatIfCurve | str:
     """The what-if model at `bandwidths` from the finished trial and rank `ringleader whatif` would take of `trials`
     (profile.pick, profile.worker_rank), priced as it ran (whatif.basis: its buckets, compression, codec, floor
     and wait), or why not."""
     try:
-        trial, _ = profile_.pick([t for t in trials if t.status == combinations.FINISHED])
-        basis = whatif.basis(trial, profile_.worker_rank(trial))
+        trial, _ = profile.pick([t for t in trials if t.status == combinations.FINISHED])
+        basis = whatif.basis(trial, profile.worker_rank(trial))
     except (LookupError, ValueError, KeyError):
         return ("no what-if curve: it needs a worker's layers.json and records of a finished trial, which this "
                 "source lacks")
@@ -227,7 +225,7 @@ def whatif_curve(trials: list[results_.TrialResult], bandwidths: list[float]) ->
     return WhatIfCurve(trial.trial.name, basis.workers, points, basis.wire.label if basis.wire else "")
 
 
-def network(result: results_.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
+def network(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Measured scaling factor against bandwidth per series, each with the what-if model's curve from one of its
     own trials (a compressed series' priced at the ratio, rounds and codec it measured)."""
     if BANDWIDTH not in result.axes:

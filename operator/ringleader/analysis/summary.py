@@ -4,22 +4,38 @@ Called by runtime/main.py on the lowest worker rank at the end of a trial (writt
 `<output>/<trial>/summary.json`, the pod's termination message, and from there the
 DistributedTrainingExperiment status), and by anyone holding the records files.
 
-Keys are camelCase, as on the wire: `to_status(summary)` picks api.status.Summary's fields
-(throughput, iterationTimeP50Seconds, iterationTimeP95Seconds, computeFraction, commFraction,
-waitFraction, stragglerRank); the others are extras (see `summarize`). Only records after
-warm-up count; when a trial has none (every step was warm-up), all records count.
+`summarize` builds a TrialSummary from one WorkerPart per worker, in parts; its document (`to_document`) has
+camelCase keys, as on the wire, and is what every reader reads (older files too): `to_status(document)` picks
+api.status.Summary's fields (throughput, iterationTimeP50Seconds, iterationTimeP95Seconds, computeFraction,
+commFraction, waitFraction, stragglerRank, targetSeconds, targetIterations). The others:
+- Timing: workers, measuredIterations (worker iterations counted, all workers), batchSize, computeSeconds /
+  commSeconds / waitSeconds / otherSeconds / codecSeconds (means per worker iteration; time/codec, encoding and
+  decoding, is a share of its own, codecFraction, neither compute nor communication).
+- Traffic: bytesPerIteration (mean bytes sent per worker iteration), compression (spec.compression.method),
+  compressionRatio (bytes sent over bytes/uncompressed, when recorded), bandwidthEnforcement (what applied
+  spec.network.bandwidth: Emulated, Network, or None without a cap), sentOverBandwidth (bytes/sent per second
+  over spec.network.bandwidth, when set), linkTxBytesPerSecondMean / P95 and linkUtilizationMean / P95
+  (measured on each worker's network interface after warm-up, when recorded; runtime/netcounters.py).
+- Learning: stalenessMean / stalenessMax (when recorded), serverAggregationSeconds / serverQueueDepthMean
+  (parameter servers), lossFirst / lossLast (mean over workers of their first and last recorded loss).
+- evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations (with
+  spec.model.evaluation and target; analysis/targets.py); perRank {rank: {iterations, iterationSeconds,
+  computeSeconds, commSeconds, waitSeconds, otherSeconds}}; usage {rank: runtime/usage.py's} when given.
+Only records after warm-up count; when a trial has none (every step was warm-up), all records count.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
-from typing import Any, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from ringleader.analysis import targets
 from ringleader.api import constants, status
-from ringleader.api import trial as trial_
+from ringleader.api.spec import ExperimentSpec
+from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
 
@@ -70,132 +86,223 @@ def rank_summary(records: list[dict]) -> dict[str, float]:
     return summary
 
 
-def summarize(records_by_rank: dict[int, list[dict]], trial: trial_.Trial,
-              usage_by_rank: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The trial summary. Besides the api.status.Summary keys (see the module docstring):
-
-    workers, measuredIterations (worker iterations counted, all workers), batchSize,
-    computeSeconds / commSeconds / waitSeconds / codecSeconds (means per worker iteration; time/codec, encoding
-    and decoding, is a share of its own, codecFraction, neither compute nor communication), bytesPerIteration
-    (mean bytes sent per worker iteration), compression (spec.compression.method) and compressionRatio (bytes
-    sent over bytes/uncompressed, when recorded), stalenessMean / stalenessMax (when recorded),
-    serverAggregationSeconds / serverQueueDepthMean (parameter servers), bandwidthEnforcement (what applied
-    spec.network.bandwidth: Emulated, Network, or None without a cap), sentOverBandwidth
-    (bytes/sent per second over spec.network.bandwidth, when set: computed from what the ranks counted,
-    not measured on the wire), linkTxBytesPerSecondMean / linkTxBytesPerSecondP95 and
-    linkUtilizationMean / linkUtilizationP95 (measured on each worker's network interface, over its
-    iterations after warm-up, when recorded; runtime/netcounters.py),
-    lossFirst / lossLast (mean over workers of their first and last recorded loss),
-    evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations
-    (with spec.model.evaluation and target; analysis/targets.py),
-    perRank {rank: {iterations, iterationSeconds, computeSeconds, commSeconds, waitSeconds}},
-    usage {rank: what its process used while training, runtime/usage.py} when `usage_by_rank` is given.
-    """
-    batch_size = trial.spec.model.batch_size
-    worker_ranks = sorted(rank for rank, records in records_by_rank.items()
-                          if any(r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER for r in records))
-    per_rank: dict[str, dict[str, float]] = {}
-    iteration_times: list[float] = []
-    throughput = 0.0
-    totals = dict.fromkeys(("iteration", "compute", "comm", "wait", "codec", "other", "bytes", "uncompressed"), 0.0)
-    count = 0
-    mean_compute: dict[int, float] = {}
-    staleness: list[float] = []
-    link_tx: list[float] = []
-    link_utilization: list[float] = []
-    first_losses, last_losses = [], []
-    for rank in worker_ranks:
-        all_records = [r for r in records_by_rank[rank] if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER]
-        records = measured(all_records)
-        times = [_value(r, keys.TIME_ITERATION) for r in records]
-        compute = [sum(_value(r, phase) for phase in keys.COMPUTE_PHASES) for r in records]
-        comm = [_value(r, keys.TIME_COMM) for r in records]
-        wait = [_value(r, keys.TIME_WAIT) for r in records]
-        other = [_value(r, keys.TIME_EVAL) + _value(r, keys.TIME_OTHER) for r in records]
-        elapsed = sum(times)
-        if elapsed > 0:
-            throughput += batch_size * len(records) / elapsed
-        iteration_times += times
-        totals["iteration"] += elapsed
-        totals["compute"] += sum(compute)
-        totals["comm"] += sum(comm)
-        totals["wait"] += sum(wait)
-        totals["other"] += sum(other)
-        totals["codec"] += sum(_value(r, keys.TIME_CODEC) for r in records)
-        totals["bytes"] += sum(_value(r, keys.BYTES_SENT) for r in records)
-        totals["uncompressed"] += sum(_value(r, keys.BYTES_UNCOMPRESSED) for r in records)
-        count += len(records)
-        mean_compute[rank] = sum(compute) / len(records) if records else 0.0
-        staleness += [float(r[keys.STALENESS]) for r in records if r.get(keys.STALENESS) is not None]
-        link_tx += [float(r[keys.LINK_TX]) for r in records if r.get(keys.LINK_TX) is not None]
-        link_utilization += [float(r[keys.LINK_UTILIZATION]) for r in records
-                             if r.get(keys.LINK_UTILIZATION) is not None]
-        losses = [r[keys.LOSS] for r in all_records if r.get(keys.LOSS) is not None]
-        if losses:
-            first_losses.append(losses[0])
-            last_losses.append(losses[-1])
-        per_rank[str(rank)] = {
-            keys.ITERATIONS: len(records),
-            keys.ITERATION_SECONDS: _mean(times),
-            keys.COMPUTE_SECONDS: mean_compute[rank],
-            keys.COMM_SECONDS: _mean(comm),
-            keys.WAIT_SECONDS: _mean(wait),
-            keys.OTHER_SECONDS: _mean(other),
-        }
-
-    def fraction(part: str) -> float | None:
-        return totals[part] / totals["iteration"] if totals["iteration"] > 0 else None
-
-    summary: dict[str, Any] = {
-        keys.THROUGHPUT: throughput if count else None,
-        keys.P50: percentile(iteration_times, 50),
-        keys.P95: percentile(iteration_times, 95),
-        keys.COMPUTE_FRACTION: fraction("compute"),
-        keys.COMM_FRACTION: fraction("comm"),
-        keys.WAIT_FRACTION: fraction("wait"),
-        keys.STRAGGLER_RANK: max(mean_compute, key=mean_compute.get) if mean_compute else None,
-        keys.WORKERS: len(worker_ranks),
-        keys.MEASURED_ITERATIONS: count,
-        keys.BATCH_SIZE: batch_size,
-        keys.COMPUTE_SECONDS: totals["compute"] / count if count else None,
-        keys.COMM_SECONDS: totals["comm"] / count if count else None,
-        keys.WAIT_SECONDS: totals["wait"] / count if count else None,
-        keys.OTHER_SECONDS: totals["other"] / count if count else None,
-        keys.CODEC_SECONDS: totals["codec"] / count if count else None,
-        keys.CODEC_FRACTION: fraction("codec"),
-        keys.BYTES_PER_ITERATION: totals["bytes"] / count if count else None,
-        keys.COMPRESSION: trial.spec.compression.method.value,
-    }
-    if totals["uncompressed"] > 0:
-        summary[keys.COMPRESSION_RATIO] = totals["bytes"] / totals["uncompressed"]
-    if staleness:
-        summary[keys.STALENESS_MEAN] = sum(staleness) / len(staleness)
-        summary[keys.STALENESS_MAX] = max(staleness)
-    server_records = [r for records in records_by_rank.values() for r in measured(records, constants.ROLE_PS)
-                      if r.get("role") == constants.ROLE_PS]
-    if server_records:
-        summary[keys.SERVER_AGGREGATION_SECONDS] = _mean(r.get(keys.SERVER_AGGREGATION) for r in server_records)
-        summary[keys.SERVER_QUEUE_DEPTH_MEAN] = _mean(r.get(keys.SERVER_QUEUE_DEPTH) for r in server_records)
-    bits_per_second = trial.spec.network.bits_per_second()
-    summary[keys.BANDWIDTH_ENFORCEMENT] = trial.spec.network.enforced_by()
-    if bits_per_second and totals["iteration"] > 0:
-        summary[keys.SENT_OVER_BANDWIDTH] = 8.0 * totals["bytes"] / totals["iteration"] / bits_per_second
-    if link_tx:
-        summary[keys.LINK_TX_MEAN], summary[keys.LINK_TX_P95] = _mean(link_tx), percentile(link_tx, 95)
-    if link_utilization:
-        summary[keys.LINK_UTILIZATION_MEAN] = _mean(link_utilization)
-        summary[keys.LINK_UTILIZATION_P95] = percentile(link_utilization, 95)
-    if first_losses:
-        summary[keys.LOSS_FIRST] = sum(first_losses) / len(first_losses)
-        summary[keys.LOSS_LAST] = sum(last_losses) / len(last_losses)
-    summary.update(targets.summarize(records_by_rank, trial.spec.model.target))
-    summary[keys.PER_RANK] = per_rank
-    if usage_by_rank:
-        summary[keys.USAGE] = {str(rank): used for rank, used in sorted(usage_by_rank.items())}
-    return summary
+def _wire(key: str, *, optional: bool = False) -> Any:
+    """A summary field written under `key`; an `optional` one is left out of the document when None."""
+    return dataclasses.field(default=None, metadata={"key": key, "optional": optional})
 
 
-def trial_series(records_by_rank: dict[int, list[dict]], trial: trial_.Trial) -> list[dict[str, Any]]:
+def _document(part: Any) -> dict[str, Any]:
+    """A summary part's wire fields under their keys, the optional ones that are None left out."""
+    return {field.metadata["key"]: getattr(part, field.name) for field in dataclasses.fields(part)
+            if "key" in field.metadata and not (field.metadata["optional"] and getattr(part, field.name) is None)}
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerPart:
+    """One worker's iterations after warm-up, per iteration: what the trial summary adds up over its workers."""
+
+    rank: int
+    times: list[float]  # time/iteration
+    compute: list[float]  # the COMPUTE_PHASES, summed
+    comm: list[float]
+    wait: list[float]
+    other: list[float]  # time/eval + time/other
+    codec: list[float]
+    sent: list[float]  # bytes/sent
+    uncompressed: list[float]  # bytes/uncompressed
+    staleness: list[float]  # where recorded, as the link values
+    link_tx: list[float]
+    link_utilization: list[float]
+    losses: list[float]  # every recorded loss, warm-up included
+
+    @property
+    def mean_compute(self) -> float:
+        return sum(self.compute) / len(self.compute) if self.compute else 0.0
+
+    def per_rank(self) -> dict[str, float | None]:
+        """The trial summary's perRank entry of this worker."""
+        return {keys.ITERATIONS: len(self.times), keys.ITERATION_SECONDS: _mean(self.times),
+                keys.COMPUTE_SECONDS: self.mean_compute, keys.COMM_SECONDS: _mean(self.comm),
+                keys.WAIT_SECONDS: _mean(self.wait), keys.OTHER_SECONDS: _mean(self.other)}
+
+
+def worker_part(rank: int, records: list[dict]) -> WorkerPart:
+    """The worker's part of the summary, from its records (a server's are not its)."""
+    own = [r for r in records if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER]
+    counted = measured(own)
+
+    def each(key: str) -> list[float]:
+        return [_value(r, key) for r in counted]
+
+    def where_recorded(key: str) -> list[float]:
+        return [float(r[key]) for r in counted if r.get(key) is not None]
+
+    return WorkerPart(
+        rank=rank, times=each(keys.TIME_ITERATION),
+        compute=[sum(_value(r, phase) for phase in keys.COMPUTE_PHASES) for r in counted],
+        comm=each(keys.TIME_COMM), wait=each(keys.TIME_WAIT),
+        other=[_value(r, keys.TIME_EVAL) + _value(r, keys.TIME_OTHER) for r in counted],
+        codec=each(keys.TIME_CODEC), sent=each(keys.BYTES_SENT), uncompressed=each(keys.BYTES_UNCOMPRESSED),
+        staleness=where_recorded(keys.STALENESS), link_tx=where_recorded(keys.LINK_TX),
+        link_utilization=where_recorded(keys.LINK_UTILIZATION),
+        losses=[float(r[keys.LOSS]) for r in own if r.get(keys.LOSS) is not None])
+
+
+def total(parts: list[WorkerPart], values: Callable[[WorkerPart], list[float]]) -> float:
+    """The sum over every worker's iterations of one of its per-iteration values."""
+    return sum(sum(values(part)) for part in parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Where the workers' iteration time went: api.status.Summary's timings and their means per iteration."""
+
+    throughput: float | None = _wire(keys.THROUGHPUT)
+    iteration_time_p50_seconds: float | None = _wire(keys.P50)
+    iteration_time_p95_seconds: float | None = _wire(keys.P95)
+    compute_fraction: float | None = _wire(keys.COMPUTE_FRACTION)
+    comm_fraction: float | None = _wire(keys.COMM_FRACTION)
+    wait_fraction: float | None = _wire(keys.WAIT_FRACTION)
+    straggler_rank: int | None = _wire(keys.STRAGGLER_RANK)
+    workers: int | None = _wire(keys.WORKERS)
+    measured_iterations: int | None = _wire(keys.MEASURED_ITERATIONS)
+    batch_size: int | None = _wire(keys.BATCH_SIZE)
+    compute_seconds: float | None = _wire(keys.COMPUTE_SECONDS)
+    comm_seconds: float | None = _wire(keys.COMM_SECONDS)
+    wait_seconds: float | None = _wire(keys.WAIT_SECONDS)
+    other_seconds: float | None = _wire(keys.OTHER_SECONDS)
+    codec_seconds: float | None = _wire(keys.CODEC_SECONDS)
+    codec_fraction: float | None = _wire(keys.CODEC_FRACTION)
+
+
+def timing(parts: list[WorkerPart], batch_size: int) -> Timing:
+    """Throughput adds every worker's rate; percentiles pool all their iterations; fractions are of their total
+    time and means per worker iteration; the straggler has the largest mean compute."""
+    pooled = [time for part in parts for time in part.times]
+    count, elapsed = len(pooled), total(parts, lambda p: p.times)
+
+    def per_iteration(phase: Callable[[WorkerPart], list[float]]) -> float | None:
+        return total(parts, phase) / count if count else None
+
+    def fraction(phase: Callable[[WorkerPart], list[float]]) -> float | None:
+        return total(parts, phase) / elapsed if elapsed > 0 else None
+
+    return Timing(
+        throughput=sum(batch_size * len(p.times) / sum(p.times) for p in parts if sum(p.times) > 0) if count else None,
+        iteration_time_p50_seconds=percentile(pooled, 50), iteration_time_p95_seconds=percentile(pooled, 95),
+        compute_fraction=fraction(lambda p: p.compute), comm_fraction=fraction(lambda p: p.comm),
+        wait_fraction=fraction(lambda p: p.wait),
+        straggler_rank=max(parts, key=lambda part: part.mean_compute).rank if parts else None,
+        workers=len(parts), measured_iterations=count, batch_size=batch_size,
+        compute_seconds=per_iteration(lambda p: p.compute), comm_seconds=per_iteration(lambda p: p.comm),
+        wait_seconds=per_iteration(lambda p: p.wait), other_seconds=per_iteration(lambda p: p.other),
+        codec_seconds=per_iteration(lambda p: p.codec), codec_fraction=fraction(lambda p: p.codec))
+
+
+@dataclasses.dataclass(frozen=True)
+class Traffic:
+    """What the workers sent, how it was compressed and capped, and what their network interfaces measured."""
+
+    bytes_per_iteration: float | None = _wire(keys.BYTES_PER_ITERATION)
+    compression: str | None = _wire(keys.COMPRESSION)
+    compression_ratio: float | None = _wire(keys.COMPRESSION_RATIO, optional=True)
+    bandwidth_enforcement: str | None = _wire(keys.BANDWIDTH_ENFORCEMENT)
+    sent_over_bandwidth: float | None = _wire(keys.SENT_OVER_BANDWIDTH, optional=True)
+    link_tx_mean: float | None = _wire(keys.LINK_TX_MEAN, optional=True)
+    link_tx_p95: float | None = _wire(keys.LINK_TX_P95, optional=True)
+    link_utilization_mean: float | None = _wire(keys.LINK_UTILIZATION_MEAN, optional=True)
+    link_utilization_p95: float | None = _wire(keys.LINK_UTILIZATION_P95, optional=True)
+
+
+def traffic(parts: list[WorkerPart], spec: ExperimentSpec) -> Traffic:
+    """Bytes per worker iteration; their ratio to the uncompressed bytes and the rate they make over the
+    spec's bandwidth (computed from what the ranks counted, not measured on the wire) where those exist."""
+    count, elapsed = sum(len(part.times) for part in parts), total(parts, lambda p: p.times)
+    sent, uncompressed = total(parts, lambda p: p.sent), total(parts, lambda p: p.uncompressed)
+    bits_per_second = spec.network.bits_per_second()
+    link_tx = [rate for part in parts for rate in part.link_tx]
+    link_utilization = [share for part in parts for share in part.link_utilization]
+    return Traffic(
+        bytes_per_iteration=sent / count if count else None, compression=spec.compression.method.value,
+        compression_ratio=sent / uncompressed if uncompressed > 0 else None,
+        bandwidth_enforcement=spec.network.enforced_by(),
+        sent_over_bandwidth=8.0 * sent / elapsed / bits_per_second if bits_per_second and elapsed > 0 else None,
+        link_tx_mean=_mean(link_tx), link_tx_p95=percentile(link_tx, 95),
+        link_utilization_mean=_mean(link_utilization), link_utilization_p95=percentile(link_utilization, 95))
+
+
+@dataclasses.dataclass(frozen=True)
+class Learning:
+    """How stale the workers' gradients were, how the parameter servers kept up, and how the loss fell."""
+
+    staleness_mean: float | None = _wire(keys.STALENESS_MEAN, optional=True)
+    staleness_max: float | None = _wire(keys.STALENESS_MAX, optional=True)
+    server_aggregation_seconds: float | None = _wire(keys.SERVER_AGGREGATION_SECONDS, optional=True)
+    server_queue_depth_mean: float | None = _wire(keys.SERVER_QUEUE_DEPTH_MEAN, optional=True)
+    loss_first: float | None = _wire(keys.LOSS_FIRST, optional=True)
+    loss_last: float | None = _wire(keys.LOSS_LAST, optional=True)
+
+
+def learning(parts: list[WorkerPart], records_by_rank: dict[int, list[dict]]) -> Learning:
+    """Staleness over every worker iteration after warm-up, the servers' means after theirs, and the mean over
+    workers of their first and last recorded loss."""
+    staleness = [value for part in parts for value in part.staleness]
+    servers = [r for records in records_by_rank.values() for r in measured(records, constants.ROLE_PS)
+               if r.get("role") == constants.ROLE_PS]
+    losing = [part for part in parts if part.losses]
+    return Learning(
+        staleness_mean=_mean(staleness), staleness_max=max(staleness) if staleness else None,
+        server_aggregation_seconds=_mean(r.get(keys.SERVER_AGGREGATION) for r in servers),
+        server_queue_depth_mean=_mean(r.get(keys.SERVER_QUEUE_DEPTH) for r in servers),
+        loss_first=_mean(part.losses[0] for part in losing), loss_last=_mean(part.losses[-1] for part in losing))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialSummary:
+    """A trial's summary, in parts; `to_document()` is summary.json (keys: contract/keys.py, the module docstring).
+
+    The lowest worker rank adds what only it knows (runtime/main.py): where the link rates were measured, the
+    link probed at the start and the prediction."""
+
+    timing: Timing
+    traffic: Traffic
+    learning: Learning
+    evaluation: Mapping[str, Any]
+    """evaluation is targets.summarize's: evaluations, the last and best ones, and the time to target."""
+    per_rank: dict[str, dict[str, float | None]] = dataclasses.field(metadata={"key": keys.PER_RANK,
+                                                                               "optional": False})
+    """per_rank maps each worker rank (a string, as in JSON) to WorkerPart.per_rank."""
+    usage: dict[str, dict[str, Any]] | None = _wire(keys.USAGE, optional=True)
+    """usage maps each rank to what its process used while training (runtime/usage.py), when given."""
+    link_interface: str | None = _wire(keys.LINK_INTERFACE, optional=True)
+    link_bits_per_second: float | None = _wire(keys.LINK_BITS_PER_SECOND, optional=True)
+    """link_interface and link_bits_per_second: where Traffic's link rates were measured, if they were."""
+    link_probe: Mapping[str, Any] | None = _wire(keys.LINK_PROBE, optional=True)
+    """link_probe is the link measured at the start (runtime/linkprobe.py)."""
+    prediction: Mapping[str, Any] | None = _wire(keys.PREDICTION, optional=True)
+    """prediction is analysis/prediction.py's document, or why there is none."""
+
+    def to_document(self) -> dict[str, Any]:
+        """The summary.json document: camelCase keys, as on the wire; what is not known left out."""
+        return {**_document(self.timing), **_document(self.traffic), **_document(self.learning),
+                **self.evaluation, **_document(self)}
+
+
+def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
+              usage_by_rank: dict[int, dict[str, Any]] | None = None) -> TrialSummary:
+    """The trial summary of every rank's records (the ranks that recorded no worker iteration are servers) and,
+    when given, what each rank's process used (runtime/usage.py)."""
+    parts = [worker_part(rank, records) for rank, records in sorted(records_by_rank.items())
+             if any(r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER for r in records)]
+    return TrialSummary(
+        timing=timing(parts, trial.spec.model.batch_size), traffic=traffic(parts, trial.spec),
+        learning=learning(parts, records_by_rank),
+        evaluation=targets.summarize(records_by_rank, trial.spec.model.target),
+        per_rank={str(part.rank): part.per_rank() for part in parts},
+        usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None)
+
+
+def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[dict[str, Any]]:
     """The trial's series for its MLflow run: per step any worker recorded, what its workers did together.
 
     The median over the workers of time/iteration, time/compute (the sum of COMPUTE_PHASES), time/comm,

@@ -12,7 +12,7 @@ import io
 import re
 from typing import Any, Mapping, Sequence
 
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
 
@@ -59,7 +59,7 @@ def goal_words(target: Any) -> str | None:
     return f"held-out loss {target.loss:g}"
 
 
-def row_for(trial: trial_.Trial, summary: Mapping[str, Any] | None, status: str,
+def row_for(trial: Trial, summary: Mapping[str, Any] | None, status: str,
             message: str | None = None) -> ComparisonRow:
     """A row from a trial and its summary (a summary.json document or `Summary.wire()`; None if it has none)."""
     summary = summary or {}

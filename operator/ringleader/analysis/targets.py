@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ringleader.api import spec as spec_
+from ringleader.api import spec
 from ringleader.contract import keys
 
 
@@ -21,7 +21,7 @@ def start_time(records: Iterable[dict]) -> float | None:
     return min(starts) if starts else None
 
 
-def reached(target: spec_.Target, eval_loss: float, eval_accuracy: float) -> bool:
+def reached(target: spec.Target, eval_loss: float, eval_accuracy: float) -> bool:
     """Accuracy (a fraction) at least the target's percent, or loss at most the target's loss."""
     if target.accuracy_percent is not None:
         return eval_accuracy * 100.0 >= target.accuracy_percent
@@ -34,7 +34,7 @@ def evaluations(records_by_rank: dict[int, list[dict]]) -> list[dict]:
     return sorted(found, key=lambda r: r["step"])
 
 
-def summarize(records_by_rank: dict[int, list[dict]], target: spec_.Target | None) -> dict[str, Any]:
+def summarize(records_by_rank: dict[int, list[dict]], target: spec.Target | None) -> dict[str, Any]:
     """evaluations, evalLossLast, evalAccuracyLast, evalAccuracyBest and, once reached, targetSeconds and
     targetIterations; empty without evaluations."""
     evaluated = evaluations(records_by_rank)

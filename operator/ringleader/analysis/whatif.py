@@ -36,9 +36,9 @@ import pathlib
 import statistics
 from typing import Any, Mapping, Sequence
 
-from ringleader.analysis import addcost, calibration, collectives, models, overlap, summary
+from ringleader.analysis import addcost, calibration, collectives, cost_models, overlap, summary
 from ringleader.analysis import profile as profile_
-from ringleader.analysis import results as results_
+from ringleader.analysis.results import TrialResult
 from ringleader.api import constants
 from ringleader.api.spec import Architecture
 from ringleader.contract import keys, records
@@ -99,7 +99,7 @@ class WhatIf:
 
 
 def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, round_: collectives.Round,
-                  add: AddCost = no_add, floor: models.CommCost | None = None) -> float:
+                  add: AddCost = no_add, floor: cost_models.CommCost | None = None) -> float:
     """One round of a bucket of `size_bytes`: 8*(its wire bytes)/bw, or `floor` (a + b*payload, a measured
     collective) when longer, plus (N-1)*add(added/N); 0 for one worker."""
     if workers < 1:
@@ -122,7 +122,7 @@ def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second
 
 def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float,
              compression: float | collectives.Wire = 1.0, add: AddCost = no_add, batch_seconds: float | None = None,
-             bucketing: overlap.Bucketing = FUSION, floor: models.CommCost | None = None,
+             bucketing: overlap.Bucketing = FUSION, floor: cost_models.CommCost | None = None,
              wait_seconds: float = 0.0) -> WhatIf:
     """Bucket the gradients, send each bucket's first round FIFO on one channel, each at max(channel free, bucket
     ready), then the later rounds of every bucket; a ratio c is collectives.uniform(c), a Wire brings its codec's cost."""
@@ -151,7 +151,7 @@ def scaling_factor(batch_seconds: float, overhead_seconds: float) -> float:
 def sweep(profile: profile_.Profile, workers: int, batch_seconds: float | None = None,
           bandwidths_bits_per_second: Sequence[float] = tuple(g * 1e9 for g in BANDWIDTHS_GBIT),
           compressions: Sequence[float | collectives.Wire] = COMPRESSIONS, add: AddCost = no_add,
-          bucketing: overlap.Bucketing = FUSION, floor: models.CommCost | None = None,
+          bucketing: overlap.Bucketing = FUSION, floor: cost_models.CommCost | None = None,
           wait_seconds: float = 0.0) -> list[WhatIf]:
     """`simulate` at every bandwidth x compression, bandwidth-major (SF per link rate)."""
     return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, bucketing, floor, wait_seconds)
@@ -173,7 +173,7 @@ class Needed:
 
 def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float, target: float,
                        batch_seconds: float, add: AddCost = no_add, bucketing: overlap.Bucketing = FUSION,
-                       relative_tolerance: float = 1e-6, floor: models.CommCost | None = None,
+                       relative_tolerance: float = 1e-6, floor: cost_models.CommCost | None = None,
                        wait_seconds: float = 0.0) -> Needed:
     """The smallest compression ratio c >= 1 with SF(c) >= target, by bisection.
 
@@ -261,13 +261,13 @@ class Basis:
     """bucketing is the runtime's ring buckets (as a ring trial recorded them, else the runtime's rule)."""
     wait_seconds: float
     """wait_seconds is the BSP wait: the median of each iteration's slowest worker's compute less t_batch."""
-    floor: models.CommCost | None
+    floor: cost_models.CommCost | None
     """floor is the allreduce the trial's link probe fitted (None without a probe): what a round costs at least."""
     wire: collectives.Wire | None
     """wire is the trial's compression as it measured it (collectives.measured), None uncompressed."""
 
 
-def basis(trial: results_.TrialResult, rank: int) -> Basis:
+def basis(trial: TrialResult, rank: int) -> Basis:
     """The Basis of worker `rank` of a trial (its layers.json and records, every worker's records, its summary's
     link probe). ValueError or KeyError when the rank lacks its profile or records."""
     layers, records_ = dict(trial.layers[rank]), trial.records[rank]

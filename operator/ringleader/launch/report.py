@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     out, err = out or sys.stdout, err or sys.stderr
     # Imported here: MLflow and matplotlib take seconds, and the `ringleader` parser is built with this module.
     from ringleader.analysis import report
-    from ringleader.tracking import reports, results
+    from ringleader.tracking import reading, reports
     from ringleader.tracking import store as store_
 
     try:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             result, output, attach_to = _from_directory(args, out)
         else:
             result, output, attach_to = _from_mlflow(args)
-    except (results.SourceNotFound, store_.TrackingUnavailable) as error:
+    except (reading.SourceNotFound, store_.TrackingUnavailable) as error:
         print(str(error), file=err)
         return exits.FAILED
 
@@ -79,14 +79,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 def _from_directory(args: argparse.Namespace, out: TextIO):
     """(result, output directory, (store, sweep run id) or why not) for a run directory."""
     from ringleader.tracking import cursor as cursor_
-    from ringleader.tracking import results, sessions
+    from ringleader.tracking import reading, sessions
     from ringleader.tracking import settings as settings_
     from ringleader.tracking import store as store_
 
-    directory, picked = results.session_directory(args.source)
+    directory, picked = reading.session_directory(args.source)
     if picked:
         print(picked, file=out)
-    result = results.from_directory(directory)
+    result = reading.from_directory(directory)
     output = args.output_dir or sessions.report_directory(directory)
     if args.no_attach:
         return result, output, None
@@ -104,12 +104,12 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
 
 def _from_mlflow(args: argparse.Namespace):
     """(result, output directory, (store, sweep run id)) for an experiment or a sweep run in MLflow."""
-    from ringleader.tracking import results
+    from ringleader.tracking import reading
 
-    store = results.lookup_store(args.tracking_uri, args.source, "not a run directory")
+    store = reading.lookup_store(args.tracking_uri, args.source, "not a run directory")
     try:
-        result, run_id = results.from_mlflow(store, args.source)
-    except results.SourceNotFound as error:
-        raise results.SourceNotFound(f"{args.source}: not a run directory; in MLflow at {redaction.redact(store.uri)}: "
+        result, run_id = reading.from_mlflow(store, args.source)
+    except reading.SourceNotFound as error:
+        raise reading.SourceNotFound(f"{args.source}: not a run directory; in MLflow at {redaction.redact(store.uri)}: "
                                      f"{str(error).removeprefix(args.source + ': ')}") from None
     return result, args.output_dir or DEFAULT_OUTPUT / layout.directory_name(result.experiment), (store, run_id)

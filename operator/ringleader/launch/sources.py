@@ -41,23 +41,23 @@ def resolve(source: str, tracking_uri: str | None, out: TextIO, tried: str = "no
 
     `tried` says what else the caller already ruled out, for the message when MLflow has nothing either.
     Raises SourceNotFound (a LookupError) or OSError."""
-    from ringleader.tracking import results
+    from ringleader.tracking import reading
 
     path = pathlib.Path(source)
     if path.is_dir() and (path / layout.TRIAL_FILE).is_file():
-        return Found([results.trial_from_directory(path)], str(path), True)
+        return Found([reading.trial_from_directory(path)], str(path), True)
     if path.is_dir():
-        directory, picked = results.session_directory(path)
+        directory, picked = reading.session_directory(path)
         if picked:
             print(picked, file=out)
-        return Found(results.from_directory(directory).trials, str(directory), False)
-    store = results.lookup_store(tracking_uri, source, tried)
-    trial = results.trial_from_mlflow(store, source)
+        return Found(reading.from_directory(directory).trials, str(directory), False)
+    store = reading.lookup_store(tracking_uri, source, tried)
+    trial = reading.trial_from_mlflow(store, source)
     if trial is not None:
         return Found([trial], f"trial run {source}", True)
     try:
-        sweep, run_id = results.from_mlflow(store, source)
-    except results.SourceNotFound as error:
-        raise results.SourceNotFound(f"{source}: {tried}; in MLflow at {redaction.redact(store.uri)}: no trial run "
+        sweep, run_id = reading.from_mlflow(store, source)
+    except reading.SourceNotFound as error:
+        raise reading.SourceNotFound(f"{source}: {tried}; in MLflow at {redaction.redact(store.uri)}: no trial run "
                                      f"{source}; {str(error).removeprefix(source + ': ')}") from None
     return Found(sweep.trials, f"sweep run {run_id}", False)

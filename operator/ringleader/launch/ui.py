@@ -45,19 +45,19 @@ def newest_sweep_page(store, base: str) -> str:
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
-    from ringleader.tracking import results
+    from ringleader.tracking import reading
     from ringleader.tracking import settings as settings_
     from ringleader.tracking import store as store_
 
     uri = settings_.resolve_uri(args.tracking_uri)
     try:
-        store = results.lookup_store(args.tracking_uri, "ringleader ui", "nothing to show")
+        store = reading.lookup_store(args.tracking_uri, "ringleader ui", "nothing to show")
         if uri.startswith(("http://", "https://")):
             print(f"MLflow at {redaction.redact(uri)} serves its own UI; the newest sweep: "
                   f"{newest_sweep_page(store, redaction.redact(uri).rstrip('/'))}", file=out)
             return exits.OK
         page = newest_sweep_page(store, f"http://{HOST}:{args.port}")
-    except (results.SourceNotFound, store_.TrackingUnavailable) as error:
+    except (reading.SourceNotFound, store_.TrackingUnavailable) as error:
         print(str(error), file=err)
         return exits.FAILED
     print(f"MLflow UI: {page}  (Ctrl-C stops it)", file=out, flush=True)

@@ -225,11 +225,11 @@ def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
             raise ValueError(f"{path}: not a profile file: {error}") from None
         return whatif.Basis(profile, batch, 1, _fusion(args), 0.0, None, None), str(path)
     if path.is_dir() and (path / records.LAYERS_FILE).is_file():  # a rank directory
-        from ringleader.tracking import results  # imported when needed, as sources.resolve does
+        from ringleader.tracking import reading  # imported when needed, as sources.resolve does
 
         number = path.name.removeprefix("rank-")
         if number.isdigit() and (path.parent / layout.TRIAL_FILE).is_file():  # in its trial: what the trial gives
-            return whatif.basis(results.trial_from_directory(path.parent), int(number)), str(path)
+            return whatif.basis(reading.trial_from_directory(path.parent), int(number)), str(path)
         layers = json.loads((path / records.LAYERS_FILE).read_text())
         iterations = records.read_iterations(path / records.ITERATIONS_FILE)
         profile, batch = whatif.from_rank(layers, iterations)

@@ -31,7 +31,7 @@ from typing import Protocol, Sequence
 import torch
 import torch.distributed as dist
 
-from ringleader.api import spec as spec_
+from ringleader.api import spec
 from ringleader.contract import lowrank
 
 FP16_MAX = 65504.0
@@ -40,7 +40,7 @@ FP16_HEADROOM = 2.0 ** 8
 FP16_SCALE_BOUNDS = (2.0 ** -24, 2.0 ** 24)
 FP16_RETRIES = 16  # scale divisions (by 16) before an overflowing sum is kept as it is: the gradient is not finite
 ORTHOGONALIZATION_EPSILON = 1e-8  # keeps a zero column (a parameter without gradient) from dividing by zero
-CAST_DTYPES = {spec_.CompressionMethod.FP16: torch.float16, spec_.CompressionMethod.BF16: torch.bfloat16}
+CAST_DTYPES = {spec.CompressionMethod.FP16: torch.float16, spec.CompressionMethod.BF16: torch.bfloat16}
 
 
 def fp16_scale(largest: float) -> float:
@@ -267,16 +267,16 @@ class TopKCodec:
         self.round = None
 
 
-def bucket_codec(compression: spec_.Compression, shapes: Sequence[torch.Size], seed: int,
+def bucket_codec(compression: spec.Compression, shapes: Sequence[torch.Size], seed: int,
                  world: int) -> BucketCodec | None:
     """The codec of one ring bucket holding tensors of `shapes`, in order, among `world` ranks; None: the bucket is
     allreduced as it is. `seed` must be the same on every rank (PowerSGD's first projection)."""
     method = compression.method
     if method in CAST_DTYPES:
         return CastCodec(CAST_DTYPES[method])
-    if method == spec_.CompressionMethod.POWER_SGD:
+    if method == spec.CompressionMethod.POWER_SGD:
         return PowerSgdCodec(shapes, compression.rank, compression.error_feedback, seed, world)
-    if method == spec_.CompressionMethod.TOP_K:
+    if method == spec.CompressionMethod.TOP_K:
         return TopKCodec(sum(math.prod(shape) for shape in shapes), compression.ratio, compression.error_feedback)
     return None
 
@@ -288,8 +288,8 @@ class MessageCodec:
 
     Works on anything with `views(buffer)` (exchange/wire.Layout), built from `travelling(tensors)`."""
 
-    def __init__(self, method: spec_.CompressionMethod):
-        if method not in CAST_DTYPES and method != spec_.CompressionMethod.NONE:
+    def __init__(self, method: spec.CompressionMethod):
+        if method not in CAST_DTYPES and method != spec.CompressionMethod.NONE:
             raise ValueError(f"parameter servers and peers cannot compress with {method.value} "
                              "(api/spec.py COMPRESSION_ARCHITECTURES)")
         self.dtype = CAST_DTYPES.get(method)
@@ -337,4 +337,4 @@ class MessageCodec:
         return [view.float().div_(scale) for view, scale in zip(views[:-1], views[-1].tolist())]
 
 
-PLAIN = MessageCodec(spec_.CompressionMethod.NONE)  # messages as they are
+PLAIN = MessageCodec(spec.CompressionMethod.NONE)  # messages as they are

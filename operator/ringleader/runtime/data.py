@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ringleader.api import spec as spec_
+from ringleader.api import spec
 from ringleader.runtime import models
 
 MAX_POOL_BYTES = 256 * 1024 * 1024
@@ -25,7 +25,7 @@ MARKOV_SUCCESSORS = 2
 class SyntheticDataset:
     """One worker's view of the synthetic dataset: `batch(step)` returns the same batch on every run."""
 
-    def __init__(self, data: spec_.SyntheticData, input: models.InputSpec, shard: int = 0, shards: int = 1):
+    def __init__(self, data: spec.SyntheticData, input: models.InputSpec, shard: int = 0, shards: int = 1):
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} must be in [0, {shards})")
         self.input = input

@@ -24,15 +24,15 @@ import pathlib
 
 import torch
 
-from ringleader.api import spec as spec_
+from ringleader.api import spec
 from ringleader.runtime import datafiles, models
 
 # Pixels in 0..255 become roughly zero-mean, unit-scale inputs, as the synthetic images are.
 PIXEL_MEAN, PIXEL_SCALE = 127.5, 64.0
-CIFAR_CLASSES = {spec_.DataFormat.CIFAR10: 10, spec_.DataFormat.CIFAR100: 100}
+CIFAR_CLASSES = {spec.DataFormat.CIFAR10: 10, spec.DataFormat.CIFAR100: 100}
 
 
-def resolve(data: spec_.DataSpec, data_dir: str | None) -> tuple[pathlib.Path, pathlib.Path]:
+def resolve(data: spec.DataSpec, data_dir: str | None) -> tuple[pathlib.Path, pathlib.Path]:
     """(the dataset's directory, the root its files must stay inside), symlinks resolved.
 
     Relative data.path: under the data directory (the volume, or --data-dir), which is the root; refused if
@@ -52,19 +52,19 @@ def resolve(data: spec_.DataSpec, data_dir: str | None) -> tuple[pathlib.Path, p
     return directory, root
 
 
-def describe(data: spec_.DataSpec, data_dir: str | None) -> models.InputSpec:
+def describe(data: spec.DataSpec, data_dir: str | None) -> models.InputSpec:
     """What one sample of the real dataset looks like, reading no more of it than needed."""
-    if data.format == spec_.DataFormat.DIGITS:
+    if data.format == spec.DataFormat.DIGITS:
         side = datafiles.DIGITS_SIDE
         return models.InputSpec(models.IMAGE, (3, side, side), datafiles.DIGITS_CLASSES)
     if data.format in CIFAR_CLASSES:
         side = datafiles.CIFAR_SIDE
         return models.InputSpec(models.IMAGE, (3, side, side), CIFAR_CLASSES[data.format])
-    if data.format == spec_.DataFormat.IMAGE_FOLDER:
+    if data.format == spec.DataFormat.IMAGE_FOLDER:
         files = _load(data, data_dir, "all")  # listed, the first image's header read: nothing decoded
         assert isinstance(files, datafiles.ImageFiles)
         return models.InputSpec(models.IMAGE, (3, files.height, files.width), len(files.classes))
-    if data.format == spec_.DataFormat.FACTORY:
+    if data.format == spec.DataFormat.FACTORY:
         images = _load(data, data_dir, "train")
         assert isinstance(images, datafiles.Images)
         return models.InputSpec(models.IMAGE, tuple(images.inputs.shape[1:]), int(images.labels.max()) + 1)
@@ -76,18 +76,18 @@ Dataset = datafiles.Images | datafiles.ImageFiles  # read whole, or (ImageFolder
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(data_json: str, data_dir: str | None, split: str) -> Dataset:
-    data = spec_.DataSpec.model_validate_json(data_json)
-    if data.format == spec_.DataFormat.DIGITS:
+    data = spec.DataSpec.model_validate_json(data_json)
+    if data.format == spec.DataFormat.DIGITS:
         return datafiles.read_digits()
     if data.format in CIFAR_CLASSES:
         directory, root = resolve(data, data_dir)
         return datafiles.read_cifar(directory, CIFAR_CLASSES[data.format], split, root)
-    if data.format == spec_.DataFormat.IMAGE_FOLDER:
+    if data.format == spec.DataFormat.IMAGE_FOLDER:
         return datafiles.list_image_folder(*resolve(data, data_dir))
     return _from_factory(data.factory)
 
 
-def _load(data: spec_.DataSpec, data_dir: str | None, split: str) -> Dataset:
+def _load(data: spec.DataSpec, data_dir: str | None, split: str) -> Dataset:
     """The whole dataset (`split` "train" or "test" where the format has both), read (or listed) once per process."""
     if data.format not in CIFAR_CLASSES:
         split = "all"
@@ -117,7 +117,7 @@ def _order(count: int, seed: int) -> torch.Tensor:
     return torch.randperm(count, generator=torch.Generator().manual_seed(seed))  # (N,)
 
 
-def _split(data: spec_.DataSpec, data_dir: str | None) -> tuple[Dataset, torch.Tensor, torch.Tensor]:
+def _split(data: spec.DataSpec, data_dir: str | None) -> tuple[Dataset, torch.Tensor, torch.Tensor]:
     """(training images or their listing, indices of the training part in seeded order, of the held-out part)."""
     seed = data.synthetic.seed
     train = _load(data, data_dir, "train")
@@ -185,13 +185,13 @@ class Shard:
         return as_inputs(self.images.inputs[rows]), self.images.labels[rows]
 
 
-def shard(data: spec_.DataSpec, data_dir: str | None, shard_index: int, shards: int) -> Shard:
+def shard(data: spec.DataSpec, data_dir: str | None, shard_index: int, shards: int) -> Shard:
     """Worker `shard_index` of `shards`'s part of the training data."""
     images, train, _ = _split(data, data_dir)
     return Shard(images, train, data.synthetic.seed, shard_index, shards)
 
 
-def held_out(data: spec_.DataSpec, data_dir: str | None, max_samples: int | None = None) -> datafiles.Images:
+def held_out(data: spec.DataSpec, data_dir: str | None, max_samples: int | None = None) -> datafiles.Images:
     """The held-out samples in their seeded order, at most `max_samples`, as float inputs."""
     images, _, held = _split(data, data_dir)
     if data.format in CIFAR_CLASSES:

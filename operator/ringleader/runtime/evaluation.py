@@ -12,7 +12,7 @@ import time
 import torch
 
 from ringleader.analysis import targets
-from ringleader.api import spec as spec_
+from ringleader.api.spec import ExperimentSpec, OnReached, Target
 from ringleader.contract import keys
 from ringleader.runtime import datafiles, models
 
@@ -47,7 +47,7 @@ def due(step: int, every: int, iterations: int) -> bool:
     return (step + 1) % every == 0 or step + 1 == iterations
 
 
-def reached(target: spec_.Target, metrics: dict[str, float]) -> bool:
+def reached(target: Target, metrics: dict[str, float]) -> bool:
     """Whether an evaluation's metrics meet the target, by the rule the trial summary applies."""
     return targets.reached(target, metrics[keys.EVAL_LOSS], metrics[keys.EVAL_ACCURACY])
 
@@ -61,9 +61,9 @@ class Schedule:
     stop_at_target: bool
 
     @classmethod
-    def of(cls, spec: spec_.ExperimentSpec, worker_index: int) -> Schedule | None:
+    def of(cls, spec: ExperimentSpec, worker_index: int) -> Schedule | None:
         evaluation, target = spec.model.evaluation, spec.model.target
         if evaluation is None:
             return None
         return cls(every=evaluation.every_iterations, evaluator=worker_index == 0,
-                   stop_at_target=target is not None and target.on_reached == spec_.OnReached.STOP)
+                   stop_at_target=target is not None and target.on_reached == OnReached.STOP)

@@ -23,7 +23,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
 LARGEST_BYTES = 4 * 1024 * 1024
@@ -45,14 +45,14 @@ def sizes(bits_per_second: float | None) -> list[int]:
     return sorted(max(4, int(largest / 4 ** i) // 4 * 4) for i in range(SIZES))
 
 
-def pair(trial: trial_.Trial) -> tuple[int, int] | None:
+def pair(trial: Trial) -> tuple[int, int] | None:
     """(first worker rank, the lowest other rank): the two ranks whose messages are timed; None with one rank."""
     first = trial.worker_slots()[0].rank
     others = [slot.rank for slot in trial.slots() if slot.rank != first]
     return (first, min(others)) if others else None
 
 
-def measure(trial: trial_.Trial, rank: int, workers_group, shared_host: bool) -> dict | None:
+def measure(trial: Trial, rank: int, workers_group, shared_host: bool) -> dict | None:
     """Probe the link (every rank calls this at the same point); the document on the first worker rank, None elsewhere.
 
     `workers_group` is the workers' process group (None with one worker: no collective to time)."""

@@ -27,22 +27,22 @@ termination message), "failed (permanent):" when no restart can fix it (PERMANEN
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
 
-from ringleader.analysis import prediction as prediction_
-from ringleader.analysis import summary as summary_
+from ringleader.analysis import prediction, summary
 from ringleader.api import constants
-from ringleader.api import spec as spec_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import Architecture
+from ringleader.api.trial import Slot, Trial
 from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
 from ringleader.runtime import (datafiles, heartbeat, interfaces, linkprobe, models, netcounters, parameter_server,
@@ -60,17 +60,17 @@ class RankError(RuntimeError):
     """This rank cannot go on; the message is the one-line reason reported to the operator."""
 
 
-def load_trial(path: str) -> trial_.Trial:
+def load_trial(path: str) -> Trial:
     try:
         with open(path, encoding="utf-8") as file:
-            return trial_.Trial.model_validate_json(file.read())
+            return Trial.model_validate_json(file.read())
     except FileNotFoundError:
         raise RankError(f"trial file {path} not found ({contract.TRIAL_FILE})") from None
     except ValueError as error:
         raise RankError(f"trial file {path} is not a valid trial: {str(error).splitlines()[0]}") from None
 
 
-def pick_device(slot: trial_.Slot) -> torch.device:
+def pick_device(slot: Slot) -> torch.device:
     """CUDA when the slot asked for GPUs and one is visible; otherwise the CPU, with a warning if GPUs were asked for."""
     if slot.resources.gpu > 0:
         if torch.cuda.is_available():
@@ -82,21 +82,21 @@ def pick_device(slot: trial_.Slot) -> torch.device:
     return torch.device("cpu")
 
 
-def cpu_threads(slot: trial_.Slot) -> int:
+def cpu_threads(slot: Slot) -> int:
     """Intra-op threads: the slot's whole CPUs, at least one ("500m" -> 1, "2" -> 2)."""
     quantity = slot.resources.cpu
     cores = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
     return max(1, math.floor(cores))
 
 
-def backend_for(trial: trial_.Trial, device: torch.device) -> str:
+def backend_for(trial: Trial, device: torch.device) -> str:
     # NCCL only where it helps: ring allreduce of CUDA tensors. Everything on CPU tensors stays on gloo.
-    if device.type == "cuda" and trial.spec.architecture == spec_.Architecture.RING_ALL_REDUCE:
+    if device.type == "cuda" and trial.spec.architecture == Architecture.RING_ALL_REDUCE:
         return "cpu:gloo,cuda:nccl"
     return "gloo"
 
 
-def start_publisher(env: contract.PodEnvironment, trial: trial_.Trial, rank_dir):
+def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
     """The LivePublisher of this rank's records when there is a run to publish to, now or once the operator has
     created it (pods); None in local runs, whose launcher publishes after each trial."""
     if not env.publishes:
@@ -122,7 +122,7 @@ def publish_on_termination(recorder, publisher) -> None:
         publisher.stop(status="KILLED", timeout_seconds=termination.PUBLISH_SECONDS)
 
 
-def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slot, recorder: records.RankRecorder,
+def run_role(trial: Trial, env: contract.PodEnvironment, slot: Slot, recorder: records.RankRecorder,
              device: torch.device, knobs: settings.Settings) -> None:
     """Serve or train, by role and architecture."""
     architecture = trial.spec.architecture
@@ -130,9 +130,9 @@ def run_role(trial: trial_.Trial, env: contract.PodEnvironment, slot: trial_.Slo
         parameter_server.serve(trial, env, recorder, knobs)
         return
     synchronizer: interfaces.Synchronizer
-    if architecture == spec_.Architecture.PARAMETER_SERVER:
+    if architecture == Architecture.PARAMETER_SERVER:
         synchronizer = parameter_server.WorkerSynchronizer(trial, env, device, knobs)
-    elif architecture == spec_.Architecture.PEER_TO_PEER:
+    elif architecture == Architecture.PEER_TO_PEER:
         synchronizer = peer_to_peer.PeerSynchronizer(trial, env, device, knobs)
     else:
         synchronizer = ring.RingSynchronizer(trial, env, device, bucket_bytes=knobs.bucket_bytes)
@@ -154,10 +154,10 @@ def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
     return {rank: iterations for rank, iterations, _ in everything}, {rank: spent for rank, _, spent in everything}
 
 
-def write_trial_summary(trial: trial_.Trial, env: contract.PodEnvironment, summary: dict) -> None:
-    records.write_json(records.trial_dir(env.output_dir, trial.name) / records.SUMMARY_FILE, summary)
+def write_trial_summary(trial: Trial, env: contract.PodEnvironment, document: dict) -> None:
+    records.write_json(records.trial_dir(env.output_dir, trial.name) / records.SUMMARY_FILE, document)
     # In a pod, the operator reads the summary from the termination message (at most 4 KiB).
-    write_termination_message(json.dumps(summary_.compact(summary)))
+    write_termination_message(json.dumps(summary.compact(document)))
 
 
 def write_termination_message(text: str) -> None:
@@ -168,7 +168,7 @@ def write_termination_message(text: str) -> None:
             file.write(text)
 
 
-def probe_link(trial: trial_.Trial, env: contract.PodEnvironment, knobs: settings.Settings) -> dict | None:
+def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Settings) -> dict | None:
     """The link the ranks see, measured by every rank together before training (linkprobe.py); the document on
     the first worker rank. The workers' group is created by every rank, in the same order everywhere."""
     workers = [slot.rank for slot in trial.worker_slots()]
@@ -177,32 +177,32 @@ def probe_link(trial: trial_.Trial, env: contract.PodEnvironment, knobs: setting
     return linkprobe.measure(trial, env.rank, group, shared_host=env.master_addr in LOOPBACK)
 
 
-def predict(trial: trial_.Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
+def predict(trial: Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
             knobs: settings.Settings, probed: dict | None) -> dict:
     """The trial summary's prediction (analysis/prediction.py), calibrated on the link probed at the start, this
     rank's layers.json and every worker's records; when they cannot calibrate the models (e.g. one ring worker),
     the reason, in the log and the summary."""
     try:
         layers = json.loads((recorder.directory / records.LAYERS_FILE).read_text())
-        prediction = prediction_.predict_trial(trial, gathered, layers, recorder.rank, probed, knobs.bucket_bytes)
+        predicted = prediction.predict_trial(trial, gathered, layers, recorder.rank, probed, knobs.bucket_bytes)
     except FileNotFoundError:
         reason = "no layers.json: no iteration was traced (RINGLEADER_TRACE_ITERATIONS, warmupIterations)"
     except ValueError as error:
         reason = str(error)
     else:
-        print(f"prediction: {prediction_.headline(prediction)}", flush=True)
-        return prediction.to_document()
+        print(f"prediction: {prediction.headline(predicted)}", flush=True)
+        return predicted.to_document()
     print(f"prediction: none: {reason}", flush=True)
     return {keys.PREDICTION_UNAVAILABLE: reason}
 
 
-def finish_timeout(trial: trial_.Trial, knobs: settings.Settings) -> datetime.timedelta:
+def finish_timeout(trial: Trial, knobs: settings.Settings) -> datetime.timedelta:
     """How long a finished rank waits for the others at the end: the trial's deadline if it has one."""
     seconds = trial.spec.run_policy.active_deadline_seconds or knobs.finish_timeout_seconds
     return datetime.timedelta(seconds=max(seconds, knobs.timeout_seconds))
 
 
-def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device, backend: str,
+def log_configuration(trial: Trial, env: contract.PodEnvironment, device: torch.device, backend: str,
                       knobs: settings.Settings) -> None:
     spec = trial.spec
     config = {
@@ -230,7 +230,7 @@ def log_configuration(trial: trial_.Trial, env: contract.PodEnvironment, device:
     print("config: " + json.dumps(config), flush=True)
 
 
-def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = False) -> None:
+def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = False) -> NoReturn:
     """Report the one-line reason on stderr (and as the pod's termination message), then exit at once;
     `permanent`: no restart can fix it (PERMANENT_ERRORS, a rank started wrongly).
 
@@ -242,7 +242,8 @@ def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = 
     os._exit(1)
 
 
-def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str, *, permanent: bool = False) -> None:
+def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str, *,
+                    permanent: bool = False) -> NoReturn:
     """`fail`, after this rank's records so far are written and published and its rank run ended FAILED."""
     if termination.requested():  # peers stopped with this pod: the SIGTERM thread publishes and exits
         termination.wait_for_exit()
@@ -274,7 +275,54 @@ def stall_reason(env: contract.PodEnvironment, culprit: int | None, reason: str)
     return failures.lost_contact(culprit, reason) if culprit is not None and culprit != env.rank else reason
 
 
+@dataclasses.dataclass
+class Rank:
+    """This rank's contract and what it started so far: what a failure or a SIGTERM publishes and stops."""
+
+    env: contract.PodEnvironment
+    knobs: settings.Settings
+    trial: Trial
+    slot: Slot
+    recorder: records.RankRecorder | None = None
+    publisher: Any = None  # a tracking.live.LivePublisher, imported by the ranks that publish only
+    beats: heartbeat.Heartbeat | None = None
+
+    @property
+    def first_worker(self) -> int:
+        """The lowest worker rank: it logs the configuration and writes the trial's summary."""
+        return self.trial.worker_slots()[0].rank
+
+
 def main(environ=os.environ) -> int:
+    rank = read_contract(environ)
+    if rank.env.publishes:  # a pod's rank: SIGTERM publishes first (termination.py)
+        termination.on_termination(lambda: publish_on_termination(rank.recorder, rank.publisher))
+    torch.set_num_threads(cpu_threads(rank.slot))
+    device = pick_device(rank.slot)
+    try:
+        control, probed = join(rank, device)
+        recorder = start_recording(rank)
+        used = train_or_serve(rank, recorder, device)
+        found = gather_records(recorder, used, rank.first_worker, control)
+        if found is not None:
+            summarize_trial(rank, recorder, *found, probed)
+        else:
+            write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure ends this rank, a sys.exit in user code too
+        traceback.print_exc(file=sys.stdout)
+        if rank.recorder is not None:
+            rank.recorder.close()
+        fail_publishing(rank.env, rank.recorder, rank.publisher, describe(error, rank.beats),
+                        permanent=isinstance(error, PERMANENT_ERRORS))
+    recorder.close()
+    stop_publisher(rank.publisher, failed=False)
+    dist.destroy_process_group()
+    return 0
+
+
+def read_contract(environ) -> Rank:
+    """The pod's contract and this rank's slot of the trial; a fault in them fails the rank permanently, since
+    it would be the same again after a restart."""
     env = None
     try:
         env = contract.PodEnvironment.from_environ(environ)
@@ -289,76 +337,76 @@ def main(environ=os.environ) -> int:
         if slot.role != env.role:
             raise RankError(f"{contract.ROLE}={env.role} but rank {env.rank} of trial {trial.name} is a {slot.role}")
     except (contract.ContractError, RankError, ValueError) as error:
-        fail(env, str(error), permanent=True)  # the pod's contract or trial file: the same again after a restart
-    recorder = None
-    publisher = None
-    if env.publishes:  # a pod's rank: SIGTERM publishes first (termination.py)
-        termination.on_termination(lambda: publish_on_termination(recorder, publisher))
+        fail(env, str(error), permanent=True)
+    return Rank(env, knobs, trial, slot)
 
-    torch.set_num_threads(cpu_threads(slot))
-    device = pick_device(slot)
+
+def join(rank: Rank, device: torch.device) -> tuple[Any, dict | None]:
+    """Join the trial's process group, make the control group of the end-of-run gather and measure the link
+    together: (control group, the probed link on the first worker rank)."""
+    env, trial, knobs = rank.env, rank.trial, rank.knobs
     backend = backend_for(trial, device)
-    timeout = datetime.timedelta(seconds=knobs.timeout_seconds)
-    first_worker = trial.worker_slots()[0].rank
     if env.master_addr in LOOPBACK:
         # Keep gloo's pairs on loopback too: by default it binds to the address the hostname resolves to.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    beats = None
-    try:
-        os.environ[contract.MASTER_ADDR], os.environ[contract.MASTER_PORT] = env.master_addr, str(env.master_port)
-        dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
-                                timeout=timeout)
-        # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
-        # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
-        control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
-        probed = probe_link(trial, env, knobs)
-        if env.rank == first_worker:
-            log_configuration(trial, env, device, backend, knobs)
-        print(f"rank {env.rank} ({slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
-        recorder = records.RankRecorder(env.output_dir, trial.name, env.rank, slot.role,
-                                        trial.spec.model.warmup_iterations)
-        beats = heartbeat.Heartbeat(env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory,
-                                    progress=lambda: len(recorder.iterations),
-                                    names={s.rank: s.hostname for s in slots},
-                                    stall_seconds=knobs.stall_timeout_seconds,
-                                    on_stall=lambda culprit, reason: fail_publishing(
-                                        env, recorder, publisher, stall_reason(env, culprit, reason)))
-        publisher = start_publisher(env, trial, recorder.directory)
+    os.environ[contract.MASTER_ADDR], os.environ[contract.MASTER_PORT] = env.master_addr, str(env.master_port)
+    dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+                            timeout=datetime.timedelta(seconds=knobs.timeout_seconds))
+    # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
+    # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
+    control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
+    probed = probe_link(trial, env, knobs)
+    if env.rank == rank.first_worker:
+        log_configuration(trial, env, device, backend, knobs)
+    print(f"rank {env.rank} ({rank.slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
+    return control, probed
 
-        meter = usage.Meter()
-        recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
-        run_role(trial, env, slot, recorder, device, knobs)
-        used = meter.measure(torch.get_num_threads())
-        if slot.role == constants.ROLE_WORKER and not recorder.iterations:
-            # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
-            raise RankError("training ended without recording a single iteration")
-        beats.finished()
-        recorder.log_summary({**summary_.rank_summary(recorder.iterations), **recorder.summary_extras, **used})
 
-        found = gather_records(recorder, used, first_worker, control)
-        if found is not None:
-            gathered, used_by_rank = found
-            summary = summary_.summarize(gathered, trial, used_by_rank)
-            if keys.LINK_TX_MEAN in summary:  # where the rates were measured: this rank's, as every worker's
-                link = (keys.LINK_INTERFACE, keys.LINK_BITS_PER_SECOND)
-                summary.update({key: recorder.summary_extras[key] for key in link if key in recorder.summary_extras})
-            if probed is not None:
-                summary[keys.LINK_PROBE] = probed
-            summary[keys.PREDICTION] = predict(trial, gathered, recorder, knobs, probed)
-            # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
-            records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
-                                summary_.trial_series(gathered, trial))
-            write_trial_summary(trial, env, summary)
-            print("summary: " + json.dumps({key: summary.get(key) for key in keys.STATUS_KEYS}), flush=True)
-        else:
-            write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
-    except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure ends this rank, a sys.exit in user code too
-        traceback.print_exc(file=sys.stdout)
-        if recorder is not None:
-            recorder.close()
-        fail_publishing(env, recorder, publisher, describe(error, beats),
-                        permanent=isinstance(error, PERMANENT_ERRORS))
-    recorder.close()
-    stop_publisher(publisher, failed=False)
-    dist.destroy_process_group()
-    return 0
+def start_recording(rank: Rank) -> records.RankRecorder:
+    """This rank's recorder, its heartbeat (whose stall verdict fails the rank) and its publisher, kept on
+    `rank` as each starts, so that a failure stops what did."""
+    env, trial = rank.env, rank.trial
+    recorder = rank.recorder = records.RankRecorder(env.output_dir, trial.name, env.rank, rank.slot.role,
+                                                    trial.spec.model.warmup_iterations)
+    rank.beats = heartbeat.Heartbeat(
+        env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory,
+        progress=lambda: len(recorder.iterations), names={s.rank: s.hostname for s in trial.slots()},
+        stall_seconds=rank.knobs.stall_timeout_seconds,
+        on_stall=lambda culprit, reason: fail_publishing(env, recorder, rank.publisher,
+                                                         stall_reason(env, culprit, reason)))
+    rank.publisher = start_publisher(env, trial, recorder.directory)
+    return recorder
+
+
+def train_or_serve(rank: Rank, recorder: records.RankRecorder, device: torch.device) -> dict:
+    """Run the rank's role, then write its own summary; what its process used (usage.Meter.measure)."""
+    meter = usage.Meter()
+    recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
+    run_role(rank.trial, rank.env, rank.slot, recorder, device, rank.knobs)
+    used = meter.measure(torch.get_num_threads())
+    if rank.slot.role == constants.ROLE_WORKER and not recorder.iterations:
+        # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
+        raise RankError("training ended without recording a single iteration")
+    if rank.beats is not None:
+        rank.beats.finished()
+    recorder.log_summary({**summary.rank_summary(recorder.iterations), **recorder.summary_extras, **used})
+    return used
+
+
+def summarize_trial(rank: Rank, recorder: records.RankRecorder, gathered: dict[int, list[dict]],
+                    used_by_rank: dict[int, dict], probed: dict | None) -> None:
+    """The trial's series and summary (on the lowest worker rank), with what only this rank knows: where the link
+    rates were measured (this rank's interface, as every worker's), the probed link and the prediction."""
+    trial, env = rank.trial, rank.env
+    summarized = summary.summarize(gathered, trial, used_by_rank)
+    extras = recorder.summary_extras if summarized.traffic.link_tx_mean is not None else {}
+    summarized = dataclasses.replace(
+        summarized, link_interface=extras.get(keys.LINK_INTERFACE),
+        link_bits_per_second=extras.get(keys.LINK_BITS_PER_SECOND), link_probe=probed,
+        prediction=predict(trial, gathered, recorder, rank.knobs, probed))
+    # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
+    records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
+                        summary.trial_series(gathered, trial))
+    document = summarized.to_document()
+    write_trial_summary(trial, env, document)
+    print("summary: " + json.dumps({key: document.get(key) for key in keys.STATUS_KEYS}), flush=True)

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ringleader.api import spec as spec_
+from ringleader.api import spec
 
 IMAGE = "image"
 TOKENS = "tokens"
@@ -227,7 +227,7 @@ def _builtin(name: str, shape: InputSpec) -> nn.Module:
         return VGG16(classes)
     if name == "transformer":
         return GPT(vocab_size=classes, block_size=shape.shape[0])
-    raise ModelError(f"unknown built-in model {name!r}: use one of {', '.join(spec_.BUILTIN_MODELS)} "
+    raise ModelError(f"unknown built-in model {name!r}: use one of {', '.join(spec.BUILTIN_MODELS)} "
                      "or \"package.module:factory\"")
 
 
@@ -262,7 +262,7 @@ def _from_factory(reference: str) -> nn.Module:
     return model
 
 
-def build(model: spec_.ModelSpec, data: spec_.SyntheticData, shape: InputSpec | None = None) -> nn.Module:
+def build(model: spec.ModelSpec, data: spec.SyntheticData, shape: InputSpec | None = None) -> nn.Module:
     """The model of the spec with weights drawn from `data.seed`: every rank builds the same initial weights.
 
     `shape` is what real data looks like (datasets.describe); None: the synthetic data's (input_spec)."""
@@ -272,12 +272,12 @@ def build(model: spec_.ModelSpec, data: spec_.SyntheticData, shape: InputSpec | 
     # A forked RNG keeps the caller's random stream untouched by model construction.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(data.seed)
-        if model.name in spec_.BUILTIN_MODELS:
+        if model.name in spec.BUILTIN_MODELS:
             return _builtin(model.name, shape or input_spec(model, data))
         return _from_factory(model.name)
 
 
-def input_spec(model: spec_.ModelSpec, data: spec_.SyntheticData, module: nn.Module | None = None) -> InputSpec:
+def input_spec(model: spec.ModelSpec, data: spec.SyntheticData, module: nn.Module | None = None) -> InputSpec:
     """What one sample of `model` looks like.
 
     A user model may say it by carrying `ringleader_input = InputSpec(...)` (or a dict of its fields);

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ringleader.api import spec as spec_
+from ringleader.api import spec
 
 
 class ProtocolError(RuntimeError):
@@ -269,16 +269,16 @@ class DSSPFollower(Gate):
         return sorted(self._release_where(lambda w: w == worker and self._may_go(w)))
 
 
-def make_gate(sync: spec_.SyncSpec, workers: int, *, owner: int = 0) -> Gate:
+def make_gate(sync: spec.SyncSpec, workers: int, *, owner: int = 0) -> Gate:
     """The gate of a trial's sync spec for `workers` workers, on shard owner `owner` (0 runs DSSP's controller)."""
-    paradigm = spec_.Paradigm(sync.paradigm)
-    if paradigm == spec_.Paradigm.BSP:
+    paradigm = spec.Paradigm(sync.paradigm)
+    if paradigm == spec.Paradigm.BSP:
         return BSP(workers)
-    if paradigm == spec_.Paradigm.ASP:
+    if paradigm == spec.Paradigm.ASP:
         return ASP(workers)
     if sync.staleness is None:
         raise ValueError(f"{paradigm.value} needs sync.staleness")
-    if paradigm == spec_.Paradigm.SSP:
+    if paradigm == spec.Paradigm.SSP:
         return SSP(workers, sync.staleness)
     if sync.max_staleness is None:
         raise ValueError("DSSP needs sync.maxStaleness")

@@ -19,24 +19,24 @@ from __future__ import annotations
 import torch
 
 from ringleader.api import constants
-from ringleader.api import spec as spec_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import DataFormat
+from ringleader.api.trial import Slot, Trial
 from ringleader.contract import environment as contract
 from ringleader.runtime import compression, datasets, exchange, interfaces, models, optimizers, paradigms, settings
 
 
-def server_ranks(trial: trial_.Trial) -> list[int]:
+def server_ranks(trial: Trial) -> list[int]:
     return [s.rank for s in trial.slots() if s.role == constants.ROLE_PS]
 
 
-def server_device(slot: trial_.Slot) -> torch.device:
+def server_device(slot: Slot) -> torch.device:
     """The GPU main.py selected when the server's slot asked for one; otherwise the CPU."""
     if slot.resources.gpu > 0 and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
 
-def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interfaces.Recorder,
+def serve(trial: Trial, env: contract.PodEnvironment, recorder: interfaces.Recorder,
           knobs: settings.Settings = settings.Settings()) -> None:
     """Serve this rank's shard until every worker is done; records one line per aggregation."""
     spec = trial.spec
@@ -48,7 +48,7 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
     link = exchange.endpoint.open_link(trial, env.rank, timeout, requests_from=workers, replies_from=[])
 
     # The shard: the same seeded model every rank builds, cut by the plan every rank computes.
-    shape = None if spec.data.format == spec_.DataFormat.SYNTHETIC else datasets.describe(spec.data, env.data_dir)
+    shape = None if spec.data.format == DataFormat.SYNTHETIC else datasets.describe(spec.data, env.data_dir)
     parameters = exchange.shards.trainable(models.build(spec.model, spec.data.synthetic, shape))
     plan = exchange.shards.Partition.of(parameters, len(servers))
     shard = [p.detach().to(device) for p in plan.shard(owner, parameters)]
@@ -70,7 +70,7 @@ def serve(trial: trial_.Trial, env: contract.PodEnvironment, recorder: interface
 class WorkerSynchronizer:
     """interfaces.Synchronizer of a ParameterServer worker: push to every server, wait for every server's answer."""
 
-    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
+    def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
                  knobs: settings.Settings = settings.Settings()):
         # `device` is where the model already is: gradients are copied from it and weights into it.
         spec = trial.spec

@@ -25,7 +25,7 @@ import threading
 
 import torch
 
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
 from ringleader.runtime import compression, exchange, interfaces, paradigms, settings
@@ -34,7 +34,7 @@ from ringleader.runtime import compression, exchange, interfaces, paradigms, set
 class PeerSynchronizer:
     """A peer: pushes shards to every peer, serves its own shard in a thread."""
 
-    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
+    def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
                  knobs: settings.Settings = settings.Settings()):
         # `device` is where the model already is; the shard server keeps its shard there too.
         self.spec = trial.spec

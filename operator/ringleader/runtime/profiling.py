@@ -14,14 +14,14 @@ import pathlib
 
 import torch
 
-from ringleader.api import spec as spec_
+from ringleader.api.spec import ExperimentSpec, Profiling
 from ringleader.contract import records
 
 
 class Window:
     """PyTorch's profiler, idle until the window's first step, recording its steps, writing the trace after."""
 
-    def __init__(self, profiling: spec_.Profiling, warmup_iterations: int, device: torch.device,
+    def __init__(self, profiling: Profiling, warmup_iterations: int, device: torch.device,
                  directory: pathlib.Path):
         self.first = profiling.start_iteration if profiling.start_iteration is not None else warmup_iterations
         self.last = self.first + profiling.iterations - 1
@@ -40,7 +40,7 @@ class Window:
         self.open = True
 
     @classmethod
-    def of(cls, spec: spec_.ExperimentSpec, device: torch.device, directory: pathlib.Path) -> Window | None:
+    def of(cls, spec: ExperimentSpec, device: torch.device, directory: pathlib.Path) -> Window | None:
         if spec.profiling is None:
             return None
         return cls(spec.profiling, spec.model.warmup_iterations, device, directory)

@@ -52,10 +52,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ringleader.api import trial as trial_
-from ringleader.contract import buckets as buckets_
+from ringleader.api.trial import Trial
+from ringleader.contract import buckets, keys
 from ringleader.contract import environment as contract
-from ringleader.contract import keys
 from ringleader.runtime import compression, interfaces, settings, shaping, timing
 
 # Cap of the first bucket (the last layers): its allreduce starts after the first few gradients, not after
@@ -103,7 +102,7 @@ def make_buckets(parameters: list[torch.nn.Parameter], bucket_bytes: int,
     the last bucket has room for `stamps` arrival stamps after its gradients."""
     ordered = list(reversed(parameters))
     kinds = [(p.dtype, p.device) for p in ordered]
-    groups = buckets_.group([p.numel() * p.element_size() for p in ordered], bucket_bytes,
+    groups = buckets.group([p.numel() * p.element_size() for p in ordered], bucket_bytes,
                             first_bucket_bytes or bucket_bytes, apart=lambda i: kinds[i] != kinds[i - 1])
     return [Bucket(index, [ordered[i] for i in members], stamps if index == len(groups) - 1 else 0)
             for index, members in enumerate(groups)]
@@ -112,7 +111,7 @@ def make_buckets(parameters: list[torch.nn.Parameter], bucket_bytes: int,
 class RingSynchronizer:
     """BSP ring allreduce with bucketing and backward/communication overlap."""
 
-    def __init__(self, trial: trial_.Trial, env: contract.PodEnvironment, device: torch.device,
+    def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
                  bucket_bytes: int | None = None, group=None):
         self.world = len(trial.worker_slots())
         self.evaluator = trial.worker_slots()[0].rank  # the worker that evaluates (runtime/evaluation.py)

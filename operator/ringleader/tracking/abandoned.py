@@ -17,7 +17,7 @@ import pathlib
 import time
 from typing import Iterator
 
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.contract import layout, records
 from ringleader.tracking import schema
 
@@ -91,7 +91,7 @@ def _close_trial(trial_dir: pathlib.Path) -> layout.Outcome:
 
 def _roles(trial: dict) -> dict[int, str]:
     try:
-        return {slot.rank: slot.role for slot in trial_.Trial.model_validate(trial).slots()}
+        return {slot.rank: slot.role for slot in Trial.model_validate(trial).slots()}
     except ValueError:
         return {}
 

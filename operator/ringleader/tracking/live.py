@@ -16,34 +16,34 @@ import threading
 import time
 
 from ringleader.api import constants
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.contract import environment as contract
 from ringleader.contract import layout
-from ringleader.tracking import cursor as cursor_
+from ringleader.tracking.cursor import Cursor
 from ringleader.tracking import publisher, schema
-from ringleader.tracking import settings as settings_
-from ringleader.tracking import store as store_
+from ringleader.tracking.settings import TrackingSettings
+from ringleader.tracking.store import Store, TrackingUnavailable
 
 log = logging.getLogger(__name__)
 
 
-class RunNotCreated(store_.TrackingUnavailable):
+class RunNotCreated(TrackingUnavailable):
     """The trial run this rank was told to find by its token does not exist yet: the records wait."""
 
 
 class LivePublisher:
-    def __init__(self, env: contract.PodEnvironment, trial: trial_.Trial, rank_dir: str | pathlib.Path,
-                 settings: settings_.TrackingSettings | None = None):
+    def __init__(self, env: contract.PodEnvironment, trial: Trial, rank_dir: str | pathlib.Path,
+                 settings: TrackingSettings | None = None):
         if not env.publishes:
             raise ValueError(f"live publishing needs {contract.TRACKING_URI} and {contract.RUN_ID} (or "
                              f"{contract.RUN_TOKEN} and {contract.MLFLOW_EXPERIMENT}) in the environment")
         self.env = env
         self.trial = trial
         self.rank_dir = pathlib.Path(rank_dir)
-        self.settings = settings or settings_.TrackingSettings()
+        self.settings = settings or TrackingSettings()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._store: store_.Store | None = None
+        self._store: Store | None = None
         self._experiment_id: str | None = None
         self._run_id: str | None = env.run_id
         self._away_since: float | None = None
@@ -71,7 +71,7 @@ class LivePublisher:
             self._publish(final_status=status)
             self._publish_trial_outputs()
             return True
-        except store_.TrackingUnavailable as error:
+        except TrackingUnavailable as error:
             log.warning("%s; this rank's records remain in %s", error, self.rank_dir)
             return False
         except Exception:  # noqa: BLE001 - a rank that trained must not fail because tracking did; logged
@@ -88,17 +88,17 @@ class LivePublisher:
                 if self._away_since is not None:
                     log.info("MLflow is back after %.0f s; spooled records sent", time.time() - self._away_since)
                     self._away_since = None
-            except store_.TrackingUnavailable as error:
+            except TrackingUnavailable as error:
                 if self._away_since is None:
                     self._away_since = time.time()
                     log.warning("%s, records wait in %s", error, self.rank_dir)
             except Exception:  # noqa: BLE001 - never let a tracking bug kill training; logged, retried next round
                 log.exception("publishing rank %d's records failed", self.env.rank)
 
-    def _connect(self) -> tuple[store_.Store, str, str]:
+    def _connect(self) -> tuple[Store, str, str]:
         """The store, the MLflow experiment and the trial run; RunNotCreated while a run given by token is not there."""
         if self._store is None:
-            self._store = store_.Store(self.env.tracking_uri, self.settings)
+            self._store = Store(self.env.tracking_uri, self.settings)
         if self._run_id is None:
             experiment_id = self._store.experiment_id(self.env.mlflow_experiment)
             found = experiment_id and self._store.find_run(experiment_id, self.env.run_token)
@@ -119,7 +119,7 @@ class LivePublisher:
                 return
             except RunNotCreated:
                 time.sleep(min(self.settings.live_interval_seconds, max(0.0, deadline - time.monotonic())))
-            except store_.TrackingUnavailable:
+            except TrackingUnavailable:
                 return
 
     def _publish(self, final_status: str | None = None) -> int:
@@ -133,7 +133,7 @@ class LivePublisher:
         """This rank's trace and layer timings on the trial run; the trial summary and series if this rank wrote them."""
         store, _, run_id = self._connect()
         # The trial-level cursor lives beside the rank's, so it is this rank's own and never shared.
-        cursor = cursor_.Cursor.load(self.rank_dir / "mlflow-cursor-trial.json")
+        cursor = Cursor.load(self.rank_dir / "mlflow-cursor-trial.json")
         rank = self.env.rank
         publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.TRACE_FILE, "traces",
                                  f"rank-{rank}.trace.json")

@@ -17,12 +17,12 @@ from typing import Any, Mapping
 
 import mlflow.entities
 
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
 from ringleader.contract import records as record_files
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import metric_names, schema
-from ringleader.tracking import store as store_
+from ringleader.tracking.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def record_timestamp_ms(record: Mapping[str, Any], fallback_ms: int) -> int:
 class RankPublisher:
     """One rank directory -> one nested run under the trial run."""
 
-    store: store_.Store
+    store: Store
     rank_dir: pathlib.Path
     experiment_id: str
     trial_run_id: str
@@ -137,7 +137,7 @@ class TrialResult:
     metrics: int
 
 
-def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: str,
+def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
                   parent_run_id: str | None) -> TrialResult:
     """Publish one trial directory: its run, params and trial.json at once; rank records as they come;
     summary, series, traces, breakdown plot, logs and status once its outcome is final."""
@@ -191,7 +191,7 @@ def publish_trial(store: store_.Store, trial_dir: pathlib.Path, experiment_id: s
     return TrialResult(trial.name, run_id, outcome.status, metrics)
 
 
-def summary_once(store: store_.Store, cursor: cursor_.Cursor, run_id: str, trial_dir: pathlib.Path,
+def summary_once(store: Store, cursor: cursor_.Cursor, run_id: str, trial_dir: pathlib.Path,
                  at_ms: int) -> int:
     """The trial's summary values (logged at `at_ms`) and its series on the trial run, and summary.json as an
     artifact, each once; the number of metric values logged. Used here and by the rank that wrote them (live.py)."""
@@ -214,7 +214,7 @@ def summary_once(store: store_.Store, cursor: cursor_.Cursor, run_id: str, trial
     return logged
 
 
-def end_run(store: store_.Store, run_id: str, outcome: layout.Outcome) -> None:
+def end_run(store: Store, run_id: str, outcome: layout.Outcome) -> None:
     """The run's final status and end time, with why it ended as tags."""
     tags = {k: v for k, v in ((schema.TAG_STATUS_REASON, outcome.reason), (schema.TAG_STATUS_MESSAGE, outcome.message))
             if v}
@@ -223,7 +223,7 @@ def end_run(store: store_.Store, run_id: str, outcome: layout.Outcome) -> None:
     store.set_status(run_id, outcome.status, ms(outcome.end_time))
 
 
-def artifact_once(store: store_.Store, cursor: cursor_.Cursor, run_id: str, path: pathlib.Path,
+def artifact_once(store: Store, cursor: cursor_.Cursor, run_id: str, path: pathlib.Path,
                    artifact_path: str | None, name: str | None = None) -> None:
     """Upload `path` (as `name`) unless already uploaded; absent files are skipped, not marked."""
     step = f"artifact:{artifact_path + '/' if artifact_path else ''}{name or path.name}"
@@ -239,7 +239,7 @@ def artifact_once(store: store_.Store, cursor: cursor_.Cursor, run_id: str, path
     cursor.mark_done(step)
 
 
-def _log_breakdown(store: store_.Store, run_id: str, trial: trial_.Trial, trial_dir: pathlib.Path) -> None:
+def _log_breakdown(store: Store, run_id: str, trial: Trial, trial_dir: pathlib.Path) -> None:
     # Imported here: matplotlib costs a second at import and only finished trials need it.
     from ringleader.analysis import figures
 

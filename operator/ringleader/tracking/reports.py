@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ringleader.tracking import schema
-from ringleader.tracking import store as store_
+from ringleader.tracking.store import Store
 
 if TYPE_CHECKING:  # the type only: importing analysis.report loads matplotlib
-    from ringleader.analysis import report as report_
+    from ringleader.analysis.report import Report
 
 ARTIFACT_DIR = "report"
 
 
-def attach(store: store_.Store, sweep_run_id: str, report: report_.Report) -> None:
+def attach(store: Store, sweep_run_id: str, report: Report) -> None:
     """Log every file of `report` under report/ of the run and set the run's description; repeating it
     replaces both. Raises TrackingUnavailable when the store does not answer."""
     for path in report.files:

@@ -22,16 +22,16 @@ import mlflow.entities
 import mlflow.exceptions
 import mlflow.tracking
 
-from ringleader.api import experiment as experiment_
-from ringleader.api import trial as trial_
+from ringleader.api.experiment import DistributedTrainingExperiment
+from ringleader.api.trial import Trial
 from ringleader.contract import layout, records
-from ringleader.tracking import metric_names, reports, results, schema, sessions
+from ringleader.tracking import metric_names, reading, reports, schema, sessions
 from ringleader.tracking import settings as settings_
-from ringleader.tracking import store as store_
+from ringleader.tracking.store import Store, TrackingUnavailable
 
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._:/-]{1,200}$")
 # What a call raises when the tracking server is away or refuses: callers retry these, and only these.
-TRACKING_ERRORS = (store_.TrackingUnavailable, mlflow.exceptions.MlflowException)
+TRACKING_ERRORS = (TrackingUnavailable, mlflow.exceptions.MlflowException)
 # pyplot keeps global state: one report draws at a time in a process whose threads may make several.
 _FIGURES = threading.Lock()
 
@@ -48,10 +48,10 @@ def configure(settings: settings_.TrackingSettings) -> None:
 
 
 @functools.lru_cache(maxsize=8)
-def store_for(tracking_uri: str | None = None) -> store_.Store:
+def store_for(tracking_uri: str | None = None) -> Store:
     """One Store per URI for this process; None is MLflow's configured default."""
     uri = tracking_uri or mlflow.tracking.get_tracking_uri()
-    return store_.Store(settings_.absolute_uri(uri) if uri.startswith("sqlite:") else uri, _settings)
+    return Store(settings_.absolute_uri(uri) if uri.startswith("sqlite:") else uri, _settings)
 
 
 def _token(token: str | None) -> str:
@@ -67,7 +67,7 @@ def ensure_experiment(name: str, *, tracking_uri: str | None = None) -> str:
     return store_for(tracking_uri).ensure_experiment(name)
 
 
-def start_parent_run(experiment_id: str, experiment: experiment_.DistributedTrainingExperiment, *,
+def start_parent_run(experiment_id: str, experiment: DistributedTrainingExperiment, *,
                      token: str | None = None, source: str | None = None,
                      tracking_uri: str | None = None) -> str:
     """The sweep's parent run (RUNNING), with the experiment's spec as params; returns its run id."""
@@ -78,7 +78,7 @@ def start_parent_run(experiment_id: str, experiment: experiment_.DistributedTrai
     return run_id
 
 
-def start_trial_run(experiment_id: str, parent_run_id: str | None, trial: trial_.Trial, *,
+def start_trial_run(experiment_id: str, parent_run_id: str | None, trial: Trial, *,
                     token: str | None = None, tracking_uri: str | None = None) -> str:
     """A trial's run (RUNNING), child of the parent run, with the resolved spec as params and trial.json (what the
     report reads) as an artifact; returns its run id. Pods get it as RINGLEADER_MLFLOW_RUN_ID and nest their
@@ -115,7 +115,7 @@ def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | None = Non
 
 
 def log_sweep_metrics(parent_run_id: str, summaries: Mapping[str, Mapping[str, Any] | None], *,
-                      trials: Iterable[trial_.Trial] = (), tracking_uri: str | None = None) -> int:
+                      trials: Iterable[Trial] = (), tracking_uri: str | None = None) -> int:
     """The sweep run's metrics comparing its trials (metric_names.sweep), from {trial name: summary wire dict or
     None}, each named by what it varies among `trials` (the sweep's, schema.sweep_labels; by its trial name
     without them); the number logged. Logged again, the same values are harmless: the Metrics tab shows the
@@ -132,7 +132,7 @@ def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, An
     from ringleader.analysis import report  # matplotlib: loaded by the first report only
 
     store = store_for(tracking_uri)
-    result, run_id = results.from_mlflow(store, parent_run_id)
+    result, run_id = reading.from_mlflow(store, parent_run_id)
     known = summaries or {}
     result = dataclasses.replace(result, trials=[
         t if t.summary or t.trial.name not in known else dataclasses.replace(t, summary=known[t.trial.name])

@@ -12,8 +12,8 @@ import collections
 import re
 from typing import Any, Iterable, Mapping
 
-from ringleader.api import experiment as experiment_
-from ringleader.api import spec as spec_
+from ringleader.api.experiment import DistributedTrainingExperiment
+from ringleader.api.spec import Architecture, CompressionMethod, ExperimentSpec, OptimizerName, Paradigm, STALE_PARADIGMS
 from ringleader.api import trial as trial_
 
 # MLflow's own tags: nesting in the UI and the run's display name.
@@ -94,30 +94,30 @@ def flatten(document: Any, prefix: str = "") -> dict[str, str]:
 TRANSFORMER = "transformer"  # the built-in model that reads tokens (sequenceLength), not images
 
 
-def unused(spec: spec_.ExperimentSpec) -> tuple[str, ...]:
+def unused(spec: ExperimentSpec) -> tuple[str, ...]:
     """The dotted spec fields a trial of `spec` never reads (api/spec.py says which each setting needs): shown
     as params they would suggest, say, parameter servers in a ring."""
     ignored = []
-    if spec.architecture != spec_.Architecture.PARAMETER_SERVER:
+    if spec.architecture != Architecture.PARAMETER_SERVER:
         ignored.append("parameterServers")
-    if spec.sync.paradigm not in spec_.STALE_PARADIGMS:
+    if spec.sync.paradigm not in STALE_PARADIGMS:
         ignored.append("sync.staleness")
-    if spec.sync.paradigm != spec_.Paradigm.DSSP:
+    if spec.sync.paradigm != Paradigm.DSSP:
         ignored.append("sync.maxStaleness")
     if spec.network.bandwidth is None:  # nothing to enforce: Emulated by default would read as if it were
         ignored.append("network.enforcement")
-    if spec.model.optimizer.name != spec_.OptimizerName.SGD:
+    if spec.model.optimizer.name != OptimizerName.SGD:
         ignored.append("model.optimizer.momentum")
     if spec.model.name == TRANSFORMER:
         ignored.append("data.synthetic.imageSize")
     elif ":" not in spec.model.name:  # a built-in image model; a user's own may read either
         ignored.append("data.synthetic.sequenceLength")
     method = spec.compression.method
-    if method != spec_.CompressionMethod.POWER_SGD:
+    if method != CompressionMethod.POWER_SGD:
         ignored.append("compression.rank")
-    if method != spec_.CompressionMethod.TOP_K:
+    if method != CompressionMethod.TOP_K:
         ignored.append("compression.ratio")
-    if method not in (spec_.CompressionMethod.POWER_SGD, spec_.CompressionMethod.TOP_K):
+    if method not in (CompressionMethod.POWER_SGD, CompressionMethod.TOP_K):
         ignored.append("compression.errorFeedback")
     return tuple(ignored)
 
@@ -129,13 +129,13 @@ def without(params: Mapping[str, str], prefixes: Iterable[str]) -> dict[str, str
             if not any(key == p or key.startswith(p + ".") for p in prefixes)}
 
 
-def spec_params(spec: spec_.ExperimentSpec) -> dict[str, str]:
+def spec_params(spec: ExperimentSpec) -> dict[str, str]:
     """A resolved spec as params in dotted camelCase keys: what the trial uses, nothing empty."""
     document = spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"sweep"})
     return without(flatten(document), unused(spec))
 
 
-def sweep_params(experiment: experiment_.DistributedTrainingExperiment) -> dict[str, str]:
+def sweep_params(experiment: DistributedTrainingExperiment) -> dict[str, str]:
     """The parent run's params: the settings its trials share, and each swept axis with its values
     ("sweep.architecture" = "ParameterServer, RingAllReduce"), never the base value an axis replaces."""
     spec = experiment.spec

@@ -15,12 +15,12 @@ from typing import Any, Mapping
 
 import mlflow.entities
 
-from ringleader.api import experiment as experiment_
+from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api import trial as trial_
 from ringleader.contract import layout
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import metric_names, publisher, schema
-from ringleader.tracking import store as store_
+from ringleader.tracking.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class SessionResult:
     """Trials left out: their trial.json is not what ringleader wrote (layout.DamagedFile, said in a warning)."""
 
 
-def sweep_tags(experiment: experiment_.DistributedTrainingExperiment, source: str | None) -> dict[str, str]:
+def sweep_tags(experiment: DistributedTrainingExperiment, source: str | None) -> dict[str, str]:
     tags = {schema.TAG_KIND: schema.KIND_SWEEP, schema.TAG_EXPERIMENT: experiment.name,
             schema.TAG_NAMESPACE: experiment.namespace, schema.TAG_RUN_NAME: f"{experiment.name} (sweep)"}
     if source:
@@ -45,7 +45,7 @@ def sweep_tags(experiment: experiment_.DistributedTrainingExperiment, source: st
     return tags
 
 
-def open_session(store: store_.Store, session: layout.Session) -> tuple[str, str, cursor_.Cursor]:
+def open_session(store: Store, session: layout.Session) -> tuple[str, str, cursor_.Cursor]:
     """The session's MLflow experiment and parent run, created once: (experiment id, parent run id, cursor)."""
     cursor = cursor_.Cursor.load(cursor_.path_for(session.directory, store.uri))
     experiment_id = cursor.extra.get("experimentId")
@@ -65,7 +65,7 @@ def open_session(store: store_.Store, session: layout.Session) -> tuple[str, str
     return experiment_id, cursor.run_id, cursor
 
 
-def publish_session(store: store_.Store, session: layout.Session) -> SessionResult:
+def publish_session(store: Store, session: layout.Session) -> SessionResult:
     """Publish every trial directory that exists, then, once the sweep is over, the metrics comparing the trials,
     its report and status."""
     experiment_id, parent_run_id, cursor = open_session(store, session)
@@ -102,7 +102,7 @@ def trial_summaries(session: layout.Session) -> dict[str, dict | None]:
     return summaries
 
 
-def log_sweep_metrics(store: store_.Store, parent_run_id: str, summaries: Mapping[str, Any],
+def log_sweep_metrics(store: Store, parent_run_id: str, summaries: Mapping[str, Any],
                       labels: dict[str, str] | None = None) -> int:
     """The sweep run's metrics comparing its trials (metric_names.sweep), each under its label ({trial name: what it
     varies}, schema.sweep_labels); the number logged."""
@@ -116,13 +116,13 @@ def report_directory(session_dir: pathlib.Path) -> pathlib.Path:
     return session_dir / REPORT_DIR
 
 
-def publish_report(store: store_.Store, session: layout.Session, parent_run_id: str) -> None:
+def publish_report(store: Store, session: layout.Session, parent_run_id: str) -> None:
     """Build the session's report into <session>/report/ and attach it to the sweep run."""
-    # Imported here: matplotlib costs a second at import, and results.py reads sessions through this module.
+    # Imported here: matplotlib costs a second at import, and reading.py reads sessions through this module.
     from ringleader.analysis import report
-    from ringleader.tracking import reports, results
+    from ringleader.tracking import reading, reports
 
-    built = report.build(results.from_directory(session.directory), report_directory(session.directory))
+    built = report.build(reading.from_directory(session.directory), report_directory(session.directory))
     reports.attach(store, parent_run_id, built)
 
 

@@ -14,7 +14,7 @@ A receiver stops after the last message its peer will send: DONE when the peer's
 this rank's server, and BYE when this rank's worker asks the peer's server; so no receive is
 left pending at the end. Every thread is a daemon: a failing rank exits without waiting for them.
 
-The emulated link (spec.network.bandwidth) is one full-duplex NIC per rank, as analysis/models.py
+The emulated link (spec.network.bandwidth) is one full-duplex NIC per rank, as analysis/cost_models.py
 prices it: on the sending side a message's turn starts when it was sent or when the previous
 message's S/B ended, whichever is later, and lasts S/B; on the receiving side `Ingress` delivers
 messages from every sender one after another, each turn starting when its sending turn did (the

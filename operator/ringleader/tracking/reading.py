@@ -18,11 +18,10 @@ import tempfile
 import mlflow.exceptions
 
 from ringleader.analysis import results
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.contract import layout, redaction
 from ringleader.contract import records as record_files
-from ringleader.tracking import schema
-from ringleader.tracking import settings as settings_
+from ringleader.tracking import schema, settings
 from ringleader.tracking import store as store_
 
 RECORDS_ARTIFACT = "records/iterations.jsonl"
@@ -93,7 +92,7 @@ def lookup_store(tracking_uri: str | None, source: str, tried: str) -> store_.St
     """The MLflow store to look `source` up in (`tracking_uri`, else the default `ringleader run` uses).
     SourceNotFound, naming what was `tried` first, when it is a sqlite file that does not exist: opening it
     would create an empty store, and a typo would leave an mlflow.db behind."""
-    uri = settings_.resolve_uri(tracking_uri)
+    uri = settings.resolve_uri(tracking_uri)
     database = store_.sqlite_path(uri)
     if database is not None and not pathlib.Path(database).is_file():
         raise SourceNotFound(f"{source}: {tried}, and no MLflow store at {redaction.redact(uri)} to look it up in "
@@ -188,7 +187,7 @@ def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> results.
     root = _artifacts(store, run_id)
     if layout.TRIAL_FILE not in root:
         return None
-    trial = trial_.Trial.model_validate_json(_download(store, run_id, layout.TRIAL_FILE, staging).read_text())
+    trial = Trial.model_validate_json(_download(store, run_id, layout.TRIAL_FILE, staging).read_text())
     summary = None
     if layout.SUMMARY_FILE in root:
         summary = json.loads(_download(store, run_id, layout.SUMMARY_FILE, staging).read_text())
