@@ -41,7 +41,7 @@ class Observation:
     """Pods each trial's topology renders, by trial name."""
     progress: dict[str, tuple[progress_line.Line, ...]] = dataclasses.field(default_factory=dict)
     """The progress lines last read from the reporting worker's log, by trial name, for the trials whose logs
-    were read (controller/progress.py)."""
+    were read (controller/progress_logs.py)."""
     workloads: dict[str, admission_.Admission] = dataclasses.field(default_factory=dict)
     """Kueue Workloads by trial name (`scheduling.queueName` only)."""
 
@@ -148,76 +148,92 @@ def _describe(trial: status_.TrialStatus) -> str:
     return f"trial {trial.name}: {trial.message}" if trial.message else f"trial {trial.name}"
 
 
+Setting = tuple[Type, bool, str, str]
+"""A condition to set: (type, status, reason, message)."""
+
+
 def _conditions(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus,
                 new_trials: list[status_.TrialStatus], seen: Observation) -> list[status_.Condition]:
-    now, generation = seen.now, seen.generation
     found = list(old.conditions)
     if conditions.find(found, Type.FAILED) and conditions.find(found, Type.FAILED).reason in SPEC_REASONS:
         found = [c for c in found if c.type != Type.FAILED]  # the spec was corrected
+    suspended = experiment.spec.run_policy.suspend
+    # Each step reads only the recorded condition of its own type, so the order of setting them is free.
+    settings = [_created(expansion, len(new_trials)), *_suspended(suspended, found),
+                *_restarting(new_trials, found), *_outcome(new_trials, suspended)]
+    for type_, value, reason, message in settings:
+        found = conditions.set_condition(found, type_, value, reason, message, now=seen.now, generation=seen.generation)
+    return found
 
-    def put(type_: Type, value: bool, reason: str, message: str) -> None:
-        nonlocal found
-        found = conditions.set_condition(found, type_, value, reason, message, now=now, generation=generation)
 
-    count = len(new_trials)
+def _created(expansion: trial_.Expansion, count: int) -> Setting:
     planned = f"{count} trial{'s' * (count != 1)} planned"
     if expansion.skipped:
         planned += f"; {len(expansion.skipped)} combination{'s' * (len(expansion.skipped) != 1)} skipped (" + \
             "; ".join(sorted({reason for _, reason in expansion.skipped})) + ")"
-    put(Type.CREATED, True, reasons.EXPERIMENT_CREATED, planned)
+    return Type.CREATED, True, reasons.EXPERIMENT_CREATED, planned
 
-    suspended = experiment.spec.run_policy.suspend
+
+def _suspended(suspended: bool, found: list[status_.Condition]) -> list[Setting]:
     if suspended:
-        put(Type.SUSPENDED, True, reasons.SUSPENDED, "runPolicy.suspend is true: running trials' pods were deleted; "
-            "they restart from the beginning when it is set back to false")
-    elif conditions.find(found, Type.SUSPENDED):
-        put(Type.SUSPENDED, False, reasons.RESUMED, "runPolicy.suspend is false: trials run again")
+        return [(Type.SUSPENDED, True, reasons.SUSPENDED, "runPolicy.suspend is true: running trials' pods were "
+                 "deleted; they restart from the beginning when it is set back to false")]
+    if conditions.find(found, Type.SUSPENDED):
+        return [(Type.SUSPENDED, False, reasons.RESUMED, "runPolicy.suspend is false: trials run again")]
+    return []
 
+
+def _restarting(new_trials: list[status_.TrialStatus], found: list[status_.Condition]) -> list[Setting]:
     restarting = [t for t in new_trials if t.phase == Phase.RESTARTING]
     if restarting:
-        put(Type.RESTARTING, True, restarting[0].reason or reasons.RANK_FAILED, _describe(restarting[0]))
-    elif conditions.find(found, Type.RESTARTING):
-        # The last restart's cause stays readable after the pods are back: its message is kept.
-        last = conditions.find(found, Type.RESTARTING)
-        message = last.message if last.reason == reasons.NO_RESTART else f"pods recreated after {last.message}"
-        put(Type.RESTARTING, False, reasons.NO_RESTART, message)
+        return [(Type.RESTARTING, True, restarting[0].reason or reasons.RANK_FAILED, _describe(restarting[0]))]
+    last = conditions.find(found, Type.RESTARTING)
+    if last is None:
+        return []
+    # The last restart's cause stays readable after the pods are back: its message is kept.
+    message = last.message if last.reason == reasons.NO_RESTART else f"pods recreated after {last.message}"
+    return [(Type.RESTARTING, False, reasons.NO_RESTART, message)]
 
-    finished = all(t.phase in trials.TERMINAL_PHASES for t in new_trials)
-    failed = [t for t in new_trials if t.phase == Phase.FAILED]
-    running = [t for t in new_trials if t.phase == Phase.RUNNING]
-    if finished:
-        put(Type.RUNNING, False, reasons.EXPERIMENT_FINISHED, "the trial finished" if count == 1 else f"all {count} trials finished")
+
+def _outcome(new_trials: list[status_.TrialStatus], suspended: bool) -> list[Setting]:
+    """Running, and once every trial finished, Succeeded or Failed."""
+    count = len(new_trials)
+    if all(t.phase in trials.TERMINAL_PHASES for t in new_trials):
+        ended: Setting = (Type.RUNNING, False, reasons.EXPERIMENT_FINISHED,
+                          "the trial finished" if count == 1 else f"all {count} trials finished")
+        failed = [t for t in new_trials if t.phase == Phase.FAILED]
         if failed:
-            put(Type.FAILED, True, *_failure(failed, count))
-        else:
-            message = _describe(new_trials[0]) if count == 1 else f"all {count} trials succeeded" + _answer(new_trials)
-            put(Type.SUCCEEDED, True, reasons.TRIALS_SUCCEEDED, message)
-    elif suspended:
-        put(Type.RUNNING, False, reasons.SUSPENDED, "the experiment is suspended")
-    elif running:
+            return [ended, (Type.FAILED, True, *_failure(failed, count))]
+        message = _describe(new_trials[0]) if count == 1 else f"all {count} trials succeeded" + _answer(new_trials)
+        return [ended, (Type.SUCCEEDED, True, reasons.TRIALS_SUCCEEDED, message)]
+    if suspended:
+        return [(Type.RUNNING, False, reasons.SUSPENDED, "the experiment is suspended")]
+    running = [t for t in new_trials if t.phase == Phase.RUNNING]
+    if running:
         message = _describe(running[0]) if len(running) == 1 else \
             f"{len(running)} trials running: " + ", ".join(t.name for t in running)
-        put(Type.RUNNING, True, reasons.TRIAL_RUNNING, message)
+        return [(Type.RUNNING, True, reasons.TRIAL_RUNNING, message)]
+    return [_waiting(new_trials)]
+
+
+def _waiting(new_trials: list[status_.TrialStatus]) -> Setting:
+    """Running while no trial runs: the trial closest to running says what the experiment waits for."""
+    by_phase = {phase: next((t for t in new_trials if t.phase == phase), None)
+                for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING)}
+    waiting = by_phase[Phase.CREATED] or by_phase[Phase.RESTARTING] or by_phase[Phase.PENDING]
+    if by_phase[Phase.CREATED]:
+        reason = reasons.WAITING_FOR_PODS
+    elif by_phase[Phase.RESTARTING]:
+        reason = waiting.reason or reasons.RANK_FAILED
+    elif waiting is not None and waiting.reason in (reasons.WAITING_FOR_ADMISSION, reasons.EVICTED):
+        reason = reasons.WAITING_FOR_ADMISSION
     else:
-        # The trial closest to running says what the experiment waits for.
-        by_phase = {phase: next((t for t in new_trials if t.phase == phase), None)
-                    for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING)}
-        waiting = by_phase[Phase.CREATED] or by_phase[Phase.RESTARTING] or by_phase[Phase.PENDING]
-        if by_phase[Phase.CREATED]:
-            reason = reasons.WAITING_FOR_PODS
-        elif by_phase[Phase.RESTARTING]:
-            reason = waiting.reason or reasons.RANK_FAILED
-        elif waiting is not None and waiting.reason in (reasons.WAITING_FOR_ADMISSION, reasons.EVICTED):
-            reason = reasons.WAITING_FOR_ADMISSION
-        else:
-            reason = reasons.TRIALS_PENDING
-        message = _describe(waiting) if waiting is not None else "no trial is running"
-        if any(t.phase in trials.TERMINAL_PHASES for t in new_trials) and reason != reasons.WAITING_FOR_ADMISSION:
-            # A sweep between trials is still running (phase Running, not Created): the next trial is starting.
-            put(Type.RUNNING, True, reasons.TRIAL_STARTING, message)
-        else:
-            put(Type.RUNNING, False, reason, message)
-    return found
+        reason = reasons.TRIALS_PENDING
+    message = _describe(waiting) if waiting is not None else "no trial is running"
+    if any(t.phase in trials.TERMINAL_PHASES for t in new_trials) and reason != reasons.WAITING_FOR_ADMISSION:
+        # A sweep between trials is still running (phase Running, not Created): the next trial is starting.
+        return Type.RUNNING, True, reasons.TRIAL_STARTING, message
+    return Type.RUNNING, False, reason, message
 
 
 def _answer(new_trials: list[status_.TrialStatus]) -> str:

@@ -27,7 +27,7 @@ from typing import TextIO
 
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
-from ringleader.launch import devices, environment, network
+from ringleader.launch import allowlist, devices, network
 from ringleader.launch import settings as settings_
 
 
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
     source = loading.display_name(args.file) if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve())
     passed = tuple(dict.fromkeys(args.passed_variables or ()))
-    refusal = next((r for r in map(environment.refusal, passed) if r), None)
+    refusal = next((r for r in map(allowlist.refusal, passed) if r), None)
     if refusal:
         print(refusal, file=err)
         return exits.USAGE

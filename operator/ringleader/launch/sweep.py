@@ -20,7 +20,7 @@ from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
 from ringleader.contract import exits, keys, layout
 from ringleader.contract import outcomes as outcomes_
-from ringleader.launch import progress, tracker
+from ringleader.launch import display, tracker
 from ringleader.launch import settings as settings_
 from ringleader.launch import trials as trials_
 from ringleader.tracking import abandoned, schema, sessions
@@ -84,8 +84,8 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     session.save()
     started = time.time()
     layout.write_outcome(session_dir, layout.Outcome(schema.RUNNING, started))
-    display = progress.ProgressDisplay(settings, out, len(trials))
-    publishing = tracker.Tracker(session, tracking_settings, display.message)
+    screen = display.ProgressDisplay(settings, out, len(trials))
+    publishing = tracker.Tracker(session, tracking_settings, screen.message)
     publishing.open()
 
     max_parallel = experiment.spec.sweep.max_parallel if experiment.spec.sweep else 1
@@ -109,7 +109,7 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
                     running.append((position, run))  # before start(): an interrupt during it stops its ranks
                     started_runs.append(run)
                     run.start()
-                    display.message(f"[{position}/{len(trials)}] {run.label}: started {trial.world_size} ranks")
+                    screen.message(f"[{position}/{len(trials)}] {run.label}: started {trial.world_size} ranks")
                 time.sleep(settings.poll_seconds)
                 for position, run in list(running):
                     outcome = run.poll()
@@ -117,23 +117,23 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
                         continue
                     running.remove((position, run))
                     outcomes[run.trial.name] = outcome
-                    display.message(_ended(position, len(trials), run, outcome))
+                    screen.message(_ended(position, len(trials), run, outcome))
                     publishing.trial_ended(run.directory)
-                    ended = progress.finished_for_eta(run, outcome)
+                    ended = display.finished_for_eta(run, outcome)
                     if ended is not None:
                         finished.append(ended)
-                display.update(running, [trial for _, trial in pending], finished)
+                screen.update(running, [trial for _, trial in pending], finished)
         except Interrupted as interrupt:
             interrupted_by = interrupt.signum
-            display.message(f"{signal.Signals(interrupt.signum).name}: stopping the running trials")
+            screen.message(f"{signal.Signals(interrupt.signum).name}: stopping the running trials")
         finally:
             # Also on any error of the launcher itself: no rank outlives it.
             for position, run in running:
                 outcome = run.stop()
                 outcomes[run.trial.name] = outcome
                 if interrupted_by is not None:
-                    display.message(_ended(position, len(trials), run, outcome))
-            display.close()
+                    screen.message(_ended(position, len(trials), run, outcome))
+            screen.close()
             if signals.received is not None and interrupted_by is None:
                 interrupted_by = signals.received
     # Ranks are gone: from here, a second Ctrl-C interrupts publishing only (the records stay on disk).

@@ -22,7 +22,7 @@ from ringleader.api import constants
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.contract import failures, layout, outcomes, records
-from ringleader.launch import devices, environment, processes
+from ringleader.launch import allowlist, devices, processes
 from ringleader.launch import settings as settings_
 from ringleader.tracking import schema
 
@@ -40,9 +40,9 @@ def free_port() -> int:
 def rank_environ(base: Mapping[str, str], slot: trial_.Slot, world_size: int, port: int,
                  trial_file: pathlib.Path, output_dir: pathlib.Path, passed: Collection[str] = (),
                  data_dir: pathlib.Path | None = None, gpus: str | None = None) -> dict[str, str]:
-    """The allow-listed part of the user's environment (environment.py) with the variables named in `passed`,
+    """The allow-listed part of the user's environment (allowlist.py) with the variables named in `passed`,
     plus the pod contract, an importable ringleader and, for a rank that asks for GPUs, its own (devices.py)."""
-    environ = environment.selected(base, passed)
+    environ = allowlist.selected(base, passed)
     if gpus is not None:
         environ[devices.VISIBLE] = gpus
     python_path = [str(PACKAGE_ROOT)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]

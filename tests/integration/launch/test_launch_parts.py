@@ -14,7 +14,7 @@ import time
 from ringleader.analysis import eta
 from ringleader.api import experiment, trial
 from ringleader.contract import failures
-from ringleader.launch import cli, processes, progress, publish, sweep, trials
+from ringleader.launch import cli, display, processes, publish, sweep, trials
 from ringleader.launch import settings as settings_
 from ringleader.contract import environment as contract
 
@@ -88,7 +88,7 @@ class FakeRun:
 
 def test_on_a_terminal_one_line_is_redrawn_and_messages_go_above_it():
     out = Terminal()
-    display = progress.ProgressDisplay(settings_.LaunchSettings(redraw_seconds=0), out, total_trials=2)
+    display = display.ProgressDisplay(settings_.LaunchSettings(redraw_seconds=0), out, total_trials=2)
     display.update([(1, FakeRun("parts-0", 3)), (2, FakeRun("parts-1", 9))])
     display.message("[1/2] parts-0: FINISHED")
     display.update([(2, FakeRun("parts-1", 10))])
@@ -102,7 +102,7 @@ def test_on_a_terminal_one_line_is_redrawn_and_messages_go_above_it():
 
 def test_in_a_log_progress_is_a_plain_line_every_few_seconds():
     out, now = io.StringIO(), [time.monotonic()]  # FakeRun started on the real clock
-    display = progress.ProgressDisplay(settings_.LaunchSettings(progress_seconds=0.2), out, total_trials=1,
+    display = display.ProgressDisplay(settings_.LaunchSettings(progress_seconds=0.2), out, total_trials=1,
                                        clock=lambda: now[0])
     running = [(1, FakeRun("parts-0", 5))]
     display.update(running)
@@ -117,7 +117,7 @@ def test_in_a_log_progress_is_a_plain_line_every_few_seconds():
 
 def test_the_sweeps_eta_adds_the_trials_still_to_run_at_their_predicted_iteration_time_plus_start_up():
     out = Terminal()
-    display = progress.ProgressDisplay(settings_.LaunchSettings(redraw_seconds=0), out, total_trials=3)
+    display = display.ProgressDisplay(settings_.LaunchSettings(redraw_seconds=0), out, total_trials=3)
     # parts-0 took 50 s for 40 iterations of 1 s: 10 s of start-up; it predicted the ring at 0.5 s.
     done = [eta.Finished({}, 40, 1.0, 50.0, {"ring": 0.5})]
     waiting = a_trial().model_copy(update={"name": "parts-2"})
