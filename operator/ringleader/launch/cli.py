@@ -29,16 +29,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
 from ringleader.launch import allowlist, devices, network
-from ringleader.launch import settings as settings_
+from ringleader.launch.settings import LaunchSettings
 
 if TYPE_CHECKING:  # imported when `run` is called: `ringleader validate` builds this parser and must stay instant
-    from ringleader.api.experiment import DistributedTrainingExperiment
-    from ringleader.api.trial import Trial
+    from ringleader.api import DistributedTrainingExperiment, Trial
     from ringleader.tracking.settings import TrackingSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = settings_.LaunchSettings()
+    defaults = LaunchSettings()
     parser.add_argument("file", metavar="FILE",
                         help="experiment file (a DistributedTrainingExperiment in YAML); '-' reads standard input")
     parser.add_argument("--output-dir", metavar="DIR", default=defaults.output_dir,
@@ -82,7 +81,7 @@ class _Launch:
     """The file as messages name it."""
     source: str
     environ: dict[str, str]
-    settings: settings_.LaunchSettings
+    settings: LaunchSettings
     tracking_settings: TrackingSettings
     tracking_uri: str
     session_dir: pathlib.Path
@@ -113,18 +112,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     """Checks the file, then the options, then the machine (raising `_Refused`), and opens the session directory."""
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
-    from ringleader.api import experiment as experiment_
+    from ringleader import api
     from ringleader.api import loading
-    from ringleader.api import trial as trial_
 
     name = loading.display_name(args.file)
     try:
-        experiment = experiment_.load(args.file)
-        expansion = trial_.expand(experiment)
-    except (loading.LoadError, experiment_.SpecError) as error:
+        experiment = api.load(args.file)
+        expansion = api.expand(experiment)
+    except (api.LoadError, api.SpecError) as error:
         raise _Refused(str(error), exits.FAILED) from error
     # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
-    from ringleader.tracking import settings as tracking_settings_
+    from ringleader.tracking.settings import TrackingSettings, resolve_uri
 
     trials = _chosen_trials(args, expansion.trials, name)
     for flag, value in (("--timeout-seconds", args.timeout_seconds),
@@ -144,8 +142,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     close_abandoned(output_dir, session_dir, out, err)
     return _Launch(experiment, expansion.skipped, trials, name,
                    name if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve()), environ, settings,
-                   tracking_settings_.TrackingSettings(),
-                   tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri), session_dir)
+                   TrackingSettings(), resolve_uri(args.tracking_uri, experiment.spec.tracking.uri), session_dir)
 
 
 def _chosen_trials(args: argparse.Namespace, trials: list[Trial], name: str) -> list[Trial]:
@@ -174,7 +171,7 @@ def _passed_variables(args: argparse.Namespace, err: TextIO) -> tuple[str, ...]:
     return passed
 
 
-def _settings(args: argparse.Namespace, passed: tuple[str, ...], trials: list[Trial], name: str) -> settings_.LaunchSettings:
+def _settings(args: argparse.Namespace, passed: tuple[str, ...], trials: list[Trial], name: str) -> LaunchSettings:
     """The launcher's settings, once the data directory exists and the GPUs the trials need are visible."""
     if not pathlib.Path(args.data_dir).is_dir():
         raise _Refused(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets",
@@ -183,7 +180,7 @@ def _settings(args: argparse.Namespace, passed: tuple[str, ...], trials: list[Tr
     refused = devices.refusal(name, trials, gpus)
     if refused:
         raise _Refused(refused, exits.FAILED)
-    return settings_.LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir,
+    return LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir,
                                     gpus=tuple(gpus))
 
 
@@ -267,9 +264,9 @@ MAX_SESSION_PREFIX = 100
 
 def new_session_dir(output_dir: pathlib.Path, experiment_name: str) -> pathlib.Path:
     """<output>/<experiment>-<YYYYmmdd-HHMMSS>[-n]: a fresh directory per run, so records never mix."""
-    from ringleader.api import trial as trial_
+    from ringleader.api.trial import bounded_name
 
-    prefix = trial_.bounded_name(experiment_name, MAX_SESSION_PREFIX)
+    prefix = bounded_name(experiment_name, MAX_SESSION_PREFIX)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     output_dir.mkdir(parents=True, exist_ok=True)
     for attempt in range(1000):

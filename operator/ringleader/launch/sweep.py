@@ -16,15 +16,15 @@ import time
 from typing import Any, Mapping, TextIO
 
 from ringleader.analysis import eta, tables
-from ringleader.api import experiment as experiment_
-from ringleader.api import trial as trial_
+from ringleader.api.experiment import DistributedTrainingExperiment
+from ringleader.api.trial import Trial
 from ringleader.contract import exits, keys, layout
-from ringleader.contract import outcomes as outcomes_
+from ringleader.contract.outcomes import INTERRUPTED, sweep_reason
 from ringleader.launch import display, tracker
-from ringleader.launch import settings as settings_
-from ringleader.launch import trials as trials_
+from ringleader.launch.settings import LaunchSettings
+from ringleader.launch.trials import TrialRun
 from ringleader.tracking import abandoned, schema, sessions
-from ringleader.tracking import settings as tracking_settings_
+from ringleader.tracking.settings import TrackingSettings
 
 
 class Interrupted(BaseException):
@@ -72,9 +72,9 @@ class _Signals:
             signal.signal(signum, handler)
 
 
-def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: list[trial_.Trial],
-              session_dir: pathlib.Path, tracking_uri: str, settings: settings_.LaunchSettings,
-              tracking_settings: tracking_settings_.TrackingSettings, environ: Mapping[str, str],
+def run_sweep(experiment: DistributedTrainingExperiment, trials: list[Trial],
+              session_dir: pathlib.Path, tracking_uri: str, settings: LaunchSettings,
+              tracking_settings: TrackingSettings, environ: Mapping[str, str],
               deadline_seconds: float | None = None, source: str | None = None,
               out: TextIO = sys.stdout) -> SweepResult:
     session, started = _open_session(session_dir, experiment, tracking_uri, trials, source)
@@ -96,8 +96,8 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     return SweepResult(session_dir, schedule.outcomes, rows, interrupted_by, publishing)
 
 
-def _open_session(session_dir: pathlib.Path, experiment: experiment_.DistributedTrainingExperiment,
-                  tracking_uri: str, trials: list[trial_.Trial], source: str | None) -> tuple[layout.Session, float]:
+def _open_session(session_dir: pathlib.Path, experiment: DistributedTrainingExperiment,
+                  tracking_uri: str, trials: list[Trial], source: str | None) -> tuple[layout.Session, float]:
     """The session's directory and files, marked RUNNING; returns the session and when it started."""
     session_dir.mkdir(parents=True, exist_ok=True)
     # Held until this process ends: a later run or publish closes the session if this one dies first.
@@ -113,17 +113,17 @@ def _open_session(session_dir: pathlib.Path, experiment: experiment_.Distributed
 class _Schedule:
     """The sweep's trials on their way from pending through running to ended: the state of `run_all`'s loop."""
 
-    trials: list[trial_.Trial]
+    trials: list[Trial]
     session_dir: pathlib.Path
-    settings: settings_.LaunchSettings
+    settings: LaunchSettings
     environ: Mapping[str, str]
     deadline_seconds: float | None
     max_parallel: int
     publishing: tracker.Tracker
     screen: display.ProgressDisplay
-    pending: collections.deque[tuple[int, trial_.Trial]] = dataclasses.field(init=False)
-    running: list[tuple[int, trials_.TrialRun]] = dataclasses.field(default_factory=list)
-    started: list[trials_.TrialRun] = dataclasses.field(default_factory=list)
+    pending: collections.deque[tuple[int, Trial]] = dataclasses.field(init=False)
+    running: list[tuple[int, TrialRun]] = dataclasses.field(default_factory=list)
+    started: list[TrialRun] = dataclasses.field(default_factory=list)
     outcomes: dict[str, layout.Outcome] = dataclasses.field(default_factory=dict)
     finished: list[eta.Finished] = dataclasses.field(default_factory=list)
     """What the ETA of the trials still to run is made of."""
@@ -157,7 +157,7 @@ class _Schedule:
         while self.pending and can_start(self.pending[0][1].world_size, [r.trial.world_size for _, r in self.running],
                                          self.max_parallel, self.settings.cores):
             position, trial = self.pending.popleft()
-            run = trials_.TrialRun(trial, self.session_dir, self.settings, self.environ,
+            run = TrialRun(trial, self.session_dir, self.settings, self.environ,
                                    _deadline(trial, self.deadline_seconds))
             run.write_files()
             self.publishing.trial_started(run.directory)
@@ -197,8 +197,8 @@ def _sweep_outcome(outcomes: dict[str, layout.Outcome], total: int, interrupted_
     else:
         status = schema.FAILED
     failed = [name for name, o in outcomes.items() if o.status != schema.FINISHED]
-    reason = {schema.FINISHED: None, schema.KILLED: outcomes_.INTERRUPTED,
-              schema.FAILED: outcomes_.sweep_reason(outcomes[name].reason for name in failed)}[status]
+    reason = {schema.FINISHED: None, schema.KILLED: INTERRUPTED,
+              schema.FAILED: sweep_reason(outcomes[name].reason for name in failed)}[status]
     return layout.Outcome(status, started, time.time(), reason=reason,
                           message=f"trials not finished: {', '.join(failed)}" if failed else None)
 
@@ -209,13 +209,13 @@ def can_start(ranks: int, running: list[int], max_parallel: int, cores: int) -> 
     return not running or (len(running) < max_parallel and sum(running) + ranks <= cores)
 
 
-def _deadline(trial: trial_.Trial, flag_seconds: float | None) -> float | None:
+def _deadline(trial: Trial, flag_seconds: float | None) -> float | None:
     """The trial's deadline: --timeout-seconds, runPolicy.activeDeadlineSeconds, whichever is shorter."""
     limits = [s for s in (flag_seconds, trial.spec.run_policy.active_deadline_seconds) if s is not None]
     return min(limits) if limits else None
 
 
-def _ended(position: int, total: int, run: trials_.TrialRun, outcome: layout.Outcome) -> str:
+def _ended(position: int, total: int, run: TrialRun, outcome: layout.Outcome) -> str:
     seconds = (outcome.end_time or time.time()) - outcome.start_time
     text = f"[{position}/{total}] {run.label}: {outcome.status} in {seconds:.1f} s"
     if outcome.status == schema.FINISHED:
