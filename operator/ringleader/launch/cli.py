@@ -24,7 +24,7 @@ import pathlib
 import shutil
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
@@ -75,7 +75,7 @@ class _Launch:
     """What `run` checked and prepared before any rank starts."""
 
     experiment: DistributedTrainingExperiment
-    skipped: list[tuple[dict[str, Any], str]]
+    skipped: list[tuple[dict[str, str], str]]
     trials: list[Trial]
     name: str
     """The file as messages name it."""
