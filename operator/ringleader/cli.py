@@ -34,7 +34,7 @@ import yaml
 import ringleader
 from ringleader import api, topology
 from ringleader.api import crd, loading
-from ringleader.api import problems as problems_
+from ringleader.api.problems import Problem
 from ringleader.contract import exits, redaction
 from ringleader.topology import settings as render_settings
 from ringleader.topology import workload as topology_workload
@@ -64,7 +64,7 @@ class Checked:
     file: str
     """The name shown: the path as given, "<stdin>" for '-'."""
     expansion: api.Expansion | None
-    problems: list[problems_.Problem]
+    problems: list[Problem]
     unreadable: bool = False
     """No YAML to take (loading.LoadError): its one problem is said on one line."""
 
@@ -89,7 +89,7 @@ def check(path: str) -> Checked:
     try:
         return Checked(file, api.expand(api.load(path)), [])
     except api.LoadError as error:
-        return Checked(file, None, [problems_.Problem(None, error.problem)], unreadable=True)
+        return Checked(file, None, [Problem(None, error.problem)], unreadable=True)
     except api.SpecError as error:
         return Checked(file, None, error.problems)
 

@@ -1,4 +1,4 @@
-"""Predicted time to finish, for `ringleader run`'s progress line (launch/progress.py) and the experiment's status
+"""Predicted time to finish, for `ringleader run`'s progress line (launch/display.py) and the experiment's status
 (controller/estimates.py): pure functions of the progress seen and of the trials that finished.
 
 A trial that has not run yet takes its iterations x a predicted iteration time, plus start-up. The

@@ -8,7 +8,7 @@ import pydantic
 import pydantic.alias_generators
 import pydantic_core
 
-from ringleader.api import rules as rules_
+from ringleader.api.rules import Rule
 
 
 # Strict scalars, as the API server's schema validation takes them: "30" is no integer, true no integer,
@@ -47,7 +47,7 @@ class ApiModel(pydantic.BaseModel):
         json_schema_extra=_publish_rules,
     )
 
-    rules: ClassVar[tuple[rules_.Rule, ...]] = ()
+    rules: ClassVar[tuple[Rule, ...]] = ()
 
     @pydantic.model_validator(mode="after")
     def _check_rules(self, info: pydantic.ValidationInfo) -> ApiModel:

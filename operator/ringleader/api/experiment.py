@@ -10,8 +10,8 @@ import pydantic
 import pydantic_core
 
 from ringleader.api import constants, loading
-from ringleader.api import labels as labels_
-from ringleader.api import problems as problems_
+from ringleader.api.labels import Annotations, DnsSubdomain, label_map
+from ringleader.api.problems import Problem, hidden_rules
 from ringleader.api import spec as spec_
 from ringleader.api.spec import ExperimentSpec
 from ringleader.api.status import ExperimentStatus
@@ -32,12 +32,12 @@ class Metadata(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="allow", frozen=True)
 
     # The API server accepts any DNS subdomain as a custom resource's name; trials derive DNS labels from it.
-    name: labels_.DnsSubdomain
+    name: DnsSubdomain
     namespace: Annotated[str, pydantic.StringConstraints(pattern=NAME_PATTERN, max_length=63)] = "default"
     uid: str | None = None
     generation: int | None = None
-    labels: labels_.label_map() = {}
-    annotations: labels_.Annotations = {}
+    labels: label_map() = {}
+    annotations: Annotations = {}
 
 
 class DistributedTrainingExperiment(pydantic.BaseModel):
@@ -72,9 +72,9 @@ def mlflow_experiment_name(namespace: str, name: str, spec: ExperimentSpec) -> s
 class SpecError(ValueError):
     """An experiment file or CR is invalid; `problems` lists each as 'path: what to change' (a problems.Problem)."""
 
-    def __init__(self, source: str, problems: Sequence[str | problems_.Problem]):
+    def __init__(self, source: str, problems: Sequence[str | Problem]):
         self.source = source
-        self.problems = [p if isinstance(p, problems_.Problem) else problems_.Problem(None, p) for p in problems]
+        self.problems = [p if isinstance(p, Problem) else Problem(None, p) for p in problems]
         super().__init__(f"{source} is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
@@ -82,7 +82,7 @@ MAX_PROBLEMS = 20
 """Problems listed at most: a file of a thousand typos is fixed a screenful at a time."""
 
 
-def problems_of(error: pydantic.ValidationError, hidden: Sequence[tuple[tuple, str]] = ()) -> list[problems_.Problem]:
+def problems_of(error: pydantic.ValidationError, hidden: Sequence[tuple[tuple, str]] = ()) -> list[Problem]:
     """Pydantic errors in the API's own wording: "`spec.workers.replicas` must be greater than or equal to 1",
     then the `hidden` rules (problems.hidden_rules) that pydantic did not report itself."""
     problems = [_problem(item) for item in error.errors()]
@@ -90,16 +90,16 @@ def problems_of(error: pydantic.ValidationError, hidden: Sequence[tuple[tuple, s
                  if problem not in problems]
     if len(problems) > MAX_PROBLEMS:
         more = len(problems) - MAX_PROBLEMS
-        problems = problems[:MAX_PROBLEMS] + [problems_.Problem(None, f"... and {more} more problems: fix these first")]
+        problems = problems[:MAX_PROBLEMS] + [Problem(None, f"... and {more} more problems: fix these first")]
     return problems
 
 
-def _broken_rule(location: tuple, message: str) -> problems_.Problem:
+def _broken_rule(location: tuple, message: str) -> Problem:
     path = ".".join(loading.shorten(str(part), 60) for part in location)
-    return problems_.Problem(path, message, line=f"{path}: {message}")
+    return Problem(path, message, line=f"{path}: {message}")
 
 
-def _problem(item: pydantic_core.ErrorDetails) -> problems_.Problem:
+def _problem(item: pydantic_core.ErrorDetails) -> Problem:
     if item["type"] == "rule":
         return _broken_rule(item["loc"], item["msg"])
     location = item["loc"]
@@ -118,9 +118,9 @@ def _problem(item: pydantic_core.ErrorDetails) -> problems_.Problem:
     got = item.get("input")
     shown = item["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict)
     if key:
-        return problems_.Problem(path, f"key {loading.shorten(repr(got), 80)} {message}")
+        return Problem(path, f"key {loading.shorten(repr(got), 80)} {message}")
     detail = f" (got {loading.shorten(repr(got), 80)})" if shown else ""
-    return problems_.Problem(path, message + detail)
+    return Problem(path, message + detail)
 
 
 def parse(document: Any, source: str = "experiment") -> DistributedTrainingExperiment:
@@ -132,7 +132,7 @@ def parse(document: Any, source: str = "experiment") -> DistributedTrainingExper
         # Wire names only, as the API server sees them: `batch_size` in a file is a typo there, so here too.
         return DistributedTrainingExperiment.model_validate(document, by_alias=True, by_name=False)
     except pydantic.ValidationError as error:
-        hidden = problems_.hidden_rules(DistributedTrainingExperiment, document, error)
+        hidden = hidden_rules(DistributedTrainingExperiment, document, error)
         raise SpecError(source, problems_of(error, hidden)) from None
 
 

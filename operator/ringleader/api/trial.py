@@ -14,7 +14,7 @@ from ringleader.api import constants
 from ringleader.api.base import ApiModel
 from ringleader.api.experiment import DistributedTrainingExperiment, SpecError, mlflow_experiment_name, problems_of
 from ringleader.api.problems import Problem
-from ringleader.api import spec as spec_
+from ringleader.api.spec import Paradigm, combination_problem
 from ringleader.api.spec import Architecture, ExperimentSpec, Resources
 
 # Where each sweep axis lands in the spec (wire names).
@@ -157,7 +157,7 @@ def _repeats_another(document: dict[str, Any], chosen: dict[str, Any], axes: dic
     ignored = []
     if architecture != Architecture.PARAMETER_SERVER.value:
         ignored.append(("parameterServers", f"{architecture} has no parameter servers"))
-    if paradigm not in (spec_.Paradigm.SSP.value, spec_.Paradigm.DSSP.value):
+    if paradigm not in (Paradigm.SSP.value, Paradigm.DSSP.value):
         ignored.append(("staleness", f"{paradigm} has no staleness bound"))
     for axis, why in ignored:
         if axis in chosen and chosen[axis] != axes[axis][0]:
@@ -187,7 +187,7 @@ def expand(experiment: DistributedTrainingExperiment) -> Expansion:
         for axis, value in chosen.items():
             _set_path(document, AXIS_PATHS[axis], value.value if hasattr(value, "value") else value)
         parameters = {axis: str(getattr(value, "value", value)) for axis, value in chosen.items()}
-        reason = (spec_.combination_problem(document["architecture"], document["sync"]["paradigm"],
+        reason = (combination_problem(document["architecture"], document["sync"]["paradigm"],
                                             document["compression"]["method"])
                   or _repeats_another(document, chosen, axes))
         if reason:

@@ -24,8 +24,8 @@ from typing import Any
 
 import pydantic
 
-from ringleader.api import experiment as experiment_
-from ringleader.api import trial as trial_
+from ringleader import api
+from ringleader.api.trial import Trial, bounded_name
 from ringleader.contract import environment as contract
 from ringleader.contract import records, redaction
 
@@ -122,18 +122,18 @@ def directory_name(name: str) -> str:
     anything): safe characters, never '.', '..' or hidden, so it stays below the directory it is joined to;
     a long one keeps a prefix and a hash."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
-    return trial_.bounded_name(safe or "experiment", MAX_DIRECTORY_NAME)
+    return bounded_name(safe or "experiment", MAX_DIRECTORY_NAME)
 
 
 class DamagedFile(ValueError):
     """A file of a run directory that ringleader did not write as it is (edited, truncated): str() is one line."""
 
 
-def read_trial(trial_dir: pathlib.Path) -> trial_.Trial:
+def read_trial(trial_dir: pathlib.Path) -> Trial:
     """The trial.json of a trial directory, or DamagedFile naming it and its first problem."""
     path = trial_dir / TRIAL_FILE
     try:
-        return trial_.Trial.model_validate_json(path.read_bytes())
+        return Trial.model_validate_json(path.read_bytes())
     except pydantic.ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the document"
@@ -158,7 +158,7 @@ class Session:
     are never written to disk), so a session loaded from there may need the URI given again to publish."""
 
     directory: pathlib.Path
-    experiment: experiment_.DistributedTrainingExperiment
+    experiment: api.DistributedTrainingExperiment
     tracking_uri: str
     trials: list[str]
     source: str | None = None
@@ -173,7 +173,7 @@ class Session:
         if not isinstance(document, dict):
             raise FileNotFoundError(f"{directory / SESSION_FILE} is missing or unreadable: "
                                     "is this a directory written by `ringleader run`?")
-        return cls(directory=directory, experiment=experiment_.parse(document["experiment"], str(directory)),
+        return cls(directory=directory, experiment=api.parse(document["experiment"], str(directory)),
                    tracking_uri=document["trackingUri"], trials=list(document["trials"]),
                    source=document.get("source"))
 

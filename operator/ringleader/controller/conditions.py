@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import datetime
 
-from ringleader.api import status as status_
+from ringleader.api.status import Condition, ConditionStatus, ConditionType, Phase, TrialStatus
 from ringleader.controller import reasons
 
-ConditionType = status_.ConditionType
-ConditionStatus = status_.ConditionStatus
-Phase = status_.Phase
 
 # Which condition, when True, names the phase; earlier entries win (a failed experiment that was
 # suspended is Failed; a restarting one is not Running).
@@ -26,17 +23,17 @@ _PHASE_ORDER = (
 )
 
 
-def find(conditions: list[status_.Condition], type_: ConditionType) -> status_.Condition | None:
+def find(conditions: list[Condition], type_: ConditionType) -> Condition | None:
     return next((c for c in conditions if c.type == type_), None)
 
 
-def is_true(conditions: list[status_.Condition], type_: ConditionType) -> bool:
+def is_true(conditions: list[Condition], type_: ConditionType) -> bool:
     condition = find(conditions, type_)
     return condition is not None and condition.status == ConditionStatus.TRUE
 
 
 def set_condition(
-    conditions: list[status_.Condition],
+    conditions: list[Condition],
     type_: ConditionType,
     status: bool | ConditionStatus,
     reason: str,
@@ -44,13 +41,13 @@ def set_condition(
     *,
     now: datetime.datetime,
     generation: int | None,
-) -> list[status_.Condition]:
+) -> list[Condition]:
     """A new list with `type_` set; lastTransitionTime moves only when the status flips (as in metav1)."""
     if isinstance(status, bool):
         status = ConditionStatus.TRUE if status else ConditionStatus.FALSE
     old = find(conditions, type_)
     transition = now if old is None or old.status != status else old.last_transition_time
-    new = status_.Condition(
+    new = Condition(
         type=type_, status=status, reason=reason, message=message,
         last_transition_time=transition, observed_generation=generation,
     )
@@ -62,7 +59,7 @@ def set_condition(
     return sorted([*others, new], key=lambda c: order.index(c.type))
 
 
-def phase_of(conditions: list[status_.Condition]) -> Phase:
+def phase_of(conditions: list[Condition]) -> Phase:
     """The one-word summary of the conditions, for printer columns: Queued while the experiment waits for Kueue."""
     for type_, phase in _PHASE_ORDER:
         if is_true(conditions, type_):
@@ -73,7 +70,7 @@ def phase_of(conditions: list[status_.Condition]) -> Phase:
     return Phase.PENDING
 
 
-def became_true(old: list[status_.Condition], new: list[status_.Condition], type_: ConditionType) -> bool:
+def became_true(old: list[Condition], new: list[Condition], type_: ConditionType) -> bool:
     return is_true(new, type_) and not is_true(old, type_)
 
 
@@ -88,7 +85,7 @@ _TRIAL_CONDITION_OF_PHASE = {
 }
 
 
-def of_trial(trial: status_.TrialStatus, *, now: datetime.datetime, generation: int | None) -> status_.TrialStatus:
+def of_trial(trial: TrialStatus, *, now: datetime.datetime, generation: int | None) -> TrialStatus:
     """The trial with its conditions brought in line with its phase: the phase's condition True with the
     trial's reason and message, conditions that held before False with the same (what ended them), Created True
     from the first pods on."""

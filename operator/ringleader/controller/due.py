@@ -8,23 +8,22 @@ from __future__ import annotations
 
 import datetime
 
-from ringleader.api import spec as spec_
-from ringleader.api import status as status_
+from ringleader.api.spec import RunPolicy
+from ringleader.api.status import ExperimentStatus, Phase
 from ringleader.contract import failures
 from ringleader.controller import plan, reasons, trials
-from ringleader.controller import settings as settings_
-
-Phase = status_.Phase
+from ringleader.controller.settings import TimingSettings
 
 
-def expiry_of(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy) -> datetime.datetime | None:
+
+def expiry_of(status: ExperimentStatus, run_policy: RunPolicy) -> datetime.datetime | None:
     """When a finished experiment is deleted under ttlSecondsAfterFinished, or None."""
     if run_policy.ttl_seconds_after_finished is None or not plan.is_finished(status) or status.completion_time is None:
         return None
     return status.completion_time + datetime.timedelta(seconds=run_policy.ttl_seconds_after_finished)
 
 
-def _waiting_on_pods(status: status_.ExperimentStatus) -> bool:
+def _waiting_on_pods(status: ExperimentStatus) -> bool:
     return any(
         (t.phase == Phase.CREATED)
         or (t.phase == Phase.RESTARTING)
@@ -33,8 +32,8 @@ def _waiting_on_pods(status: status_.ExperimentStatus) -> bool:
     )
 
 
-def next_wake(status: status_.ExperimentStatus, run_policy: spec_.RunPolicy, now: datetime.datetime,
-              timing: settings_.TimingSettings, *, retry_tracking_in: float | None = None,
+def next_wake(status: ExperimentStatus, run_policy: RunPolicy, now: datetime.datetime,
+              timing: TimingSettings, *, retry_tracking_in: float | None = None,
               pods_due: datetime.datetime | None = None) -> float | None:
     """Seconds until the experiment needs a full pass without any event, or None to wait for one. Progress
     reads of running trials are due apart (`polling`): they need no full pass. `pods_due` is when a pod not

@@ -13,12 +13,11 @@ import datetime
 from typing import Mapping, Sequence
 
 from ringleader.analysis import eta
-from ringleader.api import status as status_
-from ringleader.api import trial as trial_
+from ringleader.api.status import Estimate, EstimateBound, Phase, TrialStatus
+from ringleader.api.trial import Expansion
 from ringleader.contract import progress as progress_line
-from ringleader.controller import trials as trials_
+from ringleader.controller.trials import ACTIVE_PHASES, TERMINAL_PHASES
 
-Phase = status_.Phase
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +30,7 @@ class Sweep:
     """upper_bound: model.target may stop trials before their iterations."""
 
     @classmethod
-    def of(cls, expansion: trial_.Expansion) -> Sweep:
+    def of(cls, expansion: Expansion) -> Sweep:
         return cls(trials={t.name: eta.planned(t) for t in expansion.trials},
                    upper_bound=any(eta.upper_bound(t.spec) for t in expansion.trials))
 
@@ -40,7 +39,7 @@ def _seconds(at: datetime.datetime | None) -> float | None:
     return None if at is None else at.timestamp()
 
 
-def _finished(sweep: Sweep, trial: status_.TrialStatus) -> eta.Finished:
+def _finished(sweep: Sweep, trial: TrialStatus) -> eta.Finished:
     summary = trial.summary
     start, end = _seconds(trial.start_time), _seconds(trial.completion_time)
     return eta.Finished(
@@ -51,9 +50,9 @@ def _finished(sweep: Sweep, trial: status_.TrialStatus) -> eta.Finished:
         predicted=summary.predicted_iteration_seconds or {})
 
 
-def _unfinished(sweep: Sweep, trial: status_.TrialStatus,
+def _unfinished(sweep: Sweep, trial: TrialStatus,
                 lines: Sequence[progress_line.Line]) -> eta.Trial:
-    started = _seconds(trial.start_time) if trial.phase in trials_.ACTIVE_PHASES else None
+    started = _seconds(trial.start_time) if trial.phase in ACTIVE_PHASES else None
     return dataclasses.replace(
         sweep.trials[trial.name], started=started,
         samples=tuple((line.at.timestamp(), line.iteration) for line in lines if line.at is not None),
@@ -68,11 +67,11 @@ def _time(seconds: float | None) -> datetime.datetime | None:
         return None
 
 
-def estimate(sweep: Sweep, trials: Sequence[status_.TrialStatus],
-             lines: Mapping[str, Sequence[progress_line.Line]]) -> status_.Estimate | None:
+def estimate(sweep: Sweep, trials: Sequence[TrialStatus],
+             lines: Mapping[str, Sequence[progress_line.Line]]) -> Estimate | None:
     """The estimate, or None once every trial ended."""
     finished = [_finished(sweep, t) for t in trials if t.phase == Phase.SUCCEEDED and t.summary is not None]
-    unfinished = [t for t in trials if t.phase not in trials_.TERMINAL_PHASES]
+    unfinished = [t for t in trials if t.phase not in TERMINAL_PHASES]
     if not unfinished:
         return None
     planned = [_unfinished(sweep, t, lines.get(t.name, ())) for t in unfinished]
@@ -80,8 +79,8 @@ def estimate(sweep: Sweep, trials: Sequence[status_.TrialStatus],
     running = [p for p, t in sorted(zip(planned, unfinished), key=lambda pair: pair[1].index)
                if t.phase == Phase.RUNNING]
     completion = _time(end)
-    bound = status_.EstimateBound.AT_MOST if sweep.upper_bound else status_.EstimateBound.EXPECTED
-    return status_.Estimate(
+    bound = EstimateBound.AT_MOST if sweep.upper_bound else EstimateBound.EXPECTED
+    return Estimate(
         completion_time=completion,
         trial_completion_time=_time(eta.trial_end(running[-1], finished)) if running else None,
         bound=bound,

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ringleader.api import status as status_
+from ringleader.api.status import ConditionType, ExperimentStatus, Phase
 from ringleader.contract import failures
 from ringleader.controller import conditions, reasons
 
-Type = status_.ConditionType
-Phase = status_.Phase
+Type = ConditionType
 NORMAL, WARNING = "Normal", "Warning"
 # Pending trials announce nothing until they wait on something unusual: a 256-trial sweep would
 # otherwise open with 256 identical events.
@@ -29,7 +28,7 @@ class Event:
     message: str
 
 
-def _trial_events(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> list[Event]:
+def _trial_events(old: ExperimentStatus, new: ExperimentStatus) -> list[Event]:
     before = {t.name: t for t in old.trials}
     found = []
     for trial in new.trials:
@@ -44,7 +43,7 @@ def _trial_events(old: status_.ExperimentStatus, new: status_.ExperimentStatus) 
     return found
 
 
-def _condition_events(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> list[Event]:
+def _condition_events(old: ExperimentStatus, new: ExperimentStatus) -> list[Event]:
     found = []
     for type_, kind in ((Type.CREATED, NORMAL), (Type.SUSPENDED, NORMAL), (Type.SUCCEEDED, NORMAL), (Type.FAILED, WARNING)):
         if conditions.became_true(old.conditions, new.conditions, type_):
@@ -65,7 +64,7 @@ _WHY = {Phase.FAILED: Type.FAILED, Phase.SUCCEEDED: Type.SUCCEEDED, Phase.SUSPEN
 LOG_MESSAGE_CHARACTERS = 300  # of the condition's message in a log line: the Event and the condition hold it whole
 
 
-def log_line(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> str | None:
+def log_line(old: ExperimentStatus, new: ExperimentStatus) -> str | None:
     """The operator log's line for an experiment whose phase changed, at its default level, so that its log tells
     each experiment's story: "Created -> Running (TrialRunning: trial q-0: all 3 pods ... are running)"."""
     if old.phase == new.phase:
@@ -75,7 +74,7 @@ def log_line(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> st
     return f"{old.phase.value} -> {new.phase.value}{why}"
 
 
-def transitions(old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> list[Event]:
+def transitions(old: ExperimentStatus, new: ExperimentStatus) -> list[Event]:
     """Events for what changed between two statuses, experiment milestones after the trial transitions behind them.
     A milestone that says what a trial's event just said (a one-trial experiment failing with its trial's reason
     and message) is not said twice."""

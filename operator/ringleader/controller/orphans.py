@@ -16,7 +16,7 @@ import logging
 import kopf
 
 from ringleader.controller import kube, reasons, recording
-from ringleader.controller import settings as settings_
+from ringleader.controller.settings import Settings
 
 logger = logging.getLogger(__name__)
 MAX_SWEEPS = 500  # open sweep runs looked at per startup: far more than any cluster runs at once
@@ -25,7 +25,7 @@ ATTEMPTS = 10  # tries while MLflow is away, retry_seconds apart
 MESSAGE = "the DistributedTrainingExperiment was deleted while the operator was down"
 
 
-async def end_orphaned_runs(recorder: recording.MlflowCalls, kube_: kube.Kube, settings: settings_.Settings) -> int:
+async def end_orphaned_runs(recorder: recording.MlflowCalls, kube_: kube.Kube, settings: Settings) -> int:
     """End the runs of experiments gone while the operator was down; the number of runs ended."""
     uri = settings.tracking.default_uri
     if uri is None:
@@ -40,7 +40,7 @@ async def end_orphaned_runs(recorder: recording.MlflowCalls, kube_: kube.Kube, s
     return 0
 
 
-async def _end(recorder: recording.MlflowCalls, kube_: kube.Kube, settings: settings_.Settings, uri: str) -> int:
+async def _end(recorder: recording.MlflowCalls, kube_: kube.Kube, settings: Settings, uri: str) -> int:
     watched = settings.scope.namespaces
     ended = 0
     for sweep in await recorder.open_sweeps(uri, MAX_SWEEPS):

@@ -11,17 +11,16 @@ import dataclasses
 import datetime
 
 from ringleader.analysis import combinations
-from ringleader.api import spec as spec_
-from ringleader.api import status as status_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import ExperimentSpec
+from ringleader.api.status import (Best, Compared, Condition, ConditionType, ExperimentStatus, Phase, Progress, TrialStatus)
+from ringleader.api.trial import Expansion, REPETITION
 from ringleader.contract import outcomes
 from ringleader.contract import progress as progress_line
-from ringleader.controller import admission as admission_
+from ringleader.controller.admission import Action, Admission
 from ringleader.controller import conditions, estimates, reasons, trials
 from ringleader.controller import pods as pods_
 
-Type = status_.ConditionType
-Phase = status_.Phase
+Type = ConditionType
 
 # Failed reasons that a corrected spec clears (nothing ran, so nothing is lost by trying again).
 SPEC_REASONS = (reasons.INVALID_SPEC, reasons.PODGROUPS_DISABLED, reasons.TRACKING_URI_NOT_ALLOWED,
@@ -41,36 +40,36 @@ class Observation:
     """Pods each trial's topology renders, by trial name."""
     progress: dict[str, tuple[progress_line.Line, ...]] = dataclasses.field(default_factory=dict)
     """The progress lines last read from the reporting worker's log, by trial name, for the trials whose logs
-    were read (controller/progress.py)."""
-    workloads: dict[str, admission_.Admission] = dataclasses.field(default_factory=dict)
+    were read (controller/progress_logs.py)."""
+    workloads: dict[str, Admission] = dataclasses.field(default_factory=dict)
     """Kueue Workloads by trial name (`scheduling.queueName` only)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    status: status_.ExperimentStatus
+    status: ExperimentStatus
     delete: tuple[str, ...] = ()
     create: tuple[int, ...] = ()
     """Indices of the trials whose objects to create (409 AlreadyExists counts as created)."""
-    workloads: tuple[tuple[int, admission_.Action], ...] = ()
+    workloads: tuple[tuple[int, Action], ...] = ()
     """(trial index, action) for the trials' Kueue Workloads: queue, finish or delete."""
     due: datetime.datetime | None = None
     """When a pass is due though no event may come: the earliest startup deadline of a pod not running yet."""
 
 
-def _initial_trials(expansion: trial_.Expansion, old: status_.ExperimentStatus) -> list[status_.TrialStatus]:
+def _initial_trials(expansion: Expansion, old: ExperimentStatus) -> list[TrialStatus]:
     recorded = {t.name: t for t in old.trials}
     return [
-        recorded.get(t.name) or status_.TrialStatus(name=t.name, index=t.index, parameters=dict(t.parameters))
+        recorded.get(t.name) or TrialStatus(name=t.name, index=t.index, parameters=dict(t.parameters))
         for t in expansion.trials
     ]
 
 
-def decide(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus, seen: Observation, *,
+def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observation, *,
            startup_deadline_seconds: float = trials.DEFAULT_STARTUP_DEADLINE_SECONDS) -> Plan:
     """The experiment's next status; pods to delete and trials to create on the way there.
     `startup_deadline_seconds` is the operator's default for runPolicy.startupDeadlineSeconds."""
-    spec: spec_.ExperimentSpec = experiment.spec
+    spec: ExperimentSpec = experiment.spec
     suspended = spec.run_policy.suspend
     max_parallel = spec.sweep.max_parallel if spec.sweep else 1
     statuses = _initial_trials(expansion, old)
@@ -113,8 +112,8 @@ def _iteration(lines: tuple[progress_line.Line, ...]) -> int:
     return lines[-1].iteration if lines else 0
 
 
-def with_progress(status: status_.ExperimentStatus, progress: dict[str, tuple[progress_line.Line, ...]],
-                  sweep: estimates.Sweep) -> status_.ExperimentStatus:
+def with_progress(status: ExperimentStatus, progress: dict[str, tuple[progress_line.Line, ...]],
+                  sweep: estimates.Sweep) -> ExperimentStatus:
     """The status with its latest running trial's iteration as just read (a progress-only pass), and the
     estimate refined: the same `decide` would report from the same reads."""
     running = [t for t in status.trials if t.phase == Phase.RUNNING]
@@ -128,8 +127,8 @@ def with_progress(status: status_.ExperimentStatus, progress: dict[str, tuple[pr
     return status.model_copy(update=dict(progress=found, progress_text=found.text(), estimate=estimate))
 
 
-def invalid(old: status_.ExperimentStatus, reason: str, message: str, *, now: datetime.datetime,
-            generation: int | None) -> status_.ExperimentStatus:
+def invalid(old: ExperimentStatus, reason: str, message: str, *, now: datetime.datetime,
+            generation: int | None) -> ExperimentStatus:
     """The status of an experiment that can never run as written (its spec must change)."""
     found = conditions.set_condition(old.conditions, Type.FAILED, True, reason, message, now=now, generation=generation)
     found = conditions.set_condition(found, Type.RUNNING, False, reason, "the experiment cannot run as written",
@@ -140,87 +139,103 @@ def invalid(old: status_.ExperimentStatus, reason: str, message: str, *, now: da
     ))
 
 
-def is_finished(status: status_.ExperimentStatus) -> bool:
+def is_finished(status: ExperimentStatus) -> bool:
     return conditions.is_true(status.conditions, Type.SUCCEEDED) or conditions.is_true(status.conditions, Type.FAILED)
 
 
-def _describe(trial: status_.TrialStatus) -> str:
+def _describe(trial: TrialStatus) -> str:
     return f"trial {trial.name}: {trial.message}" if trial.message else f"trial {trial.name}"
 
 
-def _conditions(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus,
-                new_trials: list[status_.TrialStatus], seen: Observation) -> list[status_.Condition]:
-    now, generation = seen.now, seen.generation
+Setting = tuple[Type, bool, str, str]
+"""A condition to set: (type, status, reason, message)."""
+
+
+def _conditions(experiment, expansion: Expansion, old: ExperimentStatus,
+                new_trials: list[TrialStatus], seen: Observation) -> list[Condition]:
     found = list(old.conditions)
     if conditions.find(found, Type.FAILED) and conditions.find(found, Type.FAILED).reason in SPEC_REASONS:
         found = [c for c in found if c.type != Type.FAILED]  # the spec was corrected
+    suspended = experiment.spec.run_policy.suspend
+    # Each step reads only the recorded condition of its own type, so the order of setting them is free.
+    settings = [_created(expansion, len(new_trials)), *_suspended(suspended, found),
+                *_restarting(new_trials, found), *_outcome(new_trials, suspended)]
+    for type_, value, reason, message in settings:
+        found = conditions.set_condition(found, type_, value, reason, message, now=seen.now, generation=seen.generation)
+    return found
 
-    def put(type_: Type, value: bool, reason: str, message: str) -> None:
-        nonlocal found
-        found = conditions.set_condition(found, type_, value, reason, message, now=now, generation=generation)
 
-    count = len(new_trials)
+def _created(expansion: Expansion, count: int) -> Setting:
     planned = f"{count} trial{'s' * (count != 1)} planned"
     if expansion.skipped:
         planned += f"; {len(expansion.skipped)} combination{'s' * (len(expansion.skipped) != 1)} skipped (" + \
             "; ".join(sorted({reason for _, reason in expansion.skipped})) + ")"
-    put(Type.CREATED, True, reasons.EXPERIMENT_CREATED, planned)
+    return Type.CREATED, True, reasons.EXPERIMENT_CREATED, planned
 
-    suspended = experiment.spec.run_policy.suspend
+
+def _suspended(suspended: bool, found: list[Condition]) -> list[Setting]:
     if suspended:
-        put(Type.SUSPENDED, True, reasons.SUSPENDED, "runPolicy.suspend is true: running trials' pods were deleted; "
-            "they restart from the beginning when it is set back to false")
-    elif conditions.find(found, Type.SUSPENDED):
-        put(Type.SUSPENDED, False, reasons.RESUMED, "runPolicy.suspend is false: trials run again")
+        return [(Type.SUSPENDED, True, reasons.SUSPENDED, "runPolicy.suspend is true: running trials' pods were "
+                 "deleted; they restart from the beginning when it is set back to false")]
+    if conditions.find(found, Type.SUSPENDED):
+        return [(Type.SUSPENDED, False, reasons.RESUMED, "runPolicy.suspend is false: trials run again")]
+    return []
 
+
+def _restarting(new_trials: list[TrialStatus], found: list[Condition]) -> list[Setting]:
     restarting = [t for t in new_trials if t.phase == Phase.RESTARTING]
     if restarting:
-        put(Type.RESTARTING, True, restarting[0].reason or reasons.RANK_FAILED, _describe(restarting[0]))
-    elif conditions.find(found, Type.RESTARTING):
-        # The last restart's cause stays readable after the pods are back: its message is kept.
-        last = conditions.find(found, Type.RESTARTING)
-        message = last.message if last.reason == reasons.NO_RESTART else f"pods recreated after {last.message}"
-        put(Type.RESTARTING, False, reasons.NO_RESTART, message)
+        return [(Type.RESTARTING, True, restarting[0].reason or reasons.RANK_FAILED, _describe(restarting[0]))]
+    last = conditions.find(found, Type.RESTARTING)
+    if last is None:
+        return []
+    # The last restart's cause stays readable after the pods are back: its message is kept.
+    message = last.message if last.reason == reasons.NO_RESTART else f"pods recreated after {last.message}"
+    return [(Type.RESTARTING, False, reasons.NO_RESTART, message)]
 
-    finished = all(t.phase in trials.TERMINAL_PHASES for t in new_trials)
-    failed = [t for t in new_trials if t.phase == Phase.FAILED]
-    running = [t for t in new_trials if t.phase == Phase.RUNNING]
-    if finished:
-        put(Type.RUNNING, False, reasons.EXPERIMENT_FINISHED, "the trial finished" if count == 1 else f"all {count} trials finished")
+
+def _outcome(new_trials: list[TrialStatus], suspended: bool) -> list[Setting]:
+    """Running, and once every trial finished, Succeeded or Failed."""
+    count = len(new_trials)
+    if all(t.phase in trials.TERMINAL_PHASES for t in new_trials):
+        ended: Setting = (Type.RUNNING, False, reasons.EXPERIMENT_FINISHED,
+                          "the trial finished" if count == 1 else f"all {count} trials finished")
+        failed = [t for t in new_trials if t.phase == Phase.FAILED]
         if failed:
-            put(Type.FAILED, True, *_failure(failed, count))
-        else:
-            message = _describe(new_trials[0]) if count == 1 else f"all {count} trials succeeded" + _answer(new_trials)
-            put(Type.SUCCEEDED, True, reasons.TRIALS_SUCCEEDED, message)
-    elif suspended:
-        put(Type.RUNNING, False, reasons.SUSPENDED, "the experiment is suspended")
-    elif running:
+            return [ended, (Type.FAILED, True, *_failure(failed, count))]
+        message = _describe(new_trials[0]) if count == 1 else f"all {count} trials succeeded" + _answer(new_trials)
+        return [ended, (Type.SUCCEEDED, True, reasons.TRIALS_SUCCEEDED, message)]
+    if suspended:
+        return [(Type.RUNNING, False, reasons.SUSPENDED, "the experiment is suspended")]
+    running = [t for t in new_trials if t.phase == Phase.RUNNING]
+    if running:
         message = _describe(running[0]) if len(running) == 1 else \
             f"{len(running)} trials running: " + ", ".join(t.name for t in running)
-        put(Type.RUNNING, True, reasons.TRIAL_RUNNING, message)
+        return [(Type.RUNNING, True, reasons.TRIAL_RUNNING, message)]
+    return [_waiting(new_trials)]
+
+
+def _waiting(new_trials: list[TrialStatus]) -> Setting:
+    """Running while no trial runs: the trial closest to running says what the experiment waits for."""
+    by_phase = {phase: next((t for t in new_trials if t.phase == phase), None)
+                for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING)}
+    waiting = by_phase[Phase.CREATED] or by_phase[Phase.RESTARTING] or by_phase[Phase.PENDING]
+    if by_phase[Phase.CREATED]:
+        reason = reasons.WAITING_FOR_PODS
+    elif by_phase[Phase.RESTARTING]:
+        reason = waiting.reason or reasons.RANK_FAILED
+    elif waiting is not None and waiting.reason in (reasons.WAITING_FOR_ADMISSION, reasons.EVICTED):
+        reason = reasons.WAITING_FOR_ADMISSION
     else:
-        # The trial closest to running says what the experiment waits for.
-        by_phase = {phase: next((t for t in new_trials if t.phase == phase), None)
-                    for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING)}
-        waiting = by_phase[Phase.CREATED] or by_phase[Phase.RESTARTING] or by_phase[Phase.PENDING]
-        if by_phase[Phase.CREATED]:
-            reason = reasons.WAITING_FOR_PODS
-        elif by_phase[Phase.RESTARTING]:
-            reason = waiting.reason or reasons.RANK_FAILED
-        elif waiting is not None and waiting.reason in (reasons.WAITING_FOR_ADMISSION, reasons.EVICTED):
-            reason = reasons.WAITING_FOR_ADMISSION
-        else:
-            reason = reasons.TRIALS_PENDING
-        message = _describe(waiting) if waiting is not None else "no trial is running"
-        if any(t.phase in trials.TERMINAL_PHASES for t in new_trials) and reason != reasons.WAITING_FOR_ADMISSION:
-            # A sweep between trials is still running (phase Running, not Created): the next trial is starting.
-            put(Type.RUNNING, True, reasons.TRIAL_STARTING, message)
-        else:
-            put(Type.RUNNING, False, reason, message)
-    return found
+        reason = reasons.TRIALS_PENDING
+    message = _describe(waiting) if waiting is not None else "no trial is running"
+    if any(t.phase in trials.TERMINAL_PHASES for t in new_trials) and reason != reasons.WAITING_FOR_ADMISSION:
+        # A sweep between trials is still running (phase Running, not Created): the next trial is starting.
+        return Type.RUNNING, True, reasons.TRIAL_STARTING, message
+    return Type.RUNNING, False, reason, message
 
 
-def _answer(new_trials: list[status_.TrialStatus]) -> str:
+def _answer(new_trials: list[TrialStatus]) -> str:
     """"; best: RingAllReduce, workers=4 (q-1), 1845.6 samples/s": the sweep's answer, for its conditions."""
     best = _best(best_of(new_trials), len(new_trials))
     if best is None:
@@ -230,7 +245,7 @@ def _answer(new_trials: list[status_.TrialStatus]) -> str:
     return f"; best: {named}{throughput}"
 
 
-def _failure(failed: list[status_.TrialStatus], count: int) -> tuple[str, str]:
+def _failure(failed: list[TrialStatus], count: int) -> tuple[str, str]:
     reason = outcomes.sweep_reason(t.reason for t in failed)
     if count == 1:
         return reason, _describe(failed[0])
@@ -239,8 +254,8 @@ def _failure(failed: list[status_.TrialStatus], count: int) -> tuple[str, str]:
     return reason, f"{len(failed)} of {count} trials failed: {listed}{more}"
 
 
-def _progress(expansion: trial_.Expansion, old: status_.ExperimentStatus, new_trials: list[status_.TrialStatus],
-              seen: Observation, succeeded: bool) -> status_.Progress:
+def _progress(expansion: Expansion, old: ExperimentStatus, new_trials: list[TrialStatus],
+              seen: Observation, succeeded: bool) -> Progress:
     by_name = {t.name: t for t in expansion.trials}
     completed = sum(1 for t in new_trials if t.phase in trials.TERMINAL_PHASES)
     running = [t for t in new_trials if t.phase == Phase.RUNNING]
@@ -259,36 +274,36 @@ def _progress(expansion: trial_.Expansion, old: status_.ExperimentStatus, new_tr
         iteration = old.progress.iteration
         iterations = old.progress.iterations or by_name[new_trials[0].name].spec.model.iterations
     queued = sum(1 for t in new_trials if t.phase == Phase.PENDING and t.reason == reasons.WAITING_FOR_ADMISSION)
-    return status_.Progress(iteration=iteration, iterations=iterations, trials_completed=completed, trials=len(new_trials),
+    return Progress(iteration=iteration, iterations=iterations, trials_completed=completed, trials=len(new_trials),
                             trials_queued=queued)
 
 
-def compared(expansion: trial_.Expansion) -> status_.Compared:
+def compared(expansion: Expansion) -> Compared:
     """Each printer column's values over the trials, in the order they run: one value, or what a sweep compares."""
     def values(of) -> str:
         return ",".join(dict.fromkeys(str(of(t.spec)) for t in expansion.trials))
 
-    return status_.Compared(architecture=values(lambda s: s.architecture.value),
+    return Compared(architecture=values(lambda s: s.architecture.value),
                             paradigm=values(lambda s: s.sync.paradigm.value),
                             workers=values(lambda s: s.workers.replicas))
 
 
-def best_of(trials_: list[status_.TrialStatus]) -> status_.TrialStatus | None:
+def best_of(trials_: list[TrialStatus]) -> TrialStatus | None:
     """The succeeded trial with the highest throughput (the first of equals); None before one succeeded."""
     succeeded = [t for t in trials_ if t.phase == Phase.SUCCEEDED and t.summary is not None]
     return max(succeeded, key=lambda t: (t.summary.throughput or 0.0, -t.index), default=None)
 
 
-def _best(trial: status_.TrialStatus | None, count: int) -> status_.Best | None:
+def _best(trial: TrialStatus | None, count: int) -> Best | None:
     if trial is None or count <= 1:
         return None
-    swept = {k: v for k, v in trial.parameters.items() if k != trial_.REPETITION}
+    swept = {k: v for k, v in trial.parameters.items() if k != REPETITION}
     text = combinations.label(swept) if swept else trial.name  # as the report labels it
-    return status_.Best(trial=trial.name, parameters=swept, text=text, throughput=trial.summary.throughput)
+    return Best(trial=trial.name, parameters=swept, text=text, throughput=trial.summary.throughput)
 
 
-def _experiment_status(experiment, expansion: trial_.Expansion, old: status_.ExperimentStatus,
-                       new_trials: list[status_.TrialStatus], seen: Observation) -> status_.ExperimentStatus:
+def _experiment_status(experiment, expansion: Expansion, old: ExperimentStatus,
+                       new_trials: list[TrialStatus], seen: Observation) -> ExperimentStatus:
     found = _conditions(experiment, expansion, old, new_trials, seen)
     best = best_of(new_trials)
     starts = [t.start_time for t in new_trials if t.start_time is not None]

@@ -15,7 +15,7 @@ import pydantic
 
 from ringleader.analysis import eta
 from ringleader.api import constants
-from ringleader.api import status as status_
+from ringleader.api.status import ReplicaStatus, Summary
 from ringleader.contract import failures
 
 Pod = dict[str, Any]
@@ -187,10 +187,10 @@ def waiting_reason(pod: Pod) -> str:
 
 
 _SUMMARY_KEYS = {
-    key for name_, field in status_.Summary.model_fields.items() for key in (name_, field.alias) if key
+    key for name_, field in Summary.model_fields.items() for key in (name_, field.alias) if key
 }
 # Not a key of the runtime's summary: read from its prediction (analysis/eta.py).
-_PREDICTED = status_.Summary.model_fields["predicted_iteration_seconds"].alias
+_PREDICTED = Summary.model_fields["predicted_iteration_seconds"].alias
 
 
 def ended_outside_runtime(pod: Pod) -> bool:
@@ -201,7 +201,7 @@ def ended_outside_runtime(pod: Pod) -> bool:
         t is not None and t.get("exitCode") == 0 and not (t.get("message") or "").strip() for t in terminated)
 
 
-def summary_of(pod: Pod) -> status_.Summary | None:
+def summary_of(pod: Pod) -> Summary | None:
     """The trial summary the aggregating worker wrote to its termination message, or None if it left none."""
     for container in _containers(pod):
         terminated = (container.get("state") or {}).get("terminated") or {}
@@ -215,13 +215,13 @@ def summary_of(pod: Pod) -> status_.Summary | None:
         known = {k: v for k, v in document.items() if k in _SUMMARY_KEYS}
         known[_PREDICTED] = eta.predictions(document) or None
         try:
-            return status_.Summary.model_validate(known)
+            return Summary.model_validate(known)
         except pydantic.ValidationError:
             continue
     return None
 
 
-def replica_counts(pods: Iterable[Pod]) -> dict[str, status_.ReplicaStatus]:
+def replica_counts(pods: Iterable[Pod]) -> dict[str, ReplicaStatus]:
     """Pods per role, counted the way a Job counts them (terminating pods left out)."""
     counts: dict[str, dict[str, int]] = {}
     for pod in pods:
@@ -236,4 +236,4 @@ def replica_counts(pods: Iterable[Pod]) -> dict[str, status_.ReplicaStatus]:
         else:
             entry["active"] += 1
             entry["ready"] += int(is_ready(pod))
-    return {role_: status_.ReplicaStatus(**entry) for role_, entry in sorted(counts.items())}
+    return {role_: ReplicaStatus(**entry) for role_, entry in sorted(counts.items())}

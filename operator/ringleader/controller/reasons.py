@@ -45,7 +45,7 @@ PODGROUPS_DISABLED = "PodGroupsDisabled"
 TRACKING_URI_NOT_ALLOWED = "TrackingUriNotAllowed"
 KUEUE_DISABLED = "KueueDisabled"
 
-# The experiment's tracking (runs.py).
+# The experiment's tracking (experiment_runs.py).
 TRACKING_UNAVAILABLE = "TrackingUnavailable"
 TRACKING_AVAILABLE = "TrackingAvailable"
 REPORT_READY = "ReportReady"
@@ -62,5 +62,5 @@ STATUS_UNREADABLE = "StatusUnreadable"
 RECONCILE_FAILING = "ReconcileFailing"
 RECONCILED = "Reconciled"
 
-# MLflow runs the operator ended on its own (runs.py, orphans.py).
+# MLflow runs the operator ended on its own (experiment_runs.py, orphans.py).
 EXPERIMENT_DELETED = "ExperimentDeleted"

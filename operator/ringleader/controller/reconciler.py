@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 import logging
 import math
 import time
@@ -24,18 +25,15 @@ from typing import Any
 import kopf
 
 from ringleader import api
-from ringleader.api import constants
-from ringleader.api import spec as spec_
-from ringleader.api import status as status_
-from ringleader.controller import (admission, conditions, due, estimates, events, failures, kube, orphans, plan,
-                                   polling, progress, reasons, recording, rendering, runs, statuses, trials, workqueue)
-from ringleader.controller import pods as pods_
-from ringleader.controller import settings as settings_
-from ringleader import topology
+from ringleader.api.spec import RunPolicy
+from ringleader.api.status import ConditionType, ExperimentStatus, Phase
+from ringleader.controller import (actions, conditions, due, estimates, events, experiment_runs, kube, notices,
+                                   observation, orphans, plan, polling, progress_logs, reasons, recording, refusals,
+                                   statuses, workqueue)
+from ringleader.controller.settings import Settings
 
 logger = logging.getLogger(__name__)
-Phase = status_.Phase
-RECONCILE_FAILED = status_.ConditionType.RECONCILE_FAILED
+RECONCILE_FAILED = ConditionType.RECONCILE_FAILED
 Key = tuple[str, str]  # (namespace, name)
 
 
@@ -52,11 +50,11 @@ class _Running:
     """What a progress-only pass needs, from the last full pass of an experiment with a running trial."""
 
     body: dict[str, Any]
-    status: status_.ExperimentStatus
+    status: ExperimentStatus
     sweep: estimates.Sweep
     """What the estimate needs of the spec, so a progress pass need not parse it."""
     reporters: dict[str, dict[str, Any] | None]
-    """The pod whose log tells each running trial's progress (`progress.reporter`), None while there is none."""
+    """The pod whose log tells each running trial's progress (`progress_logs.reporter`), None while there is none."""
     full_at: float
     """Monotonic time of the next full pass: the earliest deadline, TTL expiry, tracking retry or recheck."""
 
@@ -69,18 +67,13 @@ def _slim(body: dict[str, Any]) -> dict[str, Any]:
             "status": {"conditions": (body.get("status") or {}).get("conditions") or []}}
 
 
-def _owned_by(pod: dict[str, Any], uid: str) -> bool:
-    # The label selects by name; the owner uid excludes pods of an older experiment that had the same name.
-    return any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])
-
-
 class Controller:
     """What the handlers share: settings, API access, tracking, the work queue and a little memory."""
 
-    def __init__(self, settings: settings_.Settings, kube_: kube.Kube, recorder: recording.MlflowCalls) -> None:
+    def __init__(self, settings: Settings, kube_: kube.Kube, recorder: recording.MlflowCalls) -> None:
         self.settings = settings
         self.kube = kube_
-        self.runs = runs.Runs(recorder, settings.tracking)
+        self.runs = experiment_runs.Runs(recorder, settings.tracking)
         self.queue = workqueue.WorkQueue(self.reconcile, error_backoff=settings.timing.error_backoff_seconds,
                                          max_backoff=settings.timing.max_error_backoff_seconds,
                                          max_errors=settings.timing.max_error_retries,
@@ -153,63 +146,48 @@ class Controller:
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         self._bodies[key] = body
-        seen_at = now()
-        generation = body["metadata"].get("generation")
-        old = statuses.read(body)
+        seen_at, old = now(), statuses.read(body)
         try:
             experiment = api.parse({k: v for k, v in body.items() if k != "status"}, f"{namespace}/{name}")
             expansion = api.expand(experiment)
         except api.SpecError as error:
-            return await self._refuse(body, old, reasons.INVALID_SPEC, "; ".join(error.problems), seen_at, generation)
-        if not self.settings.pods.pod_groups and self._uses_pod_groups(experiment, expansion):
-            message = ("`scheduling.gang` Volcano or SchedulerPlugins needs PodGroups, which this operator was installed without: "
-                       "install the chart with podGroups.enabled=true (and a gang scheduler), or set gang to Operator")
-            return await self._refuse(body, old, reasons.PODGROUPS_DISABLED, message, seen_at, generation)
-        queue_name = experiment.spec.scheduling.queue_name
-        if queue_name and not self.settings.pods.kueue:
-            message = ("`scheduling.queueName` needs Kueue Workloads, which this operator was installed without: "
-                       "install the chart with kueue.enabled=true (and Kueue), or remove queueName")
-            return await self._refuse(body, old, reasons.KUEUE_DISABLED, message, seen_at, generation)
-        refusal = self.runs.recorder.refusal(experiment.spec.tracking.uri)
-        if refusal is not None:
-            # Failing is better than running unrecorded: the pods could not record without the runs the operator opens.
-            return await self._refuse(body, old, reasons.TRACKING_URI_NOT_ALLOWED, refusal, seen_at, generation)
-
-        uid = body["metadata"]["uid"]
-        # An experiment whose status records no trial has no pods: the status is written before any pod is created.
-        # Its first pass skips the LIST, which costs the API server a scan of the namespace's pods (if that
-        # status were lost, the creates would answer AlreadyExists, which counts as created).
-        listed = await self.kube.list_pods(namespace, rendering.pod_selector(name)) if old.trials else []
-        found = [p for p in listed if _owned_by(p, uid)]
-        by_trial: dict[str, list[dict[str, Any]]] = {}
-        for pod in found:
-            by_trial.setdefault(pods_.labels(pod).get(constants.LABEL_TRIAL, ""), []).append(pod)
-        workloads: dict[str, dict[str, Any]] = {}
-        if queue_name:
-            for found_workload in await self.kube.list_workloads(namespace, rendering.pod_selector(name)):
-                if _owned_by(found_workload, uid):
-                    workloads[pods_.labels(found_workload).get(constants.LABEL_TRIAL, "")] = found_workload
-        seen = plan.Observation(
-            now=seen_at, generation=generation, pods=by_trial,
-            expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
-            progress=await progress.read(self.kube, self.polls, body, old, {
-                t.name: progress.reporter(by_trial.get(t.name, [])) for t in old.trials if t.phase == Phase.RUNNING}),
-            workloads={trial: admission.of(w) for trial, w in workloads.items()},
-        )
+            return await self._refuse(body, old, (reasons.INVALID_SPEC, "; ".join(error.problems)), seen_at)
+        refused = refusals.refusal(experiment, expansion, self.settings.pods,
+                                   self.runs.recorder.refusal(experiment.spec.tracking.uri))
+        if refused is not None:
+            return await self._refuse(body, old, refused, seen_at)
+        seen, workloads = await observation.observe(self.kube, self.polls, body, old, expansion, at=seen_at,
+                                                    queue_name=experiment.spec.scheduling.queue_name)
         decision = plan.decide(experiment, expansion, old, seen,
                                startup_deadline_seconds=self.settings.timing.startup_deadline_seconds)
+        new, retry_in = await self._act(key, body, experiment, expansion, old, decision, workloads)
+        return await self._next_pass(key, body, experiment, expansion, old, new, decision, retry_in, seen.pods)
+
+    async def _act(self, key: Key, body: dict[str, Any], experiment, expansion, old: ExperimentStatus,
+                   decision: plan.Plan, workloads: dict[str, dict[str, Any]]) -> tuple[ExperimentStatus, float | None]:
+        """Carry out the decision: runs, status, pods, Workloads, then the runs of ended trials. Returns the status
+        written and when MLflow, if it failed, is to be tried again."""
         # Runs first: a starting trial's run id goes into its pods' environment.
         new, retry_tracking = await self.runs.start(key, body, experiment, expansion, decision.status, decision.create)
-
         await self._publish(body, old, new)
+        namespace = body["metadata"]["namespace"]
         await asyncio.gather(*(self.kube.delete_pod(namespace, pod) for pod in decision.delete))
-        new = await self._act_on_workloads(body, expansion, new, decision.workloads, workloads)
-        new = await self._create_trials(body, expansion, new, decision.create)
+        publish = functools.partial(self._publish, body)
+        new = await actions.act_on_workloads(self.kube, self.settings, body, expansion, new, decision.workloads,
+                                             workloads, now=now, publish=publish)
+        new = await actions.create_trials(self.kube, self.settings, body, expansion, new, decision.create, now=now,
+                                          publish=publish)
         reported, retry_end = await self.runs.end(key, body, experiment, expansion, new)
         if reported is not new:
             await self._publish(body, new, reported)
             new = reported
+        retries = [r for r in (retry_tracking, retry_end) if r is not None]
+        return new, min(retries) if retries else None
 
+    async def _next_pass(self, key: Key, body: dict[str, Any], experiment, expansion, old: ExperimentStatus,
+                         new: ExperimentStatus, decision: plan.Plan, retry_in: float | None,
+                         pods: dict[str, list[dict[str, Any]]]) -> float | None:
+        """Seconds until the next pass (None: on the next event); deletes an experiment whose TTL expired."""
         run_policy = experiment.spec.run_policy
         expiry = due.expiry_of(new, run_policy)
         if expiry is not None and now() >= expiry:
@@ -220,16 +198,16 @@ class Controller:
             # left to delete, a freed slot): look again, after the pod-event delay, so that the events of the
             # pods this pass created or deleted share that pass; a pass that changes nothing ends the chain.
             return self.settings.timing.pod_event_delay_seconds
-        retries = [r for r in (retry_tracking, retry_end) if r is not None]
-        full_in = due.next_wake(new, run_policy, now(), self.settings.timing,
-                                retry_tracking_in=min(retries) if retries else None, pods_due=decision.due)
+        full_in = due.next_wake(new, run_policy, now(), self.settings.timing, retry_tracking_in=retry_in,
+                                pods_due=decision.due)
         running_now = [t.name for t in new.trials if t.phase == Phase.RUNNING]
         if not running_now:
             return full_in
+        # Until the next full pass, progress-only passes read the running trials' logs.
         clock = time.monotonic()
         full_in = min(math.inf if full_in is None else full_in, self.settings.timing.recheck_seconds)
         self._running[key] = _Running(body, new, estimates.Sweep.of(expansion),
-                                      {n: progress.reporter(by_trial.get(n, [])) for n in running_now}, clock + full_in)
+                                      {n: progress_logs.reporter(pods.get(n, [])) for n in running_now}, clock + full_in)
         progress_in = self.polls.next_in(key, clock)
         return min(full_in, self.settings.timing.progress_poll_seconds if progress_in is None else progress_in)
 
@@ -237,7 +215,7 @@ class Controller:
         """Only the progress of the running trials, from the last full pass's pods: one log read and one small
         status patch per due trial. Any event makes the next pass a full one."""
         self._running[key] = running
-        fresh = await progress.read(self.kube, self.polls, running.body, running.status, running.reporters)
+        fresh = await progress_logs.read(self.kube, self.polls, running.body, running.status, running.reporters)
         new = plan.with_progress(running.status, fresh, running.sweep)
         await self._publish(running.body, running.status, new)
         running.status = new
@@ -245,15 +223,13 @@ class Controller:
         progress_in = self.polls.next_in(key, clock)
         return max(0.0, min(running.full_at - clock, math.inf if progress_in is None else progress_in))
 
-    @staticmethod
-    def _uses_pod_groups(experiment, expansion) -> bool:
-        return any(t.spec.scheduling.gang != spec_.Gang.OPERATOR for t in expansion.trials)
-
-    async def _refuse(self, body, old, reason: str, message: str, at: datetime.datetime, generation) -> None:
+    async def _refuse(self, body: dict[str, Any], old: ExperimentStatus, refusal: tuple[str, str],
+                      at: datetime.datetime) -> None:
+        reason, message = refusal
+        generation = body["metadata"].get("generation")
         await self._publish(body, old, plan.invalid(old, reason, message, now=at, generation=generation))
-        return None
 
-    async def _publish(self, body: dict[str, Any], old: status_.ExperimentStatus, new: status_.ExperimentStatus) -> None:
+    async def _publish(self, body: dict[str, Any], old: ExperimentStatus, new: ExperimentStatus) -> None:
         """Write the new status (a minimal merge patch), then announce each transition as an Event."""
         patch = statuses.merge_patch(body.get("status") or {}, statuses.dump(new))
         if patch:
@@ -266,62 +242,9 @@ class Controller:
         if line is not None:
             logger.info("experiment %s/%s: %s", *key_of(body), line)
 
-    # -- acting on pods -------------------------------------------------------------------------
+    # -- acting on objects -------------------------------------------------------------------
 
-    async def _create_trials(self, body, expansion, status: status_.ExperimentStatus,
-                             indices: tuple[int, ...]) -> status_.ExperimentStatus:
-        by_index = {t.index: t for t in expansion.trials}
-        for index in indices:
-            trial = by_index[index]
-            record = next(t for t in status.trials if t.index == index)
-            try:
-                objects = rendering.objects(trial, body, self.settings, record.run_id)
-                others = [o for o in objects if o["kind"] != "Pod"]
-                for obj in others:  # Service and ConfigMap first: pods resolve and mount them
-                    await self.kube.create(obj)
-                await asyncio.gather(*(self.kube.create(o) for o in objects if o["kind"] == "Pod"))
-            except (kube.InvalidObject, topology.TemplateError) as error:
-                status = await self._creation_failed(body, status, record, error)
-        return status
-
-    async def _creation_failed(self, body, status: status_.ExperimentStatus, record: status_.TrialStatus,
-                               error: Exception) -> status_.ExperimentStatus:
-        """The trial failed: the API server refused one of its objects, or its template did not render."""
-        failed = trials.create_failed(record, str(error), now())
-        new = status.model_copy(update=dict(trials=[failed if t.index == record.index else t for t in status.trials]))
-        await self._publish(body, status, new)
-        return new
-
-    async def _act_on_workloads(self, body, expansion, status: status_.ExperimentStatus,
-                                actions: tuple[tuple[int, admission.Action], ...],
-                                found: dict[str, dict[str, Any]]) -> status_.ExperimentStatus:
-        """Queue, finish or delete the trials' Kueue Workloads, after their pods were dealt with."""
-        by_index = {t.index: t for t in expansion.trials}
-        namespace = body["metadata"]["namespace"]
-        for index, action in actions:
-            trial = by_index[index]
-            record = next(t for t in status.trials if t.index == index)
-            existing = found.get(trial.name)
-            if action == admission.Action.CREATE:
-                try:
-                    await self.kube.create(rendering.workload(trial, body, self.settings))
-                except (kube.InvalidObject, topology.TemplateError) as error:
-                    status = await self._creation_failed(body, status, record, error)
-            elif existing is None:
-                continue
-            elif action == admission.Action.DELETE:
-                await self.kube.delete_workload(namespace, existing["metadata"]["name"], existing["metadata"].get("uid"))
-            else:
-                # Kueue's own reasons for a finished Workload; its quota is released at once.
-                await self.kube.finish_workload(namespace, existing["metadata"]["name"], {
-                    "type": "Finished", "status": "True",
-                    "reason": "Succeeded" if record.phase == Phase.SUCCEEDED else "Failed",
-                    "message": (record.message or record.phase.value)[:32768],
-                    "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-                })
-        return status
-
-    async def _expire(self, body: dict[str, Any], run_policy: spec_.RunPolicy) -> None:
+    async def _expire(self, body: dict[str, Any], run_policy: RunPolicy) -> None:
         seconds = run_policy.ttl_seconds_after_finished
         kopf.info(body, reason="TTLExpired",
                   message=f"deleting the experiment {seconds}s after it finished (runPolicy.ttlSecondsAfterFinished)")
@@ -346,7 +269,7 @@ class Controller:
     async def _failed(self, key: Key, failure: workqueue.Failure) -> None:
         """A failed pass: a Warning Event and the ReconcileFailed condition, with the count and the next attempt."""
         body = self._bodies.get(key)
-        notice = failures.notice(failure)
+        notice = notices.notice(failure)
         if body is None or notice is None:
             return
         kopf.warn(body, reason=notice.reason, message=notice.message)

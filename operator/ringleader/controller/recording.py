@@ -27,10 +27,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
 from ringleader.contract import redaction
-from ringleader.controller import settings as settings_
+from ringleader.controller.settings import MlflowSettings
 
 if TYPE_CHECKING:
-    from ringleader.tracking import settings as tracking_settings_
+    from ringleader.tracking.settings import TrackingSettings
 
 logger = logging.getLogger(__name__)
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
@@ -76,19 +76,19 @@ def _load_runs(timeout_seconds: float) -> ModuleType:
     return runs
 
 
-def call_settings(timeout_seconds: float) -> tracking_settings_.TrackingSettings:
+def call_settings(timeout_seconds: float) -> TrackingSettings:
     """The tracking store's settings under a call's `timeout_seconds`. One retry owner: the reconciler comes back
     after retry_seconds, so the store tries once, and its HTTP request gives up within the call's timeout rather
     than keep a thread after it (4 attempts of 15 s each held one for a minute after a 10 s timeout)."""
-    from ringleader.tracking import settings as tracking_settings_  # mlflow-free; with the client, on demand
+    from ringleader.tracking.settings import TrackingSettings  # mlflow-free; with the client, on demand
 
-    return tracking_settings_.TrackingSettings(attempts=1, http_timeout_seconds=max(1, math.floor(timeout_seconds)))
+    return TrackingSettings(attempts=1, http_timeout_seconds=max(1, math.floor(timeout_seconds)))
 
 
 class MlflowCalls:
     """MLflow calls on threads of their own, each bounded by a timeout, a failed URI left alone for a while."""
 
-    def __init__(self, settings: settings_.MlflowSettings, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, settings: MlflowSettings, clock: Callable[[], float] = time.monotonic,
                  load_runs: Callable[[], ModuleType] | None = None) -> None:
         self._settings = settings
         self._clock = clock

@@ -12,9 +12,9 @@ import kopf
 
 from ringleader import topology
 from ringleader.api import constants
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.controller import recording
-from ringleader.controller import settings as settings_
+from ringleader.controller.settings import Settings
 from ringleader.controller import trials
 from ringleader.topology import names
 from ringleader.topology import workload as topology_workload
@@ -24,11 +24,11 @@ def pod_selector(experiment_name: str) -> str:
     return f"{constants.LABEL_EXPERIMENT}={names.label_value(experiment_name)}"
 
 
-def expected_pods(trial: trial_.Trial) -> tuple[trials.ExpectedPod, ...]:
+def expected_pods(trial: Trial) -> tuple[trials.ExpectedPod, ...]:
     return tuple(trials.ExpectedPod(names.pod(trial, slot), slot.role, slot.rank) for slot in trial.slots())
 
 
-def objects(trial: trial_.Trial, owner: dict[str, Any], settings: settings_.Settings,
+def objects(trial: Trial, owner: dict[str, Any], settings: Settings,
             run_id: str | None) -> list[dict[str, Any]]:
     """The trial's objects, owned by the experiment so that deleting it garbage-collects them. Without a run id
     (MLflow was away) the pods get the run's token, and log into the run once the operator has created it."""
@@ -38,7 +38,7 @@ def objects(trial: trial_.Trial, owner: dict[str, Any], settings: settings_.Sett
     return found
 
 
-def workload(trial: trial_.Trial, owner: dict[str, Any], settings: settings_.Settings) -> dict[str, Any]:
+def workload(trial: Trial, owner: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """The Kueue Workload that admits the trial, owned by the experiment like the trial's other objects."""
     found = topology_workload.workload(trial, topology.render(trial, settings.pods.render),
                                        trial.spec.scheduling.queue_name)

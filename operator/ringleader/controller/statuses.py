@@ -7,7 +7,7 @@ from typing import Any
 import kopf
 import pydantic
 
-from ringleader.api import status as status_
+from ringleader.api.status import Condition, ExperimentStatus
 
 _MISSING = object()
 
@@ -16,22 +16,22 @@ class Unreadable(kopf.PermanentError):
     """The recorded status does not parse: retrying cannot help until a person fixes or recreates the experiment."""
 
 
-def read(body: dict[str, Any]) -> status_.ExperimentStatus:
+def read(body: dict[str, Any]) -> ExperimentStatus:
     """The status the operator last wrote. An unreadable one is a PermanentError: starting over would
     delete running pods, so the experiment is left alone until a person looks."""
     raw = dict(body.get("status") or {})
     raw.pop("kopf", None)  # kopf's own bookkeeping, should an older kopf setting have left some
     try:
-        return status_.ExperimentStatus.model_validate(raw)
+        return ExperimentStatus.model_validate(raw)
     except pydantic.ValidationError as error:
         raise Unreadable(f"status of the experiment is unreadable ({error.error_count()} problems: "
                                   f"{error.errors()[0]['loc']} {error.errors()[0]['msg']}); delete and recreate it") from None
 
 
-_CONDITIONS = pydantic.TypeAdapter(list[status_.Condition])
+_CONDITIONS = pydantic.TypeAdapter(list[Condition])
 
 
-def read_conditions(body: dict[str, Any]) -> list[status_.Condition]:
+def read_conditions(body: dict[str, Any]) -> list[Condition]:
     """The experiment's conditions alone: readable even when the rest of the status is not; [] when they are not either."""
     try:
         return _CONDITIONS.validate_python((body.get("status") or {}).get("conditions") or [])
@@ -39,11 +39,11 @@ def read_conditions(body: dict[str, Any]) -> list[status_.Condition]:
         return []
 
 
-def dump_conditions(found: list[status_.Condition]) -> list[dict[str, Any]]:
+def dump_conditions(found: list[Condition]) -> list[dict[str, Any]]:
     return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in found]
 
 
-def dump(status: status_.ExperimentStatus) -> dict[str, Any]:
+def dump(status: ExperimentStatus) -> dict[str, Any]:
     """The status as it appears on the wire: camelCase, unset fields left out."""
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
 

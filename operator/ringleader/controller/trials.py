@@ -12,17 +12,14 @@ import datetime
 import math
 
 from ringleader.api import constants
-from ringleader.api import spec as spec_
-from ringleader.api import status as status_
+from ringleader.api.spec import CleanPodPolicy, RunPolicy
+from ringleader.api.status import Phase, Summary, TERMINAL_PHASES, TrialStatus
 from ringleader.contract import failures
-from ringleader.controller import admission as admission_
+from ringleader.controller.admission import Action, Admission, State
 from ringleader.controller import pods as pods_
 from ringleader.controller import reasons
 
-Phase = status_.Phase
-TrialStatus = status_.TrialStatus
 ACTIVE_PHASES = (Phase.CREATED, Phase.RUNNING, Phase.RESTARTING)
-TERMINAL_PHASES = status_.TERMINAL_PHASES
 DEFAULT_STARTUP_DEADLINE_SECONDS = 300
 """The operator's default for runPolicy.startupDeadlineSeconds (its --startup-deadline): 5 minutes hold a cold pull
 of a multi-GB image and Kubernetes' image-pull backoff reaching its 5-minute cap, and bound what a pod that can
@@ -46,13 +43,13 @@ class Context:
     """What a step needs besides the trial's own status and pods."""
 
     now: datetime.datetime
-    run_policy: spec_.RunPolicy
+    run_policy: RunPolicy
     expected: tuple[ExpectedPod, ...]
     suspended: bool = False
     may_start: bool = False
     queue_name: str | None = None
     """The Kueue LocalQueue that admits the trial (`scheduling.queueName`); None: no admission to wait for."""
-    admission: admission_.Admission | None = None
+    admission: Admission | None = None
     """The trial's Workload as Kueue left it; None when it has none."""
     default_startup_deadline_seconds: float = DEFAULT_STARTUP_DEADLINE_SECONDS
     """The operator's runPolicy.startupDeadlineSeconds, for experiments that set none."""
@@ -70,13 +67,13 @@ class Step:
     status: TrialStatus
     delete: tuple[str, ...] = ()
     create: bool = False
-    workload: admission_.Action | None = None
+    workload: Action | None = None
     """What to do to the trial's Kueue Workload: create it (queue the trial), finish it, or delete it."""
     due: datetime.datetime | None = None
     """When the trial needs another look though no event may come: a pod's startup deadline."""
 
 
-def deadline_of(trial: TrialStatus, run_policy: spec_.RunPolicy) -> datetime.datetime | None:
+def deadline_of(trial: TrialStatus, run_policy: RunPolicy) -> datetime.datetime | None:
     """When an active trial exceeds activeDeadlineSeconds, counted from its start (restarts included, as a Job's)."""
     if run_policy.active_deadline_seconds is None or trial.start_time is None or trial.phase not in ACTIVE_PHASES:
         return None
@@ -91,18 +88,18 @@ def _live(pods: list[pods_.Pod]) -> list[pods_.Pod]:
     return [p for p in pods if not pods_.is_terminating(p)]
 
 
-def cleanup(pods: list[pods_.Pod], policy: spec_.CleanPodPolicy, *, workers_done: bool, stop_running: bool) -> tuple[str, ...]:
+def cleanup(pods: list[pods_.Pod], policy: CleanPodPolicy, *, workers_done: bool, stop_running: bool) -> tuple[str, ...]:
     """Pods of a finished trial to delete under cleanPodPolicy.
 
     Parameter servers are stopped once the workers are done whatever the policy: nothing is left for them
     to serve. `stop_running` (a deadline) stops every running pod, as a Job's deadline does."""
     live = _live(pods)
-    if policy == spec_.CleanPodPolicy.ALL:
+    if policy == CleanPodPolicy.ALL:
         chosen = live
     else:
         # A pod whose container has exited is finished even before the kubelet marks its phase: keep it for its logs.
         running = [p for p in live if not pods_.is_finished(p) and pods_.failure_of(p) is None]
-        if policy == spec_.CleanPodPolicy.RUNNING or stop_running:
+        if policy == CleanPodPolicy.RUNNING or stop_running:
             chosen = running
         elif workers_done:
             chosen = [p for p in running if pods_.role(p) == constants.ROLE_PS]
@@ -122,7 +119,7 @@ def _pods_phrase(expected: tuple[ExpectedPod, ...]) -> str:
 
 
 def _finish(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, phase: Phase, reason: str, message: str,
-            *, workers_done: bool = False, stop_running: bool = False, summary: status_.Summary | None = None) -> Step:
+            *, workers_done: bool = False, stop_running: bool = False, summary: Summary | None = None) -> Step:
     status = _with(trial, phase=phase, reason=reason, message=message, completion_time=ctx.now,
                    summary=summary if summary is not None else trial.summary)
     return Step(status, delete=cleanup(pods, ctx.run_policy.clean_pod_policy,
@@ -147,10 +144,10 @@ def step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if ctx.admission is None or found.workload is not None:
         return found
     # A Workload holds quota only while its trial may run: released when the trial ends, dropped when it stops.
-    if found.status.phase in TERMINAL_PHASES and ctx.admission.state != admission_.State.FINISHED:
-        return dataclasses.replace(found, workload=admission_.Action.FINISH)
+    if found.status.phase in TERMINAL_PHASES and ctx.admission.state != State.FINISHED:
+        return dataclasses.replace(found, workload=Action.FINISH)
     if found.status.phase == Phase.SUSPENDED or (found.status.phase == Phase.PENDING and ctx.suspended):
-        return dataclasses.replace(found, workload=admission_.Action.DELETE)
+        return dataclasses.replace(found, workload=Action.DELETE)
     return found
 
 
@@ -164,7 +161,7 @@ def _step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
                       start_time=None)
     if trial.phase == Phase.PENDING:
         return _start(trial, pods, ctx)
-    if ctx.queue_name is not None and (ctx.admission is None or ctx.admission.state != admission_.State.ADMITTED):
+    if ctx.queue_name is not None and (ctx.admission is None or ctx.admission.state != State.ADMITTED):
         return _evicted(trial, pods, ctx)
     if trial.phase == Phase.RESTARTING:
         return _recreate(trial, pods, ctx)
@@ -191,7 +188,7 @@ def _start(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if not ctx.may_start:
         message = "waiting for a running trial to finish (sweep.maxParallel)"
         return Step(_with(trial, reason=reasons.WAITING_FOR_SLOT, message=message))
-    if ctx.queue_name is not None and (ctx.admission is None or ctx.admission.state != admission_.State.ADMITTED):
+    if ctx.queue_name is not None and (ctx.admission is None or ctx.admission.state != State.ADMITTED):
         return _queue(trial, pods, ctx)
     if pods:
         # Pods left by an earlier run (suspended, or an interrupted clean-up) hold the names it needs.
@@ -210,12 +207,12 @@ def _queue(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     delete = tuple(sorted(pods_.name(p) for p in _live(pods)))  # left by an admission Kueue took back
     if ctx.admission is None:
         return Step(_with(trial, reason=reasons.WAITING_FOR_ADMISSION, message=f"{waiting}: Workload created"),
-                    delete=delete, workload=admission_.Action.CREATE)
-    if ctx.admission.state in (admission_.State.FINISHED, admission_.State.EVICTED):
+                    delete=delete, workload=Action.CREATE)
+    if ctx.admission.state in (State.FINISHED, State.EVICTED):
         # The Workload of an earlier attempt: a fresh one queues this attempt.
         return Step(_with(trial, reason=reasons.WAITING_FOR_ADMISSION, message=f"{waiting}: replacing the Workload "
                           f"of an earlier attempt ({ctx.admission.state.value})"),
-                    delete=delete, workload=admission_.Action.DELETE)
+                    delete=delete, workload=Action.DELETE)
     return Step(_with(trial, reason=reasons.WAITING_FOR_ADMISSION, message=f"{waiting}: {ctx.admission.message}"),
                 delete=delete)
 
@@ -229,7 +226,7 @@ def _evicted(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     message = f"{cause}: its pods were deleted; it restarts from the beginning once Kueue admits it again"
     status = _with(trial, phase=Phase.PENDING, reason=reasons.EVICTED, message=message, start_time=None)
     return Step(status, delete=tuple(sorted(pods_.name(p) for p in _live(pods))),
-                workload=None if ctx.admission is None else admission_.Action.DELETE)
+                workload=None if ctx.admission is None else Action.DELETE)
 
 
 def _recreate(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:

@@ -1,5 +1,5 @@
 """The embedded default: an experiment's trials as local processes with the pod contract (`ringleader run`).
 
 cli.py parses and reports, sweep.py schedules trials, trials.py runs one, processes.py starts and
-stops ranks, progress.py draws progress, tracker.py publishes to MLflow as the one writer.
+stops ranks, display.py draws progress, tracker.py publishes to MLflow as the one writer.
 """

@@ -17,22 +17,27 @@ parser is built with it); torch, MLflow and matplotlib are imported when `run` i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import pathlib
 import shutil
 import signal
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
-from ringleader.launch import devices, environment, network
-from ringleader.launch import settings as settings_
+from ringleader.launch import allowlist, devices, network
+from ringleader.launch.settings import LaunchSettings
+
+if TYPE_CHECKING:  # imported when `run` is called: `ringleader validate` builds this parser and must stay instant
+    from ringleader.api import DistributedTrainingExperiment, Trial
+    from ringleader.tracking.settings import TrackingSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = settings_.LaunchSettings()
+    defaults = LaunchSettings()
     parser.add_argument("file", metavar="FILE",
                         help="experiment file (a DistributedTrainingExperiment in YAML); '-' reads standard input")
     parser.add_argument("--output-dir", metavar="DIR", default=defaults.output_dir,
@@ -57,110 +62,153 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default: ${contract.STALL_TIMEOUT_SECONDS}, else {contract.DEFAULT_STALL_TIMEOUT_SECONDS:g})")
 
 
+class _Refused(Exception):
+    """Why `run` cannot start, and the exit status that says whether the file or an option is at fault."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    """What `run` checked and prepared before any rank starts."""
+
+    experiment: DistributedTrainingExperiment
+    skipped: list[tuple[dict[str, str], str]]
+    trials: list[Trial]
+    name: str
+    """The file as messages name it."""
+    source: str
+    environ: dict[str, str]
+    settings: LaunchSettings
+    tracking_settings: TrackingSettings
+    tracking_uri: str
+    session_dir: pathlib.Path
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
     out, err = out or sys.stdout, err or sys.stderr
-    # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
-    from ringleader.api import experiment as experiment_
-    from ringleader.api import loading
-    from ringleader.api import trial as trial_
-
     try:
-        experiment = experiment_.load(args.file)
-        expansion = trial_.expand(experiment)
-    except (loading.LoadError, experiment_.SpecError) as error:
-        print(str(error), file=err)
+        launch = _prepare(args, out, err)
+    except _Refused as refused:
+        print(str(refused), file=err)
+        return refused.status
+    _announce(launch, out, err)
+    try:
+        return _run_and_report(args, launch, out)
+    except KeyboardInterrupt:
+        # A second Ctrl-C, while publishing: every rank is already stopped; the records are on disk.
+        print(f"\ninterrupted while publishing; the records are in {shown(launch.session_dir)}: "
+              f"ringleader publish {shown(launch.session_dir)}", file=out)
+        return exits.signalled(signal.SIGINT)
+    except OSError as error:  # a full disk, most likely; every rank is stopped by now
+        print(f"ringleader run stopped: {_why(error)}; what was recorded is kept in {shown(launch.session_dir)}: "
+              f"once there is room, `ringleader publish {shown(launch.session_dir)}` publishes it", file=err)
         return exits.FAILED
-    # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
-    from ringleader.tracking import settings as tracking_settings_
 
-    trials = expansion.trials
-    refused = network.refusal(loading.display_name(args.file), trials)
-    if refused:
-        print(refused, file=err)
-        return exits.FAILED
-    if args.trial:
-        wrong = [n for n in args.trial if not 0 <= n < len(trials)]
-        if wrong:
-            print(f"{loading.display_name(args.file)}: --trial {wrong[0]} does not exist: the experiment has trials "
-                  f"0 to {len(trials) - 1}", file=err)
-            return exits.USAGE
-        trials = [trials[n] for n in sorted(set(args.trial))]
+
+def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
+    """Checks the file, then the options, then the machine (raising `_Refused`), and opens the session directory."""
+    # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
+    from ringleader import api
+    from ringleader.api import loading
+
+    name = loading.display_name(args.file)
+    try:
+        experiment = api.load(args.file)
+        expansion = api.expand(experiment)
+    except (api.LoadError, api.SpecError) as error:
+        raise _Refused(str(error), exits.FAILED) from error
+    # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
+    from ringleader.tracking.settings import TrackingSettings, resolve_uri
+
+    trials = _chosen_trials(args, expansion.trials, name)
     for flag, value in (("--timeout-seconds", args.timeout_seconds),
                         ("--stall-timeout-seconds", args.stall_timeout_seconds)):
         if value is not None and not value > 0:
-            print(f"{flag} must be greater than 0", file=err)
-            return exits.USAGE
+            raise _Refused(f"{flag} must be greater than 0", exits.USAGE)
     environ = dict(os.environ)
     if args.stall_timeout_seconds is not None:  # the ranks read it (runtime/settings.py)
         environ[contract.STALL_TIMEOUT_SECONDS] = str(args.stall_timeout_seconds)
-
-    source = loading.display_name(args.file) if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve())
-    passed = tuple(dict.fromkeys(args.passed_variables or ()))
-    refusal = next((r for r in map(environment.refusal, passed) if r), None)
-    if refusal:
-        print(refusal, file=err)
-        return exits.USAGE
-    for name in passed:
-        if name not in os.environ:
-            print(f"warning: --env {name} is not set in this shell; the ranks will not have it", file=err)
-
-    if not pathlib.Path(args.data_dir).is_dir():
-        print(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets", file=err)
-        return exits.USAGE
-    gpus = devices.visible(os.environ, trials)
-    refused = devices.refusal(loading.display_name(args.file), trials, gpus)
-    if refused:
-        print(refused, file=err)
-        return exits.FAILED
-    settings = settings_.LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir,
-                                        gpus=tuple(gpus))
-    tracking_settings = tracking_settings_.TrackingSettings()
-    tracking_uri = tracking_settings_.resolve_uri(args.tracking_uri, experiment.spec.tracking.uri)
+    settings = _settings(args, _passed_variables(args, err), trials, name)
     output_dir = pathlib.Path(settings.output_dir).resolve()
     try:
         session_dir = new_session_dir(output_dir, experiment.name)
     except OSError as error:
-        print(f"--output-dir {settings.output_dir}: cannot create a run directory in it: {_why(error)}; "
-              "choose a writable directory", file=err)
-        return exits.USAGE
+        raise _Refused(f"--output-dir {settings.output_dir}: cannot create a run directory in it: {_why(error)}; "
+                       "choose a writable directory", exits.USAGE) from error
     close_abandoned(output_dir, session_dir, out, err)
+    return _Launch(experiment, expansion.skipped, trials, name,
+                   name if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve()), environ, settings,
+                   TrackingSettings(), resolve_uri(args.tracking_uri, experiment.spec.tracking.uri), session_dir)
 
+
+def _chosen_trials(args: argparse.Namespace, trials: list[Trial], name: str) -> list[Trial]:
+    """The trials `--trial` names (all by default), once the launcher can run them all."""
+    refused = network.refusal(name, trials)
+    if refused:
+        raise _Refused(refused, exits.FAILED)
+    if not args.trial:
+        return trials
+    wrong = [n for n in args.trial if not 0 <= n < len(trials)]
+    if wrong:
+        raise _Refused(f"{name}: --trial {wrong[0]} does not exist: the experiment has trials 0 to {len(trials) - 1}",
+                       exits.USAGE)
+    return [trials[n] for n in sorted(set(args.trial))]
+
+
+def _passed_variables(args: argparse.Namespace, err: TextIO) -> tuple[str, ...]:
+    """The `--env` names, once each; a name that may not pass is refused, one this shell lacks is warned of."""
+    passed = tuple(dict.fromkeys(args.passed_variables or ()))
+    refusal = next((r for r in map(allowlist.refusal, passed) if r), None)
+    if refusal:
+        raise _Refused(refusal, exits.USAGE)
+    for variable in passed:
+        if variable not in os.environ:
+            print(f"warning: --env {variable} is not set in this shell; the ranks will not have it", file=err)
+    return passed
+
+
+def _settings(args: argparse.Namespace, passed: tuple[str, ...], trials: list[Trial], name: str) -> LaunchSettings:
+    """The launcher's settings, once the data directory exists and the GPUs the trials need are visible."""
+    if not pathlib.Path(args.data_dir).is_dir():
+        raise _Refused(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets",
+                       exits.USAGE)
+    gpus = devices.visible(os.environ, trials)
+    refused = devices.refusal(name, trials, gpus)
+    if refused:
+        raise _Refused(refused, exits.FAILED)
+    return LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir,
+                                    gpus=tuple(gpus))
+
+
+def _announce(launch: _Launch, out: TextIO, err: TextIO) -> None:
+    """What runs where, before it starts; a warning when the file, not the user, chose where MLflow is."""
     from ringleader.tracking import credentials
 
-    withheld = credentials.withheld_from(tracking_uri)
+    uri = redaction.redact(launch.tracking_uri)
+    withheld = credentials.withheld_from(launch.tracking_uri)
     if withheld:
-        print(f"warning: MLflow at {redaction.redact(tracking_uri)} is named by {loading.display_name(args.file)}, not "
-              f"by you: your {', '.join(withheld)} stay(s) here; to send them there, run again with "
-              f"--tracking-uri {redaction.redact(tracking_uri)}", file=err)
-    count = f"{len(trials)} trial{'s' if len(trials) != 1 else ''}"
-    print(f"{loading.display_name(args.file)}: {count} of {experiment.name}; records in {shown(session_dir)}; MLflow: {redaction.redact(tracking_uri)}", file=out)
-    for parameters, reason in expansion.skipped:
+        print(f"warning: MLflow at {uri} is named by {launch.name}, not by you: your {', '.join(withheld)} "
+              f"stay(s) here; to send them there, run again with --tracking-uri {uri}", file=err)
+    count = f"{len(launch.trials)} trial{'s' if len(launch.trials) != 1 else ''}"
+    print(f"{launch.name}: {count} of {launch.experiment.name}; records in {shown(launch.session_dir)}; MLflow: {uri}",
+          file=out)
+    for parameters, reason in launch.skipped:
         print(f"  skipped ({', '.join(f'{k}={v}' for k, v in parameters.items())}): {reason}", file=out)
     out.flush()
 
-    try:
-        return _run_and_report(args, experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
-                               environ, source, out)
-    except KeyboardInterrupt:
-        # A second Ctrl-C, while publishing: every rank is already stopped; the records are on disk.
-        print(f"\ninterrupted while publishing; the records are in {shown(session_dir)}: "
-              f"ringleader publish {shown(session_dir)}", file=out)
-        return exits.signalled(signal.SIGINT)
-    except OSError as error:  # a full disk, most likely; every rank is stopped by now
-        print(f"ringleader run stopped: {_why(error)}; what was recorded is kept in {shown(session_dir)}: "
-              f"once there is room, `ringleader publish {shown(session_dir)}` publishes it", file=err)
-        return exits.FAILED
 
-
-def _run_and_report(args, experiment, trials, session_dir, tracking_uri, settings, tracking_settings, environ,
-                    source, out) -> int:
+def _run_and_report(args: argparse.Namespace, launch: _Launch, out: TextIO) -> int:
     from ringleader.analysis import tables
     from ringleader.launch import sweep
     from ringleader.tracking import sessions
 
-    result = sweep.run_sweep(experiment, trials, session_dir, tracking_uri, settings, tracking_settings,
-                             environ, args.timeout_seconds, source=source,
+    session_dir, tracking_uri = launch.session_dir, launch.tracking_uri
+    result = sweep.run_sweep(launch.experiment, launch.trials, session_dir, tracking_uri, launch.settings,
+                             launch.tracking_settings, launch.environ, args.timeout_seconds, source=launch.source,
                              out=out)
     print("", file=out)
     print(tables.format_table(result.rows), end="", file=out)
@@ -168,7 +216,7 @@ def _run_and_report(args, experiment, trials, session_dir, tracking_uri, setting
     print("", file=out)
     publishing = result.tracker
     if publishing.away is None and publishing.parent_run_id:
-        print(f'MLflow: experiment "{experiment.mlflow_experiment_name()}" (id {publishing.experiment_id}), '
+        print(f'MLflow: experiment "{launch.experiment.mlflow_experiment_name()}" (id {publishing.experiment_id}), '
               f"sweep run {publishing.parent_run_id}", file=out)
         print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id, publishing.parent_run_id)}", file=out)
         html = sessions.report_directory(session_dir) / "report.html"
@@ -216,9 +264,9 @@ MAX_SESSION_PREFIX = 100
 
 def new_session_dir(output_dir: pathlib.Path, experiment_name: str) -> pathlib.Path:
     """<output>/<experiment>-<YYYYmmdd-HHMMSS>[-n]: a fresh directory per run, so records never mix."""
-    from ringleader.api import trial as trial_
+    from ringleader.api.trial import bounded_name
 
-    prefix = trial_.bounded_name(experiment_name, MAX_SESSION_PREFIX)
+    prefix = bounded_name(experiment_name, MAX_SESSION_PREFIX)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     output_dir.mkdir(parents=True, exist_ok=True)
     for attempt in range(1000):

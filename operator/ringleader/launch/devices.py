@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.api.spec import Architecture
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
-def visible(environ: Mapping[str, str], trials: Sequence[trial_.Trial]) -> list[str]:
+def visible(environ: Mapping[str, str], trials: Sequence[Trial]) -> list[str]:
     """The GPUs this run may use, as CUDA_VISIBLE_DEVICES names them: the user's own list when set, else every
     device torch sees (torch is imported only when a trial asks for a GPU: it takes seconds)."""
     if not any(slot.resources.gpu > 0 for t in trials for slot in t.slots()):
@@ -30,11 +30,11 @@ def visible(environ: Mapping[str, str], trials: Sequence[trial_.Trial]) -> list[
     return [str(index) for index in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-def _nccl(trial: trial_.Trial) -> bool:
+def _nccl(trial: Trial) -> bool:
     return trial.spec.architecture == Architecture.RING_ALL_REDUCE
 
 
-def assign(trial: trial_.Trial, gpus: Sequence[str]) -> dict[int, str]:
+def assign(trial: Trial, gpus: Sequence[str]) -> dict[int, str]:
     """{rank: its CUDA_VISIBLE_DEVICES} for the ranks that ask for GPUs: `resources.gpu` devices each, in rank
     order, round robin when there are fewer (never for the ring: see refusal). {} without visible GPUs."""
     if not gpus:
@@ -47,7 +47,7 @@ def assign(trial: trial_.Trial, gpus: Sequence[str]) -> dict[int, str]:
     return assigned
 
 
-def refusal(source: str, trials: Sequence[trial_.Trial], gpus: Sequence[str]) -> str | None:
+def refusal(source: str, trials: Sequence[Trial], gpus: Sequence[str]) -> str | None:
     """Why the run cannot start for want of GPUs (one line, with the alternatives), or None."""
     for trial in trials:
         asked = sum(slot.resources.gpu for slot in trial.slots())

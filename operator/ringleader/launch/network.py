@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ringleader.api import spec as spec_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import BandwidthEnforcement
+from ringleader.api.trial import Trial
 
 
-def refusal(source: str, trials: Sequence[trial_.Trial]) -> str | None:
+def refusal(source: str, trials: Sequence[Trial]) -> str | None:
     """The message refusing the run when a trial's cap is to be enforced by the network; None when none is."""
-    enforced = [t for t in trials if t.spec.network.enforcement == spec_.BandwidthEnforcement.NETWORK]
+    enforced = [t for t in trials if t.spec.network.enforcement == BandwidthEnforcement.NETWORK]
     if not enforced:
         return None
     return (f"{source}: `spec.network.enforcement` is Network (trial {enforced[0].name}), which `ringleader run` "

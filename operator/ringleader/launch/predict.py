@@ -21,8 +21,8 @@ import textwrap
 from typing import Any, TextIO
 
 from ringleader.analysis import prediction
-from ringleader.analysis import profile as profile_
-from ringleader.analysis import results as results_
+from ringleader.analysis.profile import worker_rank
+from ringleader.analysis.results import TrialResult
 from ringleader.contract import exits, keys
 from ringleader.launch import sources
 
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     for trial in trials:
         name = trial.trial.name
         try:
-            rank = profile_.worker_rank(trial, args.rank)
+            rank = worker_rank(trial, args.rank)
             why = "--rank" if args.rank is not None else "the lowest worker rank"
             result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
                                               (trial.summary or {}).get(keys.LINK_PROBE), args.bucket_mib * MIB)
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     return exits.OK
 
 
-def _chosen(found: sources.Found, name: str | None) -> list[results_.TrialResult]:
+def _chosen(found: sources.Found, name: str | None) -> list[TrialResult]:
     if name is None:
         return found.trials
     chosen = [t for t in found.trials if t.trial.name == name]
@@ -96,7 +96,7 @@ def _chosen(found: sources.Found, name: str | None) -> list[results_.TrialResult
     return chosen
 
 
-def _print(trial: results_.TrialResult, rank: str, result: prediction.TrialPrediction, out: TextIO) -> None:
+def _print(trial: TrialResult, rank: str, result: prediction.TrialPrediction, out: TextIO) -> None:
     spec, inputs = trial.trial.spec, result.inputs
     print(f"trial {trial.trial.name} ({spec.architecture.value}, {spec.sync.paradigm.value}, {inputs.workers} "
           f"workers), profile of {rank}: model {inputs.profile.total_bytes / 1e6:.3f} MB "
@@ -108,6 +108,6 @@ def _print(trial: results_.TrialResult, rank: str, result: prediction.TrialPredi
     print(f"this trial, {prediction.headline(result)}\n", file=out)
 
 
-def _document(trial: results_.TrialResult, rank: int, result: prediction.TrialPrediction) -> dict[str, Any]:
+def _document(trial: TrialResult, rank: int, result: prediction.TrialPrediction) -> dict[str, Any]:
     """The trial's name and rank, and the trial summary's `prediction` object (docs/predict.md)."""
     return {"trial": trial.trial.name, "rank": rank, **result.to_document()}

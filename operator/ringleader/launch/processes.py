@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Mapping
 
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Slot
 from ringleader.contract import failures
 
 PR_SET_PDEATHSIG = 1
@@ -42,7 +42,7 @@ def _die_with(parent: int):
 
 @dataclasses.dataclass
 class RankProcess:
-    slot: trial_.Slot
+    slot: Slot
     popen: subprocess.Popen
     stdout_path: pathlib.Path
     stderr_path: pathlib.Path
@@ -110,7 +110,7 @@ class RankProcess:
                              stopped=self.stopped, order=order)
 
 
-def start(slot: trial_.Slot, environ: Mapping[str, str], cwd: pathlib.Path, stdout_path: pathlib.Path,
+def start(slot: Slot, environ: Mapping[str, str], cwd: pathlib.Path, stdout_path: pathlib.Path,
           stderr_path: pathlib.Path) -> RankProcess:
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:

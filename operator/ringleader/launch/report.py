@@ -45,14 +45,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     # Imported here: MLflow and matplotlib take seconds, and the `ringleader` parser is built with this module.
     from ringleader.analysis import report
     from ringleader.tracking import reading, reports
-    from ringleader.tracking import store as store_
+    from ringleader.tracking.store import TrackingUnavailable
 
     try:
         if pathlib.Path(args.source).is_dir():
             result, output, attach_to = _from_directory(args, out)
         else:
             result, output, attach_to = _from_mlflow(args)
-    except (reading.SourceNotFound, store_.TrackingUnavailable) as error:
+    except (reading.SourceNotFound, TrackingUnavailable) as error:
         print(str(error), file=err)
         return exits.FAILED
 
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     store, run_id = attach_to
     try:
         reports.attach(store, run_id, built)
-    except store_.TrackingUnavailable as error:
+    except TrackingUnavailable as error:
         print(f"not attached: {error}; the files are in {built.directory}", file=err)
         return exits.FAILED
     print(f"Attached to sweep run {run_id} at {redaction.redact(store.uri)}: artifacts report/, and its description",
@@ -78,10 +78,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 def _from_directory(args: argparse.Namespace, out: TextIO):
     """(result, output directory, (store, sweep run id) or why not) for a run directory."""
-    from ringleader.tracking import cursor as cursor_
     from ringleader.tracking import reading, sessions
-    from ringleader.tracking import settings as settings_
-    from ringleader.tracking import store as store_
+    from ringleader.tracking.cursor import Cursor, path_for
+    from ringleader.tracking.settings import absolute_uri
+    from ringleader.tracking.store import Store
 
     directory, picked = reading.session_directory(args.source)
     if picked:
@@ -90,12 +90,12 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
     output = args.output_dir or sessions.report_directory(directory)
     if args.no_attach:
         return result, output, None
-    uri = settings_.absolute_uri(args.tracking_uri) if args.tracking_uri else layout.Session.load(directory).tracking_uri
+    uri = absolute_uri(args.tracking_uri) if args.tracking_uri else layout.Session.load(directory).tracking_uri
     if redaction.is_redacted(uri):
         return result, output, (f"the run's MLflow URI {uri} carried credentials, which are never stored: give it "
                                 "in full with --tracking-uri")
-    store = store_.Store(uri)
-    run_id = cursor_.Cursor.load(cursor_.path_for(directory, store.uri)).run_id
+    store = Store(uri)
+    run_id = Cursor.load(path_for(directory, store.uri)).run_id
     if run_id is None:
         return result, output, (f"{directory} was never published to {redaction.redact(uri)}: "
                                 f"`ringleader publish {directory}` first, or --no-attach")

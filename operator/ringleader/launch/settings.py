@@ -15,7 +15,7 @@ class LaunchSettings:
     ignored by git in this repository."""
     passed_variables: tuple[str, ...] = ()
     """passed_variables are the names of the launcher's environment variables its ranks get besides the
-    allow-list of environment.py (`ringleader run --env NAME`); the rest of the shell stays out of the ranks."""
+    allow-list of allowlist.py (`ringleader run --env NAME`); the rest of the shell stays out of the ranks."""
     data_dir: str = "."
     """data_dir is where a relative spec.data.path is read from (`ringleader run --data-dir`), made absolute at
     start; the local stand-in for the data volume a cluster's pods mount at /data. Default: the current directory."""

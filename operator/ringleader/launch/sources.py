@@ -13,7 +13,7 @@ import dataclasses
 import pathlib
 from typing import TextIO
 
-from ringleader.analysis import results as results_
+from ringleader.analysis.results import TrialResult
 from ringleader.contract import layout, redaction
 
 
@@ -21,7 +21,7 @@ from ringleader.contract import layout, redaction
 class Found:
     """The trials SOURCE names, what they were found in, and whether SOURCE named one trial or a run or sweep."""
 
-    trials: list[results_.TrialResult]
+    trials: list[TrialResult]
     where: str
     single: bool
 

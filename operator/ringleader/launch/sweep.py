@@ -16,15 +16,15 @@ import time
 from typing import Any, Mapping, TextIO
 
 from ringleader.analysis import eta, tables
-from ringleader.api import experiment as experiment_
-from ringleader.api import trial as trial_
+from ringleader.api.experiment import DistributedTrainingExperiment
+from ringleader.api.trial import Trial
 from ringleader.contract import exits, keys, layout
-from ringleader.contract import outcomes as outcomes_
-from ringleader.launch import progress, tracker
-from ringleader.launch import settings as settings_
-from ringleader.launch import trials as trials_
+from ringleader.contract.outcomes import INTERRUPTED, sweep_reason
+from ringleader.launch import display, tracker
+from ringleader.launch.settings import LaunchSettings
+from ringleader.launch.trials import TrialRun
 from ringleader.tracking import abandoned, schema, sessions
-from ringleader.tracking import settings as tracking_settings_
+from ringleader.tracking.settings import TrackingSettings
 
 
 class Interrupted(BaseException):
@@ -72,11 +72,33 @@ class _Signals:
             signal.signal(signum, handler)
 
 
-def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: list[trial_.Trial],
-              session_dir: pathlib.Path, tracking_uri: str, settings: settings_.LaunchSettings,
-              tracking_settings: tracking_settings_.TrackingSettings, environ: Mapping[str, str],
+def run_sweep(experiment: DistributedTrainingExperiment, trials: list[Trial],
+              session_dir: pathlib.Path, tracking_uri: str, settings: LaunchSettings,
+              tracking_settings: TrackingSettings, environ: Mapping[str, str],
               deadline_seconds: float | None = None, source: str | None = None,
               out: TextIO = sys.stdout) -> SweepResult:
+    session, started = _open_session(session_dir, experiment, tracking_uri, trials, source)
+    screen = display.ProgressDisplay(settings, out, len(trials))
+    publishing = tracker.Tracker(session, tracking_settings, screen.message)
+    publishing.open()
+    schedule = _Schedule(trials, session_dir, settings, environ, deadline_seconds,
+                         experiment.spec.sweep.max_parallel if experiment.spec.sweep else 1, publishing, screen)
+    interrupted_by = schedule.run_all()
+    # Ranks are gone: from here, a second Ctrl-C interrupts publishing only (the records stay on disk).
+    unsaved = next((run.unsaved for run in schedule.started if run.unsaved is not None), None)
+    if unsaved is not None:
+        raise unsaved
+    for _, run in schedule.running:  # the trials stopped, not ended
+        publishing.trial_ended(run.directory)
+    layout.write_outcome(session_dir, _sweep_outcome(schedule.outcomes, len(trials), interrupted_by, started))
+    rows = sessions.comparison_rows(session)
+    publishing.session_ended()
+    return SweepResult(session_dir, schedule.outcomes, rows, interrupted_by, publishing)
+
+
+def _open_session(session_dir: pathlib.Path, experiment: DistributedTrainingExperiment,
+                  tracking_uri: str, trials: list[Trial], source: str | None) -> tuple[layout.Session, float]:
+    """The session's directory and files, marked RUNNING; returns the session and when it started."""
     session_dir.mkdir(parents=True, exist_ok=True)
     # Held until this process ends: a later run or publish closes the session if this one dies first.
     abandoned.hold(session_dir)
@@ -84,79 +106,101 @@ def run_sweep(experiment: experiment_.DistributedTrainingExperiment, trials: lis
     session.save()
     started = time.time()
     layout.write_outcome(session_dir, layout.Outcome(schema.RUNNING, started))
-    display = progress.ProgressDisplay(settings, out, len(trials))
-    publishing = tracker.Tracker(session, tracking_settings, display.message)
-    publishing.open()
+    return session, started
 
-    max_parallel = experiment.spec.sweep.max_parallel if experiment.spec.sweep else 1
-    pending = collections.deque(enumerate(trials, 1))
-    running: list[tuple[int, trials_.TrialRun]] = []
-    started_runs: list[trials_.TrialRun] = []
-    outcomes: dict[str, layout.Outcome] = {}
-    finished: list[eta.Finished] = []  # what the ETA of the trials still to run is made of
-    interrupted_by = None
 
-    with _Signals() as signals:
-        try:
-            while pending or running:
-                while pending and can_start(pending[0][1].world_size, [r.trial.world_size for _, r in running],
-                                            max_parallel, settings.cores):
-                    position, trial = pending.popleft()
-                    run = trials_.TrialRun(trial, session_dir, settings, environ,
-                                           _deadline(trial, deadline_seconds))
-                    run.write_files()
-                    publishing.trial_started(run.directory)
-                    running.append((position, run))  # before start(): an interrupt during it stops its ranks
-                    started_runs.append(run)
-                    run.start()
-                    display.message(f"[{position}/{len(trials)}] {run.label}: started {trial.world_size} ranks")
-                time.sleep(settings.poll_seconds)
-                for position, run in list(running):
-                    outcome = run.poll()
-                    if outcome is None:
-                        continue
-                    running.remove((position, run))
-                    outcomes[run.trial.name] = outcome
-                    display.message(_ended(position, len(trials), run, outcome))
-                    publishing.trial_ended(run.directory)
-                    ended = progress.finished_for_eta(run, outcome)
-                    if ended is not None:
-                        finished.append(ended)
-                display.update(running, [trial for _, trial in pending], finished)
-        except Interrupted as interrupt:
-            interrupted_by = interrupt.signum
-            display.message(f"{signal.Signals(interrupt.signum).name}: stopping the running trials")
-        finally:
-            # Also on any error of the launcher itself: no rank outlives it.
-            for position, run in running:
-                outcome = run.stop()
-                outcomes[run.trial.name] = outcome
-                if interrupted_by is not None:
-                    display.message(_ended(position, len(trials), run, outcome))
-            display.close()
-            if signals.received is not None and interrupted_by is None:
-                interrupted_by = signals.received
-    # Ranks are gone: from here, a second Ctrl-C interrupts publishing only (the records stay on disk).
-    unsaved = next((run.unsaved for run in started_runs if run.unsaved is not None), None)
-    if unsaved is not None:
-        raise unsaved
-    for _, run in running:
-        publishing.trial_ended(run.directory)
+@dataclasses.dataclass
+class _Schedule:
+    """The sweep's trials on their way from pending through running to ended: the state of `run_all`'s loop."""
+
+    trials: list[Trial]
+    session_dir: pathlib.Path
+    settings: LaunchSettings
+    environ: Mapping[str, str]
+    deadline_seconds: float | None
+    max_parallel: int
+    publishing: tracker.Tracker
+    screen: display.ProgressDisplay
+    pending: collections.deque[tuple[int, Trial]] = dataclasses.field(init=False)
+    running: list[tuple[int, TrialRun]] = dataclasses.field(default_factory=list)
+    started: list[TrialRun] = dataclasses.field(default_factory=list)
+    outcomes: dict[str, layout.Outcome] = dataclasses.field(default_factory=dict)
+    finished: list[eta.Finished] = dataclasses.field(default_factory=list)
+    """What the ETA of the trials still to run is made of."""
+
+    def __post_init__(self) -> None:
+        self.pending = collections.deque(enumerate(self.trials, 1))
+
+    def run_all(self) -> int | None:
+        """Every trial to its end, or until a signal stops them all; returns that signal's number, if one came."""
+        interrupted_by = None
+        with _Signals() as signals:
+            try:
+                while self.pending or self.running:
+                    self._start_ready()
+                    time.sleep(self.settings.poll_seconds)
+                    self._collect_ended()
+                    self.screen.update(self.running, [trial for _, trial in self.pending], self.finished)
+            except Interrupted as interrupt:
+                interrupted_by = interrupt.signum
+                self.screen.message(f"{signal.Signals(interrupt.signum).name}: stopping the running trials")
+            finally:
+                # Also on any error of the launcher itself: no rank outlives it.
+                self._stop_running(announce=interrupted_by is not None)
+                self.screen.close()
+                if signals.received is not None and interrupted_by is None:
+                    interrupted_by = signals.received
+        return interrupted_by
+
+    def _start_ready(self) -> None:
+        """The next pending trials, while they fit beside those running."""
+        while self.pending and can_start(self.pending[0][1].world_size, [r.trial.world_size for _, r in self.running],
+                                         self.max_parallel, self.settings.cores):
+            position, trial = self.pending.popleft()
+            run = TrialRun(trial, self.session_dir, self.settings, self.environ,
+                                   _deadline(trial, self.deadline_seconds))
+            run.write_files()
+            self.publishing.trial_started(run.directory)
+            self.running.append((position, run))  # before start(): an interrupt during it stops its ranks
+            self.started.append(run)
+            run.start()
+            self.screen.message(f"[{position}/{len(self.trials)}] {run.label}: started {trial.world_size} ranks")
+
+    def _collect_ended(self) -> None:
+        for position, run in list(self.running):
+            outcome = run.poll()
+            if outcome is None:
+                continue
+            self.running.remove((position, run))
+            self.outcomes[run.trial.name] = outcome
+            self.screen.message(_ended(position, len(self.trials), run, outcome))
+            self.publishing.trial_ended(run.directory)
+            ended = display.finished_for_eta(run, outcome)
+            if ended is not None:
+                self.finished.append(ended)
+
+    def _stop_running(self, announce: bool) -> None:
+        for position, run in self.running:
+            outcome = run.stop()
+            self.outcomes[run.trial.name] = outcome
+            if announce:
+                self.screen.message(_ended(position, len(self.trials), run, outcome))
+
+
+def _sweep_outcome(outcomes: dict[str, layout.Outcome], total: int, interrupted_by: int | None,
+                   started: float) -> layout.Outcome:
+    """The session's end: KILLED by a signal, FINISHED when every trial finished, else FAILED and why."""
     if interrupted_by is not None:
         status = schema.KILLED
-    elif all(o.status == schema.FINISHED for o in outcomes.values()) and len(outcomes) == len(trials):
+    elif all(o.status == schema.FINISHED for o in outcomes.values()) and len(outcomes) == total:
         status = schema.FINISHED
     else:
         status = schema.FAILED
     failed = [name for name, o in outcomes.items() if o.status != schema.FINISHED]
-    reason = {schema.FINISHED: None, schema.KILLED: outcomes_.INTERRUPTED,
-              schema.FAILED: outcomes_.sweep_reason(outcomes[name].reason for name in failed)}[status]
-    layout.write_outcome(session_dir, layout.Outcome(
-        status, started, time.time(), reason=reason,
-        message=f"trials not finished: {', '.join(failed)}" if failed else None))
-    rows = sessions.comparison_rows(session)
-    publishing.session_ended()
-    return SweepResult(session_dir, outcomes, rows, interrupted_by, publishing)
+    reason = {schema.FINISHED: None, schema.KILLED: INTERRUPTED,
+              schema.FAILED: sweep_reason(outcomes[name].reason for name in failed)}[status]
+    return layout.Outcome(status, started, time.time(), reason=reason,
+                          message=f"trials not finished: {', '.join(failed)}" if failed else None)
 
 
 def can_start(ranks: int, running: list[int], max_parallel: int, cores: int) -> bool:
@@ -165,13 +209,13 @@ def can_start(ranks: int, running: list[int], max_parallel: int, cores: int) -> 
     return not running or (len(running) < max_parallel and sum(running) + ranks <= cores)
 
 
-def _deadline(trial: trial_.Trial, flag_seconds: float | None) -> float | None:
+def _deadline(trial: Trial, flag_seconds: float | None) -> float | None:
     """The trial's deadline: --timeout-seconds, runPolicy.activeDeadlineSeconds, whichever is shorter."""
     limits = [s for s in (flag_seconds, trial.spec.run_policy.active_deadline_seconds) if s is not None]
     return min(limits) if limits else None
 
 
-def _ended(position: int, total: int, run: trials_.TrialRun, outcome: layout.Outcome) -> str:
+def _ended(position: int, total: int, run: TrialRun, outcome: layout.Outcome) -> str:
     seconds = (outcome.end_time or time.time()) - outcome.start_time
     text = f"[{position}/{total}] {run.label}: {outcome.status} in {seconds:.1f} s"
     if outcome.status == schema.FINISHED:

@@ -14,17 +14,17 @@ import mlflow.exceptions
 
 from ringleader.contract import layout, redaction
 from ringleader.tracking import publisher, sessions
-from ringleader.tracking import settings as tracking_settings_
-from ringleader.tracking import store as store_
+from ringleader.tracking.settings import TrackingSettings
+from ringleader.tracking.store import Store, TrackingUnavailable
 
 
 class Tracker:
-    def __init__(self, session: layout.Session, settings: tracking_settings_.TrackingSettings,
+    def __init__(self, session: layout.Session, settings: TrackingSettings,
                  say: Callable[[str], None]):
         self.session = session
         self.settings = settings
         self.say = say
-        self.store: store_.Store | None = None
+        self.store: Store | None = None
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self.away: str | None = None
@@ -33,11 +33,11 @@ class Tracker:
     def _attempt(self, what: str, action: Callable[[], object]) -> bool:
         try:
             if self.store is None:
-                self.store = store_.Store(self.session.tracking_uri, self.settings)
+                self.store = Store(self.session.tracking_uri, self.settings)
             if self.parent_run_id is None:
                 self.experiment_id, self.parent_run_id, _ = sessions.open_session(self.store, self.session)
             action()
-        except (store_.TrackingUnavailable, mlflow.exceptions.MlflowException) as error:
+        except (TrackingUnavailable, mlflow.exceptions.MlflowException) as error:
             # Away, or refusing (a wrong URI, no permission): either way the trials go on and the records
             # wait on disk; publishing must never be what stops an experiment.
             if self.away is None:
@@ -45,7 +45,7 @@ class Tracker:
                 # end with the full backoff; the first success restores the retries.
                 if self.store is not None:
                     self.store.settings = dataclasses.replace(self.settings, attempts=1)
-                verb = "did not answer" if isinstance(error, store_.TrackingUnavailable) else "refused"
+                verb = "did not answer" if isinstance(error, TrackingUnavailable) else "refused"
                 self.say(f"MLflow {verb} ({what}); records stay in {self.session.directory} and are "
                          f"published after the next trial, or with `ringleader publish {self.session.directory}`: "
                          f"{redaction.redact(str(error))}")

@@ -19,11 +19,11 @@ import ringleader
 from ringleader import topology
 from ringleader.analysis import eta
 from ringleader.api import constants
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Slot, Trial
 from ringleader.contract import environment as contract
 from ringleader.contract import failures, layout, outcomes, records
-from ringleader.launch import devices, environment, processes
-from ringleader.launch import settings as settings_
+from ringleader.launch import allowlist, devices, processes
+from ringleader.launch.settings import LaunchSettings
 from ringleader.tracking import schema
 
 LOOPBACK = "127.0.0.1"
@@ -37,12 +37,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def rank_environ(base: Mapping[str, str], slot: trial_.Slot, world_size: int, port: int,
+def rank_environ(base: Mapping[str, str], slot: Slot, world_size: int, port: int,
                  trial_file: pathlib.Path, output_dir: pathlib.Path, passed: Collection[str] = (),
                  data_dir: pathlib.Path | None = None, gpus: str | None = None) -> dict[str, str]:
-    """The allow-listed part of the user's environment (environment.py) with the variables named in `passed`,
+    """The allow-listed part of the user's environment (allowlist.py) with the variables named in `passed`,
     plus the pod contract, an importable ringleader and, for a rank that asks for GPUs, its own (devices.py)."""
-    environ = environment.selected(base, passed)
+    environ = allowlist.selected(base, passed)
     if gpus is not None:
         environ[devices.VISIBLE] = gpus
     python_path = [str(PACKAGE_ROOT)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -84,7 +84,7 @@ def _who(process: processes.RankProcess) -> str:
 class TrialRun:
     """A trial being run: start() its ranks, poll() until it returns the outcome, stop() on an interrupt."""
 
-    def __init__(self, trial: trial_.Trial, session_dir: pathlib.Path, settings: settings_.LaunchSettings,
+    def __init__(self, trial: Trial, session_dir: pathlib.Path, settings: LaunchSettings,
                  environ: Mapping[str, str], deadline_seconds: float | None = None):
         self.trial = trial
         self.session_dir = session_dir

@@ -46,10 +46,10 @@ def newest_sweep_page(store, base: str) -> str:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     from ringleader.tracking import reading
-    from ringleader.tracking import settings as settings_
-    from ringleader.tracking import store as store_
+    from ringleader.tracking.settings import resolve_uri
+    from ringleader.tracking.store import TrackingUnavailable
 
-    uri = settings_.resolve_uri(args.tracking_uri)
+    uri = resolve_uri(args.tracking_uri)
     try:
         store = reading.lookup_store(args.tracking_uri, "ringleader ui", "nothing to show")
         if uri.startswith(("http://", "https://")):
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                   f"{newest_sweep_page(store, redaction.redact(uri).rstrip('/'))}", file=out)
             return exits.OK
         page = newest_sweep_page(store, f"http://{HOST}:{args.port}")
-    except (reading.SourceNotFound, store_.TrackingUnavailable) as error:
+    except (reading.SourceNotFound, TrackingUnavailable) as error:
         print(str(error), file=err)
         return exits.FAILED
     print(f"MLflow UI: {page}  (Ctrl-C stops it)", file=out, flush=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ringleader.api import spec as spec_
-from ringleader.api import trial as trial_
+from ringleader.api.spec import Gang
+from ringleader.api.trial import Trial
 from ringleader.topology import names
-from ringleader.topology import settings as settings_
+from ringleader.topology.settings import RenderSettings
 
 VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -27,14 +27,14 @@ class PodGroup:
     scheduler_name: str
 
 
-def pod_group(trial: trial_.Trial, world_size: int, settings: settings_.RenderSettings) -> PodGroup | None:
+def pod_group(trial: Trial, world_size: int, settings: RenderSettings) -> PodGroup | None:
     """The trial's PodGroup, with minMember = every rank, or None when `scheduling.gang` is Operator."""
     scheduling = trial.spec.scheduling
     name = names.pod_group(trial)
-    if scheduling.gang == spec_.Gang.VOLCANO:
+    if scheduling.gang == Gang.VOLCANO:
         return PodGroup(VOLCANO_API_VERSION, name, world_size, {}, {VOLCANO_GROUP_ANNOTATION: name},
                         scheduling.scheduler_name or settings.volcano_scheduler_name)
-    if scheduling.gang == spec_.Gang.SCHEDULER_PLUGINS:
+    if scheduling.gang == Gang.SCHEDULER_PLUGINS:
         return PodGroup(SCHEDULER_PLUGINS_API_VERSION, name, world_size, {SCHEDULER_PLUGINS_GROUP_LABEL: name}, {},
                         scheduling.scheduler_name or settings.scheduler_plugins_scheduler_name)
     return None

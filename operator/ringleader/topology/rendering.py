@@ -18,11 +18,11 @@ import jinja2
 import yaml
 
 from ringleader.api import constants
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.api.spec import Architecture, BandwidthEnforcement, Network
 from ringleader.contract import environment as contract
 from ringleader.topology import gang, names
-from ringleader.topology import settings as settings_
+from ringleader.topology.settings import RenderSettings
 
 TEMPLATES = {
     Architecture.PARAMETER_SERVER: "parameter_server.yaml.j2",
@@ -106,7 +106,7 @@ def _load_all(text: str) -> list[Any]:
         loader.dispose()
 
 
-def trial_labels(trial: trial_.Trial) -> dict[str, str]:
+def trial_labels(trial: Trial) -> dict[str, str]:
     return {
         constants.LABEL_EXPERIMENT: names.label_value(trial.experiment),
         constants.LABEL_TRIAL: trial.name,
@@ -115,7 +115,7 @@ def trial_labels(trial: trial_.Trial) -> dict[str, str]:
     }
 
 
-def _pods(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str | None, run_token: str | None,
+def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token: str | None,
           labels: dict[str, str], annotations: dict[str, str],
           pod_group: gang.PodGroup | None) -> list[dict[str, Any]]:
     slots = trial.slots()
@@ -164,7 +164,7 @@ def bandwidth_annotations(network: Network) -> dict[str, str]:
     return {constants.ANNOTATION_INGRESS_BANDWIDTH: str(cap), constants.ANNOTATION_EGRESS_BANDWIDTH: str(cap)}
 
 
-def context(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str | None = None,
+def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
             run_token: str | None = None) -> dict[str, Any]:
     """The values a template sees; each is data, never YAML text. Pods get the trial run's id, or when it does
     not exist yet, its token: the ranks find the run by it later (contract.RUN_TOKEN)."""
@@ -208,7 +208,7 @@ def context(trial: trial_.Trial, settings: settings_.RenderSettings, run_id: str
     }
 
 
-def render(trial: trial_.Trial, settings: settings_.RenderSettings = settings_.RenderSettings(),
+def render(trial: Trial, settings: RenderSettings = RenderSettings(),
            run_id: str | None = None, run_token: str | None = None) -> list[dict[str, Any]]:
     """The trial's objects in creation order: Service, ConfigMap, PodGroup (when gang-scheduled), then Pods by rank."""
     directory = pathlib.Path(settings.templates_dir) if settings.templates_dir else PACKAGED_TEMPLATES

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ringleader.api import constants
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.topology import names, rendering
 
 API_VERSION = "kueue.x-k8s.io/v1beta1"
@@ -57,7 +57,7 @@ def pod_sets(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(found.values())
 
 
-def workload(trial: trial_.Trial, objects: list[dict[str, Any]], queue_name: str) -> dict[str, Any]:
+def workload(trial: Trial, objects: list[dict[str, Any]], queue_name: str) -> dict[str, Any]:
     """The Workload of `trial` (its rendered `objects`) in LocalQueue `queue_name`.
 
     TemplateError past 8 pod sets: the spec allows at most 7 worker groups, so only an overridden template

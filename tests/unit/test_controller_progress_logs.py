@@ -10,15 +10,15 @@ from kopf._core.engines import posting
 from ringleader.api import constants
 from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line
-from ringleader.controller import kube, polling, progress, reconciler, recording
+from ringleader.controller import kube, polling, progress_logs, reconciler, recording
 from ringleader.controller import settings as settings_
 
 
 def test_the_operator_reads_back_the_progress_lines_a_worker_printed():
     log = "\n".join(["starting", progress_line.progress_line(3, 100, 0.5, 0.004), "loss 0.4",
                      progress_line.progress_line(17, 100, 0.25, 0.0035), "a stray line about iteration 99/100"])
-    assert progress.lines(log) == (progress_line.Line(3, 100, 0.004), progress_line.Line(17, 100, 0.0035))
-    assert progress.lines("warming up\n") == ()
+    assert progress_logs.lines(log) == (progress_line.Line(3, 100, 0.004), progress_line.Line(17, 100, 0.0035))
+    assert progress_logs.lines("warming up\n") == ()
 
 
 def test_the_kubelets_timestamps_date_each_line():
@@ -26,12 +26,12 @@ def test_the_kubelets_timestamps_date_each_line():
     log = ("2030-01-01T00:00:00.123456789Z starting\n"
            "2030-01-01T00:00:10.500000000Z " + progress_line.progress_line(20, 200, 0.5, 0.49) + "\n"
            "2030-01-01T00:00:20.5+00:00 " + progress_line.progress_line(40, 200, 0.4, 0.51) + "\n")
-    first, second = progress.lines(log)
+    first, second = progress_logs.lines(log)
     assert (first.iteration, first.iterations, first.iteration_seconds) == (20, 200, 0.49)
     assert first.at == datetime.datetime(2030, 1, 1, 0, 0, 10, 500000, tzinfo=datetime.timezone.utc)
     assert (second.at - first.at).total_seconds() == 10.0
     # Read without timestamps, a line is what the user's code printed: no date in it is trusted to be one.
-    assert progress.lines("2030-13-45T00:00:00Z progress: iteration 3/9\n") == (progress_line.Line(3, 9, None),)
+    assert progress_logs.lines("2030-13-45T00:00:00Z progress: iteration 3/9\n") == (progress_line.Line(3, 9, None),)
 
 
 def worker(name, rank, phase="Running", role="worker"):
@@ -41,9 +41,9 @@ def worker(name, rank, phase="Running", role="worker"):
 
 def test_the_lowest_ranked_worker_reports_once_it_runs():
     pods = [worker("q-0-worker-2", 2), worker("q-0-ps-0", 0, role="ps"), worker("q-0-worker-1", 1)]
-    assert progress.reporter(pods)["metadata"]["name"] == "q-0-worker-1"
-    assert progress.reporter([worker("q-0-worker-1", 1, phase="Pending"), worker("q-0-worker-2", 2)]) is None
-    assert progress.container(pods[0]) == "trainer"
+    assert progress_logs.reporter(pods)["metadata"]["name"] == "q-0-worker-1"
+    assert progress_logs.reporter([worker("q-0-worker-1", 1, phase="Pending"), worker("q-0-worker-2", 2)]) is None
+    assert progress_logs.container(pods[0]) == "trainer"
 
 
 class FakeKube:
@@ -71,8 +71,8 @@ def read(controller, status, pods):
         posting.settings_var.set(kopf.OperatorSettings())
         posting.event_queue_var.set(queue)
         posting.event_queue_loop_var.set(asyncio.get_running_loop())
-        found = await progress.read(controller.kube, controller.polls, dict(BODY), status,
-                                    {"q-0": progress.reporter(pods)})
+        found = await progress_logs.read(controller.kube, controller.polls, dict(BODY), status,
+                                    {"q-0": progress_logs.reporter(pods)})
         found = {name: lines[-1].iteration for name, lines in found.items()}
         return found, [(e.type, e.reason, e.message) for e in [queue.get_nowait() for _ in range(queue.qsize())]]
     return asyncio.run(run())

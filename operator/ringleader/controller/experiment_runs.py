@@ -17,12 +17,11 @@ from typing import Any
 
 import kopf
 
-from ringleader.api import status as status_
+from ringleader.api.status import (Condition, ConditionStatus, ConditionType, ExperimentStatus, MlflowStatus, Phase, RunSummarySource, TrialStatus)
 from ringleader.controller import plan, reasons, recording, statuses, trials
-from ringleader.controller import settings as settings_
+from ringleader.controller.settings import MlflowSettings
 
 logger = logging.getLogger(__name__)
-Phase = status_.Phase
 Key = tuple[str, str]
 KILL_ATTEMPTS = 10  # tries to end a deleted experiment's runs while MLflow is away, retry_seconds apart
 
@@ -31,25 +30,25 @@ def _outcome(phase: Phase) -> str:
     return {Phase.SUCCEEDED: recording.FINISHED, Phase.FAILED: recording.FAILED}.get(phase, recording.KILLED)
 
 
-def _summary_to_log(trial: status_.TrialStatus) -> dict[str, Any] | None:
+def _summary_to_log(trial: TrialStatus) -> dict[str, Any] | None:
     """The summary (its wire dict) the operator logs when it ends a trial's run: only where no rank could (ranks
     log theirs)."""
-    if trial.summary is None or trial.run_summary_source != status_.RunSummarySource.OPERATOR:
+    if trial.summary is None or trial.run_summary_source != RunSummarySource.OPERATOR:
         return None
     return trial.summary.wire()
 
 
-def _with_trial(status: status_.ExperimentStatus, trial: status_.TrialStatus) -> status_.ExperimentStatus:
+def _with_trial(status: ExperimentStatus, trial: TrialStatus) -> ExperimentStatus:
     return status.model_copy(update={"trials": [trial if t.name == trial.name else t for t in status.trials]})
 
 
-def _failed_condition(status: status_.ExperimentStatus) -> status_.Condition | None:
+def _failed_condition(status: ExperimentStatus) -> Condition | None:
     return next((c for c in status.conditions
-                 if c.type == status_.ConditionType.FAILED and c.status == status_.ConditionStatus.TRUE), None)
+                 if c.type == ConditionType.FAILED and c.status == ConditionStatus.TRUE), None)
 
 
 class Runs:
-    def __init__(self, recorder: recording.MlflowCalls, settings: settings_.MlflowSettings) -> None:
+    def __init__(self, recorder: recording.MlflowCalls, settings: MlflowSettings) -> None:
         self.recorder = recorder
         self._settings = settings
         self._down: set[Key] = set()  # experiments told that MLflow is away
@@ -72,8 +71,8 @@ class Runs:
             self._down.discard(key)
             kopf.info(body, reason=reasons.TRACKING_AVAILABLE, message="MLflow answers again; the runs are being recorded")
 
-    async def start(self, key: Key, body: dict[str, Any], experiment, expansion, status: status_.ExperimentStatus,
-                    starting: tuple[int, ...]) -> tuple[status_.ExperimentStatus, float | None]:
+    async def start(self, key: Key, body: dict[str, Any], experiment, expansion, status: ExperimentStatus,
+                    starting: tuple[int, ...]) -> tuple[ExperimentStatus, float | None]:
         """The parent run, and a run for each trial about to start or started without one; the status with their ids."""
         uri = self.recorder.uri_for(experiment.spec.tracking.uri)
         if uri is None:
@@ -84,7 +83,7 @@ class Runs:
         try:
             if not (mlflow.experiment_id and mlflow.run_id):
                 experiment_id, run_id = await self.recorder.start_parent(uri, experiment, uid)
-                mlflow = status_.MlflowStatus(experiment_id=experiment_id, run_id=run_id,
+                mlflow = MlflowStatus(experiment_id=experiment_id, run_id=run_id,
                                               url=self.recorder.ui_url(uri, experiment_id))
             for position, record in enumerate(records):
                 now_starting = record.index in starting
@@ -92,7 +91,7 @@ class Runs:
                     run_id = await self.recorder.start_trial(uri, mlflow.experiment_id, mlflow.run_id,
                                                              by_name[record.name], uid)
                     # Pods started without the run's id log nothing into it: the operator logs their summary.
-                    source = status_.RunSummarySource.RANKS if now_starting else status_.RunSummarySource.OPERATOR
+                    source = RunSummarySource.RANKS if now_starting else RunSummarySource.OPERATOR
                     records[position] = record.model_copy(update={"run_id": run_id, "run_summary_source": source})
         except recording.Unavailable as error:
             retry = self._failed(key, body, error)
@@ -101,7 +100,7 @@ class Runs:
         return status.model_copy(update=dict(mlflow=mlflow, trials=records)), retry
 
     async def end(self, key: Key, body: dict[str, Any], experiment, expansion,
-                  status: status_.ExperimentStatus) -> tuple[status_.ExperimentStatus, float | None]:
+                  status: ExperimentStatus) -> tuple[ExperimentStatus, float | None]:
         """End the runs of finished trials; at the end, the sweep's metrics, its report and the parent run.
 
         Returns the status marking what was done (`runEnded`, `mlflow.reportUrl`), also when MLflow went away
@@ -133,7 +132,7 @@ class Runs:
         self._worked(key, body)
         return status, None
 
-    async def _report(self, uri: str, body: dict[str, Any], status: status_.ExperimentStatus) -> status_.ExperimentStatus:
+    async def _report(self, uri: str, body: dict[str, Any], status: ExperimentStatus) -> ExperimentStatus:
         """The sweep's report on the parent run, linked from status; a report that cannot be made is a Warning
         Event, never a reason to keep the parent run open (Unavailable, MLflow away, is retried by the caller)."""
         mlflow = status.mlflow

@@ -18,10 +18,10 @@ from typing import Any, Iterable
 import kopf
 
 from ringleader.api import constants
-from ringleader.api import status as status_
+from ringleader.api.status import ExperimentStatus, Phase
 from ringleader.contract import progress as progress_line
 from ringleader.controller import kube, polling, reasons
-from ringleader.controller import pods as pods_
+from ringleader.controller import pods
 
 logger = logging.getLogger(__name__)
 
@@ -30,14 +30,14 @@ TAIL_LINES = 50
 LIMIT_BYTES = 16 * 1024
 
 
-def reporter(trial_pods: Iterable[pods_.Pod]) -> pods_.Pod | None:
+def reporter(trial_pods: Iterable[pods.Pod]) -> pods.Pod | None:
     """The pod whose log tells the trial's progress: its lowest-ranked worker, once running or finished."""
-    workers = [p for p in trial_pods if pods_.role(p) == constants.ROLE_WORKER and not pods_.is_terminating(p)]
-    first = min(workers, key=pods_.rank, default=None)
-    return first if first is not None and pods_.phase(first) in ("Running", "Succeeded", "Failed") else None
+    workers = [p for p in trial_pods if pods.role(p) == constants.ROLE_WORKER and not pods.is_terminating(p)]
+    first = min(workers, key=pods.rank, default=None)
+    return first if first is not None and pods.phase(first) in ("Running", "Succeeded", "Failed") else None
 
 
-def container(pod: pods_.Pod) -> str | None:
+def container(pod: pods.Pod) -> str | None:
     """The container whose log holds the progress lines: the pod's first (the trainer)."""
     return ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
 
@@ -47,11 +47,11 @@ def lines(log_text: str) -> tuple[progress_line.Line, ...]:
     return tuple(progress_line.lines(log_text))
 
 
-async def read(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any], old: status_.ExperimentStatus,
+async def read(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any], old: ExperimentStatus,
                reporters: dict[str, dict[str, Any] | None]) -> dict[str, tuple[progress_line.Line, ...]]:
     """Each running trial's progress lines: its reporting pod's log, read when due (`polls`), else the last read."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
-    running = [t.name for t in old.trials if t.phase == status_.Phase.RUNNING]
+    running = [t.name for t in old.trials if t.phase == Phase.RUNNING]
     polls.keep(key, running)
     clock = time.monotonic()
     due_now = [name for name in running if polls.due(key, name, clock)]
@@ -66,17 +66,17 @@ async def _read_trial(kube_: kube.Kube, polls: polling.Schedule, body: dict[str,
         polls.skipped(key, trial, clock)
         return
     try:
-        text = await kube_.read_log(key[0], pods_.name(pod), container(pod), tail_lines=TAIL_LINES,
+        text = await kube_.read_log(key[0], pods.name(pod), container(pod), tail_lines=TAIL_LINES,
                                     limit_bytes=LIMIT_BYTES)
     except kube.LogUnavailable as error:
         streak, retry_in = polls.unreadable(key, trial, clock)
         logger.debug("progress of %s/%s unreadable (%d in a row): %s", key[1], trial, streak, error)
         if streak == 1:  # once per streak: users learn why progress stands still, not every interval
             kopf.warn(body, reason=reasons.PROGRESS_UNREADABLE, message=(
-                f"trial {trial}: the log of pod {pods_.name(pod)} cannot be read ({error}), so its progress "
+                f"trial {trial}: the log of pod {pods.name(pod)} cannot be read ({error}), so its progress "
                 f"is not updated; trying again in {retry_in:g} s, then less often (at most every "
                 f"{polls.max_interval:g} s)"))
         return
     if polls.read(key, trial, clock, lines(text)):
         kopf.info(body, reason=reasons.PROGRESS_READABLE,
-                  message=f"trial {trial}: the log of pod {pods_.name(pod)} can be read again")
+                  message=f"trial {trial}: the log of pod {pods.name(pod)} can be read again")

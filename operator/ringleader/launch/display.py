@@ -12,16 +12,16 @@ import time
 from typing import Callable, Sequence, TextIO
 
 from ringleader.analysis import eta
-from ringleader.api import trial as trial_
+from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
-from ringleader.launch import settings as settings_
-from ringleader.launch import trials as trials_
+from ringleader.launch.settings import LaunchSettings
+from ringleader.launch.trials import TrialRun
 
 CLEAR_LINE = "\r\x1b[K"
 
 
 class ProgressDisplay:
-    def __init__(self, settings: settings_.LaunchSettings, out: TextIO = sys.stdout, total_trials: int = 1,
+    def __init__(self, settings: LaunchSettings, out: TextIO = sys.stdout, total_trials: int = 1,
                  clock: Callable[[], float] = time.monotonic):
         self.settings = settings
         self._clock = clock  # a test's own, so that "every few seconds" needs no real wait
@@ -40,7 +40,7 @@ class ProgressDisplay:
         self.out.write(text + "\n")
         self.out.flush()
 
-    def update(self, running: Sequence[tuple[int, trials_.TrialRun]], waiting: Sequence[trial_.Trial] = (),
+    def update(self, running: Sequence[tuple[int, TrialRun]], waiting: Sequence[Trial] = (),
                finished: Sequence[eta.Finished] = ()) -> None:
         """Show where the running trials are and when they and the sweep should end; `running` pairs each
         trial's position in the sweep (from 1) with it, `waiting` are the trials still to start, `finished`
@@ -73,7 +73,7 @@ class ProgressDisplay:
             self._drawn = False
 
 
-def _where(trial: trials_.TrialRun, finished: Sequence[eta.Finished], now: float) -> str:
+def _where(trial: TrialRun, finished: Sequence[eta.Finished], now: float) -> str:
     done, total = trial.progress(), trial.total_iterations
     where = f"iteration {done}/{total}"
     if done >= total:  # the ranks still gather records and write summaries and traces
@@ -83,7 +83,7 @@ def _where(trial: trials_.TrialRun, finished: Sequence[eta.Finished], now: float
     return f"{where} {100 * done // total}% ({trial.elapsed():.0f} s), {said}"
 
 
-def _sweep_eta(running: Sequence[tuple[int, trials_.TrialRun]], waiting: Sequence[trial_.Trial],
+def _sweep_eta(running: Sequence[tuple[int, TrialRun]], waiting: Sequence[Trial],
                finished: Sequence[eta.Finished], now: float) -> str:
     """"; sweep ETA ..." while trials wait to start, else nothing (the running trials' ETAs say it)."""
     if not waiting:
@@ -95,7 +95,7 @@ def _sweep_eta(running: Sequence[tuple[int, trials_.TrialRun]], waiting: Sequenc
     return f"; sweep {eta.describe(end - now, bound)}"
 
 
-def finished_for_eta(run: trials_.TrialRun, outcome: layout.Outcome) -> eta.Finished | None:
+def finished_for_eta(run: TrialRun, outcome: layout.Outcome) -> eta.Finished | None:
     """A trial that ended, as the ETA of the trials after it sees it; None unless it finished with a summary."""
     summary = layout.read_json(run.directory / layout.SUMMARY_FILE) or {}
     if summary.get(keys.P50) is None or outcome.end_time is None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ringleader.launch import environment
+from ringleader.launch import allowlist
 
 SHELL = {"PATH": "/usr/bin", "HOME": "/home/me", "LC_CTYPE": "C.UTF-8", "TZ": "UTC",
          "RINGLEADER_TIMEOUT_SECONDS": "30", "HF_HOME": "/cache/hf",
@@ -11,12 +11,12 @@ SHELL = {"PATH": "/usr/bin", "HOME": "/home/me", "LC_CTYPE": "C.UTF-8", "TZ": "U
 
 
 def test_only_the_allow_list_passes_by_default():
-    assert environment.selected(SHELL) == {"PATH": "/usr/bin", "HOME": "/home/me", "LC_CTYPE": "C.UTF-8", "TZ": "UTC",
+    assert allowlist.selected(SHELL) == {"PATH": "/usr/bin", "HOME": "/home/me", "LC_CTYPE": "C.UTF-8", "TZ": "UTC",
                                            "RINGLEADER_TIMEOUT_SECONDS": "30"}
 
 
 def test_named_variables_pass_but_never_the_pod_contract():
-    selected = environment.selected(SHELL, passed=("HF_HOME", "GITHUB_TOKEN", "MLFLOW_TRACKING_URI", "RANK"))
+    selected = allowlist.selected(SHELL, passed=("HF_HOME", "GITHUB_TOKEN", "MLFLOW_TRACKING_URI", "RANK"))
     assert selected["HF_HOME"] == "/cache/hf" and selected["GITHUB_TOKEN"] == "token"
     assert "MLFLOW_TRACKING_URI" not in selected and "RANK" not in selected
 
@@ -30,7 +30,7 @@ def test_named_variables_pass_but_never_the_pod_contract():
     ("2FAST", "--env '2FAST' is not a variable name"),
 ])
 def test_refusals_are_one_line_saying_what_to_do(name, refusal):
-    found = environment.refusal(name)
+    found = allowlist.refusal(name)
     if refusal is None:
         assert found is None
     else:
