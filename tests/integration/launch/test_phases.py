@@ -120,9 +120,9 @@ def test_under_asp_the_stop_at_a_target_never_holds_a_fast_worker_back(parameter
                  for rank, records in ranks.items()}
         slow = max(ranks)  # the straggler group comes last in rank order
         fast = [means[rank] for rank in ranks if rank != slow]
-        # A peer also serves its shard, the straggler's too, and 3 peers share 2 cores: a looser bound there.
-        bound = 0.7 if trial.startswith("ParameterServer") else 0.85
-        assert max(fast) <= bound * means[slow], f"{trial}: mean iteration seconds by rank {means}"
+        # Held back, a fast worker would iterate at the straggler's pace (a ratio near 1). Free, it measured 0.4-0.7
+        # of it; the bound leaves room for 3-4 processes on 2 cores under load (0.77 seen once at load 12).
+        assert max(fast) <= 0.85 * means[slow], f"{trial}: mean iteration seconds by rank {means}"
         assert len(ranks[slow]) < min(len(ranks[rank]) for rank in ranks if rank != slow), trial
 
 
