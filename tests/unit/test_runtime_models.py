@@ -136,3 +136,12 @@ def test_a_broken_user_factory_says_what_to_fix(user_package, reference, message
     with pytest.raises(models.ModelError) as error:
         models.build(spec_.ModelSpec(name=reference), SMALL_IMAGES)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_factory_that_cannot_be_found_is_caught_before_the_ranks_join_without_running_it(user_package):
+    for reference in ("nosuchpackage.nets:tiny", "userpkg.nets:missing"):
+        with pytest.raises(models.ModelError):
+            models.check_importable(spec_.ModelSpec(name=reference))
+    # Only the import is checked: the factory runs once, when the rank builds its model.
+    models.check_importable(spec_.ModelSpec(name="userpkg.nets:exits"))
+    models.check_importable(spec_.ModelSpec(name="mlp"))

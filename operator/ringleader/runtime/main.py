@@ -300,6 +300,7 @@ def main(environ=os.environ) -> int:
     torch.set_num_threads(cpu_threads(rank.slot))
     device = pick_device(rank.slot)
     try:
+        models.check_importable(rank.trial.spec.model)
         control, probed = join(rank, device)
         recorder = start_recording(rank)
         used = train_or_serve(rank, recorder, device)

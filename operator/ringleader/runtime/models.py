@@ -249,12 +249,25 @@ def _user_code(reference: str, what: str, call):
         raise ModelError(f"model {reference!r}: {what} raised {type(error).__name__}: {first}") from error
 
 
-def _from_factory(reference: str) -> nn.Module:
+def _factory(reference: str):
     module_name, _, factory_name = reference.partition(":")
     module = _user_code(reference, f"importing {module_name}", lambda: importlib.import_module(module_name))
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise ModelError(f"model {reference!r}: {module_name} has no callable {factory_name!r}")
+    return factory
+
+
+def check_importable(model: spec.ModelSpec) -> None:
+    """A ModelError now if a factory's module cannot be imported: ranks check before they join, so that every
+    rank fails alike instead of the first to fail taking the rendezvous down under the others."""
+    if model.name not in spec.BUILTIN_MODELS:
+        _factory(model.name)
+
+
+def _from_factory(reference: str) -> nn.Module:
+    factory = _factory(reference)
+    factory_name = reference.partition(":")[2]
     model = _user_code(reference, f"{factory_name}()", factory)
     if not isinstance(model, nn.Module):
         raise ModelError(f"model {reference!r}: {factory_name}() returned {type(model).__name__}, "
