@@ -9,7 +9,7 @@ import torch.distributed as dist
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.runtime import main
+from ringleader.runtime import ending, main
 
 
 def trial_of(**spec) -> trial_.Trial:
@@ -38,9 +38,9 @@ def test_nccl_is_used_only_for_ring_allreduce_on_cuda():
 
 
 def test_a_lost_peer_is_named_as_such():
-    reason = main.describe(dist.DistNetworkError("Connection reset by peer\nmore detail"))
+    reason = ending.describe(dist.DistNetworkError("Connection reset by peer\nmore detail"))
     assert reason == "lost contact with a peer rank (it died, hung or is unreachable): Connection reset by peer"
-    assert main.describe(ValueError("bad value")) == "ValueError: bad value"
+    assert ending.describe(ValueError("bad value")) == "ValueError: bad value"
 
 
 def test_no_publisher_without_a_tracking_run(tmp_path):
@@ -59,7 +59,7 @@ def test_a_missing_or_invalid_trial_file_is_named(tmp_path):
 def test_in_a_pod_the_summary_also_becomes_the_termination_message(tmp_path, monkeypatch):
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
-    monkeypatch.setattr(main, "TERMINATION_LOG", str(termination_log))
+    monkeypatch.setattr(ending, "TERMINATION_LOG", str(termination_log))
     env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "t.json", str(tmp_path / "out"))
     trial = trial_of()
     summary = {"throughput": 10.0, "stragglerRank": 1, "perRank": {str(r): {"iterations": r} for r in range(500)}}
@@ -71,7 +71,7 @@ def test_in_a_pod_the_summary_also_becomes_the_termination_message(tmp_path, mon
 
 
 def test_outside_a_pod_there_is_no_termination_message(tmp_path, monkeypatch):
-    monkeypatch.setattr(main, "TERMINATION_LOG", str(tmp_path / "absent"))
+    monkeypatch.setattr(ending, "TERMINATION_LOG", str(tmp_path / "absent"))
     env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "t.json", str(tmp_path))
     (tmp_path / trial_of().name).mkdir()
     main.write_trial_summary(trial_of(), env, {"throughput": 1.0})

@@ -1,7 +1,7 @@
 """A rank's one-line failure reason (format and parse), `blame()`: which rank caused a trial's failure, and
 `verdict()`: the reason word and message that name it.
 
-The runtime prints the line (runtime/main.py); the local launcher (launch/trials.py) and the operator
+The runtime prints the line (runtime/ending.py); the local launcher (launch/trials.py) and the operator
 (controller/trials.py) parse it back and decide, with the same `verdict()`, which rank to name and how. Both
 wait a short grace after the first failure they see, because a rank that lost a peer often exits
 before the peer's own end is visible (a SIGKILLed pod's status can arrive seconds after its peer's).

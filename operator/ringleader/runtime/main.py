@@ -34,7 +34,7 @@ import math
 import os
 import sys
 import traceback
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -43,13 +43,26 @@ from ringleader.analysis import prediction, summary
 from ringleader.api import constants
 from ringleader.api.spec import Architecture
 from ringleader.api.trial import Slot, Trial
-from ringleader.contract import failures, keys, records
 from ringleader.contract import environment as contract
-from ringleader.runtime import (datafiles, heartbeat, interfaces, linkprobe, models, netcounters, parameter_server,
-                               parent, peer_to_peer, ring, settings, termination, usage, worker)
+from ringleader.contract import failures, keys, records
+from ringleader.runtime import (
+    datafiles,
+    ending,
+    heartbeat,
+    interfaces,
+    linkprobe,
+    models,
+    netcounters,
+    parameter_server,
+    parent,
+    peer_to_peer,
+    ring,
+    settings,
+    termination,
+    usage,
+    worker,
+)
 
-TERMINATION_LOG = "/dev/termination-log"
-TERMINATION_MESSAGE_CHARACTERS = 4000  # the kubelet keeps 4 KiB of it
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 PERMANENT_ERRORS = (models.ModelError, datafiles.DataError)
 """Errors a restart of the trial cannot fix: the model cannot be imported or built, its factory raises, the
@@ -108,20 +121,6 @@ def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
     return publisher
 
 
-def stop_publisher(publisher, failed: bool) -> None:
-    """Publish what is left and end the rank's MLflow run, FAILED or FINISHED."""
-    if publisher is not None:
-        publisher.stop(status="FAILED" if failed else "FINISHED")
-
-
-def publish_on_termination(recorder, publisher) -> None:
-    """A pod stopped by SIGTERM: this rank's records so far into MLflow, its rank run ended KILLED."""
-    if recorder is not None:
-        recorder.drain(timeout_seconds=1.0)
-    if publisher is not None:
-        publisher.stop(status="KILLED", timeout_seconds=termination.PUBLISH_SECONDS)
-
-
 def run_role(trial: Trial, env: contract.PodEnvironment, slot: Slot, recorder: records.RankRecorder,
              device: torch.device, knobs: settings.Settings) -> None:
     """Serve or train, by role and architecture."""
@@ -157,15 +156,7 @@ def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
 def write_trial_summary(trial: Trial, env: contract.PodEnvironment, document: dict) -> None:
     records.write_json(records.trial_dir(env.output_dir, trial.name) / records.SUMMARY_FILE, document)
     # In a pod, the operator reads the summary from the termination message (at most 4 KiB).
-    write_termination_message(json.dumps(summary.compact(document)))
-
-
-def write_termination_message(text: str) -> None:
-    """The pod's termination message, where there is one: every rank the runtime ends leaves one, so a pod
-    that exits 0 without it ended outside the runtime (os._exit in user code), which the operator blames."""
-    if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
-        with open(TERMINATION_LOG, "w", encoding="utf-8") as file:
-            file.write(text)
+    ending.write_termination_message(json.dumps(summary.compact(document)))
 
 
 def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Settings) -> dict | None:
@@ -230,51 +221,6 @@ def log_configuration(trial: Trial, env: contract.PodEnvironment, device: torch.
     print("config: " + json.dumps(config), flush=True)
 
 
-def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = False) -> NoReturn:
-    """Report the one-line reason on stderr (and as the pod's termination message), then exit at once;
-    `permanent`: no restart can fix it (PERMANENT_ERRORS, a rank started wrongly).
-
-    os._exit: a process group with a dead peer can block in its destructor; nothing is left to flush."""
-    line = failures.failure_line(env.rank if env else None, env.role if env else "", reason, permanent=permanent)
-    print(line, file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    write_termination_message(failures.shorten(line, TERMINATION_MESSAGE_CHARACTERS))
-    os._exit(1)
-
-
-def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str, *,
-                    permanent: bool = False) -> NoReturn:
-    """`fail`, after this rank's records so far are written and published and its rank run ended FAILED."""
-    if termination.requested():  # peers stopped with this pod: the SIGTERM thread publishes and exits
-        termination.wait_for_exit()
-    try:
-        if recorder is not None:
-            recorder.drain(timeout_seconds=1.0)
-        stop_publisher(publisher, failed=True)
-    finally:
-        fail(env, reason, permanent=permanent)
-
-
-def lost_contact(error: BaseException) -> bool:
-    first = (str(error).strip().splitlines() or [""])[0]
-    return isinstance(error, dist.DistError) or any(word in first for word in ("Connection", "Timed out", "timeout"))
-
-
-def describe(error: BaseException, beats: heartbeat.Heartbeat | None = None) -> str:
-    """The one-line reason: the error's first line; for a lost peer, which rank stopped beating, if one did."""
-    if isinstance(error, SystemExit):
-        return f"user code called sys.exit({error.code!r}) before the rank finished"
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    if lost_contact(error):
-        return failures.lost_contact(heartbeat.lost_peer(beats), first)
-    return f"{type(error).__name__}: {first}"
-
-
-def stall_reason(env: contract.PodEnvironment, culprit: int | None, reason: str) -> str:
-    """The heartbeat's stall verdict as this rank's failure reason: an echo when another rank stopped the trial."""
-    return failures.lost_contact(culprit, reason) if culprit is not None and culprit != env.rank else reason
-
-
 @dataclasses.dataclass
 class Rank:
     """This rank's contract and what it started so far: what a failure or a SIGTERM publishes and stops."""
@@ -296,7 +242,7 @@ class Rank:
 def main(environ=os.environ) -> int:
     rank = read_contract(environ)
     if rank.env.publishes:  # a pod's rank: SIGTERM publishes first (termination.py)
-        termination.on_termination(lambda: publish_on_termination(rank.recorder, rank.publisher))
+        termination.on_termination(lambda: ending.publish_on_termination(rank.recorder, rank.publisher))
     torch.set_num_threads(cpu_threads(rank.slot))
     device = pick_device(rank.slot)
     try:
@@ -308,15 +254,15 @@ def main(environ=os.environ) -> int:
         if found is not None:
             summarize_trial(rank, recorder, *found, probed)
         else:
-            write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
+            ending.write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
     except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure ends this rank, a sys.exit in user code too
         traceback.print_exc(file=sys.stdout)
         if rank.recorder is not None:
             rank.recorder.close()
-        fail_publishing(rank.env, rank.recorder, rank.publisher, describe(error, rank.beats),
+        ending.fail_publishing(rank.env, rank.recorder, rank.publisher, ending.describe(error, rank.beats),
                         permanent=isinstance(error, PERMANENT_ERRORS))
     recorder.close()
-    stop_publisher(rank.publisher, failed=False)
+    ending.stop_publisher(rank.publisher, failed=False)
     dist.destroy_process_group()
     return 0
 
@@ -338,7 +284,7 @@ def read_contract(environ) -> Rank:
         if slot.role != env.role:
             raise RankError(f"{contract.ROLE}={env.role} but rank {env.rank} of trial {trial.name} is a {slot.role}")
     except (contract.ContractError, RankError, ValueError) as error:
-        fail(env, str(error), permanent=True)
+        ending.fail(env, str(error), permanent=True)
     return Rank(env, knobs, trial, slot)
 
 
@@ -373,8 +319,8 @@ def start_recording(rank: Rank) -> records.RankRecorder:
         env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory,
         progress=lambda: len(recorder.iterations), names={s.rank: s.hostname for s in trial.slots()},
         stall_seconds=rank.knobs.stall_timeout_seconds,
-        on_stall=lambda culprit, reason: fail_publishing(env, recorder, rank.publisher,
-                                                         stall_reason(env, culprit, reason)))
+        on_stall=lambda culprit, reason: ending.fail_publishing(env, recorder, rank.publisher,
+                                                                ending.stall_reason(env, culprit, reason)))
     rank.publisher = start_publisher(env, trial, recorder.directory)
     return recorder
 

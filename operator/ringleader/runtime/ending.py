@@ -1,0 +1,84 @@
+"""How a rank ends: its one-line reason on stderr and as the pod's termination message, its records published
+first; and what a SIGTERM publishes. Called by runtime/main.py."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+import torch.distributed as dist
+
+from ringleader.contract import failures
+from ringleader.contract import environment as contract
+from ringleader.runtime import heartbeat, termination
+
+TERMINATION_LOG = "/dev/termination-log"
+TERMINATION_MESSAGE_CHARACTERS = 4000  # the kubelet keeps 4 KiB of it
+
+
+def stop_publisher(publisher, failed: bool) -> None:
+    """Publish what is left and end the rank's MLflow run, FAILED or FINISHED."""
+    if publisher is not None:
+        publisher.stop(status="FAILED" if failed else "FINISHED")
+
+
+def publish_on_termination(recorder, publisher) -> None:
+    """A pod stopped by SIGTERM: this rank's records so far into MLflow, its rank run ended KILLED."""
+    if recorder is not None:
+        recorder.drain(timeout_seconds=1.0)
+    if publisher is not None:
+        publisher.stop(status="KILLED", timeout_seconds=termination.PUBLISH_SECONDS)
+
+
+def write_termination_message(text: str) -> None:
+    """The pod's termination message, where there is one: every rank the runtime ends leaves one, so a pod
+    that exits 0 without it ended outside the runtime (os._exit in user code), which the operator blames."""
+    if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
+        with open(TERMINATION_LOG, "w", encoding="utf-8") as file:
+            file.write(text)
+
+
+def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = False) -> NoReturn:
+    """Report the one-line reason on stderr (and as the pod's termination message), then exit at once;
+    `permanent`: no restart can fix it (PERMANENT_ERRORS, a rank started wrongly).
+
+    os._exit: a process group with a dead peer can block in its destructor; nothing is left to flush."""
+    line = failures.failure_line(env.rank if env else None, env.role if env else "", reason, permanent=permanent)
+    print(line, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    write_termination_message(failures.shorten(line, TERMINATION_MESSAGE_CHARACTERS))
+    os._exit(1)
+
+
+def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: str, *,
+                    permanent: bool = False) -> NoReturn:
+    """`fail`, after this rank's records so far are written and published and its rank run ended FAILED."""
+    if termination.requested():  # peers stopped with this pod: the SIGTERM thread publishes and exits
+        termination.wait_for_exit()
+    try:
+        if recorder is not None:
+            recorder.drain(timeout_seconds=1.0)
+        stop_publisher(publisher, failed=True)
+    finally:
+        fail(env, reason, permanent=permanent)
+
+
+def lost_contact(error: BaseException) -> bool:
+    first = (str(error).strip().splitlines() or [""])[0]
+    return isinstance(error, dist.DistError) or any(word in first for word in ("Connection", "Timed out", "timeout"))
+
+
+def describe(error: BaseException, beats: heartbeat.Heartbeat | None = None) -> str:
+    """The one-line reason: the error's first line; for a lost peer, which rank stopped beating, if one did."""
+    if isinstance(error, SystemExit):
+        return f"user code called sys.exit({error.code!r}) before the rank finished"
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if lost_contact(error):
+        return failures.lost_contact(heartbeat.lost_peer(beats), first)
+    return f"{type(error).__name__}: {first}"
+
+
+def stall_reason(env: contract.PodEnvironment, culprit: int | None, reason: str) -> str:
+    """The heartbeat's stall verdict as this rank's failure reason: an echo when another rank stopped the trial."""
+    return failures.lost_contact(culprit, reason) if culprit is not None and culprit != env.rank else reason
