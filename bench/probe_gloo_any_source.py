@@ -7,8 +7,8 @@ Runbook (from the repository root; about 15 s, three processes on loopback):
 Three ranks on a gloo group of their own, as exchange/endpoint.py makes one (here with a 10 s timeout).
 Ranks 1 and 2 each send rank 0 two frames; rank 2 is then killed (SIGKILL) and rank 1 sends a third frame
 4 s later. Rank 0 receives them either with a thread per sender, each in `dist.recv(frame, sender)` (what
-link.py does, each asking for one frame more than rank 2 sends), or with one thread in
-`dist.recv(frame, src=None)` asking for one frame more than both send. Printed per design: each frame
+link.py does; each asks for 3 frames, one more than rank 2 sends), or with one thread in
+`dist.recv(frame, src=None)` asking for 6, one more than both send. Printed per design: each frame
 (the sender gloo reports, the sender written in the frame, its count) and each failure, in seconds
 after the kill. Not a test: it records what this torch's gloo does.
 """
@@ -24,6 +24,8 @@ import time
 
 import torch
 import torch.distributed as dist
+
+import harness
 
 TAG = 71
 TIMEOUT_SECONDS = 10.0
@@ -53,7 +55,7 @@ def _rank(rank: int, design: str, port: int, killed_at, finished) -> None:
     group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=TIMEOUT_SECONDS))
     if rank == 0:
         log: list[str] = []
-        # Ranks 1 and 2 send 3 and 2 frames; the any-source receiver asks for one more, which never comes.
+        # Ranks 1 and 2 send 3 and 2 frames: rank 2's receiver, or the any-source one, asks for one that never comes.
         sources = {1: 3, 2: 3} if design == "per peer" else {None: 6}
         threads = [threading.Thread(target=_receive, args=(group, source, frames, killed_at, log), daemon=True)
                    for source, frames in sources.items()]
@@ -77,7 +79,8 @@ def _rank(rank: int, design: str, port: int, killed_at, finished) -> None:
 
 
 def main() -> None:
-    for port, design in ((29631, "per peer"), (29632, "any source")):
+    for design in ("per peer", "any source"):
+        port = harness.free_port()
         killed_at, finished = multiprocessing.Value("d", 0.0), multiprocessing.Event()
         ranks = [multiprocessing.Process(target=_rank, args=(r, design, port, killed_at, finished)) for r in range(3)]
         for process in ranks:
