@@ -7,7 +7,8 @@ one receiver thread per remote rank posts a blocking receive from that rank and 
 requests (PUSH, PULL, DONE) into `inbox` for this rank's shard server, responses (REPLY, BYE) into
 `mailboxes[rank]` for its worker. Servers thus handle pushes in arrival order, and a peer that dies
 is noticed at once: a receive from a specific rank fails when that rank's socket closes (an
-any-source receive would not notice, and a gloo wait that times out closes the pair, so timeouts are
+any-source receive would not notice: it fails only at the group's timeout, naming no one, as
+bench/probe_gloo_any_source.py shows; and a gloo wait that times out closes the pair, so timeouts are
 used only as the last word, never to poll). Messages to this rank itself (a peer's own shard) skip gloo.
 
 A receiver stops after the last message its peer will send: DONE when the peer's worker asks
