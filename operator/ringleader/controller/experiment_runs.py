@@ -84,7 +84,7 @@ class Runs:
             if not (mlflow.experiment_id and mlflow.run_id):
                 experiment_id, run_id = await self.recorder.start_parent(uri, experiment, uid)
                 mlflow = MlflowStatus(experiment_id=experiment_id, run_id=run_id,
-                                              url=self.recorder.ui_url(uri, experiment_id))
+                                      url=self.recorder.ui_url(uri, experiment_id))
             for position, record in enumerate(records):
                 now_starting = record.index in starting
                 if record.run_id is None and (now_starting or record.phase not in (Phase.PENDING, Phase.SUSPENDED)):

@@ -181,7 +181,7 @@ def _settings(args: argparse.Namespace, passed: tuple[str, ...], trials: list[Tr
     if refused:
         raise _Refused(refused, exits.FAILED)
     return LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir,
-                                    gpus=tuple(gpus))
+                          gpus=tuple(gpus))
 
 
 def _announce(launch: _Launch, out: TextIO, err: TextIO) -> None:
@@ -211,8 +211,9 @@ def _run_and_report(args: argparse.Namespace, launch: _Launch, out: TextIO) -> i
                              launch.tracking_settings, launch.environ, args.timeout_seconds, source=launch.source,
                              out=out)
     print("", file=out)
-    print(tables.format_table(result.rows), end="", file=out)
-    (session_dir / "comparison.txt").write_text(tables.format_table(result.rows))
+    table = tables.format_table(result.rows)
+    print(table, end="", file=out)
+    (session_dir / "comparison.txt").write_text(table)
     print("", file=out)
     publishing = result.tracker
     if publishing.away is None and publishing.parent_run_id:

@@ -158,7 +158,7 @@ class _Schedule:
                                          self.max_parallel, self.settings.cores):
             position, trial = self.pending.popleft()
             run = TrialRun(trial, self.session_dir, self.settings, self.environ,
-                                   _deadline(trial, self.deadline_seconds))
+                           _deadline(trial, self.deadline_seconds))
             run.write_files()
             self.publishing.trial_started(run.directory)
             self.running.append((position, run))  # before start(): an interrupt during it stops its ranks

@@ -260,7 +260,7 @@ def main(environ=os.environ) -> int:
         if rank.recorder is not None:
             rank.recorder.close()
         ending.fail_publishing(rank.env, rank.recorder, rank.publisher, ending.describe(error, rank.beats),
-                        permanent=isinstance(error, PERMANENT_ERRORS))
+                               permanent=isinstance(error, PERMANENT_ERRORS))
     recorder.close()
     ending.stop_publisher(rank.publisher, failed=False)
     dist.destroy_process_group()
