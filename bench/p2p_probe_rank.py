@@ -7,8 +7,8 @@ compare directly. Writes $PROBE_DIR/rank-<rank>.json: events, and the run-queue 
 each of the rank's threads (/proc/self/task/*/schedstat) over the measured steps.
 
 Events, as (time, name, kind, sender, peer, count): `queued` (Link.send), `dequeued` (the frame is
-handed to gloo), `seen` (a receiver thread has the frame), `delivered` (routed to the
-server or worker, after the emulated receiving NIC), `handled` (the shard server takes it), `taken`
+handed to gloo), `seen` (a receiver thread has the frame), `delivered` (the server or
+worker, awake after the emulated receiving NIC's turn, has it), `handled` (the shard server takes it), `taken`
 (the worker takes a reply), `sync_start` and `sync_end` (Client.synchronize).
 """
 
@@ -73,12 +73,13 @@ def header(frame) -> tuple[int, int, int]:
     return int(kind), int(sender), int(count)
 
 
-def wrap_route(original):
-    def route(self, message):
+def wrap_get(original):
+    def get(self, timeout):
+        message = original(self, timeout)
         if message.sender != RANK and message.kind in (wire.Kind.PUSH, wire.Kind.REPLY):
-            event("delivered", message.kind, message.sender, RANK, message.count)
-        original(self, message)
-    return route
+            EVENTS.append((message.received_at, "delivered", int(message.kind), message.sender, RANK, message.count))
+        return message
+    return get
 
 
 def wrap_handle(original):
@@ -130,7 +131,7 @@ def wrap_synchronize(original):
 
 links.Link.send = wrap_send(links.Link.send)
 links.dist = TimedDist(links.dist)
-links.Link._route = wrap_route(links.Link._route)
+links.Delivery.get = wrap_get(links.Delivery.get)
 links.wait = wrap_wait(links.wait)
 servers.ShardServer.handle = wrap_handle(servers.ShardServer.handle)
 clients.Client.synchronize = wrap_synchronize(clients.Client.synchronize)

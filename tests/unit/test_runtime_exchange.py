@@ -239,7 +239,7 @@ def test_losing_a_worker_that_has_not_finished_fails_the_server_naming_it():
 def test_silence_names_the_workers_that_owe_a_message_not_those_held():
     server, _ = make_server(paradigms.BSP(2))
     push(server, 1, 1, gradients(1.0))  # worker 1 is held for worker 2
-    inbox: queue.Queue = queue.Queue()
+    inbox = exchange.link.Delivery(exchange.link.Ingress(shaping.Shaper(None)))
     with pytest.raises(exchange.server.ServerError, match=r"waiting on worker rank\(s\) 2,"):
         exchange.server.run(server, inbox, timeout_seconds=0.05, record=lambda step, metrics: None)
 
@@ -355,66 +355,105 @@ def test_a_frame_larger_than_the_receive_buffer_is_refused():
 
 
 # ---------------------------------------------------------------------------------------------
-# The emulated receiving NIC
+# The emulated receiving NIC, and each reader's delivery
+
+
+def shaped_ingress() -> exchange.link.Ingress:
+    return exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+
+
+def arrive(delivery: exchange.link.Delivery, sender: int, sent_at: float, seen: float, lead: float = 0.0,
+           nbytes: int = 20_000) -> exchange.wire.Message:
+    """A frame from `sender` as a receiver thread hands it on: admitted to the NIC, put for its reader."""
+    message = exchange.wire.Message(exchange.wire.Kind.PUSH, sender, count=1)
+    delivery.put(message, delivery.ingress.admit(nbytes, sent_at, seen, lead))
+    return message
 
 
 def test_messages_arriving_together_share_the_ingress_bandwidth_one_after_another():
-    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    ingress = shaped_ingress()
+    readers = [exchange.link.Delivery(ingress) for _ in range(2)]  # the server and the worker: one NIC
     started, sent_at = time.perf_counter(), time.time()
-    threads = [threading.Thread(target=ingress.arrive, args=(20_000, sent_at, started)) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(5)
-    assert time.perf_counter() - started >= 0.040  # two transfers of 20 ms each, not side by side
+    for sender, reader in enumerate(readers):
+        arrive(reader, sender, sent_at, started)
+    last = max(reader.get(5).received_at for reader in readers)
+    assert last - started >= 0.040  # two transfers of 20 ms each, not side by side
 
 
 def test_a_message_seen_late_is_held_only_until_its_sender_started_plus_its_transfer():
     # The receiver thread ran 15 ms after the sender began; the 20 ms transfer ends 5 ms from now, not 20.
-    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    delivery = exchange.link.Delivery(shaped_ingress())
     seen = time.perf_counter()
-    ingress.arrive(20_000, time.time() - 0.015, seen)
-    held = time.perf_counter() - seen
+    arrive(delivery, 1, time.time() - 0.015, seen)
+    held = delivery.get(5).received_at - seen
     assert 0.004 <= held < 0.015, held
 
 
 def test_a_frame_that_left_before_its_sending_turn_is_held_from_that_turn():
     # The frame was handed to gloo at once, but its sender's NIC was busy for 15 ms more (lead): its 20 ms
     # on this side start then, not when it was seen.
-    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    delivery = exchange.link.Delivery(shaped_ingress())
     seen = time.perf_counter()
-    ingress.arrive(20_000, time.time() + 0.015, seen, lead=0.015)
-    held = time.perf_counter() - seen
+    arrive(delivery, 1, time.time() + 0.015, seen, lead=0.015)
+    held = delivery.get(5).received_at - seen
     assert 0.034 <= held < 1.0, held
 
 
 def test_a_frame_seen_early_for_a_later_turn_does_not_hold_back_one_whose_turn_began_first():
-    # X is seen first but its sending turn begins in 30 ms; Y, seen 5 ms later, began now: Y takes the
-    # receiving NIC first (20 ms), then X (at 30 ms, until 50 ms). Taken in the order seen, Y would wait until 70.
-    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    # X is seen first but its sending turn begins in 30 ms; Y, seen 5 ms later while the reader already sleeps
+    # on X, began now: Y takes the receiving NIC first (20 ms), then X (at 30 ms, until 50 ms). Taken in the
+    # order seen, Y would wait until 70.
+    delivery = exchange.link.Delivery(shaped_ingress())
     began, wall = time.perf_counter(), time.time()
-    early = threading.Thread(target=ingress.arrive, args=(20_000, wall + 0.030, began), kwargs={"lead": 0.030})
-    early.start()
-    time.sleep(0.005)
-    ingress.arrive(20_000, wall, time.perf_counter())
-    y_delivered = time.perf_counter() - began
-    early.join(5)
-    x_delivered = time.perf_counter() - began
-    assert 0.019 <= y_delivered < 0.065, y_delivered  # 70 ms if taken in the order seen
-    assert x_delivered >= 0.049, x_delivered
+    x = arrive(delivery, 1, wall + 0.030, began, lead=0.030)
+    later = threading.Timer(0.005, lambda: arrive(delivery, 2, wall, time.perf_counter()))
+    later.start()
+    first, second = delivery.get(5), delivery.get(5)
+    later.join(5)
+    assert first is not x and second is x
+    assert 0.019 <= first.received_at - began < 0.065, first.received_at - began  # 70 ms if taken in the order seen
+    assert second.received_at - began >= 0.049, second.received_at - began
+
+
+def test_a_senders_messages_reach_its_reader_in_the_order_sent_whatever_their_turns_say():
+    # Turns computed from two clocks (sent_at, seen + lead) need not grow with each frame of one sender.
+    delivery = exchange.link.Delivery(shaped_ingress())
+    seen, wall = time.perf_counter(), time.time()
+    first = arrive(delivery, 1, wall + 0.010, seen, lead=0.010)
+    second = arrive(delivery, 1, wall - 0.010, seen)
+    assert [delivery.get(5), delivery.get(5)] == [first, second]
+
+
+def test_a_message_of_this_rank_is_read_at_once_not_behind_a_frame_still_crossing():
+    # A peer's own push to its own shard server crosses no NIC; news of a lost peer comes after its frames.
+    delivery = exchange.link.Delivery(shaped_ingress())
+    began = time.perf_counter()
+    crossing = arrive(delivery, 1, time.time(), began)  # in 20 ms
+    own = exchange.wire.Message(exchange.wire.Kind.PUSH, 0, count=1)
+    delivery.put(own)
+    delivery.put(exchange.wire.Message(exchange.wire.Kind.LOST, 1, reason="socket closed"))
+    assert delivery.get(5) is own and own.received_at - began < 0.015
+    assert delivery.get(5) is crossing and crossing.received_at - began >= 0.019
+    assert delivery.get(5).kind == exchange.wire.Kind.LOST
 
 
 def test_a_sender_clock_ahead_of_ours_never_shortens_the_transfer():
     # A sent_at in our future (another host's clock running ahead) counts from when the message was seen.
-    ingress = exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+    delivery = exchange.link.Delivery(shaped_ingress())
     seen = time.perf_counter()
-    ingress.arrive(20_000, time.time() + 5.0, seen)
-    held = time.perf_counter() - seen
+    arrive(delivery, 1, time.time() + 5.0, seen)
+    held = delivery.get(5).received_at - seen
     assert 0.019 <= held < 1.0, held
 
 
 def test_an_unshaped_ingress_never_waits():
-    ingress = exchange.link.Ingress(shaping.Shaper(None))
+    delivery = exchange.link.Delivery(exchange.link.Ingress(shaping.Shaper(None)))
     started = time.perf_counter()
-    ingress.arrive(10**9, time.time(), started)  # 1 GB: shaped at any real NIC's rate this would take seconds
-    assert time.perf_counter() - started < 1.0  # room for a loaded machine's scheduling, none for a wait
+    arrive(delivery, 1, time.time(), started, nbytes=10**9)  # 1 GB: shaped at any real NIC's rate this would take seconds
+    assert delivery.get(5).received_at - started < 1.0  # room for a loaded machine's scheduling, none for a wait
+
+
+def test_a_reader_with_nothing_to_read_hears_so_after_its_timeout():
+    delivery = exchange.link.Delivery(shaped_ingress())
+    with pytest.raises(queue.Empty):
+        delivery.get(0.05)

@@ -20,9 +20,9 @@ prices it: on the sending side a message's turn starts when it was sent or when 
 message's S/B ended, whichever is later, and lasts S/B; on the receiving side `Ingress` delivers
 messages from every sender one after another, each turn starting when its sending turn did (the
 header carries that moment) and lasting S/B. Both sides are clocks, not threads: the frame leaves at
-once with its sending turn written in, and the receiver holds it until its receiving turn ends, so
-the real transfer and the threads' wake-ups are hidden under the emulated S/B (as the ring's are,
-shaping.py) rather than added to it, and a message is never delivered before its bytes are here.
+once with its sending turn written in, and its reader (`Delivery`) gets it when its receiving turn
+ends, so the real transfer and the threads' wake-ups are hidden under the emulated S/B (as the ring's
+are, shaping.py) rather than added to it, and a message is never delivered before its bytes are here.
 """
 
 from __future__ import annotations
@@ -64,28 +64,29 @@ class Ingress:
         self.free_at = 0.0  # when the turns that are over ended
         self.turns: list[_Turn] = []  # not over yet, by start
 
-    def arrive(self, nbytes: int, sent_at: float, seen: float, lead: float = 0.0) -> None:
-        """Hold a message of `nbytes` until the emulated link has delivered it: its turn starts when its sender's
-        turn began (`sent_at`, time.time() on the sender) or, if that reads later, `lead` seconds after it was
-        `seen` (time.perf_counter() here; the frame left `lead` seconds before its sending turn), once the
-        turns that started before it are over, and lasts S/B.
+    def admit(self, nbytes: int, sent_at: float, seen: float, lead: float = 0.0) -> _Turn | None:
+        """The turn of a message of `nbytes` on the emulated link (None when the link is not emulated): it starts
+        when its sender's turn began (`sent_at`, time.time() on the sender) or, if that reads later, `lead` seconds
+        after it was `seen` (time.perf_counter() here; the frame left `lead` seconds before its sending turn), once
+        the turns that started before it are over, and lasts S/B.
 
         The sender's clock is this host's when ranks share a machine. Across machines the turn is as exact as
         the clocks agree; a sender's clock running behind makes it early (never before the bytes are here),
         and the sender's own turns still hold its NIC to the link's rate."""
         if not self.shaper.active:
-            return
+            return None
         turn = _Turn(min(seen + lead, sent_at - (time.time() - time.perf_counter())), self.shaper.seconds(nbytes))
         with self.lock:
             self._schedule(time.perf_counter())  # what is over stays over, whatever arrives now
             bisect.insort_right(self.turns, turn, key=lambda t: t.start)
-        while True:  # sleeps again only when a turn that began earlier was seen meanwhile: at most once per other turn
-            with self.lock:
-                self._schedule(time.perf_counter())
-            pause = turn.ends - time.perf_counter()
-            if pause <= 0:
-                return
-            time.sleep(pause)
+        return turn
+
+    def remaining(self, turn: _Turn, now: float) -> float:
+        """Seconds from `now` until `turn` ends, as scheduled now (a turn that began earlier, seen later, can
+        push it back)."""
+        with self.lock:
+            self._schedule(now)
+        return turn.ends - now
 
     def _schedule(self, now: float) -> None:
         """Every waiting turn's end, one after another by start; turns over by `now` are dropped (the past is fixed)."""
@@ -94,6 +95,57 @@ class Ingress:
             turn.ends = free = max(free, turn.start) + turn.seconds
         while self.turns and self.turns[0].ends <= now:
             self.free_at = self.turns.pop(0).ends
+
+
+class Delivery:
+    """The messages for one reader (this rank's shard server, or its worker's answers from one owner), each
+    given out once it is in: a frame when its turn on the emulated receiving NIC ends, a message without one
+    (its own rank's, news of a loss) when put; in the order they came in, one sender's in the order sent.
+
+    The reader sleeps through the turn, not the receiver thread: a message's end of turn is then one wake-up
+    from its use, where a receiver holding it would wake, then wake the reader. A message put while the reader
+    sleeps wakes it, so one that comes in sooner is not held behind the one it sleeps on."""
+
+    def __init__(self, ingress: Ingress):
+        self.ingress = ingress
+        self.ready = threading.Condition()
+        self.waiting: list[tuple[wire.Message, _Turn | None, float]] = []  # (message, turn, put at), in the order put
+
+    def put(self, message: wire.Message, turn: _Turn | None = None) -> None:
+        """`message` for the reader once `turn` is over, or at once without a turn."""
+        with self.ready:
+            self.waiting.append((message, turn, time.perf_counter()))
+            self.ready.notify()
+
+    def get(self, timeout: float) -> wire.Message:
+        """The next message in, its `received_at` set; raises queue.Empty when none was put within `timeout` seconds."""
+        deadline = time.perf_counter() + timeout
+        with self.ready:
+            while True:
+                now = time.perf_counter()
+                if self.waiting:
+                    index, pause = self._next(now)
+                    if pause <= 0:
+                        message = self.waiting.pop(index)[0]
+                        message.received_at = now
+                        return message
+                elif now < deadline:
+                    pause = deadline - now
+                else:
+                    raise queue.Empty
+                self.ready.wait(pause)
+
+    def _next(self, now: float) -> tuple[int, float]:
+        """Which waiting message is in first (of each sender's, only the oldest can be), and in how many seconds."""
+        firsts: dict[int, int] = {}
+        for index, (message, _, _) in enumerate(self.waiting):
+            firsts.setdefault(message.sender, index)
+        pauses = {}
+        for index in firsts.values():
+            _, turn, put_at = self.waiting[index]
+            pauses[index] = self.ingress.remaining(turn, now) if turn else put_at - now
+        index = min(pauses, key=pauses.__getitem__)
+        return index, pauses[index]
 
 
 class Link:
@@ -108,8 +160,8 @@ class Link:
         self.replies_from = set(replies_from)
         self.shaper = shaper
         self.ingress = Ingress(shaper)
-        self.inbox: queue.Queue[wire.Message] = queue.Queue()
-        self.mailboxes: dict[int, queue.Queue[wire.Message]] = {r: queue.Queue() for r in self.replies_from}
+        self.inbox = Delivery(self.ingress)
+        self.mailboxes = {r: Delivery(self.ingress) for r in self.replies_from}
         # Sending: the emulated NIC's clock and the frames in flight (gloo needs them alive until sent), under one
         # lock so that a frame's turn and its place in its destination's order agree.
         self._sending = threading.Lock()
@@ -138,7 +190,6 @@ class Link:
     def send(self, destination: int, message: wire.Message) -> None:
         """Send `message` to `destination` (delivered in order per destination); never waits for the transfer."""
         if destination == self.rank:
-            message.received_at = time.perf_counter()
             self._route(message)
             return
         with self._counting:
@@ -191,20 +242,18 @@ class Link:
                 dist.recv(frame, peer, group=self.group, tag=TAG_FRAME)
                 seen = time.perf_counter()
                 message = wire.decode(frame)
-                self.ingress.arrive(message.wire_bytes, message.sent_at, seen, message.lead)
-                message.received_at = time.perf_counter()
                 with self._counting:
                     self.received_bytes += message.wire_bytes
-                self._route(message)
+                self._route(message, self.ingress.admit(message.wire_bytes, message.sent_at, seen, message.lead))
                 awaiting.discard(message.kind)
         except Exception as error:  # noqa: BLE001 - the peer died or hung past the timeout
             self._lost(peer, f"receiving from rank {peer} failed: {_first_line(error)}")
 
-    def _route(self, message: wire.Message) -> None:
+    def _route(self, message: wire.Message, turn: _Turn | None = None) -> None:
         if message.kind in wire.REQUESTS:
-            self.inbox.put(message)
+            self.inbox.put(message, turn)
         else:
-            self.mailboxes[message.sender].put(message)
+            self.mailboxes[message.sender].put(message, turn)
 
     def _lost(self, peer: int, reason: str) -> None:
         lost = wire.Message(wire.Kind.LOST, peer, reason=reason)
@@ -235,11 +284,11 @@ def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def wait(mailbox: queue.Queue, timeout_seconds: float, what: str) -> wire.Message:
+def wait(mailbox: Delivery, timeout_seconds: float, what: str) -> wire.Message:
     """The next message of `mailbox`; raises LinkError when the peer was lost, the server failed, or
     nothing came within the timeout. `what` names what was awaited, for the message."""
     try:
-        message = mailbox.get(timeout=timeout_seconds)
+        message = mailbox.get(timeout_seconds)
     except queue.Empty:
         raise LinkError(f"no {what} within {timeout_seconds:.0f}s (RINGLEADER_TIMEOUT_SECONDS): "
                         "the sender hangs or is far slower than expected") from None

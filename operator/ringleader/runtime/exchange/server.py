@@ -220,11 +220,11 @@ class ShardServer:
                 f"which died or hang (pushes so far: {self.pushes})")
 
 
-def run(server: ShardServer, inbox: queue.Queue, timeout_seconds: float, record) -> None:
+def run(server: ShardServer, inbox: links.Delivery, timeout_seconds: float, record) -> None:
     """Handle messages until every worker is done; `record(step, metrics)` gets each aggregation."""
     while not server.finished:
         try:
-            message = inbox.get(timeout=timeout_seconds)
+            message = inbox.get(timeout_seconds)
         except queue.Empty:
             raise ServerError(server.silence(timeout_seconds)) from None
         metrics = server.handle(message)
