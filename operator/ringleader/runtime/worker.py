@@ -65,10 +65,6 @@ class Loop:
 
     spec: ExperimentSpec
     device: torch.device
-    iterations: int  # iterations this worker runs
-    warmup: int  # recorded, flagged, left out of the summary
-    batch_size: int  # per-worker minibatch, in samples
-    progress_every: int  # a progress line every ~10% of the iterations...
     plan: evaluation.Schedule | None  # evaluate every K (first worker), stop at the target
     model: torch.nn.Module
     dataset: data.SyntheticDataset | datasets.Shard
@@ -80,7 +76,27 @@ class Loop:
     profiled: profiling.Window | None  # spec.profiling: PyTorch's profiler
     link: netcounters.Sampler | None = None  # the interface's counters, from the first measured iteration on
     link_rate: float | None = None  # bits/s LINK_UTILIZATION is measured against
-    last_line: float = dataclasses.field(default_factory=time.monotonic)  # ...and at least every EVERY_SECONDS
+    last_line: float = dataclasses.field(default_factory=time.monotonic)  # when the last progress line was printed
+
+    @property
+    def iterations(self) -> int:
+        """Iterations this worker runs."""
+        return self.spec.model.iterations
+
+    @property
+    def warmup(self) -> int:
+        """Iterations recorded, flagged and left out of the summary."""
+        return self.spec.model.warmup_iterations
+
+    @property
+    def batch_size(self) -> int:
+        """The per-worker minibatch, in samples."""
+        return self.spec.model.batch_size
+
+    @property
+    def progress_every(self) -> int:
+        """A progress line every ~10% of the iterations (and at least every progress.EVERY_SECONDS)."""
+        return max(1, self.iterations // 10)
 
 
 def prepare(trial: Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
@@ -106,10 +122,8 @@ def prepare(trial: Trial, env: contract.PodEnvironment, synchronizer: interfaces
     timer.watch_layers(model)
     synchronizer.attach(model, optimizers.factory(spec.model.optimizer))
     model.train()
-    return Loop(spec=spec, device=device, iterations=spec.model.iterations, warmup=warmup,
-                batch_size=spec.model.batch_size, progress_every=max(1, spec.model.iterations // 10), plan=plan,
-                model=model, dataset=dataset, held_out=held_out, synchronizer=synchronizer, recorder=recorder,
-                slow=slow, timer=timer, profiled=profiled)
+    return Loop(spec=spec, device=device, plan=plan, model=model, dataset=dataset, held_out=held_out,
+                synchronizer=synchronizer, recorder=recorder, slow=slow, timer=timer, profiled=profiled)
 
 
 def open_link(interface: str | None, spec: ExperimentSpec, ranks_sharing_interface: int,
