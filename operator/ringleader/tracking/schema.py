@@ -145,7 +145,7 @@ def sweep_params(experiment: DistributedTrainingExperiment) -> dict[str, str]:
         axes = spec.sweep.matrix.axes()
         params = without(params, (".".join(trial_.AXIS_PATHS[axis]) for axis in axes))
         for axis, values in axes.items():
-            params[f"sweep.{axis}"] = ", ".join(str(getattr(value, "value", value)) for value in values)
+            params[f"sweep.{axis}"] = ", ".join(trial_.axis_text(value) for value in values)
         params["sweep.repetitions"] = str(spec.sweep.repetitions)
         params["sweep.maxParallel"] = str(spec.sweep.max_parallel)
     unused_by_all = set.intersection(*(set(unused(t.spec)) for t in trial_.expand(experiment).trials))
