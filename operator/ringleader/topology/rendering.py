@@ -211,6 +211,7 @@ def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
         "data_volume": None if spec.data.volume is None else {
             "claim_name": spec.data.volume.claim_name, "mount_path": contract.POD_DATA_DIR},
         "output_dir": contract.POD_OUTPUT_DIR,
+        "node_name": {"env": contract.NODE_NAME, "field": contract.NODE_NAME_FIELD},
     }
 
 
