@@ -15,7 +15,7 @@ share of their bytes crossed nodes (`same_traffic_across_nodes`).
 from __future__ import annotations
 
 import itertools
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ringleader.api.spec import Architecture
 from ringleader.api.trial import Trial
@@ -94,5 +94,22 @@ def describe(summary: Mapping[str, Any] | None) -> str:
     count, share = summary.get(keys.NODE_COUNT), summary.get(keys.CROSS_NODE_BYTE_SHARE)
     if count is None:
         return ""
-    nodes = f"{count} node{'' if count == 1 else 's'}"
+    nodes = f"{int(count)} node{'' if count == 1 else 's'}"
     return nodes if share is None else f"{nodes}, {share:.0%} across"
+
+
+def caveat(first: str, first_summaries: Sequence[Mapping[str, Any] | None], second: str,
+           second_summaries: Sequence[Mapping[str, Any] | None]) -> str | None:
+    """Why a timing comparison of two setups is also one of placements, or None: they put the same share of their
+    bytes across nodes (within SAME_SHARE_TOLERANCE), or either recorded no placement."""
+    shares = []
+    for summaries in (first_summaries, second_summaries):
+        known = [s[keys.CROSS_NODE_BYTE_SHARE] for s in summaries if s and s.get(keys.CROSS_NODE_BYTE_SHARE) is not None]
+        if not known:
+            return None
+        shares.append(sum(known) / len(known))
+    if abs(shares[0] - shares[1]) <= SAME_SHARE_TOLERANCE:
+        return None
+    return (f"but they were placed differently: {shares[0]:.0%} of {first}'s bytes crossed nodes and {shares[1]:.0%} "
+            f"of {second}'s, so part of the gap is placement (a node's bridge against a NIC), not the setup; "
+            "set scheduling.placement (Spread or Pack) to compare them alike")
