@@ -77,3 +77,14 @@ def test_two_trials_carry_the_same_traffic_across_nodes_only_within_a_few_percen
     assert placement.same_traffic_across_nodes(packed, {}) is None
     assert placement.describe({keys.NODE_COUNT: 1, keys.CROSS_NODE_BYTE_SHARE: 0.0}) == "1 node, 0% across"
     assert "50% of its bytes stayed within a node" in placement.shared_node_note(half)
+
+
+def test_predict_and_whatif_say_when_the_measured_link_was_a_nodes_bridge_but_not_of_a_local_run():
+    packed = {keys.NODE_COUNT: 1, keys.CROSS_NODE_BYTE_SHARE: 0.0, keys.LINK_PROBE: {keys.PROBE_SHARED_HOST: False}}
+    assert placement.link_note(packed) == (
+        "placement: every rank ran on one node: its bytes crossed that node's bridge or loopback, not a NIC; the "
+        "link measured and priced here is a bridge, not a NIC between nodes")
+    half = {**packed, keys.NODE_COUNT: 2, keys.CROSS_NODE_BYTE_SHARE: 0.5}
+    assert "is partly a bridge" in placement.link_note(half)
+    assert placement.link_note({**packed, keys.CROSS_NODE_BYTE_SHARE: 1.0}) is None
+    assert placement.link_note({**packed, keys.LINK_PROBE: {keys.PROBE_SHARED_HOST: True}}) is None

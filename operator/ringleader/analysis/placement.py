@@ -79,6 +79,17 @@ def shared_node_note(summary: Mapping[str, Any] | None) -> str | None:
             f"not a NIC); {share:.0%} crossed nodes")
 
 
+def link_note(summary: Mapping[str, Any] | None) -> str | None:
+    """What `predict` and `whatif` say of a trial some of whose ranks shared a node: the link its probe and records
+    measured was partly or wholly a bridge; None when every exchange crossed nodes, nothing was recorded, or every
+    rank shared one host (`ringleader run`: the probed link says so itself, a loopback)."""
+    shared = shared_node_note(summary)
+    if shared is None or ((summary or {}).get(keys.LINK_PROBE) or {}).get(keys.PROBE_SHARED_HOST):
+        return None
+    partly = "partly " if (summary or {}).get(keys.CROSS_NODE_BYTE_SHARE) else ""
+    return f"placement: {shared}; the link measured and priced here is {partly}a bridge, not a NIC between nodes"
+
+
 def same_traffic_across_nodes(first: Mapping[str, Any] | None, second: Mapping[str, Any] | None) -> bool | None:
     """Whether two trials' summaries put the same share of their bytes across nodes (within
     SAME_SHARE_TOLERANCE); None when either recorded no placement."""
