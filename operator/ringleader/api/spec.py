@@ -901,8 +901,8 @@ class ExperimentSpec(ApiModel):
         ),
         rules.Rule(
             cel=f"{_values('architecture', 'self.architecture')}.exists(a, a == 'ParameterServer') || "
-            f"!({_swept('placement')} ? self.sweep.matrix.placement : has(self.scheduling.placement) ? "
-            "[self.scheduling.placement] : []).exists(p, p.servers == 'Apart')",
+            f"({_swept('placement')} ? !self.sweep.matrix.placement.exists(p, p.servers == 'Apart') : "
+            "(!has(self.scheduling.placement) || self.scheduling.placement.servers != 'Apart'))",
             message="`scheduling.placement.servers` Apart needs `architecture` ParameterServer (PeerToPeer and "
             "RingAllReduce have no servers to keep apart): set servers to Any, or sweep ParameterServer too",
             holds=lambda s: Architecture.PARAMETER_SERVER in _architectures_used(s)
