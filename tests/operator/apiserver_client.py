@@ -32,6 +32,8 @@ KINDS = {
     "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta1", "clusterqueues", False),
     "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta1", "localqueues", True),
     "Workload": ("/apis/kueue.x-k8s.io/v1beta1", "workloads", True),
+    "Topology": ("/apis/kueue.x-k8s.io/v1beta1", "topologies", False),
+    "Node": ("/api/v1", "nodes", False),
     constants.KIND: (f"/apis/{constants.API_VERSION}", constants.PLURAL, True),
 }
 

@@ -162,3 +162,54 @@ def test_a_trial_whose_admission_kueue_takes_back_loses_its_pods_and_is_admitted
     recreated = wait_for("the trial's pods, recreated", lambda: (lambda found: len(found) == 3 and found)(
         admin.trial_pods(namespace, "evicted")))
     assert {p["metadata"]["uid"] for p in recreated}.isdisjoint({p["metadata"]["uid"] for p in pods})
+
+
+TAS_LABEL = "ringleader.test/tas"
+
+
+def topology_aware_queue(admin, namespace, nodes):
+    """Nodes of `nodes` {name: CPU}, a Topology of one level (the node), a TAS ResourceFlavor over them, and LocalQueue
+    "tas" in a ClusterQueue with quota for more than any one node holds."""
+    for name, cpu in nodes.items():
+        admin.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, TAS_LABEL: namespace}}}, exists_ok=True)
+        admin.request("PATCH", f"/api/v1/nodes/{name}/status", content_type="application/merge-patch+json", body={
+            "status": {"capacity": {"cpu": cpu, "memory": "64Gi", "ephemeral-storage": "1Ti", "pods": "110"},
+                       "allocatable": {"cpu": cpu, "memory": "64Gi", "ephemeral-storage": "1Ti", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}]}})
+        # The API server taints a new node not-ready until a node controller (none here) sees it Ready.
+        admin.request("PATCH", f"/api/v1/nodes/{name}", content_type="application/merge-patch+json",
+                      body={"spec": {"taints": None}})
+    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": f"hosts-{namespace}"},
+                  "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}})
+    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": f"tas-{namespace}"},
+                  "spec": {"nodeLabels": {TAS_LABEL: namespace}, "topologyName": f"hosts-{namespace}"}})
+    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": f"tas-{namespace}"},
+                  "spec": {
+                      "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                      "resourceGroups": [{"coveredResources": ["cpu", "memory", "ephemeral-storage"], "flavors": [{
+                          "name": f"tas-{namespace}", "resources": [
+                              {"name": "cpu", "nominalQuota": "10"}, {"name": "memory", "nominalQuota": "64Gi"},
+                              {"name": "ephemeral-storage", "nominalQuota": "1Ti"}]}]}]}})
+    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                  "metadata": {"name": "tas", "namespace": namespace}, "spec": {"clusterQueue": f"tas-{namespace}"}})
+
+
+def test_a_packed_trial_reaches_kueue_as_one_domain_and_kueue_reserves_it_on_the_node_that_fits(
+        admin, namespace, kueue, operator):
+    # Only node "big" holds the whole trial (1 server + 2 workers of 100m): "small" has room for one pod.
+    topology_aware_queue(admin, namespace, {f"small-{namespace}": "150m", f"big-{namespace}": "1"})
+    operator(extra_args=("--kueue",), chart_values=KUEUE)
+    admin.create(dtes.experiment("packed", namespace, scheduling={"queueName": "tas", "placement": {"ranks": "Pack"}}))
+
+    workload = wait_for("the Workload admitted", lambda: (lambda w: w if workload_condition(
+        admin, namespace, "packed-0", "Admitted").get("status") == "True" else None)(
+        admin.get("Workload", namespace, "packed-0")), timeout=90)
+    requests = {s["name"]: s.get("topologyRequest") for s in workload["spec"]["podSets"]}
+    assert requests == {"ps": {"required": "kubernetes.io/hostname", "podSetGroupName": "trial"},
+                        "worker": {"required": "kubernetes.io/hostname", "podSetGroupName": "trial"}}
+    for assignment in workload["status"]["admission"]["podSetAssignments"]:
+        domains = assignment["topologyAssignment"]["domains"]
+        assert [d["values"] for d in domains] == [[f"big-{namespace}"]], assignment
+    pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "packed")))
+    assert all(p["spec"]["affinity"]["podAffinity"] for p in pods)
