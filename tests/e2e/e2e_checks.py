@@ -132,6 +132,10 @@ def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
         expected_ranks = e2e_specs.ranks(shape["architecture"], shape["workers"], shape["ps"])
         assert len(ranks) == expected_ranks, f"{trial['name']}: {len(ranks)} rank runs, expected {expected_ranks}"
         assert {r.data.tags.get("ringleader.kind") for r in ranks} == {"rank"}
+        # Each rank recorded the node it ran on (the downward API), and the trial how many nodes that made.
+        nodes = {r.data.tags.get("ringleader.node") for r in ranks}
+        assert None not in nodes and "" not in nodes, (trial["name"], [r.data.tags for r in ranks])
+        assert run.data.metrics.get("placement_nodes") == len(nodes), (trial["name"], nodes, sorted(run.data.metrics))
         assert sorted(int(r.data.tags["ringleader.rank"]) for r in ranks) == list(range(expected_ranks))
         workers = [r for r in ranks if r.data.tags.get("ringleader.role") == WORKER_ROLE]
         assert len(workers) == shape["workers"], [r.data.tags for r in ranks]
