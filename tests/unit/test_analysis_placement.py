@@ -70,13 +70,14 @@ def test_the_per_rank_nodes_go_first_from_a_termination_message_and_the_shares_s
     assert (compacted[keys.NODE_COUNT], compacted[keys.CROSS_NODE_BYTE_SHARE]) == (3, 1.0)
 
 
-def test_two_trials_carry_the_same_traffic_across_nodes_only_within_a_few_percent():
-    spread, packed, half = ({keys.CROSS_NODE_BYTE_SHARE: share} for share in (1.0, 0.0, 0.5))
-    assert placement.same_traffic_across_nodes(spread, dict(spread)) is True
-    assert placement.same_traffic_across_nodes(spread, half) is False
-    assert placement.same_traffic_across_nodes(packed, {}) is None
+def test_two_setups_are_compared_with_a_caveat_only_when_their_shares_across_nodes_differ():
+    spread, packed, alike = ({keys.CROSS_NODE_BYTE_SHARE: share} for share in (1.0, 0.0, 0.96))
+    assert placement.caveat("a", [spread], "b", [alike]) is None
+    assert placement.caveat("a", [spread], "b", [{}]) is None  # b recorded no placement: nothing to say
+    assert placement.caveat("a", [spread, spread], "b", [packed, None]).startswith(
+        "but they were placed differently: 100% of a's bytes crossed nodes and 0% of b's")
     assert placement.describe({keys.NODE_COUNT: 1, keys.CROSS_NODE_BYTE_SHARE: 0.0}) == "1 node, 0% across"
-    assert "50% of its bytes stayed within a node" in placement.shared_node_note(half)
+    assert "50% of its bytes stayed within a node" in placement.shared_node_note({keys.CROSS_NODE_BYTE_SHARE: 0.5})
 
 
 def test_predict_and_whatif_say_when_the_measured_link_was_a_nodes_bridge_but_not_of_a_local_run():

@@ -9,7 +9,7 @@ bytes (shards of equal size):
 
 Two ranks on one node exchange over that node's bridge or loopback, never its NIC: a trial whose bytes
 stayed on one node measured no network, and two trials compare network-bound timings only when the same
-share of their bytes crossed nodes (`same_traffic_across_nodes`).
+share of their bytes crossed nodes (`caveat`).
 """
 
 from __future__ import annotations
@@ -88,15 +88,6 @@ def link_note(summary: Mapping[str, Any] | None) -> str | None:
         return None
     partly = "partly " if (summary or {}).get(keys.CROSS_NODE_BYTE_SHARE) else ""
     return f"placement: {shared}; the link measured and priced here is {partly}a bridge, not a NIC between nodes"
-
-
-def same_traffic_across_nodes(first: Mapping[str, Any] | None, second: Mapping[str, Any] | None) -> bool | None:
-    """Whether two trials' summaries put the same share of their bytes across nodes (within
-    SAME_SHARE_TOLERANCE); None when either recorded no placement."""
-    shares = [(summary or {}).get(keys.CROSS_NODE_BYTE_SHARE) for summary in (first, second)]
-    if shares[0] is None or shares[1] is None:
-        return None
-    return abs(shares[0] - shares[1]) <= SAME_SHARE_TOLERANCE
 
 
 def describe(summary: Mapping[str, Any] | None) -> str:

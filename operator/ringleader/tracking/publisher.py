@@ -206,8 +206,9 @@ def summary_once(store: Store, cursor: cursor_.Cursor, run_id: str, trial_dir: p
         if isinstance(summary, dict):
             logged += store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at_ms, 0) for k, v in
                                                  sorted(metric_names.trial(summary).items())])
-            if placement.describe(summary):
-                store.set_tags(run_id, {schema.TAG_PLACEMENT: placement.describe(summary)})
+            placed = placement.describe(summary)
+            if placed:
+                store.set_tags(run_id, {schema.TAG_PLACEMENT: placed})
         cursor.mark_done("summary")
     series = trial_dir / layout.SERIES_FILE
     if not cursor.is_done("series") and series.is_file():
