@@ -136,3 +136,32 @@ def test_worker_groups_give_slots_their_placement_and_speed(experiment_document)
     assert slots[2].node_selector == {"pool": "train", "zone": "b"}
     assert slots[0].node_selector == {"pool": "train"}
     assert all(s.role == constants.ROLE_WORKER for s in slots)
+
+
+def test_placement_is_an_axis_named_by_its_label(experiment_document):
+    result = expansion(experiment_document, {"sweep": {"matrix": {
+        "placement": [{"ranks": "Spread"}, {"ranks": "Pack", "mode": "Preferred"}, {}]}}})
+    assert [t.parameters for t in result.trials] == [
+        {"placement": "Spread"}, {"placement": "Pack, Preferred"}, {"placement": "Any"}]
+    assert [t.spec.scheduling.placement.ranks.value for t in result.trials] == ["Spread", "Pack", "Any"]
+    assert result.trials[1].spec.scheduling.placement.mode == api.spec.PlacementMode.PREFERRED
+
+
+def test_servers_apart_is_skipped_where_there_are_no_servers(experiment_document):
+    result = expansion(experiment_document, {"sweep": {"matrix": {
+        "architecture": ["ParameterServer", "RingAllReduce"],
+        "placement": [{"ranks": "Spread"}, {"servers": "Apart"}]}}})
+    assert [t.parameters for t in result.trials] == [
+        {"architecture": "ParameterServer", "placement": "Spread"},
+        {"architecture": "ParameterServer", "placement": "servers Apart"},
+        {"architecture": "RingAllReduce", "placement": "Spread"}]
+    assert result.skipped == [({"architecture": "RingAllReduce", "placement": "servers Apart"},
+                               "RingAllReduce has no parameter servers to keep Apart")]
+
+
+def test_a_placement_label_names_what_differs_from_the_default():
+    placement = api.spec.Placement
+    assert placement().label() == "Any"
+    assert placement(ranks="Pack", servers="Apart").label() == "Pack, servers Apart"
+    assert placement(servers="Apart", mode="Preferred", topology_key="topology.kubernetes.io/zone").label() == (
+        "servers Apart, Preferred by topology.kubernetes.io/zone")

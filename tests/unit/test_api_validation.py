@@ -98,6 +98,12 @@ RULE_CASES = {
     "swept TopK needs a ring": (
         {"architecture": "PeerToPeer", "sweep": {"matrix": {"compression": ["TopK", "PowerSGD"]}}},
         "spec.compression.method", "or sweep RingAllReduce too"),
+    "servers Apart needs parameter servers": (
+        {"architecture": "RingAllReduce", "scheduling": {"placement": {"servers": "Apart"}}},
+        "spec.scheduling.placement.servers", "set servers to Any, or sweep ParameterServer too"),
+    "swept servers Apart needs parameter servers": (
+        {"architecture": "PeerToPeer", "sweep": {"matrix": {"placement": [{"ranks": "Spread"}, {"servers": "Apart"}]}}},
+        "spec.scheduling.placement.servers", "PeerToPeer and RingAllReduce have no servers to keep apart"),
 }
 
 
@@ -113,9 +119,9 @@ def test_every_published_rule_has_a_case():
     models = [spec_.SyncSpec, spec_.Workers, spec_.Target, spec_.ModelSpec, spec_.DataSpec, spec_.Toleration,
               spec_.Scheduling, spec_.Sweep, spec_.Tracking, spec_.ExperimentSpec]
     rule_count = sum(len(model.rules) for model in models)
-    # "swept DSSP needs maxStaleness" and "swept TopK needs a ring" exercise rules already covered, through the
-    # sweep; the tracking.uri rule has a case for each kind of credentials.
-    assert rule_count == len(RULE_CASES) - 3
+    # "swept DSSP needs maxStaleness", "swept TopK needs a ring" and "swept servers Apart needs parameter servers"
+    # exercise rules already covered, through the sweep; the tracking.uri rule has a case for each kind of credentials.
+    assert rule_count == len(RULE_CASES) - 4
 
 
 def test_all_problems_are_reported_at_once(experiment_document):

@@ -154,7 +154,7 @@ def test_render_one_trial(files, capsys):
     assert code == 0
     objects = list(yaml.safe_load_all(out))
     assert {o["metadata"]["labels"]["ringleader.dev/trial"] for o in objects} == {"sweep-2"}
-    env = {e["name"]: e["value"] for e in objects[2]["spec"]["containers"][0]["env"]}
+    env = {e["name"]: e["value"] for e in objects[2]["spec"]["containers"][0]["env"] if "value" in e}
     assert env["MLFLOW_TRACKING_URI"] == "http://m:5000"
 
 

@@ -442,3 +442,12 @@ def test_a_phase_change_is_one_log_line_saying_why():
         "Pending -> Created (WaitingForPods: trial q-0: created 3 pods (1 parameter server, 2 workers); "
         "waiting for all of them to be scheduled)")
     assert events.log_line(created, created) is None  # a progress write, no transition
+
+
+def test_a_trial_waiting_for_its_placement_is_a_warning_event_naming_it():
+    dte = experiment()
+    created = decide(dte).status
+    waiting = created.model_copy(update={"trials": [created.trials[0].model_copy(update={
+        "reason": reasons.WAITING_FOR_PLACEMENT, "message": "placement Spread by kubernetes.io/hostname cannot be met"})]})
+    assert [(e.type, e.reason, e.message) for e in events.transitions(created, waiting)] == [
+        ("Warning", reasons.WAITING_FOR_PLACEMENT, "trial q-0: placement Spread by kubernetes.io/hostname cannot be met")]

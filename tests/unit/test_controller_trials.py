@@ -292,6 +292,45 @@ def test_an_unschedulable_pod_fails_the_trial_at_its_startup_deadline_counting_t
                                      "(and 2 more pods not running)")
 
 
+SPREAD_UNMET = ("0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. preemption: 0/2 nodes "
+                "are available: 2 No preemption victims found for incoming pod.")
+
+
+def spread_blocked_pods():
+    pods = created(all_running())
+    pods[2] = pod("q-0-worker-1", "Pending", scheduled=False)
+    pods[2]["metadata"]["creationTimestamp"] = "2030-01-01T00:00:00Z"
+    pods[2]["status"]["conditions"][0].update(reason="Unschedulable", message=SPREAD_UNMET)
+    return pods
+
+
+def test_a_required_placement_the_nodes_cannot_meet_waits_naming_it_then_fails_with_its_own_reason():
+    ctx = dataclasses.replace(context(at=100, startup_deadline_seconds=120),
+                              placement=spec_.Placement(ranks="Spread"))
+    waiting = trials.step(trial(Phase.CREATED, start_time=T0), spread_blocked_pods(), ctx)
+    assert (waiting.status.phase, waiting.status.reason) == (Phase.CREATED, reasons.WAITING_FOR_PLACEMENT)
+    assert waiting.status.message.startswith("placement Spread by kubernetes.io/hostname cannot be met yet, so pods "
+                                             "wait (until startupDeadlineSeconds=120): 2 of 3 pods running")
+    assert waiting.due == T0 + datetime.timedelta(seconds=120)
+
+    failed = trials.step(waiting.status, spread_blocked_pods(), dataclasses.replace(ctx, now=T0 + datetime.timedelta(seconds=120)))
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, reasons.PLACEMENT_UNSATISFIABLE)
+    assert failed.status.message.startswith("placement Spread by kubernetes.io/hostname was not met within "
+                                            "startupDeadlineSeconds=120: pod q-0-worker-1 fits no node")
+    assert "set `scheduling.placement.mode` to Preferred" in failed.status.message and SPREAD_UNMET in failed.status.message
+    assert failed.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
+
+
+def test_an_affinity_the_trial_did_not_ask_for_or_only_prefers_is_an_ordinary_wait():
+    for placement in (spec_.Placement(), spec_.Placement(ranks="Spread", mode="Preferred")):
+        ctx = dataclasses.replace(context(at=100, startup_deadline_seconds=120), placement=placement)
+        assert trials.step(trial(Phase.CREATED, start_time=T0), spread_blocked_pods(), ctx).status.reason == \
+            reasons.WAITING_FOR_PODS
+        ctx = dataclasses.replace(ctx, now=T0 + datetime.timedelta(seconds=120))
+        assert trials.step(trial(Phase.CREATED, start_time=T0), spread_blocked_pods(), ctx).status.reason == \
+            reasons.STARTUP_DEADLINE_EXCEEDED
+
+
 def test_an_image_reference_that_does_not_parse_fails_the_trial_at_once():
     pods = created(all_running())
     pods[1] = waiting_pod("q-0-worker-0", "InvalidImageName", 'Failed to apply default image tag "Bad Image": '

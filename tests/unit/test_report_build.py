@@ -367,3 +367,27 @@ def test_a_compression_series_gets_its_own_what_if_curve_priced_at_the_ratio_and
     made = report.build(sweep, tmp_path / "report")
     [network] = [f for f in made.figures if f.id == "network"]
     assert "what-if model's curve of each series" in network.alt and (made.directory / network.path).is_file()
+
+
+def test_a_clear_win_between_setups_placed_differently_is_never_named_without_saying_so(tmp_path):
+    rng = random.Random(5)
+    trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
+    for trial, share in zip(trials, (1.0, 0.0)):  # PeerToPeer spread over nodes, RingAllReduce on one node
+        trial.summary.update({keys.NODE_COUNT: 3 if share else 1, keys.CROSS_NODE_BYTE_SHARE: share})
+    made = report.build(results.SweepResult("win", trials), tmp_path)
+    [fastest] = [f for f in made.findings if f.startswith("Fastest:")]
+    assert "x the runner-up" in fastest  # still the measured verdict ...
+    assert fastest.endswith("but they were placed differently: 0% of rep-1 (RingAllReduce)'s bytes crossed nodes and "
+                            "100% of rep-0 (PeerToPeer)'s, so part of the gap is placement (a node's bridge against a "
+                            "NIC), not the setup; set scheduling.placement (Spread or Pack) to compare them alike.")
+    [compared] = [f for f in made.findings if f.startswith("RingAllReduce: ")]
+    assert "placed differently" in compared
+
+
+def test_setups_placed_alike_are_compared_without_a_placement_caveat(tmp_path):
+    rng = random.Random(5)
+    trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
+    for trial, share in zip(trials, (1.0, 0.97)):
+        trial.summary.update({keys.NODE_COUNT: 3, keys.CROSS_NODE_BYTE_SHARE: share})
+    made = report.build(results.SweepResult("win", trials), tmp_path)
+    assert not any("placed differently" in f for f in made.findings)

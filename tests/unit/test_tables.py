@@ -137,3 +137,18 @@ def test_with_a_target_the_table_and_csv_lead_with_time_and_iterations_to_it():
 
 def test_without_a_target_the_table_keeps_its_columns(rows):
     assert re.split(r"\s{2,}", tables.format_table(rows).splitlines()[0])[4] == "throughput (samples/s)"
+
+
+def test_placement_gets_a_column_only_where_a_trial_asked_for_one_or_ran_on_several_nodes(trials, rows):
+    one_node = {**SUMMARY, "nodeCount": 1, "crossNodeByteShare": 0.0}
+    assert "placement" not in tables.format_table([tables.row_for(trials[0], one_node, "FINISHED")])
+    placed = trial.expand(experiment.parse({
+        "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment", "metadata": {"name": "cmp"},
+        "spec": {"scheduling": {"placement": {"ranks": "Spread"}}, "sweep": {"repetitions": 2}}})).trials
+    spread = tables.row_for(placed[0], {**SUMMARY, "nodeCount": 5, "crossNodeByteShare": 1.0}, "FINISHED")
+    lines = tables.format_table([spread, tables.row_for(placed[1], None, "FAILED")]).splitlines()
+    assert re.split(r"\s{2,}", lines[0])[-2:] == ["placement", "status"]
+    assert lines[2].endswith("Spread: 5 nodes, 100% across  FINISHED")
+    assert re.split(r"\s{2,}", lines[3])[-2:] == ["Spread", "FAILED"]  # asked for, nothing recorded
+    [parsed] = list(csv.DictReader(io.StringIO(tables.to_csv([spread]))))
+    assert (parsed["placement"], parsed["node_count"], parsed["cross_node_byte_share"]) == ("Spread", "5.0", "1.0")

@@ -49,10 +49,23 @@ def golden_spec(architecture: spec_.Architecture, paradigm: spec_.Paradigm, devi
     return spec
 
 
-def rendered_text(architecture, paradigm, device) -> str:
+# Placement's own golden files: each shape of affinity the templates write (placement Any writes none, so the
+# files above stay as they were before placement existed).
+PLACEMENT_CASES = {
+    "ParameterServer-spread": (spec_.Architecture.PARAMETER_SERVER, {"ranks": "Spread"}),
+    "ParameterServer-pack-servers-apart-preferred": (
+        spec_.Architecture.PARAMETER_SERVER, {"ranks": "Pack", "servers": "Apart", "mode": "Preferred"}),
+    "RingAllReduce-pack-by-zone": (
+        spec_.Architecture.RING_ALL_REDUCE, {"ranks": "Pack", "topologyKey": "topology.kubernetes.io/zone"}),
+}
+
+
+def rendered_text(architecture, paradigm, device, placement=None) -> str:
+    spec = golden_spec(architecture, paradigm, device)
+    if placement is not None:
+        spec["scheduling"] = {"placement": placement}
     document = {"apiVersion": api.API_VERSION, "kind": api.KIND,
-                "metadata": {"name": "golden", "namespace": "research"},
-                "spec": golden_spec(architecture, paradigm, device)}
+                "metadata": {"name": "golden", "namespace": "research"}, "spec": spec}
     [trial] = api.expand(api.parse(document)).trials
     objects = topology.render(trial, SETTINGS, run_id="0123456789abcdef")
     return yaml.safe_dump_all(objects, sort_keys=False, width=120)
@@ -61,8 +74,16 @@ def rendered_text(architecture, paradigm, device) -> str:
 @pytest.mark.parametrize("architecture, paradigm, device", GOLDEN_CASES,
                          ids=[f"{a.value}-{d}" for a, _, d in GOLDEN_CASES])
 def test_rendering_matches_the_golden_file(architecture, paradigm, device):
-    golden = GOLDEN / f"{architecture.value}-{device}.yaml"
-    text = rendered_text(architecture, paradigm, device)
+    check_golden(GOLDEN / f"{architecture.value}-{device}.yaml", rendered_text(architecture, paradigm, device))
+
+
+@pytest.mark.parametrize("case", PLACEMENT_CASES)
+def test_a_placement_renders_as_its_golden_file(case):
+    architecture, placement = PLACEMENT_CASES[case]
+    check_golden(GOLDEN / f"{case}.yaml", rendered_text(architecture, spec_.Paradigm.BSP, "cpu", placement))
+
+
+def check_golden(golden: pathlib.Path, text: str) -> None:
     if UPDATE:
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
@@ -96,6 +117,6 @@ def test_a_paradigm_changes_only_the_trials_sync_block(architecture, paradigm, d
 
 
 def test_every_golden_file_belongs_to_a_case():
-    expected = {f"{a.value}-{d}.yaml" for a, _, d in GOLDEN_CASES}
+    expected = {f"{a.value}-{d}.yaml" for a, _, d in GOLDEN_CASES} | {f"{case}.yaml" for case in PLACEMENT_CASES}
     assert {path.name for path in GOLDEN.glob("*.yaml")} == expected
     assert len(CASES) == 18  # 3 architectures x 4 paradigms x 2 devices, less ring with ASP, SSP, DSSP

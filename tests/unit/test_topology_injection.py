@@ -86,7 +86,7 @@ def test_hostile_values_arrive_intact_as_plain_strings(hostile_trial):
                                               "breaks": LINE_BREAKS, "zone": "b\n- name: injected"}
     assert worker["spec"]["tolerations"] == [{"key": FLOW_BREAK, "operator": "Equal", "value": LINE_BREAKS[:60]}]
     assert ps["spec"]["nodeSelector"] == {"pool": NEW_KEY, NEW_KEY: "key", "flow": FLOW_BREAK, "breaks": LINE_BREAKS}
-    env = {item["name"]: item["value"] for item in container["env"]}
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
     assert env["MLFLOW_TRACKING_URI"] == NEW_DOCUMENT
 
 

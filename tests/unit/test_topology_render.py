@@ -39,7 +39,8 @@ def container(pod):
 
 
 def env_of(pod) -> dict[str, str]:
-    return {item["name"]: item["value"] for item in container(pod)["env"]}
+    """The pod's literal variables (the node's name comes from the downward API: `test_each_rank_is_told_its_node`)."""
+    return {item["name"]: item["value"] for item in container(pod)["env"] if "value" in item}
 
 
 def test_objects_come_in_creation_order(trial_of):
@@ -86,6 +87,12 @@ def test_each_pods_environment_is_exactly_the_contract(trial_of):
         assert env_of(pod) == expected.to_environ()
         assert contract.PodEnvironment.from_environ(env_of(pod)) == expected
         assert pod["spec"]["hostname"] == slot.hostname
+
+
+def test_each_rank_is_told_its_node_by_the_downward_api(trial_of):
+    for pod in by_kind(topology.render(trial_of({}), SETTINGS), "Pod"):
+        [node] = [item for item in container(pod)["env"] if item["name"] == contract.NODE_NAME]
+        assert node == {"name": "RINGLEADER_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
 def test_pods_made_before_their_run_exists_get_the_token_to_find_it_by_and_never_both(trial_of):

@@ -10,10 +10,11 @@ import dataclasses
 import math
 from typing import Any
 
-from ringleader.analysis import combinations, convergence, results, scaling, statistics, tables
+from ringleader.analysis import combinations, convergence, placement, results, scaling, statistics, tables
 from ringleader.analysis.contention import crowded
 from ringleader.contract import keys
 
+PLACEMENT = "placement"  # the sweep axis (api/trial.py AXIS_PATHS)
 MAX_COMPARISONS = 12
 """MAX_COMPARISONS bounds the "A: 1.6x the throughput of B" sentences: a big sweep's full list is in the table."""
 SINGLE_RUN_MARGIN = 0.10
@@ -58,6 +59,8 @@ class Comparison:
     distinguishable: bool
     contended: bool = False
     """Some of the trials' ranks shared CPUs: their timings move between runs by more than a run shows."""
+    placement_caveat: str | None = None
+    """Their placements put different shares of bytes across nodes (placement.caveat): said with any verdict."""
 
     def interval(self) -> str:
         """"95 % CI 1.03-1.66 within runs", or "" without an interval."""
@@ -80,6 +83,8 @@ class Comparison:
                 "would confirm it")
 
     def finding(self, text: str, kind: str, subjects: tuple[str, ...]) -> Finding:
+        if self.placement_caveat:
+            text = f"{text[:-1]}; {self.placement_caveat}."
         return Finding(text, kind, subjects, keys.THROUGHPUT, self.ratio.mean, self.ratio.low, self.ratio.high,
                        self.basis, self.distinguishable)
 
@@ -121,7 +126,8 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     """better's throughput over other's: across repetitions where both have two or more, else within the runs
     (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart. Single runs whose ranks
     shared CPUs name no winner: contended timings drift between runs by more than a run's own spread (on 2 busy
-    cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind)."""
+    cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind). Two setups whose placements put
+    different shares of their bytes across nodes are compared with that caveat (placement.caveat)."""
     repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
     contended = any(crowded(trial.summary) for group in (better, other) for trial in group.trials)
     if min(map(len, repeated)) >= 2:
@@ -134,7 +140,10 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
         else:
             estimate, basis, margin = statistics.ratio(*repeated), None, 0.0
     separated = estimate.low is not None and (estimate.low > 1.0 + margin or estimate.high < 1.0 / (1.0 + margin))
-    return Comparison(estimate, basis, separated, contended and basis == "within-run")
+    # Unless placement is what the two differ in, a different share of bytes across nodes qualifies the verdict.
+    placed = None if better.parameters.get(PLACEMENT) != other.parameters.get(PLACEMENT) else placement.caveat(
+        _name(better), [t.summary for t in better.trials], _name(other), [t.summary for t in other.trials])
+    return Comparison(estimate, basis, separated, contended and basis == "within-run", placed)
 
 
 def interval(estimate: statistics.Estimate, digits: int = 2) -> str:

@@ -20,7 +20,9 @@ commFraction, waitFraction, stragglerRank, targetSeconds, targetIterations). The
   (parameter servers), lossFirst / lossLast (mean over workers of their first and last recorded loss).
 - evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations (with
   spec.model.evaluation and target; analysis/targets.py); perRank {rank: {iterations, iterationSeconds,
-  computeSeconds, commSeconds, waitSeconds, otherSeconds}}; usage {rank: runtime/usage.py's} when given.
+  computeSeconds, commSeconds, waitSeconds, otherSeconds}}; usage {rank: runtime/usage.py's and its node} when given.
+- Placement (analysis/placement.py, when every rank recorded its node): nodeCount, crossNodeByteShare and
+  placement {requested, nodes, ranksPerNode, crossNodePairs}.
 Only records after warm-up count; when a trial has none (every step was warm-up), all records count.
 """
 
@@ -32,6 +34,7 @@ import math
 import statistics
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
+from ringleader.analysis import placement as placement_
 from ringleader.analysis import targets
 from ringleader.api import constants, status
 from ringleader.api.spec import ExperimentSpec
@@ -281,11 +284,14 @@ class TrialSummary:
     """link_probe is the link measured at the start (runtime/linkprobe.py)."""
     prediction: Mapping[str, Any] | None = _wire(keys.PREDICTION, optional=True)
     """prediction is analysis/prediction.py's document, or why there is none."""
+    placement: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """placement is analysis/placement.py's: where the ranks ran and the share of bytes that crossed nodes
+    (empty unless every rank recorded its node)."""
 
     def to_document(self) -> dict[str, Any]:
         """The summary.json document: camelCase keys, as on the wire; what is not known left out."""
         return {**_document(self.timing), **_document(self.traffic), **_document(self.learning),
-                **self.evaluation, **_document(self)}
+                **self.evaluation, **_document(self), **self.placement}
 
 
 def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
@@ -299,7 +305,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
         learning=learning(parts, records_by_rank),
         evaluation=targets.summarize(records_by_rank, trial.spec.model.target),
         per_rank={str(part.rank): part.per_rank() for part in parts},
-        usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None)
+        usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None,
+        placement=placement_.placement(trial, placement_.nodes_of(usage_by_rank)))
 
 
 def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[dict[str, Any]]:
@@ -353,11 +360,11 @@ def to_status(summary: dict[str, Any]) -> status.Summary:
 
 def compact(summary: dict[str, Any], limit: int = 4000) -> dict[str, Any]:
     """The summary within `limit` bytes of JSON (a pod's termination message holds 4 KiB): perRank, usage, the
-    prediction and the probed link go first."""
+    prediction, the probed link and the placement's per-rank nodes go first."""
     if len(json.dumps(summary)) <= limit:
         return summary
     smaller = {key: value for key, value in summary.items()
-               if key not in (keys.PER_RANK, keys.USAGE, keys.PREDICTION, keys.LINK_PROBE)}
+               if key not in (keys.PER_RANK, keys.USAGE, keys.PREDICTION, keys.LINK_PROBE, keys.PLACEMENT)}
     if len(json.dumps(smaller)) <= limit:
         return smaller
     return {key: summary.get(key) for key in keys.STATUS_KEYS}

@@ -12,6 +12,7 @@ import io
 import re
 from typing import Any, Mapping, Sequence
 
+from ringleader.analysis import placement as placement_
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
@@ -48,6 +49,20 @@ class ComparisonRow:
     target_seconds: float | None = None
     """target_seconds and target_iterations: when the target was reached; None when it was not (or no target)."""
     target_iterations: float | None = None
+    placement: str = "Any"
+    """placement asked for (spec.scheduling.placement's label)."""
+    node_count: float | None = None
+    """node_count and cross_node_byte_share: where the ranks ran, as they recorded (analysis/placement.py)."""
+    cross_node_byte_share: float | None = None
+
+    def placement_cell(self) -> str:
+        """"Spread: 3 nodes, 100% across"; the placement asked for alone when none was recorded."""
+        got = placement_.describe({keys.NODE_COUNT: self.node_count, keys.CROSS_NODE_BYTE_SHARE: self.cross_node_byte_share})
+        return f"{self.placement}: {got}" if got else self.placement
+
+    def placed(self) -> bool:
+        """Whether placement is worth a column: asked for, or the ranks ran on more than one node."""
+        return self.placement != "Any" or (self.node_count or 1) > 1
 
 
 def goal_words(target: Any) -> str | None:
@@ -78,7 +93,8 @@ def row_for(trial: Trial, summary: Mapping[str, Any] | None, status: str,
         wait_seconds=number(keys.WAIT_SECONDS), bytes_per_iteration=number(keys.BYTES_PER_ITERATION),
         loss_last=number(keys.LOSS_LAST), parameters=dict(trial.parameters),
         message=message, target=goal_words(spec.model.target), target_seconds=number(keys.TARGET_SECONDS),
-        target_iterations=number(keys.TARGET_ITERATIONS),
+        target_iterations=number(keys.TARGET_ITERATIONS), placement=spec.scheduling.placement.label(),
+        node_count=number(keys.NODE_COUNT), cross_node_byte_share=number(keys.CROSS_NODE_BYTE_SHARE),
     )
 
 
@@ -93,19 +109,23 @@ def _target(rows: Sequence[ComparisonRow]) -> str | None:
 
 
 def columns(rows: Sequence[ComparisonRow]) -> tuple[str, ...]:
-    """COLUMNS, led by time and iterations to the target when the trials set one: the answer they were run for."""
+    """COLUMNS, led by time and iterations to the target when the trials set one: the answer they were run for;
+    with "placement" before the status where a trial asked for one or ran on several nodes."""
     goal = _target(rows)
-    if goal is None:
-        return COLUMNS
-    return COLUMNS[:LEADING] + (f"time to {goal} (s)", "iterations to it") + COLUMNS[LEADING:]
+    found = COLUMNS if goal is None else COLUMNS[:LEADING] + (f"time to {goal} (s)", "iterations to it") + COLUMNS[LEADING:]
+    return found[:-1] + ("placement",) + found[-1:] if _placed(rows) else found
+
+
+def _placed(rows: Sequence[ComparisonRow]) -> bool:
+    return any(row.placed() for row in rows)
 
 
 def _numeric(rows: Sequence[ComparisonRow]) -> frozenset[int]:
-    shift = len(columns(rows)) - len(COLUMNS)
+    shift = len(columns(rows)) - len(COLUMNS) - _placed(rows)
     return frozenset(range(LEADING, LEADING + shift)) | {i + shift for i in NUMERIC_COLUMNS}
 
 
-def _cells(row: ComparisonRow, with_target: bool = False) -> list[str]:
+def _cells(row: ComparisonRow, with_target: bool = False, with_placement: bool = False) -> list[str]:
     def fixed(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
         return "-" if value is None else f"{value * scale:.{digits}f}"
 
@@ -119,7 +139,8 @@ def _cells(row: ComparisonRow, with_target: bool = False) -> list[str]:
                   "never" if never else fixed(row.target_iterations, digits=0)]
     return [row.trial, row.architecture, row.paradigm, str(row.workers), *target, fixed(row.throughput),
             fixed(row.p50_seconds, 1000.0), fixed(row.p95_seconds, 1000.0), share(row.compute_fraction),
-            share(row.comm_fraction), share(row.wait_fraction), row.status]
+            share(row.comm_fraction), share(row.wait_fraction), *([row.placement_cell()] if with_placement else []),
+            row.status]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +175,7 @@ NUMERIC_COLUMNS = frozenset({3, 4, 5, 6, 7, 8, 9})
 
 def comparison(rows: Sequence[ComparisonRow]) -> Table:
     with_target = _target(rows) is not None
-    return Table(columns(rows), [_cells(row, with_target) for row in rows], _numeric(rows))
+    return Table(columns(rows), [_cells(row, with_target, _placed(rows)) for row in rows], _numeric(rows))
 
 
 def format_table(rows: Sequence[ComparisonRow]) -> str:
@@ -183,9 +204,10 @@ CSV_FIELDS = ("trial", "architecture", "paradigm", "workers", "target", "target_
               "throughput", "iteration_time_p50_seconds",
               "iteration_time_p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
               "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last", "status",
-              "parameters", "message")
+              "parameters", "message", "placement", "node_count", "cross_node_byte_share")
 NUMBERS = ("target_seconds", "target_iterations", "throughput", "p50_seconds", "p95_seconds", "compute_fraction",
            "comm_fraction", "wait_fraction", "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last")
+PLACEMENT_NUMBERS = ("node_count", "cross_node_byte_share")
 """The ComparisonRow attributes behind CSV_FIELDS' numeric columns, in the same order."""
 
 
@@ -198,6 +220,7 @@ def to_csv(rows: Sequence[ComparisonRow]) -> str:
         writer.writerow([
             row.trial, row.architecture, row.paradigm, row.workers, row.target or "",
             *("" if getattr(row, name) is None else repr(getattr(row, name)) for name in NUMBERS),
-            row.status, ";".join(f"{k}={v}" for k, v in row.parameters.items()), row.message or "",
+            row.status, ";".join(f"{k}={v}" for k, v in row.parameters.items()), row.message or "", row.placement,
+            *("" if getattr(row, name) is None else repr(getattr(row, name)) for name in PLACEMENT_NUMBERS),
         ])
     return buffer.getvalue()

@@ -546,6 +546,70 @@ class Gang(str, enum.Enum):
     SCHEDULER_PLUGINS = "SchedulerPlugins"
 
 
+class PlacementRanks(str, enum.Enum):
+    ANY = "Any"
+    SPREAD = "Spread"
+    PACK = "Pack"
+
+
+class PlacementServers(str, enum.Enum):
+    ANY = "Any"
+    APART = "Apart"
+
+
+class PlacementMode(str, enum.Enum):
+    REQUIRED = "Required"
+    PREFERRED = "Preferred"
+
+
+HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+
+
+class Placement(ApiModel):
+    """placement says where a trial's ranks run relative to each other, so it is part of what a trial
+    measures: ranks that share a node exchange over a bridge, ranks on different nodes over their NICs.
+    Rendered as pod (anti-)affinity over the trial's own pods; with `scheduling.queueName`, Pack also
+    reaches Kueue as its topology request. A sweep axis (`sweep.matrix.placement`)."""
+
+    ranks: PlacementRanks = PlacementRanks.ANY
+    """ranks: Any (default: wherever the scheduler puts them), Spread (each rank, workers and parameter
+    servers, on its own topology domain: more ranks than domains cannot all start) or Pack (on as few
+    domains as possible: with servers Apart, the workers together and the servers together)."""
+    servers: PlacementServers = PlacementServers.ANY
+    """servers: Any (default) or Apart (ParameterServer only: no worker on a domain that holds one of the
+    trial's parameter servers, so a server's fan-in crosses the network)."""
+    topology_key: labels.label_key("scheduling.placement.topologyKey") = HOSTNAME_TOPOLOGY_KEY
+    """topologyKey is the node label whose values are the domains: kubernetes.io/hostname (default: one
+    domain per node), or a zone or rack label. A node without the label is no domain: Spread and Pack
+    pods cannot run there."""
+    mode: PlacementMode = PlacementMode.REQUIRED
+    """mode: Required (default: a pod waits rather than break the placement; a trial that cannot be placed
+    fails at `runPolicy.startupDeadlineSeconds` with reason PlacementUnsatisfiable) or Preferred (the
+    scheduler tries, and places the pod anyway; the placement recorded per rank says what it got)."""
+
+    def is_any(self) -> bool:
+        """No constraint: the pods render as they did before placement existed."""
+        return self.ranks == PlacementRanks.ANY and self.servers == PlacementServers.ANY
+
+    def label(self) -> str:
+        """The placement in a few words, for trial parameters, run names and tables ("Spread", "servers Apart",
+        "Pack, servers Apart, Preferred by topology.kubernetes.io/zone")."""
+        if self.is_any():
+            return PlacementRanks.ANY.value
+        parts = [self.ranks.value] if self.ranks != PlacementRanks.ANY else []
+        if self.servers == PlacementServers.APART:
+            parts.append("servers Apart")
+        if self.mode == PlacementMode.PREFERRED:
+            parts.append("Preferred")
+        text = ", ".join(parts)
+        return text if self.topology_key == HOSTNAME_TOPOLOGY_KEY else f"{text} by {self.topology_key}"
+
+
+def _without_default(schema: dict) -> None:
+    """No default in the CRD: an experiment without placement stays without it on the server, as in a dump."""
+    schema.pop("default", None)
+
+
 class Scheduling(ApiModel):
     """scheduling places the pods and keeps a trial from half-running."""
 
@@ -571,6 +635,18 @@ class Scheduling(ApiModel):
     whose pod sets are all its pods (each role's count and resource requests); none of its pods exists until
     Kueue admits the whole Workload within its ClusterQueue's quota, and the quota is released when the
     trial ends. The operator must be installed with Kueue enabled."""
+    placement: Annotated[Placement, pydantic.Field(json_schema_extra=_without_default)] = Placement()
+    """placement of the trial's ranks relative to each other: spread, packed, servers apart. Default: Any
+    (no constraint). Does not apply to `ringleader run`, where every rank shares one machine."""
+
+    @pydantic.model_serializer(mode="wrap")
+    def _without_any_placement(self, handler: pydantic.SerializerFunctionWrapHandler) -> dict:
+        """Placement Any is left out of a dumped spec, so a trial without placement is the same document
+        (ConfigMap, MLflow params, rendered objects) as before placement existed."""
+        document = handler(self)
+        if self.placement.is_any():
+            document.pop("placement", None)
+        return document
 
 
 def _axis(item, max_items: int = 16):
@@ -604,6 +680,9 @@ class SweepMatrix(ApiModel):
     """bandwidth caps to sweep; replaces `network.bandwidth`."""
     compression: _axis(CompressionMethod, 5) = None
     """compression methods to sweep; replaces `compression.method`."""
+    placement: _axis(Placement, 8) = None
+    """placement values to sweep (e.g. [{ranks: Spread}, {ranks: Pack}]); replaces `scheduling.placement`.
+    Combinations of servers Apart with an architecture other than ParameterServer are skipped."""
 
     def axes(self) -> dict[str, list]:
         """The swept fields (wire names) with their values, in declaration order: the order of trials."""
@@ -680,6 +759,10 @@ def _architectures_used(spec: ExperimentSpec) -> list[Architecture]:
 
 def _methods_used(spec: ExperimentSpec) -> list[CompressionMethod]:
     return spec.sweep.matrix.compression if _swept_py(spec, "compression") else [spec.compression.method]
+
+
+def _placements_used(spec: ExperimentSpec) -> list[Placement]:
+    return spec.sweep.matrix.placement if _swept_py(spec, "placement") else [spec.scheduling.placement]
 
 
 def _swept_py(spec: ExperimentSpec, name: str) -> bool:
@@ -817,6 +900,16 @@ class ExperimentSpec(ApiModel):
             field_path=".compression.method",
         ),
         rules.Rule(
+            cel=f"{_values('architecture', 'self.architecture')}.exists(a, a == 'ParameterServer') || "
+            f"({_swept('placement')} ? !self.sweep.matrix.placement.exists(p, p.servers == 'Apart') : "
+            "(!has(self.scheduling.placement) || self.scheduling.placement.servers != 'Apart'))",
+            message="`scheduling.placement.servers` Apart needs `architecture` ParameterServer (PeerToPeer and "
+            "RingAllReduce have no servers to keep apart): set servers to Any, or sweep ParameterServer too",
+            holds=lambda s: Architecture.PARAMETER_SERVER in _architectures_used(s)
+            or all(p.servers != PlacementServers.APART for p in _placements_used(s)),
+            field_path=".scheduling.placement.servers",
+        ),
+        rules.Rule(
             cel="!has(self.model.evaluation) || self.data.format != 'Synthetic'",
             message="`model.evaluation` needs real data: set `data.format` to Digits, CIFAR10, CIFAR100, "
             "ImageFolder or Factory (synthetic data has no held-out split to measure accuracy on)",
@@ -825,10 +918,13 @@ class ExperimentSpec(ApiModel):
         ),
     )
 
-def combination_problem(architecture: str, paradigm: str, compression: str = CompressionMethod.NONE.value) -> str | None:
+def combination_problem(architecture: str, paradigm: str, compression: str = CompressionMethod.NONE.value,
+                        servers: str = PlacementServers.ANY.value) -> str | None:
     """Why a sweep combination is skipped rather than run, or None when it is runnable."""
     if architecture == Architecture.RING_ALL_REDUCE.value and paradigm != Paradigm.BSP.value:
         return f"RingAllReduce runs BSP only, not {paradigm}"
+    if servers == PlacementServers.APART.value and architecture != Architecture.PARAMETER_SERVER.value:
+        return f"{architecture} has no parameter servers to keep Apart"
     taken_by = COMPRESSION_ARCHITECTURES[CompressionMethod(compression)]
     if Architecture(architecture) not in taken_by:
         return f"{architecture} does not take compression {compression} ({', '.join(a.value for a in taken_by)} only)"

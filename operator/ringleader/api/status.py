@@ -124,6 +124,11 @@ class Summary(ApiModel):
     `model.target`; unset when there is no target or it was not reached."""
     target_iterations: int | None = None
     """targetIterations the evaluating worker had run when `model.target` was first reached."""
+    node_count: int | None = None
+    """nodeCount is how many nodes the trial's ranks ran on, as each rank recorded its own."""
+    cross_node_byte_share: float | None = None
+    """crossNodeByteShare is the share of the bytes the architecture exchanges whose two ranks ran on different
+    nodes: 0 when all stayed on one node (a bridge, not a NIC), 1 when every exchange crossed nodes."""
     predicted_iteration_seconds: dict[str, float] | None = None
     """predictedIterationSeconds by architecture label (1ps, 4ps, p2p, ring): the iteration time the trial's
     calibrated models predict for each architecture at its worker count (`ringleader predict`); `estimate`
@@ -145,7 +150,7 @@ class Summary(ApiModel):
     def _round_predictions(cls, value: dict[str, float] | None) -> dict[str, float] | None:
         return None if value is None else {label: round(seconds, 6) for label, seconds in value.items()}
 
-    @pydantic.field_validator("compute_fraction", "comm_fraction", "wait_fraction")
+    @pydantic.field_validator("compute_fraction", "comm_fraction", "wait_fraction", "cross_node_byte_share")
     @classmethod
     def _round_fraction(cls, value: float | None) -> float | None:
         return None if value is None else round(value, 4)

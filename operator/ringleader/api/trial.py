@@ -15,7 +15,7 @@ from ringleader.api.base import ApiModel
 from ringleader.api.experiment import DistributedTrainingExperiment, SpecError, mlflow_experiment_name, problems_of
 from ringleader.api.problems import Problem
 from ringleader.api.spec import Paradigm, combination_problem
-from ringleader.api.spec import Architecture, ExperimentSpec, Resources
+from ringleader.api.spec import Architecture, ExperimentSpec, Placement, Resources
 
 # Where each sweep axis lands in the spec (wire names).
 AXIS_PATHS: dict[str, tuple[str, ...]] = {
@@ -28,6 +28,7 @@ AXIS_PATHS: dict[str, tuple[str, ...]] = {
     "model": ("model", "name"),
     "bandwidth": ("network", "bandwidth"),
     "compression": ("compression", "method"),
+    "placement": ("scheduling", "placement"),
 }
 # A trial's objects are named "<trial>-worker-<i>"; keep room for the longest suffix within 63.
 MAX_TRIAL_NAME = constants.MAX_NAME_LENGTH - len("-worker-1023")
@@ -142,6 +143,20 @@ class Expansion:
     skipped: list[tuple[dict[str, str], str]]
 
 
+def axis_wire(value: Any) -> Any:
+    """A swept value as it sits in the spec document: an enum's value, an object's wire form (a placement)."""
+    if isinstance(value, ApiModel):
+        return value.wire()
+    return getattr(value, "value", value)
+
+
+def axis_text(value: Any) -> str:
+    """A swept value as a trial parameter: an enum's value, a placement's label ("Spread", "Pack, servers Apart")."""
+    if isinstance(value, Placement):
+        return value.label()
+    return str(getattr(value, "value", value))
+
+
 def _set_path(document: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     for key in path[:-1]:
         document = document.setdefault(key, {})
@@ -185,10 +200,11 @@ def expand(experiment: DistributedTrainingExperiment) -> Expansion:
         chosen = dict(zip(axes.keys(), combination))
         document = copy.deepcopy(base)
         for axis, value in chosen.items():
-            _set_path(document, AXIS_PATHS[axis], value.value if hasattr(value, "value") else value)
-        parameters = {axis: str(getattr(value, "value", value)) for axis, value in chosen.items()}
+            _set_path(document, AXIS_PATHS[axis], axis_wire(value))
+        parameters = {axis: axis_text(value) for axis, value in chosen.items()}
         reason = (combination_problem(document["architecture"], document["sync"]["paradigm"],
-                                            document["compression"]["method"])
+                                      document["compression"]["method"],
+                                      document["scheduling"].get("placement", {}).get("servers", "Any"))
                   or _repeats_another(document, chosen, axes))
         if reason:
             skipped.append((parameters, reason))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import socket
 from typing import Mapping
 
 ROLE = "RINGLEADER_ROLE"
@@ -30,8 +31,12 @@ TRACKING_URI = "MLFLOW_TRACKING_URI"
 DATA_DIR = "RINGLEADER_DATA_DIR"
 # Set by the local launcher only: the rank exits when this process is no longer its parent (runtime/parent.py).
 LAUNCHER_PID = "RINGLEADER_LAUNCHER_PID"
+# The node the rank runs on, which it records (summary, MLflow tag): in a pod the downward API's NODE_NAME_FIELD,
+# locally the machine's host name (local_node_name), the one node every rank shares.
+NODE_NAME = "RINGLEADER_NODE_NAME"
+NODE_NAME_FIELD = "spec.nodeName"
 NAMES = (ROLE, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRIAL_FILE, OUTPUT_DIR, RUN_ID, RUN_TOKEN, MLFLOW_EXPERIMENT,
-         TRACKING_URI, DATA_DIR, LAUNCHER_PID)
+         TRACKING_URI, DATA_DIR, LAUNCHER_PID, NODE_NAME)
 # A rank's tuning knobs (runtime/settings.py): optional, with defaults; the local launcher passes them on.
 TIMEOUT_SECONDS = "RINGLEADER_TIMEOUT_SECONDS"
 BUCKET_BYTES = "RINGLEADER_BUCKET_BYTES"
@@ -54,6 +59,11 @@ POD_OUTPUT_DIR = "/tmp/ringleader"
 POD_DATA_DIR = "/data"
 
 
+def local_node_name() -> str:
+    """The node of a local run's ranks: this machine, by its host name."""
+    return socket.gethostname()
+
+
 class ContractError(ValueError):
     """The environment does not follow the contract; the message names the variable and the fix."""
 
@@ -72,6 +82,8 @@ class PodEnvironment:
     data_dir: str | None = None
     run_token: str | None = None
     mlflow_experiment: str | None = None
+    node_name: str | None = None
+    """node_name the rank runs on; a pod's comes from the downward API, so the operator renders none here."""
 
     @property
     def publishes(self) -> bool:
@@ -99,6 +111,8 @@ class PodEnvironment:
             env[TRACKING_URI] = self.tracking_uri
         if self.data_dir:
             env[DATA_DIR] = self.data_dir
+        if self.node_name:
+            env[NODE_NAME] = self.node_name
         return env
 
     @classmethod
@@ -130,6 +144,7 @@ class PodEnvironment:
             data_dir=environ.get(DATA_DIR) or None,
             run_token=environ.get(RUN_TOKEN) or None,
             mlflow_experiment=environ.get(MLFLOW_EXPERIMENT) or None,
+            node_name=environ.get(NODE_NAME) or None,
         )
         if not 0 <= env.rank < env.world_size:
             raise ContractError(f"{RANK}={env.rank} must be in [0, {WORLD_SIZE}={env.world_size})")

@@ -46,8 +46,12 @@ STRAGGLER_RANK = "stragglerRank"
 # whose parameters first reached it (evaluations before it included), and iterations of the evaluating worker.
 TARGET_SECONDS = "targetSeconds"
 TARGET_ITERATIONS = "targetIterations"
+# Where the ranks ran (analysis/placement.py), from the node each recorded: how many nodes, and the share of the
+# architecture's exchanged bytes whose two ranks were on different nodes (None: no rank exchanged any).
+NODE_COUNT = "nodeCount"
+CROSS_NODE_BYTE_SHARE = "crossNodeByteShare"
 STATUS_KEYS = (THROUGHPUT, P50, P95, COMPUTE_FRACTION, COMM_FRACTION, WAIT_FRACTION, STRAGGLER_RANK,
-               TARGET_SECONDS, TARGET_ITERATIONS)
+               TARGET_SECONDS, TARGET_ITERATIONS, NODE_COUNT, CROSS_NODE_BYTE_SHARE)
 # The trial summary's other values (analysis/summary.py; seconds, bytes, fractions, counts).
 WORKERS = "workers"
 MEASURED_ITERATIONS = "measuredIterations"
@@ -88,6 +92,7 @@ ITERATION_SECONDS = "iterationSeconds"
 # every rank's in the trial summary's USAGE {rank: {...}}.
 USAGE = "usage"
 HOST = "host"  # the machine's name (a pod's own): ranks of one host share its CPUs
+NODE = "node"  # the node the rank ran on (contract.NODE_NAME): ranks of one node share its NIC
 CPUS = "cpus"  # CPUs the process may run on: its affinity, capped by a cgroup CPU quota (a pod's limit)
 THREADS = "threads"  # torch's intra-op threads
 CPU_SECONDS = "cpuSeconds"  # user + system CPU time of the process, all its threads
@@ -122,3 +127,10 @@ PROBE_POINT_TO_POINT = "pointToPoint"  # one way: half a ping-pong's round trip
 PROBE_COLLECTIVE = "collective"  # one allreduce of every worker
 PROBE_RANKS = "ranks"
 PROBE_SAMPLES = "samples"
+# The trial summary's PLACEMENT (analysis/placement.py): {PLACEMENT_REQUESTED: spec.scheduling.placement's label,
+#   PLACEMENT_NODES: {rank: node}, PLACEMENT_RANKS_PER_NODE: {node: ranks}, PLACEMENT_CROSS_NODE_PAIRS: [[rank, rank]]}
+PLACEMENT = "placement"
+PLACEMENT_REQUESTED = "requested"
+PLACEMENT_NODES = "nodes"
+PLACEMENT_RANKS_PER_NODE = "ranksPerNode"
+PLACEMENT_CROSS_NODE_PAIRS = "crossNodePairs"

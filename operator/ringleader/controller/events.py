@@ -19,6 +19,7 @@ NORMAL, WARNING = "Normal", "Warning"
 # otherwise open with 256 identical events.
 _QUIET_PENDING = (None, reasons.WAITING_FOR_SLOT, reasons.RESUMED)
 _WARNING_PHASES = (Phase.FAILED, Phase.RESTARTING)
+_WARNING_REASONS = (reasons.EVICTED, reasons.WAITING_FOR_PLACEMENT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +38,7 @@ def _trial_events(old: ExperimentStatus, new: ExperimentStatus) -> list[Event]:
             continue
         if trial.phase == Phase.PENDING and trial.reason in _QUIET_PENDING:
             continue
-        kind = WARNING if trial.phase in _WARNING_PHASES or trial.reason == reasons.EVICTED else NORMAL
+        kind = WARNING if trial.phase in _WARNING_PHASES or trial.reason in _WARNING_REASONS else NORMAL
         reason = trial.reason or f"Trial{trial.phase.value}"
         found.append(Event(kind, reason, f"trial {trial.name}: {trial.message or trial.phase.value}"))
     return found

@@ -80,7 +80,8 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
         ctx = trials.Context(now=seen.now, run_policy=spec.run_policy, expected=seen.expected.get(status.name, ()),
                              suspended=suspended, may_start=may_start, queue_name=spec.scheduling.queue_name,
                              admission=seen.workloads.get(status.name),
-                             default_startup_deadline_seconds=startup_deadline_seconds)
+                             default_startup_deadline_seconds=startup_deadline_seconds,
+                             placement=expansion.trials[position].spec.scheduling.placement)
         steps[position] = trials.step(status, seen.pods.get(status.name, []), ctx)
 
     # Started trials first, so those that finish now free their slot for a pending one in the same pass.

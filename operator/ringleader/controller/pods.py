@@ -170,6 +170,15 @@ def never_starts(pod: Pod) -> bool:
     return any(((c.get("state") or {}).get("waiting") or {}).get("reason") in NEVER_STARTS for c in _containers(pod))
 
 
+def blocked_by_affinity(pod: Pod) -> bool:
+    """Whether the scheduler found no node for the pod because of pod (anti-)affinity: its Unschedulable message
+    counts nodes that "didn't match pod affinity rules" or "pod anti-affinity rules" (the placement's terms), or
+    "didn't satisfy existing pods anti-affinity rules"."""
+    condition = _condition(pod, "PodScheduled")
+    return (not is_scheduled(pod) and bool(condition) and condition.get("reason") == "Unschedulable"
+            and "affinity" in (condition.get("message") or ""))
+
+
 def waiting_reason(pod: Pod) -> str:
     """Why a pod is not running yet, as a short phrase: "unschedulable (0/1 nodes are available: ...)"."""
     if not is_scheduled(pod):

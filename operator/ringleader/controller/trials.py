@@ -12,7 +12,7 @@ import datetime
 import math
 
 from ringleader.api import constants
-from ringleader.api.spec import CleanPodPolicy, RunPolicy
+from ringleader.api.spec import CleanPodPolicy, Placement, PlacementMode, RunPolicy
 from ringleader.api.status import Phase, Summary, TERMINAL_PHASES, TrialStatus
 from ringleader.contract import failures
 from ringleader.controller.admission import Action, Admission, State
@@ -53,6 +53,15 @@ class Context:
     """The trial's Workload as Kueue left it; None when it has none."""
     default_startup_deadline_seconds: float = DEFAULT_STARTUP_DEADLINE_SECONDS
     """The operator's runPolicy.startupDeadlineSeconds, for experiments that set none."""
+    placement: Placement = Placement()
+    """The trial's `scheduling.placement`: a pod its Required terms keep unscheduled waits, then fails, in its name."""
+
+    def unmet_placement(self, pod: pods_.Pod) -> str | None:
+        """The Required placement that keeps `pod` from every node, in words; None when nothing of it does."""
+        required = not self.placement.is_any() and self.placement.mode == PlacementMode.REQUIRED
+        if not (required and pods_.blocked_by_affinity(pod)):
+            return None
+        return f"placement {self.placement.label()} by {self.placement.topology_key}"
 
     @property
     def startup_deadline_seconds(self) -> float:
@@ -299,7 +308,13 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         message += f" (and {len(waiting) - 1} more waiting)"
     deadlines = [pods_.created_at(p) + ctx.startup_deadline_seconds for p in waiting]
     due = min(deadlines)
-    return Step(_with(trial, reason=reasons.WAITING_FOR_PODS, message=message),
+    unmet = next((u for u in map(ctx.unmet_placement, waiting) if u), None)
+    reason = reasons.WAITING_FOR_PODS
+    if unmet:
+        reason = reasons.WAITING_FOR_PLACEMENT
+        message = (f"{unmet} cannot be met yet, so pods wait (until startupDeadlineSeconds="
+                   f"{ctx.startup_deadline_seconds:g}): {message}")
+    return Step(_with(trial, reason=reason, message=message),
                 due=datetime.datetime.fromtimestamp(due, datetime.timezone.utc) if math.isfinite(due) else None)
 
 
@@ -313,8 +328,14 @@ def _not_starting(trial: TrialStatus, pods: list[pods_.Pod], waiting: list[pods_
     if not never and not late:
         return None
     first = (never or late)[0]
+    unmet = None if never else ctx.unmet_placement(first)
     if never:
         reason, cause = reasons.INVALID_IMAGE, f"pod {pods_.name(first)} can never start"
+    elif unmet:
+        reason, cause = reasons.PLACEMENT_UNSATISFIABLE, \
+            (f"{unmet} was not met within startupDeadlineSeconds={seconds:g}: pod {pods_.name(first)} fits no "
+             "node beside the others (fewer domains than Spread needs, or no domain large enough to Pack); "
+             "add nodes, lower the ranks, or set `scheduling.placement.mode` to Preferred")
     else:
         reason, cause = reasons.STARTUP_DEADLINE_EXCEEDED, \
             f"pod {pods_.name(first)} did not start within startupDeadlineSeconds={seconds:g} of its creation"

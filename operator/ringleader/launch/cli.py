@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
-from ringleader.launch import allowlist, devices, network
+from ringleader.launch import allowlist, devices, network, placement
 from ringleader.launch.settings import LaunchSettings
 
 if TYPE_CHECKING:  # imported when `run` is called: `ringleader validate` builds this parser and must stay instant
@@ -198,6 +198,9 @@ def _announce(launch: _Launch, out: TextIO, err: TextIO) -> None:
           file=out)
     for parameters, reason in launch.skipped:
         print(f"  skipped ({', '.join(f'{k}={v}' for k, v in parameters.items())}): {reason}", file=out)
+    placed = placement.note(launch.trials)
+    if placed:
+        print(placed, file=out)
     out.flush()
 
 

@@ -20,7 +20,7 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from ringleader.analysis import prediction
+from ringleader.analysis import placement, prediction
 from ringleader.analysis.profile import worker_rank
 from ringleader.analysis.results import TrialResult
 from ringleader.contract import exits, keys
@@ -104,10 +104,14 @@ def _print(trial: TrialResult, rank: str, result: prediction.TrialPrediction, ou
           f"compute per iteration {1000 * inputs.compute.median_seconds:.3f} ms (median), the slowest worker's "
           f"{1000 * inputs.compute.slowest_per_iteration_seconds:.3f} ms", file=out)
     print(f"link ({inputs.calibration.kind}): {inputs.calibration.fit}", file=out)
+    shared = placement.link_note(trial.summary)
+    if shared:
+        print(shared, file=out)
     print(prediction.table(result), file=out)
     print(f"this trial, {prediction.headline(result)}\n", file=out)
 
 
 def _document(trial: TrialResult, rank: int, result: prediction.TrialPrediction) -> dict[str, Any]:
     """The trial's name and rank, and the trial summary's `prediction` object (docs/predict.md)."""
-    return {"trial": trial.trial.name, "rank": rank, **result.to_document()}
+    shared = placement.link_note(trial.summary)
+    return {"trial": trial.trial.name, "rank": rank, **result.to_document(), **({"placement": shared} if shared else {})}

@@ -51,6 +51,7 @@ def rank_environ(base: Mapping[str, str], slot: Slot, world_size: int, port: int
     environ.update(contract.PodEnvironment(
         role=slot.role, rank=slot.rank, world_size=world_size, master_addr=LOOPBACK, master_port=port,
         trial_file=str(trial_file), output_dir=str(output_dir), data_dir=str(data_dir) if data_dir else None,
+        node_name=contract.local_node_name(),
     ).to_environ())
     environ[contract.LAUNCHER_PID] = str(os.getpid())
     return environ

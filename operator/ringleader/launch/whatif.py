@@ -24,7 +24,7 @@ import sys
 import textwrap
 from typing import TextIO
 
-from ringleader.analysis import addcost, collectives, overlap, whatif
+from ringleader.analysis import addcost, collectives, overlap, placement, whatif
 from ringleader.analysis import profile as profile_
 from ringleader.contract import exits, layout, records
 from ringleader.launch import sources
@@ -229,7 +229,7 @@ def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
 
         number = path.name.removeprefix("rank-")
         if number.isdigit() and (path.parent / layout.TRIAL_FILE).is_file():  # in its trial: what the trial gives
-            return whatif.basis(reading.trial_from_directory(path.parent), int(number)), str(path)
+            return _trial_basis(reading.trial_from_directory(path.parent), int(number), out), str(path)
         layers = json.loads((path / records.LAYERS_FILE).read_text())
         iterations = records.read_iterations(path / records.ITERATIONS_FILE)
         profile, batch = whatif.from_rank(layers, iterations)
@@ -250,7 +250,15 @@ def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
     if not trial.records.get(rank):
         raise LookupError(f"trial {trial.trial.name} has no iteration records for rank {rank}, so no t_batch")
     taken = "--rank" if args.rank is not None else "the lowest worker rank"
-    return whatif.basis(trial, rank), f"trial {trial.trial.name}{why}, rank {rank} ({taken})"
+    return _trial_basis(trial, rank, out), f"trial {trial.trial.name}{why}, rank {rank} ({taken})"
+
+
+def _trial_basis(trial, rank: int, out: TextIO) -> whatif.Basis:
+    """A trial's basis, saying first when its ranks shared a node: what it measured was partly a bridge."""
+    shared = placement.link_note(trial.summary)
+    if shared:
+        print(shared, file=out)
+    return whatif.basis(trial, rank)
 
 
 def _fusion(args: argparse.Namespace) -> overlap.FusionWindow:

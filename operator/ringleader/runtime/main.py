@@ -331,6 +331,8 @@ def train_or_serve(rank: Rank, recorder: records.RankRecorder, device: torch.dev
     recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
     run_role(rank.trial, rank.env, rank.slot, recorder, device, rank.knobs)
     used = meter.measure(torch.get_num_threads())
+    if rank.env.node_name:  # where it ran, beside what it used: the trial summary's placement reads both
+        used[keys.NODE] = rank.env.node_name
     if rank.slot.role == constants.ROLE_WORKER and not recorder.iterations:
         # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
         raise RankError("training ended without recording a single iteration")

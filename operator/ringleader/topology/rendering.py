@@ -21,7 +21,7 @@ from ringleader.api import constants
 from ringleader.api.trial import Trial
 from ringleader.api.spec import Architecture, BandwidthEnforcement, Network
 from ringleader.contract import environment as contract
-from ringleader.topology import gang, names
+from ringleader.topology import gang, names, placement
 from ringleader.topology.settings import RenderSettings
 
 TEMPLATES = {
@@ -115,11 +115,17 @@ def trial_labels(trial: Trial) -> dict[str, str]:
     }
 
 
+def trial_selector(labels: dict[str, str]) -> dict[str, str]:
+    """The labels that select one trial's pods: the Service's selector and every placement term's."""
+    return {constants.LABEL_EXPERIMENT: labels[constants.LABEL_EXPERIMENT], constants.LABEL_TRIAL: labels[constants.LABEL_TRIAL]}
+
+
 def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token: str | None,
           labels: dict[str, str], annotations: dict[str, str],
           pod_group: gang.PodGroup | None) -> list[dict[str, Any]]:
     slots = trial.slots()
     service = names.service(trial)
+    selector = trial_selector(labels)
     pods = []
     for slot in slots:
         environment = contract.PodEnvironment(
@@ -151,6 +157,7 @@ def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token:
             "env": environment.to_environ(),
             "resources": slot.resources.wire(),
             "node_selector": slot.node_selector,
+            "affinity": placement.affinity(trial.spec.scheduling.placement, selector, slot.role),
         })
     return pods
 
@@ -180,8 +187,7 @@ def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
         "namespace": trial.namespace,
         "labels": labels,
         "annotations": annotations,
-        "selector": {constants.LABEL_EXPERIMENT: labels[constants.LABEL_EXPERIMENT],
-                     constants.LABEL_TRIAL: labels[constants.LABEL_TRIAL]},
+        "selector": trial_selector(labels),
         "service": {"name": names.service(trial), "port": contract.DEFAULT_MASTER_PORT},
         "config_map": {"name": names.config_map(trial), "key": contract.TRIAL_FILE_NAME,
                        "trial_json": trial.model_dump_json(by_alias=True)},
@@ -205,6 +211,7 @@ def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
         "data_volume": None if spec.data.volume is None else {
             "claim_name": spec.data.volume.claim_name, "mount_path": contract.POD_DATA_DIR},
         "output_dir": contract.POD_OUTPUT_DIR,
+        "node_name": {"env": contract.NODE_NAME, "field": contract.NODE_NAME_FIELD},
     }
 
 

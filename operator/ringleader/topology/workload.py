@@ -3,7 +3,8 @@
 Kueue's documented way for a custom workload API to be queued is to create a Workload for each of its
 units: here, one per trial. Its pod sets are the rendered pods themselves, grouped by shape (parameter
 servers, workers, each worker group), so the quota Kueue reserves is exactly what the pods will request,
-templates overridden or not. The templates still own the pod shape; this module only reads it.
+templates overridden or not. The templates still own the pod shape; this module only reads it. A Pack
+placement adds Kueue's topology request to the pod sets (`placement.kueue_topology_requests`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from ringleader.api import constants
 from ringleader.api.trial import Trial
-from ringleader.topology import names, rendering
+from ringleader.topology import names, placement, rendering
 
 API_VERSION = "kueue.x-k8s.io/v1beta1"
 KIND = "Workload"
@@ -66,6 +67,8 @@ def workload(trial: Trial, objects: list[dict[str, Any]], queue_name: str) -> di
     if len(sets) > MAX_POD_SETS:
         raise rendering.TemplateError(f"trial {trial.name} has {len(sets)} pod shapes ({', '.join(s['name'] for s in sets)}) but a "
                          f"Kueue Workload holds at most {MAX_POD_SETS} pod sets: give each role one pod shape")
+    requests = placement.kueue_topology_requests(trial.spec.scheduling.placement, sets)
+    sets = [{**s, "topologyRequest": r} if r else s for s, r in zip(sets, requests)]
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

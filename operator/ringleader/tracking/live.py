@@ -126,7 +126,7 @@ class LivePublisher:
         store, experiment_id, run_id = self._connect()
         role = self.env.role
         rank_publisher = publisher.RankPublisher(store, self.rank_dir, experiment_id, run_id,
-                                                 self.trial.name, self.env.rank, role)
+                                                 self.trial.name, self.env.rank, role, node=self.env.node_name)
         return rank_publisher.publish(final_status, time.time() if final_status else None)
 
     def _publish_trial_outputs(self) -> None:

@@ -159,6 +159,10 @@ TRIAL: dict[str, Name | None] = {
     keys.TARGET_SECONDS: Name("target_time_s", 1.0, "seconds from the first iteration until the parameters first "
                                                     "reached model.target (earlier evaluations included)", TIME),
     keys.TARGET_ITERATIONS: Name("target_iterations", 1.0, "iterations of the evaluating worker by then", WHOLE),
+    keys.NODE_COUNT: Name("placement_nodes", 1.0, "nodes the trial's ranks ran on", WHOLE),
+    keys.CROSS_NODE_BYTE_SHARE: Name("placement_cross_node_bytes_pct", PCT, "share of the exchanged bytes whose two "
+                                                                            "ranks ran on different nodes", SHARE),
+    keys.PLACEMENT: None,  # nodes per rank: the trial run's tags and summary.json have them
 }
 
 # The trial summary's prediction (analysis/prediction.py), as predict_<key>; its architectures' estimates as
@@ -201,6 +205,7 @@ RANK: dict[str, Name | None] = {
     keys.THREADS: Name("cpu_threads", 1.0, "torch's intra-op threads", WHOLE),
     keys.PEAK_RSS_BYTES: Name("memory_peak_rss_mib", MIB, "the most resident memory the process held", SHARE),
     keys.HOST: None,  # a label: the rank's summary.json has it
+    keys.NODE: None,  # a label: the rank run's tag ringleader.node has it
 }
 
 # What the sweep run compares of its trials, as <TRIAL key>/<trial label>: the status's summary values, which the

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import mlflow.entities
 
+from ringleader.analysis import placement
 from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
 from ringleader.contract import records as record_files
@@ -59,6 +60,8 @@ class RankPublisher:
     role: str
     start_time: float | None = None
     """start_time of the rank (seconds since the epoch), the base of its metrics' timestamps; default: now."""
+    node: str | None = None
+    """node the rank runs on, when known at its run's creation (a pod's); else its summary.json's, at the end."""
 
     def publish(self, final_status: str | None = None, end_time: float | None = None) -> int:
         """Publish records not yet published; with `final_status`, also the rank's summary and status.
@@ -71,6 +74,8 @@ class RankPublisher:
         if not cursor.is_done("summary"):
             summary = layout.read_json(self.rank_dir / layout.SUMMARY_FILE)
             if isinstance(summary, dict):
+                if isinstance(summary.get(keys.NODE), str) and not self.node:
+                    self.store.set_tags(run_id, {schema.TAG_NODE: summary[keys.NODE]})
                 metrics = metric_names.rank(summary)
                 at = ms(end_time) or int(time.time() * 1000)
                 logged += self.store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at, 0)
@@ -86,7 +91,7 @@ class RankPublisher:
     def _run(self, cursor: cursor_.Cursor) -> str:
         if cursor.run_id is None:
             cursor.save()  # the token must be on disk before the run that carries it exists
-            tags = schema.rank_tags(self.trial_name, self.rank, self.role, self.trial_run_id)
+            tags = schema.rank_tags(self.trial_name, self.rank, self.role, self.trial_run_id, self.node)
             cursor.run_id = self.store.create_run_once(self.experiment_id, cursor.token, tags, cursor.created_ms)
             cursor.save()
         return cursor.run_id
@@ -201,6 +206,8 @@ def summary_once(store: Store, cursor: cursor_.Cursor, run_id: str, trial_dir: p
         if isinstance(summary, dict):
             logged += store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at_ms, 0) for k, v in
                                                  sorted(metric_names.trial(summary).items())])
+            if placement.describe(summary):
+                store.set_tags(run_id, {schema.TAG_PLACEMENT: placement.describe(summary)})
         cursor.mark_done("summary")
     series = trial_dir / layout.SERIES_FILE
     if not cursor.is_done("series") and series.is_file():

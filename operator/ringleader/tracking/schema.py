@@ -37,6 +37,8 @@ TAG_TRIAL = "ringleader.trial"
 TAG_TRIAL_INDEX = "ringleader.trialIndex"
 TAG_ROLE = "ringleader.role"
 TAG_RANK = "ringleader.rank"
+TAG_NODE = "ringleader.node"  # on a rank run: the node the rank ran on (contract.NODE_NAME)
+TAG_PLACEMENT = "ringleader.placement"  # on a trial run: where its ranks ran ("3 nodes, 100% across")
 TAG_STATUS_REASON = "ringleader.reason"
 TAG_STATUS_MESSAGE = "ringleader.message"
 TAG_SOURCE = "ringleader.source"
@@ -145,7 +147,7 @@ def sweep_params(experiment: DistributedTrainingExperiment) -> dict[str, str]:
         axes = spec.sweep.matrix.axes()
         params = without(params, (".".join(trial_.AXIS_PATHS[axis]) for axis in axes))
         for axis, values in axes.items():
-            params[f"sweep.{axis}"] = ", ".join(str(getattr(value, "value", value)) for value in values)
+            params[f"sweep.{axis}"] = ", ".join(trial_.axis_text(value) for value in values)
         params["sweep.repetitions"] = str(spec.sweep.repetitions)
         params["sweep.maxParallel"] = str(spec.sweep.max_parallel)
     unused_by_all = set.intersection(*(set(unused(t.spec)) for t in trial_.expand(experiment).trials))
@@ -241,8 +243,8 @@ def rank_run_name(trial_name: str, rank: int, role: str) -> str:
     return f"{trial_name}/rank-{rank} ({role})"
 
 
-def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str) -> dict[str, str]:
-    return {
+def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str, node: str | None = None) -> dict[str, str]:
+    tags = {
         TAG_KIND: KIND_RANK,
         TAG_TRIAL: trial_name,
         TAG_RANK: str(rank),
@@ -250,6 +252,9 @@ def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str) -> dict[
         TAG_PARENT_RUN_ID: trial_run_id,
         TAG_RUN_NAME: rank_run_name(trial_name, rank, role),
     }
+    if node:
+        tags[TAG_NODE] = node
+    return tags
 
 
 def ui_url(base: str, experiment_id: str, run_id: str | None = None, artifact: str | None = None) -> str:

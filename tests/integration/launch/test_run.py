@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import mlflow.tracking
 import pytest
@@ -129,3 +130,22 @@ def test_a_gpu_ring_without_a_gpu_per_rank_is_refused_before_anything_starts(wor
     assert f"{path}: trial nccl-0 runs the ring on NCCL, which needs a GPU of its own per rank: it asks for 2 GPUs " \
            "and 0 are visible here. Set `workers.resources.gpu: 0` to run the ring on gloo on the CPU" in finished.output
     assert not (workdir / "ringleader-runs").exists()
+
+
+def test_placement_does_not_apply_locally_and_says_so_once_while_every_rank_records_this_machine(workdir):
+    path = launching.experiment_file(workdir, "placed", {
+        "sweep": {"matrix": {"placement": [{"ranks": "Spread"}, {"ranks": "Pack", "servers": "Apart"}]}}})
+
+    finished = launching.run(workdir, str(path))
+
+    assert finished.returncode == 0, finished.output
+    assert finished.output.count("does not apply to `ringleader run`") == 1
+    assert "(Pack, servers Apart, Spread)" in finished.output
+    _, runs = runs_of(workdir, "default/placed")
+    node = socket.gethostname()
+    assert {r.data.tags.get("ringleader.node") for r in runs["rank"]} == {node} and len(runs["rank"]) == 6
+    for trial in runs["trial"]:
+        assert trial.data.tags["ringleader.placement"] == "1 node, 0% across"
+        assert trial.data.metrics["placement_nodes"] == 1 and trial.data.metrics["placement_cross_node_bytes_pct"] == 0
+    assert sorted(t.data.params["trial.parameters.placement"] for t in runs["trial"]) == [
+        "Pack, servers Apart", "Spread"]
