@@ -102,6 +102,13 @@ def nodes() -> list[str]:
     return listing.read_text().split() if listing.exists() else []
 
 
+def containerd_socket(node: str) -> str:
+    """The socket of the containerd that runs NODE's containers (the single node's: any name)."""
+    if node in nodes():
+        return str(run_dir() / "nodes" / node / "containerd" / "containerd.sock")
+    return str(run_dir() / "containerd" / "containerd.sock")
+
+
 def stop_node(name: str, timeout: float = 120) -> None:
     """Take node NAME away as a power cut would (cluster/node.sh stop)."""
     _run("node.sh", "stop", name, timeout=timeout)

@@ -102,6 +102,13 @@ node_configure() {
   cni_config "$dir/cni/net.d/10-ringleader.conflist" "$NODE_BRIDGE" "$(node_pod_cidr "$i")" \
     "${NODES_POD_NET%%.*}.$(cut -d. -f2 <<< "$NODES_POD_NET").$i.1" "$dir/cni/ipam"
   kubelet_config "$dir/kubelet-config.yaml" "$(node_ip "$i")" "$dir/containerd" "kubelet-$name" "$dir/pod-logs" "/$name"
+  # Every kubelet sees the whole machine: each keeps all but its 1/K share for the "system", so the nodes'
+  # allocatable CPU and memory add up to the machine's, and the scheduler does not place K times what fits.
+  local k cpu_m mem_mi
+  k="$(wc -l < "$RUN_DIR/nodes.list")"
+  cpu_m=$(( $(nproc) * 1000 * (k - 1) / k ))
+  mem_mi=$(( $(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 * (k - 1) / k ))
+  echo "systemReserved: {cpu: ${cpu_m}m, memory: ${mem_mi}Mi}" >> "$dir/kubelet-config.yaml"
   kube_proxy_config "$dir/kube-proxy.yaml" "$name" "$(node_ip "$i")" "$NODES_POD_NET"
   node_cgroups "$name"
 }
