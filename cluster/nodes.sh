@@ -56,7 +56,7 @@ set_nic_rate() {
 
 # node_network I K: node I's namespace, NIC, addresses and routes (to the host and to every other node's pods).
 node_network() {
-  local i="$1" k="$2" name j
+  local i="$1" k="$2" name
   name="$(node_name "$i")"
   ip netns add "$name"
   ip link add "rlnic-$i" type veth peer name eth0 netns "$name"
@@ -64,14 +64,20 @@ node_network() {
   in_node "$i" ip link set lo up
   in_node "$i" ip addr add "$(node_ip "$i")/${NODES_NET#*/}" dev eth0
   in_node "$i" ip link set eth0 up
-  in_node "$i" ip route add default via "$NODES_HOST_IP"
-  for (( j = 1; j <= k; j++ )); do
-    (( j == i )) && continue
-    in_node "$i" ip route add "$(node_pod_cidr "$j")" via "$(node_ip "$j")"
-  done
+  node_routes "$i" "$k"
   ip route replace "$(node_pod_cidr "$i")" via "$(node_ip "$i")"
   in_node "$i" sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
   set_nic_rate "$i" "${RINGLEADER_NODE_NIC_RATE:-}"
+}
+
+# node_routes I K: node I's default route (the host) and its routes to every other node's pods; the kernel
+# drops them whenever eth0 goes down (node.sh stop), so node_start sets them again.
+node_routes() {
+  local i="$1" k="$2" j
+  in_node "$i" ip route replace default via "$NODES_HOST_IP"
+  for (( j = 1; j <= k; j++ )); do
+    (( j == i )) || in_node "$i" ip route replace "$(node_pod_cidr "$j")" via "$(node_ip "$j")"
+  done
 }
 
 # node_cgroups NAME: the kubelet's cgroup root /NAME in every cgroup v1 hierarchy (cpuset needs its cpus and
@@ -118,6 +124,7 @@ node_start() {
   local i="$1" name dir
   name="$(node_name "$i")"; dir="$(node_dir "$i")"
   ip link set "rlnic-$i" up; in_node "$i" ip link set eth0 up
+  node_routes "$i" "$(wc -l < "$RUN_DIR/nodes.list")"
   start_proc "$name.containerd" nsenter --net="/run/netns/$name" containerd --config "$dir/containerd/config.toml"
   # shellcheck disable=SC2046
   wait_proc "$name.containerd" "$name containerd socket" $(node_ctr "$i") version

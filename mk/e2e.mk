@@ -44,8 +44,10 @@ E2E_KIND_KEEP_CLUSTER ?=
 
 e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down + check-clean (tests' exit status)
 	@start=$$(date +%s); rc=0; \
+	if [ "$(E2E_NODES)" != 1 ]; then echo ">> e2e: image $(E2E_IMAGE), before cluster-up: imported once, into the store every node clones"; \
+	  cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh $(E2E_DOCKERFILE) . $(E2E_IMAGE) || rc=$$?; fi; \
 	echo ">> e2e: cluster-up"; \
-	$(RL_E2E_CLUSTER)/up.sh || rc=$$?; \
+	[ $$rc -ne 0 ] || $(RL_E2E_CLUSTER)/up.sh || rc=$$?; \
 	if [ $$rc -eq 0 ]; then echo ">> e2e: image $(E2E_IMAGE)"; \
 	  t=$$(date +%s); cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh $(E2E_DOCKERFILE) . $(E2E_IMAGE) || rc=$$?; \
 	  echo ">> e2e: image ready in $$(( $$(date +%s) - t ))s"; fi; \
