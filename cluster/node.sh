@@ -20,7 +20,7 @@ case "${1:-}" in
     while read -r name; do
       i="$(node_index "$name")"
       state="$(cat "/sys/class/net/rlnic-$i/operstate" 2>/dev/null)"
-      rate="$(tc qdisc show dev "rlnic-$i" root | awk '/tbf/ {for (f = 1; f < NF; f++) if ($f == "rate") print $(f + 1)}')"
+      rate="$(tc qdisc show dev "rlnic-$i" root 2>/dev/null | awk '/tbf/ {for (f = 1; f < NF; f++) if ($f == "rate") print $(f + 1)}')"
       echo "$name ip $(node_ip "$i") pods $(node_pod_cidr "$i") nic ${state:-?} rate ${rate:-uncapped}"
     done < "$RUN_DIR/nodes.list" ;;
   stop) (( $# == 2 )) || usage; node_stop "$(index_of "$2")" ;;

@@ -46,7 +46,8 @@ tbf_burst() {
 set_nic_rate() {
   local i="$1" rate="$2" burst
   if [[ -z "$rate" || "$rate" == off ]]; then
-    tc qdisc del dev "rlnic-$i" root 2>/dev/null; in_node "$i" tc qdisc del dev eth0 root 2>/dev/null
+    tc qdisc del dev "rlnic-$i" root 2>/dev/null || true   # (no cap to remove: fine)
+    in_node "$i" tc qdisc del dev eth0 root 2>/dev/null || true
     return 0
   fi
   burst="$(tbf_burst "$rate")" || die "NIC rate '$rate': give a tc rate such as 500mbit or 1gbit"

@@ -40,7 +40,7 @@ KIND_KUBECONFIG ?= $(or $(RINGLEADER_CACHE),$(HOME)/.cache/ringleader)/e2e-kind/
 KIND_BUILD_ARGS ?=
 E2E_KIND_KEEP_CLUSTER ?=
 
-.PHONY: e2e e2e-image e2e-test e2e-repeat e2e-kind
+.PHONY: e2e e2e-nodes e2e-image e2e-test e2e-repeat e2e-kind
 
 e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down + check-clean (tests' exit status)
 	@start=$$(date +%s); rc=0; \
@@ -58,6 +58,11 @@ e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down
 	  echo ">> e2e: cluster-check-clean"; $(RL_E2E_CLUSTER)/check-clean.sh || { echo ">> e2e: cluster-check-clean FAILED"; [ $$rc -ne 0 ] || rc=1; }; \
 	fi; \
 	echo ">> e2e: exit $$rc after $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# The tests that need several nodes (placement), on a 3-node cluster of their own; they skip on one node, so CI
+# runs `e2e` (the whole tier, one node) and then this.
+e2e-nodes: ## the multi-node e2e tests (tests/e2e/test_placement_nodes.py) on a 3-node harness cluster: up, pytest, down + check-clean
+	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_PYTHON=$(E2E_PYTHON) E2E_PYTEST_ARGS="-k placement_nodes $(E2E_PYTEST_ARGS)"
 
 e2e-image: ## build the project image for the harness cluster (cached by content hash) and import it
 	cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh $(E2E_DOCKERFILE) . $(E2E_IMAGE)
