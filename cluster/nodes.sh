@@ -194,7 +194,7 @@ nodes_up() {
 # nodes_down: for down.sh: every node of $RUN_DIR/nodes.list stopped, its sandboxes removed, its namespace,
 # NIC, routes and cgroups deleted; then the nodes' bridge.
 nodes_down() {
-  local name i crictl="$CACHE/crictl-$CRICTL_VERSION/bin/crictl" ctl
+  local name i pid crictl="$CACHE/crictl-$CRICTL_VERSION/bin/crictl"
   [[ -s "$RUN_DIR/nodes.list" ]] || return 0
   while read -r name; do
     i="${name##*-}"

@@ -123,7 +123,7 @@ start_proc kube-apiserver "$K8S_BIN/kube-apiserver" \
 wait_proc kube-apiserver "kube-apiserver /readyz" "${KUBECTL[@]}" get --raw /readyz
 
 # Multi-node: a lost node is marked NotReady/Unknown after RINGLEADER_NODE_MONITOR_GRACE (default 20s; the
-# controller-manager's own default is 40s, docs/cluster.md), so node-loss tests do not wait out the default.
+# controller-manager's own default is 50s, docs/cluster.md), so node-loss tests do not wait out the default.
 NODE_MONITOR_FLAGS=()
 (( CLUSTER_NODES > 1 )) && NODE_MONITOR_FLAGS=(--node-monitor-period 2s --node-monitor-grace-period "${RINGLEADER_NODE_MONITOR_GRACE:-20s}")
 start_proc kube-controller-manager "$K8S_BIN/kube-controller-manager" \
