@@ -69,9 +69,10 @@ operator-tests: venv cluster-build  ## operator tests against a real kube-apiser
 
 # lint first: seconds, failing before the tests' minutes. cluster-build: the chart tests need its helm, the
 # operator tests its kube-apiserver and etcd; browser-deps: the MLflow UI test needs Chromium.
-test: lock-check venv lint crds-check cluster-build browser-deps  ## everything CI runs: lint, unit, integration (the browser test too), operator, then e2e on a real cluster
+test: lock-check venv lint crds-check cluster-build browser-deps  ## everything CI runs: lint, unit, integration (the browser test too), operator, then e2e on a real cluster (one node, then the multi-node tests on three)
 	RINGLEADER_HEAVY_TESTS=1 $(PY) -m pytest tests/unit tests/integration tests/operator -q
 	$(MAKE) e2e
+	$(MAKE) e2e-nodes
 
 run: venv  ## the main job: run the quickstart experiment locally into ./mlflow.db
 	$(VENV)/bin/ringleader run examples/quickstart.yaml

@@ -32,22 +32,38 @@ have_base_arg=0; for a in "${BUILD_ARGS[@]}"; do [[ "$a" == BASE_IMAGE=* ]] && h
 OUT="$CACHE/built-images/$(echo "$TAG" | tr '/:' '__')"
 mkdir -p "$OUT"
 KEY="$(python3 "$CLUSTER_DIR/ctxhash.py" "$DOCKERFILE" "$CONTEXT" "$TAG" "$BASE_REF" "${BUILD_ARGS[@]}")"
-CTR=(ctr --address "$RUN_DIR/containerd/containerd.sock" --namespace k8s.io --timeout 900s)  # a torch image (7.7 GB) takes minutes to import
-cluster_running() { [[ -S "$RUN_DIR/containerd/containerd.sock" ]] && "${CTR[@]}" version >/dev/null 2>&1; }
+# The running cluster's containerds: the single node's, or every node's of the multi-node cluster (nodes.sh).
+SOCKETS=("$RUN_DIR/containerd/containerd.sock")
+if [[ -s "$RUN_DIR/nodes.list" ]]; then
+  SOCKETS=(); while read -r n; do SOCKETS+=("$RUN_DIR/nodes/$n/containerd/containerd.sock"); done < "$RUN_DIR/nodes.list"
+fi
+ctr_at() { ctr --address "$1" --namespace k8s.io --timeout 900s "${@:2}"; }  # a torch image (7.7 GB) takes minutes to import
+cluster_running() { local s; for s in "${SOCKETS[@]}"; do [[ -S "$s" ]] && ctr_at "$s" version >/dev/null 2>&1 || return 1; done; }
+missing_somewhere() { local s; for s in "${SOCKETS[@]}"; do [[ -n "$(ctr_at "$s" images ls -q "name==$TAG")" ]] || return 0; done; return 1; }
 # containerd keeps an image it imported under its ID as well as its tag: when the tag moves to a new build,
 # the old build's ID reference (and its 8 GB) would stay. Drop every reference to the digest the tag left.
+import_into() {
+  local s="$1" before after
+  before="$(ctr_at "$s" images ls "name==$TAG" | awk 'NR > 1 {print $3}')"
+  ctr_at "$s" images import "$OUT/image.tar" >/dev/null || return 1
+  after="$(ctr_at "$s" images ls "name==$TAG" | awk 'NR > 1 {print $3}')"
+  if [[ -n "$before" && "$before" != "$after" ]]; then
+    ctr_at "$s" images ls | awk -v d="$before" 'NR > 1 && $3 == d {print $1}' | xargs -r ctr --address "$s" --namespace k8s.io images rm >/dev/null
+  fi
+}
 import_image() {
   if cluster_running; then
-    local before after
-    before="$("${CTR[@]}" images ls "name==$TAG" | awk 'NR > 1 {print $3}')"
-    "${CTR[@]}" images import "$OUT/image.tar" >/dev/null
-    after="$("${CTR[@]}" images ls "name==$TAG" | awk 'NR > 1 {print $3}')"
-    if [[ -n "$before" && "$before" != "$after" ]]; then
-      "${CTR[@]}" images ls | awk -v d="$before" 'NR > 1 && $3 == d {print $1}' | xargs -r "${CTR[@]}" images rm >/dev/null
+    local s pids=() rc=0 p
+    for s in "${SOCKETS[@]}"; do import_into "$s" & pids+=($!); done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    (( rc == 0 )) || die "importing $TAG into the cluster's containerd failed"
+    # The stamp says the cached content store holds this build: true of the single node's store only (the
+    # multi-node cluster's nodes hold clones, gone at cluster-down; the next cluster-up imports it there).
+    if (( ${#SOCKETS[@]} == 1 )) && [[ ! -s "$RUN_DIR/nodes.list" ]]; then
+      local stamp_dir; stamp_dir="$CACHE/containerd-$(containerd --version | awk '{print $3}')/imported"
+      mkdir -p "$stamp_dir" && cp "$OUT/key" "$stamp_dir/$(basename "$OUT").key"
     fi
-    local stamp_dir; stamp_dir="$CACHE/containerd-$(containerd --version | awk '{print $3}')/imported"
-    mkdir -p "$stamp_dir" && cp "$OUT/key" "$stamp_dir/$(basename "$OUT").key"
-    log "imported $TAG into containerd (k8s.io)"
+    log "imported $TAG into containerd (k8s.io) of ${#SOCKETS[@]} node(s)"
   else
     log "cluster not running: $TAG will be imported by the next cluster-up"
   fi
@@ -55,7 +71,7 @@ import_image() {
 
 if [[ -s "$OUT/image.tar" && "$(cat "$OUT/key" 2>/dev/null)" == "$KEY" ]]; then
   log "$TAG: up to date (content hash ${KEY:0:12})"
-  if cluster_running && [[ -z "$("${CTR[@]}" images ls -q "name==$TAG")" ]]; then import_image; fi
+  if cluster_running && missing_somewhere; then import_image; fi
   echo "$TAG"; exit 0
 fi
 

@@ -22,18 +22,20 @@ while read -r _ mnt fstype _; do
 done < /proc/self/mounts
 # network
 ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && bad "interface $NODE_BRIDGE"
-for ns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do bad "netns $ns"; done
+for ns in $(ip netns list 2>/dev/null | awk '/^(cni-|rl-node-)/{print $1}'); do bad "netns $ns"; done
+ip link show "$NODES_BRIDGE" >/dev/null 2>&1 && bad "interface $NODES_BRIDGE"
+for v in $(ip -o link show 2>/dev/null | awk -F': ' '$2 ~ /^rlnic-/ {print $2}' | cut -d@ -f1); do bad "interface $v"; done
 for v in $(ip -o link show type ifb 2>/dev/null | awk -F': ' '$2 ~ /^bwp/ {print $2}' | cut -d@ -f1); do bad "ifb interface $v"; done
-while read -r r; do bad "route $r"; done < <(ip route show | grep -E "^(${SERVICE_CIDR%/*}|${POD_CIDR%/*})")
+while read -r r; do bad "route $r"; done < <(ip route show | grep -E "^(${SERVICE_CIDR%/*}|${POD_CIDR%/*}|${NODES_NET%.*}\.|${NODES_POD_NET%%.*}\.$(cut -d. -f2 <<< "$NODES_POD_NET")\.)")
 # iptables
 for cmd in iptables ip6tables; do
   for table in filter nat mangle; do
-    out="$($cmd -w 5 -t "$table" -S 2>/dev/null | grep -E -- '(KUBE-|CNI-|RL-)|'"${POD_CIDR%.*}"'\.|'"${SERVICE_CIDR%.*}"'\.')"
+    out="$($cmd -w 5 -t "$table" -S 2>/dev/null | grep -E -- '(KUBE-|CNI-|RL-)|'"${POD_CIDR%.*}"'\.|'"${SERVICE_CIDR%.*}"'\.|'"${NODES_NET%.*}"'\.')"
     [[ -n "$out" ]] && bad "$cmd -t $table: $(echo "$out" | head -5 | tr '\n' ';')"
   done
 done
 # cgroups
-for d in /sys/fs/cgroup/*/kubepods; do [[ -d "$d" ]] && bad "cgroup $d"; done
+for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/rl-node-*; do [[ -d "$d" ]] && bad "cgroup $d"; done
 # listening ports the cluster uses
 for port in "$APISERVER_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" 10248 10249 10250 10256 10257 10259; do
   ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && bad "listening on port $port: $(ss -Hltnp "sport = :$port" | head -1)"

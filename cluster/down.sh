@@ -3,6 +3,7 @@
 # namespaces, interfaces, iptables rules and cgroups it created, restore sysctls, delete $RUN_DIR.
 # Safe to run when nothing is up. Verify with cluster/check-clean.sh.
 . "$(dirname "$0")/lib.sh"
+. "$CLUSTER_DIR/nodes.sh"
 [[ -n "${RINGLEADER_LOCK_HELD:-}" ]] || take_lock
 set +e
 T0=$SECONDS
@@ -33,6 +34,7 @@ our_pids() {
 }
 
 # 1. kubelet first, so nothing restarts containers; then remove all pod sandboxes through the CRI.
+nodes_down   # the multi-node cluster's nodes, each the same way (nodes.sh)
 stop_proc kubelet 20
 if [[ -S "$CD/containerd.sock" ]] && [[ -n "$(pid_of containerd)" ]] && kill -0 "$(pid_of containerd)" 2>/dev/null; then
   CRICTL="$CACHE/crictl-$CRICTL_VERSION/bin/crictl"
@@ -89,10 +91,12 @@ for ns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do ip netns de
 for v in $(ip -o link show master "$NODE_BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link delete "$v" 2>/dev/null; done
 # The bandwidth plugin's ifb devices (bwp<hash>) live in the host namespace: gone with CNI DEL, not with a netns.
 for v in $(ip -o link show type ifb 2>/dev/null | awk -F': ' '$2 ~ /^bwp/ {print $2}' | cut -d@ -f1); do ip link delete "$v" 2>/dev/null; done
+nodes_network_down
 ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link delete "$NODE_BRIDGE" && log "deleted bridge $NODE_BRIDGE"
 conntrack -D -s "$POD_CIDR" >/dev/null 2>&1; conntrack -D -d "$POD_CIDR" >/dev/null 2>&1
 
-# 5. cgroups kubelet created (cgroupfs driver, cgroup v1): kubepods hierarchy in every controller.
+# 5. cgroups kubelet created (cgroupfs driver, cgroup v1): kubepods hierarchy in every controller (the
+# nodes' cgroup roots went with nodes_network_down).
 for ctl in /sys/fs/cgroup/*/; do
   [[ -d "${ctl}kubepods" ]] || continue
   find "${ctl}kubepods" -depth -type d -exec rmdir {} + 2>/dev/null

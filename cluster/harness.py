@@ -1,4 +1,4 @@
-"""Python entry points to the single-node test cluster (stdlib only), for e2e fixtures.
+"""Python entry points to the test cluster (stdlib only), for e2e fixtures.
 
     import sys; sys.path.insert(0, "<repo>/cluster")
     import harness
@@ -7,6 +7,8 @@
     ...
     harness.down()                   # removes every process, mount, interface, rule it created
 
+RINGLEADER_CLUSTER_NODES=K (K > 1) at up() brings up K nodes, each in its own network namespace
+(RINGLEADER_NODE_NIC_RATE caps their NICs); stop_node/start_node take one away and bring it back.
 Everything shells out to the scripts in this directory (the same ones `make cluster-up` runs).
 Cache root: $RINGLEADER_CACHE (default ~/.cache/ringleader); see docs/cluster.md.
 """
@@ -94,6 +96,29 @@ def down(timeout: float = 600) -> None:
     _run("down.sh", timeout=timeout)
 
 
+def nodes() -> list[str]:
+    """The running multi-node cluster's node names (empty for the single-node cluster)."""
+    listing = run_dir() / "nodes.list"
+    return listing.read_text().split() if listing.exists() else []
+
+
+def containerd_socket(node: str) -> str:
+    """The socket of the containerd that runs NODE's containers (the single node's: any name)."""
+    if node in nodes():
+        return str(run_dir() / "nodes" / node / "containerd" / "containerd.sock")
+    return str(run_dir() / "containerd" / "containerd.sock")
+
+
+def stop_node(name: str, timeout: float = 120) -> None:
+    """Take node NAME away as a power cut would (cluster/node.sh stop)."""
+    _run("node.sh", "stop", name, timeout=timeout)
+
+
+def start_node(name: str, timeout: float = 300) -> None:
+    """Bring node NAME back and wait until it is Ready (cluster/node.sh start)."""
+    _run("node.sh", "start", name, timeout=timeout)
+
+
 def check_clean(timeout: float = 120) -> bool:
     """True when no trace of the cluster is left on the host (see check-clean.sh)."""
     return subprocess.run([str(CLUSTER_DIR / "check-clean.sh")], timeout=timeout,
@@ -101,7 +126,7 @@ def check_clean(timeout: float = 120) -> bool:
 
 
 def is_up() -> bool:
-    """True when the API server answers and the node is Ready."""
+    """True when the API server answers and a node is Ready."""
     if not Path(kubeconfig_path()).exists():
         return False
     try:

@@ -18,6 +18,15 @@ export GONOSUMDB="k8s.io/kubernetes"
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 NICE=(nice -n "${RINGLEADER_NICE:-10}")
+# Worker nodes: RINGLEADER_CLUSTER_NODES at cluster-up (unset or 1: the single-node cluster, the host is its
+# node; K > 1: K nodes, each in its own network namespace, see nodes.sh); later commands read the running
+# cluster's count from $RUN_DIR/nodes.list.
+if [[ -n "${RINGLEADER_CLUSTER_NODES:-}" ]]; then CLUSTER_NODES="$RINGLEADER_CLUSTER_NODES"
+elif [[ -s "$RUN_DIR/nodes.list" ]]; then CLUSTER_NODES="$(wc -l < "$RUN_DIR/nodes.list")"
+else CLUSTER_NODES=1; fi
+[[ "$CLUSTER_NODES" =~ ^[1-9][0-9]?$ ]] || { echo "RINGLEADER_CLUSTER_NODES=$CLUSTER_NODES: give a node count from 1 to 99" >&2; exit 2; }
+# The API server's address: the single node's bridge address, or the host's end of the nodes' network.
+APISERVER_IP="$NODE_IP"; (( CLUSTER_NODES > 1 )) && APISERVER_IP="$NODES_HOST_IP"
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

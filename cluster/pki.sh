@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Create the cluster CA, component certificates, service-account key pair and kubeconfigs with openssl.
 # Output: $RUN_DIR/pki/*, $RUN_DIR/kubeconfig (admin) and $RUN_DIR/*.kubeconfig. Idempotent.
+#   pki.sh                 the control plane's and the single node's (NODE_NAME, NODE_IP)
+#   pki.sh node NAME IP    one node of the multi-node cluster: its kubelet's serving certificate and its
+#                          kubeconfig (system:node:NAME, as NodeRestriction wants) in $RUN_DIR/nodes/NAME
 . "$(dirname "$0")/lib.sh"
 NODE_NAME="${NODE_NAME:-rl-node}"
 PKI="$RUN_DIR/pki"
@@ -45,7 +48,7 @@ kind: Config
 clusters:
 - name: ringleader
   cluster:
-    server: https://$NODE_IP:$APISERVER_PORT
+    server: https://$APISERVER_IP:$APISERVER_PORT
     certificate-authority-data: $ca_b64
 users:
 - name: $user
@@ -60,9 +63,19 @@ KC
   chmod 600 "$file.tmp"; mv "$file.tmp" "$file"
 }
 
+if [[ "${1:-}" == node ]]; then
+  name="$2" ip="$3"
+  mkdir -p "$RUN_DIR/nodes/$name"
+  cert "kubelet-client-$name" "/O=system:nodes/CN=system:node:$name" clientAuth
+  cert "kubelet-$name" "/CN=$name" serverAuth "DNS:$name,IP:$ip,IP:127.0.0.1"
+  chmod 600 "$PKI"/*.key
+  kubeconfig "$RUN_DIR/nodes/$name/kubelet.kubeconfig" "kubelet-client-$name" "system:node:$name"
+  exit 0
+fi
+
 ca
 cert apiserver "/CN=kube-apiserver" serverAuth \
-  "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.$CLUSTER_DOMAIN,DNS:localhost,IP:127.0.0.1,IP:$KUBERNETES_SVC_IP,IP:$NODE_IP"
+  "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.$CLUSTER_DOMAIN,DNS:localhost,IP:127.0.0.1,IP:$KUBERNETES_SVC_IP,IP:$APISERVER_IP"
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
 cert controller-manager "/CN=system:kube-controller-manager" clientAuth

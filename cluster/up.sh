@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Bring up the single-node test cluster (idempotent): build what is missing, then start etcd, kube-apiserver,
+# Bring up the test cluster (idempotent): build what is missing, then start etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy and CoreDNS as background
 # processes (logs: $RUN_DIR/logs), wait until the node is Ready and CoreDNS answers, print KUBECONFIG.
+# RINGLEADER_CLUSTER_NODES=K (K > 1): K worker nodes, each in its own network namespace (nodes.sh).
 . "$(dirname "$0")/lib.sh"
+. "$CLUSTER_DIR/node-config.sh"
+. "$CLUSTER_DIR/nodes.sh"
 NODE_NAME="${NODE_NAME:-rl-node}"
 UP_TIMEOUT="${RINGLEADER_UP_TIMEOUT:-180}"   # per wait step, seconds
 T0=$SECONDS
@@ -22,9 +25,14 @@ usage() {
 }
 cluster_healthy() {
   local p
-  for p in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy; do
-    proc_alive "$p" || return 1
-  done
+  for p in etcd kube-apiserver kube-controller-manager kube-scheduler; do proc_alive "$p" || return 1; done
+  if (( CLUSTER_NODES > 1 )); then
+    [[ "$(running_node_count)" == "$CLUSTER_NODES" ]] && nodes_healthy && in_node 1 python3 "$CLUSTER_DIR/dnsprobe.py" \
+      "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP" >/dev/null 2>&1
+    return
+  fi
+  [[ "$(running_node_count)" == 1 ]] || return 1
+  for p in containerd kubelet kube-proxy; do proc_alive "$p" || return 1; done
   [[ "$("${KUBECTL[@]}" get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]] &&
     python3 "$CLUSTER_DIR/dnsprobe.py" "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP" >/dev/null 2>&1
 }
@@ -68,6 +76,10 @@ if [[ ! -s "$RUN_DIR/sysctl.saved" ]]; then
   cp "$RUN_DIR/sysctl.saved" "$CACHE/sysctl.before-up"
 fi
 sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+CD_ROOT="$CACHE/containerd-$(containerd --version | awk '{print $3}')/root"
+if (( CLUSTER_NODES > 1 )); then
+  nodes_host_network
+else
 # The node/pod bridge: NODE_IP is the node's InternalIP, the API server's address and the pods' gateway.
 if ! ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
   ip link add "$NODE_BRIDGE" type bridge
@@ -81,6 +93,7 @@ iptables -w 5 -N RL-FORWARD 2>/dev/null || iptables -w 5 -F RL-FORWARD
 iptables -w 5 -A RL-FORWARD -i "$NODE_BRIDGE" -o "$NODE_BRIDGE" -j ACCEPT
 iptables -w 5 -A RL-FORWARD -i "$NODE_BRIDGE" -j REJECT --reject-with icmp-net-prohibited
 iptables -w 5 -C FORWARD -j RL-FORWARD 2>/dev/null || iptables -w 5 -I FORWARD 1 -j RL-FORWARD
+fi
 : > "$RUN_DIR/resolv.conf"   # pods with dnsPolicy Default get no upstream resolver
 
 # ---------------------------------------------------------------------------------------------- pki
@@ -98,7 +111,7 @@ wait_proc etcd "etcd healthy" "$ETCD_BIN/etcdctl" --endpoints "127.0.0.1:$ETCD_P
 # ---------------------------------------------------------------------------------------------- control plane
 start_proc kube-apiserver "$K8S_BIN/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-  --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
+  --bind-address "$APISERVER_IP" --advertise-address "$APISERVER_IP" --secure-port "$APISERVER_PORT" \
   --service-cluster-ip-range "$SERVICE_CIDR" --service-node-port-range 30000-32767 \
   --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged=true \
   --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
@@ -109,6 +122,10 @@ start_proc kube-apiserver "$K8S_BIN/kube-apiserver" \
   --profiling=false --v=1
 wait_proc kube-apiserver "kube-apiserver /readyz" "${KUBECTL[@]}" get --raw /readyz
 
+# Multi-node: a lost node is marked NotReady/Unknown after RINGLEADER_NODE_MONITOR_GRACE (default 20s; the
+# controller-manager's own default is 50s, docs/cluster.md), so node-loss tests do not wait out the default.
+NODE_MONITOR_FLAGS=()
+(( CLUSTER_NODES > 1 )) && NODE_MONITOR_FLAGS=(--node-monitor-period 2s --node-monitor-grace-period "${RINGLEADER_NODE_MONITOR_GRACE:-20s}")
 start_proc kube-controller-manager "$K8S_BIN/kube-controller-manager" \
   --kubeconfig "$RUN_DIR/controller-manager.kubeconfig" \
   --authentication-kubeconfig "$RUN_DIR/controller-manager.kubeconfig" \
@@ -117,172 +134,39 @@ start_proc kube-controller-manager "$K8S_BIN/kube-controller-manager" \
   --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
   --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
   --use-service-account-credentials=true --service-cluster-ip-range "$SERVICE_CIDR" \
-  --allocate-node-cidrs=false --profiling=false --v=1
+  --allocate-node-cidrs=false "${NODE_MONITOR_FLAGS[@]}" --profiling=false --v=1
 start_proc kube-scheduler "$K8S_BIN/kube-scheduler" \
   --kubeconfig "$RUN_DIR/scheduler.kubeconfig" \
   --authentication-kubeconfig "$RUN_DIR/scheduler.kubeconfig" \
   --authorization-kubeconfig "$RUN_DIR/scheduler.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port 10259 --leader-elect=false --profiling=false --v=1
 
-# ---------------------------------------------------------------------------------------------- containerd
+# ---------------------------------------------------------------------------------------------- node(s)
+if (( CLUSTER_NODES > 1 )); then
+  nodes_up "$CLUSTER_NODES"
+else
 CD="$RUN_DIR/containerd"
 # containerd's content store and snapshots persist across cluster-down/up (so imported images are kept);
 # its state (tasks, sandboxes, netns mounts) lives in the run dir and is wiped by cluster-down.
-CD_ROOT="$CACHE/containerd-$(containerd --version | awk '{print $3}')/root"
-mkdir -p "$CD/certs.d" "$CD_ROOT" "$CD_ROOT/../imported"
-# Any registry pull is sent to a closed loopback port: images must be imported, never pulled.
-for reg in _default docker.io registry.k8s.io ghcr.io quay.io gcr.io; do
-  mkdir -p "$CD/certs.d/$reg"
-  printf 'server = "http://127.0.0.1:9"\n\n[host."http://127.0.0.1:9"]\n  capabilities = ["pull", "resolve"]\n' > "$CD/certs.d/$reg/hosts.toml"
-done
-PAUSE_IMAGE="$(cat "$CACHE/images/pause-$PAUSE_VERSION/ref")"
-cat > "$CD/config.toml" <<TOML
-version = 2
-root = "$CD_ROOT"
-state = "$CD/state"
-oom_score = 0
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
-[grpc]
-  address = "$CD/containerd.sock"
-[ttrpc]
-  address = "$CD/containerd.sock.ttrpc"
-[debug]
-  level = "info"
-[metrics]
-  address = ""
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  disable_tcp_service = true
-  netns_mounts_under_state_dir = true
-  # This sandbox lacks CAP_SYS_RESOURCE, so lowering oom_score_adj (kubelet asks -998 for sandboxes) fails
-  # in runc init; never go below containerd's own score (containerd's rootless-mode knob).
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  max_container_log_line_size = 16384
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "$(command -v runc)"
-        Root = "$CD/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "$RUN_DIR/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "$CD/certs.d"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$CD/opt"
-TOML
-# bandwidth: pods annotated kubernetes.io/ingress-bandwidth / egress-bandwidth get a tbf qdisc on their host
-# veth (what they receive) and on an ifb device their traffic is redirected through (what they send);
-# containerd passes the annotations as the plugin's `bandwidth` capability. Egress needs the ifb module.
+containerd_config "$CD/config.toml" "$CD" "$CD_ROOT" "$RUN_DIR/cni/net.d"
 modprobe ifb 2>/dev/null || true
 if ip link add rl-ifb-probe type ifb 2>/dev/null; then ip link delete rl-ifb-probe
 else log "WARNING: no ifb device type (kernel module ifb): pods with kubernetes.io/egress-bandwidth will fail to start"; fi
-cat > "$RUN_DIR/cni/net.d/10-ringleader.conflist" <<JSON
-{
-  "cniVersion": "0.4.0",
-  "name": "ringleader",
-  "plugins": [
-    {
-      "type": "bridge", "bridge": "$NODE_BRIDGE", "isGateway": true, "isDefaultGateway": true,
-      "ipMasq": false, "hairpinMode": true, "promiscMode": false,
-      "ipam": {
-        "type": "host-local", "dataDir": "$RUN_DIR/cni/ipam",
-        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": false},
-    {"type": "bandwidth", "capabilities": {"bandwidth": true}}
-  ]
-}
-JSON
+cni_config "$RUN_DIR/cni/net.d/10-ringleader.conflist" "$NODE_BRIDGE" "$POD_CIDR" "$NODE_IP" "$RUN_DIR/cni/ipam"
 start_proc containerd containerd --config "$CD/config.toml"
 wait_proc containerd "containerd socket" "${CTR[@]}" version
+import_images "${CTR[@]}"
 
-for img in pause "coredns" debian-base; do
-  dir="$("$CLUSTER_DIR/build-images.sh" --dir "$img")"
-  ref="$(cat "$dir/ref")"
-  if [[ -n "$("${CTR[@]}" images ls -q "name==$ref")" ]]; then continue; fi
-  s=$SECONDS
-  "${CTR[@]}" images import "$dir/image.tar" >/dev/null
-  "${CTR[@]}" images label "$ref" io.cri-containerd.pinned=pinned >/dev/null 2>&1 || true
-  log "imported $ref ($((SECONDS - s))s)"
-done
-# Images built with cluster/build-image.sh while the cluster was down (or rebuilt since) are imported now.
-for dir in "$CACHE"/built-images/*/; do
-  [[ -s "$dir/image.tar" && -s "$dir/key" ]] || continue
-  stamp="$CD_ROOT/../imported/$(basename "$dir").key"
-  ref="$(cat "$dir/ref")"
-  if [[ "$(cat "$stamp" 2>/dev/null)" == "$(cat "$dir/key")" && -n "$("${CTR[@]}" images ls -q "name==$ref")" ]]; then continue; fi
-  "${CTR[@]}" images import "$dir/image.tar" >/dev/null && cp "$dir/key" "$stamp" && log "imported $ref"
-done
-
-# ---------------------------------------------------------------------------------------------- kubelet
-cat > "$RUN_DIR/kubelet-config.yaml" <<YAML
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: $NODE_IP
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-containerRuntimeEndpoint: unix://$CD/containerd.sock
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: $PKI/ca.crt}
-authorization: {mode: Webhook}
-tlsCertFile: $PKI/kubelet.crt
-tlsPrivateKeyFile: $PKI/kubelet.key
-cgroupDriver: cgroupfs
-failSwapOn: false
-clusterDNS: [$CLUSTER_DNS_IP]
-clusterDomain: $CLUSTER_DOMAIN
-resolvConf: $RUN_DIR/resolv.conf
-# The sandbox and base images are imported, not pullable: never garbage-collect images.
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-# Disk pressure would still reclaim images, the sandbox image included (containerd 1.6 does not pin it), and
-# then no pod starts: building the 8 GB image beside a running cluster can leave less than 2 % of a big disk
-# free for a while. An absolute floor keeps that transient from reaching the kubelet.
-evictionHard: {memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi, nodefs.inodesFree: 2%}
-serializeImagePulls: false
-maxPods: 110
-rotateCertificates: false
-serverTLSBootstrap: false
-podPidsLimit: -1
-podLogsDir: $RUN_DIR/pod-logs
-YAML
+kubelet_config "$RUN_DIR/kubelet-config.yaml" "$NODE_IP" "$CD" kubelet "$RUN_DIR/pod-logs"
 start_proc kubelet "$K8S_BIN/kubelet" --config "$RUN_DIR/kubelet-config.yaml" \
   --kubeconfig "$RUN_DIR/kubelet.kubeconfig" --root-dir "$RUN_DIR/kubelet" \
   --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v=1
-
-# ---------------------------------------------------------------------------------------------- kube-proxy
-cat > "$RUN_DIR/kube-proxy.yaml" <<YAML
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: iptables
-clientConnection: {kubeconfig: $RUN_DIR/kube-proxy.kubeconfig}
-hostnameOverride: $NODE_NAME
-bindAddress: $NODE_IP
-clusterCIDR: $POD_CIDR
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-nodePortAddresses: ["$NODE_IP/32"]
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-iptables: {localhostNodePorts: false, masqueradeAll: false}
-YAML
+kube_proxy_config "$RUN_DIR/kube-proxy.yaml" "$NODE_NAME" "$NODE_IP" "$POD_CIDR"
 start_proc kube-proxy "$K8S_BIN/kube-proxy" --config "$RUN_DIR/kube-proxy.yaml" --v=1
 
 wait_proc kubelet "node $NODE_NAME registered" "${KUBECTL[@]}" get node "$NODE_NAME"
 wait_proc kubelet "node $NODE_NAME Ready" bash -c "[[ \"\$(${KUBECTL[*]} get node $NODE_NAME -o 'jsonpath={.status.conditions[?(@.type==\"Ready\")].status}')\" == True ]]"
+fi
 
 # ---------------------------------------------------------------------------------------------- CoreDNS
 wait_proc kube-controller-manager "default service account" "${KUBECTL[@]}" -n default get serviceaccount default
@@ -290,8 +174,13 @@ sed -e "s|@CLUSTER_DOMAIN@|$CLUSTER_DOMAIN|g" -e "s|@CLUSTER_DNS_IP@|$CLUSTER_DN
     -e "s|@COREDNS_IMAGE@|$(cat "$CACHE/images/coredns-$COREDNS_VERSION/ref")|g" \
     "$CLUSTER_DIR/manifests/coredns.yaml" | "${KUBECTL[@]}" apply -f - >/dev/null
 wait_proc kubelet "CoreDNS deployment available" "${KUBECTL[@]}" -n kube-system wait --for=condition=Available deployment/coredns --timeout=5s
-wait_proc kube-proxy "CoreDNS answers kubernetes.default via $CLUSTER_DNS_IP" \
-  python3 "$CLUSTER_DIR/dnsprobe.py" "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP"
+if (( CLUSTER_NODES > 1 )); then
+  wait_proc kube-apiserver "CoreDNS answers kubernetes.default via $CLUSTER_DNS_IP (from $(node_name 1))" \
+    in_node 1 python3 "$CLUSTER_DIR/dnsprobe.py" "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP"
+else
+  wait_proc kube-proxy "CoreDNS answers kubernetes.default via $CLUSTER_DNS_IP" \
+    python3 "$CLUSTER_DIR/dnsprobe.py" "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP"
+fi
 
 date +%s > "$RUN_DIR/up.stamp"
 log "cluster up in $((SECONDS - T0))s"

@@ -1,4 +1,5 @@
-# Single-node Kubernetes test cluster built from pinned upstream sources (see docs/cluster.md).
+# Kubernetes test cluster built from pinned upstream sources (see docs/cluster.md): one node, or NODES=K nodes
+# (each in its own network namespace; NIC_RATE=500mbit caps every node's NIC both ways).
 # Included by the top-level Makefile (`include mk/*.mk`).
 RL_CLUSTER_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../cluster)
 
@@ -13,8 +14,10 @@ cluster-build: cluster-deps ## build Kubernetes, etcd, CoreDNS, crictl, helm, Ku
 	$(RL_CLUSTER_DIR)/build-kueue.sh
 	$(RL_CLUSTER_DIR)/build-images.sh
 
-cluster-up: ## start the cluster (idempotent; builds what is missing); prints KUBECONFIG and how to use its kubectl and helm
-	$(RL_CLUSTER_DIR)/up.sh
+NODES ?=
+NIC_RATE ?=
+cluster-up: ## start the cluster (idempotent; builds what is missing; NODES=3 for three nodes); prints KUBECONFIG and how to use its kubectl and helm
+	$(if $(NODES),RINGLEADER_CLUSTER_NODES=$(NODES)) $(if $(NIC_RATE),RINGLEADER_NODE_NIC_RATE=$(NIC_RATE)) $(RL_CLUSTER_DIR)/up.sh
 
 cluster-kueue: ## run Kueue (its CRDs and controller manager) against the running cluster (idempotent; cluster-down stops it)
 	$(RL_CLUSTER_DIR)/kueue-up.sh

@@ -1,12 +1,14 @@
 # End-to-end tests (tests/e2e, docs/e2e.md) on a real Kubernetes cluster.
 # Included by the top-level Makefile (`-include mk/*.mk`); `make -f mk/e2e.mk e2e` works on its own too.
 #
-#   make e2e        the harness's single-node cluster (built from pinned upstream sources, no Docker):
+#   make e2e        the harness's cluster (built from pinned upstream sources, no Docker; E2E_NODES=3 for three
+#                   nodes, each in its own network namespace, which the multi-node tests need):
 #                   cluster-up, image build + import (cached by content hash), pytest tests/e2e, then
 #                   cluster-down and cluster-check-clean even when the tests fail; exits with the tests' status.
 #   make e2e-kind   the same tests on a kind cluster (needs docker and kind): docker build, kind load, pytest.
 #
-# Variables: E2E_PYTEST_ARGS (e.g. "-k faults -x"), E2E_KEEP_CLUSTER=1 (skip cluster-down), E2E_IMAGE,
+# Variables: E2E_NODES (default 1: one node; 3: the multi-node cluster, docs/cluster.md), E2E_NIC_RATE (each
+# node's NIC cap with E2E_NODES > 1, e.g. 500mbit; default uncapped), E2E_PYTEST_ARGS (e.g. "-k faults -x"), E2E_KEEP_CLUSTER=1 (skip cluster-down), E2E_IMAGE,
 # E2E_PYTHON (default: ./.venv/bin/python if present, else the Makefile's cached venv).
 RL_E2E_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 RL_E2E_CLUSTER := $(RL_E2E_ROOT)/cluster
@@ -15,6 +17,12 @@ E2E_IMAGE ?= localhost/ringleader/ringleader:0.1.0
 # and reused until requirements-runtime.lock changes; a code change rebuilds only the small layers after it.
 E2E_DOCKERFILE ?= Dockerfile
 E2E_PYTEST_ARGS ?=
+E2E_NODES ?= $(or $(RINGLEADER_CLUSTER_NODES),1)
+E2E_NIC_RATE ?= $(RINGLEADER_NODE_NIC_RATE)
+# Exported to these targets' commands, so that cluster/up.sh, build-image.sh and the tests' harness.up() all see
+# the same cluster shape.
+e2e e2e-image e2e-test e2e-repeat: export RINGLEADER_CLUSTER_NODES := $(E2E_NODES)
+e2e e2e-image e2e-test e2e-repeat: export RINGLEADER_NODE_NIC_RATE := $(E2E_NIC_RATE)
 E2E_KEEP_CLUSTER ?=
 E2E_PYTHON ?= $(firstword $(wildcard $(RL_E2E_ROOT)/.venv/bin/python) $(PY) python3)
 # Per-test bound (pytest-timeout); the first test's setup includes cluster-up and the image build when
@@ -32,12 +40,14 @@ KIND_KUBECONFIG ?= $(or $(RINGLEADER_CACHE),$(HOME)/.cache/ringleader)/e2e-kind/
 KIND_BUILD_ARGS ?=
 E2E_KIND_KEEP_CLUSTER ?=
 
-.PHONY: e2e e2e-image e2e-test e2e-repeat e2e-kind
+.PHONY: e2e e2e-nodes e2e-image e2e-test e2e-repeat e2e-kind
 
 e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down + check-clean (tests' exit status)
 	@start=$$(date +%s); rc=0; \
+	if [ "$(E2E_NODES)" != 1 ]; then echo ">> e2e: image $(E2E_IMAGE), before cluster-up: imported once, into the store every node clones"; \
+	  cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh $(E2E_DOCKERFILE) . $(E2E_IMAGE) || rc=$$?; fi; \
 	echo ">> e2e: cluster-up"; \
-	$(RL_E2E_CLUSTER)/up.sh || rc=$$?; \
+	[ $$rc -ne 0 ] || $(RL_E2E_CLUSTER)/up.sh || rc=$$?; \
 	if [ $$rc -eq 0 ]; then echo ">> e2e: image $(E2E_IMAGE)"; \
 	  t=$$(date +%s); cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh $(E2E_DOCKERFILE) . $(E2E_IMAGE) || rc=$$?; \
 	  echo ">> e2e: image ready in $$(( $$(date +%s) - t ))s"; fi; \
@@ -48,6 +58,11 @@ e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down
 	  echo ">> e2e: cluster-check-clean"; $(RL_E2E_CLUSTER)/check-clean.sh || { echo ">> e2e: cluster-check-clean FAILED"; [ $$rc -ne 0 ] || rc=1; }; \
 	fi; \
 	echo ">> e2e: exit $$rc after $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# The tests that need several nodes (placement), on a 3-node cluster of their own; they skip on one node, so CI
+# runs `e2e` (the whole tier, one node) and then this.
+e2e-nodes: ## the multi-node e2e tests (tests/e2e/test_placement_nodes.py) on a 3-node harness cluster: up, pytest, down + check-clean
+	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_PYTHON=$(E2E_PYTHON) E2E_PYTEST_ARGS="-k placement_nodes $(E2E_PYTEST_ARGS)"
 
 e2e-image: ## build the project image for the harness cluster (cached by content hash) and import it
 	cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh $(E2E_DOCKERFILE) . $(E2E_IMAGE)

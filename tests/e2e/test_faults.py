@@ -66,7 +66,7 @@ def kill_container_process(kube, namespace, pod_name) -> str:
     if cluster == "harness":
         import harness  # conftest put cluster/ on sys.path
 
-        ctr = ["ctr", "--address", str(harness.run_dir() / "containerd" / "containerd.sock"), "--namespace", "k8s.io"]
+        ctr = ["ctr", "--address", harness.containerd_socket(found["spec"]["nodeName"]), "--namespace", "k8s.io"]
     elif cluster == "kind":
         ctr = ["docker", "exec", found["spec"]["nodeName"], "ctr", "--namespace", "k8s.io"]
     else:
