@@ -61,8 +61,8 @@ e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down
 
 # The tests that need several nodes (placement), on a 3-node cluster of their own; they skip on one node, so CI
 # runs `e2e` (the whole tier, one node) and then this.
-e2e-nodes: ## the multi-node e2e tests (tests/e2e/test_placement_nodes.py) on a 3-node harness cluster: up, pytest, down + check-clean
-	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_PYTHON=$(E2E_PYTHON) E2E_PYTEST_ARGS="-k placement_nodes $(E2E_PYTEST_ARGS)"
+e2e-nodes: ## the multi-node e2e tests (test_placement_nodes.py, test_lost_node.py) on a 3-node harness cluster: up, pytest, down + check-clean
+	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_PYTHON=$(E2E_PYTHON) E2E_PYTEST_ARGS="-k 'placement_nodes or lost_node' $(E2E_PYTEST_ARGS)"
 
 e2e-image: ## build the project image for the harness cluster (cached by content hash) and import it
 	cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh $(E2E_DOCKERFILE) . $(E2E_IMAGE)

@@ -150,9 +150,10 @@ MLFLOW_STORAGE_CLASS = "ringleader-e2e-mlflow"
 MLFLOW_VOLUME_SIZE = "1Gi"
 
 
-def _values(image: str) -> dict:
+def _values(image: str, home: str | None) -> dict:
     """The release's values: the chart's defaults (progress polling, MLflow on a claim) but for what a 2-core
-    node and a local image need."""
+    node and a local image need. `home`: the node the operator shares with MLflow's local volume, so that a
+    test that stops another node of a multi-node cluster never takes either away."""
     repository, _, tag = image.rpartition(":")
     persistence = {"size": MLFLOW_VOLUME_SIZE}
     if CLUSTER == "harness":
@@ -165,6 +166,7 @@ def _values(image: str) -> dict:
             "logFormat": "plain",
             "verbose": True,
             "extraArgs": ["--recheck-interval=10"],
+            "nodeSelector": {"kubernetes.io/hostname": home} if home else {},
         },
         "tracking": {"timeoutSeconds": 10, "retrySeconds": 5},
         # test_kueue.py: Kueue runs beside the harness cluster (cluster/kueue-up.sh).
@@ -199,7 +201,7 @@ def mlflow_volume(kube):
             {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
         # Only the release's claim may bind it.
         "claimRef": {"namespace": RELEASE_NAMESPACE, "name": f"{RELEASE}-ringleader-mlflow"}}})
-    yield {"name": volume, "path": host}
+    yield {"name": volume, "path": host, "node": node}
     if KEEP:
         return
     kube.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false", check=False)
@@ -210,7 +212,8 @@ def mlflow_volume(kube):
 def release(kube, image, mlflow_volume, tmp_path_factory):
     """`helm install` of the chart with the in-cluster MLflow; uninstalled at the end (the cluster stays)."""
     values = tmp_path_factory.mktemp("helm") / "values.yaml"
-    values.write_text(yaml.safe_dump(_values(image)))
+    home = mlflow_volume["node"] if mlflow_volume else None
+    values.write_text(yaml.safe_dump(_values(image, home)))
     if CLUSTER == "harness":
         with timed("Kueue up (cluster/kueue-up.sh)"):
             _harness().kueue_up()

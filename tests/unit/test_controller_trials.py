@@ -363,3 +363,38 @@ def test_a_permanent_failure_of_a_killed_pod_is_not_believed():
     pods = all_running()
     pods[1] = pod("q-0-worker-0", "Failed", exit_code=137, reason="OOMKilled", message=said)
     assert trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=3)).status.phase == Phase.RESTARTING
+
+
+def on_node(name, node, *, answering=True):
+    """A running pod on `node`; one whose node stopped answering, as the node controller leaves it: Ready=False
+    while its container still says ready and running (no kubelet is left to say otherwise)."""
+    found = pod(name)
+    found["spec"]["nodeName"] = node
+    found["status"]["containerStatuses"] = [{"name": "trainer", "ready": True, "state": {"running": {}}}]
+    found["status"]["conditions"].append({"type": "Ready", "status": "True" if answering else "False"})
+    return found
+
+
+def test_a_rank_on_a_lost_node_restarts_the_trial_naming_the_node():
+    pods = [on_node("q-0-ps-0", "n1"), on_node("q-0-worker-0", "n2", answering=False), on_node("q-0-worker-1", "n3")]
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=1))
+    assert (step.status.phase, step.status.reason, step.status.restarts) == (Phase.RESTARTING, reasons.NODE_LOST, 1)
+    assert "node n2 stopped answering" in step.status.message and "q-0-worker-0 (rank 1)" in step.status.message
+    assert step.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
+
+
+def test_a_lost_node_past_the_backoff_limit_fails_the_trial_with_its_own_reason_and_stops_the_survivors():
+    pods = [on_node("q-0-ps-0", "n1"), on_node("q-0-worker-0", "n1"), on_node("q-0-worker-1", "n3", answering=False)]
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=0))
+    assert (step.status.phase, step.status.reason) == (Phase.FAILED, reasons.NODE_LOST)
+    assert step.status.message.startswith("node n3 stopped answering")
+    assert "backoffLimit 0 reached" in step.status.message
+    assert step.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
+
+
+def test_a_pod_whose_own_container_is_not_ready_is_not_taken_for_a_lost_node():
+    starting = on_node("q-0-worker-0", "n2", answering=False)
+    starting["status"]["containerStatuses"][0]["ready"] = False
+    assert not trials.pods_.on_lost_node(starting)
+    assert trials.pods_.on_lost_node(on_node("q-0-worker-0", "n2", answering=False))
+    assert not trials.pods_.on_lost_node(on_node("q-0-worker-0", "n2"))

@@ -165,9 +165,13 @@ class Kube:
         await self._request("PATCH", path, body=json.dumps(body), query={"fieldManager": FIELD_MANAGER, "force": "true"},
                             content_type="application/apply-patch+yaml", ok=(404,))
 
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        # Background propagation and the pod's own grace period: the kubelet stops it as it would any pod.
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    async def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:
+        # Background propagation and the pod's own grace period: the kubelet stops it as it would any pod. A pod
+        # on a lost node is removed at once (grace 0): its kubelet would never confirm; it stops its containers
+        # itself if the node comes back and finds the pod gone.
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if force:
+            body["gracePeriodSeconds"] = 0
         await self._request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body, ok=(404, 409))
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:

@@ -49,6 +49,8 @@ class Observation:
 class Plan:
     status: ExperimentStatus
     delete: tuple[str, ...] = ()
+    force_delete: tuple[str, ...] = ()
+    """Pods on a lost node, deleted with no grace period: no kubelet is left to confirm a graceful deletion."""
     create: tuple[int, ...] = ()
     """Indices of the trials whose objects to create (409 AlreadyExists counts as created)."""
     workloads: tuple[tuple[int, Action], ...] = ()
@@ -103,10 +105,13 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
     known = {t.name for t in statuses}
     delete += tuple(sorted(pods_.name(p) for trial, found in seen.pods.items() if trial not in known
                            for p in found if not pods_.is_terminating(p)))
+    force_delete = tuple(sorted(pods_.name(p) for found in seen.pods.values() for p in found
+                                if pods_.on_lost_node(p) and (pods_.is_terminating(p) or pods_.name(p) in delete)))
     create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
     workloads = tuple((statuses[i].index, steps[i].workload) for i in range(len(statuses)) if steps[i].workload)
     due = min((s.due for s in steps.values() if s.due is not None), default=None)
-    return Plan(status=experiment_status, delete=delete, create=create, workloads=workloads, due=due)
+    return Plan(status=experiment_status, delete=delete, force_delete=force_delete, create=create,
+                workloads=workloads, due=due)
 
 
 def _iteration(lines: tuple[progress_line.Line, ...]) -> int:

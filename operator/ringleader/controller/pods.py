@@ -78,6 +78,23 @@ def _containers(pod: Pod) -> list[dict[str, Any]]:
     return list((pod.get("status") or {}).get("containerStatuses") or [])
 
 
+def node(pod: Pod) -> str | None:
+    return (pod.get("spec") or {}).get("nodeName")
+
+
+def on_lost_node(pod: Pod) -> bool:
+    """The pod's node stopped answering: Ready=False while every container still says ready and running.
+
+    Only the node controller writes that contradiction (it marks a silent node's pods not ready, after its
+    node-monitor grace period, and nothing else can update them), so no read of Node objects is needed. Ranks
+    have no readiness probe: their containers are ready exactly while they run."""
+    condition = _condition(pod, "Ready")
+    containers = _containers(pod)
+    return (phase(pod) == "Running" and node(pod) is not None and condition is not None
+            and condition.get("status") == "False" and bool(containers)
+            and all(c.get("ready") and "running" in (c.get("state") or {}) for c in containers))
+
+
 @dataclasses.dataclass(frozen=True)
 class Failure:
     """Why one pod failed, in the words `kubectl describe pod` would use."""

@@ -27,6 +27,7 @@ ALL_PODS_RUNNING = "AllPodsRunning"
 RANK_FAILED = outcomes.RANK_FAILED
 DECIDING_CAUSE = "DecidingCause"
 POD_DELETED = "PodDeleted"
+NODE_LOST = "NodeLost"  # a rank's node stopped answering (its pods marked not ready by the node controller)
 WORKERS_SUCCEEDED = outcomes.WORKERS_SUCCEEDED
 EXITED_EARLY = outcomes.EXITED_EARLY
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"

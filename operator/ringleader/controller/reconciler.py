@@ -171,7 +171,9 @@ class Controller:
         new, retry_tracking = await self.runs.start(key, body, experiment, expansion, decision.status, decision.create)
         await self._publish(body, old, new)
         namespace = body["metadata"]["namespace"]
-        await asyncio.gather(*(self.kube.delete_pod(namespace, pod) for pod in decision.delete))
+        force = set(decision.force_delete)
+        await asyncio.gather(*(self.kube.delete_pod(namespace, pod, force=pod in force)
+                               for pod in sorted(set(decision.delete) | force)))
         publish = functools.partial(self._publish, body)
         new = await actions.act_on_workloads(self.kube, self.settings, body, expansion, new, decision.workloads,
                                              workloads, now=now, publish=publish)

@@ -144,7 +144,16 @@ def _fail_or_restart(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, re
         # Every pod goes, finished ones included: the new attempt reuses their names and ranks.
         return Step(status, delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
     message = f"{cause}; backoffLimit {limit} reached after {trial.restarts} restart{'s' * (trial.restarts != 1)}"
-    return _finish(trial, pods, ctx, Phase.FAILED, reasons.BACKOFF_LIMIT_EXCEEDED, message)
+    # A lost node keeps its own word: it is the platform's fault, not the trial's, and alerts tell them apart.
+    final = reasons.NODE_LOST if reason == reasons.NODE_LOST else reasons.BACKOFF_LIMIT_EXCEEDED
+    return _finish(trial, pods, ctx, Phase.FAILED, final, message)
+
+
+def _lost_nodes(lost: list[pods_.Pod]) -> str:
+    nodes = sorted({pods_.node(p) or "?" for p in lost})
+    ranks = ", ".join(f"{pods_.name(p)} (rank {pods_.rank(p)})" for p in lost)
+    return (f"node{'s' * (len(nodes) > 1)} {', '.join(nodes)} stopped answering (marked not ready by the node "
+            f"controller); lost: {ranks}")
 
 
 def step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
@@ -261,6 +270,9 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if deadline is not None and ctx.now >= deadline:
         return _deadline(trial, pods, ctx)
     live = {pods_.name(p): p for p in _live(pods)}
+    lost = sorted((p for p in live.values() if pods_.on_lost_node(p)), key=pods_.rank)
+    if lost:
+        return _fail_or_restart(trial, pods, ctx, reasons.NODE_LOST, _lost_nodes(lost))
     failed = {pods_.rank(p): f for p in live.values() if (f := pods_.failure_of(p)) is not None}
     if failed:
         return _blame(trial, pods, live, failed, ctx)
