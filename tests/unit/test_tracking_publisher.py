@@ -21,7 +21,7 @@ from ringleader.api import experiment, trial
 from ringleader.contract import environment as contract
 from ringleader.contract import records as record_files
 from ringleader.contract import layout
-from ringleader.tracking import cursor, live, publisher, replay, schema
+from ringleader.tracking import cursor, live, publisher, replay, runs, schema
 from ringleader.tracking import settings as settings_
 from ringleader.tracking import store as store_
 
@@ -510,3 +510,48 @@ def test_a_rank_needs_its_run_or_the_token_to_find_it(store, tmp_path):
                                   run_token="uid.tiny-0")  # no MLflow experiment to look in
     with pytest.raises(ValueError, match="RINGLEADER_MLFLOW_EXPERIMENT"):
         live.LivePublisher(env, the_trial, tmp_path)
+
+
+def test_a_rank_that_finished_while_its_run_was_missing_waits_for_it_and_then_publishes_everything_once(
+        store, tmp_path):
+    publishing, rank_dir = publisher_without_run_id(store, tmp_path, "uid-3.tiny-0", records=6)
+    created = threading.Event()
+
+    def operator_creates_the_run_later():
+        time.sleep(1.0)
+        experiment_id = store.ensure_experiment("tiny-experiment")
+        store.create_run_once(experiment_id, "uid-3.tiny-0", {})
+        created.set()
+
+    threading.Thread(target=operator_creates_the_run_later, daemon=True).start()
+    # Each stop() gives up after its own short timeout; finish() tries again until the run is there.
+    assert publishing.finish("FINISHED", wait_seconds=30)
+    assert created.is_set()
+    state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
+    assert [s for s, _ in history(store, state.run_id)] == list(range(6))
+    assert store.client.get_run(state.run_id).info.status == "FINISHED"
+    assert publishing.published() == (6, 6)
+
+
+def test_a_rank_whose_records_stay_unpublished_past_its_wait_says_how_many_went_through(store, tmp_path, caplog):
+    publishing, rank_dir = publisher_without_run_id(store, tmp_path, "uid-4.tiny-0", records=4)
+    assert publishing.finish("FINISHED", wait_seconds=1.5) is False
+    assert publishing.published() == (0, 4)
+    assert "records: 0 of 4 iterations of rank 1 published; waiting for MLflow" in caplog.text
+    assert (rank_dir / layout.ITERATIONS_FILE).read_text().count("\n") == 4
+
+
+def test_ending_a_trial_run_ends_the_rank_runs_its_ranks_left_running(store, trial_run, tmp_path):
+    experiment_id, trial_run_id = trial_run
+    rank_dir = tmp_path / "rank-0"
+    append_records(rank_dir, range(3))
+    rank_publisher(store, rank_dir, experiment_id, trial_run_id).publish()  # no final status: left RUNNING
+    rank_run = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id
+    assert store.client.get_run(rank_run).info.status == "RUNNING"
+
+    runs.finish_run(trial_run_id, "FAILED", reason="NodeLost", tracking_uri=store.uri)
+
+    ended = store.client.get_run(rank_run)
+    assert ended.info.status == "KILLED"
+    assert ended.data.tags["ringleader.reason"] == "TrialEnded"
+    assert len(history(store, rank_run)) == 3  # what it published stays

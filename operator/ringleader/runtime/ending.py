@@ -11,16 +11,29 @@ import torch.distributed as dist
 
 from ringleader.contract import failures
 from ringleader.contract import environment as contract
+from ringleader.contract.environment import RECORDS_WAIT_SECONDS
 from ringleader.runtime import heartbeat, termination
 
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_MESSAGE_CHARACTERS = 4000  # the kubelet keeps 4 KiB of it
 
 
-def stop_publisher(publisher, failed: bool) -> None:
-    """Publish what is left and end the rank's MLflow run, FAILED or FINISHED."""
+def stop_publisher(publisher) -> None:
+    """Publish what is left and end the rank's MLflow run FAILED."""
     if publisher is not None:
-        publisher.stop(status="FAILED" if failed else "FINISHED")
+        publisher.stop(status="FAILED")
+
+
+def finish_publishing(env: contract.PodEnvironment, publisher, wait_seconds: float) -> None:
+    """A rank that trained: every record into MLflow, waiting up to `wait_seconds` for a server that is away.
+    Past that it fails, saying how much was published, so that no trial with missing records is reported a
+    success (its pod's records go with the pod)."""
+    if publisher is None or publisher.finish("FINISHED", wait_seconds):
+        return
+    published, recorded = publisher.published()
+    fail(env, f"records incomplete: {published} of {recorded} iterations published: MLflow did not take them "
+              f"within {wait_seconds:g} s of the end of training ({RECORDS_WAIT_SECONDS} sets the wait); "
+              "run the trial again once the tracking server answers", permanent=True)
 
 
 def publish_on_termination(recorder, publisher) -> None:
@@ -59,7 +72,7 @@ def fail_publishing(env: contract.PodEnvironment, recorder, publisher, reason: s
     try:
         if recorder is not None:
             recorder.drain(timeout_seconds=1.0)
-        stop_publisher(publisher, failed=True)
+        stop_publisher(publisher)
     finally:
         fail(env, reason, permanent=permanent)
 

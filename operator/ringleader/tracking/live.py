@@ -18,8 +18,9 @@ import time
 from ringleader.api import constants
 from ringleader.api.trial import Trial
 from ringleader.contract import environment as contract
-from ringleader.contract import layout
+from ringleader.contract import layout, redaction
 from ringleader.tracking.cursor import Cursor
+from ringleader.tracking.cursor import path_for as cursor_path_for
 from ringleader.tracking import publisher, schema
 from ringleader.tracking.settings import TrackingSettings
 from ringleader.tracking.store import Store, TrackingUnavailable
@@ -79,6 +80,33 @@ class LivePublisher:
             return False
         finally:
             self._publishing.release()
+
+    def finish(self, status: str, wait_seconds: float, *, clock=time.monotonic, sleep=time.sleep) -> bool:
+        """`stop`, tried again until MLflow takes every record or `wait_seconds` pass: a rank that finished
+        while the server was away holds its pod (and so its trial's success) until its records are in. A line
+        every round says what waits; False if the records are still not all published at the end."""
+        deadline = clock() + wait_seconds
+        started = clock()
+        while True:
+            remaining = deadline - clock()
+            if self.stop(status, timeout_seconds=max(1.0, min(60.0, remaining))):
+                if clock() - started > 1.0:
+                    log.info("MLflow took this rank's last records after %.0f s", clock() - started)
+                return True
+            published, total = self.published()
+            log.warning("records: %d of %d iterations of rank %d published; waiting for MLflow at %s (%.0f of "
+                        "at most %.0f s)", published, total, self.env.rank,
+                        redaction.redact(self.env.tracking_uri or ""), clock() - started, wait_seconds)
+            if clock() >= deadline:
+                return False
+            sleep(max(0.0, min(self.settings.live_interval_seconds * 3, deadline - clock())))
+
+    def published(self) -> tuple[int, int]:
+        """(iterations published, iterations recorded) of this rank, from its cursor and its record file."""
+        cursor = Cursor.load(cursor_path_for(self.rank_dir, self.env.tracking_uri))
+        path = self.rank_dir / layout.ITERATIONS_FILE
+        recorded = sum(1 for _ in path.open("rb")) if path.is_file() else 0
+        return cursor.records, recorded
 
     def _loop(self) -> None:
         while not self._stop.wait(self.settings.live_interval_seconds):

@@ -32,6 +32,8 @@ from ringleader.tracking.store import Store, TrackingUnavailable
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._:/-]{1,200}$")
 # What a call raises when the tracking server is away or refuses: callers retry these, and only these.
 TRACKING_ERRORS = (TrackingUnavailable, mlflow.exceptions.MlflowException)
+# Rank runs a trial run may have: one per rank and attempt, a trial of hundreds of ranks restarted a few times.
+MAX_OPEN_RANKS = 5000
 # pyplot keeps global state: one report draws at a time in a process whose threads may make several.
 _FIGURES = threading.Lock()
 
@@ -112,6 +114,23 @@ def finish_run(run_id: str, status: str, summary: Mapping[str, Any] | None = Non
     if tags:
         store.set_tags(run_id, tags)
     store.set_status(run_id, status)
+    _end_open_ranks(store, run_id)
+
+
+def _end_open_ranks(store: Store, trial_run_id: str) -> None:
+    """Rank runs still RUNNING under an ended trial run: their rank ended without ending them (killed, or its
+    last publish failed). KILLED, saying so: a run never stays RUNNING after its trial ended. A rank that
+    publishes later still adds its points, and ends its run itself."""
+    query = f"attributes.status = '{schema.RUNNING}' AND tags.`{schema.TAG_PARENT_RUN_ID}` = '{trial_run_id}'"
+    experiment_id = store.experiment_of(trial_run_id)
+    open_ranks = store.call("search runs", lambda client: client.search_runs(
+        [experiment_id], filter_string=query, max_results=MAX_OPEN_RANKS))
+    for run in open_ranks:
+        store.set_tags(run.info.run_id, {
+            schema.TAG_STATUS_REASON: "TrialEnded",
+            schema.TAG_STATUS_MESSAGE: "the trial ended before this rank ended its run: records it had not "
+                                       "published by then are missing"})
+        store.set_status(run.info.run_id, schema.KILLED)
 
 
 def log_sweep_metrics(parent_run_id: str, summaries: Mapping[str, Mapping[str, Any] | None], *,
