@@ -5,6 +5,7 @@ Runbook (from the repository root; 5 to 8 minutes on a loaded 2-core machine):
     .venv/bin/python bench/bench_predict_validation.py                     # 200Mbit emulated and loopback, 2 3 4 workers
     .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3   # the acceptance check (2 min)
     .venv/bin/python bench/bench_predict_validation.py --rescore /tmp/x/runs-200Mbit   # score runs again, no new trials
+    .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3 --burners 2   # under 2 busy cores
 
 For each link (an emulated cap such as 200Mbit, or `loopback`: no cap) it writes one experiment file
 (an mlp, BSP, one parameter server) sweeping ParameterServer, PeerToPeer and RingAllReduce over the
@@ -18,7 +19,7 @@ It prints, per link, each scenario kind (the predicted architecture; "all" for e
 worker count and over all of them: pairs, median |error|, worst |error|, mean error (its sign says
 over- or under-prediction). The acceptance check of docs/predict-validation.md is the 200Mbit link's
 "all" row at 2 and 3 workers: median at most 5 %, worst at most 10 %. Results, with the machine's load
-average before and after, go to bench/results/predict_validation.json. Not a test: nothing asserts.
+average before and after and the run queue measured through the trials (harness.Load), go to bench/results/predict_validation.json. Not a test: nothing asserts.
 """
 
 from __future__ import annotations
@@ -153,6 +154,8 @@ def main() -> int:
     parser.add_argument("--rescore", nargs="+", type=pathlib.Path, metavar="RUN",
                         help="score these `ringleader run` directories again (their link read from the trials) "
                              "instead of running new trials")
+    parser.add_argument("--burners", type=int, default=0, help="CPU burners running through the new trials "
+                                                                "(harness.Load), so that the load is a setting (default 0)")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR", help="run into DIR and keep it (default: a "
                                                                         "temporary directory, removed)")
     args = parser.parse_args()
@@ -161,6 +164,7 @@ def main() -> int:
     started = time.monotonic()
     found: dict[str, list[dict]] = {}
     runs: dict[str, str] = {}
+    load_measured = None
     if args.rescore:
         for run in args.rescore:
             run = reading.session_directory(run)[0]
@@ -169,7 +173,9 @@ def main() -> int:
             found[link] = pairs(run, predictions(run))
             runs[link] = str(run)
     else:
-        with tempfile.TemporaryDirectory(prefix="bench-predict-") as temporary:
+        trials = len(args.links) * len(ARCHITECTURES) * len(args.workers)
+        with tempfile.TemporaryDirectory(prefix="bench-predict-") as temporary, \
+                harness.Load(args.burners, seconds=args.trial_timeout * trials) as load:
             base = args.keep or pathlib.Path(temporary)
             for link in args.links:
                 print(f"{link}: running {len(ARCHITECTURES) * len(args.workers)} trials "
@@ -177,6 +183,8 @@ def main() -> int:
                 run = run_link(link, base / f"runs-{link}", args)
                 found[link] = pairs(run, predictions(run))
                 runs[link] = str(run)
+        load_measured = load.document()
+        print(f"load: {load.said()}")
     load_after = os.getloadavg()
 
     table = [row for link, pairs_ in found.items() for row in rows(link, pairs_)]
@@ -189,6 +197,7 @@ def main() -> int:
     print(f"load average (1, 5, 15 min): before {' '.join(f'{x:.2f}' for x in load_before)}, "
           f"after {' '.join(f'{x:.2f}' for x in load_after)}; {time.monotonic() - started:.0f} s")
     document = {"machine": harness.machine(), "loadBefore": load_before, "loadAfter": load_after,
+                "load": load_measured,
                 "arguments": {k: (str(v) if isinstance(v, pathlib.Path) else v) for k, v in vars(args).items()
                               if k != "rescore"},
                 "runs": runs, "rows": table, "pairs": found}
