@@ -7,6 +7,8 @@ publisher keeps spooling and a whole `ringleader run` completes; when it is back
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -104,3 +106,42 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
         steps = [m.step for key in ("time/iteration_ms", "warmup/time/iteration_ms")
                  for m in client.get_metric_history(rank.info.run_id, key)]
         assert sorted(steps) == list(range(20))
+
+
+def test_a_rank_that_finishes_while_the_server_is_away_holds_on_until_it_is_back_and_loses_nothing(
+        tracking_server, tmp_path):
+    """The cluster's case (docs/operator.md): the pod of a rank that finished training stays up, retrying, until
+    MLflow takes its last records; only then does the rank exit and its trial succeed."""
+    tracking_server.start()
+    uri = tracking_server.uri
+    the_trial = a_trial()
+    experiment_id = runs.ensure_experiment("default/away-at-the-end", tracking_uri=uri)
+    trial_run_id = runs.start_trial_run(experiment_id, None, the_trial, tracking_uri=uri)
+    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
+    rank_dir.mkdir(parents=True)
+    env = contract.PodEnvironment(role="worker", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500,
+                                  trial_file="trial.json", output_dir=str(tmp_path / "pod"), run_id=trial_run_id,
+                                  tracking_uri=uri)
+    publisher = live.LivePublisher(env, the_trial, rank_dir, settings_.TrackingSettings(
+        live_interval_seconds=0.2, attempts=2, backoff_initial_seconds=0.1, http_timeout_seconds=5))
+    append(rank_dir, range(0, 5))
+    publisher.start()
+    launching.wait_for(lambda: cursor.Cursor.load(cursor.path_for(rank_dir, uri)).records == 5, 90, "5 live records")
+
+    tracking_server.stop()
+    append(rank_dir, range(5, 25))  # the rest of training, while the server is away
+    finished: list[bool] = []
+    ending = threading.Thread(target=lambda: finished.append(publisher.finish("FINISHED", wait_seconds=240)))
+    ending.start()
+    time.sleep(3)
+    assert ending.is_alive() and publisher.published() == (5, 25)  # the rank holds on, its records on disk
+    tracking_server.start()
+    ending.join(240)
+
+    assert finished == [True]
+    client = runs.store_for(uri).client
+    rank_run = client.get_run(cursor.Cursor.load(cursor.path_for(rank_dir, uri)).run_id)
+    steps = sorted(m.step for key in ("time/iteration_ms", "warmup/time/iteration_ms")
+                   for m in client.get_metric_history(rank_run.info.run_id, key))
+    assert steps == list(range(25))  # every iteration, once
+    assert rank_run.info.status == "FINISHED"
