@@ -102,9 +102,9 @@ def _open_session(session_dir: pathlib.Path, experiment: DistributedTrainingExpe
     session_dir.mkdir(parents=True, exist_ok=True)
     # Held until this process ends: a later run or publish closes the session if this one dies first.
     abandoned.hold(session_dir)
-    session = layout.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source)
-    session.save()
     started = time.time()
+    session = layout.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source, [started])
+    session.save()
     layout.write_outcome(session_dir, layout.Outcome(schema.RUNNING, started))
     return session, started
 

@@ -49,7 +49,7 @@ def session_directory(path: str | pathlib.Path) -> tuple[pathlib.Path, str | Non
         raise SourceNotFound(f"{path}: no `ringleader run` directory ({layout.SESSION_FILE}) there or inside it")
     if found == [path]:
         return path, None
-    newest = found[-1]  # session names end with their start time, so the last in name order is the newest
+    newest = found[-1]  # find_sessions orders by the start each recorded
     runs = f"{len(found)} run{'s' if len(found) != 1 else ''}"
     return newest, f"{path} holds {runs}; taking the newest, {newest.name}"
 
