@@ -108,9 +108,19 @@ def from_mlflow(store: store_.Store, source: str) -> tuple[results.SweepResult, 
     trial_runs = _search(store, run.info.experiment_id, f"tags.`{schema.TAG_KIND}` = '{schema.KIND_TRIAL}' and "
                                                         f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{run.info.run_id}'")
     with tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
-        trials = [t for t in (_trial_from_run(store, trial_run, pathlib.Path(staging)) for trial_run in trial_runs) if t]
+        trials = [t for t in (_trial_from_run(store, trial_run, pathlib.Path(staging))
+                              for trial_run in latest_attempts(trial_runs)) if t]
     trials.sort(key=lambda t: t.trial.index)
     return results.SweepResult(experiment or (trials[0].trial.experiment if trials else ""), trials), run.info.run_id
+
+
+def latest_attempts(trial_runs: list) -> list:
+    """One run per trial: a resumed sweep (`ringleader run --resume`) holds a trial's unfinished attempt and the
+    attempt that followed it; the one started last is the trial's."""
+    latest: dict[str, object] = {}
+    for run in sorted(trial_runs, key=lambda r: r.info.start_time or 0):
+        latest[run.data.tags.get(schema.TAG_TRIAL, run.info.run_id)] = run
+    return list(latest.values())
 
 
 def trial_from_mlflow(store: store_.Store, run_id: str) -> results.TrialResult | None:
