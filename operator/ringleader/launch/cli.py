@@ -351,8 +351,9 @@ def shown(path: pathlib.Path) -> str:
 
 
 def how_to_open(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """Where to see the sweep run: its page on a tracking server, or for a file store the `mlflow ui` command and the
-    page it will serve; credentials in the URI masked."""
+    """Where to see the sweep run: its page on a tracking server, or for a file store the command that serves it
+    (`make ui` in a checkout whose Makefile has it, for ./mlflow.db; else `ringleader ui`) and the page it will serve;
+    credentials in the URI masked."""
     from ringleader.tracking import schema
 
     tracking_uri = redaction.redact(tracking_uri)
@@ -360,17 +361,30 @@ def how_to_open(tracking_uri: str, experiment_id: str, run_id: str) -> str:
         return schema.ui_url(tracking_uri, experiment_id, run_id)
     if tracking_uri.startswith("sqlite:///"):
         tracking_uri = "sqlite:///" + shown(pathlib.Path(tracking_uri[len("sqlite:///"):]))
-    return (f"{mlflow_command()} ui --backend-store-uri {tracking_uri}\n"
-            f"      then open {schema.ui_url(LOCAL_UI, experiment_id, run_id)}")
+    command = f"{venv_command('ringleader')} ui --tracking-uri {tracking_uri}"
+    if tracking_uri == MAKE_UI_STORE and _makefile_has_ui(pathlib.Path.cwd() / "Makefile"):
+        command = "make ui"
+    return f"{command}\n      then open {schema.ui_url(LOCAL_UI, experiment_id, run_id)}"
 
 
-def mlflow_command() -> str:
-    """`mlflow` when the shell finds this environment's own, else its full path: the line is pasted into a
+MAKE_UI_STORE = "sqlite:///mlflow.db"
+"""MAKE_UI_STORE is the store the Makefile's `ui` target serves (what `make run` records into)."""
+
+
+def _makefile_has_ui(makefile: pathlib.Path) -> bool:
+    try:
+        return any(line.startswith("ui:") for line in makefile.read_text().splitlines())
+    except OSError:
+        return False
+
+
+def venv_command(name: str) -> str:
+    """`name` when the shell finds this environment's own, else its full path: the line is pasted into a
     fresh shell, where the cached venv that `make run` used is not on PATH."""
-    beside = pathlib.Path(sys.executable).parent / "mlflow"
-    on_path = shutil.which("mlflow")
+    beside = pathlib.Path(sys.executable).parent / name
+    on_path = shutil.which(name)
     if not beside.exists() or (on_path is not None and os.path.samefile(on_path, beside)):
-        return "mlflow"
+        return name
     return str(beside)
 
 

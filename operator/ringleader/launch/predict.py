@@ -60,7 +60,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"ringleader predict: {error}", file=err)
         return exits.FAILED
 
-    documents, predicted, refused = [], 0, {}
+    documents, predicted = [], 0
+    refused: dict[str, list[str]] = {}  # {reason: the trials it holds for}
     for trial in trials:
         name = trial.trial.name
         try:
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
                                               (trial.summary or {}).get(keys.LINK_PROBE), args.bucket_mib * MIB)
         except (LookupError, ValueError) as error:
-            refused.setdefault(str(error), []).append(name)  # said once for every trial it holds for
+            refused.setdefault(str(error), []).append(name)
             continue
         predicted += 1
         if args.output == "json":
