@@ -164,11 +164,13 @@ class Session:
     source: str | None = None
     start_times: list[float] = dataclasses.field(default_factory=list)
     """start_times: when `ringleader run` started the session, then each `--resume` of it (seconds since the epoch)."""
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """provenance: the machine, load, versions and command of its latest start (contract/provenance.py)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"experiment": self.experiment.model_dump(mode="json", by_alias=True, exclude_none=True),
                 "trackingUri": redaction.redact(self.tracking_uri), "trials": self.trials, "source": self.source,
-                "startTimes": self.start_times}
+                "startTimes": self.start_times, "provenance": self.provenance}
 
     @classmethod
     def load(cls, directory: pathlib.Path) -> Session:
@@ -178,7 +180,8 @@ class Session:
                                     "is this a directory written by `ringleader run`?")
         return cls(directory=directory, experiment=api.parse(document["experiment"], str(directory)),
                    tracking_uri=document["trackingUri"], trials=list(document["trials"]),
-                   source=document.get("source"), start_times=list(document.get("startTimes") or []))
+                   source=document.get("source"), start_times=list(document.get("startTimes") or []),
+                   provenance=dict(document.get("provenance") or {}))
 
     def save(self) -> None:
         records.write_json(self.directory / SESSION_FILE, self.to_json())

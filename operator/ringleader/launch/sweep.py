@@ -20,7 +20,7 @@ from typing import Any, Mapping, TextIO
 from ringleader.analysis import eta, tables
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api.trial import Trial
-from ringleader.contract import exits, keys, layout
+from ringleader.contract import exits, keys, layout, provenance
 from ringleader.contract.outcomes import INTERRUPTED, sweep_reason
 from ringleader.launch import display, tracker
 from ringleader.launch.settings import LaunchSettings
@@ -119,6 +119,9 @@ def _run(session: layout.Session, trials: list[Trial], started: float, earlier: 
     for _, run in schedule.running:  # the trials stopped, not ended
         publishing.trial_ended(run.directory)
     outcomes = {**earlier, **schedule.outcomes}
+    session = dataclasses.replace(session, provenance=provenance.ended(session.provenance))
+    session.save()
+    publishing.session = session
     layout.write_outcome(session_dir, _sweep_outcome(outcomes, session.trials, interrupted_by, started))
     rows = sessions.comparison_rows(session)
     publishing.session_ended()
@@ -132,7 +135,8 @@ def _open_session(session_dir: pathlib.Path, experiment: DistributedTrainingExpe
     # Held until this process ends: a later run or publish closes the session if this one dies first.
     abandoned.hold(session_dir)
     started = time.time()
-    session = layout.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source, [started])
+    session = layout.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source, [started],
+                             provenance.at_start(provenance.command_line(), source))
     session.save()
     layout.write_outcome(session_dir, layout.Outcome(schema.RUNNING, started))
     return session, started
@@ -159,7 +163,8 @@ def _reopen_session(session: layout.Session, tracking_uri: str,
         elif (directory / name).exists():
             _set_aside(directory, name)
     now = time.time()
-    session = dataclasses.replace(session, tracking_uri=tracking_uri, start_times=[*session.start_times, now])
+    session = dataclasses.replace(session, tracking_uri=tracking_uri, start_times=[*session.start_times, now],
+                                  provenance=provenance.at_start(provenance.command_line(), session.source))
     session.save()
     first = layout.read_outcome(directory)
     started = first.start_time if first else now

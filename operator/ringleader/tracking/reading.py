@@ -19,7 +19,7 @@ import mlflow.exceptions
 
 from ringleader.analysis import results
 from ringleader.api.trial import Trial
-from ringleader.contract import layout, redaction
+from ringleader.contract import layout, provenance, redaction
 from ringleader.contract import records as record_files
 from ringleader.tracking import schema, settings
 from ringleader.tracking import store as store_
@@ -66,7 +66,8 @@ def from_directory(path: str | pathlib.Path) -> results.SweepResult:
                 trials.append(trial_from_directory(trial_dir))
             except layout.DamagedFile:
                 continue  # a report of the trials that can be read; publishing says which was left out
-    return results.SweepResult(session.experiment.name, trials, tuple(session.trials))
+    return results.SweepResult(session.experiment.name, trials, tuple(session.trials),
+                               provenance.words(session.provenance) if session.provenance else None)
 
 
 def trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:

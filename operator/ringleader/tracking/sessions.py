@@ -109,6 +109,8 @@ def publish_session(store: Store, session: layout.Session) -> SessionResult:
             publish_report(store, session, parent_run_id)
             cursor.mark_done("report")
         if not cursor.is_done("status"):
+            if session.provenance:
+                store.set_tags(parent_run_id, schema.provenance_tags(session.provenance))
             publisher.end_run(store, parent_run_id, outcome)
             cursor.mark_done("status")
     return SessionResult(session.directory, experiment_id, parent_run_id, results, damaged)

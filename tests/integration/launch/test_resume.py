@@ -61,12 +61,18 @@ def test_an_interrupted_sweep_resumed_ends_as_one_sweep_run_with_every_trial_fin
     document = json.loads((session / "report" / "report.json").read_text())
     assert [t["name"] for t in document["trials"]] == [f"resumable-{i}" for i in range(3)]
     assert not [f for f in document["findingRecords"] if f["kind"] in ("incomplete", "failure")]
+    # Where the numbers were taken, from the resumed run: machine, load before and after, versions, command.
+    assert f"--resume {shown}" in document["provenance"] and " after; ringleader " in document["provenance"]
+    assert "Taken on " in (session / "report" / "report.html").read_text()
     assert [f for f in document["findingRecords"] if f["kind"] == "fastest"][0]["subjects"][1:]  # a runner-up
 
     client = mlflow.tracking.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("default/resumable")
     [sweep] = client.search_runs([experiment.experiment_id], "tags.`ringleader.kind` = 'sweep'")
     assert sweep.info.status == "FINISHED"
+    assert sweep.data.tags["ringleader.provenance.command"].endswith(f"--resume {shown}")
+    assert {"host", "cpus", "cpuQuota", "loadBefore", "loadAfter", "torch", "python", "ringleader"} <= {
+        key.rsplit(".", 1)[1] for key in sweep.data.tags if key.startswith("ringleader.provenance.")}
     assert sum(key.startswith("throughput") for key in sweep.data.metrics) == 3
     from_mlflow = subprocess.run([sys.executable, "-m", "ringleader.cli", "report", sweep.info.run_id, "--no-attach",
                                   "--tracking-uri", f"sqlite:///{workdir / 'mlflow.db'}", "--output-dir",
