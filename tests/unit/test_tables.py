@@ -137,3 +137,17 @@ def test_with_a_target_the_table_and_csv_lead_with_time_and_iterations_to_it():
 
 def test_without_a_target_the_table_keeps_its_columns(rows):
     assert re.split(r"\s{2,}", tables.format_table(rows).splitlines()[0])[4] == "throughput (samples/s)"
+
+
+def test_the_rank_breakdown_legend_has_one_entry_per_band_and_none_for_an_empty_one(tmp_path, monkeypatch):
+    closed = []
+    monkeypatch.setattr(figures.pyplot, "close", closed.append)  # keep the figure to read its legend
+    breakdowns = [figures.rank_breakdown(rank, worker_records(rank, slow=1.0 + rank)) for rank in range(2)]
+    assert all(b.unaccounted > 0 for b in breakdowns)  # time in no phase: drawn in the "other" band
+
+    figures.plot_rank_breakdown(breakdowns, tmp_path / "breakdown.png")
+
+    labels = [text.get_text() for text in closed[0].axes[0].get_legend().get_texts()]
+    assert labels.count("other") == 1
+    assert len(labels) == len(set(labels))
+    assert "evaluation" not in labels  # no rank evaluated: no empty band
