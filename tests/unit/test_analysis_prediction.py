@@ -311,7 +311,7 @@ def test_the_table_marks_this_trial_and_numbers_its_notes():
     [p2p] = [line for line in lines if line.startswith("p2p")]
     assert p2p.endswith("<- this trial") and "±" in p2p
     [four] = [line for line in lines if line.startswith("4ps")]
-    assert "none [1]" in four and lines[-1].startswith("  [1] 4ps: not validated")
+    assert "no validated band [1]" in four and lines[-1].startswith("  [1] 4ps: not validated")
 
 
 # -- a compressed trial ---------------------------------------------------------------------------------------------

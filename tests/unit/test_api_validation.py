@@ -134,6 +134,18 @@ def test_all_problems_are_reported_at_once(experiment_document):
     assert "`spec.sync.paradigm` must be 'BSP', 'ASP', 'SSP' or 'DSSP' (got 'Sometimes')" in found
 
 
+def test_a_misspelt_field_or_value_gets_the_name_it_was_closest_to(experiment_document):
+    found = problems(experiment_document({
+        "network": {"bandwith": "100Mbit"}, "workers": {"replica": 2}, "sync": {"paradigm": "DSP"},
+        "model": {"colour": "blue"},
+    }))
+    assert "`spec.network.bandwith` is not a field of this object; did you mean `bandwidth`?" in found
+    assert "`spec.workers.replica` is not a field of this object; did you mean `replicas`?" in found
+    assert "`spec.sync.paradigm` must be 'BSP', 'ASP', 'SSP' or 'DSSP' (got 'DSP'); did you mean `DSSP`?" in found
+    # Nothing near: no guess, the general advice.
+    assert "`spec.model.colour` is not a field of this object: check its spelling (fields are camelCase)" in found
+
+
 @pytest.mark.parametrize("case", RULE_CASES, ids=list(RULE_CASES))
 def test_a_field_error_does_not_hide_a_broken_rule(experiment_document, case):
     # Pydantic checks a model's rules only when all its fields are valid: `spec.image` of the wrong type
@@ -182,7 +194,7 @@ def test_gang_names_who_starts_a_trials_pods_together_and_the_old_boolean_is_ref
 
 def test_unknown_fields_are_refused_with_a_spelling_hint(experiment_document):
     [problem] = problems(experiment_document({"workers": {"replica": 2}}))
-    assert problem == "`spec.workers.replica` is not a field of this object: check its spelling (fields are camelCase)"
+    assert problem == "`spec.workers.replica` is not a field of this object; did you mean `replicas`?"
 
 
 def test_snake_case_is_not_the_wire_format(experiment_document):

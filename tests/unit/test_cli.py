@@ -111,7 +111,7 @@ def test_validate_prints_every_problem_with_its_field_and_fix_on_stderr(files, c
     lines = err.splitlines()
     assert lines[0] == f"{files / 'invalid.yaml'}: invalid"
     assert "  - `spec.workers.replicas` must be greater than or equal to 1 (got 0)" in lines
-    assert "  - `spec.modle` is not a field of this object: check its spelling (fields are camelCase)" in lines
+    assert "  - `spec.modle` is not a field of this object; did you mean `model`?" in lines
     assert "  - spec.sync.maxStaleness: `sync.maxStaleness` must be greater than `sync.staleness`: DSSP moves " \
            "its threshold between the two; raise maxStaleness or lower staleness" in lines
     assert len(lines) == 4

@@ -250,8 +250,9 @@ def test_a_clear_win_within_single_runs_on_shared_cpus_is_a_lead_not_a_winner(tm
     made = report.build(results.SweepResult("win", trials), tmp_path)
     [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
     assert first["low"] > 1 + findings.SINGLE_RUN_MARGIN and first["distinguishable"] is False
-    assert made.findings[1].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by ")
-    assert "but their ranks shared CPUs (CPU contention, above)" in made.findings[1]
+    assert made.findings[0].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by ")
+    assert "but their ranks shared CPUs (CPU contention, below)" in made.findings[0]
+    assert made.findings[1].startswith("CPU contention: ")  # it qualifies the answer, after it
 
 
 def test_a_sweep_that_did_not_run_every_trial_says_what_is_missing_first(tmp_path):
@@ -311,7 +312,7 @@ def used(host: str, cpus: float, busy: float, threads: int = 1) -> dict:
     return {keys.HOST: host, keys.CPUS: cpus, keys.THREADS: threads, keys.CPU_UTILIZATION: busy}
 
 
-def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contended_first(tmp_path):
+def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contended_right_after_the_answer(tmp_path):
     crowded, spread = (sweeps.result_of(t) for t in sweeps.trials(
         {"workers": {"replicas": 3}, "sweep": {"matrix": {"architecture": ["PeerToPeer", "RingAllReduce"]}}}, "cpu"))
     # One laptop of 2 CPUs for 3 ranks; then a pod of 2 CPUs per rank, one with 2 threads: room for each.
@@ -320,7 +321,8 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
 
     made = report.build(results.SweepResult("cpu", [crowded, spread]), tmp_path / "report")
 
-    assert made.findings[0] == ("CPU contention: cpu-0: 3 ranks (3 threads) had 2 CPUs, 1.9 of them busy on average. "
+    assert made.findings[0].startswith("No clear fastest: ")
+    assert made.findings[1] == ("CPU contention: cpu-0: 3 ranks (3 threads) had 2 CPUs, 1.9 of them busy on average. "
                                 "Their timings are contended: they include waiting for a CPU, so compare them only "
                                 "with trials that shared the CPUs alike, or give each rank CPUs of its own (fewer "
                                 "ranks per machine, or a cluster).")

@@ -152,3 +152,17 @@ def test_placement_gets_a_column_only_where_a_trial_asked_for_one_or_ran_on_seve
     assert re.split(r"\s{2,}", lines[3])[-2:] == ["Spread", "FAILED"]  # asked for, nothing recorded
     [parsed] = list(csv.DictReader(io.StringIO(tables.to_csv([spread]))))
     assert (parsed["placement"], parsed["node_count"], parsed["cross_node_byte_share"]) == ("Spread", "5.0", "1.0")
+
+
+def test_the_rank_breakdown_legend_has_one_entry_per_band_and_none_for_an_empty_one(tmp_path, monkeypatch):
+    closed = []
+    monkeypatch.setattr(figures.pyplot, "close", closed.append)  # keep the figure to read its legend
+    breakdowns = [figures.rank_breakdown(rank, worker_records(rank, slow=1.0 + rank)) for rank in range(2)]
+    assert all(b.unaccounted > 0 for b in breakdowns)  # time in no phase: drawn in the "other" band
+
+    figures.plot_rank_breakdown(breakdowns, tmp_path / "breakdown.png")
+
+    labels = [text.get_text() for text in closed[0].axes[0].get_legend().get_texts()]
+    assert labels.count("other") == 1
+    assert len(labels) == len(set(labels))
+    assert "evaluation" not in labels  # no rank evaluated: no empty band

@@ -199,11 +199,13 @@ def plot_rank_breakdown(breakdowns: Sequence[RankBreakdown], path: pathlib.Path,
         bottoms = [0.0] * len(breakdowns)
         for key, label, shade in BREAKDOWN_PHASES:
             heights = [b.phases.get(key, 0.0) * 1000 for b in breakdowns]
-            axes.bar(positions, heights, bottom=bottoms, label=label, color=shade)
+            if key == keys.TIME_OTHER:  # the loop's own work and what no phase timed: one band, one legend entry
+                heights = [h + b.unaccounted * 1000 for h, b in zip(heights, breakdowns)]
+            if not any(value > 0 for value in heights):
+                continue  # a phase no rank spent time in: no empty band in the legend
+            axes.bar(positions, heights, bottom=bottoms, label=label, color=shade,
+                     edgecolor="#d9d9d9" if key == keys.TIME_OTHER else None)
             bottoms = [b + h for b, h in zip(bottoms, heights)]
-        other = [b.unaccounted * 1000 for b in breakdowns]
-        if any(value > 0 for value in other):
-            axes.bar(positions, other, bottom=bottoms, label="other", color="#f0f0f0", edgecolor="#d9d9d9")
         axes.set_xticks(list(positions))
         axes.set_xticklabels([f"rank {b.rank}\n{b.role}" for b in breakdowns], fontsize=8)
         axes.set_ylabel("mean time per iteration (ms)")

@@ -77,7 +77,7 @@ class Comparison:
 
     def drift_clause(self) -> str:
         if self.contended:
-            return ("but their ranks shared CPUs (CPU contention, above), and such timings move between runs by more "
+            return ("but their ranks shared CPUs (CPU contention, below), and such timings move between runs by more "
                     "than one run shows: sweep.repetitions of 3 or more would tell")
         return (f"not beyond the {100 * SINGLE_RUN_MARGIN:.0f} % runs apart differ by: sweep.repetitions of 3 or more "
                 "would confirm it")
@@ -175,8 +175,10 @@ def fastest(groups: list[combinations.Combination]) -> list[Finding]:
     text = f"Fastest: {_name(best)}: {throughput.mean:.1f} samples/s{spread}"
     if p50 is not None:
         text += f", iteration p50 {1000 * p50.mean:.1f} ms"
-    if len(measured) == 1:
-        return [Finding(text + ".", "fastest", (best.label,), keys.THROUGHPUT)]
+    if len(measured) == 1:  # nothing to be fastest against: the numbers, without a verdict
+        text = text.replace("Fastest: ", "Only measured: ", 1)
+        return [Finding(text + "; no other setup finished to compare it with.", "fastest", (best.label,),
+                        keys.THROUGHPUT)]
     runner_up = measured[1][1]
     versus = compare(best, runner_up)
     subjects = (best.label, runner_up.label)
@@ -379,6 +381,6 @@ def findings(result: results.SweepResult) -> list[Finding]:
         return [Finding(f"No finished trial has a summary (summary.json): nothing to compare "
                         f"({len(result.trials)} trials).", "incomplete")] + failures(result)
     # With a target, time to it is what the sweep was run for: it leads, before throughput.
-    # Contention qualifies every timing after it: it comes right after what is missing.
-    return (incomplete(result) + contention(result) + time_to_target(result) + found + comparisons(result)
+    # Contention qualifies the answer: it follows it, never leads over it.
+    return (incomplete(result) + time_to_target(result) + found + contention(result) + comparisons(result)
             + communication(groups) + time_to_loss(result) + network(result) + failures(result))

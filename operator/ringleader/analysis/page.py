@@ -43,10 +43,12 @@ def _figure(figure: Figure) -> str:
 
 
 def render(title: str, findings: Sequence[str], sections: Sequence[tuple[str, tables.Table]],
-           figures: Sequence[Figure], footer: str) -> str:
-    """The whole page: findings first, then the tables, then every figure with its caption."""
+           figures: Sequence[Figure], footer: str, provenance: str | None = None) -> str:
+    """The whole page: where the numbers were taken under the title, findings first, then the tables, then every
+    figure with its caption."""
+    taken = f'<p class="provenance">Taken on {html.escape(provenance)}</p>\n' if provenance else ""
     parts = [f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
-             f"<style>{STYLE}</style>\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n",
+             f"<style>{STYLE}</style>\n</head>\n<body>\n<h1>{html.escape(title)}</h1>\n{taken}",
              '<h2 id="findings">Findings</h2>\n<ul class="findings">\n',
              "".join(f"<li>{html.escape(finding)}</li>\n" for finding in findings), "</ul>\n"]
     for heading, table in sections:

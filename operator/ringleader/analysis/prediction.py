@@ -267,7 +267,7 @@ def table(prediction: TrialPrediction) -> str:
     notes = []
     for e in prediction.estimates:
         mark = " <- this trial" if e.label == prediction.architecture else ""
-        band = e.band.said() if e.band else "none"
+        band = e.band.said() if e.band else "no validated band"
         if e.note:
             notes.append(f"{e.label}: {e.note}")
             band += f" [{len(notes)}]"

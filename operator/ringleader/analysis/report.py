@@ -122,7 +122,7 @@ def _document(result: results.SweepResult, found: list[findings.Finding], groups
         return goal.seconds.get(trial.trial.name) if goal else None
 
     return {
-        "experiment": result.experiment,
+        "experiment": result.experiment, "provenance": result.provenance,
         "axes": result.axes,
         "findings": [finding.text for finding in found],
         "findingRecords": [finding.wire() for finding in found],
@@ -164,6 +164,6 @@ def build(result: results.SweepResult, directory: str | pathlib.Path) -> Report:
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     html_path.write_text(page.render(f"{result.experiment}: {len(result.trials)} trials", found, sections, made,
                                      f"ringleader report, {stamp}. Numbers: {CSV_FILE} (per trial, SI units) and "
-                                     f"{JSON_FILE} (summaries, combinations, findings)."))
+                                     f"{JSON_FILE} (summaries, combinations, findings).", result.provenance))
     files = [html_path, csv_path, json_path] + [figure.path for figure in made]
     return Report(directory, files, found, made, sections)

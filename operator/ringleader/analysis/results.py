@@ -38,6 +38,8 @@ class SweepResult:
     trials: list[TrialResult]
     planned: tuple[str, ...] = ()
     """planned names every trial the sweep meant to run, those without a result too; () when unknown."""
+    provenance: str | None = None
+    """provenance: on what machine, load, versions and command the sweep ran, in words (contract/provenance.py)."""
 
     @property
     def axes(self) -> dict[str, list[str]]:

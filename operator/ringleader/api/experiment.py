@@ -11,6 +11,7 @@ import pydantic_core
 
 from ringleader.api import constants, loading
 from ringleader.api.labels import Annotations, DnsSubdomain, label_map
+from ringleader.api import problems
 from ringleader.api.problems import Problem, hidden_rules
 from ringleader.api import spec as spec_
 from ringleader.api.spec import ExperimentSpec
@@ -112,7 +113,8 @@ def _problem(item: pydantic_core.ErrorDetails) -> Problem:
         pattern = item.get("ctx", {}).get("pattern", "")
         message = f"must be {PATTERN_HINTS.get(pattern, f'a string matching {pattern}')}"
     if item["type"] == "extra_forbidden":
-        message = "is not a field of this object: check its spelling (fields are camelCase)"
+        near = problems.suggestion(location[-1], problems.field_names(DistributedTrainingExperiment, location[:-1]))
+        message = "is not a field of this object" + (near or ": check its spelling (fields are camelCase)")
     elif item["type"] == "missing":
         message = "is required"
     got = item.get("input")
@@ -120,6 +122,8 @@ def _problem(item: pydantic_core.ErrorDetails) -> Problem:
     if key:
         return Problem(path, f"key {loading.shorten(repr(got), 80)} {message}")
     detail = f" (got {loading.shorten(repr(got), 80)})" if shown else ""
+    if item["type"] in ("enum", "literal_error"):  # a misspelt value: the allowed one it is closest to
+        detail += problems.suggestion(got, re.findall(r"'([^']*)'", str(item.get("ctx", {}).get("expected", ""))))
     return Problem(path, message + detail)
 
 

@@ -11,7 +11,9 @@ they do not have.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterator
+import difflib
+import typing
+from typing import Any, Iterable, Iterator
 
 import pydantic
 
@@ -128,3 +130,37 @@ class _Reading:
             return _Reading(value, where, self._reads)
         self._reads.append(where)
         return value
+
+
+def suggestion(word: object, candidates: Iterable[str]) -> str:
+    """ "; did you mean `bandwidth`?" when `word` is a near miss of one of `candidates`, else ""."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.75)
+    if not close:
+        close = [c for c in candidates if c.lower() == word.lower()]
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def field_names(model: type[pydantic.BaseModel], location: Location) -> list[str]:
+    """The wire names of the fields of the object at `location` in a document of `model` ([] when it is not one
+    object of ours: a map, or a union that the path does not settle)."""
+    current: Any = model
+    for part in location:
+        if isinstance(part, int):
+            continue
+        fields = {(f.alias or name): f for name, f in current.model_fields.items()}
+        if part not in fields:
+            return []
+        current = _model_in(fields[part].annotation)
+        if current is None:
+            return []
+    return [(f.alias or name) for name, f in current.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
+    """The one model an annotation holds (through Optional, list and Annotated), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation
+    models = [m for m in map(_model_in, typing.get_args(annotation)) if m is not None]
+    return models[0] if len(set(models)) == 1 else None

@@ -162,10 +162,15 @@ class Session:
     tracking_uri: str
     trials: list[str]
     source: str | None = None
+    start_times: list[float] = dataclasses.field(default_factory=list)
+    """start_times: when `ringleader run` started the session, then each `--resume` of it (seconds since the epoch)."""
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """provenance: the machine, load, versions and command of its latest start (contract/provenance.py)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"experiment": self.experiment.model_dump(mode="json", by_alias=True, exclude_none=True),
-                "trackingUri": redaction.redact(self.tracking_uri), "trials": self.trials, "source": self.source}
+                "trackingUri": redaction.redact(self.tracking_uri), "trials": self.trials, "source": self.source,
+                "startTimes": self.start_times, "provenance": self.provenance}
 
     @classmethod
     def load(cls, directory: pathlib.Path) -> Session:
@@ -175,18 +180,34 @@ class Session:
                                     "is this a directory written by `ringleader run`?")
         return cls(directory=directory, experiment=api.parse(document["experiment"], str(directory)),
                    tracking_uri=document["trackingUri"], trials=list(document["trials"]),
-                   source=document.get("source"))
+                   source=document.get("source"), start_times=list(document.get("startTimes") or []),
+                   provenance=dict(document.get("provenance") or {}))
 
     def save(self) -> None:
         records.write_json(self.directory / SESSION_FILE, self.to_json())
 
 
 def find_sessions(directory: pathlib.Path) -> list[pathlib.Path]:
-    """`directory` itself if it is a session, else the sessions directly inside it, oldest first."""
+    """`directory` itself if it is a session, else the sessions directly inside it, oldest first: by the latest
+    start each recorded (a resumed run is as new as its resumption), never by name, which an experiment's name
+    leads and the start time only ends."""
     directory = pathlib.Path(directory)
     if (directory / SESSION_FILE).is_file():
         return [directory]
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is not a directory")
     return sorted((child for child in directory.iterdir() if (child / SESSION_FILE).is_file()),
-                  key=lambda child: child.name)
+                  key=lambda child: (last_started(child), child.name))
+
+
+def last_started(session_dir: pathlib.Path) -> float:
+    """When the session last started, in seconds since the epoch: the latest of session.json's `startTimes` (one per
+    `ringleader run` or `--resume`) and outcome.json's start; session.json's modification time for a session that
+    recorded neither."""
+    document = read_json(session_dir / SESSION_FILE)
+    starts = [float(t) for t in (document.get("startTimes") or []) if isinstance(t, (int, float))] \
+        if isinstance(document, dict) else []
+    outcome = read_json(session_dir / OUTCOME_FILE)
+    if isinstance(outcome, dict) and isinstance(outcome.get("startTime"), (int, float)):
+        starts.append(float(outcome["startTime"]))
+    return max(starts) if starts else (session_dir / SESSION_FILE).stat().st_mtime

@@ -6,7 +6,8 @@
     ringleader run sweep.yaml --tracking-uri http://127.0.0.1:5000
     ringleader run mine.yaml --env HF_HOME                    # ranks get this shell variable too
     ringleader run cifar.yaml --data-dir ~/datasets           # data.path is read under ~/datasets
-    mlflow ui --backend-store-uri sqlite:///mlflow.db         # then compare the runs
+    ringleader run --resume ringleader-runs/quickstart-20250101-120000   # the trials left after a Ctrl-C
+    make ui                                                   # then compare the runs (ringleader ui)
 
 Exit status (contract/exits.py): 0 when every trial finished; 1 when the file is invalid, a trial
 failed or the disk filled up; 2 when an option cannot work (--trial out of range, an --output-dir
@@ -33,13 +34,17 @@ from ringleader.launch.settings import LaunchSettings
 
 if TYPE_CHECKING:  # imported when `run` is called: `ringleader validate` builds this parser and must stay instant
     from ringleader.api import DistributedTrainingExperiment, Trial
+    from ringleader.contract.layout import Session
     from ringleader.tracking.settings import TrackingSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = LaunchSettings()
-    parser.add_argument("file", metavar="FILE",
+    parser.add_argument("file", metavar="FILE", nargs="?",
                         help="experiment file (a DistributedTrainingExperiment in YAML); '-' reads standard input")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="instead of FILE: run the trials of this run directory that never ran or did not "
+                             "finish, into the same directory, MLflow sweep run and report")
     parser.add_argument("--output-dir", metavar="DIR", default=defaults.output_dir,
                         help="where each run keeps its records, logs and traces, in a new subdirectory "
                              f"(default: {defaults.output_dir})")
@@ -85,6 +90,8 @@ class _Launch:
     tracking_settings: TrackingSettings
     tracking_uri: str
     session_dir: pathlib.Path
+    resumed: Session | None = None
+    """resumed: the session `--resume` continues; None for a new run."""
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -115,6 +122,11 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     from ringleader import api
     from ringleader.api import loading
 
+    if (args.file is None) == (args.resume is None):
+        raise _Refused("ringleader run: give an experiment FILE, or --resume DIR (a run directory), not both",
+                       exits.USAGE)
+    if args.resume is not None:
+        return _prepare_resume(args, out, err)
     name = loading.display_name(args.file)
     try:
         experiment = api.load(args.file)
@@ -125,14 +137,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     from ringleader.tracking.settings import TrackingSettings, resolve_uri
 
     trials = _chosen_trials(args, expansion.trials, name)
-    for flag, value in (("--timeout-seconds", args.timeout_seconds),
-                        ("--stall-timeout-seconds", args.stall_timeout_seconds)):
-        if value is not None and not value > 0:
-            raise _Refused(f"{flag} must be greater than 0", exits.USAGE)
-    environ = dict(os.environ)
-    if args.stall_timeout_seconds is not None:  # the ranks read it (runtime/settings.py)
-        environ[contract.STALL_TIMEOUT_SECONDS] = str(args.stall_timeout_seconds)
-    settings = _settings(args, _passed_variables(args, err), trials, name)
+    environ, settings = _environ_and_settings(args, trials, name, err)
     output_dir = pathlib.Path(settings.output_dir).resolve()
     try:
         session_dir = new_session_dir(output_dir, experiment.name)
@@ -143,6 +148,53 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     return _Launch(experiment, expansion.skipped, trials, name,
                    name if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve()), environ, settings,
                    TrackingSettings(), resolve_uri(args.tracking_uri, experiment.spec.tracking.uri), session_dir)
+
+
+def _environ_and_settings(args: argparse.Namespace, trials: list[Trial], name: str,
+                          err: TextIO) -> tuple[dict[str, str], LaunchSettings]:
+    for flag, value in (("--timeout-seconds", args.timeout_seconds),
+                        ("--stall-timeout-seconds", args.stall_timeout_seconds)):
+        if value is not None and not value > 0:
+            raise _Refused(f"{flag} must be greater than 0", exits.USAGE)
+    environ = dict(os.environ)
+    if args.stall_timeout_seconds is not None:  # the ranks read it (runtime/settings.py)
+        environ[contract.STALL_TIMEOUT_SECONDS] = str(args.stall_timeout_seconds)
+    return environ, _settings(args, _passed_variables(args, err), trials, name)
+
+
+def _prepare_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
+    """The trials of the run directory `--resume` names that are left to run, into that same directory."""
+    from ringleader import api
+    from ringleader.contract import layout
+    from ringleader.launch import sweep
+    from ringleader.tracking import abandoned
+    from ringleader.tracking.settings import TrackingSettings, resolve_uri
+
+    directory = pathlib.Path(args.resume).resolve()
+    name = shown(directory)
+    if args.trial:
+        raise _Refused("--resume runs every trial left in the run directory: leave out --trial", exits.USAGE)
+    try:
+        session = layout.Session.load(directory)
+    except FileNotFoundError:
+        raise _Refused(f"--resume {args.resume}: not a run directory of `ringleader run` (no {layout.SESSION_FILE}); "
+                       "pass one of the directories in ringleader-runs/", exits.USAGE) from None
+    except (api.LoadError, api.SpecError, KeyError) as error:
+        raise _Refused(f"--resume {args.resume}: {layout.SESSION_FILE} is damaged: {error}", exits.FAILED) from error
+    if abandoned.is_running(directory):
+        raise _Refused(f"{name}: another `ringleader run` is running it now; resume it once that one ends",
+                       exits.USAGE)
+    left = set(sweep.left_to_run(session))
+    if not left:
+        raise _Refused(f"{name}: every trial finished; nothing to resume", exits.USAGE)
+    trials = [t for t in api.expand(session.experiment).trials if t.name in left]
+    refused = network.refusal(name, trials)
+    if refused:
+        raise _Refused(refused, exits.FAILED)
+    environ, settings = _environ_and_settings(args, trials, name, err)
+    close_abandoned(directory.parent, directory, out, err)
+    return _Launch(session.experiment, [], trials, name, session.source or name, environ, settings,
+                   TrackingSettings(), resolve_uri(args.tracking_uri, session.tracking_uri), directory, session)
 
 
 def _chosen_trials(args: argparse.Namespace, trials: list[Trial], name: str) -> list[Trial]:
@@ -194,6 +246,8 @@ def _announce(launch: _Launch, out: TextIO, err: TextIO) -> None:
         print(f"warning: MLflow at {uri} is named by {launch.name}, not by you: your {', '.join(withheld)} "
               f"stay(s) here; to send them there, run again with --tracking-uri {uri}", file=err)
     count = f"{len(launch.trials)} trial{'s' if len(launch.trials) != 1 else ''}"
+    if launch.resumed is not None:
+        count = f"resuming {count} left"
     print(f"{launch.name}: {count} of {launch.experiment.name}; records in {shown(launch.session_dir)}; MLflow: {uri}",
           file=out)
     for parameters, reason in launch.skipped:
@@ -207,12 +261,16 @@ def _announce(launch: _Launch, out: TextIO, err: TextIO) -> None:
 def _run_and_report(args: argparse.Namespace, launch: _Launch, out: TextIO) -> int:
     from ringleader.analysis import tables
     from ringleader.launch import sweep
-    from ringleader.tracking import sessions
+    from ringleader.tracking import schema, sessions
 
     session_dir, tracking_uri = launch.session_dir, launch.tracking_uri
-    result = sweep.run_sweep(launch.experiment, launch.trials, session_dir, tracking_uri, launch.settings,
-                             launch.tracking_settings, launch.environ, args.timeout_seconds, source=launch.source,
-                             out=out)
+    if launch.resumed is not None:
+        result = sweep.resume_sweep(launch.resumed, launch.trials, tracking_uri, launch.settings,
+                                    launch.tracking_settings, launch.environ, args.timeout_seconds, out=out)
+    else:
+        result = sweep.run_sweep(launch.experiment, launch.trials, session_dir, tracking_uri, launch.settings,
+                                 launch.tracking_settings, launch.environ, args.timeout_seconds, source=launch.source,
+                                 out=out)
     print("", file=out)
     table = tables.format_table(result.rows)
     print(table, end="", file=out)
@@ -231,6 +289,10 @@ def _run_and_report(args: argparse.Namespace, launch: _Launch, out: TextIO) -> i
         again = " --tracking-uri URI" if redaction.carries_credentials(tracking_uri) else ""
         print(f"MLflow at {redaction.redact(tracking_uri)} is unavailable; nothing is lost: the records are in "
               f"{shown(session_dir)}. When it is back: ringleader publish {shown(session_dir)}{again}", file=out)
+    left = [row.trial for row in result.rows if row.status != schema.FINISHED]
+    if left:
+        print(f"{len(left)} of {len(result.rows)} trials did not finish ({', '.join(left)}); to run them into this "
+              f"sweep: ringleader run --resume {shown(session_dir)}", file=out)
     return result.exit_code
 
 
@@ -292,8 +354,9 @@ def shown(path: pathlib.Path) -> str:
 
 
 def how_to_open(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """Where to see the sweep run: its page on a tracking server, or for a file store the `mlflow ui` command and the
-    page it will serve; credentials in the URI masked."""
+    """Where to see the sweep run: its page on a tracking server, or for a file store the command that serves it
+    (`make ui` in a checkout whose Makefile has it, for ./mlflow.db; else `ringleader ui`) and the page it will serve;
+    credentials in the URI masked."""
     from ringleader.tracking import schema
 
     tracking_uri = redaction.redact(tracking_uri)
@@ -301,17 +364,30 @@ def how_to_open(tracking_uri: str, experiment_id: str, run_id: str) -> str:
         return schema.ui_url(tracking_uri, experiment_id, run_id)
     if tracking_uri.startswith("sqlite:///"):
         tracking_uri = "sqlite:///" + shown(pathlib.Path(tracking_uri[len("sqlite:///"):]))
-    return (f"{mlflow_command()} ui --backend-store-uri {tracking_uri}\n"
-            f"      then open {schema.ui_url(LOCAL_UI, experiment_id, run_id)}")
+    command = f"{venv_command('ringleader')} ui --tracking-uri {tracking_uri}"
+    if tracking_uri == MAKE_UI_STORE and _makefile_has_ui(pathlib.Path.cwd() / "Makefile"):
+        command = "make ui"
+    return f"{command}\n      then open {schema.ui_url(LOCAL_UI, experiment_id, run_id)}"
 
 
-def mlflow_command() -> str:
-    """`mlflow` when the shell finds this environment's own, else its full path: the line is pasted into a
+MAKE_UI_STORE = "sqlite:///mlflow.db"
+"""MAKE_UI_STORE is the store the Makefile's `ui` target serves (what `make run` records into)."""
+
+
+def _makefile_has_ui(makefile: pathlib.Path) -> bool:
+    try:
+        return any(line.startswith("ui:") for line in makefile.read_text().splitlines())
+    except OSError:
+        return False
+
+
+def venv_command(name: str) -> str:
+    """`name` when the shell finds this environment's own, else its full path: the line is pasted into a
     fresh shell, where the cached venv that `make run` used is not on PATH."""
-    beside = pathlib.Path(sys.executable).parent / "mlflow"
-    on_path = shutil.which("mlflow")
+    beside = pathlib.Path(sys.executable).parent / name
+    on_path = shutil.which(name)
     if not beside.exists() or (on_path is not None and os.path.samefile(on_path, beside)):
-        return "mlflow"
+        return name
     return str(beside)
 
 

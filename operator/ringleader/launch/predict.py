@@ -61,6 +61,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return exits.FAILED
 
     documents, predicted = [], 0
+    refused: dict[str, list[str]] = {}  # {reason: the trials it holds for}
     for trial in trials:
         name = trial.trial.name
         try:
@@ -69,13 +70,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
                                               (trial.summary or {}).get(keys.LINK_PROBE), args.bucket_mib * MIB)
         except (LookupError, ValueError) as error:
-            print(f"ringleader predict: trial {name}: {error}", file=err)
+            refused.setdefault(str(error), []).append(name)
             continue
         predicted += 1
         if args.output == "json":
             documents.append(_document(trial, rank, result))
         else:
             _print(trial, f"rank {rank} ({why})", result, out)
+    for reason, names in refused.items():
+        print(f"ringleader predict: trial{'s' if len(names) > 1 else ''} {', '.join(names)}: {reason}", file=err)
     if args.output == "json":
         print(json.dumps(documents, indent=2), file=out)
     elif predicted:

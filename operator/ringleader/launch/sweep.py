@@ -3,6 +3,8 @@
 Trials start in expansion order, at most sweep.maxParallel at a time and only while their ranks fit
 on the machine's cores. A failed trial does not stop the sweep. SIGINT and SIGTERM stop every rank
 (the trials in flight end KILLED), publish what was recorded, and return 128 + the signal number.
+`resume_sweep` runs a session's trials that never ran or did not finish into the same directory and MLflow
+sweep run (`ringleader run --resume DIR`); a trial's unfinished attempt is kept under <session>/attempts/.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Mapping, TextIO
 from ringleader.analysis import eta, tables
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api.trial import Trial
-from ringleader.contract import exits, keys, layout
+from ringleader.contract import exits, keys, layout, provenance
 from ringleader.contract.outcomes import INTERRUPTED, sweep_reason
 from ringleader.launch import display, tracker
 from ringleader.launch.settings import LaunchSettings
@@ -78,6 +80,32 @@ def run_sweep(experiment: DistributedTrainingExperiment, trials: list[Trial],
               deadline_seconds: float | None = None, source: str | None = None,
               out: TextIO = sys.stdout) -> SweepResult:
     session, started = _open_session(session_dir, experiment, tracking_uri, trials, source)
+    return _run(session, trials, started, {}, settings, tracking_settings, environ, deadline_seconds, out)
+
+
+def resume_sweep(session: layout.Session, trials: list[Trial], tracking_uri: str, settings: LaunchSettings,
+                 tracking_settings: TrackingSettings, environ: Mapping[str, str],
+                 deadline_seconds: float | None = None, out: TextIO = sys.stdout) -> SweepResult:
+    """Run `trials` (the session's trials left: `left_to_run`) into `session`; the sweep's outcome then covers every
+    trial, those that finished before included."""
+    session, started, earlier = _reopen_session(session, tracking_uri, {t.name for t in trials})
+    return _run(session, trials, started, earlier, settings, tracking_settings, environ, deadline_seconds, out)
+
+
+def left_to_run(session: layout.Session) -> list[str]:
+    """The session's trials that never ran or did not finish, in the sweep's order."""
+    left = []
+    for name in session.trials:
+        outcome = layout.read_outcome(session.directory / name)
+        if outcome is None or outcome.status != schema.FINISHED:
+            left.append(name)
+    return left
+
+
+def _run(session: layout.Session, trials: list[Trial], started: float, earlier: dict[str, layout.Outcome],
+         settings: LaunchSettings, tracking_settings: TrackingSettings, environ: Mapping[str, str],
+         deadline_seconds: float | None, out: TextIO) -> SweepResult:
+    session_dir, experiment = session.directory, session.experiment
     screen = display.ProgressDisplay(settings, out, len(trials))
     publishing = tracker.Tracker(session, tracking_settings, screen.message)
     publishing.open()
@@ -90,10 +118,14 @@ def run_sweep(experiment: DistributedTrainingExperiment, trials: list[Trial],
         raise unsaved
     for _, run in schedule.running:  # the trials stopped, not ended
         publishing.trial_ended(run.directory)
-    layout.write_outcome(session_dir, _sweep_outcome(schedule.outcomes, len(trials), interrupted_by, started))
+    outcomes = {**earlier, **schedule.outcomes}
+    session = dataclasses.replace(session, provenance=provenance.ended(session.provenance))
+    session.save()
+    publishing.session = session
+    layout.write_outcome(session_dir, _sweep_outcome(outcomes, session.trials, interrupted_by, started))
     rows = sessions.comparison_rows(session)
     publishing.session_ended()
-    return SweepResult(session_dir, schedule.outcomes, rows, interrupted_by, publishing)
+    return SweepResult(session_dir, outcomes, rows, interrupted_by, publishing)
 
 
 def _open_session(session_dir: pathlib.Path, experiment: DistributedTrainingExperiment,
@@ -102,11 +134,52 @@ def _open_session(session_dir: pathlib.Path, experiment: DistributedTrainingExpe
     session_dir.mkdir(parents=True, exist_ok=True)
     # Held until this process ends: a later run or publish closes the session if this one dies first.
     abandoned.hold(session_dir)
-    session = layout.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source)
-    session.save()
     started = time.time()
+    session = layout.Session(session_dir, experiment, tracking_uri, [t.name for t in trials], source, [started],
+                             provenance.at_start(provenance.command_line(), source))
+    session.save()
     layout.write_outcome(session_dir, layout.Outcome(schema.RUNNING, started))
     return session, started
+
+
+ATTEMPTS_DIR = "attempts"
+"""ATTEMPTS_DIR keeps, per resumed trial, the directory of its unfinished attempt (<trial>-<n>): never overwritten."""
+
+
+def _reopen_session(session: layout.Session, tracking_uri: str,
+                    rerun: set[str]) -> tuple[layout.Session, float, dict[str, layout.Outcome]]:
+    """The session marked RUNNING again: its lock held, the unfinished attempts of `rerun` moved aside, the new start
+    recorded, its sweep-wide publishing (comparison, report, status) to be done again. Returns the session, when the
+    sweep first started, and the outcomes of its trials that stay as they are."""
+    directory = session.directory
+    abandoned.close_if_abandoned(directory)  # a launcher that died left it RUNNING: its trials are closed first
+    abandoned.hold(directory)  # BlockingIOError while another launcher runs it
+    earlier = {}
+    for name in session.trials:
+        outcome = layout.read_outcome(directory / name)
+        if name not in rerun:
+            if outcome is not None:
+                earlier[name] = outcome
+        elif (directory / name).exists():
+            _set_aside(directory, name)
+    now = time.time()
+    session = dataclasses.replace(session, tracking_uri=tracking_uri, start_times=[*session.start_times, now],
+                                  provenance=provenance.at_start(provenance.command_line(), session.source))
+    session.save()
+    first = layout.read_outcome(directory)
+    started = first.start_time if first else now
+    sessions.reopen(directory)
+    layout.write_outcome(directory, layout.Outcome(schema.RUNNING, started))
+    return session, started, earlier
+
+
+def _set_aside(directory: pathlib.Path, name: str) -> None:
+    attempts = directory / ATTEMPTS_DIR
+    attempts.mkdir(exist_ok=True)
+    attempt = 1
+    while (attempts / f"{name}-{attempt}").exists():
+        attempt += 1
+    (directory / name).rename(attempts / f"{name}-{attempt}")
 
 
 @dataclasses.dataclass
@@ -187,20 +260,23 @@ class _Schedule:
                 self.screen.message(_ended(position, len(self.trials), run, outcome))
 
 
-def _sweep_outcome(outcomes: dict[str, layout.Outcome], total: int, interrupted_by: int | None,
+def _sweep_outcome(outcomes: dict[str, layout.Outcome], planned: list[str], interrupted_by: int | None,
                    started: float) -> layout.Outcome:
-    """The session's end: KILLED by a signal, FINISHED when every trial finished, else FAILED and why."""
+    """The session's end: KILLED by a signal, FINISHED when every trial finished, else FAILED and why; the message
+    names every trial not finished, those that never ran included."""
     if interrupted_by is not None:
         status = schema.KILLED
-    elif all(o.status == schema.FINISHED for o in outcomes.values()) and len(outcomes) == total:
+    elif all(o.status == schema.FINISHED for o in outcomes.values()) and len(outcomes) == len(planned):
         status = schema.FINISHED
     else:
         status = schema.FAILED
     failed = [name for name, o in outcomes.items() if o.status != schema.FINISHED]
+    never = [name for name in planned if name not in outcomes]
     reason = {schema.FINISHED: None, schema.KILLED: INTERRUPTED,
               schema.FAILED: sweep_reason(outcomes[name].reason for name in failed)}[status]
-    return layout.Outcome(status, started, time.time(), reason=reason,
-                          message=f"trials not finished: {', '.join(failed)}" if failed else None)
+    message = "; ".join(part for part in (f"trials not finished: {', '.join(failed)}" if failed else "",
+                                           f"never ran: {', '.join(never)}" if never else "") if part)
+    return layout.Outcome(status, started, time.time(), reason=reason, message=message or None)
 
 
 def can_start(ranks: int, running: list[int], max_parallel: int, cores: int) -> bool:

@@ -5,16 +5,19 @@
 
 MLflow 3's UI opens an experiment in its GenAI view unless the address asks for model training; its
 experiment list does not pass that on when a link is clicked. So this prints the page of the newest sweep
-run, which does, before it serves. A tracking server (http) has its own UI: only that page is printed.
+run, which does, once the server answers (one web worker, no request log). A tracking server (http) has its own
+UI: only that page is printed.
 Exit status (contract/exits.py): MLflow's own once it stops; 1 when the store does not exist.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
+import subprocess
 import sys
+import time
+import urllib.request
 from typing import TextIO
 
 from ringleader.contract import exits, redaction
@@ -60,8 +63,31 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     except (reading.SourceNotFound, TrackingUnavailable) as error:
         print(str(error), file=err)
         return exits.FAILED
-    print(f"MLflow UI: {page}  (Ctrl-C stops it)", file=out, flush=True)
     mlflow = pathlib.Path(sys.executable).parent / "mlflow"
+    # One web worker and no request log: one local user reads one local store.
     command = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri,
-               "--host", HOST, "--port", str(args.port)]
-    os.execvp(command[0], command)  # MLflow's server in this process's place: Ctrl-C and its exit are its own
+               "--host", HOST, "--port", str(args.port), "--workers", "1", "--uvicorn-opts", "--no-access-log"]
+    server = subprocess.Popen(command)
+    try:
+        if _answers(f"http://{HOST}:{args.port}/health", server):
+            print(f"MLflow UI: {page}  (Ctrl-C stops it)", file=out, flush=True)
+        return server.wait()
+    except KeyboardInterrupt:  # the server got the same Ctrl-C: its exit is the end
+        return server.wait()
+
+
+STARTUP_SECONDS = 120
+"""STARTUP_SECONDS the server may take to answer (about 30 on a busy 2-core machine) before the address is given up."""
+
+
+def _answers(url: str, server: subprocess.Popen) -> bool:
+    """Whether the server answers at `url` before it exits or STARTUP_SECONDS pass: the address is printed then, so
+    the page it names opens at once."""
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while server.poll() is None and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False

@@ -193,7 +193,8 @@ def _add_cost(args: argparse.Namespace, out: TextIO) -> tuple[addcost.AddCost, s
     if args.add_fixed_us or args.add_ns_per_byte:
         return (addcost.fixed_plus_per_byte(args.add_fixed_us * 1e-6, args.add_ns_per_byte * 1e-9),
                 f"{args.add_fixed_us:g} us + {args.add_ns_per_byte:g} ns/byte per call")
-    return addcost.no_add, "none"
+    return addcost.no_add, ("not modelled (the cost of adding received gradients into one's own; "
+                            "--add-fixed-us, --add-table or --calibrate-add model it)")
 
 
 def _table_said(table: addcost.AddTable, where: str) -> str:

@@ -10,18 +10,13 @@ along, as top's 100 %. Children (a DataLoader's worker processes) are not counte
 from __future__ import annotations
 
 import dataclasses
-import os
-import pathlib
 import resource
 import socket
 import sys
 import time
 from typing import Any
 
-from ringleader.contract import keys
-
-CGROUP_CPU_MAX = pathlib.Path("/sys/fs/cgroup/cpu.max")
-"""CGROUP_CPU_MAX is cgroup v2's CPU quota of this process's group: "<quota> <period>" in microseconds, or "max"."""
+from ringleader.contract import keys, provenance
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,20 +41,8 @@ def peak_rss_bytes() -> float:
     return float(peak if sys.platform == "darwin" else 1024 * peak)  # Linux counts KiB, macOS bytes
 
 
-def cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX) -> float:
-    """The CPUs this process may run on: its affinity (all the machine's where there is none), capped by its
-    cgroup's quota (a pod's CPU limit: "150000 100000" is 1.5)."""
-    try:
-        count = float(len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS
-        count = float(os.cpu_count() or 1)
-    try:
-        quota, period = cpu_max.read_text().split()[:2]
-        if quota != "max":
-            count = min(count, int(quota) / int(period))
-    except (OSError, ValueError):
-        pass  # no cgroup v2 here, or no quota: the affinity stands
-    return count
+cpus = provenance.cpus
+"""cpus: the CPUs this process may run on (contract/provenance.py)."""
 
 
 class Meter:

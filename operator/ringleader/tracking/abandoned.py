@@ -54,6 +54,12 @@ def _unattended(directory: pathlib.Path) -> Iterator[bool]:
         os.close(fd)
 
 
+def is_running(directory: pathlib.Path) -> bool:
+    """Whether a launcher alive now holds the session's lock."""
+    with _unattended(directory) as unattended:
+        return not unattended
+
+
 def close_if_abandoned(directory: pathlib.Path) -> bool:
     """Close the session if its launcher died before recording its end; whether it did."""
     outcome = layout.read_outcome(directory)

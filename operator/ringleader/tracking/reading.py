@@ -19,7 +19,7 @@ import mlflow.exceptions
 
 from ringleader.analysis import results
 from ringleader.api.trial import Trial
-from ringleader.contract import layout, redaction
+from ringleader.contract import layout, provenance, redaction
 from ringleader.contract import records as record_files
 from ringleader.tracking import schema, settings
 from ringleader.tracking import store as store_
@@ -49,7 +49,7 @@ def session_directory(path: str | pathlib.Path) -> tuple[pathlib.Path, str | Non
         raise SourceNotFound(f"{path}: no `ringleader run` directory ({layout.SESSION_FILE}) there or inside it")
     if found == [path]:
         return path, None
-    newest = found[-1]  # session names end with their start time, so the last in name order is the newest
+    newest = found[-1]  # find_sessions orders by the start each recorded
     runs = f"{len(found)} run{'s' if len(found) != 1 else ''}"
     return newest, f"{path} holds {runs}; taking the newest, {newest.name}"
 
@@ -66,7 +66,8 @@ def from_directory(path: str | pathlib.Path) -> results.SweepResult:
                 trials.append(trial_from_directory(trial_dir))
             except layout.DamagedFile:
                 continue  # a report of the trials that can be read; publishing says which was left out
-    return results.SweepResult(session.experiment.name, trials, tuple(session.trials))
+    return results.SweepResult(session.experiment.name, trials, tuple(session.trials),
+                               provenance.words(session.provenance) if session.provenance else None)
 
 
 def trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:
@@ -108,9 +109,19 @@ def from_mlflow(store: store_.Store, source: str) -> tuple[results.SweepResult, 
     trial_runs = _search(store, run.info.experiment_id, f"tags.`{schema.TAG_KIND}` = '{schema.KIND_TRIAL}' and "
                                                         f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{run.info.run_id}'")
     with tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
-        trials = [t for t in (_trial_from_run(store, trial_run, pathlib.Path(staging)) for trial_run in trial_runs) if t]
+        trials = [t for t in (_trial_from_run(store, trial_run, pathlib.Path(staging))
+                              for trial_run in latest_attempts(trial_runs)) if t]
     trials.sort(key=lambda t: t.trial.index)
     return results.SweepResult(experiment or (trials[0].trial.experiment if trials else ""), trials), run.info.run_id
+
+
+def latest_attempts(trial_runs: list) -> list:
+    """One run per trial: a resumed sweep (`ringleader run --resume`) holds a trial's unfinished attempt and the
+    attempt that followed it; the one started last is the trial's."""
+    latest: dict[str, object] = {}
+    for run in sorted(trial_runs, key=lambda r: r.info.start_time or 0):
+        latest[run.data.tags.get(schema.TAG_TRIAL, run.info.run_id)] = run
+    return list(latest.values())
 
 
 def trial_from_mlflow(store: store_.Store, run_id: str) -> results.TrialResult | None:

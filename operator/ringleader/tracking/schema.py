@@ -44,6 +44,8 @@ TAG_STATUS_MESSAGE = "ringleader.message"
 TAG_SOURCE = "ringleader.source"
 # A token chosen on disk before a run is created: finding it again makes creation idempotent when a
 # create succeeded but its answer was lost (server went away mid-request).
+TAG_PROVENANCE = "ringleader.provenance"
+"""TAG_PROVENANCE prefixes a sweep run's provenance tags: ringleader.provenance.host, .cpus, .loadBefore, ..."""
 TAG_TOKEN = "ringleader.token"
 
 KIND_SWEEP = "sweep"
@@ -275,3 +277,8 @@ def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
             batch = []
     if batch:
         yield batch
+
+
+def provenance_tags(provenance: dict) -> dict[str, str]:
+    """The sweep run's tags for its provenance (contract/provenance.py): one per item, shown as columns."""
+    return {f"{TAG_PROVENANCE}.{key}": str(value)[:5000] for key, value in provenance.items() if value is not None}

@@ -25,6 +25,8 @@ from ringleader.tracking.store import Store
 log = logging.getLogger(__name__)
 
 REPORT_DIR = "report"
+NOT_RUN = "NOT RUN"
+"""NOT_RUN is the comparison table's status of a trial that never started (the sweep was stopped before it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +64,27 @@ def open_session(store: Store, session: layout.Session) -> tuple[str, str, curso
     if not cursor.is_done("params"):
         store.log_params(cursor.run_id, schema.sweep_params(session.experiment))
         cursor.mark_done("params")
+    if cursor.extra.get(REOPENED):
+        store.set_status(cursor.run_id, schema.RUNNING)
+        del cursor.extra[REOPENED]
+        cursor.save()
     return experiment_id, cursor.run_id, cursor
+
+
+REOPENED = "reopened"
+"""REOPENED, in a session cursor's extra: the sweep run is to be marked RUNNING again (a resumed session)."""
+SWEEP_STEPS = ("sweep-metrics", "report", "status")
+"""SWEEP_STEPS are published once the sweep is over, and once more after each resumption."""
+
+
+def reopen(session_dir: pathlib.Path) -> None:
+    """A resumed session: in every store it was published to, its sweep run is RUNNING again and its comparison,
+    report and status are published again when it ends."""
+    for path in session_dir.glob(cursor_.FILE_PATTERN):
+        cursor = cursor_.Cursor.load(path)
+        cursor.done = [step for step in cursor.done if step not in SWEEP_STEPS]
+        cursor.extra[REOPENED] = "true"
+        cursor.save()
 
 
 def publish_session(store: Store, session: layout.Session) -> SessionResult:
@@ -87,6 +109,8 @@ def publish_session(store: Store, session: layout.Session) -> SessionResult:
             publish_report(store, session, parent_run_id)
             cursor.mark_done("report")
         if not cursor.is_done("status"):
+            if session.provenance:
+                store.set_tags(parent_run_id, schema.provenance_tags(session.provenance))
             publisher.end_run(store, parent_run_id, outcome)
             cursor.mark_done("status")
     return SessionResult(session.directory, experiment_id, parent_run_id, results, damaged)
@@ -127,13 +151,17 @@ def publish_report(store: Store, session: layout.Session, parent_run_id: str) ->
 
 
 def comparison_rows(session: layout.Session) -> list:
-    """tables.ComparisonRow per trial of the session, from the trial directories (missing ones: not run)."""
+    """tables.ComparisonRow per trial of the session, from the trial directories; a trial that never ran has a row
+    too, with status NOT RUN."""
     from ringleader.analysis import tables
 
+    planned = {t.name: t for t in trial_.expand(session.experiment).trials}
     rows = []
     for name in session.trials:
         trial_dir = session.directory / name
         if not (trial_dir / layout.TRIAL_FILE).is_file():
+            if name in planned:
+                rows.append(tables.row_for(planned[name], None, NOT_RUN, None))
             continue
         try:
             trial = layout.read_trial(trial_dir)

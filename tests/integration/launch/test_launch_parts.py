@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import launching
+
 from ringleader.analysis import eta
 from ringleader.api import experiment, trial
 from ringleader.contract import failures
@@ -191,8 +193,12 @@ def test_the_output_says_how_to_open_the_runs(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     local = cli.how_to_open(f"sqlite:///{tmp_path}/mlflow.db", "1", "abc")
-    assert local.startswith("mlflow ui --backend-store-uri sqlite:///mlflow.db\n")
+    assert local.startswith("ringleader ui --tracking-uri sqlite:///mlflow.db\n")
     assert local.endswith("then open http://127.0.0.1:5000/#/experiments/1/runs/abc?workflowType=machine_learning")
+    (tmp_path / "Makefile").write_text("ui: venv  ## the MLflow UI on ./mlflow.db\n")  # a checkout: `make ui`
+    assert cli.how_to_open(f"sqlite:///{tmp_path}/mlflow.db", "1", "abc").startswith("make ui\n")
+    assert cli.how_to_open(f"sqlite:///{tmp_path}/other.db", "1", "abc").startswith(
+        "ringleader ui --tracking-uri sqlite:///other.db\n")
     assert cli.how_to_open("http://127.0.0.1:5000", "7", "abc") == \
         "http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning"
 
@@ -201,10 +207,10 @@ def test_the_ui_command_printed_runs_in_a_fresh_shell_without_the_venv_on_path(m
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin:/bin")
     command = cli.how_to_open(f"sqlite:///{tmp_path}/mlflow.db", "1", "abc").split(" ui ")[0]
-    assert command == str(pathlib.Path(sys.executable).parent / "mlflow")
-    done = subprocess.run([command, "ui", "--help"], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0 and "--backend-store-uri" in done.stdout
+    assert command == str(pathlib.Path(sys.executable).parent / "ringleader")
+    done = subprocess.run([command, "ui", "--help"], env={**launching.launcher_environ(), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "--tracking-uri" in done.stdout
 
 
 def test_run_refuses_an_invalid_file_with_status_1_and_a_missing_trial_with_status_2(tmp_path):

@@ -33,7 +33,7 @@ def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
     # The last lines say how to open the sweep run, in the model-training view.
     page = (f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs/{sweep.info.run_id}"
             "?workflowType=machine_learning")
-    assert "mlflow ui --backend-store-uri sqlite:///mlflow.db" in finished.output and page in finished.output
+    assert "ringleader ui --tracking-uri sqlite:///mlflow.db" in finished.output and page in finished.output
 
     # Names carry every swept value, one worker singular; rank runs carry their trial.
     assert {r.info.run_name for r in trials.values()} == {"view-0 (RingAllReduce, BSP, 1 worker, batch 16)",

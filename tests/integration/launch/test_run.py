@@ -35,7 +35,7 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
     assert [line.split()[:3] for line in table.splitlines()[2:4]] == [
         ["arch-0", "ParameterServer", "BSP"], ["arch-1", "RingAllReduce", "BSP"]]
     assert all(line.split()[-1] == "FINISHED" for line in table.splitlines()[2:4])
-    assert "mlflow ui --backend-store-uri sqlite:///mlflow.db" in finished.output
+    assert "ringleader ui --tracking-uri sqlite:///mlflow.db" in finished.output
 
     client, runs = runs_of(workdir, "default/arch")
     [sweep] = runs["sweep"]
