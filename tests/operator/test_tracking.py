@@ -9,6 +9,7 @@ from status.
 
 import pathlib
 import socket
+import time
 
 import experiments as dtes
 from apiserver_client import wait_for
@@ -94,3 +95,48 @@ def test_an_unreachable_mlflow_never_holds_an_experiment_up(admin, namespace, op
     warnings = [e for e in admin.events(namespace, "offline") if e["reason"] == "TrackingUnavailable"]
     assert warnings and warnings[0]["type"] == "Warning"
     assert f"127.0.0.1:{port}" in warnings[0]["message"]
+
+
+def _announced(admin, namespace, name, reason):
+    return sum(e.get("count") or 1 for e in admin.events(namespace, name) if e["reason"] == reason)
+
+
+def test_mlflow_going_away_and_coming_back_is_announced_once_each(admin, namespace, operator, tmp_path):
+    from tracking_listener import MlflowServer
+
+    server = MlflowServer(tmp_path)
+    server.wait_healthy()
+    try:
+        operator(extra_args=("--tracking-uri", server.uri, "--tracking-retry", "1", "--tracking-timeout", "5"))
+        admin.create(dtes.experiment("flaky", namespace))
+        pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "flaky")),
+                        timeout=120)
+        run_id = wait_for("the trial's run", lambda: dtes.trials(admin.experiment(namespace, "flaky"))[0]["runId"],
+                          timeout=120)
+        # Counted from here: a first call slower than the timeout on a loaded machine may have announced a pair.
+        went, came = (_announced(admin, namespace, "flaky", r) for r in ("TrackingUnavailable", "TrackingAvailable"))
+        server.stop()
+        # Every pass from here on wants to end the trial's run: only the first failure is news. A pass that
+        # makes no MLflow call (the runs exist already) says nothing of whether MLflow is back.
+        for pod in pods:
+            admin.run_pod(pod)
+        for pod in sorted(pods, key=dtes.rank)[1:]:
+            admin.finish_pod(pod, 0, "Completed", dtes.summary_message())
+        wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "flaky")) == "Succeeded", timeout=60)
+        wait_for("TrackingUnavailable", lambda: _announced(admin, namespace, "flaky", "TrackingUnavailable") > went,
+                 timeout=60)
+        # Passes retry every second and each tries MLflow for up to 5 s: a window of several failed passes,
+        # each of which announced a pair before (not a bound on anything).
+        time.sleep(25)
+        assert _announced(admin, namespace, "flaky", "TrackingUnavailable") == went + 1
+        assert _announced(admin, namespace, "flaky", "TrackingAvailable") == came
+
+        server = MlflowServer(tmp_path, port=server.port)
+        server.wait_healthy()
+        wait_for("the trial run FINISHED", lambda: run_status(server.uri, run_id) == "FINISHED", timeout=120)
+        wait_for("TrackingAvailable", lambda: _announced(admin, namespace, "flaky", "TrackingAvailable") > came,
+                 timeout=60)
+        assert _announced(admin, namespace, "flaky", "TrackingAvailable") == came + 1
+        assert _announced(admin, namespace, "flaky", "TrackingUnavailable") == went + 1
+    finally:
+        server.stop()

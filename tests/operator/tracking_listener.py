@@ -17,8 +17,9 @@ from loopback import free_port
 class MlflowServer:
     """A real `mlflow server` on 127.0.0.1 with a SQLite store in `directory`."""
 
-    def __init__(self, directory: pathlib.Path) -> None:
-        self.port = free_port()
+    def __init__(self, directory: pathlib.Path, port: int | None = None) -> None:
+        """`port`: that of a stopped server, to start it again where its clients look for it."""
+        self.port = port or free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         self.log = directory / "mlflow-server.log"
         command = [str(pathlib.Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",

@@ -5,6 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -297,25 +301,66 @@ def within(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+def _write_later(fifo, data: bytes, after_seconds: float = 0.0) -> threading.Thread:
+    """A writer that opens `fifo` after the reader did (a generator slower to start), writes `data` and closes."""
+    def write():
+        time.sleep(after_seconds)
+        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as stream:
+            stream.write(data)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_process_substitution_is_read_like_a_file(repo_root):
+    # What `ringleader validate <(envsubst < tmpl.yaml)` gives the command: /dev/fd/63, a pipe.
+    command = f'"{sys.executable}" -m ringleader.cli validate <(cat "{repo_root}/examples/quickstart.yaml")'
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "/dev/fd/" in done.stdout and "valid" in done.stdout
+
+
+def test_a_fifo_whose_writer_comes_later_is_read_to_its_end(tmp_path, repo_root):
     fifo = tmp_path / "pipe.yaml"
     os.mkfifo(fifo)
+    writer = _write_later(fifo, (repo_root / "examples/quickstart.yaml").read_bytes(), after_seconds=0.5)
+    with within(20):
+        [document] = loading.load_documents(str(fifo))
+    writer.join()
+    assert document["kind"] == "DistributedTrainingExperiment"
+
+
+def test_a_fifo_nobody_writes_to_is_refused_at_the_bound_not_waited_on_forever(tmp_path, monkeypatch):
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(loading, "FIFO_WAIT_SECONDS", 0.5)
     with within(10), pytest.raises(api.LoadError) as caught:
         api.load(fifo)
-    assert str(caught.value) == (f"{fifo}: is not a regular file (a FIFO): name an experiment file, or - to read "
-                                 "standard input")
+    assert str(caught.value) == (f"{fifo}: a FIFO that did not reach its end within 0.5 s (0 bytes read): "
+                                 "is anything writing to it?")
 
 
-def test_a_path_that_turns_into_a_fifo_after_its_check_is_refused_without_waiting(tmp_path, monkeypatch):
-    # The path is checked, then opened: what was opened is checked again, and opening never waits for a writer.
-    regular, fifo = tmp_path / "regular.yaml", tmp_path / "pipe.yaml"
-    regular.write_text("a: 1\n")
+def test_a_fifo_larger_than_the_api_servers_limit_is_refused_without_reading_it_all(tmp_path):
+    fifo = tmp_path / "pipe.yaml"
     os.mkfifo(fifo)
-    stat = os.stat
-    monkeypatch.setattr(loading.os, "stat", lambda path, *args, **kwargs: stat(regular if str(path) == str(fifo)
-                                                                                  else path, *args, **kwargs))
-    with within(10), pytest.raises(api.LoadError, match=r"pipe.yaml: is not a regular file \(a FIFO\)"):
+    writer = _write_later(fifo, b"a: 1\n" + b"#" * (2 * loading.MAX_BYTES))
+    with within(20), pytest.raises(api.LoadError, match="is larger than 3 MiB"):
         api.load(fifo)
+    writer.join(10)
+    assert not writer.is_alive()  # the reader closed its end: the writer's next write broke, it was not left blocked
+
+
+def test_a_path_that_turns_into_a_device_after_its_check_is_refused(tmp_path, monkeypatch):
+    # The path is checked, then opened: what was opened is checked again.
+    regular, device = tmp_path / "regular.yaml", tmp_path / "device.yaml"
+    regular.write_text("a: 1\n")
+    device.symlink_to(os.devnull)
+    stat = os.stat
+    monkeypatch.setattr(loading.os, "stat", lambda path, *args, **kwargs: stat(regular if str(path) == str(device)
+                                                                                  else path, *args, **kwargs))
+    with within(10), pytest.raises(api.LoadError, match=r"device.yaml: is not a regular file or a FIFO \(a character"):
+        api.load(device)
 
 
 def test_bandwidth_is_parsed_into_bits_per_second():

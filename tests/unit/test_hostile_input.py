@@ -36,6 +36,7 @@ CPU_SECONDS = 5.0
 """The promise: under 5 s per file whatever the input, counted in CPU time so that a busy machine cannot fail it."""
 MAX_RSS_MIB = 500
 HANG_SECONDS = 120
+FIFO_WAIT_SECONDS = 1.0
 """Wall-clock guard of each child process: far above the CPU bound, only to end a hang."""
 
 BASE = """\
@@ -168,9 +169,10 @@ def corpus() -> list[Case]:
         Case("path-broken-link", None, "file not found"),
         Case("path-link-loop", None, "cannot be read: Too many levels of symbolic links"),
         # Not a regular file: opening a FIFO waits for a writer, a device may never end.
-        Case("path-fifo", None, "is not a regular file (a FIFO): name an experiment file, or - to read standard input"),
-        Case("path-socket", None, "is not a regular file (a socket): name an experiment file"),
-        Case("path-device", None, "is not a regular file (a character device): name an experiment file"),
+        Case("path-fifo", None, f"a FIFO that did not reach its end within {FIFO_WAIT_SECONDS:g} s (0 bytes read): "
+                                "is anything writing to it?"),
+        Case("path-socket", None, "is not a regular file or a FIFO (a socket): name an experiment file"),
+        Case("path-device", None, "is not a regular file or a FIFO (a character device): name an experiment file"),
         Case("path-empty", b"", "holds 0 YAML documents: an experiment file holds exactly one"),
         Case("path-only-comments", b"# nothing\n# here\n", "holds 0 YAML documents"),
         # Numbers: no field takes a long one; the bounds refuse what the runtime cannot use.
@@ -303,6 +305,7 @@ if sys.argv[1] == "python":
     sys.modules["yaml._yaml"] = None
 from ringleader import cli
 from ringleader.api import loading
+loading.FIFO_WAIT_SECONDS = %r  # a FIFO nobody writes to: the bound, shortened for the corpus
 print(json.dumps({"parser": loading._Parser.__name__}), flush=True)
 for path in sys.argv[2:]:
     out, err = io.StringIO(), io.StringIO()
@@ -317,6 +320,8 @@ for path in sys.argv[2:]:
                       "cpu": time.process_time() - cpu, "wall": time.monotonic() - wall}), flush=True)
 """
 
+
+DRIVER = DRIVER % FIFO_WAIT_SECONDS
 
 # What the `ringleader` console script runs, for run_child.
 CLI = "from ringleader.cli import main; sys.exit(main())"

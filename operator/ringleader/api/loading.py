@@ -10,8 +10,10 @@ from __future__ import annotations
 import codecs
 import os
 import re
+import select
 import stat
 import sys
+import time
 from typing import Any, BinaryIO
 
 import yaml
@@ -29,11 +31,14 @@ MAX_VALUES = 50_000
 copied with its status from `kubectl get -o yaml`, and far below what takes a second to load."""
 MAX_NUMBER_LENGTH = 100
 """Characters of a number: every number the API takes fits in 20; Python refuses 4300-digit integers."""
+FIFO_WAIT_SECONDS = 30.0
+"""How long a FIFO (process substitution, `<(envsubst < x.yaml)`) may take to deliver all of it: a generator
+writes an experiment in well under a second; nothing writing to it fails within this bound, never hangs."""
 SHOWN = 200
 """Characters of a problem shown at most, so that an error never echoes the input back at length."""
 
 STDIN = "-"
-_FILE_TYPES = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+_FILE_TYPES = {stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
                stat.S_IFBLK: "a block device"}
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 _TOO_DEEP_FIX = "an experiment needs fewer than 10"
@@ -90,8 +95,9 @@ def _read(source: str, path: str) -> bytes:
         if path == STDIN:
             data = sys.stdin.buffer.read(MAX_BYTES + 1)
         else:
-            with _open_regular(source, path) as stream:
-                data = stream.read(MAX_BYTES + 1)
+            with _open_readable(source, path) as stream:
+                data = _read_fifo(source, stream) if stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode) \
+                    else stream.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise LoadError(source, "file not found") from None
     except OSError as error:
@@ -102,29 +108,56 @@ def _read(source: str, path: str) -> bytes:
     return data
 
 
-def _open_regular(source: str, path: str) -> BinaryIO:
-    """`path` opened for reading if it is a regular file; LoadError for anything else.
+def _open_readable(source: str, path: str) -> BinaryIO:
+    """`path` opened for reading if it is a regular file or a FIFO; LoadError for anything else.
 
-    A FIFO with no writer blocks whoever opens it, a device may never end or act when opened: the type is
+    A device may never end or act when opened, a FIFO with no writer blocks whoever opens it: the type is
     checked before opening, and again on what was opened (the path may have changed in between), which is
-    opened without waiting for a writer."""
-    _check_regular(source, os.stat(path).st_mode)
+    opened without waiting for a writer. A FIFO stays non-blocking, for `_read_fifo`'s bounded wait."""
+    _check_readable(source, os.stat(path).st_mode)
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     try:
-        _check_regular(source, os.fstat(descriptor).st_mode)
-        os.set_blocking(descriptor, True)
+        mode = os.fstat(descriptor).st_mode
+        _check_readable(source, mode)
+        if not stat.S_ISFIFO(mode):
+            os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:
         os.close(descriptor)
         raise
 
 
-def _check_regular(source: str, mode: int) -> None:
+def _read_fifo(source: str, stream: BinaryIO) -> bytes:
+    """What a FIFO's writers send until the last one closes it, read as it arrives: at most MAX_BYTES + 1 bytes
+    (the caller refuses more) within FIFO_WAIT_SECONDS. A FIFO opened before any writer shows no end of file
+    until a writer came and went, so one nobody writes to ends in LoadError at the bound, never a hang."""
+    deadline = time.monotonic() + FIFO_WAIT_SECONDS
+    poller = select.poll()
+    poller.register(stream.fileno(), select.POLLIN)
+    data = bytearray()
+    while len(data) <= MAX_BYTES:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LoadError(source, f"a FIFO that did not reach its end within {FIFO_WAIT_SECONDS:g} s "
+                                    f"({len(data)} bytes read): is anything writing to it?")
+        if not poller.poll(left * 1000):
+            continue
+        try:
+            chunk = os.read(stream.fileno(), 65536)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
+def _check_readable(source: str, mode: int) -> None:
     if stat.S_ISDIR(mode):
         raise LoadError(source, "is a directory: name an experiment file in it")
-    if not stat.S_ISREG(mode):
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
         kind = _FILE_TYPES.get(stat.S_IFMT(mode))
-        raise LoadError(source, f"is not a regular file{f' ({kind})' if kind else ''}: name an experiment file, "
+        raise LoadError(source, f"is not a regular file or a FIFO{f' ({kind})' if kind else ''}: name an experiment file, "
                                 f"or {STDIN} to read standard input")
 
 

@@ -2,7 +2,8 @@
 
 MLflow never holds an experiment up: when the server is away, the pass goes on without it, a
 Warning Event says so once, and the work is retried at the next pass (at most `retry_seconds`
-later). What decides correctness is kept in status, not memory: who logs a trial's summary
+later). The Events follow what MLflow answered (`Availability`): a pass that made no call to it says
+nothing about it, so it announces nothing. What decides correctness is kept in status, not memory: who logs a trial's summary
 (`runSummarySource`: a run made after its pods started gets it from the operator), which runs are
 ended (`runEnded`, the parent's too) and the report (`reportUrl`). Status rather than MLflow tags:
 status is read and written by every pass anyway, while asking MLflow would cost a call per run per
@@ -47,11 +48,33 @@ def _failed_condition(status: ExperimentStatus) -> Condition | None:
                  if c.type == ConditionType.FAILED and c.status == ConditionStatus.TRUE), None)
 
 
+class Availability:
+    """Whether each experiment was last told that MLflow is away: an Event is due only when that changes."""
+
+    def __init__(self) -> None:
+        self._down: set[Key] = set()
+
+    def failed(self, key: Key) -> bool:
+        """A call failed; True when the experiment is to be told (it was not told already)."""
+        told = key in self._down
+        self._down.add(key)
+        return not told
+
+    def answered(self, key: Key) -> bool:
+        """Calls were made and all answered; True when the experiment is to be told MLflow is back."""
+        told = key in self._down
+        self._down.discard(key)
+        return told
+
+    def forget(self, key: Key) -> None:
+        self._down.discard(key)
+
+
 class Runs:
     def __init__(self, recorder: recording.MlflowCalls, settings: MlflowSettings) -> None:
         self.recorder = recorder
         self._settings = settings
-        self._down: set[Key] = set()  # experiments told that MLflow is away
+        self._availability = Availability()
         self._background: set[asyncio.Task] = set()
 
     async def close(self) -> None:
@@ -60,15 +83,14 @@ class Runs:
         self.recorder.close()
 
     def _failed(self, key: Key, body: dict[str, Any], error: recording.Unavailable) -> float:
-        if key not in self._down:
-            self._down.add(key)
+        if self._availability.failed(key):
             kopf.warn(body, reason=reasons.TRACKING_UNAVAILABLE,
                       message=f"{error}; the experiment goes on, and its runs are recorded when MLflow answers")
         return self._settings.retry_seconds
 
-    def _worked(self, key: Key, body: dict[str, Any]) -> None:
-        if key in self._down:
-            self._down.discard(key)
+    def _worked(self, key: Key, body: dict[str, Any], calls: int) -> None:
+        """`calls` MLflow calls answered in a pass; none says nothing of whether MLflow is back."""
+        if calls and self._availability.answered(key):
             kopf.info(body, reason=reasons.TRACKING_AVAILABLE, message="MLflow answers again; the runs are being recorded")
 
     async def start(self, key: Key, body: dict[str, Any], experiment, expansion, status: ExperimentStatus,
@@ -79,15 +101,17 @@ class Runs:
             return status, None
         uid = body["metadata"]["uid"]
         by_name = {t.name: t for t in expansion.trials}
-        mlflow, records, retry = status.mlflow, list(status.trials), None
+        mlflow, records, retry, calls = status.mlflow, list(status.trials), None, 0
         try:
             if not (mlflow.experiment_id and mlflow.run_id):
+                calls += 1
                 experiment_id, run_id = await self.recorder.start_parent(uri, experiment, uid)
                 mlflow = MlflowStatus(experiment_id=experiment_id, run_id=run_id,
                                       url=self.recorder.ui_url(uri, experiment_id))
             for position, record in enumerate(records):
                 now_starting = record.index in starting
                 if record.run_id is None and (now_starting or record.phase not in (Phase.PENDING, Phase.SUSPENDED)):
+                    calls += 1
                     run_id = await self.recorder.start_trial(uri, mlflow.experiment_id, mlflow.run_id,
                                                              by_name[record.name], uid)
                     # Pods started without the run's id log nothing into it: the operator logs their summary.
@@ -96,7 +120,7 @@ class Runs:
         except recording.Unavailable as error:
             retry = self._failed(key, body, error)
         else:
-            self._worked(key, body)
+            self._worked(key, body, calls)
         return status.model_copy(update=dict(mlflow=mlflow, trials=records)), retry
 
     async def end(self, key: Key, body: dict[str, Any], experiment, expansion,
@@ -108,15 +132,18 @@ class Runs:
         uri = self.recorder.uri_for(experiment.spec.tracking.uri)
         if uri is None:
             return status, None
+        calls = 0
         try:
             for record in status.trials:
                 if record.phase in trials.TERMINAL_PHASES and record.run_id and not record.run_ended:
+                    calls += 1
                     await self.recorder.finish(uri, record.run_id, _outcome(record.phase),
                                                summary=_summary_to_log(record), reason=record.reason,
                                                message=record.message)
                     status = _with_trial(status, record.model_copy(update={"run_ended": True}))
             mlflow = status.mlflow
             if plan.is_finished(status) and mlflow.run_id and not mlflow.run_ended:
+                calls += 1
                 # Logged again after a restart or an outage midway, the same values are harmless.
                 await self.recorder.log_sweep_metrics(uri, mlflow.run_id, {
                     t.name: t.summary.wire() if t.summary else None for t in status.trials}, expansion.trials)
@@ -129,7 +156,7 @@ class Runs:
                 status = status.model_copy(update={"mlflow": status.mlflow.model_copy(update={"run_ended": True})})
         except recording.Unavailable as error:
             return status, self._failed(key, body, error)
-        self._worked(key, body)
+        self._worked(key, body, calls)
         return status, None
 
     async def _report(self, uri: str, body: dict[str, Any], status: ExperimentStatus) -> ExperimentStatus:
@@ -149,7 +176,7 @@ class Runs:
 
     def forget(self, key: Key, body: dict[str, Any]) -> None:
         """The experiment was deleted: end its open runs in the background (KILLED unless already finished)."""
-        self._down.discard(key)
+        self._availability.forget(key)
         task = asyncio.get_running_loop().create_task(self._kill(body), name=f"end the runs of {key}")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
