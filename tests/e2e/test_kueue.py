@@ -1,7 +1,7 @@
 """examples/kueue-queue.yaml on the test cluster, with a real Kueue (cluster/kueue-up.sh) admitting each trial.
 
 The example's ClusterQueue has CPU for one trial, and its sweep lets all three trials ask at once: Kueue
-admits them one after the other, each as a whole, and each succeeds on the node (tests/operator/test_kueue.py
+admits them one after the other, each as a whole, and each succeeds on the node (tests/operator/test_operator_kueue.py
 covers the waiting, eviction and quota details against an API server without a kubelet).
 """
 
