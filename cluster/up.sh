@@ -13,7 +13,7 @@ T0=$SECONDS
 K8S_BIN="$CACHE/kubernetes-$K8S_VERSION/bin"
 ETCD_BIN="$CACHE/etcd-$ETCD_VERSION/bin"
 KUBECTL=("$K8S_BIN/kubectl" --kubeconfig "$RUN_DIR/kubeconfig" --request-timeout=20s)
-CTR=(ctr --address "$RUN_DIR/containerd/containerd.sock" --namespace k8s.io --timeout 60s)
+CTR=(ctr --address "$RUN_DIR/containerd/containerd.sock" --namespace k8s.io --timeout 900s)  # a torch image (7.8 GB) built while the cluster was down takes minutes to import
 
 # What to run next: the kubeconfig, and the harness's kubectl and helm (the cluster's version; a machine's own
 # kubectl may be minor versions behind), on PATH through $CACHE/bin.
