@@ -134,6 +134,19 @@ def kube() -> Kube:
     return kube
 
 
+# The tests of placement and of a lost node need this many schedulable nodes (make e2e E2E_NODES=3).
+NODES_NEEDED = 3
+
+
+@pytest.fixture(scope="module")
+def nodes(kube) -> list[str]:
+    """The cluster's schedulable nodes; a test that asks for them is skipped on fewer than NODES_NEEDED."""
+    found = [n["metadata"]["name"] for n in kube.json("get", "nodes")["items"] if not n["spec"].get("unschedulable")]
+    if len(found) < NODES_NEEDED:
+        pytest.skip(f"needs a cluster of {NODES_NEEDED} nodes (make e2e E2E_NODES=3); this one has {len(found)}")
+    return found
+
+
 @pytest.fixture(scope="session")
 def image(kube) -> str:
     """The project image on the cluster's nodes. harness: built (cached by content hash) and imported."""

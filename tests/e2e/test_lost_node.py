@@ -14,22 +14,12 @@ from __future__ import annotations
 
 import time
 
-import pytest
 
 import e2e_specs
 from e2e_kube import describe_dte, log, phase, status, trials, wait_for, wait_terminal
 
-NODES_NEEDED = 3
 HOSTNAME = "kubernetes.io/hostname"
 NAMED_WITHIN = 90  # seconds from the node's stop to a status naming it: 45 s measured (20 s node-monitor grace), room for load
-
-
-@pytest.fixture(scope="module")
-def harness_nodes(kube) -> list[str]:
-    found = [n["metadata"]["name"] for n in kube.json("get", "nodes")["items"] if not n["spec"].get("unschedulable")]
-    if len(found) < NODES_NEEDED:
-        pytest.skip(f"needs a cluster of {NODES_NEEDED} nodes (make e2e E2E_NODES=3); this one has {len(found)}")
-    return found
 
 
 def spare_node(kube, nodes: list[str], home: str, namespace: str) -> str:
@@ -42,11 +32,11 @@ def spare_node(kube, nodes: list[str], home: str, namespace: str) -> str:
 
 
 def test_a_node_lost_mid_trial_is_named_the_trial_fails_with_node_lost_and_the_survivors_records_reach_mlflow(
-        kube, namespace, launcher, mlflow, mlflow_volume, harness_nodes, report_on_failure):
+        kube, namespace, launcher, mlflow, mlflow_volume, nodes, report_on_failure):
     import harness  # conftest put cluster/ on sys.path
 
     home = mlflow_volume["node"]
-    lost = spare_node(kube, harness_nodes, home, namespace)
+    lost = spare_node(kube, nodes, home, namespace)
     name = "lostnode"
     # Two peers, one on the node to lose and one at home; a capped link keeps the trial going long enough.
     manifest = e2e_specs.experiment(

@@ -12,22 +12,12 @@ Skipped on a cluster of fewer than 3 schedulable nodes (the single-node harness 
 
 from __future__ import annotations
 
-import pytest
 
 import e2e_specs
 from e2e_kube import log, phase, status, trials, wait_for, wait_terminal, describe_dte
 
 ADMIT_TIMEOUT = 900
 RUN_TIMEOUT = 600
-NODES_NEEDED = 3
-
-
-@pytest.fixture(scope="module")
-def nodes(kube) -> list[str]:
-    found = [n["metadata"]["name"] for n in kube.json("get", "nodes")["items"] if not n["spec"].get("unschedulable")]
-    if len(found) < NODES_NEEDED:
-        pytest.skip(f"needs a cluster of {NODES_NEEDED} nodes (make e2e E2E_NODES=3); this one has {len(found)}")
-    return found
 
 
 def run_to_end(kube, launcher, namespace, manifest, report_on_failure) -> tuple[dict, dict[str, str]]:

@@ -11,7 +11,6 @@ import torch.distributed as dist
 
 from ringleader.contract import failures
 from ringleader.contract import environment as contract
-from ringleader.contract.environment import RECORDS_WAIT_SECONDS
 from ringleader.runtime import heartbeat, termination
 
 TERMINATION_LOG = "/dev/termination-log"
@@ -32,7 +31,7 @@ def finish_publishing(env: contract.PodEnvironment, publisher, wait_seconds: flo
         return
     published, recorded = publisher.published()
     fail(env, f"records incomplete: {published} of {recorded} iterations published: MLflow did not take them "
-              f"within {wait_seconds:g} s of the end of training ({RECORDS_WAIT_SECONDS} sets the wait); "
+              f"within {wait_seconds:g} s of the end of training ({contract.RECORDS_WAIT_SECONDS} sets the wait); "
               "run the trial again once the tracking server answers", permanent=True)
 
 

@@ -121,16 +121,12 @@ def _end_open_ranks(store: Store, trial_run_id: str) -> None:
     """Rank runs still RUNNING under an ended trial run: their rank ended without ending them (killed, or its
     last publish failed). KILLED, saying so: a run never stays RUNNING after its trial ended. A rank that
     publishes later still adds its points, and ends its run itself."""
-    query = f"attributes.status = '{schema.RUNNING}' AND tags.`{schema.TAG_PARENT_RUN_ID}` = '{trial_run_id}'"
-    experiment_id = store.experiment_of(trial_run_id)
-    open_ranks = store.call("search runs", lambda client: client.search_runs(
-        [experiment_id], filter_string=query, max_results=MAX_OPEN_RANKS))
-    for run in open_ranks:
-        store.set_tags(run.info.run_id, {
+    for run_id in _open_children(store, trial_run_id, MAX_OPEN_RANKS):
+        store.set_tags(run_id, {
             schema.TAG_STATUS_REASON: "TrialEnded",
             schema.TAG_STATUS_MESSAGE: "the trial ended before this rank ended its run: records it had not "
                                        "published by then are missing"})
-        store.set_status(run.info.run_id, schema.KILLED)
+        store.set_status(run_id, schema.KILLED)
 
 
 def log_sweep_metrics(parent_run_id: str, summaries: Mapping[str, Mapping[str, Any] | None], *,
@@ -194,7 +190,10 @@ def open_operator_sweeps(*, limit: int, tracking_uri: str | None = None) -> list
 
 def open_children(parent_run_id: str, *, limit: int, tracking_uri: str | None = None) -> list[str]:
     """Ids of the RUNNING runs nested under `parent_run_id` (a sweep's trial runs), at most `limit`."""
-    store = store_for(tracking_uri)
+    return _open_children(store_for(tracking_uri), parent_run_id, limit)
+
+
+def _open_children(store: Store, parent_run_id: str, limit: int) -> list[str]:
     query = f"attributes.status = '{schema.RUNNING}' AND tags.`{schema.TAG_PARENT_RUN_ID}` = '{parent_run_id}'"
     experiment_id = store.experiment_of(parent_run_id)
     runs = store.call("search runs", lambda client: client.search_runs(

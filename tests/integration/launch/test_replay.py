@@ -7,6 +7,7 @@ publisher keeps spooling and a whole `ringleader run` completes; when it is back
 from __future__ import annotations
 
 import json
+import pathlib
 import threading
 import time
 
@@ -41,20 +42,25 @@ def append(rank_dir, steps: range) -> None:
             handle.write(json.dumps(record(step)) + "\n")
 
 
+def live_rank(tmp_path, the_trial, uri: str, trial_run_id: str) -> tuple[pathlib.Path, live.LivePublisher]:
+    """Rank 1 of a pod, publishing live into `trial_run_id`, with short retries: its directory and publisher."""
+    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
+    rank_dir.mkdir(parents=True)
+    env = contract.PodEnvironment(role="worker", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500,
+                                  trial_file="trial.json", output_dir=str(tmp_path / "pod"), run_id=trial_run_id,
+                                  tracking_uri=uri)
+    return rank_dir, live.LivePublisher(env, the_trial, rank_dir, settings_.TrackingSettings(
+        live_interval_seconds=0.2, attempts=2, backoff_initial_seconds=0.1, http_timeout_seconds=5))
+
+
 def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_server, workdir, tmp_path):
     tracking_server.start()
     uri = tracking_server.uri
     the_trial = a_trial()
     experiment_id = runs.ensure_experiment("default/replay", tracking_uri=uri)
     trial_run_id = runs.start_trial_run(experiment_id, None, the_trial, tracking_uri=uri)
-    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
-    rank_dir.mkdir(parents=True)
+    rank_dir, publisher = live_rank(tmp_path, the_trial, uri, trial_run_id)
     (rank_dir / layout.TRACE_FILE).write_text(json.dumps({"traceEvents": []}))
-    env = contract.PodEnvironment(role="worker", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500,
-                                  trial_file="trial.json", output_dir=str(tmp_path / "pod"), run_id=trial_run_id,
-                                  tracking_uri=uri)
-    publisher = live.LivePublisher(env, the_trial, rank_dir, settings_.TrackingSettings(
-        live_interval_seconds=0.2, attempts=2, backoff_initial_seconds=0.1, http_timeout_seconds=5))
     client = runs.store_for(uri).client
 
     def published() -> list[tuple[int, float]]:
@@ -117,13 +123,7 @@ def test_a_rank_that_finishes_while_the_server_is_away_holds_on_until_it_is_back
     the_trial = a_trial()
     experiment_id = runs.ensure_experiment("default/away-at-the-end", tracking_uri=uri)
     trial_run_id = runs.start_trial_run(experiment_id, None, the_trial, tracking_uri=uri)
-    rank_dir = tmp_path / "pod" / the_trial.name / "rank-1"
-    rank_dir.mkdir(parents=True)
-    env = contract.PodEnvironment(role="worker", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500,
-                                  trial_file="trial.json", output_dir=str(tmp_path / "pod"), run_id=trial_run_id,
-                                  tracking_uri=uri)
-    publisher = live.LivePublisher(env, the_trial, rank_dir, settings_.TrackingSettings(
-        live_interval_seconds=0.2, attempts=2, backoff_initial_seconds=0.1, http_timeout_seconds=5))
+    rank_dir, publisher = live_rank(tmp_path, the_trial, uri, trial_run_id)
     append(rank_dir, range(0, 5))
     publisher.start()
     launching.wait_for(lambda: cursor.Cursor.load(cursor.path_for(rank_dir, uri)).records == 5, 90, "5 live records")
