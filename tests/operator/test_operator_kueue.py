@@ -55,8 +55,11 @@ def admitted_alone(admin, namespace, trial, done):
 
 
 def workload_condition(admin, namespace, name, type_):
-    workload = admin.get("Workload", namespace, name) or {}
-    return next((c for c in (workload.get("status") or {}).get("conditions", []) if c["type"] == type_), {})
+    return condition_of(admin.get("Workload", namespace, name), type_)
+
+
+def condition_of(workload, type_):
+    return next((c for c in ((workload or {}).get("status") or {}).get("conditions", []) if c["type"] == type_), {})
 
 
 def finish(admin, pods):
@@ -202,9 +205,9 @@ def test_a_packed_trial_reaches_kueue_as_one_domain_and_kueue_reserves_it_on_the
     operator(extra_args=("--kueue",), chart_values=KUEUE)
     admin.create(dtes.experiment("packed", namespace, scheduling={"queueName": "tas", "placement": {"ranks": "Pack"}}))
 
-    workload = wait_for("the Workload admitted", lambda: (lambda w: w if workload_condition(
-        admin, namespace, "packed-0", "Admitted").get("status") == "True" else None)(
-        admin.get("Workload", namespace, "packed-0")), timeout=90)
+    # One read both judged and returned: a second read could see an admission the first did not.
+    workload = wait_for("the Workload admitted", lambda: (lambda w: w if condition_of(w, "Admitted").get(
+        "status") == "True" else None)(admin.get("Workload", namespace, "packed-0")), timeout=90)
     requests = {s["name"]: s.get("topologyRequest") for s in workload["spec"]["podSets"]}
     assert requests == {"ps": {"required": "kubernetes.io/hostname", "podSetGroupName": "trial"},
                         "worker": {"required": "kubernetes.io/hostname", "podSetGroupName": "trial"}}
