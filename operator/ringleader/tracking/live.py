@@ -154,7 +154,8 @@ class LivePublisher:
         store, experiment_id, run_id = self._connect()
         role = self.env.role
         rank_publisher = publisher.RankPublisher(store, self.rank_dir, experiment_id, run_id,
-                                                 self.trial.name, self.env.rank, role, node=self.env.node_name)
+                                                 self.trial.name, self.env.rank, role, node=self.env.node_name,
+                                                 attempt=self.env.attempt)
         return rank_publisher.publish(final_status, time.time() if final_status else None)
 
     def _publish_trial_outputs(self) -> None:
