@@ -18,7 +18,7 @@ import time
 from ringleader.api import constants
 from ringleader.api.trial import Trial
 from ringleader.contract import environment as contract
-from ringleader.contract import layout, redaction
+from ringleader.contract import layout, redaction, unpublished
 from ringleader.tracking.cursor import Cursor
 from ringleader.tracking.cursor import path_for as cursor_path_for
 from ringleader.tracking import publisher, schema
@@ -94,12 +94,21 @@ class LivePublisher:
                     log.info("MLflow took this rank's last records after %.0f s", clock() - started)
                 return True
             published, total = self.published()
-            log.warning("records: %d of %d iterations of rank %d published; waiting for MLflow at %s (%.0f of "
-                        "at most %.0f s)", published, total, self.env.rank,
-                        redaction.redact(self.env.tracking_uri or ""), clock() - started, wait_seconds)
+            log.warning("%s", unpublished.waiting_line(self.env.rank, published, total, self.shown_uri,
+                                                       clock() - started, wait_seconds))
             if clock() >= deadline:
                 return False
             sleep(max(0.0, min(self.settings.live_interval_seconds * 3, deadline - clock())))
+
+    @property
+    def shown_uri(self) -> str:
+        """The tracking server's URI as logs may show it (credentials masked)."""
+        return redaction.redact(self.env.tracking_uri or "")
+
+    @property
+    def run_id(self) -> str | None:
+        """The trial run's id: given, or found by its token; None while it was never found."""
+        return self._run_id
 
     def published(self) -> tuple[int, int]:
         """(iterations published, iterations recorded) of this rank, from its cursor and its record file."""
