@@ -40,8 +40,9 @@ def block_of(publisher: live.LivePublisher) -> tuple[str, list[str]]:
     }
     files = {layout.TRIAL_FILE: trial.model_dump_json(by_alias=True).encode()}
     files.update({RANK_PREFIX + p.name: p.read_bytes() for p in _files(publisher.rank_dir.iterdir())})
-    files.update({TRIAL_PREFIX + p.name: p.read_bytes() for p in _files(publisher.rank_dir.parent.iterdir())
-                  if p.name in TRIAL_OUTPUTS})
+    if publisher.writes_trial_outputs:
+        files.update({TRIAL_PREFIX + p.name: p.read_bytes() for p in _files(publisher.rank_dir.parent.iterdir())
+                      if p.name in TRIAL_OUTPUTS})
     return unpublished.block(header, files)
 
 

@@ -15,7 +15,6 @@ import pathlib
 import threading
 import time
 
-from ringleader.api import constants
 from ringleader.api.trial import Trial
 from ringleader.contract import environment as contract
 from ringleader.contract import layout, redaction, unpublished
@@ -180,6 +179,12 @@ class LivePublisher:
         publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.PROFILE_FILE, "traces",
                                  f"rank-{rank}.profile.json")
         trial_dir = self.rank_dir.parent
-        if self.env.role != constants.ROLE_WORKER or not (trial_dir / layout.SUMMARY_FILE).is_file():
+        if not self.writes_trial_outputs or not (trial_dir / layout.SUMMARY_FILE).is_file():
             return
         publisher.summary_once(store, cursor, run_id, trial_dir, int(time.time() * 1000))
+
+    @property
+    def writes_trial_outputs(self) -> bool:
+        """Whether this rank is the lowest worker, which writes the trial's summary and series (runtime/main.py) and
+        so alone logs them: ranks sharing an output directory (local processes) see that file too."""
+        return self.env.rank == min((s.rank for s in self.trial.worker_slots()), default=-1)
