@@ -199,7 +199,7 @@ def waiting_for_mlflow(rank, published=5, recorded=20, waited=30):
     return unpublished.last_waiting(unpublished.waiting_line(rank, published, recorded, "http://mlflow:5000", waited, 900))
 
 
-def test_a_server_still_running_after_the_workers_holds_the_trial_until_it_ends_or_its_wait_is_over():
+def test_a_server_still_running_after_the_workers_holds_the_trial_while_it_waits_for_mlflow():
     summary = json.dumps({"throughput": 250.0})
     pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0, message=summary),
             pod("q-0-worker-1", "Succeeded", exit_code=0)]  # the workers ended at T0 + 60 s
@@ -208,19 +208,19 @@ def test_a_server_still_running_after_the_workers_holds_the_trial_until_it_ends_
     settling = trials.step(running, pods, context(at=61, clean_pod_policy="None"))
     assert (settling.status, settling.delete) == (running, ())
     assert settling.due == T0 + datetime.timedelta(seconds=60 + 10)
-    # Still running after that: it is publishing, or waiting for MLflow, and the trial says so.
-    silent = trials.step(running, pods, context(at=90, clean_pod_policy="None"))
-    assert (silent.status.phase, silent.status.reason) == (Phase.RUNNING, reasons.RECORDS_PENDING)
-    assert silent.status.message.startswith("all workers succeeded; 2 of 3 ranks' records published; waiting for "
-                                            "pod q-0-ps-0 to publish its records")
+    # Its log says it waits for MLflow: the trial waits too, saying so, at most recordsWaitSeconds and a grace.
     told = trials.step(running, pods, dataclasses.replace(context(at=90), waiting=waiting_for_mlflow(0)))
-    assert "waiting for MLflow at http://mlflow:5000: rank 0 has 5 of 20 iterations published, after 30 of at " \
-           "most 900 s" in told.status.message
+    assert (told.status.phase, told.status.reason) == (Phase.RUNNING, reasons.RECORDS_PENDING)
+    assert told.status.message == ("all workers succeeded; 2 of 3 ranks' records published; waiting for MLflow at "
+                                   "http://mlflow:5000: rank 0 has 5 of 20 iterations published, after 30 of at most "
+                                   "900 s")
     assert told.due == T0 + datetime.timedelta(seconds=60 + 900 + 60)
-    # Past tracking.recordsWaitSeconds (and a grace), a server that has not ended is stopped like one that hangs.
-    over = trials.step(running, pods, context(at=60 + 900 + 60, clean_pod_policy="None"))
-    assert (over.status.phase, over.status.summary.throughput) == (Phase.SUCCEEDED, 250.0)
-    assert over.delete == ("q-0-ps-0",)
+    over = trials.step(running, pods, dataclasses.replace(context(at=60 + 900 + 60, clean_pod_policy="None"),
+                                                          waiting=waiting_for_mlflow(0)))
+    assert (over.status.phase, over.status.summary.throughput, over.delete) == (Phase.SUCCEEDED, 250.0, ("q-0-ps-0",))
+    # Silent past the settling time: a server that hangs, stopped as ever, since nothing is left to serve.
+    silent = trials.step(running, pods, context(at=71, clean_pod_policy="None"))
+    assert (silent.status.phase, silent.delete) == (Phase.SUCCEEDED, ("q-0-ps-0",))
 
 
 def test_ranks_that_trained_and_wait_for_mlflow_make_the_trial_records_pending():

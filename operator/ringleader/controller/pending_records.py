@@ -59,26 +59,23 @@ def waiting_message(trial_pods: list[pods_.Pod], waiting: unpublished.Waiting | 
 
 def servers_hold(trial_pods: list[pods_.Pod], waiting: unpublished.Waiting | None, wait_seconds: float,
                  now: datetime.datetime) -> Hold | None:
-    """Whether a trial whose workers all succeeded waits for its servers to publish their records; None once
-    they ended, or once they had recordsWaitSeconds (and a grace) since the workers ended."""
+    """Whether a trial whose workers all succeeded waits for a server still running: quietly for SETTLE_SECONDS
+    (its last publish, its exit), then as RecordsPending while its log says it waits for MLflow, at most
+    recordsWaitSeconds and a grace after the workers ended. None: succeed, and stop a server that hangs."""
     servers = [p for p in trial_pods if pods_.role(p) != constants.ROLE_WORKER and pods_.phase(p) == "Running"]
     if not servers:
         return None
     ended = max((pods_.ended_at(p) for p in trial_pods if pods_.role(p) == constants.ROLE_WORKER), default=0.0)
     ended = min(ended, now.timestamp())  # a worker that says no time: counted from now
+    found = _waiting_on(waiting, servers)
+    if found is None:
+        settled = ended + SETTLE_SECONDS
+        return Hold(None, _at(settled)) if now.timestamp() < settled else None
     bound = ended + wait_seconds + GRACE_SECONDS
     if now.timestamp() >= bound:
         return None
-    found = _waiting_on(waiting, servers)
-    if found is None and now.timestamp() < ended + SETTLE_SECONDS:
-        return Hold(None, _at(ended + SETTLE_SECONDS))
-    names = ", ".join(pods_.name(p) for p in sorted(servers, key=pods_.rank))
-    if found is not None:
-        detail = f"waiting for MLflow at {found.uri}: {found.describe()}"
-    else:
-        detail = f"waiting for pod {names} to publish its records"
-    return Hold(f"all workers succeeded; {_published(trial_pods)}; {detail} (pods stopped {wait_seconds:g} s after "
-                "the workers ended, tracking.recordsWaitSeconds)", _at(bound))
+    return Hold(f"all workers succeeded; {_published(trial_pods)}; waiting for MLflow at {found.uri}: "
+                f"{found.describe()}", _at(bound))
 
 
 def _at(seconds: float) -> datetime.datetime:
