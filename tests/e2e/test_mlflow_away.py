@@ -73,8 +73,10 @@ def test_mlflow_away_as_the_ranks_end_holds_the_trial_until_every_record_is_in(k
     assert trials(dte)[0]["reason"] == "WorkersSucceeded", trials(dte)
     checks.assert_summary(status(dte)["summary"], name)
     # Every rank's iterations in MLflow, one point each; every run FINISHED; the trial's summary on its run.
-    checks.assert_mlflow_runs(mlflow, dte, manifest)
-    checks.assert_report_attached(mlflow, dte)
+    checks.assert_mlflow_runs(mlflow, dte, manifest)  # waits for the parent run to be FINISHED: its report is made
+    reported = wait_for(f"{name}'s report linked in status", lambda: (lambda found: status(found)["mlflow"].get(
+        "reportUrl") and found)(kube.dte(namespace, name)), 60)
+    checks.assert_report_attached(mlflow, reported)
     ready = [e for e in kube.events(namespace, name) if e["reason"] == "ReportReady"]
     assert ready and all(_time(e.get("lastTimestamp") or e["eventTime"]) >= int(back_at) for e in ready), ready
     checks.assert_events(kube, namespace, name, "RecordsPending", "WorkersSucceeded", "TrialsSucceeded")
