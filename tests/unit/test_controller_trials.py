@@ -8,7 +8,7 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import unpublished
-from ringleader.controller import reasons, trials
+from ringleader.controller import pending_records, reasons, trials
 
 Phase = status_.Phase
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
@@ -209,14 +209,14 @@ def test_a_server_still_running_after_the_workers_holds_the_trial_while_it_waits
     assert (settling.status, settling.delete) == (running, ())
     assert settling.due == T0 + datetime.timedelta(seconds=60 + 10)
     # Its log says it waits for MLflow: the trial waits too, saying so, at most recordsWaitSeconds and a grace.
-    told = trials.step(running, pods, dataclasses.replace(context(at=90), waiting=waiting_for_mlflow(0)))
+    told = trials.step(running, pods, dataclasses.replace(context(at=90), records=pending_records.Records(waiting_for_mlflow(0))))
     assert (told.status.phase, told.status.reason) == (Phase.RUNNING, reasons.RECORDS_PENDING)
     assert told.status.message == ("all workers succeeded; 2 of 3 ranks' records published; waiting for MLflow at "
                                    "http://mlflow:5000: rank 0 has 5 of 20 iterations published, after 30 of at most "
                                    "900 s")
     assert told.due == T0 + datetime.timedelta(seconds=60 + 900 + 60)
     over = trials.step(running, pods, dataclasses.replace(context(at=60 + 900 + 60, clean_pod_policy="None"),
-                                                          waiting=waiting_for_mlflow(0)))
+                                                          records=pending_records.Records(waiting_for_mlflow(0))))
     assert (over.status.phase, over.status.summary.throughput, over.delete) == (Phase.SUCCEEDED, 250.0, ("q-0-ps-0",))
     # Silent past the settling time: a server that hangs, stopped as ever, since nothing is left to serve.
     silent = trials.step(running, pods, context(at=71, clean_pod_policy="None"))
@@ -225,13 +225,13 @@ def test_a_server_still_running_after_the_workers_holds_the_trial_while_it_waits
 
 def test_ranks_that_trained_and_wait_for_mlflow_make_the_trial_records_pending():
     running = trial(Phase.RUNNING, start_time=T0, reason=reasons.ALL_PODS_RUNNING)
-    step = trials.step(running, all_running(), dataclasses.replace(context(), waiting=waiting_for_mlflow(1)))
+    step = trials.step(running, all_running(), dataclasses.replace(context(), records=pending_records.Records(waiting_for_mlflow(1))))
     assert (step.status.phase, step.status.reason) == (Phase.RUNNING, reasons.RECORDS_PENDING)
     assert step.status.message == ("0 of 3 ranks' records published; waiting for MLflow at http://mlflow:5000: rank 1 "
                                    "has 5 of 20 iterations published, after 30 of at most 900 s")
     # A line read before its rank's pod ended says nothing of the ranks still running.
     pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1")]
-    stale = trials.step(running, pods, dataclasses.replace(context(), waiting=waiting_for_mlflow(1)))
+    stale = trials.step(running, pods, dataclasses.replace(context(), records=pending_records.Records(waiting_for_mlflow(1))))
     assert stale.status == running
 
 

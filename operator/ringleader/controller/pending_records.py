@@ -14,7 +14,9 @@ import datetime
 from typing import Iterable
 
 from ringleader.api import constants
+from ringleader.api.status import TrialStatus
 from ringleader.contract import unpublished
+from ringleader.controller import reasons
 from ringleader.controller import pods as pods_
 
 SETTLE_SECONDS = 10.0
@@ -26,11 +28,21 @@ it is stopped like a server that hangs."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Hold:
-    """A trial whose workers all succeeded but whose other ranks (servers) still run: not Succeeded yet."""
+class Records:
+    """What a trial's step knows of its ranks' records."""
 
-    message: str | None
-    """message of RecordsPending; None while the servers may simply be ending (nothing to say yet)."""
+    waiting: unpublished.Waiting | None = None
+    """waiting is the reporting pod's last line saying its rank trained and waits for MLflow to take its records."""
+    wait_seconds: float = 900.0
+    """wait_seconds is the trial's `tracking.recordsWaitSeconds`: how long its ranks hold their pods for MLflow."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    """A trial whose workers all succeeded but whose servers still run: not Succeeded yet."""
+
+    status: TrialStatus
+    """status is the trial's, unchanged while the servers may simply be ending, else RecordsPending."""
     due: datetime.datetime
     """due is when to look again without news: the end of the settling time, else of the wait."""
 
@@ -57,7 +69,7 @@ def waiting_message(trial_pods: list[pods_.Pod], waiting: unpublished.Waiting | 
     return f"{_published(trial_pods)}; waiting for MLflow at {found.uri}: {found.describe()}"
 
 
-def servers_hold(trial_pods: list[pods_.Pod], waiting: unpublished.Waiting | None, wait_seconds: float,
+def servers_hold(trial: TrialStatus, trial_pods: list[pods_.Pod], records: Records,
                  now: datetime.datetime) -> Hold | None:
     """Whether a trial whose workers all succeeded waits for a server still running: quietly for SETTLE_SECONDS
     (its last publish, its exit), then as RecordsPending while its log says it waits for MLflow, at most
@@ -67,15 +79,15 @@ def servers_hold(trial_pods: list[pods_.Pod], waiting: unpublished.Waiting | Non
         return None
     ended = max((pods_.ended_at(p) for p in trial_pods if pods_.role(p) == constants.ROLE_WORKER), default=0.0)
     ended = min(ended, now.timestamp())  # a worker that says no time: counted from now
-    found = _waiting_on(waiting, servers)
+    found = _waiting_on(records.waiting, servers)
     if found is None:
         settled = ended + SETTLE_SECONDS
-        return Hold(None, _at(settled)) if now.timestamp() < settled else None
-    bound = ended + wait_seconds + GRACE_SECONDS
+        return Hold(trial, _at(settled)) if now.timestamp() < settled else None
+    bound = ended + records.wait_seconds + GRACE_SECONDS
     if now.timestamp() >= bound:
         return None
-    return Hold(f"all workers succeeded; {_published(trial_pods)}; waiting for MLflow at {found.uri}: "
-                f"{found.describe()}", _at(bound))
+    message = f"all workers succeeded; {_published(trial_pods)}; waiting for MLflow at {found.uri}: {found.describe()}"
+    return Hold(trial.model_copy(update={"reason": reasons.RECORDS_PENDING, "message": message}), _at(bound))
 
 
 def _at(seconds: float) -> datetime.datetime:

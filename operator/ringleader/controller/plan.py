@@ -18,7 +18,7 @@ from ringleader.contract import outcomes
 from ringleader.contract import progress as progress_line
 from ringleader.contract import unpublished
 from ringleader.controller.admission import Action, Admission
-from ringleader.controller import conditions, estimates, reasons, trials
+from ringleader.controller import conditions, estimates, pending_records, reasons, trials
 from ringleader.controller import pods as pods_
 
 Type = ConditionType
@@ -88,8 +88,9 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
                              admission=seen.workloads.get(status.name),
                              default_startup_deadline_seconds=startup_deadline_seconds,
                              placement=expansion.trials[position].spec.scheduling.placement,
-                             waiting=seen.waiting.get(status.name),
-                             records_wait_seconds=expansion.trials[position].spec.tracking.records_wait_seconds)
+                             records=pending_records.Records(
+                                 seen.waiting.get(status.name),
+                                 expansion.trials[position].spec.tracking.records_wait_seconds))
         steps[position] = trials.step(status, seen.pods.get(status.name, []), ctx)
 
     # Started trials first, so those that finish now free their slot for a pending one in the same pass.

@@ -14,7 +14,7 @@ import math
 from ringleader.api import constants
 from ringleader.api.spec import CleanPodPolicy, Placement, PlacementMode, RunPolicy
 from ringleader.api.status import Phase, Summary, TERMINAL_PHASES, TrialStatus
-from ringleader.contract import failures, unpublished
+from ringleader.contract import failures
 from ringleader.controller.admission import Action, Admission, State
 from ringleader.controller import pending_records, reasons
 from ringleader.controller import pods as pods_
@@ -55,10 +55,7 @@ class Context:
     """The operator's runPolicy.startupDeadlineSeconds, for experiments that set none."""
     placement: Placement = Placement()
     """The trial's `scheduling.placement`: a pod its Required terms keep unscheduled waits, then fails, in its name."""
-    waiting: unpublished.Waiting | None = None
-    """The reporting pod's last waiting line: its rank trained and waits for MLflow to take its records."""
-    records_wait_seconds: float = 900.0
-    """The trial's `tracking.recordsWaitSeconds`: how long its ranks hold their pods for MLflow."""
+    records: pending_records.Records = pending_records.Records()  # what its ranks say of records MLflow lacks
 
     def unmet_placement(self, pod: pods_.Pod) -> str | None:
         """The Required placement that keeps `pod` from every node, in words; None when nothing of it does."""
@@ -105,9 +102,8 @@ def cleanup(pods: list[pods_.Pod], policy: CleanPodPolicy, *, workers_done: bool
     """Pods of a finished trial to delete under cleanPodPolicy.
 
     Parameter servers are stopped once the workers are done whatever the policy: nothing is left for them
-    to serve. `stop_running` (a deadline) stops every running pod, as a Job's deadline does. A pod whose log holds
-    records MLflow lacks (RecordsIncomplete) is kept whatever the policy: they go with it."""
-    live = [p for p in _live(pods) if not pods_.holds_records(p)]
+    to serve. `stop_running` (a deadline) stops every running pod, as a Job's deadline does."""
+    live = [p for p in _live(pods) if not pods_.holds_records(p)]  # its log holds records MLflow lacks: kept
     if policy == CleanPodPolicy.ALL:
         chosen = live
     else:
@@ -292,10 +288,8 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         return Step(trial, create=True)
     workers = [live[e.name] for e in ctx.expected if e.role == constants.ROLE_WORKER]
     if workers and all(pods_.phase(p) == "Succeeded" for p in workers):
-        hold = pending_records.servers_hold(list(live.values()), ctx.waiting, ctx.records_wait_seconds, ctx.now)
-        if hold is not None:
-            held = trial if hold.message is None else _with(trial, reason=reasons.RECORDS_PENDING, message=hold.message)
-            return Step(held, due=hold.due)
+        if (held := pending_records.servers_hold(trial, list(live.values()), ctx.records, ctx.now)) is not None:
+            return Step(held.status, due=held.due)
         aggregator = min(workers, key=pods_.rank)
         summary = pods_.summary_of(aggregator)
         if summary is None:
@@ -315,8 +309,7 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if stuck is not None:
         return stuck
     if not waiting:
-        pending = pending_records.waiting_message(list(live.values()), ctx.waiting)
-        if pending is not None:
+        if (pending := pending_records.waiting_message(list(live.values()), ctx.records.waiting)) is not None:
             return Step(_with(trial, phase=Phase.RUNNING, reason=reasons.RECORDS_PENDING, message=pending))
         if trial.phase == Phase.RUNNING:
             return Step(trial)
@@ -392,15 +385,12 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
     cause = verdict.message
     if len(failed) > 1 and verdict.reason != reasons.EXITED_EARLY:
         cause += f" (and {len(failed) - 1} more pod{'s' * (len(failed) > 2)} failed)"
-    if verdict.reason == reasons.RECORDS_INCOMPLETE:
-        # Training ended; MLflow did not take the records within the wait. A new attempt would not bring it back.
-        message = pending_records.incomplete_message(live.values())
-        return _finish(trial, pods, ctx, Phase.FAILED, reasons.RECORDS_INCOMPLETE, message)
-    if verdict.reason == reasons.PERMANENT_FAILURE:
-        # The rank said a restart cannot help (an import error, an invalid model or dataset): new pods would fail
-        # the same way, so backoffLimit is not spent on them.
-        message = f"{cause}; not restarted: the runtime reported a failure no restart can fix"
-        return _finish(trial, pods, ctx, Phase.FAILED, reasons.PERMANENT_FAILURE, message)
+    if verdict.reason in (reasons.PERMANENT_FAILURE, reasons.RECORDS_INCOMPLETE):
+        # No restart can help: the rank said so (an import error, an invalid model or dataset), or MLflow did not take
+        # its records within the wait. New pods would fail the same way, so backoffLimit is not spent on them.
+        message = (pending_records.incomplete_message(live.values()) if verdict.reason == reasons.RECORDS_INCOMPLETE
+                   else f"{cause}; not restarted: the runtime reported a failure no restart can fix")
+        return _finish(trial, pods, ctx, Phase.FAILED, verdict.reason, message)
     return _fail_or_restart(trial, pods, ctx, verdict.reason, cause)
 
 
