@@ -33,6 +33,9 @@ def test_a_failed_pod_restarts_the_trial_until_backoff_limit_then_fails_it(admin
         "pods recreated after trial flaky-0: pod flaky-0-worker-1: container trainer exited with code 137 (OOMKilled); "
         "restarting the trial (restart 1 of at most 1)")
     assert [p["metadata"]["name"] for p in restarted] == [p["metadata"]["name"] for p in first]  # same ranks, new pods
+    # The second attempt's ranks name their rank runs by it; the first attempt's said nothing (attempt 1).
+    assert {dtes.env_of(p).get("RINGLEADER_ATTEMPT") for p in first} == {None}
+    assert {dtes.env_of(p).get("RINGLEADER_ATTEMPT") for p in restarted} == {"2"}
 
     second = pods_running(admin, namespace, "flaky")
     admin.finish_pod(second[1], 1, "Error", "RuntimeError: connection reset by peer")

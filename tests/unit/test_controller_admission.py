@@ -146,10 +146,10 @@ def test_a_finished_trial_marks_its_workload_finished_once():
     running = decide(dte, created, workloads={"q-0": ADMITTED}, pods={"q-0": pods_of(trial)}).status
     assert running.trials[0].phase == Phase.RUNNING
     done_pods = pods_of(trial)
-    for pod in done_pods:
-        if pod["metadata"]["labels"][constants.LABEL_ROLE] == "worker":
-            pod["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": "trainer", "state": {"terminated": {
-                "exitCode": 0, "message": '{"throughput": 10.0}'}}}]}
+    for pod in done_pods:  # every rank ends, the servers too (they exit once the workers are done)
+        worker = pod["metadata"]["labels"][constants.LABEL_ROLE] == "worker"
+        pod["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": "trainer", "state": {"terminated": {
+            "exitCode": 0, "message": '{"throughput": 10.0}' if worker else "ringleader: ended, 10 records"}}}]}
     done = decide(dte, running, workloads={"q-0": ADMITTED}, pods={"q-0": done_pods})
     assert done.status.trials[0].phase == Phase.SUCCEEDED
     assert done.workloads == ((0, Action.FINISH),)

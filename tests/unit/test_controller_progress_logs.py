@@ -43,6 +43,13 @@ def test_the_lowest_ranked_worker_reports_once_it_runs():
     pods = [worker("q-0-worker-2", 2), worker("q-0-ps-0", 0, role="ps"), worker("q-0-worker-1", 1)]
     assert progress_logs.reporter(pods)["metadata"]["name"] == "q-0-worker-1"
     assert progress_logs.reporter([worker("q-0-worker-1", 1, phase="Pending"), worker("q-0-worker-2", 2)]) is None
+    # A rank that ended has no more to say; one still running may be waiting for MLflow to take its records.
+    pods[2] = worker("q-0-worker-1", 1, phase="Succeeded")
+    assert progress_logs.reporter(pods)["metadata"]["name"] == "q-0-worker-2"
+    pods[0] = worker("q-0-worker-2", 2, phase="Succeeded")
+    assert progress_logs.reporter(pods)["metadata"]["name"] == "q-0-ps-0"
+    pods[1] = worker("q-0-ps-0", 0, phase="Succeeded", role="ps")
+    assert progress_logs.reporter(pods)["metadata"]["name"] == "q-0-worker-1"
     assert progress_logs.container(pods[0]) == "trainer"
 
 

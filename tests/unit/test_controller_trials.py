@@ -7,7 +7,8 @@ import json
 from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
-from ringleader.controller import reasons, trials
+from ringleader.contract import unpublished
+from ringleader.controller import pending_records, reasons, trials
 
 Phase = status_.Phase
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
@@ -184,23 +185,79 @@ def test_the_deadline_counts_from_the_trials_start_across_restarts():
     assert trials.deadline_of(trial(Phase.SUCCEEDED, start_time=T0), spec_.RunPolicy(active_deadline_seconds=30)) is None
 
 
-def test_when_all_workers_succeed_the_trial_succeeds_with_the_aggregators_summary_and_ps_pods_go():
+def test_when_all_ranks_succeed_the_trial_succeeds_with_the_aggregators_summary():
     summary = json.dumps({"throughput": 250.0, "iterationTimeP50Seconds": 0.5})
-    pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0, message=summary),
+    pods = [pod("q-0-ps-0", "Succeeded", exit_code=0), pod("q-0-worker-0", "Succeeded", exit_code=0, message=summary),
             pod("q-0-worker-1", "Succeeded", exit_code=0)]
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(clean_pod_policy="None"))
     assert (step.status.phase, step.status.summary.throughput) == (Phase.SUCCEEDED, 250.0)
     assert step.status.message == "all 2 workers succeeded: 250.0 samples/s"
-    assert step.delete == ("q-0-ps-0",)  # parameter servers have nothing left to serve, whatever the policy
+    assert step.delete == ()
+
+
+def waiting_for_mlflow(rank, published=5, recorded=20, waited=30):
+    return unpublished.last_waiting(unpublished.waiting_line(rank, published, recorded, "http://mlflow:5000", waited, 900))
+
+
+def test_a_server_still_running_after_the_workers_holds_the_trial_while_it_waits_for_mlflow():
+    summary = json.dumps({"throughput": 250.0})
+    pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0, message=summary),
+            pod("q-0-worker-1", "Succeeded", exit_code=0)]  # the workers ended at T0 + 60 s
+    running = trial(Phase.RUNNING, start_time=T0, reason=reasons.ALL_PODS_RUNNING)
+    # A server ends a moment after the workers (its last publish): the trial waits without a word.
+    settling = trials.step(running, pods, context(at=61, clean_pod_policy="None"))
+    assert (settling.status, settling.delete) == (running, ())
+    assert settling.due == T0 + datetime.timedelta(seconds=60 + 10)
+    # Its log says it waits for MLflow: the trial waits too, saying so, at most recordsWaitSeconds and a grace.
+    told = trials.step(running, pods, dataclasses.replace(context(at=90), records=pending_records.Records(waiting_for_mlflow(0))))
+    assert (told.status.phase, told.status.reason) == (Phase.RUNNING, reasons.RECORDS_PENDING)
+    assert told.status.message == ("all workers succeeded; 2 of 3 ranks' records published; waiting for MLflow at "
+                                   "http://mlflow:5000: rank 0 has 5 of 20 iterations published, after 30 of at most "
+                                   "900 s")
+    assert told.due == T0 + datetime.timedelta(seconds=60 + 900 + 60)
+    over = trials.step(running, pods, dataclasses.replace(context(at=60 + 900 + 60, clean_pod_policy="None"),
+                                                          records=pending_records.Records(waiting_for_mlflow(0))))
+    assert (over.status.phase, over.status.summary.throughput, over.delete) == (Phase.SUCCEEDED, 250.0, ("q-0-ps-0",))
+    # Silent past the settling time: a server that hangs, stopped as ever, since nothing is left to serve.
+    silent = trials.step(running, pods, context(at=71, clean_pod_policy="None"))
+    assert (silent.status.phase, silent.delete) == (Phase.SUCCEEDED, ("q-0-ps-0",))
+
+
+def test_ranks_that_trained_and_wait_for_mlflow_make_the_trial_records_pending():
+    running = trial(Phase.RUNNING, start_time=T0, reason=reasons.ALL_PODS_RUNNING)
+    step = trials.step(running, all_running(), dataclasses.replace(context(), records=pending_records.Records(waiting_for_mlflow(1))))
+    assert (step.status.phase, step.status.reason) == (Phase.RUNNING, reasons.RECORDS_PENDING)
+    assert step.status.message == ("0 of 3 ranks' records published; waiting for MLflow at http://mlflow:5000: rank 1 "
+                                   "has 5 of 20 iterations published, after 30 of at most 900 s")
+    # A line read before its rank's pod ended says nothing of the ranks still running.
+    pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1")]
+    stale = trials.step(running, pods, dataclasses.replace(context(), records=pending_records.Records(waiting_for_mlflow(1))))
+    assert stale.status == running
+
+
+def test_ranks_that_gave_up_waiting_fail_the_trial_records_incomplete_and_their_pods_are_kept():
+    def gave_up(name, rank, published):
+        reason = unpublished.incomplete_reason(rank, published, 20, "http://mlflow:5000", 900)
+        return pod(name, "Failed", exit_code=1, reason="Error", message=f"ringleader: rank {rank} (worker) failed "
+                   f"(permanent): {reason}")
+
+    pods = [pod("q-0-ps-0", "Succeeded", exit_code=0), gave_up("q-0-worker-0", 1, 5), gave_up("q-0-worker-1", 2, 7)]
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(at=120, clean_pod_policy="All"))
+    assert (step.status.phase, step.status.reason, step.status.restarts) == (Phase.FAILED, reasons.RECORDS_INCOMPLETE, 0)
+    assert step.status.message.startswith("records incomplete: 12 of 40 iterations of 2 ranks published: MLflow did "
+                                          "not take the rest within tracking.recordsWaitSeconds")
+    assert "for pod in q-0-worker-0 q-0-worker-1; do kubectl logs -n NAMESPACE $pod | ringleader publish " \
+           "--from-log - " in step.status.message
+    assert step.delete == ("q-0-ps-0",)  # cleanPodPolicy All, but the pods whose logs hold records stay
 
 
 def test_workers_that_exit_0_without_the_summary_fail_the_trial_never_succeed_it():
     # What os._exit(0) in a model factory looks like: every rank "succeeds" before training, and writes nothing.
-    pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1", "Succeeded", exit_code=0)]
+    pods = [pod("q-0-ps-0", "Succeeded", exit_code=0), pod("q-0-worker-0", "Succeeded", exit_code=0),
+            pod("q-0-worker-1", "Succeeded", exit_code=0)]
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(clean_pod_policy="None"))
     assert (step.status.phase, step.status.reason) == (Phase.FAILED, reasons.EXITED_EARLY)
     assert step.status.message.startswith("all 2 workers exited with code 0 but pod q-0-worker-0 left no summary")
-    assert step.delete == ("q-0-ps-0",)
 
 
 def test_clean_pod_policy_all_deletes_every_pod_of_a_finished_trial():

@@ -95,6 +95,16 @@ def test_each_rank_is_told_its_node_by_the_downward_api(trial_of):
         assert node == {"name": "RINGLEADER_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
+def test_a_restarted_trials_pods_are_told_their_attempt_which_a_first_attempt_leaves_unsaid(trial_of):
+    trial = trial_of({"workers": {"replicas": 2}})
+    assert all(contract.ATTEMPT not in env_of(pod) for pod in by_kind(topology.render(trial, SETTINGS), "Pod"))
+    for pod in by_kind(topology.render(trial, SETTINGS, attempt=3), "Pod"):
+        assert contract.PodEnvironment.from_environ(env_of(pod)).attempt == 3
+    with pytest.raises(contract.ContractError, match="RINGLEADER_ATTEMPT=0 must be 1 or more"):
+        contract.PodEnvironment.from_environ({**env_of(by_kind(topology.render(trial, SETTINGS), "Pod")[0]),
+                                              contract.ATTEMPT: "0"})
+
+
 def test_pods_made_before_their_run_exists_get_the_token_to_find_it_by_and_never_both(trial_of):
     trial = trial_of({"workers": {"replicas": 2}})
     for pod in by_kind(topology.render(trial, SETTINGS, run_token="uid-1.demo-0"), "Pod"):

@@ -98,9 +98,12 @@ def test_one_worker_is_singular_and_unswept_values_stay_out_of_the_name():
                                                          "params-1 (ParameterServer, BSP, 1 worker, 2 servers)"]
 
 
-def test_rank_runs_are_named_with_their_trial():
+def test_rank_runs_are_named_with_their_trial_and_from_a_second_attempt_on_with_their_attempt():
     assert schema.rank_run_name("study-3-2", 1, "worker") == "study-3-2/rank-1 (worker)"
     assert schema.rank_tags("study-3-2", 0, "ps", "abc")[schema.TAG_RUN_NAME] == "study-3-2/rank-0 (ps)"
+    first, second = (schema.rank_tags("study-3-2", 1, "worker", "abc", attempt=a) for a in (1, 2))
+    assert (first[schema.TAG_ATTEMPT], second[schema.TAG_ATTEMPT]) == ("1", "2")
+    assert second[schema.TAG_RUN_NAME] == "study-3-2/rank-1 (worker, attempt 2)"
 
 
 def test_ui_links_open_the_model_training_view():

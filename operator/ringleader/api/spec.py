@@ -460,6 +460,13 @@ class Tracking(ApiModel):
     """credentialsSecret names a Secret whose keys (MLFLOW_TRACKING_USERNAME, MLFLOW_TRACKING_PASSWORD or
     MLFLOW_TRACKING_TOKEN) are given to the pods as environment variables; never copied into specs or logs.
     The operator's own credentials never reach the pods, nor any server but the operator's."""
+    records_wait_seconds: Annotated[base.Integer, pydantic.Field(ge=0, le=base.MAX_SECONDS)] = 900
+    """recordsWaitSeconds is how long, in seconds, a rank in a pod that finished training keeps its pod and keeps
+    trying while MLflow has not taken all its records (the server away, or the trial's run not made yet).
+    Default 900 (15 minutes: a tracking server's restart, a node drain). Meanwhile the trial stays Running, reason
+    RecordsPending, and no report is made; past it the rank prints its unpublished records into its pod's log
+    and fails, reason RecordsIncomplete (`ringleader publish --from-log` publishes them later). 0: no wait. Pods
+    only: `ringleader run` publishes after each trial and keeps what MLflow did not take on disk."""
 
     rules = (
         rules.Rule(

@@ -35,17 +35,18 @@ LAUNCHER_PID = "RINGLEADER_LAUNCHER_PID"
 # locally the machine's host name (local_node_name), the one node every rank shares.
 NODE_NAME = "RINGLEADER_NODE_NAME"
 NODE_NAME_FIELD = "spec.nodeName"
+# Which attempt of its trial the rank belongs to: 1, then 2 after the operator's first restart of the trial, ...
+# Its rank runs are tagged and named by it, so a restarted trial's runs of each rank are told apart.
+ATTEMPT = "RINGLEADER_ATTEMPT"
 NAMES = (ROLE, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRIAL_FILE, OUTPUT_DIR, RUN_ID, RUN_TOKEN, MLFLOW_EXPERIMENT,
-         TRACKING_URI, DATA_DIR, LAUNCHER_PID, NODE_NAME)
+         TRACKING_URI, DATA_DIR, LAUNCHER_PID, NODE_NAME, ATTEMPT)
 # A rank's tuning knobs (runtime/settings.py): optional, with defaults; the local launcher passes them on.
 TIMEOUT_SECONDS = "RINGLEADER_TIMEOUT_SECONDS"
 BUCKET_BYTES = "RINGLEADER_BUCKET_BYTES"
 TRACE_ITERATIONS = "RINGLEADER_TRACE_ITERATIONS"
 FINISH_TIMEOUT_SECONDS = "RINGLEADER_FINISH_TIMEOUT_SECONDS"
 STALL_TIMEOUT_SECONDS = "RINGLEADER_STALL_TIMEOUT_SECONDS"
-RECORDS_WAIT_SECONDS = "RINGLEADER_RECORDS_WAIT_SECONDS"
-KNOBS = (TIMEOUT_SECONDS, BUCKET_BYTES, TRACE_ITERATIONS, FINISH_TIMEOUT_SECONDS, STALL_TIMEOUT_SECONDS,
-         RECORDS_WAIT_SECONDS)
+KNOBS = (TIMEOUT_SECONDS, BUCKET_BYTES, TRACE_ITERATIONS, FINISH_TIMEOUT_SECONDS, STALL_TIMEOUT_SECONDS)
 DEFAULT_STALL_TIMEOUT_SECONDS = 60.0
 # The ring's buckets (runtime/ring.py), which the analyses model (analysis/overlap.py): DDP's defaults. Large
 # buckets trade overlap for fewer messages; a small first bucket (the last layers) starts communicating early.
@@ -86,6 +87,8 @@ class PodEnvironment:
     mlflow_experiment: str | None = None
     node_name: str | None = None
     """node_name the rank runs on; a pod's comes from the downward API, so the operator renders none here."""
+    attempt: int = 1
+    """attempt of the trial this rank belongs to: 1 + the trial's restarts when its pods were made."""
 
     @property
     def publishes(self) -> bool:
@@ -115,6 +118,8 @@ class PodEnvironment:
             env[DATA_DIR] = self.data_dir
         if self.node_name:
             env[NODE_NAME] = self.node_name
+        if self.attempt != 1:
+            env[ATTEMPT] = str(self.attempt)
         return env
 
     @classmethod
@@ -147,9 +152,12 @@ class PodEnvironment:
             run_token=environ.get(RUN_TOKEN) or None,
             mlflow_experiment=environ.get(MLFLOW_EXPERIMENT) or None,
             node_name=environ.get(NODE_NAME) or None,
+            attempt=integer(ATTEMPT) if environ.get(ATTEMPT) else 1,
         )
         if not 0 <= env.rank < env.world_size:
             raise ContractError(f"{RANK}={env.rank} must be in [0, {WORLD_SIZE}={env.world_size})")
+        if env.attempt < 1:
+            raise ContractError(f"{ATTEMPT}={env.attempt} must be 1 or more (1 + the trial's restarts)")
         if env.run_token and not _TOKEN.fullmatch(env.run_token):
             # It goes into an MLflow search filter: letters, digits, '.', '-' and '_' only (a uid and a trial name).
             raise ContractError(f"{RUN_TOKEN}={env.run_token!r} may hold only letters, digits, '.', '-' and '_'")

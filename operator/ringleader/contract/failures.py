@@ -13,7 +13,7 @@ import dataclasses
 import re
 from typing import Callable, Iterable
 
-from ringleader.contract import outcomes
+from ringleader.contract import outcomes, unpublished
 
 PREFIX = "ringleader: "
 PERMANENT = " (permanent)"
@@ -190,5 +190,7 @@ def verdict(exits: Iterable[Exit], *, early: Early | None, who: Callable[[int], 
     if isinstance(culprit, int):  # named by its peers, its own end not visible (yet): still running, silent
         witness = next(e.rank for e in exits if lost_rank(e.reason) == culprit)
         return Verdict(outcomes.RANK_FAILED, culprit, stopped_responding(who(culprit), describe(witness)))
+    if culprit.permanent and unpublished.incomplete_of(culprit.reason):
+        return Verdict(outcomes.RECORDS_INCOMPLETE, culprit.rank, describe(culprit.rank))
     return Verdict(outcomes.PERMANENT_FAILURE if culprit.permanent else outcomes.RANK_FAILED, culprit.rank,
                    describe(culprit.rank))

@@ -16,6 +16,10 @@ RANK_FAILED = "RankFailed"
 restarts with this reason until backoffLimit is spent (then BackoffLimitExceeded)."""
 PERMANENT_FAILURE = "PermanentFailure"
 """A rank said no restart can fix its failure (an import error, an invalid model or dataset): never restarted."""
+RECORDS_INCOMPLETE = "RecordsIncomplete"
+"""A pod's rank trained but MLflow did not take all its records within tracking.recordsWaitSeconds: it handed them
+over in its log (`ringleader publish --from-log`) and failed. Never restarted: a new attempt would not bring
+the server back. Cluster only: `ringleader run` publishes after each trial and keeps what is left on disk."""
 EXITED_EARLY = "ExitedEarly"
 """A rank exited with code 0 outside the runtime's loop (os._exit in user code): nothing or no summary recorded."""
 DEADLINE_EXCEEDED = "DeadlineExceeded"

@@ -42,7 +42,7 @@ async def create_trials(kube_: kube.Kube, settings: Settings, body: dict[str, An
     for index in indices:
         record = _record(status, index)
         try:
-            objects = rendering.objects(by_index[index], body, settings, record.run_id)
+            objects = rendering.objects(by_index[index], body, settings, record.run_id, record.restarts + 1)
             for obj in (o for o in objects if o["kind"] != "Pod"):  # first: pods resolve and mount them
                 await kube_.create(obj)
             await asyncio.gather(*(kube_.create(o) for o in objects if o["kind"] == "Pod"))

@@ -45,6 +45,7 @@ async def observe(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any
         now=at, generation=body["metadata"].get("generation"), pods=by_trial,
         expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
         progress=await progress_logs.read(kube_, polls, body, old, reporters),
+        waiting=polls.waiting((namespace, name)),
         workloads={trial: admission.of(w) for trial, w in workloads.items()},
     )
     return seen, workloads

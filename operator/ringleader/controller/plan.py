@@ -16,8 +16,9 @@ from ringleader.api.status import (Best, Compared, Condition, ConditionType, Exp
 from ringleader.api.trial import Expansion, REPETITION
 from ringleader.contract import outcomes
 from ringleader.contract import progress as progress_line
+from ringleader.contract import unpublished
 from ringleader.controller.admission import Action, Admission
-from ringleader.controller import conditions, estimates, reasons, trials
+from ringleader.controller import conditions, estimates, pending_records, reasons, trials
 from ringleader.controller import pods as pods_
 
 Type = ConditionType
@@ -43,6 +44,9 @@ class Observation:
     were read (controller/progress_logs.py)."""
     workloads: dict[str, Admission] = dataclasses.field(default_factory=dict)
     """Kueue Workloads by trial name (`scheduling.queueName` only)."""
+    waiting: dict[str, unpublished.Waiting] = dataclasses.field(default_factory=dict)
+    """The last waiting line (a rank that trained, waiting for MLflow to take its records) read from the reporting
+    pod's log, by trial name, for the trials whose reporting rank printed one."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +87,10 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
                              suspended=suspended, may_start=may_start, queue_name=spec.scheduling.queue_name,
                              admission=seen.workloads.get(status.name),
                              default_startup_deadline_seconds=startup_deadline_seconds,
-                             placement=expansion.trials[position].spec.scheduling.placement)
+                             placement=expansion.trials[position].spec.scheduling.placement,
+                             records=pending_records.Records(
+                                 seen.waiting.get(status.name),
+                                 expansion.trials[position].spec.tracking.records_wait_seconds))
         steps[position] = trials.step(status, seen.pods.get(status.name, []), ctx)
 
     # Started trials first, so those that finish now free their slot for a pending one in the same pass.
@@ -131,6 +138,12 @@ def with_progress(status: ExperimentStatus, progress: dict[str, tuple[progress_l
     if found == status.progress and estimate == status.estimate:
         return status
     return status.model_copy(update=dict(progress=found, progress_text=found.text(), estimate=estimate))
+
+
+def records_news(status: ExperimentStatus, waiting: dict[str, unpublished.Waiting]) -> bool:
+    """Whether a running trial's reporting rank says it waits for MLflow while its status does not say so yet."""
+    return any(t.phase == Phase.RUNNING and t.reason != reasons.RECORDS_PENDING and t.name in waiting
+               for t in status.trials)
 
 
 def invalid(old: ExperimentStatus, reason: str, message: str, *, now: datetime.datetime,
@@ -217,7 +230,9 @@ def _outcome(new_trials: list[TrialStatus], suspended: bool) -> list[Setting]:
     if running:
         message = _describe(running[0]) if len(running) == 1 else \
             f"{len(running)} trials running: " + ", ".join(t.name for t in running)
-        return [(Type.RUNNING, True, reasons.TRIAL_RUNNING, message)]
+        # Trials that only wait for MLflow to take their ranks' records say so, whose message says what waits.
+        pending = all(t.reason == reasons.RECORDS_PENDING for t in running)
+        return [(Type.RUNNING, True, reasons.RECORDS_PENDING if pending else reasons.TRIAL_RUNNING, message)]
     return [_waiting(new_trials)]
 
 

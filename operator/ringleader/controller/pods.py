@@ -16,7 +16,7 @@ import pydantic
 from ringleader.analysis import eta
 from ringleader.api import constants
 from ringleader.api.status import ReplicaStatus, Summary
-from ringleader.contract import failures
+from ringleader.contract import failures, unpublished
 
 Pod = dict[str, Any]
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -217,6 +217,19 @@ _SUMMARY_KEYS = {
 }
 # Not a key of the runtime's summary: read from its prediction (analysis/eta.py).
 _PREDICTED = Summary.model_fields["predicted_iteration_seconds"].alias
+
+
+def ended_at(pod: Pod) -> float:
+    """When the pod's last container ended, in seconds since the epoch; +inf while one has not (or says no time)."""
+    ends = [((c.get("state") or {}).get("terminated") or {}).get("finishedAt") or "" for c in _containers(pod)]
+    return max(map(seconds_of, ends)) if ends else math.inf
+
+
+def holds_records(pod: Pod) -> bool:
+    """Whether the pod's rank handed over records MLflow did not take, in its log (contract/unpublished.py): the
+    pod is kept, whatever cleanPodPolicy says, since its log goes with it."""
+    return any(unpublished.incomplete_of(((c.get("state") or {}).get("terminated") or {}).get("message"))
+               for c in _containers(pod))
 
 
 def ended_outside_runtime(pod: Pod) -> bool:

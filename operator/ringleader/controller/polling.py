@@ -16,6 +16,7 @@ import dataclasses
 from typing import Hashable, Iterable
 
 from ringleader.contract import progress as progress_line
+from ringleader.contract import unpublished
 
 # A pass woken a little before the interval is up still reads: the work queue's timers are not exact.
 EARLY = 0.05
@@ -24,6 +25,8 @@ EARLY = 0.05
 @dataclasses.dataclass
 class _Trial:
     lines: tuple[progress_line.Line, ...] | None = None
+    waiting: unpublished.Waiting | None = None
+    """waiting is the last line of the read log's rank waiting for MLflow to take its records, if it printed one."""
     next_read: float = 0.0
     failures: int = 0
     since: float | None = None
@@ -65,11 +68,13 @@ class Schedule:
             trial.since = now
         return now >= trial.next_read - EARLY * self.interval
 
-    def read(self, key: Hashable, name: str, now: float, lines: Iterable[progress_line.Line]) -> bool:
-        """A read that succeeded, with the progress lines it found; True when it ends a streak of failures."""
+    def read(self, key: Hashable, name: str, now: float, lines: Iterable[progress_line.Line],
+             waiting: unpublished.Waiting | None = None) -> bool:
+        """A read that succeeded, with the progress lines and the waiting line it found; True when it ends a
+        streak of failures."""
         trial = self._trial(key, name)
         recovered = trial.failures > 0
-        trial.lines, trial.failures = tuple(lines), 0
+        trial.lines, trial.waiting, trial.failures = tuple(lines), waiting, 0
         trial.next_read = self._next(trial, now)
         return recovered
 
@@ -89,6 +94,10 @@ class Schedule:
     def known(self, key: Hashable) -> dict[str, tuple[progress_line.Line, ...]]:
         """The progress lines last read of each trial of `key` that was read at least once."""
         return {n: t.lines for n, t in self._experiments.get(key, {}).items() if t.lines is not None}
+
+    def waiting(self, key: Hashable) -> dict[str, unpublished.Waiting]:
+        """The waiting line last read of each trial of `key` whose reporting rank waits for MLflow."""
+        return {n: t.waiting for n, t in self._experiments.get(key, {}).items() if t.waiting is not None}
 
     def next_in(self, key: Hashable, now: float) -> float | None:
         """Seconds until a trial of `key` is next due to be read; None when none is tracked."""

@@ -20,6 +20,7 @@ import kopf
 from ringleader.api import constants
 from ringleader.api.status import ExperimentStatus, Phase
 from ringleader.contract import progress as progress_line
+from ringleader.contract import unpublished
 from ringleader.controller import kube, polling, reasons
 from ringleader.controller import pods
 
@@ -31,10 +32,16 @@ LIMIT_BYTES = 16 * 1024
 
 
 def reporter(trial_pods: Iterable[pods.Pod]) -> pods.Pod | None:
-    """The pod whose log tells the trial's progress: its lowest-ranked worker, once running or finished."""
-    workers = [p for p in trial_pods if pods.role(p) == constants.ROLE_WORKER and not pods.is_terminating(p)]
+    """The pod whose log tells the trial's progress: its lowest-ranked worker still running, else its lowest-ranked
+    pod still running (a server publishing its last records), else its lowest-ranked worker once finished. A
+    rank that ended has nothing more to say, while one still running may be waiting for MLflow (its waiting line)."""
+    live = [p for p in trial_pods if not pods.is_terminating(p)]
+    workers = [p for p in live if pods.role(p) == constants.ROLE_WORKER]
     first = min(workers, key=pods.rank, default=None)
-    return first if first is not None and pods.phase(first) in ("Running", "Succeeded", "Failed") else None
+    if first is None or pods.phase(first) not in ("Running", "Succeeded", "Failed"):
+        return None
+    running = [p for p in live if pods.phase(p) == "Running"]
+    return min([p for p in running if p in workers] or running, key=pods.rank, default=first)
 
 
 def container(pod: pods.Pod) -> str | None:
@@ -77,6 +84,6 @@ async def _read_trial(kube_: kube.Kube, polls: polling.Schedule, body: dict[str,
                 f"is not updated; trying again in {retry_in:g} s, then less often (at most every "
                 f"{polls.max_interval:g} s)"))
         return
-    if polls.read(key, trial, clock, lines(text)):
+    if polls.read(key, trial, clock, lines(text), unpublished.last_waiting(text)):
         kopf.info(body, reason=reasons.PROGRESS_READABLE,
                   message=f"trial {trial}: the log of pod {pods.name(pod)} can be read again")

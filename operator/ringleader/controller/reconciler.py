@@ -218,6 +218,11 @@ class Controller:
         status patch per due trial. Any event makes the next pass a full one."""
         self._running[key] = running
         fresh = await progress_logs.read(self.kube, self.polls, running.body, running.status, running.reporters)
+        if plan.records_news(running.status, self.polls.waiting(key)):
+            # A rank now waits for MLflow to take its records: a full pass says RecordsPending.
+            self._running.pop(key, None)
+            self._news.add(key)
+            return 0.0
         new = plan.with_progress(running.status, fresh, running.sweep)
         await self._publish(running.body, running.status, new)
         running.status = new

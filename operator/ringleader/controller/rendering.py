@@ -29,11 +29,12 @@ def expected_pods(trial: Trial) -> tuple[trials.ExpectedPod, ...]:
 
 
 def objects(trial: Trial, owner: dict[str, Any], settings: Settings,
-            run_id: str | None) -> list[dict[str, Any]]:
+            run_id: str | None, attempt: int = 1) -> list[dict[str, Any]]:
     """The trial's objects, owned by the experiment so that deleting it garbage-collects them. Without a run id
-    (MLflow was away) the pods get the run's token, and log into the run once the operator has created it."""
+    (MLflow was away) the pods get the run's token, and log into the run once the operator has created it.
+    `attempt` is 1 + the trial's restarts: the ranks name their runs by it."""
     found = topology.render(trial, settings.pods.render, run_id=run_id,
-                            run_token=recording.trial_token(owner["metadata"]["uid"], trial.name))
+                            run_token=recording.trial_token(owner["metadata"]["uid"], trial.name), attempt=attempt)
     kopf.adopt(found, owner=owner)
     return found
 

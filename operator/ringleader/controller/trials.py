@@ -16,8 +16,8 @@ from ringleader.api.spec import CleanPodPolicy, Placement, PlacementMode, RunPol
 from ringleader.api.status import Phase, Summary, TERMINAL_PHASES, TrialStatus
 from ringleader.contract import failures
 from ringleader.controller.admission import Action, Admission, State
+from ringleader.controller import pending_records, reasons
 from ringleader.controller import pods as pods_
-from ringleader.controller import reasons
 
 ACTIVE_PHASES = (Phase.CREATED, Phase.RUNNING, Phase.RESTARTING)
 DEFAULT_STARTUP_DEADLINE_SECONDS = 300
@@ -55,6 +55,7 @@ class Context:
     """The operator's runPolicy.startupDeadlineSeconds, for experiments that set none."""
     placement: Placement = Placement()
     """The trial's `scheduling.placement`: a pod its Required terms keep unscheduled waits, then fails, in its name."""
+    records: pending_records.Records = pending_records.Records()  # what its ranks say of records MLflow lacks
 
     def unmet_placement(self, pod: pods_.Pod) -> str | None:
         """The Required placement that keeps `pod` from every node, in words; None when nothing of it does."""
@@ -102,7 +103,7 @@ def cleanup(pods: list[pods_.Pod], policy: CleanPodPolicy, *, workers_done: bool
 
     Parameter servers are stopped once the workers are done whatever the policy: nothing is left for them
     to serve. `stop_running` (a deadline) stops every running pod, as a Job's deadline does."""
-    live = _live(pods)
+    live = [p for p in _live(pods) if not pods_.holds_records(p)]  # its log holds records MLflow lacks: kept
     if policy == CleanPodPolicy.ALL:
         chosen = live
     else:
@@ -287,6 +288,8 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         return Step(trial, create=True)
     workers = [live[e.name] for e in ctx.expected if e.role == constants.ROLE_WORKER]
     if workers and all(pods_.phase(p) == "Succeeded" for p in workers):
+        if (held := pending_records.servers_hold(trial, list(live.values()), ctx.records, ctx.now)) is not None:
+            return Step(held.status, due=held.due)
         aggregator = min(workers, key=pods_.rank)
         summary = pods_.summary_of(aggregator)
         if summary is None:
@@ -306,6 +309,8 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if stuck is not None:
         return stuck
     if not waiting:
+        if (pending := pending_records.waiting_message(list(live.values()), ctx.records.waiting)) is not None:
+            return Step(_with(trial, phase=Phase.RUNNING, reason=reasons.RECORDS_PENDING, message=pending))
         if trial.phase == Phase.RUNNING:
             return Step(trial)
         message = f"all {_pods_phrase(ctx.expected)} are running"
@@ -380,11 +385,12 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
     cause = verdict.message
     if len(failed) > 1 and verdict.reason != reasons.EXITED_EARLY:
         cause += f" (and {len(failed) - 1} more pod{'s' * (len(failed) > 2)} failed)"
-    if verdict.reason == reasons.PERMANENT_FAILURE:
-        # The rank said a restart cannot help (an import error, an invalid model or dataset): new pods would fail
-        # the same way, so backoffLimit is not spent on them.
-        message = f"{cause}; not restarted: the runtime reported a failure no restart can fix"
-        return _finish(trial, pods, ctx, Phase.FAILED, reasons.PERMANENT_FAILURE, message)
+    if verdict.reason in (reasons.PERMANENT_FAILURE, reasons.RECORDS_INCOMPLETE):
+        # No restart can help: the rank said so (an import error, an invalid model or dataset), or MLflow did not take
+        # its records within the wait. New pods would fail the same way, so backoffLimit is not spent on them.
+        message = (pending_records.incomplete_message(live.values()) if verdict.reason == reasons.RECORDS_INCOMPLETE
+                   else f"{cause}; not restarted: the runtime reported a failure no restart can fix")
+        return _finish(trial, pods, ctx, Phase.FAILED, verdict.reason, message)
     return _fail_or_restart(trial, pods, ctx, verdict.reason, cause)
 
 

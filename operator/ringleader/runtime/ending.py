@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import torch.distributed as dist
 
-from ringleader.contract import failures
+from ringleader.contract import failures, unpublished
 from ringleader.contract import environment as contract
 from ringleader.runtime import heartbeat, termination
 
@@ -24,15 +24,25 @@ def stop_publisher(publisher) -> None:
 
 
 def finish_publishing(env: contract.PodEnvironment, publisher, wait_seconds: float) -> None:
-    """A rank that trained: every record into MLflow, waiting up to `wait_seconds` for a server that is away.
-    Past that it fails, saying how much was published, so that no trial with missing records is reported a
-    success (its pod's records go with the pod)."""
+    """A rank that trained: every record into MLflow, waiting up to `wait_seconds` (tracking.recordsWaitSeconds) for
+    a server that is away, its pod kept meanwhile. Past that it prints its records into its log (the pod's disk
+    goes with the pod), then fails saying how much was published: no trial with missing records is a success."""
     if publisher is None or publisher.finish("FINISHED", wait_seconds):
         return
+    from ringleader.tracking import handover  # imports MLflow, as the publisher did already
+
     published, recorded = publisher.published()
-    fail(env, f"records incomplete: {published} of {recorded} iterations published: MLflow did not take them "
-              f"within {wait_seconds:g} s of the end of training ({contract.RECORDS_WAIT_SECONDS} sets the wait); "
-              "run the trial again once the tracking server answers", permanent=True)
+    reason = unpublished.incomplete_reason(env.rank, published, recorded, publisher.shown_uri, wait_seconds)
+    try:
+        text, left_out = handover.block_of(publisher)
+    except (OSError, unpublished.BlockError) as error:
+        reason += f"; but they could not be written to it ({error}): they are lost with the pod"
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        if left_out:
+            reason += f" (less {', '.join(left_out)}, too large for a log)"
+    fail(env, reason, permanent=True)
 
 
 def publish_on_termination(recorder, publisher) -> None:

@@ -20,8 +20,8 @@ Runbook (what `ringleader run` and the operator's pods do for you; from the repo
     cat /tmp/ringleader/quickstart-2/summary.json; wc -l /tmp/ringleader/quickstart-2/rank-*/iterations.jsonl
 
 Optional knobs (runtime/settings.py): RINGLEADER_TIMEOUT_SECONDS (300), RINGLEADER_STALL_TIMEOUT_SECONDS
-(60), RINGLEADER_BUCKET_BYTES (25 MiB), RINGLEADER_TRACE_ITERATIONS (20), RINGLEADER_FINISH_TIMEOUT_SECONDS (6 h),
-RINGLEADER_RECORDS_WAIT_SECONDS (900: how long a pod's rank waits for MLflow to take its last records). Exit status 0
+(60), RINGLEADER_BUCKET_BYTES (25 MiB), RINGLEADER_TRACE_ITERATIONS (20), RINGLEADER_FINISH_TIMEOUT_SECONDS (6 h);
+how long a pod's rank waits for MLflow to take its last records is the trial's tracking.recordsWaitSeconds. Exit status 0
 on success; otherwise 1 and one line on stderr saying which rank failed and why (also the pod's
 termination message), "failed (permanent):" when no restart can fix it (PERMANENT_ERRORS).
 """
@@ -263,7 +263,7 @@ def main(environ=os.environ) -> int:
         ending.fail_publishing(rank.env, rank.recorder, rank.publisher, ending.describe(error, rank.beats),
                                permanent=isinstance(error, PERMANENT_ERRORS))
     recorder.close()
-    ending.finish_publishing(rank.env, rank.publisher, rank.knobs.records_wait_seconds)
+    ending.finish_publishing(rank.env, rank.publisher, rank.trial.spec.tracking.records_wait_seconds)
     dist.destroy_process_group()
     return 0
 

@@ -13,8 +13,8 @@ import os
 from typing import Mapping
 
 from ringleader.contract.environment import (BUCKET_BYTES, DEFAULT_BUCKET_BYTES, DEFAULT_STALL_TIMEOUT_SECONDS,
-                                             FINISH_TIMEOUT_SECONDS, RECORDS_WAIT_SECONDS, STALL_TIMEOUT_SECONDS,
-                                             TIMEOUT_SECONDS, TRACE_ITERATIONS)
+                                             FINISH_TIMEOUT_SECONDS, STALL_TIMEOUT_SECONDS, TIMEOUT_SECONDS,
+                                             TRACE_ITERATIONS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,11 +34,6 @@ class Settings:
     gather of records), unless the trial's runPolicy.activeDeadlineSeconds bounds it. Long, because under
     ASP a straggler may finish far behind the others; a peer that dies meanwhile is noticed at once
     (its sockets close), and one that hangs makes its own partners time out and exit, which does too."""
-    records_wait_seconds: float = 900.0
-    """Longest wait, in seconds, of a pod's rank that finished for MLflow to take the records it has not
-    published yet. The pod keeps running meanwhile, so the trial is not reported a success while its records
-    are missing; past it the rank fails saying how many were published. 15 minutes covers a tracking server's
-    restart or a node drain; its records live in the pod and go with it."""
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
     """Ring allreduce bucket size, in bytes: 25 MiB, DDP's default, trades per-message latency for overlap."""
     trace_iterations: int = 20
@@ -65,7 +60,6 @@ class Settings:
             timeout_seconds=number(TIMEOUT_SECONDS, defaults.timeout_seconds, float),
             stall_timeout_seconds=number(STALL_TIMEOUT_SECONDS, defaults.stall_timeout_seconds, float),
             finish_timeout_seconds=number(FINISH_TIMEOUT_SECONDS, defaults.finish_timeout_seconds, float),
-            records_wait_seconds=number(RECORDS_WAIT_SECONDS, defaults.records_wait_seconds, float),
             bucket_bytes=int(number(BUCKET_BYTES, defaults.bucket_bytes, int)),
             trace_iterations=int(number(TRACE_ITERATIONS, defaults.trace_iterations, int)),
         )
@@ -76,7 +70,6 @@ class Settings:
             TIMEOUT_SECONDS: str(self.timeout_seconds),
             STALL_TIMEOUT_SECONDS: str(self.stall_timeout_seconds),
             FINISH_TIMEOUT_SECONDS: str(self.finish_timeout_seconds),
-            RECORDS_WAIT_SECONDS: str(self.records_wait_seconds),
             BUCKET_BYTES: str(self.bucket_bytes),
             TRACE_ITERATIONS: str(self.trace_iterations),
         }

@@ -122,7 +122,7 @@ def trial_selector(labels: dict[str, str]) -> dict[str, str]:
 
 def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token: str | None,
           labels: dict[str, str], annotations: dict[str, str],
-          pod_group: gang.PodGroup | None) -> list[dict[str, Any]]:
+          pod_group: gang.PodGroup | None, attempt: int) -> list[dict[str, Any]]:
     slots = trial.slots()
     service = names.service(trial)
     selector = trial_selector(labels)
@@ -141,6 +141,7 @@ def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token:
             data_dir=contract.POD_DATA_DIR if trial.spec.data.volume else None,
             run_token=None if run_id else run_token,
             mlflow_experiment=None if run_id or not run_token else trial.mlflow_experiment_name(),
+            attempt=attempt,
         )
         pod_labels = {**labels, constants.LABEL_ROLE: slot.role, constants.LABEL_RANK: str(slot.rank)}
         if slot.group:
@@ -172,9 +173,10 @@ def bandwidth_annotations(network: Network) -> dict[str, str]:
 
 
 def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
-            run_token: str | None = None) -> dict[str, Any]:
+            run_token: str | None = None, attempt: int = 1) -> dict[str, Any]:
     """The values a template sees; each is data, never YAML text. Pods get the trial run's id, or when it does
-    not exist yet, its token: the ranks find the run by it later (contract.RUN_TOKEN)."""
+    not exist yet, its token: the ranks find the run by it later (contract.RUN_TOKEN); and the trial's
+    `attempt` (1 + its restarts), which names their rank runs."""
     spec = trial.spec
     labels = trial_labels(trial)
     annotations = {constants.ANNOTATION_TRIAL_PARAMETERS: json.dumps(trial.parameters, sort_keys=True)}
@@ -193,7 +195,7 @@ def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
                        "trial_json": trial.model_dump_json(by_alias=True)},
         "pod_group": None if pod_group is None else {
             "api_version": pod_group.api_version, "name": pod_group.name, "min_member": pod_group.min_member},
-        "pods": _pods(trial, settings, run_id, run_token, labels, annotations, pod_group),
+        "pods": _pods(trial, settings, run_id, run_token, labels, annotations, pod_group, attempt),
         "image": spec.image or settings.image,
         "image_pull_policy": settings.image_pull_policy,
         "gpu_resource_name": settings.gpu_resource_name,
@@ -216,12 +218,13 @@ def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
 
 
 def render(trial: Trial, settings: RenderSettings = RenderSettings(),
-           run_id: str | None = None, run_token: str | None = None) -> list[dict[str, Any]]:
+           run_id: str | None = None, run_token: str | None = None, attempt: int = 1) -> list[dict[str, Any]]:
     """The trial's objects in creation order: Service, ConfigMap, PodGroup (when gang-scheduled), then Pods by rank."""
     directory = pathlib.Path(settings.templates_dir) if settings.templates_dir else PACKAGED_TEMPLATES
     name = TEMPLATES[trial.spec.architecture]
     try:
-        text = _environment(directory.resolve()).get_template(name).render(context(trial, settings, run_id, run_token))
+        text = _environment(directory.resolve()).get_template(name).render(
+            context(trial, settings, run_id, run_token, attempt))
     except jinja2.TemplateNotFound as error:
         raise TemplateError(f"template {error.name} not found in {directory}: copy it from {PACKAGED_TEMPLATES} "
                             "into your templates directory") from None

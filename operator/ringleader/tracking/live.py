@@ -15,10 +15,9 @@ import pathlib
 import threading
 import time
 
-from ringleader.api import constants
 from ringleader.api.trial import Trial
 from ringleader.contract import environment as contract
-from ringleader.contract import layout, redaction
+from ringleader.contract import layout, redaction, unpublished
 from ringleader.tracking.cursor import Cursor
 from ringleader.tracking.cursor import path_for as cursor_path_for
 from ringleader.tracking import publisher, schema
@@ -94,12 +93,21 @@ class LivePublisher:
                     log.info("MLflow took this rank's last records after %.0f s", clock() - started)
                 return True
             published, total = self.published()
-            log.warning("records: %d of %d iterations of rank %d published; waiting for MLflow at %s (%.0f of "
-                        "at most %.0f s)", published, total, self.env.rank,
-                        redaction.redact(self.env.tracking_uri or ""), clock() - started, wait_seconds)
+            log.warning("%s", unpublished.waiting_line(self.env.rank, published, total, self.shown_uri,
+                                                       clock() - started, wait_seconds))
             if clock() >= deadline:
                 return False
             sleep(max(0.0, min(self.settings.live_interval_seconds * 3, deadline - clock())))
+
+    @property
+    def shown_uri(self) -> str:
+        """The tracking server's URI as logs may show it (credentials masked)."""
+        return redaction.redact(self.env.tracking_uri or "")
+
+    @property
+    def run_id(self) -> str | None:
+        """The trial run's id: given, or found by its token; None while it was never found."""
+        return self._run_id
 
     def published(self) -> tuple[int, int]:
         """(iterations published, iterations recorded) of this rank, from its cursor and its record file."""
@@ -154,7 +162,8 @@ class LivePublisher:
         store, experiment_id, run_id = self._connect()
         role = self.env.role
         rank_publisher = publisher.RankPublisher(store, self.rank_dir, experiment_id, run_id,
-                                                 self.trial.name, self.env.rank, role, node=self.env.node_name)
+                                                 self.trial.name, self.env.rank, role, node=self.env.node_name,
+                                                 attempt=self.env.attempt)
         return rank_publisher.publish(final_status, time.time() if final_status else None)
 
     def _publish_trial_outputs(self) -> None:
@@ -170,6 +179,12 @@ class LivePublisher:
         publisher.artifact_once(store, cursor, run_id, self.rank_dir / layout.PROFILE_FILE, "traces",
                                  f"rank-{rank}.profile.json")
         trial_dir = self.rank_dir.parent
-        if self.env.role != constants.ROLE_WORKER or not (trial_dir / layout.SUMMARY_FILE).is_file():
+        if not self.writes_trial_outputs or not (trial_dir / layout.SUMMARY_FILE).is_file():
             return
         publisher.summary_once(store, cursor, run_id, trial_dir, int(time.time() * 1000))
+
+    @property
+    def writes_trial_outputs(self) -> bool:
+        """Whether this rank is the lowest worker, which writes the trial's summary and series (runtime/main.py) and
+        so alone logs them: ranks sharing an output directory (local processes) see that file too."""
+        return self.env.rank == min((s.rank for s in self.trial.worker_slots()), default=-1)

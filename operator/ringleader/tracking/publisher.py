@@ -62,6 +62,8 @@ class RankPublisher:
     """start_time of the rank (seconds since the epoch), the base of its metrics' timestamps; default: now."""
     node: str | None = None
     """node the rank runs on, when known at its run's creation (a pod's); else its summary.json's, at the end."""
+    attempt: int = 1
+    """attempt of the trial the rank belongs to (contract.ATTEMPT): a restarted trial's ranks get new runs."""
 
     def publish(self, final_status: str | None = None, end_time: float | None = None) -> int:
         """Publish records not yet published; with `final_status`, also the rank's summary and status.
@@ -91,7 +93,8 @@ class RankPublisher:
     def _run(self, cursor: cursor_.Cursor) -> str:
         if cursor.run_id is None:
             cursor.save()  # the token must be on disk before the run that carries it exists
-            tags = schema.rank_tags(self.trial_name, self.rank, self.role, self.trial_run_id, self.node)
+            tags = schema.rank_tags(self.trial_name, self.rank, self.role, self.trial_run_id, self.node,
+                                     self.attempt)
             cursor.run_id = self.store.create_run_once(self.experiment_id, cursor.token, tags, cursor.created_ms)
             cursor.save()
         return cursor.run_id

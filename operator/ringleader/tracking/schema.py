@@ -37,6 +37,7 @@ TAG_TRIAL = "ringleader.trial"
 TAG_TRIAL_INDEX = "ringleader.trialIndex"
 TAG_ROLE = "ringleader.role"
 TAG_RANK = "ringleader.rank"
+TAG_ATTEMPT = "ringleader.attempt"
 TAG_NODE = "ringleader.node"  # on a rank run: the node the rank ran on (contract.NODE_NAME)
 TAG_PLACEMENT = "ringleader.placement"  # on a trial run: where its ranks ran ("3 nodes, 100% across")
 TAG_STATUS_REASON = "ringleader.reason"
@@ -240,19 +241,23 @@ def sweep_labels(trials: Iterable[trial_.Trial]) -> dict[str, str]:
     return {name: label if label.strip("_.-") and taken[label] == 1 else name for name, label in labels.items()}
 
 
-def rank_run_name(trial_name: str, rank: int, role: str) -> str:
-    """"study-3-2/rank-1 (worker)": with its trial, so rank runs of different trials differ in a chart legend."""
-    return f"{trial_name}/rank-{rank} ({role})"
+def rank_run_name(trial_name: str, rank: int, role: str, attempt: int = 1) -> str:
+    """"study-3-2/rank-1 (worker)": with its trial, so rank runs of different trials differ in a chart legend;
+    "study-3-2/rank-1 (worker, attempt 2)" after the operator restarted the trial once, so each attempt's rank
+    runs, all under the one trial run, differ too."""
+    return f"{trial_name}/rank-{rank} ({role}{f', attempt {attempt}' if attempt > 1 else ''})"
 
 
-def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str, node: str | None = None) -> dict[str, str]:
+def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str, node: str | None = None,
+              attempt: int = 1) -> dict[str, str]:
     tags = {
         TAG_KIND: KIND_RANK,
         TAG_TRIAL: trial_name,
         TAG_RANK: str(rank),
         TAG_ROLE: role,
+        TAG_ATTEMPT: str(attempt),
         TAG_PARENT_RUN_ID: trial_run_id,
-        TAG_RUN_NAME: rank_run_name(trial_name, rank, role),
+        TAG_RUN_NAME: rank_run_name(trial_name, rank, role, attempt),
     }
     if node:
         tags[TAG_NODE] = node
