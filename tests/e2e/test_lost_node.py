@@ -19,7 +19,7 @@ import e2e_specs
 from e2e_kube import describe_dte, log, phase, status, trials, wait_for, wait_terminal
 
 HOSTNAME = "kubernetes.io/hostname"
-NAMED_WITHIN = 90  # seconds from the node's stop to a status naming it: 45 s measured (20 s node-monitor grace), room for load
+NAMED_WITHIN = 60  # seconds from the node's stop to a status naming it, as promised: the node controller marks its pods after its 20 s grace
 
 
 def spare_node(kube, nodes: list[str], home: str, namespace: str) -> str:

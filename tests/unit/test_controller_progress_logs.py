@@ -53,6 +53,16 @@ def test_the_lowest_ranked_worker_reports_once_it_runs():
     assert progress_logs.container(pods[0]) == "trainer"
 
 
+def test_a_worker_whose_node_stopped_answering_is_not_asked_for_its_log():
+    # As the node controller leaves it: Ready=False while its container still says ready and running.
+    lost = worker("q-0-worker-0", 0)
+    lost["spec"]["nodeName"] = "n2"
+    lost["status"].update(conditions=[{"type": "Ready", "status": "False"}],
+                          containerStatuses=[{"name": "trainer", "ready": True, "state": {"running": {}}}])
+    assert progress_logs.reporter([lost, worker("q-0-worker-1", 1)])["metadata"]["name"] == "q-0-worker-1"
+    assert progress_logs.reporter([lost]) is None
+
+
 class FakeKube:
     """Answers pods/log reads from a dict (a missing log is unavailable, as without a node); counts them."""
 

@@ -31,6 +31,9 @@ PLURALS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Pod
 WORKLOADS_API_VERSION = "kueue.x-k8s.io/v1beta1"
 FIELD_MANAGER = "ringleader"
 REQUEST_TIMEOUT = (5.0, 30.0)  # seconds: connect, read
+# A log's tail comes in milliseconds from a kubelet that answers; the API server proxies the read to the pod's
+# node, so a node going silent would otherwise hold the pass that reads it for the whole read timeout.
+LOG_TIMEOUT = (5.0, 10.0)
 RETRY_DELAY = 5.0  # seconds before retrying a failed API call
 FORBIDDEN_RETRY_DELAY = 60.0  # seconds: RBAC changes take an administrator, not a moment
 
@@ -97,14 +100,15 @@ class Kube:
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     def _call(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
-              content_type: str = "application/json", raw: bool = False) -> tuple[int, Any]:
+              content_type: str = "application/json", raw: bool = False,
+              timeout: tuple[float, float] = REQUEST_TIMEOUT) -> tuple[int, Any]:
         if query:
             path = f"{path}?{urllib.parse.urlencode(query)}"
         headers = {"Accept": "application/json, */*", "Content-Type": content_type}
         request = self._client.param_serialize(method, path, header_params=headers, body=body,
                                                auth_settings=["BearerToken"])
         try:
-            response = self._client.call_api(*request, _request_timeout=REQUEST_TIMEOUT)
+            response = self._client.call_api(*request, _request_timeout=timeout)
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise kopf.TemporaryError(f"{method} {path}: API server unreachable: {error}", delay=RETRY_DELAY) from error
@@ -194,7 +198,7 @@ class Kube:
             query["container"] = container
         try:
             status, text = await self._in_pool("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log", query=query,
-                                               raw=True)
+                                               raw=True, timeout=LOG_TIMEOUT)
         except kopf.TemporaryError as error:
             raise LogUnavailable(str(error)) from None
         if status == 204:

@@ -34,8 +34,10 @@ LIMIT_BYTES = 16 * 1024
 def reporter(trial_pods: Iterable[pods.Pod]) -> pods.Pod | None:
     """The pod whose log tells the trial's progress: its lowest-ranked worker still running, else its lowest-ranked
     pod still running (a server publishing its last records), else its lowest-ranked worker once finished. A
-    rank that ended has nothing more to say, while one still running may be waiting for MLflow (its waiting line)."""
-    live = [p for p in trial_pods if not pods.is_terminating(p)]
+    rank that ended has nothing more to say, while one still running may be waiting for MLflow (its waiting line).
+    A pod whose node stopped answering is never asked: its log read would wait on a kubelet that is gone, holding
+    up the very pass that reports the lost node."""
+    live = [p for p in trial_pods if not pods.is_terminating(p) and not pods.on_lost_node(p)]
     workers = [p for p in live if pods.role(p) == constants.ROLE_WORKER]
     first = min(workers, key=pods.rank, default=None)
     if first is None or pods.phase(first) not in ("Running", "Succeeded", "Failed"):
