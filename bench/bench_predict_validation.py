@@ -35,6 +35,7 @@ import tempfile
 import time
 
 import harness
+from ringleader.analysis import prediction_validation
 from ringleader.tracking import reading
 
 ARCHITECTURES = ("ParameterServer", "PeerToPeer", "RingAllReduce")
@@ -97,7 +98,8 @@ def pairs(run: pathlib.Path, documents: list[dict]) -> list[dict]:
             found.append({"from": name, "fromArchitecture": document["architecture"], "to": other,
                           "architecture": label, "workers": len(source.worker_slots()), "own": name == other,
                           "predictedSeconds": predicted, "measuredSeconds": measured,
-                          "error": predicted / measured - 1.0, "band": document["architectures"][label].get("band")})
+                          "error": predicted / measured - 1.0,
+                          "band": document["architectures"][label].get("errorBandFraction")})
     return found
 
 
@@ -111,22 +113,26 @@ def rows(link: str, found: list[dict]) -> list[dict]:
         chosen = [p for p in found if p["own"]] if kind == "own" else \
             [p for p in cross if kind == ALL or p["architecture"] == kind]
         for workers in counts + [ALL]:
-            errors = [p["error"] for p in chosen if workers == ALL or p["workers"] == workers]
+            counted = [p for p in chosen if workers == ALL or p["workers"] == workers]
+            errors = [p["error"] for p in counted]
             if not errors:
                 continue
+            banded = [p for p in counted if p["band"] is not None]
             table.append({"link": link, "scenario": kind, "workers": workers, "pairs": len(errors),
                           "medianAbsError": statistics.median(abs(e) for e in errors),
-                          "worstAbsError": max(abs(e) for e in errors), "meanError": statistics.fmean(errors)})
+                          "worstAbsError": max(abs(e) for e in errors), "meanError": statistics.fmean(errors),
+                          "banded": len(banded), "insideBand": sum(abs(p["error"]) <= p["band"] for p in banded)})
     return table
 
 
 def print_table(table: list[dict]) -> None:
     print(f"{'link':<10} {'scenario':<8} {'workers':>7} {'pairs':>5} {'median |err|':>12} {'worst |err|':>11} "
-          f"{'mean err':>9}")
+          f"{'mean err':>9} {'inside the stated band':>22}")
     for row in table:
+        inside = f"{row['insideBand']} of {row['banded']}" if row["banded"] else "no band"
         print(f"{row['link']:<10} {row['scenario']:<8} {str(row['workers']):>7} {row['pairs']:>5} "
               f"{100 * row['medianAbsError']:>11.1f}% {100 * row['worstAbsError']:>10.1f}% "
-              f"{100 * row['meanError']:>+8.1f}%")
+              f"{100 * row['meanError']:>+8.1f}% {inside:>22}")
 
 
 def acceptance(table: list[dict], link: str, workers: tuple[int, ...] = (2, 3)) -> str | None:
@@ -138,6 +144,16 @@ def acceptance(table: list[dict], link: str, workers: tuple[int, ...] = (2, 3)) 
                     f"worst {100 * r['worstAbsError']:.1f}% (<= {100 * ACCEPT_WORST:.0f}%)"
                     f"{' ok' if r['medianAbsError'] <= ACCEPT_MEDIAN and r['worstAbsError'] <= ACCEPT_WORST else ' MISSED'};"
                     for r in chosen)
+
+
+def record(path: pathlib.Path, runs: dict[str, str], load: dict) -> None:
+    """Add the runs' recorded trials to `path` (its runs kept), each with the load it ran under."""
+    recorded = prediction_validation.read(path) if path.exists() else []
+    for link, run in runs.items():
+        trials = prediction_validation.record(reading.from_directory(pathlib.Path(run)).trials)
+        recorded.append({"link": link, **load, "trials": trials})
+    prediction_validation.write(path, recorded)
+    print(f"recorded: {len(runs)} run(s) added to {path} ({len(recorded)} in all)")
 
 
 def main() -> int:
@@ -156,6 +172,11 @@ def main() -> int:
                              "instead of running new trials")
     parser.add_argument("--burners", type=int, default=0, help="CPU burners running through the new trials "
                                                                 "(harness.Load), so that the load is a setting (default 0)")
+    parser.add_argument("--record", type=pathlib.Path, metavar="FILE",
+                        help="add the runs' trials, as `ringleader predict` reads them, and the load they ran under to "
+                             "FILE (gzipped JSON, analysis/prediction_validation.py): the recorded runs the bands are "
+                             "fitted on and tests/unit/test_prediction_held_out.py checks "
+                             "(tests/fixtures/predict_validation.json.gz)")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR", help="run into DIR and keep it (default: a "
                                                                         "temporary directory, removed)")
     args = parser.parse_args()
@@ -202,6 +223,10 @@ def main() -> int:
                               if k != "rescore"},
                 "runs": runs, "rows": table, "pairs": found}
     print(f"results: {harness.write_result('predict_validation', document)}")
+    if args.record:
+        ran = {"loadBefore": load_before, "loadAfter": load_after, "load": load_measured, "burners": args.burners} \
+            if not args.rescore else {"load": None}  # rescored: the load the runs ran under is not known here
+        record(args.record, runs, {**ran, "machine": harness.machine(), "command": " ".join(sys.argv)})
     return 0
 
 
