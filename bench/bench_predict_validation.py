@@ -6,6 +6,7 @@ Runbook (from the repository root; 5 to 8 minutes on a loaded 2-core machine):
     .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3   # the acceptance check (2 min)
     .venv/bin/python bench/bench_predict_validation.py --rescore /tmp/x/runs-200Mbit   # score runs again, no new trials
     .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3 --burners 2   # under 2 busy cores
+    ... --record tests/fixtures/predict_validation.json.gz   # add the runs to those the bands are fitted on
 
 For each link (an emulated cap such as 200Mbit, or `loopback`: no cap) it writes one experiment file
 (an mlp, BSP, one parameter server) sweeping ParameterServer, PeerToPeer and RingAllReduce over the
@@ -17,7 +18,8 @@ prediction of Y's architecture against Y's measured median iteration time:
 
 It prints, per link, each scenario kind (the predicted architecture; "all" for every pair) at each
 worker count and over all of them: pairs, median |error|, worst |error|, mean error (its sign says
-over- or under-prediction). The acceptance check of docs/predict-validation.md is the 200Mbit link's
+over- or under-prediction) and how many pairs fell inside the band `ringleader predict` stated for them
+(a band: the |error| 9 in 10 held-out predictions kept within, validation.fit over the recorded runs). The acceptance check of docs/predict-validation.md is the 200Mbit link's
 "all" row at 2 and 3 workers: median at most 5 %, worst at most 10 %. Results, with the machine's load
 average before and after and the run queue measured through the trials (harness.Load), go to bench/results/predict_validation.json. Not a test: nothing asserts.
 """
@@ -188,7 +190,8 @@ def main() -> int:
     load_measured = None
     if args.rescore:
         for run in args.rescore:
-            run = reading.session_directory(run)[0]
+            kept = run / "runs"  # a --keep directory's runs-LINK: the `ringleader run` directory is inside its runs/
+            run = reading.session_directory(kept if kept.is_dir() else run)[0]
             bandwidth = reading.from_directory(run).trials[0].trial.spec.network.bandwidth
             link = bandwidth or LOOPBACK
             found[link] = pairs(run, predictions(run))

@@ -1,11 +1,12 @@
 """How far `ringleader predict` may be trusted: the validated error band of each kind of prediction.
 
 Called by analysis/prediction.py, which gives every estimate its band (or says why it has none), and so by
-`ringleader predict` and the report's prediction figure. The numbers are bench/bench_predict_validation.py's
-published run, per scenario kind (the link's kind and the predicted architecture): every trial of a sweep
-predicting every other trial of its worker count, BSP, one parameter server. docs/predict-validation.md
-prints the same table (tests/unit/test_analysis_validation.py checks they agree). Re-run the bench and
-update both when the models or the runtime change.
+`ringleader predict` and the report's prediction figure. A band is a coverage statement: the |error| within
+which 9 in 10 held-out predictions of its scenario kind (the link's kind and the predicted architecture) fell,
+fitted on bench/bench_predict_validation.py's recorded runs (every trial of a sweep predicting every trial of
+its worker count, BSP, one parameter server). tests/unit/test_prediction_held_out.py predicts those runs again
+and checks BANDS are what they fit; docs/predict-validation.md prints the same table
+(tests/unit/test_analysis_validation.py checks they agree). Record more runs with the bench's --record.
 """
 
 from __future__ import annotations
