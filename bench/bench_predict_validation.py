@@ -156,6 +156,20 @@ def record(path: pathlib.Path, runs: dict[str, str], load: dict) -> None:
         recorded.append({"link": link, **load, "trials": trials})
     prediction_validation.write(path, recorded)
     print(f"recorded: {len(runs)} run(s) added to {path} ({len(recorded)} in all)")
+    print_bands(recorded)
+
+
+def print_bands(recorded: list[dict]) -> None:
+    """The bands the recorded runs fit (validation.BANDS and docs/predict-validation.md's table take them), and how
+    many pairs each held-out check finds inside."""
+    found = prediction_validation.recorded_pairs(recorded)
+    print("bands the recorded runs fit (for validation.BANDS and docs/predict-validation.md):")
+    for (kind, label), band in prediction_validation.bands(found).items():
+        print(f"| `{kind}` | `{label}` | {band.pairs} | {100 * band.within:.1f} % | {100 * band.median:.1f} % | "
+              f"{100 * band.worst:.1f} % | {', '.join(map(str, band.workers))} | {band.threads_per_cpu:.1f} |")
+    for name, (covered, total) in (("leave one pair out", prediction_validation.held_out(found)),
+                                   ("leave one trial out", prediction_validation.held_out_trials(found))):
+        print(f"held out, {name}: {covered} of {total} inside")
 
 
 def main() -> int:
