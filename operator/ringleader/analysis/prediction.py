@@ -9,9 +9,10 @@ stalled by the machine's other load move a mean far more than the iteration the 
 
     profile    the rank's gradients and backward (layers.json) and every worker's compute (records): profile.py
     link       the one link every architecture is priced on, probed at the trial's start: calibration.py
-    estimate   the compute the iteration waits for (BSP: the slowest worker of each iteration) plus the
-               communication it does not hide, per architecture (MODELS)
-    band       each estimate's validated error, or why it has none: validation.py
+    estimate   the compute the iteration waits for (BSP: the slowest worker of each iteration; moved to each
+               architecture's sharing of the cores, plus a server's or peer's serving: prediction_serving.py)
+               plus the communication it does not hide, per architecture (MODELS)
+    band       the |error| 9 in 10 held-out predictions of its kind kept within, or why it has none: validation.py
 """
 
 from __future__ import annotations
@@ -146,7 +147,8 @@ MODELS: dict[Architecture, Model] = {
     ring   C + t_c_no                              buckets allreduced (the probed collective) after backward
 
 C is the compute the iteration waits for (profile.Compute.critical; the ring's: ring_compute): under BSP the
-slowest worker of each iteration, which includes the loop's own work and the update."""
+slowest worker of each iteration, which includes the loop's own work and the update; estimates() moves it to the
+architecture's sharing of the cores and adds S/k (a server's serving) or S/N (a peer's) to it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +245,7 @@ class TrialPrediction:
             keys.CANNOT_PREDICT: self.cannot_predict,
             keys.ARCHITECTURES: {e.label: {keys.ITERATION_SECONDS: e.iteration_seconds,
                                            keys.COMM_SECONDS: e.comm_seconds,
-                                           keys.BAND_FRACTION: e.band.worst if e.band else None,
+                                           keys.BAND_FRACTION: e.band.within if e.band else None,
                                            keys.BAND_MEDIAN_FRACTION: e.band.median if e.band else None,
                                            keys.BAND_NOTE: e.note} for e in self.estimates},
         }
