@@ -1,13 +1,13 @@
 """The CPU work a prediction adds to the link: a server's or a peer's serving of the model, and the wait for a core
 when more workers compute at once than their machine has CPUs.
 
-Called by analysis/prediction.py. Why (docs/predict.md, "Serving and shared cores"; the numbers are the recorded
-run of docs/predict-validation.md): a parameter server, and under PeerToPeer every peer for its shard, unpacks the
-round's pushes, adds them and applies the update before it replies, on the path every worker waits on, and the
-link-only models left the trials 1 to 4 % low by that. And where a trial's workers outnumber their CPUs, workers
-that compute at the same moment (a ring's and the peers' all get the step's result together; a parameter server
-replies one worker after another, so its workers compute staggered) share the cores: the ring's and P2P's compute
-at 3 workers on 2 CPUs was 1.5 times a parameter server trial's, P2P's a peer's serving more again.
+Called by analysis/prediction.py. Why (docs/predict.md, the models; the numbers are the recorded run of
+docs/predict-validation.md): a parameter server, and under PeerToPeer every peer for its shard, unpacks the round's
+pushes, adds them and applies the update before it replies, on the path every worker waits on; the link-only models
+predicted every 1PS and P2P trial low (P2P at 3 workers by 2 to 4 %). And where a trial's workers outnumber their
+CPUs, workers that compute at the same moment (a ring's and the peers' all get the step's result together; a
+parameter server replies one worker after another, so its workers compute staggered) share the cores: the ring's
+and P2P's compute at 3 workers on 2 CPUs was about 1.5 times a parameter server trial's, P2P's a peer's serving more.
 """
 
 from __future__ import annotations
