@@ -19,9 +19,11 @@ prediction of Y's architecture against Y's measured median iteration time:
 It prints, per link, each scenario kind (the predicted architecture; "all" for every pair) at each
 worker count and over all of them: pairs, median |error|, worst |error|, mean error (its sign says
 over- or under-prediction) and how many pairs fell inside the band `ringleader predict` stated for them
-(a band: the |error| 9 in 10 held-out predictions kept within, validation.fit over the recorded runs). The acceptance check of docs/predict-validation.md is the 200Mbit link's
-"all" row at 2 and 3 workers: median at most 5 %, worst at most 10 %. Results, with the machine's load
-average before and after and the run queue measured through the trials (harness.Load), go to bench/results/predict_validation.json. Not a test: nothing asserts.
+(a band: the |error| 9 in 10 held-out predictions kept within, validation.fit over the recorded runs).
+The acceptance check of docs/predict-validation.md is the 200Mbit link's "all" row at 2 and 3 workers:
+median at most 5 %, worst at most 10 %. Results, with the machine's load average before and after and
+the run queue measured through the trials (harness.Load), go to bench/results/predict_validation.json.
+Not a test: nothing asserts.
 """
 
 from __future__ import annotations
@@ -196,6 +198,9 @@ def main() -> int:
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR", help="run into DIR and keep it (default: a "
                                                                         "temporary directory, removed)")
     args = parser.parse_args()
+    if args.record and args.rescore:
+        parser.error("--record needs new trials: the load a rescored run ran under is not known here, and a "
+                     "recorded run says what load its band was measured under")
 
     load_before = os.getloadavg()
     started = time.monotonic()
@@ -241,9 +246,9 @@ def main() -> int:
                 "runs": runs, "rows": table, "pairs": found}
     print(f"results: {harness.write_result('predict_validation', document)}")
     if args.record:
-        ran = {"loadBefore": load_before, "loadAfter": load_after, "load": load_measured, "burners": args.burners} \
-            if not args.rescore else {"load": None}  # rescored: the load the runs ran under is not known here
-        record(args.record, runs, {**ran, "machine": harness.machine(), "command": " ".join(sys.argv)})
+        record(args.record, runs, {"loadBefore": load_before, "loadAfter": load_after, "load": load_measured,
+                                   "burners": args.burners, "machine": harness.machine(),
+                                   "command": " ".join(sys.argv)})
     return 0
 
 
