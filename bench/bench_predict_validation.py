@@ -6,6 +6,7 @@ Runbook (from the repository root; 5 to 8 minutes on a loaded 2-core machine):
     .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3   # the acceptance check (2 min)
     .venv/bin/python bench/bench_predict_validation.py --rescore /tmp/x/runs-200Mbit   # score runs again, no new trials
     .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3 --burners 2   # under 2 busy cores
+    ... --record tests/fixtures/predict_validation.json.gz   # add the runs to those the bands are fitted on
 
 For each link (an emulated cap such as 200Mbit, or `loopback`: no cap) it writes one experiment file
 (an mlp, BSP, one parameter server) sweeping ParameterServer, PeerToPeer and RingAllReduce over the
@@ -17,9 +18,12 @@ prediction of Y's architecture against Y's measured median iteration time:
 
 It prints, per link, each scenario kind (the predicted architecture; "all" for every pair) at each
 worker count and over all of them: pairs, median |error|, worst |error|, mean error (its sign says
-over- or under-prediction). The acceptance check of docs/predict-validation.md is the 200Mbit link's
-"all" row at 2 and 3 workers: median at most 5 %, worst at most 10 %. Results, with the machine's load
-average before and after and the run queue measured through the trials (harness.Load), go to bench/results/predict_validation.json. Not a test: nothing asserts.
+over- or under-prediction) and how many pairs fell inside the band `ringleader predict` stated for them
+(a band: the |error| 9 in 10 held-out predictions kept within, validation.fit over the recorded runs).
+The acceptance check of docs/predict-validation.md is the 200Mbit link's "all" row at 2 and 3 workers:
+median at most 5 %, worst at most 10 %. Results, with the machine's load average before and after and
+the run queue measured through the trials (harness.Load), go to bench/results/predict_validation.json.
+Not a test: nothing asserts.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import tempfile
 import time
 
 import harness
+from ringleader.analysis import prediction_validation
 from ringleader.tracking import reading
 
 ARCHITECTURES = ("ParameterServer", "PeerToPeer", "RingAllReduce")
@@ -97,7 +102,8 @@ def pairs(run: pathlib.Path, documents: list[dict]) -> list[dict]:
             found.append({"from": name, "fromArchitecture": document["architecture"], "to": other,
                           "architecture": label, "workers": len(source.worker_slots()), "own": name == other,
                           "predictedSeconds": predicted, "measuredSeconds": measured,
-                          "error": predicted / measured - 1.0, "band": document["architectures"][label].get("band")})
+                          "error": predicted / measured - 1.0,
+                          "band": document["architectures"][label].get("errorBandFraction")})
     return found
 
 
@@ -111,22 +117,26 @@ def rows(link: str, found: list[dict]) -> list[dict]:
         chosen = [p for p in found if p["own"]] if kind == "own" else \
             [p for p in cross if kind == ALL or p["architecture"] == kind]
         for workers in counts + [ALL]:
-            errors = [p["error"] for p in chosen if workers == ALL or p["workers"] == workers]
+            counted = [p for p in chosen if workers == ALL or p["workers"] == workers]
+            errors = [p["error"] for p in counted]
             if not errors:
                 continue
+            banded = [p for p in counted if p["band"] is not None]
             table.append({"link": link, "scenario": kind, "workers": workers, "pairs": len(errors),
                           "medianAbsError": statistics.median(abs(e) for e in errors),
-                          "worstAbsError": max(abs(e) for e in errors), "meanError": statistics.fmean(errors)})
+                          "worstAbsError": max(abs(e) for e in errors), "meanError": statistics.fmean(errors),
+                          "banded": len(banded), "insideBand": sum(abs(p["error"]) <= p["band"] for p in banded)})
     return table
 
 
 def print_table(table: list[dict]) -> None:
     print(f"{'link':<10} {'scenario':<8} {'workers':>7} {'pairs':>5} {'median |err|':>12} {'worst |err|':>11} "
-          f"{'mean err':>9}")
+          f"{'mean err':>9} {'inside the stated band':>22}")
     for row in table:
+        inside = f"{row['insideBand']} of {row['banded']}" if row["banded"] else "no band"
         print(f"{row['link']:<10} {row['scenario']:<8} {str(row['workers']):>7} {row['pairs']:>5} "
               f"{100 * row['medianAbsError']:>11.1f}% {100 * row['worstAbsError']:>10.1f}% "
-              f"{100 * row['meanError']:>+8.1f}%")
+              f"{100 * row['meanError']:>+8.1f}% {inside:>22}")
 
 
 def acceptance(table: list[dict], link: str, workers: tuple[int, ...] = (2, 3)) -> str | None:
@@ -138,6 +148,30 @@ def acceptance(table: list[dict], link: str, workers: tuple[int, ...] = (2, 3)) 
                     f"worst {100 * r['worstAbsError']:.1f}% (<= {100 * ACCEPT_WORST:.0f}%)"
                     f"{' ok' if r['medianAbsError'] <= ACCEPT_MEDIAN and r['worstAbsError'] <= ACCEPT_WORST else ' MISSED'};"
                     for r in chosen)
+
+
+def record(path: pathlib.Path, runs: dict[str, str], load: dict) -> None:
+    """Add the runs' recorded trials to `path` (its runs kept), each with the load it ran under."""
+    recorded = prediction_validation.read(path) if path.exists() else []
+    for link, run in runs.items():
+        trials = prediction_validation.record(reading.from_directory(pathlib.Path(run)).trials)
+        recorded.append({"link": link, **load, "trials": trials})
+    prediction_validation.write(path, recorded)
+    print(f"recorded: {len(runs)} run(s) added to {path} ({len(recorded)} in all)")
+    print_bands(recorded)
+
+
+def print_bands(recorded: list[dict]) -> None:
+    """The bands the recorded runs fit (validation.BANDS and docs/predict-validation.md's table take them), and how
+    many pairs each held-out check finds inside."""
+    found = prediction_validation.recorded_pairs(recorded)
+    print("bands the recorded runs fit (for validation.BANDS and docs/predict-validation.md):")
+    for (kind, label), band in prediction_validation.bands(found).items():
+        print(f"| `{kind}` | `{label}` | {band.pairs} | {100 * band.within:.1f} % | {100 * band.median:.1f} % | "
+              f"{100 * band.worst:.1f} % | {', '.join(map(str, band.workers))} | {band.threads_per_cpu:.1f} |")
+    for name, (covered, total) in (("leave one pair out", prediction_validation.held_out(found)),
+                                   ("leave one trial out", prediction_validation.held_out_trials(found))):
+        print(f"held out, {name}: {covered} of {total} inside")
 
 
 def main() -> int:
@@ -156,9 +190,17 @@ def main() -> int:
                              "instead of running new trials")
     parser.add_argument("--burners", type=int, default=0, help="CPU burners running through the new trials "
                                                                 "(harness.Load), so that the load is a setting (default 0)")
+    parser.add_argument("--record", type=pathlib.Path, metavar="FILE",
+                        help="add the runs' trials, as `ringleader predict` reads them, and the load they ran under to "
+                             "FILE (gzipped JSON, analysis/prediction_validation.py): the recorded runs the bands are "
+                             "fitted on and tests/unit/test_prediction_held_out.py checks "
+                             "(tests/fixtures/predict_validation.json.gz)")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR", help="run into DIR and keep it (default: a "
                                                                         "temporary directory, removed)")
     args = parser.parse_args()
+    if args.record and args.rescore:
+        parser.error("--record needs new trials: the load a rescored run ran under is not known here, and a "
+                     "recorded run says what load its band was measured under")
 
     load_before = os.getloadavg()
     started = time.monotonic()
@@ -167,7 +209,8 @@ def main() -> int:
     load_measured = None
     if args.rescore:
         for run in args.rescore:
-            run = reading.session_directory(run)[0]
+            kept = run / "runs"  # a --keep directory's runs-LINK: the `ringleader run` directory is inside its runs/
+            run = reading.session_directory(kept if kept.is_dir() else run)[0]
             bandwidth = reading.from_directory(run).trials[0].trial.spec.network.bandwidth
             link = bandwidth or LOOPBACK
             found[link] = pairs(run, predictions(run))
@@ -202,6 +245,10 @@ def main() -> int:
                               if k != "rescore"},
                 "runs": runs, "rows": table, "pairs": found}
     print(f"results: {harness.write_result('predict_validation', document)}")
+    if args.record:
+        record(args.record, runs, {"loadBefore": load_before, "loadAfter": load_after, "load": load_measured,
+                                   "burners": args.burners, "machine": harness.machine(),
+                                   "command": " ".join(sys.argv)})
     return 0
 
 

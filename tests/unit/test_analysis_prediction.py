@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ringleader.analysis import calibration, collectives, cost_models, overlap, prediction, validation
@@ -352,3 +354,13 @@ def test_a_compressed_trials_prediction_takes_the_ratio_its_records_measured():
     # its buckets' allreduces send half the bytes: they end sooner (here hidden under backward either way)
     assert plain.inputs.wire is None
     assert prediction.ring_replay(found.inputs).ends[-1] < prediction.ring_replay(plain.inputs).ends[-1]
+
+
+def test_the_document_states_the_band_as_the_error_nine_in_ten_held_out_predictions_kept_within():
+    band = validation.Band(within=0.02, median=0.005, worst=0.04, pairs=30, workers=(2,), threads_per_cpu=2.0)
+    found = [dataclasses.replace(e, band=band) for e in prediction.estimates(inputs())]
+    predicted = prediction.TrialPrediction("p2p", inputs(), tuple(found), 0.02)
+    document = predicted.to_document()
+    assert document[keys.ARCHITECTURES]["p2p"][keys.BAND_FRACTION] == 0.02  # not the worst pair's 4 %
+    assert document[keys.ARCHITECTURES]["p2p"][keys.BAND_MEDIAN_FRACTION] == 0.005
+    assert "±2.0% in 9 of 10 (median 0.5%)" in prediction.table(predicted)

@@ -9,9 +9,10 @@ stalled by the machine's other load move a mean far more than the iteration the 
 
     profile    the rank's gradients and backward (layers.json) and every worker's compute (records): profile.py
     link       the one link every architecture is priced on, probed at the trial's start: calibration.py
-    estimate   the compute the iteration waits for (BSP: the slowest worker of each iteration) plus the
-               communication it does not hide, per architecture (MODELS)
-    band       each estimate's validated error, or why it has none: validation.py
+    estimate   the compute the iteration waits for (BSP: the slowest worker of each iteration; moved to each
+               architecture's sharing of the cores, plus a server's or peer's serving: prediction_serving.py)
+               plus the communication it does not hide, per architecture (MODELS)
+    band       the |error| 9 in 10 held-out predictions of its kind kept within, or why it has none: validation.py
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.analysis import calibration as calibration_
 from ringleader.analysis import collectives, cost_models, overlap, validation, whatif
+from ringleader.analysis import prediction_serving as serving_
 from ringleader.analysis import profile as profile_
 from ringleader.api.trial import Trial
 from ringleader.api.spec import COMPRESSION_ARCHITECTURES, Architecture, Paradigm
@@ -59,6 +61,17 @@ class Inputs:
     wire: collectives.Wire | None = None
     """wire is the trial's compression as it measured it (analysis/collectives.py), None uncompressed: the ring's rounds, the
     others' smaller messages where their architecture takes the method. Its codec is in C already."""
+    architecture: Architecture | None = None
+    """architecture is the trial's own, whose sharing of the cores its compute carries; None: the compute as it is."""
+    serving: serving_.Serving = serving_.Serving()
+    """serving is the work of serving the model per iteration (prediction_serving.py): a server's, or 1/N a peer's."""
+    cores: serving_.Cores = serving_.Cores()
+    """cores is how crowded the trial's machines were: workers computing at once share them."""
+
+    def for_architecture(self, architecture: Architecture) -> Inputs:
+        """These inputs with the compute `architecture`'s workers would have on the same machines."""
+        return dataclasses.replace(self, compute=serving_.moved(self.compute, self.serving, self.cores, self.workers,
+                                                                self.architecture, architecture))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +147,8 @@ MODELS: dict[Architecture, Model] = {
     ring   C + t_c_no                              buckets allreduced (the probed collective) after backward
 
 C is the compute the iteration waits for (profile.Compute.critical; the ring's: ring_compute): under BSP the
-slowest worker of each iteration, which includes the loop's own work and the update."""
+slowest worker of each iteration, which includes the loop's own work and the update; estimates() moves it to the
+architecture's sharing of the cores and adds S/k (a server's serving) or S/N (a peer's) to it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +161,8 @@ class Estimate:
     """compute_seconds is C, the compute the iteration waits for."""
     comm_seconds: float
     """comm_seconds is the communication the iteration waits for: all of it, the ring's what backward left."""
+    serving_seconds: float
+    """serving_seconds is the part of compute_seconds a server or peer spends serving the model after the pushes."""
     band: validation.Band | None
     note: str
     """note says why there is no band, or where the band does not quite apply; empty otherwise."""
@@ -162,11 +178,12 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
     chosen += [(Architecture.PEER_TO_PEER, 1), (Architecture.RING_ALL_REDUCE, 1)]
     found = []
     for architecture, k in chosen:
-        model, name = MODELS[architecture], label(architecture, k)
+        model, name, moved = MODELS[architecture], label(architecture, k), inputs.for_architecture(architecture)
         paradigm = model.paradigm or inputs.paradigm
-        band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm)
-        found.append(Estimate(name, model.name, model.compute_seconds(inputs), model.comm_seconds(inputs, k),
-                              band, "; ".join(filter(None, (note, _compression_note(inputs, architecture))))))
+        band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm, inputs.cores)
+        serves = inputs.serving.seconds(architecture, inputs.workers, k)
+        found.append(Estimate(name, model.name, model.compute_seconds(moved) + serves, model.comm_seconds(moved, k),
+                              serves, band, "; ".join(filter(None, (note, _compression_note(inputs, architecture))))))
     return found
 
 
@@ -228,7 +245,7 @@ class TrialPrediction:
             keys.CANNOT_PREDICT: self.cannot_predict,
             keys.ARCHITECTURES: {e.label: {keys.ITERATION_SECONDS: e.iteration_seconds,
                                            keys.COMM_SECONDS: e.comm_seconds,
-                                           keys.BAND_FRACTION: e.band.worst if e.band else None,
+                                           keys.BAND_FRACTION: e.band.within if e.band else None,
                                            keys.BAND_MEDIAN_FRACTION: e.band.median if e.band else None,
                                            keys.BAND_NOTE: e.note} for e in self.estimates},
         }
@@ -236,10 +253,10 @@ class TrialPrediction:
 
 def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
                   layers_document: Mapping[str, Any], rank: int, probe: Mapping[str, Any] | None,
-                  bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> TrialPrediction:
+                  bucket_bytes: float = DEFAULT_BUCKET_BYTES, usage: Mapping[str, Any] | None = None) -> TrialPrediction:
     """Predict every architecture from worker `rank`'s layers.json, every worker's records and the link probed at
     the trial's start (the summary's `linkProbe`). A ring trial's buckets are those it recorded; `bucket_bytes`
-    makes the ring's buckets otherwise.
+    makes the ring's buckets otherwise. `usage` (the summary's) says how crowded the ranks' machines were.
 
     ValueError, saying why, when they cannot calibrate the models (no probe, no traced iteration, no records)."""
     spec = trial.spec
@@ -249,10 +266,12 @@ def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[s
     measured = whatif.measured_compression(records_by_rank[rank]) if spec.compression.compressing() else None
     compressed = None if measured is None else collectives.measured(profile, spec.compression, workers, measured.compression,
                                                              0.0)  # the codec's time is in C
+    servers = spec.parameter_servers.replicas if spec.architecture == Architecture.PARAMETER_SERVER else 1
     inputs = Inputs(profile, profile_.compute(records_by_rank), calibration_.calibrate(probe, spec), workers,
                     spec.sync.paradigm,
-                    overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)), compressed)
-    servers = spec.parameter_servers.replicas if spec.architecture == Architecture.PARAMETER_SERVER else 1
+                    overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)), compressed,
+                    spec.architecture, serving_.serving(spec.architecture, records_by_rank, workers, servers),
+                    serving_.cores(usage, [slot.rank for slot in trial.worker_slots()]))
     compared = tuple(COMPARED_SERVERS) + ((servers,) if spec.architecture == Architecture.PARAMETER_SERVER else ())
     return TrialPrediction(label(spec.architecture, servers), inputs, tuple(estimates(inputs, compared)),
                            profile_.measured_iteration_seconds(records_by_rank))
@@ -262,8 +281,8 @@ def table(prediction: TrialPrediction) -> str:
     """The estimates as a text table, this trial's architecture marked, each with its validated band, and the notes
     below it (TERMS defines the columns)."""
     lines = [f"NO PREDICTION, {prediction.cannot_predict}; what the models say:"] if prediction.cannot_predict else []
-    lines.append(f"{'architecture':<13} {'model':<18} {'compute ms':>10} {'comm ms':>9} {'iteration ms':>12}  "
-                 f"{'validated error':<22}")
+    lines.append(f"{'architecture':<13} {'model':<18} {'compute ms':>10} {'of it serving':>13} {'comm ms':>9} "
+                 f"{'iteration ms':>12}  {'within, 9 in 10 held-out':<36}")
     notes = []
     for e in prediction.estimates:
         mark = " <- this trial" if e.label == prediction.architecture else ""
@@ -271,16 +290,19 @@ def table(prediction: TrialPrediction) -> str:
         if e.note:
             notes.append(f"{e.label}: {e.note}")
             band += f" [{len(notes)}]"
-        lines.append(f"{e.label:<13} {e.model:<18} {1000 * e.compute_seconds:>10.3f} {1000 * e.comm_seconds:>9.3f} "
-                     f"{1000 * e.iteration_seconds:>12.3f}  {band:<22}{mark}")
+        lines.append(f"{e.label:<13} {e.model:<18} {1000 * e.compute_seconds:>10.3f} {1000 * e.serving_seconds:>13.3f} "
+                     f"{1000 * e.comm_seconds:>9.3f} {1000 * e.iteration_seconds:>12.3f}  {band:<36}{mark}")
     lines += [f"  [{i}] {note}" for i, note in enumerate(notes, 1)]
     return "\n".join(lines)
 
 
 TERMS = ("compute ms: the compute an iteration waits for (under BSP the slowest worker's, iteration by iteration: "
-         "data, forward, backward, update, the loop's own work); comm ms: the communication it waits for (the ring's: "
-         "what backward did not hide); validated error: the worst (and median) |predicted/measured - 1| "
-         "bench/bench_predict_validation.py measured for this kind of prediction (docs/predict-validation.md)")
+         "data, forward, backward, update, the loop's own work), on the trial's machines as that architecture's "
+         "workers would share their cores, and a server's or a peer's serving of the model (of it serving: "
+         "unpacking the pushes, adding them, the update); comm ms: the communication it waits for (the ring's: "
+         "what backward did not hide); within, 9 in 10 held-out: the |predicted/measured - 1| that 90% of the "
+         "held-out predictions of this kind stayed within in bench/bench_predict_validation.py's recorded runs, "
+         "and their median (docs/predict-validation.md)")
 
 
 def headline(prediction: TrialPrediction) -> str:

@@ -1,44 +1,66 @@
 """How far `ringleader predict` may be trusted: the validated error band of each kind of prediction.
 
 Called by analysis/prediction.py, which gives every estimate its band (or says why it has none), and so by
-`ringleader predict` and the report's prediction figure. The numbers are bench/bench_predict_validation.py's
-published run, per scenario kind (the link's kind and the predicted architecture): every trial of a sweep
-predicting every other trial of its worker count, BSP, one parameter server. docs/predict-validation.md
-prints the same table (tests/unit/test_analysis_validation.py checks they agree). Re-run the bench and
-update both when the models or the runtime change.
+`ringleader predict` and the report's prediction figure. A band is a coverage statement: the |error| within
+which 9 in 10 held-out predictions of its scenario kind (the link's kind and the predicted architecture) fell,
+fitted on bench/bench_predict_validation.py's recorded runs (every trial of a sweep predicting every trial of
+its worker count, BSP, one parameter server). tests/unit/test_prediction_held_out.py predicts those runs again
+and checks BANDS are what they fit; docs/predict-validation.md prints the same table
+(tests/unit/test_analysis_validation.py checks they agree). Record more runs with the bench's --record.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Sequence
 
 from ringleader.analysis import calibration
+from ringleader.analysis.prediction_serving import Cores
 from ringleader.api.spec import Paradigm
+
+COVERAGE = 0.9
+"""COVERAGE is the share of held-out predictions a band promises to hold: 9 in 10."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Band:
-    """The |predicted / measured - 1| of one scenario kind over the bench's pairs."""
+    """The |predicted / measured - 1| within which COVERAGE of the bench's held-out predictions of one scenario kind
+    fell (fit), with the median and worst of the pairs it was fitted on."""
 
+    within: float
     median: float
     worst: float
     pairs: int
     workers: tuple[int, ...]
     """workers are the worker counts the bench ran."""
+    threads_per_cpu: float
+    """threads_per_cpu: the most crowded trial the bench ran (prediction_serving.Cores): past it the band does not
+    apply, the trial's ranks having waited for cores more than the bench's did."""
 
     def said(self) -> str:
-        return f"±{100 * self.worst:.1f}% (median {100 * self.median:.1f}%)"
+        return f"±{100 * self.within:.1f}% in 9 of 10 (median {100 * self.median:.1f}%)"
 
 
-BANDS: dict[tuple[str, str], Band] = {
-    (calibration.EMULATED, "1ps"): Band(median=0.020, worst=0.035, pairs=30, workers=(2, 3, 4)),
-    (calibration.EMULATED, "p2p"): Band(median=0.043, worst=0.071, pairs=30, workers=(2, 3, 4)),
-    (calibration.EMULATED, "ring"): Band(median=0.018, worst=0.045, pairs=30, workers=(2, 3, 4)),
-}
-"""BANDS: (link kind, architecture label) -> its band: of the five published runs of bench/bench_predict_validation.py,
-the largest median and the largest worst |error| (rounded up) of the pairs predicting that architecture (pairs: all
-runs'). Run 5 is the first with medians; it fell inside runs 1 to 4's bands, and one run of 6 pairs is too few to
-narrow a band on its own."""
+def fit(errors: Sequence[float], coverage: float = COVERAGE) -> float | None:
+    """The band of these errors: the k-th smallest |error|, k = ceil(coverage (n + 1)), which a further prediction
+    like them falls within with probability at least `coverage` (the order statistic of n exchangeable errors);
+    None when there are too few for it (k > n: fewer than 9 at 90 %). Rounded up to 0.1 %, as bands are published."""
+    ordered = sorted(abs(e) for e in errors)
+    k = math.ceil(coverage * (len(ordered) + 1) - 1e-9)
+    return round_up(ordered[k - 1]) if 0 < k <= len(ordered) else None
+
+
+def round_up(fraction: float) -> float:
+    """`fraction` rounded up to 0.1 %, the resolution bands are published at."""
+    return math.ceil(round(fraction * 1000, 6)) / 1000
+
+
+_EMULATED = Band(within=0.018, median=0.003, worst=0.018, pairs=18, workers=(2, 3), threads_per_cpu=2.0)
+BANDS: dict[tuple[str, str], Band] = {(calibration.EMULATED, label): _EMULATED for label in ("1ps", "p2p", "ring")}
+"""BANDS: (link kind, architecture label) -> its band: fit over the recorded runs of bench/bench_predict_validation.py
+(tests/fixtures/predict_validation.json.gz, docs/predict-validation.md), every pair of the architectures together
+while the runs have fewer than 9 pairs of one architecture."""
 
 UNPREDICTABLE: dict[str, str] = {
     calibration.LOOPBACK: "cannot predict on an uncapped loopback: every rank shares this machine's cores, so a "
@@ -49,9 +71,10 @@ UNPREDICTABLE: dict[str, str] = {
 """UNPREDICTABLE: link kind -> why the models cannot predict there (the bench measured worse than its bound)."""
 
 
-def band(kind: str, label: str, workers: int, paradigm: Paradigm | str) -> tuple[Band | None, str]:
-    """(the band of this prediction, a note): None with the reason when it was not validated (none on a link of an
-    UNPREDICTABLE kind, whose reason the whole prediction carries)."""
+def band(kind: str, label: str, workers: int, paradigm: Paradigm | str,
+         cores: Cores = Cores()) -> tuple[Band | None, str]:
+    """(the band of this prediction, a note): None with the reason when it was not validated or does not apply (none
+    on a link of an UNPREDICTABLE kind, whose reason the whole prediction carries)."""
     if kind in UNPREDICTABLE:
         return None, ""
     if Paradigm(paradigm) != Paradigm.BSP:
@@ -59,6 +82,9 @@ def band(kind: str, label: str, workers: int, paradigm: Paradigm | str) -> tuple
     found = BANDS.get((kind, label))
     if found is None:
         return None, f"not validated: the bench has no {label} prediction on a link of kind {kind}"
+    if cores.threads_per_cpu > found.threads_per_cpu:
+        return None, (f"no band: the trial's ranks ran {cores.threads_per_cpu:.3g} threads per CPU, the bench at most "
+                      f"{found.threads_per_cpu:.3g}; they waited for cores longer than any validated trial did")
     if workers not in found.workers:
         return found, f"validated at {', '.join(map(str, found.workers))} workers, not {workers}"
     return found, ""

@@ -67,8 +67,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         try:
             rank = worker_rank(trial, args.rank)
             why = "--rank" if args.rank is not None else "the lowest worker rank"
+            summary = trial.summary or {}
             result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
-                                              (trial.summary or {}).get(keys.LINK_PROBE), args.bucket_mib * MIB)
+                                              summary.get(keys.LINK_PROBE), args.bucket_mib * MIB, summary.get(keys.USAGE))
         except (LookupError, ValueError) as error:
             refused.setdefault(str(error), []).append(name)
             continue

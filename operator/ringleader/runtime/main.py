@@ -170,13 +170,13 @@ def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Setti
 
 
 def predict(trial: Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
-            knobs: settings.Settings, probed: dict | None) -> dict:
+            knobs: settings.Settings, probed: dict | None, used: dict | None = None) -> dict:
     """The trial summary's prediction (analysis/prediction.py), calibrated on the link probed at the start, this
-    rank's layers.json and every worker's records; when they cannot calibrate the models (e.g. one ring worker),
-    the reason, in the log and the summary."""
+    rank's layers.json, every worker's records and how crowded the ranks' CPUs were (`used`, the summary's usage);
+    when they cannot calibrate the models (e.g. one ring worker), the reason, in the log and the summary."""
     try:
         layers = json.loads((recorder.directory / records.LAYERS_FILE).read_text())
-        predicted = prediction.predict_trial(trial, gathered, layers, recorder.rank, probed, knobs.bucket_bytes)
+        predicted = prediction.predict_trial(trial, gathered, layers, recorder.rank, probed, knobs.bucket_bytes, used)
     except FileNotFoundError:
         reason = "no layers.json: no iteration was traced (RINGLEADER_TRACE_ITERATIONS, warmupIterations)"
     except ValueError as error:
@@ -353,7 +353,7 @@ def summarize_trial(rank: Rank, recorder: records.RankRecorder, gathered: dict[i
     summarized = dataclasses.replace(
         summarized, link_interface=extras.get(keys.LINK_INTERFACE),
         link_bits_per_second=extras.get(keys.LINK_BITS_PER_SECOND), link_probe=probed,
-        prediction=predict(trial, gathered, recorder, rank.knobs, probed))
+        prediction=predict(trial, gathered, recorder, rank.knobs, probed, summarized.usage))
     # The trial run's charts: before the summary, whose file says the trial's outputs are all there.
     records.write_lines(records.trial_dir(env.output_dir, trial.name) / records.SERIES_FILE,
                         summary.trial_series(gathered, trial))

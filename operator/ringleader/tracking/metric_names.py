@@ -182,7 +182,7 @@ PREDICTION: dict[str, Name] = {
 PREDICTED: dict[str, Name] = {
     keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of that architecture", TIME),
     keys.COMM_SECONDS: Name("comm_ms", MS, "its communication not hidden behind backward", TIME),
-    keys.BAND_FRACTION: Name("band_pct", PCT, "the validated worst |error| of that kind of prediction", SHARE),
+    keys.BAND_FRACTION: Name("band_pct", PCT, "the |error| 9 in 10 held-out predictions kept within", SHARE),
 }
 PREDICTION_PREFIX = "predict_"
 
