@@ -474,9 +474,14 @@ def publisher_without_run_id(store, tmp_path, token: str, records: int) -> tuple
     return publishing, rank_dir
 
 
-def test_a_rank_made_before_its_trial_run_existed_publishes_into_it_once_the_operator_creates_it(store, tmp_path):
+def test_a_rank_made_before_its_trial_run_existed_publishes_into_it_once_the_operator_creates_it(
+        store, tmp_path, caplog):
     publishing, rank_dir = publisher_without_run_id(store, tmp_path, "uid-1.tiny-0", records=5)
-    time.sleep(0.3)  # several rounds without a run to log into: the records wait on disk
+    # A round ran and found no run to log into (it says so): the records wait on disk.
+    deadline = time.monotonic() + 20
+    while "(token uid-1.tiny-0) does not exist yet" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "(token uid-1.tiny-0) does not exist yet" in caplog.text
     assert not cursor.path_for(rank_dir, store.uri).exists() or \
         cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).records == 0
 
