@@ -273,7 +273,7 @@ def test_a_ring_trial_is_predicted_from_its_probe_and_compared_with_its_median_i
     document = found.to_document()
     assert document[keys.LINK_KIND] == calibration.EMULATED and document[keys.WORKERS] == 2
     ring = document[keys.ARCHITECTURES]["ring"]
-    assert ring[keys.BAND_FRACTION] == validation.BANDS[calibration.EMULATED, "ring"].worst
+    assert ring[keys.BAND_FRACTION] == validation.BANDS[calibration.EMULATED, "ring"].within
     assert document[keys.ARCHITECTURES]["4ps"][keys.BAND_FRACTION] is None
     metrics = metric_names.trial({keys.PREDICTION: document})
     assert metrics["predict_iteration_ms"] == round(1000 * found.own.iteration_seconds, 3)

