@@ -28,7 +28,8 @@ E2E_PYTHON ?= $(firstword $(wildcard $(RL_E2E_ROOT)/.venv/bin/python) $(PY) pyth
 # Per-test bound (pytest-timeout); the first test's setup includes cluster-up and the image build when
 # pytest is run alone, cold. Every wait inside the tests has its own, shorter, bound.
 E2E_TEST_TIMEOUT ?= 3600
-E2E_PYTEST = RINGLEADER_E2E=1 PYTHONPATH=operator $(E2E_PYTHON) -m pytest tests/e2e -m e2e \
+E2E_TESTS ?= tests/e2e
+E2E_PYTEST = RINGLEADER_E2E=1 PYTHONPATH=operator $(E2E_PYTHON) -m pytest $(E2E_TESTS) -m e2e \
 	-p no:cacheprovider --timeout=$(E2E_TEST_TIMEOUT) -rA --durations=0 $(E2E_PYTEST_ARGS)
 
 KIND ?= kind
@@ -40,7 +41,7 @@ KIND_KUBECONFIG ?= $(or $(RINGLEADER_CACHE),$(HOME)/.cache/ringleader)/e2e-kind/
 KIND_BUILD_ARGS ?=
 E2E_KIND_KEEP_CLUSTER ?=
 
-.PHONY: e2e e2e-nodes e2e-image e2e-test e2e-repeat e2e-kind
+.PHONY: e2e e2e-nodes e2e-image e2e-test e2e-repeat e2e-kind study-nodes
 
 e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down + check-clean (tests' exit status)
 	@start=$$(date +%s); rc=0; \
@@ -63,6 +64,10 @@ e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down
 # runs `e2e` (the whole tier, one node) and then this.
 e2e-nodes: ## the multi-node e2e tests (test_placement_nodes.py, test_lost_node.py) on a 3-node harness cluster: up, pytest, down + check-clean
 	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_PYTHON=$(E2E_PYTHON) E2E_PYTEST_ARGS="-k 'placement_nodes or lost_node' $(E2E_PYTEST_ARGS)"
+
+STUDY_NIC_RATE ?= 500mbit
+study-nodes: ## Study 1 across nodes (not a test, not in CI): 1PS/P2P/ring at 2 and 3 workers, spread and packed, on 3 nodes with NICs capped at STUDY_NIC_RATE; writes bench/results/study1_nodes.json (~15 min)
+	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_NIC_RATE=$(STUDY_NIC_RATE) E2E_PYTHON=$(E2E_PYTHON) E2E_TESTS=tests/e2e/study_across_nodes.py
 
 e2e-image: ## build the project image for the harness cluster (cached by content hash) and import it
 	cd $(RL_E2E_ROOT) && $(RL_E2E_CLUSTER)/build-image.sh $(E2E_DOCKERFILE) . $(E2E_IMAGE)

@@ -271,3 +271,26 @@ def test_the_operator_restarted_mid_run_resumes_without_duplicate_pods(kube, nam
     assert [r.info.run_id for r in trial_runs] == [trials(dte)[0]["runId"]], [r.info.run_id for r in trial_runs]
     assert len(mlflow.children(experiment_id, trials(dte)[0]["runId"])) == 3
 
+
+
+def test_a_request_no_node_can_hold_fails_within_30_s_naming_the_request(kube, namespace, report_on_failure):
+    """64 CPUs of nodes that have 2: the scheduler's verdict (preemption not helpful on every node) fails the trial
+    at once, not at the startup deadline. Applied directly: its pods never hold a CPU, so the launcher's budget
+    does not apply."""
+    name = "too-large"
+    report_on_failure(name)
+    manifest = e2e_specs.experiment(name, namespace, architecture="RingAllReduce",
+                                    workers={"replicas": 2, "resources": {"cpu": "64", "memory": "256Mi"}})
+    applied = time.monotonic()
+    kube.apply(manifest)
+    dte = wait_terminal(kube, namespace, name, 30)
+    took = time.monotonic() - applied
+    log(f"{name}: {phase(dte)} after {took:.1f} s: {trials(dte)[0].get('message')}")
+    assert phase(dte) == "Failed", describe_dte(kube, namespace, name)
+    trial = trials(dte)[0]
+    assert trial["reason"] == "RequestFitsNoNode", trial
+    assert trial["message"].startswith(f"pod {name}-0-worker-0 requests cpu 64") or \
+        trial["message"].startswith(f"pod {name}-0-worker-1 requests cpu 64"), trial
+    assert "Insufficient cpu" in trial["message"], trial  # the scheduler's verdict, kept
+    assert condition(dte, "Running")["message"] == "the trial never started"
+    wait_for(f"the pods of {name} to be deleted", lambda: kube.experiment_pods(namespace, name) == [], 60)

@@ -121,6 +121,15 @@ def test_a_failed_trial_fails_the_experiment_with_the_trials_reason_and_message(
         name="q-0", index=0, phase=Phase.FAILED, reason=reasons.BACKOFF_LIMIT_EXCEEDED, message="pod q-0-worker-1: ...")])
     failed = condition(decide(dte, old).status, Type.FAILED)
     assert (failed.reason, failed.message) == (reasons.BACKOFF_LIMIT_EXCEEDED, "trial q-0: pod q-0-worker-1: ...")
+    assert condition(decide(dte, old).status, Type.RUNNING).message == "the trial finished"
+
+
+def test_a_trial_that_failed_before_its_pods_ran_is_not_said_to_have_finished():
+    never = status_.ExperimentStatus(trials=[status_.TrialStatus(
+        name="q-0", index=0, phase=Phase.FAILED, reason=reasons.REQUEST_FITS_NO_NODE, message="pod q-0-worker-0 ...")])
+    running = condition(decide(experiment(), never).status, Type.RUNNING)
+    assert (running.status, running.reason, running.message) == ("False", reasons.EXPERIMENT_FINISHED,
+                                                                 "the trial never started")
 
 
 def test_a_restart_shows_as_the_restarting_condition_and_clears_when_the_trial_is_recreated():

@@ -455,3 +455,37 @@ def test_a_pod_whose_own_container_is_not_ready_is_not_taken_for_a_lost_node():
     assert not trials.pods_.on_lost_node(starting)
     assert trials.pods_.on_lost_node(on_node("q-0-worker-0", "n2", answering=False))
     assert not trials.pods_.on_lost_node(on_node("q-0-worker-0", "n2"))
+
+
+# The scheduler's own words (Kubernetes 1.34) for a pod asking 64 CPUs of 2-CPU nodes, and for one that would fit
+# a node once other pods of the same priority leave.
+TOO_LARGE = ("0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is "
+             "not helpful for scheduling.")
+BUSY = ("0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims "
+        "found for incoming pod.")
+
+
+def unschedulable(message):
+    pods = created(all_running())
+    pods[1] = pod("q-0-worker-0", "Pending", scheduled=False)
+    pods[1]["metadata"]["creationTimestamp"] = "2030-01-01T00:00:00Z"
+    pods[1]["spec"] = {"containers": [{"name": "trainer", "resources": {"requests": {"cpu": "64", "memory": "1Gi"}}}]}
+    pods[1]["status"]["conditions"][0].update(reason="Unschedulable", message=message)
+    return pods
+
+
+def test_a_request_no_node_can_ever_hold_fails_the_trial_at_once_naming_the_request():
+    failed = trials.step(trial(Phase.CREATED, start_time=T0), unschedulable(TOO_LARGE), context(at=1))
+    assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, reasons.REQUEST_FITS_NO_NODE)
+    assert failed.status.message.startswith("pod q-0-worker-0 requests cpu 64, memory 1Gi, more than any node has: "
+                                            "lower workers.resources"), failed.status.message
+    assert "3 Insufficient cpu" in failed.status.message  # the scheduler's verdict, kept
+    assert failed.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")  # none left waiting or running
+
+
+def test_a_request_that_waits_for_busy_nodes_is_an_ordinary_wait_until_the_startup_deadline():
+    waiting = trials.step(trial(Phase.CREATED, start_time=T0), unschedulable(BUSY), context(at=1))
+    assert (waiting.status.phase, waiting.status.reason) == (Phase.CREATED, reasons.WAITING_FOR_PODS)
+    late = trials.step(trial(Phase.CREATED, start_time=T0), unschedulable(BUSY),
+                       context(at=120, startup_deadline_seconds=120))
+    assert late.status.reason == reasons.STARTUP_DEADLINE_EXCEEDED

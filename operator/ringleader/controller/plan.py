@@ -217,8 +217,10 @@ def _outcome(new_trials: list[TrialStatus], suspended: bool) -> list[Setting]:
     """Running, and once every trial finished, Succeeded or Failed."""
     count = len(new_trials)
     if all(t.phase in trials.TERMINAL_PHASES for t in new_trials):
+        never = sum(1 for t in new_trials if t.reason in reasons.NEVER_STARTED)
         ended: Setting = (Type.RUNNING, False, reasons.EXPERIMENT_FINISHED,
-                          "the trial finished" if count == 1 else f"all {count} trials finished")
+                          ("the trial never started" if never else "the trial finished") if count == 1 else
+                          f"all {count} trials finished" + (f" ({never} never started)" if never else ""))
         failed = [t for t in new_trials if t.phase == Phase.FAILED]
         if failed:
             return [ended, (Type.FAILED, True, *_failure(failed, count))]

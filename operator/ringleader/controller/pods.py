@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 import json
 import math
+import re
 from typing import Any, Iterable
 
 import pydantic
@@ -17,6 +18,7 @@ from ringleader.analysis import eta
 from ringleader.api import constants
 from ringleader.api.status import ReplicaStatus, Summary
 from ringleader.contract import failures, unpublished
+from ringleader.controller import reasons
 
 Pod = dict[str, Any]
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -194,6 +196,38 @@ def blocked_by_affinity(pod: Pod) -> bool:
     condition = _condition(pod, "PodScheduled")
     return (not is_scheduled(pod) and bool(condition) and condition.get("reason") == "Unschedulable"
             and "affinity" in (condition.get("message") or ""))
+
+
+_FITS_NO_NODE = re.compile(r"Insufficient [\w./-]+.*preemption: 0/(\d+) nodes are available: (\d+) Preemption is not "
+                           r"helpful for scheduling", re.S)
+
+
+def fits_no_node(pod: Pod) -> bool:
+    """Whether the scheduler found that no node can ever hold the pod: short of a resource it requests and, on every
+    node, "Preemption is not helpful" (evicting every other pod would not make room: the request exceeds what the
+    node has at all). A cluster autoscaler adding a larger node is the one thing this does not foresee."""
+    condition = _condition(pod, "PodScheduled")
+    if is_scheduled(pod) or not condition or condition.get("reason") != "Unschedulable":
+        return False
+    verdict = _FITS_NO_NODE.search(condition.get("message") or "")
+    return verdict is not None and verdict.group(1) == verdict.group(2) != "0"
+
+
+def cannot_start(pod: Pod) -> tuple[str, str] | None:
+    """(reason, cause) when the pod can never start, whatever the wait: its image reference does not parse, or no
+    node could ever hold what it requests; None otherwise."""
+    if never_starts(pod):
+        return reasons.INVALID_IMAGE, f"pod {name(pod)} can never start"
+    if not fits_no_node(pod):
+        return None
+    asked: dict[str, list[str]] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for resource, value in (((container.get("resources") or {}).get("requests")) or {}).items():
+            asked.setdefault(resource, []).append(str(value))
+    field = "workers" if role(pod) == constants.ROLE_WORKER else "parameterServers"
+    requested = ", ".join(f"{resource} {' + '.join(values)}" for resource, values in asked.items())
+    return reasons.REQUEST_FITS_NO_NODE, (f"pod {name(pod)} requests {requested}, more than any node has: lower "
+                                          f"{field}.resources, or add a larger node")
 
 
 def waiting_reason(pod: Pod) -> str:

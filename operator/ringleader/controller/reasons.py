@@ -39,6 +39,9 @@ STARTUP_DEADLINE_EXCEEDED = "StartupDeadlineExceeded"
 WAITING_FOR_PLACEMENT = "WaitingForPlacement"  # a pod unschedulable by the trial's Required placement
 PLACEMENT_UNSATISFIABLE = "PlacementUnsatisfiable"  # ... still at the startup deadline
 INVALID_IMAGE = "InvalidImage"
+REQUEST_FITS_NO_NODE = "RequestFitsNoNode"  # the scheduler: no node could ever hold a pod (preemption not helpful)
+# A trial that failed for one of these never had all its pods running: it did not train.
+NEVER_STARTED = (STARTUP_DEADLINE_EXCEEDED, PLACEMENT_UNSATISFIABLE, INVALID_IMAGE, REQUEST_FITS_NO_NODE)
 CREATE_FAILED = "CreateFailed"
 SUSPENDED = "Suspended"
 RESUMED = "Resumed"

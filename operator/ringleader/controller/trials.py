@@ -336,18 +336,18 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
 
 
 def _not_starting(trial: TrialStatus, pods: list[pods_.Pod], waiting: list[pods_.Pod], ctx: Context) -> Step | None:
-    """The trial failed because a pod cannot start: its image reference does not parse (at once), or it is still
-    not running `startup_deadline_seconds` after its creation (an image that cannot be pulled, a missing Secret or
-    claim, no node that fits it). No restart: new pods would wait for the same thing."""
-    never = [p for p in waiting if pods_.never_starts(p)]
+    """The trial failed because a pod cannot start: at once if it never can (`pods_.cannot_start`), else once it is
+    still not running `startup_deadline_seconds` after its creation (an image that cannot be pulled, a missing
+    Secret or claim, no node free to fit it). No restart: new pods would wait for the same thing."""
+    never = [(p, c) for p in waiting if (c := pods_.cannot_start(p))]
     seconds = ctx.startup_deadline_seconds
     late = [p for p in waiting if ctx.now.timestamp() - pods_.created_at(p) >= seconds]
     if not never and not late:
         return None
-    first = (never or late)[0]
+    first = never[0][0] if never else late[0]
     unmet = None if never else ctx.unmet_placement(first)
     if never:
-        reason, cause = reasons.INVALID_IMAGE, f"pod {pods_.name(first)} can never start"
+        reason, cause = never[0][1]
     elif unmet:
         reason, cause = reasons.PLACEMENT_UNSATISFIABLE, \
             (f"{unmet} was not met within startupDeadlineSeconds={seconds:g}: pod {pods_.name(first)} fits no "
