@@ -55,3 +55,31 @@ def test_deleting_an_experiment_while_the_operator_is_down_does_not_hang(admin, 
     running.stop()
     admin.delete("DistributedTrainingExperiment", namespace, "orphan")
     assert admin.experiment(namespace, "orphan") is None
+
+
+def test_a_namespace_deleted_mid_run_restarts_nothing_blames_no_rbac_and_ends_the_runs_killed(
+        admin, namespace, operator, tmp_path):
+    # This tier runs no namespace controller: the namespace stays Terminating with its objects, and the test deletes
+    # a pod as that controller would. The API server refuses anything new there ("being terminated"): no pod failure
+    # to restart, no RBAC problem.
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    operator(extra_args=("--tracking-uri", uri, "--tracking-timeout", "60"))
+    admin.create(dtes.experiment("homeless", namespace))
+    pods = running_trial(admin, namespace, "homeless")
+    dte = admin.experiment(namespace, "homeless")
+    runs = [dtes.trials(dte)[0]["runId"], dte["status"]["mlflow"]["runId"]]
+    admin.delete("Namespace", None, namespace)
+    wait_for("the namespace to be terminating", lambda: admin.get("Namespace", None, namespace)["status"].get(
+        "phase") == "Terminating")
+    admin.delete("Pod", namespace, pods[0]["metadata"]["name"])
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    ended = wait_for("the runs to be KILLED", lambda: (lambda found: all(r.info.status == "KILLED" for r in found)
+                                                        and found)([client.get_run(r) for r in runs]), timeout=60)
+    assert {r.data.tags["ringleader.reason"] for r in ended} == {"NamespaceDeleted"}, [r.data.tags for r in ended]
+    assert dtes.phase(admin.experiment(namespace, "homeless")) == "Running"  # not Restarting: nothing is retried
+    assert not [c for c in admin.experiment(namespace, "homeless")["status"]["conditions"]
+                if c["type"] == "ReconcileFailed" and c["status"] == "True"]  # no RBAC blame
+    left = {p["metadata"]["uid"] for p in admin.trial_pods(namespace, "homeless")}
+    assert left == {p["metadata"]["uid"] for p in pods[1:]}  # the deleted pod is not recreated

@@ -174,14 +174,16 @@ class Runs:
         kopf.info(body, reason=reasons.REPORT_READY, message=f"{report} is attached to its MLflow run: {url}")
         return status.model_copy(update={"mlflow": mlflow.model_copy(update={"report_url": url})})
 
-    def forget(self, key: Key, body: dict[str, Any]) -> None:
-        """The experiment was deleted: end its open runs in the background (KILLED unless already finished)."""
+    def forget(self, key: Key, body: dict[str, Any], reason: str = reasons.EXPERIMENT_DELETED,
+               message: str = "the DistributedTrainingExperiment was deleted") -> None:
+        """The experiment was deleted (or its namespace is): end its open runs in the background (KILLED unless
+        already finished), tagged with `reason` and `message`."""
         self._availability.forget(key)
-        task = asyncio.get_running_loop().create_task(self._kill(body), name=f"end the runs of {key}")
+        task = asyncio.get_running_loop().create_task(self._kill(body, reason, message), name=f"end the runs of {key}")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _kill(self, body: dict[str, Any]) -> None:
+    async def _kill(self, body: dict[str, Any], reason: str, message: str) -> None:
         try:
             status = statuses.read(body)
         except kopf.PermanentError:
@@ -204,8 +206,8 @@ class Runs:
                     run_id, outcome, summary = pending[0]
                     killed = outcome == recording.KILLED
                     await self.recorder.finish(
-                        uri, run_id, outcome, summary=summary, reason=reasons.EXPERIMENT_DELETED if killed else None,
-                        message="the DistributedTrainingExperiment was deleted" if killed else None)
+                        uri, run_id, outcome, summary=summary, reason=reason if killed else None,
+                        message=message if killed else None)
                     pending.pop(0)
                 return
             except recording.Unavailable:

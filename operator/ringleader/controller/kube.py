@@ -36,11 +36,21 @@ REQUEST_TIMEOUT = (5.0, 30.0)  # seconds: connect, read
 LOG_TIMEOUT = (5.0, 10.0)
 RETRY_DELAY = 5.0  # seconds before retrying a failed API call
 FORBIDDEN_RETRY_DELAY = 60.0  # seconds: RBAC changes take an administrator, not a moment
+# The API server's words for a create in a namespace under deletion ("... because it is being terminated").
+_TERMINATING = "because it is being terminated"
+# A pod the API server only admits, never stores (dryRun): whether the namespace still takes new objects.
+_PROBE_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "ringleader-namespace-probe-"},
+              "spec": {"containers": [{"name": "probe", "image": "ringleader-namespace-probe"}]}}
 
 
 class Forbidden(kopf.TemporaryError):
     """The API server refused a call (403): the operator's RBAC lacks a verb. Retried with a growing delay, since
     only an administrator can fix it; the experiment says so in its ReconcileFailed condition."""
+
+
+class NamespaceTerminating(Exception):
+    """The experiment's namespace is being deleted: the API server refuses anything new in it (403), which is no
+    RBAC problem and no failure of the trial; nothing is retried."""
 
 
 class InvalidObject(Exception):
@@ -126,10 +136,19 @@ class Kube:
         message = _message(data)
         if status in (400, 422):
             raise InvalidObject(message)
+        if status == 403 and _TERMINATING in message:
+            raise NamespaceTerminating(message)
         if status == 403:
             raise Forbidden(f"{method} {path} is forbidden: {message}; check the operator's RBAC "
                             "(the Helm chart grants exactly what it needs)", delay=FORBIDDEN_RETRY_DELAY)
         raise kopf.TemporaryError(f"{method} {path} failed with HTTP {status}: {message}", delay=RETRY_DELAY)
+
+    async def namespace_terminating(self, namespace: str) -> bool:
+        """Whether `namespace` is being deleted, asked without Namespace RBAC: a dry-run pod create, which the API
+        server refuses there and nowhere else with these words; stores nothing."""
+        status, data = await self._in_pool("POST", f"/api/v1/namespaces/{namespace}/pods", query={"dryRun": "All"},
+                                           body=_PROBE_POD)
+        return status == 403 and _TERMINATING in _message(data)
 
     async def get_experiment(self, namespace: str, name: str) -> dict[str, Any] | None:
         status, data = await self._request("GET", experiment_path(namespace, name), ok=(404,))

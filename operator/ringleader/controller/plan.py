@@ -71,6 +71,13 @@ def _initial_trials(expansion: Expansion, old: ExperimentStatus) -> list[TrialSt
     ]
 
 
+def pods_went(old: ExperimentStatus, new: ExperimentStatus) -> bool:
+    """Whether `new` restarts or fails a trial because its pods were deleted by someone else: worth asking whether the
+    namespace itself is going before acting on it."""
+    before = {t.name: t.phase for t in old.trials}
+    return any(t.reason == reasons.POD_DELETED and before.get(t.name) != t.phase for t in new.trials)
+
+
 def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observation, *,
            startup_deadline_seconds: float = trials.DEFAULT_STARTUP_DEADLINE_SECONDS) -> Plan:
     """The experiment's next status; pods to delete and trials to create on the way there.

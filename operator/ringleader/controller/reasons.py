@@ -72,3 +72,4 @@ RECONCILED = "Reconciled"
 
 # MLflow runs the operator ended on its own (experiment_runs.py, orphans.py).
 EXPERIMENT_DELETED = "ExperimentDeleted"
+NAMESPACE_DELETED = "NamespaceDeleted"  # runs ended KILLED because the experiment's namespace is being deleted

@@ -130,6 +130,9 @@ class Controller:
         """One pass over one experiment; returns seconds until the next pass is due (None: on the next event)."""
         try:
             return await self._pass(key)
+        except kube.NamespaceTerminating:
+            self._namespace_deleted(key)
+            return None
         finally:
             # Kept between passes for `_failed` and `_succeeded`: a slim copy, since a thousand whole
             # experiments (spec, status, managedFields) would cost tens of MB.
@@ -160,6 +163,9 @@ class Controller:
                                                     queue_name=experiment.spec.scheduling.queue_name)
         decision = plan.decide(experiment, expansion, old, seen,
                                startup_deadline_seconds=self.settings.timing.startup_deadline_seconds)
+        if plan.pods_went(old, decision.status) and await self.kube.namespace_terminating(namespace):
+            self._namespace_deleted(key)  # the namespace controller took the pods: no restart
+            return None
         new, retry_in = await self._act(key, body, experiment, expansion, old, decision, workloads)
         return await self._next_pass(key, body, experiment, expansion, old, new, decision, retry_in, seen.pods)
 
@@ -260,7 +266,15 @@ class Controller:
 
     # -- deletion -------------------------------------------------------------------------------
 
-    def forget(self, body: dict[str, Any]) -> None:
+    def _namespace_deleted(self, key: Key) -> None:
+        """The experiment's namespace is being deleted: no restart and no retry; its runs end KILLED saying so."""
+        body = self._bodies.get(key)
+        logger.info("experiment %s/%s: its namespace is being deleted; its MLflow runs end KILLED", *key)
+        if body is not None:
+            self.forget(body, reasons.NAMESPACE_DELETED, f"the namespace {key[0]} was deleted")
+
+    def forget(self, body: dict[str, Any], reason: str = reasons.EXPERIMENT_DELETED,
+               message: str = "the DistributedTrainingExperiment was deleted") -> None:
         """The experiment is gone: stop reconciling it, and end its open MLflow runs (KILLED) in the background."""
         key = key_of(body)
         self.queue.forget(key)
@@ -269,7 +283,7 @@ class Controller:
         self._running.pop(key, None)
         self._news.discard(key)
         self._generations.pop(key, None)
-        self.runs.forget(key, body)
+        self.runs.forget(key, body, reason, message)
 
     # -- errors, where users look --------------------------------------------------------------
 
