@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 from typing import Iterable
 
+from ringleader.contract import records as records_
 from ringleader.analysis import results, summary, targets
 from ringleader.api import constants
 from ringleader.contract import keys
@@ -22,7 +23,7 @@ Curve = list[tuple[float, float]]
 
 def _worker_records(result: results.TrialResult) -> Iterable[dict]:
     for records in result.records.values():
-        yield from (r for r in records if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER)
+        yield from (r for r in records if records_.is_worker_record(r))
 
 
 def start_time(result: results.TrialResult) -> float | None:
@@ -64,7 +65,7 @@ def staleness(result: results.TrialResult) -> list[float]:
     values = []
     for records in result.records.values():
         values += [float(r[keys.STALENESS]) for r in summary.measured(records, constants.ROLE_WORKER)
-                   if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.STALENESS) is not None]
+                   if records_.is_worker_record(r) and r.get(keys.STALENESS) is not None]
     return values
 
 

@@ -20,6 +20,8 @@ import matplotlib.pyplot as pyplot  # noqa: E402
 
 from ringleader.analysis import combinations  # noqa: E402
 from ringleader.analysis import results  # noqa: E402
+from ringleader.api import constants  # noqa: E402
+from ringleader.contract import records as records_  # noqa: E402
 from ringleader.contract import keys  # noqa: E402
 
 DPI = 110
@@ -186,7 +188,7 @@ def rank_breakdown(rank: int, records: Iterable[Mapping[str, Any]]) -> RankBreak
         return None
     names = [key for key, _, _ in BREAKDOWN_PHASES] + [keys.TIME_ITERATION]
     phases = {key: statistics.fmean(float(r.get(key) or 0.0) for r in steady) for key in names}
-    role = str(steady[0].get("role", "worker"))
+    role = str(steady[0].get(records_.ROLE, constants.ROLE_WORKER))
     return RankBreakdown(rank=rank, role=role, iterations=len(steady), phases=phases)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from ringleader.analysis import combinations, convergence, placement, results, scaling, statistics, tables
 from ringleader.analysis.contention import crowded
 from ringleader.contract import keys
+from ringleader.contract import records as records_
 
 PLACEMENT = "placement"  # the sweep axis (api/trial.py AXIS_PATHS)
 MAX_COMPARISONS = 12
@@ -118,7 +119,7 @@ def within_run_batches(result: results.TrialResult) -> list[float]:
 
 def _measured_iterations(records: list[dict]) -> list[float]:
     """A rank's worker iteration times after warm-up (a server rank has none)."""
-    return [float(r[keys.TIME_ITERATION]) for r in records if r.get("role") == "worker" and not r.get("warmup")
+    return [float(r[keys.TIME_ITERATION]) for r in records if records_.is_worker_record(r) and not r.get("warmup")
             and isinstance(r.get(keys.TIME_ITERATION), (int, float)) and r[keys.TIME_ITERATION] > 0]
 
 

@@ -18,6 +18,7 @@ from ringleader.analysis import results, summary
 from ringleader.api import constants
 from ringleader.api.spec import Architecture, Paradigm
 from ringleader.contract import keys
+from ringleader.contract import records as records_
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +173,7 @@ def _outside_comm(record: Mapping[str, Any], apart: Sequence[str] = ()) -> float
 def _worker_records(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """A rank's worker iteration records after warm-up (none for a server's)."""
     return [r for r in summary.measured(list(records), constants.ROLE_WORKER)
-            if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and r.get(keys.TIME_ITERATION)]
+            if records_.is_worker_record(r) and r.get(keys.TIME_ITERATION)]
 
 
 def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]], apart: Sequence[str] = ()) -> Compute:

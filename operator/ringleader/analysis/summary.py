@@ -40,6 +40,7 @@ from ringleader.api import constants, status
 from ringleader.api.spec import ExperimentSpec
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
+from ringleader.contract import records as records_
 
 
 
@@ -68,7 +69,7 @@ R = TypeVar("R", bound=Mapping[str, Any])  # a record: measured() keeps the call
 
 def measured(records: Sequence[R], role: str | None = None) -> list[R]:
     """The records that count: of `role` (any when None), after warm-up, or all of them if none is."""
-    of_role = [r for r in records if role is None or r.get("role", constants.ROLE_WORKER) == role]
+    of_role = [r for r in records if role is None or r.get(records_.ROLE, constants.ROLE_WORKER) == role]
     after_warmup = [r for r in of_role if not r.get("warmup", False)]
     return after_warmup or of_role
 
@@ -131,7 +132,7 @@ class WorkerPart:
 
 def worker_part(rank: int, records: list[dict]) -> WorkerPart:
     """The worker's part of the summary, from its records (a server's are not its)."""
-    own = [r for r in records if r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER]
+    own = [r for r in records if records_.is_worker_record(r)]
     counted = measured(own)
 
     def each(key: str) -> list[float]:
@@ -251,7 +252,7 @@ def learning(parts: list[WorkerPart], records_by_rank: dict[int, list[dict]]) ->
     workers of their first and last recorded loss."""
     staleness = [value for part in parts for value in part.staleness]
     servers = [r for records in records_by_rank.values() for r in measured(records, constants.ROLE_PS)
-               if r.get("role") == constants.ROLE_PS]
+               if r.get(records_.ROLE) == constants.ROLE_PS]
     losing = [part for part in parts if part.losses]
     return Learning(
         staleness_mean=_mean(staleness), staleness_max=max(staleness) if staleness else None,
@@ -299,7 +300,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
     """The trial summary of every rank's records (the ranks that recorded no worker iteration are servers) and,
     when given, what each rank's process used (runtime/usage.py)."""
     parts = [worker_part(rank, records) for rank, records in sorted(records_by_rank.items())
-             if any(r.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER for r in records)]
+             if any(records_.is_worker_record(r) for r in records)]
     return TrialSummary(
         timing=timing(parts, trial.spec.model.batch_size), traffic=traffic(parts, trial.spec),
         learning=learning(parts, records_by_rank),
@@ -324,7 +325,7 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[d
     for records in records_by_rank.values():
         for record in records:
             step = record.get("step")
-            if record.get("role", constants.ROLE_WORKER) == constants.ROLE_WORKER and is_number(step):
+            if records_.is_worker_record(record) and is_number(step):
                 steps.setdefault(int(step), []).append(record)
     series = []
     for step, found in sorted(steps.items()):

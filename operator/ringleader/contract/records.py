@@ -55,7 +55,7 @@ import pathlib
 import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ringleader.api import constants
 from ringleader.contract import journal
@@ -98,9 +98,20 @@ def write_lines(path: pathlib.Path, records: list[dict]) -> None:
     os.replace(temporary, path)
 
 
-TEXT_FIELDS = frozenset({"role"})
-FLAG_FIELDS = frozenset({"warmup"})
+# The fields every record carries besides its metrics (contract.keys): the runtime writes all four on each one.
+STEP = "step"
+ROLE = "role"
+WARMUP = "warmup"
+TIMESTAMP = "timestamp"  # seconds since the epoch, when the iteration ended
+TEXT_FIELDS = frozenset({ROLE})
+FLAG_FIELDS = frozenset({WARMUP})
 """Every other field of a record is a number or null (a non-finite value written as null)."""
+
+
+def is_worker_record(record: Mapping[str, Any]) -> bool:
+    """Whether a worker wrote the record. The runtime names the role in every record; one without a role (a
+    hand-made fixture, a foreign file) is taken as a worker's, the only role that records iterations."""
+    return record.get(ROLE, constants.ROLE_WORKER) == constants.ROLE_WORKER
 
 
 def read_lines(path: str | os.PathLike, offset: int = 0, limit_bytes: int = 8 << 20,
@@ -233,7 +244,7 @@ class RankRecorder:
             called()
         timestamp = time.time()
         self._journal.append(step, timestamp, warmup, metrics)
-        record = {"step": step, "role": self.role, **metrics, "warmup": warmup, "timestamp": timestamp}
+        record = {STEP: step, ROLE: self.role, **metrics, WARMUP: warmup, TIMESTAMP: timestamp}
         if not _all_finite(metrics):
             record = _sanitized(record)
         self.iterations.append(record)

@@ -26,6 +26,7 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
+from ringleader.contract import records as records_
 from ringleader.contract import keys
 
 MS = 1000.0  # seconds -> milliseconds
@@ -214,7 +215,7 @@ SWEEP = (keys.THROUGHPUT, keys.P50, keys.P95, keys.COMPUTE_FRACTION, keys.COMM_F
          keys.TARGET_SECONDS)
 
 # Record keys that are indexes or labels, not metrics.
-NOT_METRICS = frozenset({"step", "rank", "role", "warmup", "timestamp", "time", "wall_time", "worker"})
+NOT_METRICS = frozenset({records_.STEP, "rank", records_.ROLE, records_.WARMUP, records_.TIMESTAMP, "worker"})
 
 
 def is_metric_value(value: Any) -> bool:

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 import mlflow.entities
 
+from ringleader.contract import records as records_
 from ringleader.analysis import placement
 from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
@@ -28,7 +29,7 @@ from ringleader.tracking.store import Store
 log = logging.getLogger(__name__)
 
 # Keys a record's wall-clock time may carry (seconds since the epoch); without one, the cursor's clock stands in.
-TIMESTAMP_KEYS = ("timestamp", "time", "wall_time")
+TIMESTAMP_KEYS = (records_.TIMESTAMP,)
 ITERATION_TIME = keys.TIME_ITERATION
 # Artifacts `ringleader report` reads back from MLflow: <trial run>/summary.json, <rank run>/records/iterations.jsonl.
 ITERATIONS_ARTIFACT_DIR = "records"
