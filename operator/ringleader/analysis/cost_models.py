@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ringleader.api.spec import Architecture
 
@@ -106,15 +106,18 @@ def ring_comm_seconds(workers: int, model_bytes: float, link: Nic) -> float:
     return 2.0 * steps * link.latency_for(model_bytes / workers) + 2.0 * steps / workers * link.transfer_seconds(model_bytes)
 
 
+COMM_SECONDS: dict[Architecture, Callable[[int, float, Nic, int], float]] = {
+    Architecture.PARAMETER_SERVER: parameter_server_comm_seconds,
+    Architecture.PEER_TO_PEER: lambda workers, model_bytes, link, _: peer_to_peer_comm_seconds(workers, model_bytes, link),
+    Architecture.RING_ALL_REDUCE: lambda workers, model_bytes, link, _: ring_comm_seconds(workers, model_bytes, link),
+}
+"""COMM_SECONDS: per architecture, study 1's T_comm(workers, model bytes, link, servers)."""
+
+
 def comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Nic,
                  servers: int = 1) -> float:
-    """Study 1's T_comm of `architecture` (servers counts only for ParameterServer)."""
-    architecture = Architecture(architecture)
-    if architecture == Architecture.PARAMETER_SERVER:
-        return parameter_server_comm_seconds(workers, model_bytes, link, servers)
-    if architecture == Architecture.PEER_TO_PEER:
-        return peer_to_peer_comm_seconds(workers, model_bytes, link)
-    return ring_comm_seconds(workers, model_bytes, link)
+    """Study 1's T_comm of `architecture` (servers counts only for an architecture with servers)."""
+    return COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers)
 
 
 # ---------------------------------------------------------------------------------------------

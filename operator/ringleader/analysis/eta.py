@@ -24,7 +24,7 @@ import math
 import statistics
 from typing import Any, Mapping, Sequence
 
-from ringleader.analysis import prediction
+from ringleader.api import variants
 from ringleader.api.spec import ExperimentSpec, OnReached, SweepMatrix
 from ringleader.api import trial as trial_  # aliased: Trial here is eta's own
 from ringleader.contract import keys
@@ -54,7 +54,7 @@ class Finished:
     seconds: float | None
     """seconds from its start to its end."""
     predicted: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    """predicted iteration seconds by architecture label (prediction.label), from its calibrated models."""
+    """predicted iteration seconds by architecture label (variants.label), from its calibrated models."""
 
     @property
     def startup_seconds(self) -> float | None:
@@ -71,7 +71,7 @@ class Trial:
     name: str
     parameters: Mapping[str, str]
     label: str
-    """label of its architecture (prediction.label)."""
+    """label of its architecture (variants.label)."""
     iterations: int
     started: float | None = None
     """started is when its current attempt started; None while it waits to start."""
@@ -88,7 +88,7 @@ class Trial:
 def planned(trial: trial_.Trial) -> Trial:
     """The trial before it starts; its progress is added with dataclasses.replace."""
     spec = trial.spec
-    label = prediction.label(spec.architecture, spec.parameter_servers.replicas)
+    label = variants.label(spec.architecture, spec.parameter_servers.replicas)
     return Trial(trial.name, dict(trial.parameters), label, spec.model.iterations)
 
 

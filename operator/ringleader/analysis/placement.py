@@ -15,7 +15,7 @@ share of their bytes crossed nodes (`caveat`).
 from __future__ import annotations
 
 import itertools
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.api.spec import Architecture
 from ringleader.api.trial import Trial
@@ -25,16 +25,28 @@ from ringleader.contract import keys
 SAME_SHARE_TOLERANCE = 0.05
 
 
+def _server_pairs(servers: list[int], workers: list[int]) -> list[tuple[int, int]]:
+    return [(min(s, w), max(s, w)) for w in workers for s in servers]
+
+
+def _neighbour_pairs(_: list[int], workers: list[int]) -> list[tuple[int, int]]:
+    ring = {tuple(sorted((a, b))) for a, b in zip(workers, workers[1:] + workers[:1]) if a != b}
+    return sorted((a, b) for a, b in ring)
+
+
+TRAFFIC: dict[Architecture, Callable[[list[int], list[int]], list[tuple[int, int]]]] = {
+    Architecture.PARAMETER_SERVER: _server_pairs,
+    Architecture.PEER_TO_PEER: lambda _, workers: list(itertools.combinations(workers, 2)),
+    Architecture.RING_ALL_REDUCE: _neighbour_pairs,
+}
+"""TRAFFIC: per architecture, the pairs of ranks that exchange its bytes, from its servers' and workers' ranks."""
+
+
 def traffic_pairs(trial: Trial) -> list[tuple[int, int]]:
     """The pairs of ranks (lower rank first) that exchange the trial's bytes, each carrying an equal share."""
     workers = [slot.rank for slot in trial.worker_slots()]
-    if trial.spec.architecture == Architecture.PARAMETER_SERVER:
-        servers = [slot.rank for slot in trial.slots() if slot.rank not in workers]
-        return [(min(s, w), max(s, w)) for w in workers for s in servers]
-    if trial.spec.architecture == Architecture.PEER_TO_PEER:
-        return list(itertools.combinations(workers, 2))
-    ring = {tuple(sorted((a, b))) for a, b in zip(workers, workers[1:] + workers[:1]) if a != b}
-    return sorted((a, b) for a, b in ring)
+    servers = [slot.rank for slot in trial.slots() if slot.rank not in workers]
+    return TRAFFIC[trial.spec.architecture](servers, workers)
 
 
 def placement(trial: Trial, nodes: Mapping[int, str]) -> dict[str, Any]:

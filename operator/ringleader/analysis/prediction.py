@@ -25,7 +25,8 @@ from ringleader.analysis import collectives, cost_models, overlap, validation, w
 from ringleader.analysis import prediction_serving as serving_
 from ringleader.analysis import profile as profile_
 from ringleader.api.trial import Trial
-from ringleader.api.spec import COMPRESSION_ARCHITECTURES, Architecture, Paradigm
+from ringleader.api import variants
+from ringleader.api.spec import Architecture, Paradigm
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
 
@@ -33,14 +34,6 @@ COMPARED_SERVERS = (1, 4)
 """COMPARED_SERVERS are the parameter-server counts every prediction includes: 1PS and 4PS, as in study 1."""
 DEFAULT_BUCKET_BYTES = contract.DEFAULT_BUCKET_BYTES
 """DEFAULT_BUCKET_BYTES is the ring's bucket size when the trial did not set RINGLEADER_BUCKET_BYTES."""
-
-
-def label(architecture: Architecture | str, servers: int = 1) -> str:
-    """The short name of an architecture in tables and metric names: 1ps, 4ps, p2p, ring."""
-    architecture = Architecture(architecture)
-    if architecture == Architecture.PARAMETER_SERVER:
-        return f"{servers}ps"
-    return "p2p" if architecture == Architecture.PEER_TO_PEER else "ring"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,17 +121,22 @@ def ring_comm(inputs: Inputs) -> float:
 def message_bytes(inputs: Inputs, architecture: Architecture) -> float:
     """M as a parameter server's or a peer's messages carry it: compressed where the architecture takes the trial's
     method (FP16, BF16: one round, its payload), whole otherwise."""
-    if inputs.wire is None or architecture not in COMPRESSION_ARCHITECTURES[inputs.wire.method]:
+    if inputs.wire is None or not variants.takes(architecture, inputs.wire.method):
         return inputs.profile.total_bytes
     return inputs.profile.total_bytes * sum(r.payload for r in inputs.wire.rounds)
 
 
+def _model_name(architecture: Architecture) -> str:
+    return variants.ARCHITECTURES[architecture].cost_model
+
+
 MODELS: dict[Architecture, Model] = {
-    Architecture.PARAMETER_SERVER: Model("full-duplex server", lambda i, servers: cost_models.parameter_server_comm_seconds(
+    Architecture.PARAMETER_SERVER: Model(_model_name(Architecture.PARAMETER_SERVER), lambda i, servers: cost_models.parameter_server_comm_seconds(
         i.workers, message_bytes(i, Architecture.PARAMETER_SERVER), i.calibration.link, servers, full_duplex=True)),
-    Architecture.PEER_TO_PEER: Model("study 1", lambda i, _: cost_models.peer_to_peer_comm_seconds(
+    Architecture.PEER_TO_PEER: Model(_model_name(Architecture.PEER_TO_PEER), lambda i, _: cost_models.peer_to_peer_comm_seconds(
         i.workers, message_bytes(i, Architecture.PEER_TO_PEER), i.calibration.link)),
-    Architecture.RING_ALL_REDUCE: Model("DAG", lambda i, _: ring_comm(i), ring_compute, Paradigm.BSP),
+    Architecture.RING_ALL_REDUCE: Model(_model_name(Architecture.RING_ALL_REDUCE), lambda i, _: ring_comm(i),
+                                        ring_compute, Paradigm.BSP),
 }
 """MODELS: per architecture, its Model. docs/predict.md prints the formulas:
 
@@ -173,12 +171,12 @@ class Estimate:
 
 
 def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list[Estimate]:
-    """Every architecture on these inputs: kPS for each of `servers`, P2P, ring."""
-    chosen = [(Architecture.PARAMETER_SERVER, k) for k in sorted(set(servers))]
-    chosen += [(Architecture.PEER_TO_PEER, 1), (Architecture.RING_ALL_REDUCE, 1)]
+    """Every architecture on these inputs, in the enum's order: one with servers for each of `servers` (kPS)."""
+    chosen = [(a, k) for a, traits in variants.ARCHITECTURES.items()
+              for k in (sorted(set(servers)) if traits.has_servers else (1,))]
     found = []
     for architecture, k in chosen:
-        model, name, moved = MODELS[architecture], label(architecture, k), inputs.for_architecture(architecture)
+        model, name, moved = MODELS[architecture], variants.label(architecture, k), inputs.for_architecture(architecture)
         paradigm = model.paradigm or inputs.paradigm
         band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm, inputs.cores)
         serves = inputs.serving.seconds(architecture, inputs.workers, k)
@@ -192,8 +190,9 @@ def _compression_note(inputs: Inputs, architecture: Architecture) -> str:
     if inputs.wire is None:
         return ""
     method = inputs.wire.method.value
-    if architecture not in COMPRESSION_ARCHITECTURES[inputs.wire.method]:
-        return f"{method} needs RingAllReduce: priced uncompressed"
+    if not variants.takes(architecture, inputs.wire.method):
+        takers = [a.value for a in variants.CODECS[inputs.wire.method].architectures]
+        return f"{method} needs {variants.either(takers)}: priced uncompressed"
     return (f"priced at the trial's {method}, c = {inputs.wire.ratio(inputs.workers):.3g}, its codec in compute; "
             "the band was validated uncompressed")
 
@@ -266,14 +265,15 @@ def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[s
     measured = whatif.measured_compression(records_by_rank[rank]) if spec.compression.compressing() else None
     compressed = None if measured is None else collectives.measured(profile, spec.compression, workers, measured.compression,
                                                              0.0)  # the codec's time is in C
-    servers = spec.parameter_servers.replicas if spec.architecture == Architecture.PARAMETER_SERVER else 1
+    has_servers = variants.ARCHITECTURES[spec.architecture].has_servers
+    servers = spec.parameter_servers.replicas if has_servers else 1
     inputs = Inputs(profile, profile_.compute(records_by_rank), calibration_.calibrate(probe, spec), workers,
                     spec.sync.paradigm,
                     overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)), compressed,
                     spec.architecture, serving_.serving(spec.architecture, records_by_rank, workers, servers),
                     serving_.cores(usage, [slot.rank for slot in trial.worker_slots()]))
-    compared = tuple(COMPARED_SERVERS) + ((servers,) if spec.architecture == Architecture.PARAMETER_SERVER else ())
-    return TrialPrediction(label(spec.architecture, servers), inputs, tuple(estimates(inputs, compared)),
+    compared = tuple(COMPARED_SERVERS) + ((servers,) if has_servers else ())
+    return TrialPrediction(variants.label(spec.architecture, servers), inputs, tuple(estimates(inputs, compared)),
                            profile_.measured_iteration_seconds(records_by_rank))
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.analysis import results, summary
-from ringleader.api import constants
+from ringleader.api import constants, variants
 from ringleader.api.spec import Architecture, Paradigm
 from ringleader.contract import keys
 from ringleader.contract import records as records_
@@ -138,12 +138,7 @@ class Compute:
     def critical(self, paradigm: Paradigm | str) -> float:
         """The compute an iteration waits for: BSP the slowest worker of each iteration, SSP and DSSP the slowest
         worker's pace, ASP each worker's own."""
-        paradigm = Paradigm(paradigm)
-        if paradigm == Paradigm.BSP:
-            return self.slowest_per_iteration_seconds
-        if paradigm == Paradigm.ASP:
-            return self.median_seconds
-        return self.slowest_worker_seconds
+        return CRITICAL[variants.PARADIGMS[Paradigm(paradigm)].waits](self)
 
     def paced_seconds(self, paced: float, last: float) -> float:
         """The median iteration of these workers (a step's: how much later their mean end is than at the step
@@ -162,6 +157,14 @@ class Compute:
             iterations.append(end - previous)
             previous = end
         return statistics.median(iterations)
+
+
+CRITICAL: dict[variants.Waits, Callable[[Compute], float]] = {
+    variants.Waits.EVERY_WORKER: lambda compute: compute.slowest_per_iteration_seconds,
+    variants.Waits.SLOWEST_PACE: lambda compute: compute.slowest_worker_seconds,
+    variants.Waits.OWN: lambda compute: compute.median_seconds,
+}
+"""CRITICAL: per what a paradigm waits for (variants.PARADIGMS), the compute an iteration waits for."""
 
 
 def _outside_comm(record: Mapping[str, Any], apart: Sequence[str] = ()) -> float:

@@ -13,8 +13,9 @@ from typing import Annotated
 
 import pydantic
 
-from ringleader.api import base, labels, rules, uris
+from ringleader.api import base, labels, rules, uris, variants
 from ringleader.api.base import ApiModel
+from ringleader.api.variants import Architecture, CompressionMethod, Paradigm
 
 # Kubernetes quantities, restricted to the forms people write for these fields.
 CPU_PATTERN = r"^([0-9]+m|[0-9]+(\.[0-9]{1,3})?)$"
@@ -52,20 +53,7 @@ ModelName = Annotated[str, pydantic.StringConstraints(pattern=MODEL_PATTERN, max
 MAX_NODE_SELECTOR_LABELS = 32
 
 
-class Architecture(str, enum.Enum):
-    PARAMETER_SERVER = "ParameterServer"
-    PEER_TO_PEER = "PeerToPeer"
-    RING_ALL_REDUCE = "RingAllReduce"
-
-
-class Paradigm(str, enum.Enum):
-    BSP = "BSP"
-    ASP = "ASP"
-    SSP = "SSP"
-    DSSP = "DSSP"
-
-
-STALE_PARADIGMS = (Paradigm.SSP, Paradigm.DSSP)
+STALE_PARADIGMS = variants.STALE_PARADIGMS
 
 
 class SyncSpec(ApiModel):
@@ -393,26 +381,6 @@ class Network(ApiModel):
     def enforced_by(self) -> str:
         """What applied the cap, as records say it: Emulated, Network, or None without a cap."""
         return "None" if self.bandwidth is None else self.enforcement.value
-
-
-class CompressionMethod(str, enum.Enum):
-    NONE = "None"
-    FP16 = "FP16"
-    BF16 = "BF16"
-    POWER_SGD = "PowerSGD"
-    TOP_K = "TopK"
-
-
-# Which architectures take which method: the one table the rules, the sweep and the runtime consult. PowerSGD
-# and TopK exchange what only collectives can combine (low-rank factors summed, chosen elements gathered).
-COMPRESSION_ARCHITECTURES: dict[CompressionMethod, tuple[Architecture, ...]] = {
-    CompressionMethod.NONE: tuple(Architecture),
-    CompressionMethod.FP16: tuple(Architecture),
-    CompressionMethod.BF16: tuple(Architecture),
-    CompressionMethod.POWER_SGD: (Architecture.RING_ALL_REDUCE,),
-    CompressionMethod.TOP_K: (Architecture.RING_ALL_REDUCE,),
-}
-RING_ONLY_METHODS = tuple(m for m, taken in COMPRESSION_ARCHITECTURES.items() if len(taken) < len(Architecture))
 
 
 class Compression(ApiModel):
@@ -760,6 +728,98 @@ def _names(values) -> str:
     return ", ".join(f"'{v.value}'" for v in values)
 
 
+def _is_in(expression: str, values) -> str:
+    """CEL: `expression` is one of `values` (==, for one: a single choice reads as it always did)."""
+    if not values:
+        return "false"
+    return f"{expression} == '{values[0].value}'" if len(values) == 1 else f"{expression} in [{_names(values)}]"
+
+
+def _either(values, word: str = "or") -> str:
+    return variants.either([v.value for v in values], word)
+
+
+def _requiring(field: str) -> tuple[Paradigm, ...]:
+    """The paradigms that require the `sync` field `field` (variants.PARADIGMS)."""
+    return tuple(p for p, traits in variants.PARADIGMS.items() if field in traits.staleness_fields)
+
+
+def _paradigm_rule(architecture: Architecture) -> rules.Rule:
+    """A collective runs only its paradigms (variants.ARCHITECTURES), unless a sweep skips the combination."""
+    traits = variants.ARCHITECTURES[architecture]
+    others = [p for p in Paradigm if p not in traits.paradigms]
+    elsewhere = [a for a, t in variants.ARCHITECTURES.items() if set(others) <= set(t.paradigms)]
+    return rules.Rule(
+        cel=f"self.architecture != '{architecture.value}' || {_is_in('self.sync.paradigm', traits.paradigms)} || "
+        f"{_swept('architecture')} || {_swept('paradigm')}",
+        message=f"`sync.paradigm` must be {_either(traits.paradigms)} when `architecture` is {architecture.value}: "
+        f"{traits.paradigms_why}; use {_either(elsewhere)} for {_either(others)}",
+        holds=lambda s: s.architecture != architecture
+        or s.sync.paradigm in traits.paradigms
+        or _swept_py(s, "architecture")
+        or _swept_py(s, "paradigm"),
+        field_path=".sync.paradigm",
+    )
+
+
+def _sweep_runs_rule() -> rules.Rule:
+    """A sweep of architectures and paradigms keeps at least one combination an architecture runs."""
+    collectives = variants.COLLECTIVES
+    runnable = " || ".join([f"!({_is_in('a', collectives)})"] + [
+        f"(a == '{c.value}' && self.sweep.matrix.paradigm.exists(p, "
+        f"{_is_in('p', variants.ARCHITECTURES[c].paradigms)}))" for c in collectives])
+    allowed = [p for p in Paradigm if any(p in variants.ARCHITECTURES[c].paradigms for c in collectives)]
+    runs_only = "; ".join(f"{c.value} runs {_either(variants.ARCHITECTURES[c].paradigms)} only" for c in collectives)
+    return rules.Rule(
+        cel=f"!{_swept('architecture')} || !{_swept('paradigm')} || "
+        f"self.sweep.matrix.architecture.exists(a, {runnable})",
+        message=f"`sweep.matrix` has no valid combination: {runs_only}; add {_either(allowed)} to paradigm or "
+        "another architecture",
+        holds=lambda s: not (_swept_py(s, "architecture") and _swept_py(s, "paradigm"))
+        or any(variants.runs(a, p) for a in s.sweep.matrix.architecture for p in s.sweep.matrix.paradigm),
+        field_path=".sweep.matrix",
+    )
+
+
+def _compression_rule() -> rules.Rule:
+    """Some architecture of the experiment takes some compression method of it (variants.CODECS)."""
+    restricted = variants.RESTRICTED_METHODS
+    groups: dict[tuple[Architecture, ...], list[CompressionMethod]] = {}
+    for method in restricted:
+        groups.setdefault(variants.CODECS[method].architectures, []).append(method)
+    taken = " || ".join([f"!({_is_in('m', restricted)})"] + [
+        f"({_is_in('m', methods)} && {_is_in('a', architectures)})" for architectures, methods in groups.items()])
+    free = [m for m in CompressionMethod if m not in restricted]
+    needs = "; ".join(
+        f"`compression.method` {_either(methods)} needs `architecture` {_either(architectures)} "
+        f"({variants.either([variants.CODECS[m].sends for m in methods], 'and')} are combined by collectives): use "
+        f"{_either(free)} with {_either([a for a in Architecture if a not in architectures])}, or sweep "
+        f"{_either(architectures)} too" for architectures, methods in groups.items())
+    return rules.Rule(
+        cel=f"{_values('architecture', 'self.architecture')}.exists(a, "
+        f"{_values('compression', 'self.compression.method')}.exists(m, {taken}))",
+        message=needs,
+        holds=lambda s: any(variants.takes(a, m) for a in _architectures_used(s) for m in _methods_used(s)),
+        field_path=".compression.method",
+    )
+
+
+def _servers_apart_rule() -> rules.Rule:
+    """Servers Apart needs an architecture with parameter servers."""
+    servers = variants.SERVER_ARCHITECTURES
+    without = [a for a in Architecture if a not in servers]
+    return rules.Rule(
+        cel=f"{_values('architecture', 'self.architecture')}.exists(a, {_is_in('a', servers)}) || "
+        f"({_swept('placement')} ? !self.sweep.matrix.placement.exists(p, p.servers == 'Apart') : "
+        "(!has(self.scheduling.placement) || self.scheduling.placement.servers != 'Apart'))",
+        message=f"`scheduling.placement.servers` Apart needs `architecture` {_either(servers)} ({_either(without, 'and')} "
+        f"have no servers to keep apart): set servers to Any, or sweep {_either(servers)} too",
+        holds=lambda s: any(a in servers for a in _architectures_used(s))
+        or all(p.servers != PlacementServers.APART for p in _placements_used(s)),
+        field_path=".scheduling.placement.servers",
+    )
+
+
 def _architectures_used(spec: ExperimentSpec) -> list[Architecture]:
     return spec.sweep.matrix.architecture if _swept_py(spec, "architecture") else [spec.architecture]
 
@@ -823,20 +883,10 @@ class ExperimentSpec(ApiModel):
     """sweep turns the experiment into several trials. Unset (default): a single trial."""
 
     rules = (
-        rules.Rule(
-            cel="self.architecture != 'RingAllReduce' || self.sync.paradigm == 'BSP' || "
-            f"{_swept('architecture')} || {_swept('paradigm')}",
-            message="`sync.paradigm` must be BSP when `architecture` is RingAllReduce: allreduce is a collective "
-            "in which every worker waits for all; use ParameterServer or PeerToPeer for ASP, SSP or DSSP",
-            holds=lambda s: s.architecture != Architecture.RING_ALL_REDUCE
-            or s.sync.paradigm == Paradigm.BSP
-            or _swept_py(s, "architecture")
-            or _swept_py(s, "paradigm"),
-            field_path=".sync.paradigm",
-        ),
+        *(_paradigm_rule(architecture) for architecture in variants.COLLECTIVES),
         rules.Rule(
             cel=f"!{_uses(STALE_PARADIGMS)} || has(self.sync.staleness) || {_swept('staleness')}",
-            message="`sync.staleness` is required when `sync.paradigm` is SSP or DSSP: set it to how many "
+            message=f"`sync.staleness` is required when `sync.paradigm` is {_either(STALE_PARADIGMS)}: set it to how many "
             "iterations the fastest worker may run ahead of the slowest (e.g. 3)",
             holds=lambda s: not (_paradigms_used(s) & set(STALE_PARADIGMS))
             or s.sync.staleness is not None
@@ -844,10 +894,10 @@ class ExperimentSpec(ApiModel):
             field_path=".sync.staleness",
         ),
         rules.Rule(
-            cel=f"!{_uses((Paradigm.DSSP,))} || has(self.sync.maxStaleness)",
-            message="`sync.maxStaleness` is required when `sync.paradigm` is DSSP: set it to the upper bound "
-            "s_U of the threshold (e.g. staleness 3, maxStaleness 12)",
-            holds=lambda s: Paradigm.DSSP not in _paradigms_used(s) or s.sync.max_staleness is not None,
+            cel=f"!{_uses(_requiring('maxStaleness'))} || has(self.sync.maxStaleness)",
+            message=f"`sync.maxStaleness` is required when `sync.paradigm` is {_either(_requiring('maxStaleness'))}: "
+            "set it to the upper bound s_U of the threshold (e.g. staleness 3, maxStaleness 12)",
+            holds=lambda s: not (_paradigms_used(s) & set(_requiring("maxStaleness"))) or s.sync.max_staleness is not None,
             field_path=".sync.maxStaleness",
         ),
         rules.Rule(
@@ -885,37 +935,9 @@ class ExperimentSpec(ApiModel):
             holds=lambda s: not _swept_py(s, "workers") or not s.workers.groups,
             field_path=".sweep.matrix.workers",
         ),
-        rules.Rule(
-            cel=f"!{_swept('architecture')} || !{_swept('paradigm')} || "
-            "self.sweep.matrix.architecture.exists(a, a != 'RingAllReduce') || "
-            "self.sweep.matrix.paradigm.exists(p, p == 'BSP')",
-            message="`sweep.matrix` has no valid combination: RingAllReduce runs BSP only; add BSP to "
-            "paradigm or another architecture",
-            holds=lambda s: not (_swept_py(s, "architecture") and _swept_py(s, "paradigm"))
-            or any(a != Architecture.RING_ALL_REDUCE for a in s.sweep.matrix.architecture)
-            or Paradigm.BSP in s.sweep.matrix.paradigm,
-            field_path=".sweep.matrix",
-        ),
-        rules.Rule(
-            cel=f"{_values('architecture', 'self.architecture')}.exists(a, a == 'RingAllReduce') || "
-            f"{_values('compression', 'self.compression.method')}.exists(m, !(m in [{_names(RING_ONLY_METHODS)}]))",
-            message="`compression.method` PowerSGD or TopK needs `architecture` RingAllReduce (low-rank factors "
-            "and chosen elements are combined by collectives): use None, FP16 or BF16 with ParameterServer or "
-            "PeerToPeer, or sweep RingAllReduce too",
-            holds=lambda s: any(combination_problem(a.value, Paradigm.BSP.value, m.value) is None
-                                for a in _architectures_used(s) for m in _methods_used(s)),
-            field_path=".compression.method",
-        ),
-        rules.Rule(
-            cel=f"{_values('architecture', 'self.architecture')}.exists(a, a == 'ParameterServer') || "
-            f"({_swept('placement')} ? !self.sweep.matrix.placement.exists(p, p.servers == 'Apart') : "
-            "(!has(self.scheduling.placement) || self.scheduling.placement.servers != 'Apart'))",
-            message="`scheduling.placement.servers` Apart needs `architecture` ParameterServer (PeerToPeer and "
-            "RingAllReduce have no servers to keep apart): set servers to Any, or sweep ParameterServer too",
-            holds=lambda s: Architecture.PARAMETER_SERVER in _architectures_used(s)
-            or all(p.servers != PlacementServers.APART for p in _placements_used(s)),
-            field_path=".scheduling.placement.servers",
-        ),
+        _sweep_runs_rule(),
+        _compression_rule(),
+        _servers_apart_rule(),
         rules.Rule(
             cel="!has(self.model.evaluation) || self.data.format != 'Synthetic'",
             message="`model.evaluation` needs real data: set `data.format` to Digits, CIFAR10, CIFAR100, "
@@ -928,12 +950,13 @@ class ExperimentSpec(ApiModel):
 def combination_problem(architecture: str, paradigm: str, compression: str = CompressionMethod.NONE.value,
                         servers: str = PlacementServers.ANY.value) -> str | None:
     """Why a sweep combination is skipped rather than run, or None when it is runnable."""
-    if architecture == Architecture.RING_ALL_REDUCE.value and paradigm != Paradigm.BSP.value:
-        return f"RingAllReduce runs BSP only, not {paradigm}"
-    if servers == PlacementServers.APART.value and architecture != Architecture.PARAMETER_SERVER.value:
+    traits = variants.ARCHITECTURES[Architecture(architecture)]
+    if not variants.runs(architecture, paradigm):
+        return f"{architecture} runs {_either(traits.paradigms)} only, not {paradigm}"
+    if servers == PlacementServers.APART.value and not traits.has_servers:
         return f"{architecture} has no parameter servers to keep Apart"
-    taken_by = COMPRESSION_ARCHITECTURES[CompressionMethod(compression)]
-    if Architecture(architecture) not in taken_by:
+    if not variants.takes(architecture, compression):
+        taken_by = variants.CODECS[CompressionMethod(compression)].architectures
         return f"{architecture} does not take compression {compression} ({', '.join(a.value for a in taken_by)} only)"
     return None
 

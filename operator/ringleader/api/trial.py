@@ -10,7 +10,7 @@ from typing import Any
 
 import pydantic
 
-from ringleader.api import constants
+from ringleader.api import constants, variants
 from ringleader.api.base import ApiModel
 from ringleader.api.experiment import DistributedTrainingExperiment, SpecError, mlflow_experiment_name, problems_of
 from ringleader.api.problems import Problem
@@ -105,7 +105,7 @@ class Trial(ApiModel):
         """Ranks in order: parameter servers first (rank 0 is ps-0 in a PS job), then workers by group."""
         spec = self.spec
         slots: list[Slot] = []
-        if spec.architecture == Architecture.PARAMETER_SERVER:
+        if variants.ARCHITECTURES[spec.architecture].has_servers:
             for i in range(spec.parameter_servers.replicas):
                 slots.append(Slot(constants.ROLE_PS, i, len(slots), spec.parameter_servers.resources,
                                   node_selector=dict(spec.scheduling.node_selector)))
@@ -170,9 +170,9 @@ def _repeats_another(document: dict[str, Any], chosen: dict[str, Any], axes: dic
     identical trials; only the combination with the axis's first value is kept."""
     architecture, paradigm = document["architecture"], document["sync"]["paradigm"]
     ignored = []
-    if architecture != Architecture.PARAMETER_SERVER.value:
+    if not variants.ARCHITECTURES[Architecture(architecture)].has_servers:
         ignored.append(("parameterServers", f"{architecture} has no parameter servers"))
-    if paradigm not in (Paradigm.SSP.value, Paradigm.DSSP.value):
+    if Paradigm(paradigm) not in variants.STALE_PARADIGMS:
         ignored.append(("staleness", f"{paradigm} has no staleness bound"))
     for axis, why in ignored:
         if axis in chosen and chosen[axis] != axes[axis][0]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from ringleader.api.trial import Trial
-from ringleader.api.spec import Architecture
+from ringleader.api import variants
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 
@@ -31,7 +31,7 @@ def visible(environ: Mapping[str, str], trials: Sequence[Trial]) -> list[str]:
 
 
 def _nccl(trial: Trial) -> bool:
-    return trial.spec.architecture == Architecture.RING_ALL_REDUCE
+    return variants.ARCHITECTURES[trial.spec.architecture].nccl
 
 
 def assign(trial: Trial, gpus: Sequence[str]) -> dict[int, str]:

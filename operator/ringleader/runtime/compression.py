@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 import torch.distributed as dist
@@ -267,18 +267,24 @@ class TopKCodec:
         self.round = None
 
 
+BUCKET_CODECS: dict[spec.CompressionMethod, Callable[[spec.Compression, Sequence[torch.Size], int, int],
+                                                     BucketCodec | None]] = {
+    spec.CompressionMethod.NONE: lambda compression, shapes, seed, world: None,
+    spec.CompressionMethod.FP16: lambda compression, shapes, seed, world: CastCodec(CAST_DTYPES[compression.method]),
+    spec.CompressionMethod.BF16: lambda compression, shapes, seed, world: CastCodec(CAST_DTYPES[compression.method]),
+    spec.CompressionMethod.POWER_SGD: lambda compression, shapes, seed, world: PowerSgdCodec(
+        shapes, compression.rank, compression.error_feedback, seed, world),
+    spec.CompressionMethod.TOP_K: lambda compression, shapes, seed, world: TopKCodec(
+        sum(math.prod(shape) for shape in shapes), compression.ratio, compression.error_feedback),
+}
+"""BUCKET_CODECS: per method, the codec of a ring bucket (compression, shapes, seed, world); None: sent as it is."""
+
+
 def bucket_codec(compression: spec.Compression, shapes: Sequence[torch.Size], seed: int,
                  world: int) -> BucketCodec | None:
     """The codec of one ring bucket holding tensors of `shapes`, in order, among `world` ranks; None: the bucket is
     allreduced as it is. `seed` must be the same on every rank (PowerSGD's first projection)."""
-    method = compression.method
-    if method in CAST_DTYPES:
-        return CastCodec(CAST_DTYPES[method])
-    if method == spec.CompressionMethod.POWER_SGD:
-        return PowerSgdCodec(shapes, compression.rank, compression.error_feedback, seed, world)
-    if method == spec.CompressionMethod.TOP_K:
-        return TopKCodec(sum(math.prod(shape) for shape in shapes), compression.ratio, compression.error_feedback)
-    return None
+    return BUCKET_CODECS[compression.method](compression, shapes, seed, world)
 
 
 class MessageCodec:
@@ -291,7 +297,7 @@ class MessageCodec:
     def __init__(self, method: spec.CompressionMethod):
         if method not in CAST_DTYPES and method != spec.CompressionMethod.NONE:
             raise ValueError(f"parameter servers and peers cannot compress with {method.value} "
-                             "(api/spec.py COMPRESSION_ARCHITECTURES)")
+                             "(api/variants.py CODECS)")
         self.dtype = CAST_DTYPES.get(method)
         self.scaled = self.dtype == torch.float16
 

@@ -35,13 +35,13 @@ import math
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
 from ringleader.analysis import prediction, summary
-from ringleader.api import constants
+from ringleader.api import constants, variants
 from ringleader.api.spec import Architecture
 from ringleader.api.trial import Slot, Trial
 from ringleader.contract import environment as contract
@@ -104,10 +104,16 @@ def cpu_threads(slot: Slot) -> int:
 
 
 def backend_for(trial: Trial, device: torch.device) -> str:
-    # NCCL only where it helps: ring allreduce of CUDA tensors. Everything on CPU tensors stays on gloo.
-    if device.type == "cuda" and trial.spec.architecture == Architecture.RING_ALL_REDUCE:
-        return "cpu:gloo,cuda:nccl"
-    return "gloo"
+    return variants.ARCHITECTURES[trial.spec.architecture].backend(device.type)
+
+
+SYNCHRONIZERS: dict[Architecture, Callable[[Trial, contract.PodEnvironment, torch.device, settings.Settings],
+                                           interfaces.Synchronizer]] = {
+    Architecture.PARAMETER_SERVER: parameter_server.WorkerSynchronizer,
+    Architecture.PEER_TO_PEER: peer_to_peer.PeerSynchronizer,
+    Architecture.RING_ALL_REDUCE: ring.RingSynchronizer,
+}
+"""SYNCHRONIZERS: per architecture, the synchronizer of its worker ranks."""
 
 
 def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
@@ -125,17 +131,10 @@ def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
 def run_role(trial: Trial, env: contract.PodEnvironment, slot: Slot, recorder: records.RankRecorder,
              device: torch.device, knobs: settings.Settings) -> None:
     """Serve or train, by role and architecture."""
-    architecture = trial.spec.architecture
     if slot.role == constants.ROLE_PS:
         parameter_server.serve(trial, env, recorder, knobs)
         return
-    synchronizer: interfaces.Synchronizer
-    if architecture == Architecture.PARAMETER_SERVER:
-        synchronizer = parameter_server.WorkerSynchronizer(trial, env, device, knobs)
-    elif architecture == Architecture.PEER_TO_PEER:
-        synchronizer = peer_to_peer.PeerSynchronizer(trial, env, device, knobs)
-    else:
-        synchronizer = ring.RingSynchronizer(trial, env, device, bucket_bytes=knobs.bucket_bytes)
+    synchronizer = SYNCHRONIZERS[trial.spec.architecture](trial, env, device, knobs)
     # Local ranks all go through the loopback; a pod has its own eth0.
     local = env.master_addr in LOOPBACK
     worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations,

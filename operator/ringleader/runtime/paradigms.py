@@ -36,8 +36,9 @@ grants, so against a persistent straggler the fast worker's lead is NOT bounded 
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
-from ringleader.api import spec
+from ringleader.api import spec, variants
 
 
 class ProtocolError(RuntimeError):
@@ -269,19 +270,21 @@ class DSSPFollower(Gate):
         return sorted(self._release_where(lambda w: w == worker and self._may_go(w)))
 
 
+GATES: dict[spec.Paradigm, Callable[[spec.SyncSpec, int, int], Gate]] = {
+    spec.Paradigm.BSP: lambda sync, workers, owner: BSP(workers),
+    spec.Paradigm.ASP: lambda sync, workers, owner: ASP(workers),
+    spec.Paradigm.SSP: lambda sync, workers, owner: SSP(workers, sync.staleness),
+    # DSSP's controller runs on owner 0 alone; the other owners follow its grants.
+    spec.Paradigm.DSSP: lambda sync, workers, owner: (DSSP if owner == 0 else DSSPFollower)(
+        workers, sync.staleness, sync.max_staleness),
+}
+"""GATES: per paradigm, its gate (sync, workers, owner), given the staleness fields variants.PARADIGMS says it needs."""
+
+
 def make_gate(sync: spec.SyncSpec, workers: int, *, owner: int = 0) -> Gate:
     """The gate of a trial's sync spec for `workers` workers, on shard owner `owner` (0 runs DSSP's controller)."""
     paradigm = spec.Paradigm(sync.paradigm)
-    if paradigm == spec.Paradigm.BSP:
-        return BSP(workers)
-    if paradigm == spec.Paradigm.ASP:
-        return ASP(workers)
-    if sync.staleness is None:
-        raise ValueError(f"{paradigm.value} needs sync.staleness")
-    if paradigm == spec.Paradigm.SSP:
-        return SSP(workers, sync.staleness)
-    if sync.max_staleness is None:
-        raise ValueError("DSSP needs sync.maxStaleness")
-    if owner == 0:
-        return DSSP(workers, sync.staleness, sync.max_staleness)
-    return DSSPFollower(workers, sync.staleness, sync.max_staleness)
+    for field in variants.PARADIGMS[paradigm].staleness_fields:
+        if sync.model_dump(by_alias=True).get(field) is None:
+            raise ValueError(f"{paradigm.value} needs sync.{field}")
+    return GATES[paradigm](sync, workers, owner)

@@ -112,11 +112,11 @@ class RingSynchronizer:
     """BSP ring allreduce with bucketing and backward/communication overlap."""
 
     def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 bucket_bytes: int | None = None, group=None):
+                 knobs: settings.Settings = settings.Settings(), group=None):
         self.world = len(trial.worker_slots())
         self.evaluator = trial.worker_slots()[0].rank  # the worker that evaluates (runtime/evaluation.py)
         self.device = device
-        self.bucket_bytes = bucket_bytes or settings.Settings().bucket_bytes
+        self.bucket_bytes = knobs.bucket_bytes
         self.group = group
         self.shaper = shaping.Shaper(trial.spec.network.emulated_bits_per_second())
         self.buckets: list[Bucket] = []

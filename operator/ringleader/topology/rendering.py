@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from ringleader.api import constants
+from ringleader.api import constants, variants
 from ringleader.api.trial import Trial
 from ringleader.api.spec import Architecture, BandwidthEnforcement, Network
 from ringleader.contract import environment as contract
@@ -159,6 +159,8 @@ def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token:
             "resources": slot.resources.wire(),
             "node_selector": slot.node_selector,
             "affinity": placement.affinity(trial.spec.scheduling.placement, selector, slot.role),
+            # NCCL's proxy buffers need a memory-backed /dev/shm beyond the container runtime's default 64Mi.
+            "shared_memory": slot.resources.gpu > 0 and variants.ARCHITECTURES[trial.spec.architecture].nccl,
         })
     return pods
 

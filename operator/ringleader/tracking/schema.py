@@ -13,7 +13,8 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ringleader.api.experiment import DistributedTrainingExperiment
-from ringleader.api.spec import Architecture, CompressionMethod, ExperimentSpec, OptimizerName, Paradigm, STALE_PARADIGMS
+from ringleader.api import variants
+from ringleader.api.spec import ExperimentSpec, OptimizerName
 from ringleader.api import trial as trial_
 
 # MLflow's own tags: nesting in the UI and the run's display name.
@@ -102,13 +103,9 @@ TRANSFORMER = "transformer"  # the built-in model that reads tokens (sequenceLen
 def unused(spec: ExperimentSpec) -> tuple[str, ...]:
     """The dotted spec fields a trial of `spec` never reads (api/spec.py says which each setting needs): shown
     as params they would suggest, say, parameter servers in a ring."""
-    ignored = []
-    if spec.architecture != Architecture.PARAMETER_SERVER:
-        ignored.append("parameterServers")
-    if spec.sync.paradigm not in STALE_PARADIGMS:
-        ignored.append("sync.staleness")
-    if spec.sync.paradigm != Paradigm.DSSP:
-        ignored.append("sync.maxStaleness")
+    ignored = [] if variants.ARCHITECTURES[spec.architecture].has_servers else ["parameterServers"]
+    ignored += [f"sync.{field}" for field in variants.STALENESS_FIELDS
+                if field not in variants.PARADIGMS[spec.sync.paradigm].staleness_fields]
     if spec.network.bandwidth is None:  # nothing to enforce: Emulated by default would read as if it were
         ignored.append("network.enforcement")
     if spec.model.optimizer.name != OptimizerName.SGD:
@@ -117,13 +114,8 @@ def unused(spec: ExperimentSpec) -> tuple[str, ...]:
         ignored.append("data.synthetic.imageSize")
     elif ":" not in spec.model.name:  # a built-in image model; a user's own may read either
         ignored.append("data.synthetic.sequenceLength")
-    method = spec.compression.method
-    if method != CompressionMethod.POWER_SGD:
-        ignored.append("compression.rank")
-    if method != CompressionMethod.TOP_K:
-        ignored.append("compression.ratio")
-    if method not in (CompressionMethod.POWER_SGD, CompressionMethod.TOP_K):
-        ignored.append("compression.errorFeedback")
+    ignored += [f"compression.{field}" for field in variants.COMPRESSION_FIELDS
+                if field not in variants.CODECS[spec.compression.method].parameters]
     return tuple(ignored)
 
 

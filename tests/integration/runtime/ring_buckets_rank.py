@@ -20,7 +20,7 @@ import torch.distributed as dist
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.runtime import optimizers, ring, timing
+from ringleader.runtime import optimizers, ring, settings, timing
 
 ITERATIONS = 4
 SET_TO_NONE_AT = 2  # this iteration starts from gradients set to None, as model.zero_grad() would leave them
@@ -52,7 +52,7 @@ def main(output: pathlib.Path) -> None:
     env = contract.PodEnvironment("worker", rank, world, "127.0.0.1", 1, "trial.json", str(output))
     torch.manual_seed(rank)  # different initial weights: attach() must make them the same
     model = Branchy()
-    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"), bucket_bytes=512)
+    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"), knobs=settings.Settings(bucket_bytes=512))
     synchronizer.attach(model, optimizers.factory(spec.model.optimizer))
     reference = copy.deepcopy(model)  # the weights after attach's broadcast
     reference_optimizer = optimizers.factory(spec.model.optimizer)(reference.parameters())

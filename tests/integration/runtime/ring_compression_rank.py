@@ -22,7 +22,7 @@ from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
-from ringleader.runtime import compression, optimizers, ring, timing
+from ringleader.runtime import compression, optimizers, ring, settings, timing
 
 METHODS = ("None", "FP16", "BF16", "PowerSGD", "TopK")
 # Without error feedback PowerSGD is a function of the summed gradients alone (its factors are sums): on two ranks
@@ -47,7 +47,7 @@ def run(method: str, rank: int, world: int, output: pathlib.Path) -> list[dict]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 4))
-    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"), bucket_bytes=2048)
+    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"), knobs=settings.Settings(bucket_bytes=2048))
     synchronizer.attach(model, optimizers.factory(spec.model.optimizer))
     # one codec per bucket, seeded as the ring seeds its own, fed the reference average
     local = [compression.bucket_codec(spec.compression, [p.shape for p in bucket.parameters],
