@@ -34,8 +34,8 @@ def start_time(result: results.TrialResult) -> float | None:
 def loss_curve(result: results.TrialResult) -> Curve:
     """(seconds since start, trailing mean of the last SMOOTHING losses of all workers) in time order."""
     start = start_time(result)
-    points = sorted((float(r["timestamp"]), float(r[keys.LOSS])) for r in _worker_records(result)
-                    if r.get(keys.LOSS) is not None and r.get("timestamp") is not None)
+    points = sorted((float(r[keys.TIMESTAMP]), float(r[keys.LOSS])) for r in _worker_records(result)
+                    if r.get(keys.LOSS) is not None and r.get(keys.TIMESTAMP) is not None)
     if start is None or not points:
         return []
     window: collections.deque[float] = collections.deque(maxlen=SMOOTHING)
@@ -51,8 +51,8 @@ def evaluation_curve(result: results.TrialResult, key: str) -> Curve:
     start = start_time(result)
     if start is None:
         return []
-    return sorted((float(r["timestamp"]) - start, float(r[key])) for r in _worker_records(result)
-                  if isinstance(r.get(key), (int, float)) and isinstance(r.get("timestamp"), (int, float)))
+    return sorted((float(r[keys.TIMESTAMP]) - start, float(r[key])) for r in _worker_records(result)
+                  if isinstance(r.get(key), (int, float)) and isinstance(r.get(keys.TIMESTAMP), (int, float)))
 
 
 def time_to(curve: Curve, target: float) -> float | None:
@@ -74,8 +74,8 @@ def thresholds(result: results.TrialResult) -> dict[int, Curve]:
     start = start_time(result)
     series = {}
     for rank, records in sorted(result.records.items()):
-        points = sorted((float(r["timestamp"]) - start, float(r[keys.SERVER_THRESHOLD])) for r in records
-                        if r.get(keys.SERVER_THRESHOLD) is not None and r.get("timestamp") is not None)
+        points = sorted((float(r[keys.TIMESTAMP]) - start, float(r[keys.SERVER_THRESHOLD])) for r in records
+                        if r.get(keys.SERVER_THRESHOLD) is not None and r.get(keys.TIMESTAMP) is not None)
         if points:
             series[rank] = points
     return series

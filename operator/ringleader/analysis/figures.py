@@ -21,7 +21,6 @@ import matplotlib.pyplot as pyplot  # noqa: E402
 from ringleader.analysis import combinations  # noqa: E402
 from ringleader.analysis import results  # noqa: E402
 from ringleader.api import constants  # noqa: E402
-from ringleader.contract import records as records_  # noqa: E402
 from ringleader.contract import keys  # noqa: E402
 
 DPI = 110
@@ -183,12 +182,12 @@ class RankBreakdown:
 
 def rank_breakdown(rank: int, records: Iterable[Mapping[str, Any]]) -> RankBreakdown | None:
     """Means over a worker rank's records that are not warm-up; None for a rank without worker records."""
-    steady = [r for r in records if keys.TIME_ITERATION in r and not r.get("warmup")]
+    steady = [r for r in records if keys.TIME_ITERATION in r and not r.get(keys.WARMUP)]
     if not steady:
         return None
     names = [key for key, _, _ in BREAKDOWN_PHASES] + [keys.TIME_ITERATION]
     phases = {key: statistics.fmean(float(r.get(key) or 0.0) for r in steady) for key in names}
-    role = str(steady[0].get(records_.ROLE, constants.ROLE_WORKER))
+    role = str(steady[0].get(keys.ROLE, constants.ROLE_WORKER))
     return RankBreakdown(rank=rank, role=role, iterations=len(steady), phases=phases)
 
 

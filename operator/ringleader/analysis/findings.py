@@ -119,7 +119,7 @@ def within_run_batches(result: results.TrialResult) -> list[float]:
 
 def _measured_iterations(records: list[dict]) -> list[float]:
     """A rank's worker iteration times after warm-up (a server rank has none)."""
-    return [float(r[keys.TIME_ITERATION]) for r in records if records_.is_worker_record(r) and not r.get("warmup")
+    return [float(r[keys.TIME_ITERATION]) for r in records if records_.is_worker_record(r) and not r.get(keys.WARMUP)
             and isinstance(r.get(keys.TIME_ITERATION), (int, float)) and r[keys.TIME_ITERATION] > 0]
 
 

@@ -76,7 +76,7 @@ class Serving:
 
 def _median_aggregation(records: Sequence[Mapping[str, Any]], role: str) -> float | None:
     values = [float(r[keys.SERVER_AGGREGATION]) for r in records
-              if r.get(records_.ROLE, constants.ROLE_WORKER) == role and not r.get("warmup")
+              if r.get(keys.ROLE, constants.ROLE_WORKER) == role and not r.get(keys.WARMUP)
               and isinstance(r.get(keys.SERVER_AGGREGATION), (int, float))]
     return statistics.median(values) if values else None
 
@@ -94,7 +94,7 @@ def serving(architecture: Architecture, records_by_rank: Mapping[int, Sequence[M
             whose = "peers' shard servers" if architecture == Architecture.PEER_TO_PEER else "server"
             return Serving(share * max(measured), f"measured by the trial's {whose}")
     updates = [float(r[keys.TIME_UPDATE]) for records in records_by_rank.values() for r in records
-               if records_.is_worker_record(r) and not r.get("warmup")
+               if records_.is_worker_record(r) and not r.get(keys.WARMUP)
                and isinstance(r.get(keys.TIME_UPDATE), (int, float))]
     if not updates:
         return Serving()

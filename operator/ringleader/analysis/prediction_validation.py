@@ -16,14 +16,13 @@ import pathlib
 import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
-from ringleader.contract import records as records_
 from ringleader.analysis import prediction, validation
 from ringleader.analysis.profile import worker_rank
 from ringleader.analysis.results import TrialResult
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
-KEPT_FIELDS = (records_.STEP, records_.ROLE, records_.WARMUP, keys.TIME_ITERATION, keys.TIME_COMM, keys.TIME_WAIT, keys.TIME_UPDATE,
+KEPT_FIELDS = (keys.STEP, keys.ROLE, keys.WARMUP, keys.TIME_ITERATION, keys.TIME_COMM, keys.TIME_WAIT, keys.TIME_UPDATE,
                keys.TIME_BACKWARD, keys.TIME_CODEC, keys.SERVER_AGGREGATION)
 """KEPT_FIELDS are the fields of an iteration record the models read (profile.py, prediction_serving.py)."""
 

@@ -182,7 +182,7 @@ def _worker_records(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
 def compute(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]], apart: Sequence[str] = ()) -> Compute:
     """The workers' Compute from their iteration records after warm-up (ranks without worker records are ignored),
     less the phases `apart` too (whatif prices time/codec on its own)."""
-    by_rank = {rank: {int(r.get("step", index)): _outside_comm(r, apart)
+    by_rank = {rank: {int(r.get(keys.STEP, index)): _outside_comm(r, apart)
                       for index, r in enumerate(_worker_records(records))}
                for rank, records in records_by_rank.items()}
     by_rank = {rank: steps for rank, steps in by_rank.items() if steps}

@@ -69,8 +69,8 @@ R = TypeVar("R", bound=Mapping[str, Any])  # a record: measured() keeps the call
 
 def measured(records: Sequence[R], role: str | None = None) -> list[R]:
     """The records that count: of `role` (any when None), after warm-up, or all of them if none is."""
-    of_role = [r for r in records if role is None or r.get(records_.ROLE, constants.ROLE_WORKER) == role]
-    after_warmup = [r for r in of_role if not r.get("warmup", False)]
+    of_role = [r for r in records if role is None or r.get(keys.ROLE, constants.ROLE_WORKER) == role]
+    after_warmup = [r for r in of_role if not r.get(keys.WARMUP, False)]
     return after_warmup or of_role
 
 
@@ -78,7 +78,7 @@ def rank_summary(records: list[dict]) -> dict[str, float]:
     """One rank's means after warm-up, per metric (metric names as keys), plus iteration counts."""
     counted = measured(records)
     metrics = sorted({key for record in counted for key, value in record.items()
-                      if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ("step", "timestamp")})
+                      if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in (keys.STEP, keys.TIMESTAMP)})
     summary: dict[str, float] = {keys.ITERATIONS: float(len(records)), keys.MEASURED_ITERATIONS: float(len(counted))}
     for metric in metrics:
         mean = _mean(record.get(metric) for record in counted)
@@ -252,7 +252,7 @@ def learning(parts: list[WorkerPart], records_by_rank: dict[int, list[dict]]) ->
     workers of their first and last recorded loss."""
     staleness = [value for part in parts for value in part.staleness]
     servers = [r for records in records_by_rank.values() for r in measured(records, constants.ROLE_PS)
-               if r.get(records_.ROLE) == constants.ROLE_PS]
+               if r.get(keys.ROLE) == constants.ROLE_PS]
     losing = [part for part in parts if part.losses]
     return Learning(
         staleness_mean=_mean(staleness), staleness_max=max(staleness) if staleness else None,
@@ -324,16 +324,16 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[d
     steps: dict[int, list[dict]] = {}
     for records in records_by_rank.values():
         for record in records:
-            step = record.get("step")
+            step = record.get(keys.STEP)
             if records_.is_worker_record(record) and is_number(step):
                 steps.setdefault(int(step), []).append(record)
     series = []
     for step, found in sorted(steps.items()):
-        point: dict[str, Any] = {"step": step}
-        stamps = [r["timestamp"] for r in found if is_number(r.get("timestamp"))]
+        point: dict[str, Any] = {keys.STEP: step}
+        stamps = [r[keys.TIMESTAMP] for r in found if is_number(r.get(keys.TIMESTAMP))]
         if stamps:
-            point["timestamp"] = max(stamps)
-        timed = [r for r in found if is_number(r.get(keys.TIME_ITERATION)) and not r.get("warmup", False)]
+            point[keys.TIMESTAMP] = max(stamps)
+        timed = [r for r in found if is_number(r.get(keys.TIME_ITERATION)) and not r.get(keys.WARMUP, False)]
         if timed:
             for key in phases:
                 point[key] = statistics.median(_value(r, key) for r in timed)

@@ -16,8 +16,8 @@ from ringleader.contract import keys
 
 def start_time(records: Iterable[dict]) -> float | None:
     """When the first iteration began, in seconds since the epoch: the earliest timestamp less its iteration."""
-    starts = [float(r["timestamp"]) - float(r.get(keys.TIME_ITERATION) or 0.0)
-              for r in records if r.get("timestamp") is not None]
+    starts = [float(r[keys.TIMESTAMP]) - float(r.get(keys.TIME_ITERATION) or 0.0)
+              for r in records if r.get(keys.TIMESTAMP) is not None]
     return min(starts) if starts else None
 
 
@@ -31,7 +31,7 @@ def reached(target: spec.Target, eval_loss: float, eval_accuracy: float) -> bool
 def evaluations(records_by_rank: dict[int, list[dict]]) -> list[dict]:
     """The records that carry an evaluation, in step order (one rank evaluates)."""
     found = [r for records in records_by_rank.values() for r in records if r.get(keys.EVAL_ACCURACY) is not None]
-    return sorted(found, key=lambda r: r["step"])
+    return sorted(found, key=lambda r: r[keys.STEP])
 
 
 def summarize(records_by_rank: dict[int, list[dict]], target: spec.Target | None) -> dict[str, Any]:
@@ -52,9 +52,9 @@ def summarize(records_by_rank: dict[int, list[dict]], target: spec.Target | None
     first = next((r for r in evaluated
                   if reached(target, float(r[keys.EVAL_LOSS]), float(r[keys.EVAL_ACCURACY]))), None)
     start = start_time(r for records in records_by_rank.values() for r in records)
-    if first is not None and start is not None and first.get("timestamp") is not None:
+    if first is not None and start is not None and first.get(keys.TIMESTAMP) is not None:
         # time/eval: the evaluation inside the iteration; eval/seconds in records older than that
-        ended = float(first["timestamp"]) - float(first.get(keys.TIME_EVAL) or first.get(keys.EVAL_SECONDS) or 0.0)
+        ended = float(first[keys.TIMESTAMP]) - float(first.get(keys.TIME_EVAL) or first.get(keys.EVAL_SECONDS) or 0.0)
         summary[keys.TARGET_SECONDS] = max(0.0, ended - start)
-        summary[keys.TARGET_ITERATIONS] = int(first["step"]) + 1
+        summary[keys.TARGET_ITERATIONS] = int(first[keys.STEP]) + 1
     return summary

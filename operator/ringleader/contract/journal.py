@@ -23,6 +23,8 @@ import os
 import pathlib
 import struct
 
+from ringleader.contract import keys
+
 MAGIC = b"RLJOUR01"
 CHUNK_BYTES = 1 << 20  # 1 MiB: ~8000 records before the first growth; allocated on disk at once (_allocate)
 _LENGTH = struct.Struct("<I")
@@ -47,14 +49,14 @@ class Writer:
         self._schemas: dict[tuple[str, ...], tuple[int, struct.Struct]] = {}
 
     def append(self, step: int, timestamp: float, warmup: bool, metrics: dict) -> None:
-        keys = tuple(metrics)
-        schema = self._schemas.get(keys)
+        names = tuple(metrics)
+        schema = self._schemas.get(names)
         if schema is None:
             if not all(isinstance(v, (int, float)) for v in metrics.values()):
                 self._general(step, timestamp, warmup, metrics)
                 return
-            schema = self._schemas[keys] = (len(self._schemas), _record_struct(len(keys)))
-            self._entry(b"S" + _ID.pack(schema[0]) + json.dumps({"keys": keys, "constants": self.constants}).encode())
+            schema = self._schemas[names] = (len(self._schemas), _record_struct(len(names)))
+            self._entry(b"S" + _ID.pack(schema[0]) + json.dumps({"keys": names, "constants": self.constants}).encode())
         number, packer = schema
         end = self._offset + _LENGTH.size + packer.size
         if end + _LENGTH.size > len(self._map):
@@ -69,7 +71,7 @@ class Writer:
         self._offset = end
 
     def _general(self, step: int, timestamp: float, warmup: bool, metrics: dict) -> None:
-        record = {"step": step, **self.constants, **metrics, "warmup": warmup, "timestamp": timestamp}
+        record = {keys.STEP: step, **self.constants, **metrics, keys.WARMUP: warmup, keys.TIMESTAMP: timestamp}
         self._entry(b"J" + json.dumps(record, default=str).encode())
 
     def _entry(self, payload: bytes) -> None:
@@ -118,13 +120,13 @@ def read(path: str | os.PathLike) -> list[dict]:
         kind = payload[:1]
         if kind == b"S":
             schema = json.loads(payload[3:])
-            keys = schema["keys"]
-            schemas[_ID.unpack_from(payload, 1)[0]] = (keys, schema["constants"], _record_struct(len(keys)))
+            names = schema["keys"]
+            schemas[_ID.unpack_from(payload, 1)[0]] = (names, schema["constants"], _record_struct(len(names)))
         elif kind == b"R":
-            keys, constants, packer = schemas[_ID.unpack_from(payload, 1)[0]]
+            names, constants, packer = schemas[_ID.unpack_from(payload, 1)[0]]
             _, _, step, timestamp, warmup, *values = packer.unpack(payload)
-            metrics = {key: value if math.isfinite(value) else None for key, value in zip(keys, values)}
-            found.append({"step": step, **constants, **metrics, "warmup": bool(warmup), "timestamp": timestamp})
+            metrics = {key: value if math.isfinite(value) else None for key, value in zip(names, values)}
+            found.append({keys.STEP: step, **constants, **metrics, keys.WARMUP: bool(warmup), keys.TIMESTAMP: timestamp})
         elif kind == b"J":
             found.append(json.loads(payload[1:]))
     return found

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+# The fields every record of iterations.jsonl carries besides its metrics (contract/records.py): the runtime writes
+# all four on each one.
+STEP = "step"  # the iteration, from 0
+ROLE = "role"  # api/constants.py ROLE_WORKER or ROLE_PS
+WARMUP = "warmup"  # true: left out of the summary timings (warm-up, or profiled)
+TIMESTAMP = "timestamp"  # seconds since the epoch, when the iteration ended
+
 # Per worker, per iteration (seconds, bytes, iterations).
 TIME_DATA = "time/data"
 TIME_FORWARD = "time/forward"

@@ -58,7 +58,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from ringleader.api import constants
-from ringleader.contract import journal
+from ringleader.contract import journal, keys
 
 ITERATIONS_FILE = "iterations.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -98,20 +98,16 @@ def write_lines(path: pathlib.Path, records: list[dict]) -> None:
     os.replace(temporary, path)
 
 
-# The fields every record carries besides its metrics (contract.keys): the runtime writes all four on each one.
-STEP = "step"
-ROLE = "role"
-WARMUP = "warmup"
-TIMESTAMP = "timestamp"  # seconds since the epoch, when the iteration ended
-TEXT_FIELDS = frozenset({ROLE})
-FLAG_FIELDS = frozenset({WARMUP})
+# Besides its metrics, a record carries keys.STEP, keys.ROLE, keys.WARMUP and keys.TIMESTAMP.
+TEXT_FIELDS = frozenset({keys.ROLE})
+FLAG_FIELDS = frozenset({keys.WARMUP})
 """Every other field of a record is a number or null (a non-finite value written as null)."""
 
 
 def is_worker_record(record: Mapping[str, Any]) -> bool:
     """Whether a worker wrote the record. The runtime names the role in every record; one without a role (a
     hand-made fixture, a foreign file) is taken as a worker's, the only role that records iterations."""
-    return record.get(ROLE, constants.ROLE_WORKER) == constants.ROLE_WORKER
+    return record.get(keys.ROLE, constants.ROLE_WORKER) == constants.ROLE_WORKER
 
 
 def read_lines(path: str | os.PathLike, offset: int = 0, limit_bytes: int = 8 << 20,
@@ -224,7 +220,7 @@ class RankRecorder:
         self.summary_extras: dict = {}  # added to this rank's summary.json by main.py (parameterDigest)
         self.on_first_measured: Callable[[], None] | None = None
         """Called once, on the logging thread, as the first record after warm-up is logged (runtime/usage.py)."""
-        self._journal = journal.Writer(self.directory / JOURNAL_FILE, constants={"role": role})
+        self._journal = journal.Writer(self.directory / JOURNAL_FILE, constants={keys.ROLE: role})
         self._file = open(self.directory / ITERATIONS_FILE, "w", encoding="utf-8")
         self._pending: queue.SimpleQueue[dict] = queue.SimpleQueue()
         self._written = 0  # lines the writer thread has written and flushed
@@ -238,13 +234,13 @@ class RankRecorder:
         # bench/bench_overhead.py) happen on the writer thread while torch kernels hold no GIL.
         if self._write_error is not None:  # a full disk: fail the rank now, not after silently keeping nothing
             raise self._write_error
-        warmup = bool(metrics.get("warmup", step < self.warmup_iterations))
+        warmup = bool(metrics.get(keys.WARMUP, step < self.warmup_iterations))
         if not warmup and self.on_first_measured is not None:
             called, self.on_first_measured = self.on_first_measured, None
             called()
         timestamp = time.time()
         self._journal.append(step, timestamp, warmup, metrics)
-        record = {STEP: step, ROLE: self.role, **metrics, WARMUP: warmup, TIMESTAMP: timestamp}
+        record = {keys.STEP: step, keys.ROLE: self.role, **metrics, keys.WARMUP: warmup, keys.TIMESTAMP: timestamp}
         if not _all_finite(metrics):
             record = _sanitized(record)
         self.iterations.append(record)

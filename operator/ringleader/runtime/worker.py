@@ -198,7 +198,7 @@ def log(loop: Loop, step: int, metrics: dict[str, float], last: bool) -> None:
     """The iteration's record (with the profiler's flag and the link's rates) and, now and then, a progress line."""
     if loop.profiled is not None:
         if loop.profiled.covers(step):
-            metrics["warmup"] = True  # the profiler slowed it: left out of the summary, like warm-up
+            metrics[keys.WARMUP] = True  # the profiler slowed it: left out of the summary, like warm-up
         loop.profiled.end(step, loop.timer, last=last or step + 1 == loop.iterations)
     if loop.link is not None and step >= loop.warmup:
         record_link_rates(loop.link, loop.link_rate, loop.timer, metrics)

@@ -26,7 +26,6 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
-from ringleader.contract import records as records_
 from ringleader.contract import keys
 
 MS = 1000.0  # seconds -> milliseconds
@@ -215,7 +214,7 @@ SWEEP = (keys.THROUGHPUT, keys.P50, keys.P95, keys.COMPUTE_FRACTION, keys.COMM_F
          keys.TARGET_SECONDS)
 
 # Record keys that are indexes or labels, not metrics.
-NOT_METRICS = frozenset({records_.STEP, "rank", records_.ROLE, records_.WARMUP, records_.TIMESTAMP, "worker"})
+NOT_METRICS = frozenset({keys.STEP, "rank", keys.ROLE, keys.WARMUP, keys.TIMESTAMP, "worker"})
 
 
 def is_metric_value(value: Any) -> bool:
@@ -233,7 +232,7 @@ def _other(key: str, value: Any) -> dict[str, float]:
 
 def series(record: Mapping[str, Any]) -> dict[str, float]:
     """One iteration, server or trial-series record's metrics, warm-up steps under `warmup/`."""
-    prefix = WARMUP_PREFIX if record.get("warmup") is True else ""
+    prefix = WARMUP_PREFIX if record.get(keys.WARMUP) is True else ""
     metrics: dict[str, float] = {}
     for key, value in record.items():
         if key in NOT_METRICS:

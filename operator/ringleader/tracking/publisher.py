@@ -17,7 +17,6 @@ from typing import Any, Mapping
 
 import mlflow.entities
 
-from ringleader.contract import records as records_
 from ringleader.analysis import placement
 from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
@@ -29,7 +28,7 @@ from ringleader.tracking.store import Store
 log = logging.getLogger(__name__)
 
 # Keys a record's wall-clock time may carry (seconds since the epoch); without one, the cursor's clock stands in.
-TIMESTAMP_KEYS = (records_.TIMESTAMP,)
+TIMESTAMP_KEYS = (keys.TIMESTAMP,)
 ITERATION_TIME = keys.TIME_ITERATION
 # Artifacts `ringleader report` reads back from MLflow: <trial run>/summary.json, <rank run>/records/iterations.jsonl.
 ITERATIONS_ARTIFACT_DIR = "records"
@@ -116,7 +115,7 @@ class RankPublisher:
             batch_end, batch_records, elapsed = cursor.offset, 0, cursor.elapsed_ms
             for record, end in lines:
                 line = cursor.records + batch_records
-                step = record.get("step")
+                step = record.get(keys.STEP)
                 step = int(step) if metric_names.is_metric_value(step) else line
                 at = record_timestamp_ms(record, int(cursor.created_ms + elapsed))
                 metrics = [mlflow.entities.Metric(k, v, at, step) for k, v in metric_names.series(record).items()]
@@ -218,8 +217,8 @@ def summary_once(store: Store, cursor: cursor_.Cursor, run_id: str, trial_dir: p
     if not cursor.is_done("series") and series.is_file():
         # Written whole before the summary: a replay of a batch that was in flight repeats points the store drops.
         logged += store.log_metrics(run_id, [
-            mlflow.entities.Metric(k, v, record_timestamp_ms(record, at_ms), int(record["step"]))
-            for record in record_files.read_iterations(series) if metric_names.is_metric_value(record.get("step"))
+            mlflow.entities.Metric(k, v, record_timestamp_ms(record, at_ms), int(record[keys.STEP]))
+            for record in record_files.read_iterations(series) if metric_names.is_metric_value(record.get(keys.STEP))
             for k, v in metric_names.series(record).items()])
         cursor.mark_done("series")
     artifact_once(store, cursor, run_id, trial_dir / layout.SUMMARY_FILE, None)

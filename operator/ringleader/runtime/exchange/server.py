@@ -137,7 +137,7 @@ class ShardServer:
         metrics = {
             keys.SERVER_AGGREGATION: self.round_seconds,
             keys.SERVER_QUEUE_DEPTH: float(len(self.held)),
-            "warmup": count <= self.warmup_iterations,
+            keys.WARMUP: count <= self.warmup_iterations,
         }
         self.round_seconds = 0.0
         grant = self.gate.last_grant
