@@ -21,7 +21,7 @@ def progress(iterations, seconds_each, every=10, start=0.0, first=0):
 
 def trial(name="q-0", architecture="ParameterServer", iterations=200, **progress_):
     label = {"ParameterServer": "1ps", "PeerToPeer": "p2p", "RingAllReduce": "ring"}[architecture]
-    return eta.Trial(name, {"architecture": architecture}, label, iterations, **progress_)
+    return eta.UnfinishedTrial(name, {"architecture": architecture}, label, iterations, **progress_)
 
 
 def finished(architecture="ParameterServer", iteration_seconds=0.05, seconds=30.0, iterations=200, predicted=None,
@@ -53,7 +53,7 @@ def test_a_running_trial_ends_after_its_remaining_iterations_at_its_recent_pace(
 
 
 def test_a_trial_not_run_yet_is_priced_by_its_repetitions_else_by_a_prediction_for_its_architecture():
-    repeated = eta.Trial("q-2", {"architecture": "ParameterServer", "repetition": "2"}, "1ps", 200)
+    repeated = eta.UnfinishedTrial("q-2", {"architecture": "ParameterServer", "repetition": "2"}, "1ps", 200)
     done = [eta.Finished({"architecture": "ParameterServer", "repetition": "0"}, 200, 0.04, 20.0, {"1ps": 0.9}),
             eta.Finished({"architecture": "ParameterServer", "repetition": "1"}, 200, 0.06, 20.0, {})]
     assert eta.predicted_seconds(repeated, done) == pytest.approx(0.05)  # measured beats predicted
@@ -62,7 +62,7 @@ def test_a_trial_not_run_yet_is_priced_by_its_repetitions_else_by_a_prediction_f
     assert eta.predicted_seconds(ring, [by_ps]) == 0.02
     # A prediction is for the same workers, paradigm and model: a trial differing in more is not priced by it.
     other_workers = finished("ParameterServer", predicted={"ring": 0.02}, workers="4")
-    assert eta.predicted_seconds(eta.Trial("q-1", {"architecture": "RingAllReduce", "workers": "2"}, "ring", 200),
+    assert eta.predicted_seconds(eta.UnfinishedTrial("q-1", {"architecture": "RingAllReduce", "workers": "2"}, "ring", 200),
                                  [other_workers]) is None
     assert eta.predicted_seconds(ring, [finished("ParameterServer")]) is None  # it made no prediction
 
@@ -127,7 +127,7 @@ def test_a_trial_is_planned_with_its_parameters_architecture_label_and_iteration
                                         "target": {"loss": 0.5, "onReached": "Stop"}},
                               "sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}}})
     first, second = api.expand(dte).trials
-    assert eta.planned(second) == eta.Trial(second.name, {"architecture": "RingAllReduce"}, "ring", 60)
+    assert eta.planned(second) == eta.UnfinishedTrial(second.name, {"architecture": "RingAllReduce"}, "ring", 60)
     assert eta.planned(first).label == "1ps"
     assert eta.upper_bound(first.spec) and not eta.upper_bound(api.expand(api.parse({
         "apiVersion": constants.API_VERSION, "kind": constants.KIND, "metadata": {"name": "q"}, "spec": {}})).trials[0].spec)

@@ -383,7 +383,7 @@ def test_a_running_trial_needs_no_full_pass_for_its_progress_and_a_progress_read
     trial = api.expand(dte).trials[0]
     running = decide(dte, old, pods={trial.name: running_pods(trial)}, progress={trial.name: 37}).status
     assert due.next_wake(running, dte.spec.run_policy, T0, settings_.TimingSettings()) is None  # polling's job
-    sweep = estimates.Sweep.of(api.expand(dte))
+    sweep = estimates.PlannedSweep.of(api.expand(dte))
     found = plan.with_progress(running, {trial.name: read(52)}, sweep)
     assert (found.progress.iteration, found.progress_text) == (52, "52/200")
     assert found.model_copy(update=dict(progress=running.progress, progress_text=running.progress_text,

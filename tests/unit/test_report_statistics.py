@@ -29,7 +29,7 @@ def test_an_estimate_is_the_mean_plus_minus_t_times_the_standard_error():
 
 
 def test_one_value_has_a_mean_and_no_interval():
-    assert statistics.estimate([7.0]) == statistics.Estimate(7.0, None, None, 1)
+    assert statistics.estimate([7.0]) == statistics.MeanInterval(7.0, None, None, 1)
     with pytest.raises(ValueError, match="at least one value"):
         statistics.estimate([])
 
@@ -45,7 +45,7 @@ def test_a_ratio_interval_is_asymmetric_and_uses_welchs_degrees_of_freedom():
 
 
 def test_a_ratio_without_spread_or_repetitions_says_so():
-    assert statistics.ratio([4.0, 4.0], [2.0, 2.0]) == statistics.Estimate(2.0, 2.0, 2.0, 2)
+    assert statistics.ratio([4.0, 4.0], [2.0, 2.0]) == statistics.MeanInterval(2.0, 2.0, 2.0, 2)
     assert statistics.ratio([4.0], [2.0, 3.0]).low is None
     with pytest.raises(ValueError, match="positive means"):
         statistics.ratio([0.0], [1.0])

@@ -1,7 +1,7 @@
 """A sweep's trials grouped by combination (the swept values but the repetition), with means and 95 % intervals.
 
 Used by the report's figures, findings and tables: repetitions of one combination are samples of the
-same measurement, so their numbers become an estimate (statistics.Estimate) instead of separate rows.
+same measurement, so their numbers become an estimate (statistics.MeanInterval) instead of separate rows.
 Only FINISHED trials count: a failed or killed trial's summary, if any, covers part of a run.
 """
 
@@ -49,7 +49,7 @@ class Combination:
         pick = key if callable(key) else (lambda result: number(result, key))
         return [value for value in map(pick, self.trials) if value is not None]
 
-    def estimate(self, key: str | Callable[[results.TrialResult], float | None]) -> statistics.Estimate | None:
+    def estimate(self, key: str | Callable[[results.TrialResult], float | None]) -> statistics.MeanInterval | None:
         values = self.values(key)
         return statistics.estimate(values) if values else None
 
@@ -69,5 +69,5 @@ def group(result: results.SweepResult, axes: Sequence[str] | None = None) -> lis
     return [Combination(dict(zip(axes, key)), trials) for key, trials in groups.items()]
 
 
-def wire(estimate: statistics.Estimate | None) -> dict[str, Any] | None:
+def wire(estimate: statistics.MeanInterval | None) -> dict[str, Any] | None:
     return None if estimate is None else estimate.wire()

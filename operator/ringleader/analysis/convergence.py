@@ -146,7 +146,7 @@ def time_to_target(result: results.SweepResult, directory: pathlib.Path) -> figu
                           "bar. Error bars: 95 % confidence interval over repetitions, where repeated.", path)
 
 
-def _seconds_bars(groups: list[tuple[combinations.Combination, statistics.Estimate]], colours: list[str],
+def _seconds_bars(groups: list[tuple[combinations.Combination, statistics.MeanInterval]], colours: list[str],
                   ylabel: str, title: str):
     """A bar per combination of its mean seconds to a goal, the 95 % interval over repetitions as error bars."""
     figure, axes = pyplot.subplots(figsize=(max(6.0, 1.2 * len(groups) + 3.0), 4.4))

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from ringleader.api import variants
 from ringleader.api.spec import ExperimentSpec, OnReached, SweepMatrix
-from ringleader.api import trial as trial_  # aliased: Trial here is eta's own
+from ringleader.api import trial as trial_
 from ringleader.contract import keys
 
 Sample = tuple[float, int]
@@ -65,7 +65,7 @@ class Finished:
 
 
 @dataclasses.dataclass(frozen=True)
-class Trial:
+class UnfinishedTrial:
     """A trial not finished yet: pending, starting or running."""
 
     name: str
@@ -85,11 +85,11 @@ class Trial:
         return self.started is not None or bool(self.samples)
 
 
-def planned(trial: trial_.Trial) -> Trial:
+def planned(trial: trial_.Trial) -> UnfinishedTrial:
     """The trial before it starts; its progress is added with dataclasses.replace."""
     spec = trial.spec
     label = variants.label(spec.architecture, spec.parameter_servers.replicas)
-    return Trial(trial.name, dict(trial.parameters), label, spec.model.iterations)
+    return UnfinishedTrial(trial.name, dict(trial.parameters), label, spec.model.iterations)
 
 
 def upper_bound(spec: ExperimentSpec) -> bool:
@@ -142,7 +142,7 @@ def _without(parameters: Mapping[str, str], *names: str) -> dict[str, str]:
     return {k: v for k, v in parameters.items() if k not in names}
 
 
-def predicted_seconds(trial: Trial, finished: Sequence[Finished]) -> float | None:
+def predicted_seconds(trial: UnfinishedTrial, finished: Sequence[Finished]) -> float | None:
     """The trial's iteration time before it runs: measured by its repetitions, else predicted by a trial that
     differs in architecture alone; None when neither finished."""
     same = [f.iteration_seconds for f in finished if f.iteration_seconds
@@ -160,13 +160,13 @@ def startup_seconds(finished: Sequence[Finished]) -> float | None:
     return statistics.fmean(known) if known else None
 
 
-def _duration(trial: Trial, finished: Sequence[Finished]) -> float | None:
+def _duration(trial: UnfinishedTrial, finished: Sequence[Finished]) -> float | None:
     """Seconds a trial not running yet takes from its start: start-up, then its iterations as predicted."""
     each, startup = predicted_seconds(trial, finished), startup_seconds(finished)
     return None if each is None or startup is None else startup + trial.iterations * each
 
 
-def trial_end(trial: Trial, finished: Sequence[Finished]) -> float | None:
+def trial_end(trial: UnfinishedTrial, finished: Sequence[Finished]) -> float | None:
     """When a started trial's last iteration is expected to end; None when nothing tells."""
     if trial.samples:
         at, done = trial.samples[-1]
@@ -177,7 +177,7 @@ def trial_end(trial: Trial, finished: Sequence[Finished]) -> float | None:
     return None if trial.started is None or duration is None else trial.started + duration
 
 
-def sweep_end(trials: Sequence[Trial], finished: Sequence[Finished]) -> tuple[float | None, str | None]:
+def sweep_end(trials: Sequence[UnfinishedTrial], finished: Sequence[Finished]) -> tuple[float | None, str | None]:
     """(when the last of `trials` is expected to end, None) or (None, why not). The started trials hold one
     place each (as many as run at once); the others, in order, take the place that frees first."""
     begun = [t for t in trials if t.begun]

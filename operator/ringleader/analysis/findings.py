@@ -55,7 +55,7 @@ class Finding:
 class Comparison:
     """One combination's throughput over another's, with the interval the data allow and what it settles."""
 
-    ratio: statistics.Estimate
+    ratio: statistics.MeanInterval
     basis: str | None
     distinguishable: bool
     contended: bool = False
@@ -147,7 +147,7 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     return Comparison(estimate, basis, separated, contended and basis == "within-run", placed)
 
 
-def interval(estimate: statistics.Estimate, digits: int = 2) -> str:
+def interval(estimate: statistics.MeanInterval, digits: int = 2) -> str:
     """" (95 % CI 1.41-1.86)", or "" without an interval."""
     if estimate.low is None or estimate.high is None:
         return ""
@@ -267,7 +267,7 @@ def time_to_loss(result: results.SweepResult) -> list[Finding]:
                     "loss")]
 
 
-def _seconds_to_goal(name: str, times: list) -> tuple[str, statistics.Estimate | None]:
+def _seconds_to_goal(name: str, times: list) -> tuple[str, statistics.MeanInterval | None]:
     """A combination's seconds to a goal over its repetitions (None: never reached) in words, and their estimate."""
     reached = [float(t) for t in times if t is not None]
     if not reached:

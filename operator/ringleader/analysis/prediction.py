@@ -150,7 +150,7 @@ architecture's sharing of the cores and adds S/k (a server's serving) or S/N (a 
 
 
 @dataclasses.dataclass(frozen=True)
-class Estimate:
+class ArchitectureEstimate:
     """One architecture's predicted iteration on the trial's model, workers and link (seconds)."""
 
     label: str
@@ -170,7 +170,7 @@ class Estimate:
         return self.compute_seconds + self.comm_seconds
 
 
-def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list[Estimate]:
+def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list[ArchitectureEstimate]:
     """Every architecture on these inputs, in the enum's order: one with servers for each of `servers` (kPS)."""
     chosen = [(a, k) for a, traits in variants.ARCHITECTURES.items()
               for k in (sorted(set(servers)) if traits.has_servers else (1,))]
@@ -180,7 +180,7 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
         paradigm = model.paradigm or inputs.paradigm
         band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm, inputs.cores)
         serves = inputs.serving.seconds(architecture, inputs.workers, k)
-        found.append(Estimate(name, model.name, model.compute_seconds(moved) + serves, model.comm_seconds(moved, k),
+        found.append(ArchitectureEstimate(name, model.name, model.compute_seconds(moved) + serves, model.comm_seconds(moved, k),
                               serves, band, "; ".join(filter(None, (note, _compression_note(inputs, architecture))))))
     return found
 
@@ -208,11 +208,11 @@ class TrialPrediction:
     architecture: str
     """architecture is the label of the trial's own architecture, one of the estimates'."""
     inputs: Inputs
-    estimates: tuple[Estimate, ...]
+    estimates: tuple[ArchitectureEstimate, ...]
     measured_seconds: float | None
 
     @property
-    def own(self) -> Estimate:
+    def own(self) -> ArchitectureEstimate:
         return next(e for e in self.estimates if e.label == self.architecture)
 
     @property

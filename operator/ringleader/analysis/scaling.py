@@ -29,14 +29,14 @@ class Point:
     """One worker count of a series: throughput, speedup and efficiency over the series' smallest count."""
 
     workers: int
-    throughput: statistics.Estimate
-    speedup: statistics.Estimate
-    efficiency: statistics.Estimate
-    comm_seconds: statistics.Estimate | None
+    throughput: statistics.MeanInterval
+    speedup: statistics.MeanInterval
+    efficiency: statistics.MeanInterval
+    comm_seconds: statistics.MeanInterval | None
 
 
-def _scaled(estimate: statistics.Estimate, factor: float) -> statistics.Estimate:
-    return statistics.Estimate(estimate.mean * factor, None if estimate.low is None else estimate.low * factor,
+def _scaled(estimate: statistics.MeanInterval, factor: float) -> statistics.MeanInterval:
+    return statistics.MeanInterval(estimate.mean * factor, None if estimate.low is None else estimate.low * factor,
                                None if estimate.high is None else estimate.high * factor, estimate.count)
 
 
@@ -192,7 +192,7 @@ def measured_scaling_factor(trial: results.TrialResult) -> float | None:
         return combinations.number(trial, keys.COMPUTE_FRACTION)
 
 
-def bandwidth_series(result: results.SweepResult) -> dict[str, list[tuple[float, statistics.Estimate]]]:
+def bandwidth_series(result: results.SweepResult) -> dict[str, list[tuple[float, statistics.MeanInterval]]]:
     """Per series (bandwidth_lines), the measured scaling factor (measured_scaling_factor, over repetitions) at
     each bandwidth, in bits per second, slowest first."""
     series = {}

@@ -15,7 +15,7 @@ CONFIDENCE = 0.95
 
 
 @dataclasses.dataclass(frozen=True)
-class Estimate:
+class MeanInterval:
     """A mean with its confidence interval; low and high are None with fewer than two values."""
 
     mean: float
@@ -77,18 +77,18 @@ def t_quantile(probability: float, degrees: float) -> float:
     return (low + high) / 2.0
 
 
-def estimate(values: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
+def estimate(values: Sequence[float], confidence: float = CONFIDENCE) -> MeanInterval:
     """mean ± t(1 - (1 - confidence)/2, n - 1) * s / sqrt(n); no interval for a single value."""
     if not values:
         raise ValueError("estimate needs at least one value")
     mean = statistics.fmean(values)
     if len(values) < 2:
-        return Estimate(mean, None, None, len(values))
+        return MeanInterval(mean, None, None, len(values))
     half = t_quantile(1.0 - (1.0 - confidence) / 2.0, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return Estimate(mean, mean - half, mean + half, len(values))
+    return MeanInterval(mean, mean - half, mean + half, len(values))
 
 
-def ratio(numerator: Sequence[float], denominator: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
+def ratio(numerator: Sequence[float], denominator: Sequence[float], confidence: float = CONFIDENCE) -> MeanInterval:
     """mean(numerator) / mean(denominator), with an interval from the delta method on the log of the ratio:
     log R ± t * sqrt(s_a²/(n_a m_a²) + s_b²/(n_b m_b²)), degrees of freedom by Welch-Satterthwaite.
 
@@ -100,16 +100,16 @@ def ratio(numerator: Sequence[float], denominator: Sequence[float], confidence: 
         raise ValueError(f"ratio needs positive means, got {a} and {b}")
     value = a / b
     if len(numerator) < 2 or len(denominator) < 2:
-        return Estimate(value, None, None, min(len(numerator), len(denominator)))
+        return MeanInterval(value, None, None, min(len(numerator), len(denominator)))
     parts = [statistics.variance(sample) / (len(sample) * mean * mean)
              for sample, mean in ((numerator, a), (denominator, b))]
     spread = sum(parts)
     if spread == 0:
-        return Estimate(value, value, value, min(len(numerator), len(denominator)))
+        return MeanInterval(value, value, value, min(len(numerator), len(denominator)))
     degrees = spread ** 2 / sum(part ** 2 / (len(sample) - 1) for part, sample in zip(parts, (numerator, denominator))
                                 if part > 0)
     half = t_quantile(1.0 - (1.0 - confidence) / 2.0, degrees) * math.sqrt(spread)
-    return Estimate(value, value * math.exp(-half), value * math.exp(half), min(len(numerator), len(denominator)))
+    return MeanInterval(value, value * math.exp(-half), value * math.exp(half), min(len(numerator), len(denominator)))
 
 
 def batch_means(values: Sequence[float], batches: int) -> list[float]:

@@ -21,16 +21,16 @@ from ringleader.controller.trials import ACTIVE_PHASES, TERMINAL_PHASES
 
 
 @dataclasses.dataclass(frozen=True)
-class Sweep:
+class PlannedSweep:
     """What an estimate needs of the experiment's spec, small enough to keep between passes."""
 
-    trials: dict[str, eta.Trial]
+    trials: dict[str, eta.UnfinishedTrial]
     """trials by name, before they start."""
     upper_bound: bool
     """upper_bound: model.target may stop trials before their iterations."""
 
     @classmethod
-    def of(cls, expansion: Expansion) -> Sweep:
+    def of(cls, expansion: Expansion) -> PlannedSweep:
         return cls(trials={t.name: eta.planned(t) for t in expansion.trials},
                    upper_bound=any(eta.upper_bound(t.spec) for t in expansion.trials))
 
@@ -39,7 +39,7 @@ def _seconds(at: datetime.datetime | None) -> float | None:
     return None if at is None else at.timestamp()
 
 
-def _finished(sweep: Sweep, trial: TrialStatus) -> eta.Finished:
+def _finished(sweep: PlannedSweep, trial: TrialStatus) -> eta.Finished:
     summary = trial.summary
     start, end = _seconds(trial.start_time), _seconds(trial.completion_time)
     return eta.Finished(
@@ -50,8 +50,8 @@ def _finished(sweep: Sweep, trial: TrialStatus) -> eta.Finished:
         predicted=summary.predicted_iteration_seconds or {})
 
 
-def _unfinished(sweep: Sweep, trial: TrialStatus,
-                lines: Sequence[progress_line.Line]) -> eta.Trial:
+def _unfinished(sweep: PlannedSweep, trial: TrialStatus,
+                lines: Sequence[progress_line.Line]) -> eta.UnfinishedTrial:
     started = _seconds(trial.start_time) if trial.phase in ACTIVE_PHASES else None
     return dataclasses.replace(
         sweep.trials[trial.name], started=started,
@@ -67,7 +67,7 @@ def _time(seconds: float | None) -> datetime.datetime | None:
         return None
 
 
-def estimate(sweep: Sweep, trials: Sequence[TrialStatus],
+def estimate(sweep: PlannedSweep, trials: Sequence[TrialStatus],
              lines: Mapping[str, Sequence[progress_line.Line]]) -> Estimate | None:
     """The estimate, or None once every trial ended."""
     finished = [_finished(sweep, t) for t in trials if t.phase == Phase.SUCCEEDED and t.summary is not None]
@@ -92,7 +92,7 @@ def _text(at: datetime.datetime, upper_bound: bool) -> str:
     return ("at most " if upper_bound else "") + at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _basis(planned: Sequence[eta.Trial], finished: Sequence[eta.Finished], upper_bound: bool) -> str:
+def _basis(planned: Sequence[eta.UnfinishedTrial], finished: Sequence[eta.Finished], upper_bound: bool) -> str:
     """What a known estimate rests on, in words."""
     paced = sum(1 for t in planned if t.samples)
     priced = len(planned) - paced

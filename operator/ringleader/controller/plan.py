@@ -133,7 +133,7 @@ def _iteration(lines: tuple[progress_line.Line, ...]) -> int:
 
 
 def with_progress(status: ExperimentStatus, progress: dict[str, tuple[progress_line.Line, ...]],
-                  sweep: estimates.Sweep) -> ExperimentStatus:
+                  sweep: estimates.PlannedSweep) -> ExperimentStatus:
     """The status with its latest running trial's iteration as just read (a progress-only pass), and the
     estimate refined: the same `decide` would report from the same reads."""
     running = [t for t in status.trials if t.phase == Phase.RUNNING]
@@ -350,7 +350,7 @@ def _experiment_status(experiment, expansion: Expansion, old: ExperimentStatus,
         progress=progress,
         progress_text=progress.text(),
         estimate=None if experiment.spec.run_policy.suspend else
-        estimates.estimate(estimates.Sweep.of(expansion), new_trials, seen.progress),
+        estimates.estimate(estimates.PlannedSweep.of(expansion), new_trials, seen.progress),
         compares=compared(expansion),
         best=_best(best, len(new_trials)),
         summary=best.summary if best else old.summary,

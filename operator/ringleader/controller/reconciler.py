@@ -51,7 +51,7 @@ class _Running:
 
     body: dict[str, Any]
     status: ExperimentStatus
-    sweep: estimates.Sweep
+    sweep: estimates.PlannedSweep
     """What the estimate needs of the spec, so a progress pass need not parse it."""
     reporters: dict[str, dict[str, Any] | None]
     """The pod whose log tells each running trial's progress (`progress_logs.reporter`), None while there is none."""
@@ -214,7 +214,7 @@ class Controller:
         # Until the next full pass, progress-only passes read the running trials' logs.
         clock = time.monotonic()
         full_in = min(math.inf if full_in is None else full_in, self.settings.timing.recheck_seconds)
-        self._running[key] = _Running(body, new, estimates.Sweep.of(expansion),
+        self._running[key] = _Running(body, new, estimates.PlannedSweep.of(expansion),
                                       {n: progress_logs.reporter(pods.get(n, [])) for n in running_now}, clock + full_in)
         progress_in = self.polls.next_in(key, clock)
         return min(full_in, self.settings.timing.progress_poll_seconds if progress_in is None else progress_in)

@@ -38,7 +38,7 @@ class Interrupted(BaseException):
 
 
 @dataclasses.dataclass
-class SweepResult:
+class SweepOutcome:
     session_dir: pathlib.Path
     outcomes: dict[str, layout.Outcome]
     rows: list[tables.ComparisonRow]
@@ -78,14 +78,14 @@ def run_sweep(experiment: DistributedTrainingExperiment, trials: list[Trial],
               session_dir: pathlib.Path, tracking_uri: str, settings: LaunchSettings,
               tracking_settings: TrackingSettings, environ: Mapping[str, str],
               deadline_seconds: float | None = None, source: str | None = None,
-              out: TextIO = sys.stdout) -> SweepResult:
+              out: TextIO = sys.stdout) -> SweepOutcome:
     session, started = _open_session(session_dir, experiment, tracking_uri, trials, source)
     return _run(session, trials, started, {}, settings, tracking_settings, environ, deadline_seconds, out)
 
 
 def resume_sweep(session: layout.Session, trials: list[Trial], tracking_uri: str, settings: LaunchSettings,
                  tracking_settings: TrackingSettings, environ: Mapping[str, str],
-                 deadline_seconds: float | None = None, out: TextIO = sys.stdout) -> SweepResult:
+                 deadline_seconds: float | None = None, out: TextIO = sys.stdout) -> SweepOutcome:
     """Run `trials` (the session's trials left: `left_to_run`) into `session`; the sweep's outcome then covers every
     trial, those that finished before included."""
     session, started, earlier = _reopen_session(session, tracking_uri, {t.name for t in trials})
@@ -104,7 +104,7 @@ def left_to_run(session: layout.Session) -> list[str]:
 
 def _run(session: layout.Session, trials: list[Trial], started: float, earlier: dict[str, layout.Outcome],
          settings: LaunchSettings, tracking_settings: TrackingSettings, environ: Mapping[str, str],
-         deadline_seconds: float | None, out: TextIO) -> SweepResult:
+         deadline_seconds: float | None, out: TextIO) -> SweepOutcome:
     session_dir, experiment = session.directory, session.experiment
     screen = display.ProgressDisplay(settings, out, len(trials))
     publishing = tracker.Tracker(session, tracking_settings, screen.message)
@@ -125,7 +125,7 @@ def _run(session: layout.Session, trials: list[Trial], started: float, earlier: 
     layout.write_outcome(session_dir, _sweep_outcome(outcomes, session.trials, interrupted_by, started))
     rows = sessions.comparison_rows(session)
     publishing.session_ended()
-    return SweepResult(session_dir, outcomes, rows, interrupted_by, publishing)
+    return SweepOutcome(session_dir, outcomes, rows, interrupted_by, publishing)
 
 
 def _open_session(session_dir: pathlib.Path, experiment: DistributedTrainingExperiment,

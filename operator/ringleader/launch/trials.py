@@ -151,7 +151,7 @@ class TrialRun:
             self._samples = [*eta.recent(self._samples, self.total_iterations), (time.monotonic(), done)]
         return done
 
-    def for_eta(self) -> eta.Trial:
+    def for_eta(self) -> eta.UnfinishedTrial:
         """The trial as the ETA sees it: started, with its recent progress."""
         return dataclasses.replace(eta.planned(self.trial), started=self._monotonic_start, samples=tuple(self._samples))
 

@@ -138,7 +138,7 @@ class RankPublisher:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrialResult:
+class PublishedTrial:
     trial: str
     run_id: str
     status: str
@@ -146,7 +146,7 @@ class TrialResult:
 
 
 def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
-                  parent_run_id: str | None) -> TrialResult:
+                  parent_run_id: str | None) -> PublishedTrial:
     """Publish one trial directory: its run, params and trial.json at once; rank records as they come;
     summary, series, traces, breakdown plot, logs and status once its outcome is final."""
     trial = layout.read_trial(trial_dir)
@@ -181,7 +181,7 @@ def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
                                  outcome.start_time if outcome else None).publish(
             status, outcome.end_time if outcome else None)
     if not final:
-        return TrialResult(trial.name, run_id, outcome.status if outcome else schema.RUNNING, metrics)
+        return PublishedTrial(trial.name, run_id, outcome.status if outcome else schema.RUNNING, metrics)
 
     metrics += summary_once(store, cursor, run_id, trial_dir, ms(outcome.end_time) or int(time.time() * 1000))
     for rank, directory in layout.rank_dirs(trial_dir).items():
@@ -196,7 +196,7 @@ def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
     if not cursor.is_done("status"):
         end_run(store, run_id, outcome)
         cursor.mark_done("status")
-    return TrialResult(trial.name, run_id, outcome.status, metrics)
+    return PublishedTrial(trial.name, run_id, outcome.status, metrics)
 
 
 def summary_once(store: Store, cursor: cursor_.Cursor, run_id: str, trial_dir: pathlib.Path,

@@ -34,7 +34,7 @@ class SessionResult:
     directory: pathlib.Path
     experiment_id: str
     parent_run_id: str
-    trials: list[publisher.TrialResult]
+    trials: list[publisher.PublishedTrial]
     damaged: list[str] = dataclasses.field(default_factory=list)
     """Trials left out: their trial.json is not what ringleader wrote (layout.DamagedFile, said in a warning)."""
 

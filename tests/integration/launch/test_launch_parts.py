@@ -82,7 +82,7 @@ class FakeRun:
     def elapsed(self) -> float:
         return 12.0
 
-    def for_eta(self) -> eta.Trial:
+    def for_eta(self) -> eta.UnfinishedTrial:
         now = time.monotonic()
         samples = () if self.seconds_each is None else ((now - self.seconds_each, self.done - 1), (now, self.done))
         return dataclasses.replace(eta.planned(self.trial), started=now - 12.0, samples=samples)
