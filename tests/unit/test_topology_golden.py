@@ -20,6 +20,7 @@ import yaml
 
 from ringleader import api, topology
 from ringleader.api import spec as spec_
+from ringleader.api import variants
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "topology"
 UPDATE = os.environ.get("RINGLEADER_UPDATE_GOLDEN") == "1"
@@ -36,7 +37,7 @@ GOLDEN_CASES = [(a, p, d) for a, p, d in CASES if p == spec_.Paradigm.BSP]
 
 def golden_spec(architecture: spec_.Architecture, paradigm: spec_.Paradigm, device: str) -> dict:
     sync = {"paradigm": paradigm.value}
-    if paradigm in spec_.STALE_PARADIGMS:
+    if paradigm in variants.STALE_PARADIGMS:
         sync["staleness"] = 3
     if paradigm == spec_.Paradigm.DSSP:
         sync["maxStaleness"] = 12

@@ -53,9 +53,6 @@ ModelName = Annotated[str, pydantic.StringConstraints(pattern=MODEL_PATTERN, max
 MAX_NODE_SELECTOR_LABELS = 32
 
 
-STALE_PARADIGMS = variants.STALE_PARADIGMS
-
-
 class SyncSpec(ApiModel):
     """sync is how workers are kept in step: the synchronization paradigm and its staleness bounds."""
 
@@ -739,11 +736,6 @@ def _either(values, word: str = "or") -> str:
     return variants.either([v.value for v in values], word)
 
 
-def _requiring(field: str) -> tuple[Paradigm, ...]:
-    """The paradigms that require the `sync` field `field` (variants.PARADIGMS)."""
-    return tuple(p for p, traits in variants.PARADIGMS.items() if field in traits.staleness_fields)
-
-
 def _paradigm_rule(architecture: Architecture) -> rules.Rule:
     """A collective runs only its paradigms (variants.ARCHITECTURES), unless a sweep skips the combination."""
     traits = variants.ARCHITECTURES[architecture]
@@ -885,19 +877,19 @@ class ExperimentSpec(ApiModel):
     rules = (
         *(_paradigm_rule(architecture) for architecture in variants.COLLECTIVES),
         rules.Rule(
-            cel=f"!{_uses(STALE_PARADIGMS)} || has(self.sync.staleness) || {_swept('staleness')}",
-            message=f"`sync.staleness` is required when `sync.paradigm` is {_either(STALE_PARADIGMS)}: set it to how many "
+            cel=f"!{_uses(variants.STALE_PARADIGMS)} || has(self.sync.staleness) || {_swept('staleness')}",
+            message=f"`sync.staleness` is required when `sync.paradigm` is {_either(variants.STALE_PARADIGMS)}: set it to how many "
             "iterations the fastest worker may run ahead of the slowest (e.g. 3)",
-            holds=lambda s: not (_paradigms_used(s) & set(STALE_PARADIGMS))
+            holds=lambda s: not (_paradigms_used(s) & set(variants.STALE_PARADIGMS))
             or s.sync.staleness is not None
             or _swept_py(s, "staleness"),
             field_path=".sync.staleness",
         ),
         rules.Rule(
-            cel=f"!{_uses(_requiring('maxStaleness'))} || has(self.sync.maxStaleness)",
-            message=f"`sync.maxStaleness` is required when `sync.paradigm` is {_either(_requiring('maxStaleness'))}: "
+            cel=f"!{_uses(variants.requiring('maxStaleness'))} || has(self.sync.maxStaleness)",
+            message=f"`sync.maxStaleness` is required when `sync.paradigm` is {_either(variants.requiring('maxStaleness'))}: "
             "set it to the upper bound s_U of the threshold (e.g. staleness 3, maxStaleness 12)",
-            holds=lambda s: not (_paradigms_used(s) & set(_requiring("maxStaleness"))) or s.sync.max_staleness is not None,
+            holds=lambda s: not (_paradigms_used(s) & set(variants.requiring("maxStaleness"))) or s.sync.max_staleness is not None,
             field_path=".sync.maxStaleness",
         ),
         rules.Rule(

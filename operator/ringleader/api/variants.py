@@ -140,8 +140,13 @@ CODECS: dict[CompressionMethod, CodecTraits] = {
                                          sends="chosen elements"),
 }
 
+def requiring(field: str) -> tuple[Paradigm, ...]:
+    """The paradigms that require the `sync` field `field` (a wire name of STALENESS_FIELDS)."""
+    return tuple(p for p, traits in PARADIGMS.items() if field in traits.staleness_fields)
+
+
 # Derived views, for the rules and messages that name them.
-STALE_PARADIGMS = tuple(p for p, traits in PARADIGMS.items() if "staleness" in traits.staleness_fields)
+STALE_PARADIGMS = requiring("staleness")
 COLLECTIVES = tuple(a for a, traits in ARCHITECTURES.items() if traits.collective)
 """COLLECTIVES are the architectures that run fewer than all paradigms."""
 RESTRICTED_METHODS = tuple(m for m, traits in CODECS.items() if len(traits.architectures) < len(Architecture))
