@@ -18,14 +18,9 @@ from typing import Any, Mapping, Sequence
 
 from ringleader.analysis.profile import Compute
 from ringleader.api import constants
-from ringleader.api.spec import Architecture
+from ringleader.api.variants import ARCHITECTURES, Architecture
 from ringleader.contract import keys
 from ringleader.contract import records as records_
-
-SIMULTANEOUS = (Architecture.PEER_TO_PEER, Architecture.RING_ALL_REDUCE)
-"""SIMULTANEOUS are the architectures whose workers all start computing at one moment (the step's result reaches them
-together), so that they compete for the cores; a parameter server's replies reach its workers one after another."""
-
 
 @dataclasses.dataclass(frozen=True)
 class Cores:
@@ -38,8 +33,8 @@ class Cores:
 
     def factor(self, architecture: Architecture) -> float:
         """How much longer a worker's compute takes under `architecture` than alone on its cores: workers per CPU
-        where they compute at once and outnumber the CPUs, else 1."""
-        return max(1.0, self.workers_per_cpu) if architecture in SIMULTANEOUS else 1.0
+        where they compute at once (api/variants.py `computes_together`) and outnumber the CPUs, else 1."""
+        return max(1.0, self.workers_per_cpu) if ARCHITECTURES[architecture].computes_together else 1.0
 
 
 def cores(usage: Mapping[str, Any] | None, worker_ranks: Sequence[int]) -> Cores:
@@ -66,12 +61,12 @@ class Serving:
     source: str = "not priced"
 
     def seconds(self, architecture: Architecture, workers: int, servers: int = 1) -> float:
-        """What one server (of `servers`) or one peer (of `workers`) spends serving per iteration; 0 for the ring."""
-        if architecture == Architecture.PARAMETER_SERVER:
-            return self.model_seconds / servers
-        if architecture == Architecture.PEER_TO_PEER:
-            return self.model_seconds / workers
-        return 0.0
+        """What one server (of `servers`) or one peer (of `workers`) spends serving per iteration; 0 where no rank
+        serves (the ring)."""
+        role = ARCHITECTURES[architecture].serving_role
+        if role is None:
+            return 0.0
+        return self.model_seconds / (servers if role == constants.ROLE_PS else workers)
 
 
 def _median_aggregation(records: Sequence[Mapping[str, Any]], role: str) -> float | None:
@@ -86,13 +81,13 @@ def serving(architecture: Architecture, records_by_rank: Mapping[int, Sequence[M
     """The trial's Serving: measured by its servers (the slowest's median, times the servers) or its peers (the
     slowest peer's median, times the peers) where it has them, else from its workers' update of the whole model U:
     unpacking and adding N pushes of the model costs about N more passes like it, (N+1) U."""
-    if architecture != Architecture.RING_ALL_REDUCE:
-        role = constants.ROLE_WORKER if architecture == Architecture.PEER_TO_PEER else constants.ROLE_PS
-        measured = [m for m in (_median_aggregation(r, role) for r in records_by_rank.values()) if m is not None]
+    traits = ARCHITECTURES[architecture]
+    if traits.serving_role is not None:
+        measured = [m for m in (_median_aggregation(r, traits.serving_role) for r in records_by_rank.values())
+                    if m is not None]
         if measured:
-            share = workers if architecture == Architecture.PEER_TO_PEER else servers
-            whose = "peers' shard servers" if architecture == Architecture.PEER_TO_PEER else "server"
-            return Serving(share * max(measured), f"measured by the trial's {whose}")
+            share = servers if traits.has_servers else workers
+            return Serving(share * max(measured), f"measured by the trial's {traits.serving}")
     updates = [float(r[keys.TIME_UPDATE]) for records in records_by_rank.values() for r in records
                if records_.is_worker_record(r) and not r.get(keys.WARMUP)
                and isinstance(r.get(keys.TIME_UPDATE), (int, float))]
@@ -111,8 +106,8 @@ def moved(compute: Compute, serving_: Serving, cores_: Cores, workers: int, sour
 
     def added(architecture: Architecture) -> tuple[float, float]:
         factor = cores_.factor(architecture)
-        beside = serving_.seconds(architecture, workers) if architecture == Architecture.PEER_TO_PEER and factor > 1 \
-            else 0.0
+        workers_serve = ARCHITECTURES[architecture].serving_role == constants.ROLE_WORKER
+        beside = serving_.seconds(architecture, workers) if workers_serve and factor > 1 else 0.0
         return factor, beside
 
     (f_from, beside_from), (f_to, beside_to) = added(source), added(target)

@@ -64,6 +64,12 @@ class ArchitectureTraits:
     """cost_model is the name of its prediction's model (analysis/prediction.py MODELS), as tables print it."""
     paradigms_why: str = ""
     """paradigms_why says why it runs only `paradigms`, for error messages; empty when it runs them all."""
+    serving: str = ""
+    """serving names, in prose, the ranks that serve the model's shards to the workers (unpack their pushes, add them,
+    apply the update, reply) on the path every worker waits on; empty where no rank serves (a collective)."""
+    computes_together: bool = False
+    """computes_together: its workers all start computing at one moment (the step's result reaches them together), so
+    they compete for their machine's cores; a parameter server's replies reach its workers one after another."""
 
     @property
     def collective(self) -> bool:
@@ -80,6 +86,13 @@ class ArchitectureTraits:
         container runtime's default 64Mi."""
         return "nccl" in self.backends[CUDA]
 
+    @property
+    def serving_role(self) -> str | None:
+        """The role whose ranks serve: the servers where it has them, else its workers (each peer its shard)."""
+        if not self.serving:
+            return None
+        return constants.ROLE_PS if self.has_servers else constants.ROLE_WORKER
+
     def backend(self, device_type: str) -> str:
         return self.backends.get(device_type, self.backends[CPU])
 
@@ -88,12 +101,15 @@ GLOO = {CPU: "gloo", CUDA: "gloo"}
 
 ARCHITECTURES: dict[Architecture, ArchitectureTraits] = {
     Architecture.PARAMETER_SERVER: ArchitectureTraits(
-        "ps", (constants.ROLE_PS, constants.ROLE_WORKER), tuple(Paradigm), GLOO, "full-duplex server"),
-    Architecture.PEER_TO_PEER: ArchitectureTraits("p2p", (constants.ROLE_WORKER,), tuple(Paradigm), GLOO, "study 1"),
+        "ps", (constants.ROLE_PS, constants.ROLE_WORKER), tuple(Paradigm), GLOO, "full-duplex server",
+        serving="server"),
+    Architecture.PEER_TO_PEER: ArchitectureTraits(
+        "p2p", (constants.ROLE_WORKER,), tuple(Paradigm), GLOO, "study 1", serving="peers' shard servers",
+        computes_together=True),
     # NCCL only where it helps: allreduce of CUDA tensors. Everything on CPU tensors stays on gloo.
     Architecture.RING_ALL_REDUCE: ArchitectureTraits(
         "ring", (constants.ROLE_WORKER,), (Paradigm.BSP,), {CPU: "gloo", CUDA: "cpu:gloo,cuda:nccl"}, "DAG",
-        paradigms_why="allreduce is a collective in which every worker waits for all"),
+        paradigms_why="allreduce is a collective in which every worker waits for all", computes_together=True),
 }
 
 
