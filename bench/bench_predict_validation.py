@@ -166,9 +166,11 @@ def print_bands(recorded: list[dict]) -> None:
     many pairs each held-out check finds inside."""
     found = prediction_validation.recorded_pairs(recorded)
     print("bands the recorded runs fit (for validation.BANDS and docs/predict-validation.md):")
-    for (kind, label), band in prediction_validation.bands(found).items():
-        print(f"| `{kind}` | `{label}` | {band.pairs} | {100 * band.within:.1f} % | {100 * band.median:.1f} % | "
-              f"{100 * band.worst:.1f} % | {', '.join(map(str, band.workers))} | {band.threads_per_cpu:.1f} |")
+    for (kind, label), bands in prediction_validation.bands(found).items():
+        for band in bands:
+            print(f"| `{kind}` | `{label}` | {band.machine()} | {band.load_per_cpu} | {band.pairs} | "
+                  f"{100 * band.within:.1f} % | {100 * band.median:.1f} % | {100 * band.worst:.1f} % | "
+                  f"{', '.join(map(str, band.workers))} | {band.threads_per_cpu:.1f} |")
     for name, (covered, total) in (("leave one pair out", prediction_validation.held_out(found)),
                                    ("leave one trial out", prediction_validation.held_out_trials(found))):
         print(f"held out, {name}: {covered} of {total} inside")

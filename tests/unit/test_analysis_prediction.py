@@ -229,8 +229,8 @@ def test_the_paradigm_sets_the_compute_waited_for_but_the_ring_is_always_bsp():
 
 def test_bands_come_from_the_validation_of_that_kind_or_say_why_not():
     found = {e.label: e for e in prediction.estimates(inputs())}
-    for label in ("1ps", "p2p", "ring"):
-        assert found[label].band == validation.BANDS[calibration.EMULATED, label] and found[label].note == ""
+    for label in ("1ps", "p2p", "ring"):  # no load recorded: the busiest validated machine's band
+        assert found[label].band == validation.BANDS[calibration.EMULATED, label][-1] and found[label].note == ""
     assert found["4ps"].band is None and "no 4ps prediction" in found["4ps"].note
     outside = prediction.estimates(dataclass_replace(inputs(), workers=16))
     assert all("not 16" in e.note for e in outside if e.band is not None)
@@ -273,7 +273,7 @@ def test_a_ring_trial_is_predicted_from_its_probe_and_compared_with_its_median_i
     document = found.to_document()
     assert document[keys.LINK_KIND] == calibration.EMULATED and document[keys.WORKERS] == 2
     ring = document[keys.ARCHITECTURES]["ring"]
-    assert ring[keys.BAND_FRACTION] == validation.BANDS[calibration.EMULATED, "ring"].within
+    assert ring[keys.BAND_FRACTION] == validation.BANDS[calibration.EMULATED, "ring"][-1].within
     assert document[keys.ARCHITECTURES]["4ps"][keys.BAND_FRACTION] is None
     metrics = metric_names.trial({keys.PREDICTION: document})
     assert metrics["predict_iteration_ms"] == round(1000 * found.own.iteration_seconds, 3)
@@ -357,7 +357,8 @@ def test_a_compressed_trials_prediction_takes_the_ratio_its_records_measured():
 
 
 def test_the_document_states_the_band_as_the_error_nine_in_ten_held_out_predictions_kept_within():
-    band = validation.Band(within=0.02, median=0.005, worst=0.04, pairs=30, workers=(2,), threads_per_cpu=2.0)
+    band = validation.Band(within=0.02, median=0.005, worst=0.04, pairs=30, workers=(2,), threads_per_cpu=2.0,
+                           busy_cores=0, load_per_cpu=1.0)
     found = [dataclasses.replace(e, band=band) for e in prediction.estimates(inputs())]
     predicted = prediction.TrialPrediction("p2p", inputs(), tuple(found), 0.02)
     document = predicted.to_document()

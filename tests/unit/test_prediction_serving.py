@@ -43,12 +43,14 @@ def test_a_server_serves_its_share_a_peer_its_shard_and_a_ring_nothing():
     assert whole.seconds(RING, workers=3) == 0.0
 
 
-def test_cores_count_the_most_crowded_machines_workers_and_threads_per_cpu():
-    usage = {"0": {keys.HOST: "a", keys.CPUS: 2, keys.THREADS: 1},  # the server
+def test_cores_count_the_most_crowded_machines_workers_and_threads_per_cpu_and_the_busiest_machines_load():
+    usage = {"0": {keys.HOST: "a", keys.CPUS: 2, keys.THREADS: 1, keys.LOAD_PER_CPU: 0.8},  # the server
              "1": {keys.HOST: "a", keys.CPUS: 2, keys.THREADS: 2}, "2": {keys.HOST: "a", keys.CPUS: 2, keys.THREADS: 1},
-             "3": {keys.HOST: "b", keys.CPUS: 4, keys.THREADS: 1}}
+             "3": {keys.HOST: "b", keys.CPUS: 4, keys.THREADS: 1, keys.LOAD_PER_CPU: 1.7}}
     found = serving.cores(usage, worker_ranks=[1, 2, 3])
-    assert found == serving.Cores(workers_per_cpu=1.0, threads_per_cpu=2.0)
+    assert found == serving.Cores(workers_per_cpu=1.0, threads_per_cpu=2.0, load_per_cpu=1.7)
+    del usage["0"][keys.LOAD_PER_CPU], usage["3"][keys.LOAD_PER_CPU]  # recorded before ranks measured the load
+    assert serving.cores(usage, worker_ranks=[1, 2, 3]).load_per_cpu is None
     assert serving.cores(None, [1]) == serving.Cores() and serving.cores({"0": {keys.HOST: "a"}}, [0]) == serving.Cores()
     # Workers that compute at once wait for each other's cores; a parameter server's workers compute staggered.
     crowded = serving.Cores(workers_per_cpu=1.5)

@@ -24,6 +24,7 @@ def test_a_busy_process_measures_its_own_cpu_time_and_memory():
     assert used[keys.PEAK_RSS_BYTES] >= len(held)
     assert used[keys.THREADS] == 3 and used[keys.HOST] == os.uname().nodename
     assert used[keys.CPUS] == usage.cpus()
+    assert used[keys.LOAD_PER_CPU] == pytest.approx(os.getloadavg()[0] / os.cpu_count(), abs=0.5)  # the machine's
 
 
 @pytest.mark.parametrize("text, expected", [("max 100000\n", None), ("150000 100000\n", 1.5), ("garbage", None)])

@@ -30,6 +30,9 @@ class Cores:
     """workers_per_cpu: on the most crowded machine, its worker ranks per CPU."""
     threads_per_cpu: float = 0.0
     """threads_per_cpu: on the most crowded machine, every rank's threads per CPU (what contention.crowded reads)."""
+    load_per_cpu: float | None = None
+    """load_per_cpu: the busiest machine's 1-minute load per CPU when its ranks ended, other work's included
+    (keys.LOAD_PER_CPU); None: not recorded."""
 
     def factor(self, architecture: Architecture) -> float:
         """How much longer a worker's compute takes under `architecture` than alone on its cores: workers per CPU
@@ -40,16 +43,19 @@ class Cores:
 def cores(usage: Mapping[str, Any] | None, worker_ranks: Sequence[int]) -> Cores:
     """The Cores of a trial's summary `usage` ({rank: {host, cpus, threads, ...}}); Cores() where it has none."""
     hosts: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    loads = []
     for rank, used in (usage or {}).items():
         if isinstance(used, Mapping) and isinstance(used.get(keys.CPUS), (int, float)) and used[keys.CPUS] > 0:
             hosts.setdefault(str(used.get(keys.HOST)), []).append((int(rank), used))
+            if isinstance(used.get(keys.LOAD_PER_CPU), (int, float)):
+                loads.append(float(used[keys.LOAD_PER_CPU]))
     if not hosts:
         return Cores()
     workers = max(sum(rank in worker_ranks for rank, _ in ranks) / min(u[keys.CPUS] for _, u in ranks)
                   for ranks in hosts.values())
     threads = max(sum(int(u.get(keys.THREADS) or 1) for _, u in ranks) / min(u[keys.CPUS] for _, u in ranks)
                   for ranks in hosts.values())
-    return Cores(workers, threads)
+    return Cores(workers, threads, max(loads, default=None))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -67,6 +67,10 @@ class Pair:
     """kind is the link's kind as the source trial calibrated it (calibration.py)."""
     threads_per_cpu: float
     """threads_per_cpu: the more crowded of the two trials (prediction_serving.Cores)."""
+    load_per_cpu: float
+    """load_per_cpu: the busier machine of the two trials' (1-minute load per CPU; 0 where neither recorded it)."""
+    busy_cores: int = 0
+    """busy_cores: the other work the run had beside it (its --burners): bands are fitted per such machine."""
 
     @property
     def error(self) -> float:
@@ -77,16 +81,23 @@ class Pair:
         return self.source == self.target
 
 
-def predict(recorded: Mapping[str, Any]) -> tuple[str, int, prediction.TrialPrediction]:
-    """(the trial's name, its workers, its prediction) as the models predict it now."""
+def predict(recorded: Mapping[str, Any], load_per_cpu: float | None = None) -> tuple[str, int, prediction.TrialPrediction]:
+    """(the trial's name, its workers, its prediction) as the models predict it now; `load_per_cpu` is the run's
+    machine load, for the ranks that did not record their own (runs recorded before ranks did)."""
     trial = Trial.model_validate(recorded["trial"])
     records = {int(rank): records for rank, records in recorded["records"].items()}
+    usage = {rank: {keys.LOAD_PER_CPU: load_per_cpu, **used} for rank, used in (recorded["usage"] or {}).items()}
     found = prediction.predict_trial(trial, records, recorded["layers"], recorded["rank"], recorded["linkProbe"],
-                                     usage=recorded["usage"])
+                                     usage=usage)
     return trial.name, found.inputs.workers, found
 
 
-def pairs(predicted: Sequence[tuple[str, int, prediction.TrialPrediction]]) -> list[Pair]:
+def run_load_per_cpu(run: Mapping[str, Any]) -> float:
+    """A recorded run's machine load when it ended: its 1-minute load average over the machine's CPUs."""
+    return round(run["loadAfter"][0] / run["machine"]["cpus"], 3)
+
+
+def pairs(predicted: Sequence[tuple[str, int, prediction.TrialPrediction]], busy_cores: int = 0) -> list[Pair]:
     """Every (source, target) of one worker count whose target measured its iteration."""
     found = []
     for source, workers, made in predicted:
@@ -96,7 +107,9 @@ def pairs(predicted: Sequence[tuple[str, int, prediction.TrialPrediction]]) -> l
                 found.append(Pair(source, target, measured.architecture, workers,
                                   by_label[measured.architecture].iteration_seconds, measured.measured_seconds,
                                   made.inputs.calibration.kind,
-                                  max(made.inputs.cores.threads_per_cpu, measured.inputs.cores.threads_per_cpu)))
+                                  max(made.inputs.cores.threads_per_cpu, measured.inputs.cores.threads_per_cpu),
+                                  max(made.inputs.cores.load_per_cpu or 0.0, measured.inputs.cores.load_per_cpu or 0.0),
+                                  busy_cores))
     return found
 
 
@@ -104,23 +117,25 @@ def recorded_pairs(runs: Sequence[Mapping[str, Any]]) -> list[Pair]:
     """The pairs of every recorded run (within each run), its trials named "RUN/TRIAL" by the run's index."""
     found = []
     for index, run in enumerate(runs):
-        predicted = [predict(trial) for trial in run["trials"]]
-        found += pairs([(f"{index}/{name}", workers, made) for name, workers, made in predicted])
+        predicted = [predict(trial, run_load_per_cpu(run)) for trial in run["trials"]]
+        found += pairs([(f"{index}/{name}", workers, made) for name, workers, made in predicted], run["burners"])
     return found
 
 
-def bands(found: Sequence[Pair], labels: Sequence[str] = ("1ps", "p2p", "ring")) -> dict[tuple[str, str], validation.Band]:
-    """The band of each (link kind, architecture) in `found`: fit over that architecture's pairs, or over every
-    architecture's of the kind while one has too few for a band of its own (pooled)."""
-    fitted = {}
+def bands(found: Sequence[Pair], labels: Sequence[str] = ("1ps", "p2p", "ring")
+          ) -> dict[tuple[str, str], tuple[validation.Band, ...]]:
+    """The bands of each (link kind, architecture) in `found`, one per machine the runs had (alone, with busy cores
+    beside), the quietest first: fit over that architecture's pairs on that machine, or over every architecture's
+    while one has too few for a band of its own (pooled)."""
+    fitted: dict[tuple[str, str], tuple[validation.Band, ...]] = {}
     for kind in sorted({p.kind for p in found}):
-        of_kind = [p for p in found if p.kind == kind]
-        pooled = _band(of_kind)
-        for label in labels:
-            own = _band([p for p in of_kind if p.architecture == label])
-            chosen = own or pooled
-            if chosen is not None:
-                fitted[kind, label] = chosen
+        for busy in sorted({p.busy_cores for p in found if p.kind == kind}):
+            chosen = [p for p in found if p.kind == kind and p.busy_cores == busy]
+            pooled = _band(chosen)
+            for label in labels:
+                band = _band([p for p in chosen if p.architecture == label]) or pooled
+                if band is not None:
+                    fitted[kind, label] = fitted.get((kind, label), ()) + (band,)
     return fitted
 
 
@@ -131,28 +146,38 @@ def _band(chosen: Sequence[Pair]) -> validation.Band | None:
         return None
     return validation.Band(within, validation.round_up(statistics.median(errors)), validation.round_up(max(errors)),
                            len(errors), tuple(sorted({p.workers for p in chosen})),
-                           max(p.threads_per_cpu for p in chosen))
+                           max(p.threads_per_cpu for p in chosen), chosen[0].busy_cores,
+                           max(p.load_per_cpu for p in chosen))
+
+
+def groups(found: Sequence[Pair]) -> list[list[Pair]]:
+    """The pairs one band is fitted on: of one link kind, architecture and machine (busy cores beside)."""
+    keyed: dict[tuple[str, str, int], list[Pair]] = {}
+    for pair in found:
+        keyed.setdefault((pair.kind, pair.architecture, pair.busy_cores), []).append(pair)
+    return list(keyed.values())
 
 
 def held_out(found: Sequence[Pair]) -> tuple[int, int]:
-    """(pairs covered, pairs) when each pair is scored against the band fitted on every other pair: leave one out,
-    the check of fit's own promise (docs/predict-validation.md also gives leave one trial out, held_out_trials)."""
-    errors = [p.error for p in found]
+    """(pairs covered, pairs) when each pair is scored against the band fitted on every other pair of its group:
+    leave one out, the check of fit's own promise (docs/predict-validation.md also gives leave one trial out,
+    held_out_trials)."""
     covered = 0
-    for index, pair in enumerate(found):
-        within = validation.fit(errors[:index] + errors[index + 1:])
-        covered += within is not None and abs(pair.error) <= within
+    for group in groups(found):
+        errors = [p.error for p in group]
+        for index, pair in enumerate(group):
+            within = validation.fit(errors[:index] + errors[index + 1:])
+            covered += within is not None and abs(pair.error) <= within
     return covered, len(found)
 
 
 def held_out_trials(found: Sequence[Pair]) -> tuple[int, int]:
-    """(pairs covered, pairs) when each trial's predictions are scored against a band fitted on the pairs that do
-    not involve that trial at all (neither predicting nor predicted): leave one trial out, stricter, since the
-    pairs predicting one trial share its measurement."""
-    covered = total = 0
-    for trial in sorted({p.source for p in found}):
-        within = validation.fit([p.error for p in found if trial not in (p.source, p.target)])
-        scored = [p for p in found if p.source == trial]
-        total += len(scored)
-        covered += sum(within is not None and abs(p.error) <= within for p in scored)
-    return covered, total
+    """(pairs covered, pairs) when each trial's predictions are scored against a band fitted on the pairs of their
+    group that do not involve that trial at all (neither predicting nor predicted): leave one trial out, stricter,
+    since the pairs predicting one trial share its measurement."""
+    covered = 0
+    for group in groups(found):
+        for pair in group:
+            within = validation.fit([p.error for p in group if pair.source not in (p.source, p.target)])
+            covered += within is not None and abs(pair.error) <= within
+    return covered, len(found)

@@ -37,9 +37,18 @@ class Band:
     threads_per_cpu: float
     """threads_per_cpu: the most crowded trial the bench ran (prediction_serving.Cores): past it the band does not
     apply, the trial's ranks having waited for cores more than the bench's did."""
+    busy_cores: int
+    """busy_cores: the other work the bench ran beside its trials, in cores kept busy (0: none; its --burners)."""
+    load_per_cpu: float
+    """load_per_cpu: the busiest machine it was fitted on (1-minute load per CPU): a trial on a busier machine takes
+    the next band, fitted with more other work, or none."""
 
     def said(self) -> str:
         return f"±{100 * self.within:.1f}% in 9 of 10 (median {100 * self.median:.1f}%)"
+
+    def machine(self) -> str:
+        """What its runs had beside them, for tables: "alone" or "2 busy cores"."""
+        return f"{self.busy_cores} busy core{'s' * (self.busy_cores != 1)}" if self.busy_cores else "alone"
 
 
 def fit(errors: Sequence[float], coverage: float = COVERAGE) -> float | None:
@@ -56,17 +65,28 @@ def round_up(fraction: float) -> float:
     return math.ceil(round(fraction * 1000, 6)) / 1000
 
 
-BANDS: dict[tuple[str, str], Band] = {
-    (calibration.EMULATED, "1ps"): Band(within=0.005, median=0.003, worst=0.007, pairs=42, workers=(2, 3),
-                                        threads_per_cpu=2.0),
-    (calibration.EMULATED, "p2p"): Band(within=0.035, median=0.015, worst=0.043, pairs=42, workers=(2, 3),
-                                        threads_per_cpu=2.0),
-    (calibration.EMULATED, "ring"): Band(within=0.019, median=0.008, worst=0.037, pairs=42, workers=(2, 3),
-                                         threads_per_cpu=2.0),
+BANDS: dict[tuple[str, str], tuple[Band, ...]] = {
+    (calibration.EMULATED, "1ps"): (
+        Band(within=0.005, median=0.002, worst=0.006, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002),
+        Band(within=0.007, median=0.003, worst=0.007, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006)),
+    (calibration.EMULATED, "p2p"): (
+        Band(within=0.023, median=0.015, worst=0.024, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002),
+        Band(within=0.043, median=0.015, worst=0.043, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006)),
+    (calibration.EMULATED, "ring"): (
+        Band(within=0.019, median=0.007, worst=0.019, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002),
+        Band(within=0.037, median=0.008, worst=0.037, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006)),
 }
-"""BANDS: (link kind, architecture label) -> its band: fit over the recorded runs of bench/bench_predict_validation.py
-(tests/fixtures/predict_validation.json.gz, docs/predict-validation.md), every pair of the architectures together
-while the runs have fewer than 9 pairs of one architecture."""
+"""BANDS: (link kind, architecture label) -> its bands, one per machine the recorded runs of
+bench/bench_predict_validation.py had (alone, then with busy cores beside: tests/fixtures/predict_validation.json.gz,
+docs/predict-validation.md), the quietest first; each fit over that architecture's pairs on that machine, every
+pair of the architectures together while the runs have fewer than 9 pairs of one architecture. Other work widens a
+band: it takes cores the models do not see."""
 
 UNPREDICTABLE: dict[str, str] = {
     calibration.LOOPBACK: "cannot predict on an uncapped loopback: every rank shares this machine's cores, so a "
@@ -85,9 +105,17 @@ def band(kind: str, label: str, workers: int, paradigm: Paradigm | str,
         return None, ""
     if Paradigm(paradigm) != Paradigm.BSP:
         return None, f"not validated under {Paradigm(paradigm).value} (the bench runs BSP)"
-    found = BANDS.get((kind, label))
-    if found is None:
+    bands = BANDS.get((kind, label))
+    if bands is None:
         return None, f"not validated: the bench has no {label} prediction on a link of kind {kind}"
+    if cores.load_per_cpu is None:
+        found = bands[-1]  # the busiest machine's: the widest promise the bench can make without knowing the load
+    else:
+        found = next((b for b in bands if cores.load_per_cpu <= b.load_per_cpu), None)
+        if found is None:
+            return None, (f"no band: the machine's load was {cores.load_per_cpu:.3g} per CPU when the ranks ended, the "
+                          f"bench's at most {bands[-1].load_per_cpu:.3g}; other work took cores that no validated "
+                          "trial lost")
     if cores.threads_per_cpu > found.threads_per_cpu:
         return None, (f"no band: the trial's ranks ran {cores.threads_per_cpu:.3g} threads per CPU, the bench at most "
                       f"{found.threads_per_cpu:.3g}; they waited for cores longer than any validated trial did")

@@ -106,6 +106,9 @@ CPU_SECONDS = "cpuSeconds"  # user + system CPU time of the process, all its thr
 WALL_SECONDS = "wallSeconds"
 CPU_UTILIZATION = "cpuUtilization"  # CPU_SECONDS / WALL_SECONDS: 1 = one CPU busy all along (top's 100 %)
 PEAK_RSS_BYTES = "peakRssBytes"  # the most resident memory the process held
+# The machine's 1-minute load average over its CPUs when the rank's training ended: every process that wanted a CPU,
+# the trial's own and other work's, per CPU (a pod sees its node's).
+LOAD_PER_CPU = "loadPerCpu"
 # The trial summary's predicted iteration times (analysis/prediction.py), written by the lowest worker rank:
 # PREDICTION: {PREDICTED_ARCHITECTURE, WORKERS, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
 #              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT,

@@ -10,6 +10,7 @@ along, as top's 100 %. Children (a DataLoader's worker processes) are not counte
 from __future__ import annotations
 
 import dataclasses
+import os
 import resource
 import socket
 import sys
@@ -45,6 +46,13 @@ cpus = provenance.cpus
 """cpus: the CPUs this process may run on (contract/provenance.py)."""
 
 
+def load_per_cpu() -> float | None:
+    """The machine's 1-minute load average per CPU: other work on the machine shows here, and nowhere else in the
+    records (a band of `ringleader predict` holds up to the load its validation runs had)."""
+    load = provenance.load()
+    return None if load is None else round(load / (os.cpu_count() or 1), 3)
+
+
 class Meter:
     """Measures from when it is made, and again from each `restart()` (RankRecorder.on_first_measured)."""
 
@@ -55,8 +63,9 @@ class Meter:
         self.since = start()
 
     def measure(self, threads: int) -> dict[str, Any]:
-        """keys.HOST, CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since then."""
+        """keys.HOST, CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since then, and
+        the machine's LOAD_PER_CPU now."""
         wall, cpu = time.monotonic() - self.since.wall_seconds, cpu_seconds() - self.since.cpu_seconds
         return {keys.HOST: socket.gethostname(), keys.CPUS: cpus(), keys.THREADS: threads, keys.CPU_SECONDS: cpu,
                 keys.WALL_SECONDS: wall, keys.CPU_UTILIZATION: cpu / wall if wall > 0 else None,
-                keys.PEAK_RSS_BYTES: peak_rss_bytes()}
+                keys.PEAK_RSS_BYTES: peak_rss_bytes(), keys.LOAD_PER_CPU: load_per_cpu()}

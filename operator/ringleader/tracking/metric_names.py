@@ -204,6 +204,8 @@ RANK: dict[str, Name | None] = {
     keys.CPUS: Name("cpu_count", 1.0, "CPUs the process may run on (its affinity, capped by a cgroup quota)", 2),
     keys.THREADS: Name("cpu_threads", 1.0, "torch's intra-op threads", WHOLE),
     keys.PEAK_RSS_BYTES: Name("memory_peak_rss_mib", MIB, "the most resident memory the process held", SHARE),
+    keys.LOAD_PER_CPU: Name("machine_load_per_cpu", 1.0, "the machine's 1-minute load average per CPU when training "
+                                                         "ended: other work's processes as well as the trial's", 2),
     keys.HOST: None,  # a label: the rank's summary.json has it
     keys.NODE: None,  # a label: the rank run's tag ringleader.node has it
 }
