@@ -12,6 +12,7 @@ import pytest
 # tests/operator is deliberately not a package (it would be imported as `operator`, shadowing the
 # standard library); pytest puts this directory on sys.path, so its helper modules import by name.
 import apiserver_tier as apiserver
+import kubelet
 import kueue_tier
 from apiserver_client import Client
 from operator_process import Operator, chart_rbac, install_crds
@@ -49,6 +50,26 @@ def namespace(admin) -> str:
     admin.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}},
                  exists_ok=True)
     return name
+
+
+class ServedLogs(dict):
+    """{pod name: its log so far}, which the played kubelet serves ("" for any other pod); `server` is the
+    kubelet.LogServer on 127.0.0.1 (its `pods`: whose logs were asked for)."""
+
+    server: kubelet.LogServer
+
+
+@pytest.fixture
+def served_logs(admin, tmp_path):
+    """The kubelet's log endpoint, played: the Node trial pods are bound to (kubelet.run_pod with bind=True), its
+    logs served from the dict the test writes into."""
+    logs = ServedLogs()
+    logs.server = kubelet.LogServer(tmp_path, lambda pod: logs.get(pod, ""))
+    try:
+        kubelet.add_node(admin, logs.server.port)
+        yield logs
+    finally:
+        logs.server.close()
 
 
 @pytest.fixture

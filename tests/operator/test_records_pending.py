@@ -26,41 +26,35 @@ def _running(admin, namespace, name):
 
 
 def test_a_trial_whose_ranks_wait_for_mlflow_is_records_pending_and_succeeds_only_once_they_ended(
-        admin, namespace, operator, tmp_path):
-    logs = {}
-    server = kubelet.LogServer(tmp_path, lambda pod: logs.get(pod, ""))
-    try:
-        kubelet.add_node(admin, server.port)
-        operator()
-        admin.create(dtes.experiment("late", namespace))
-        ps, first, second = _running(admin, namespace, "late")
-        logs[first["metadata"]["name"]] = (
-            "progress: iteration 10/10 loss 0.4000 iteration 5.0 ms\n"
-            + unpublished.waiting_line(1, 4, 10, URI, 30, 900) + "\n")
-        pending = wait_for("RecordsPending", lambda: (lambda dte: dtes.condition(dte, "Running").get("reason")
-                                                      == "RecordsPending" and dte)(admin.experiment(namespace, "late")))
-        assert dtes.condition(pending, "Running")["message"] == (
-            f"trial late-0: 0 of 3 ranks' records published; waiting for MLflow at {URI}: rank 1 has 4 of 10 "
-            "iterations published, after 30 of at most 900 s")
-        assert (dtes.trials(pending)[0]["phase"], dtes.trials(pending)[0]["reason"]) == ("Running", "RecordsPending")
-        assert not dtes.is_true(pending, "Succeeded")
-        told = {e["type"] for e in admin.events(namespace, "late") if e["reason"] == "RecordsPending"}
-        assert told == {"Normal"}, told  # waiting for MLflow is news, not a fault
+        admin, namespace, operator, served_logs):
+    operator()
+    admin.create(dtes.experiment("late", namespace))
+    ps, first, second = _running(admin, namespace, "late")
+    served_logs[first["metadata"]["name"]] = (
+        "progress: iteration 10/10 loss 0.4000 iteration 5.0 ms\n"
+        + unpublished.waiting_line(1, 4, 10, URI, 30, 900) + "\n")
+    pending = wait_for("RecordsPending", lambda: (lambda dte: dtes.condition(dte, "Running").get("reason")
+                                                  == "RecordsPending" and dte)(admin.experiment(namespace, "late")))
+    assert dtes.condition(pending, "Running")["message"] == (
+        f"trial late-0: 0 of 3 ranks' records published; waiting for MLflow at {URI}: rank 1 has 4 of 10 "
+        "iterations published, after 30 of at most 900 s")
+    assert (dtes.trials(pending)[0]["phase"], dtes.trials(pending)[0]["reason"]) == ("Running", "RecordsPending")
+    assert not dtes.is_true(pending, "Succeeded")
+    told = {e["type"] for e in admin.events(namespace, "late") if e["reason"] == "RecordsPending"}
+    assert told == {"Normal"}, told  # waiting for MLflow is news, not a fault
 
-        # Two ranks got their records in and ended; the first worker still waits.
-        admin.finish_pod(second, 0, "Completed", "ringleader: ended, 10 records")
-        admin.finish_pod(ps, 0, "Completed", "ringleader: ended, 10 records")
-        two = wait_for("2 of 3 published", lambda: (lambda dte: dtes.condition(dte, "Running").get("message", "")
-                       .startswith("trial late-0: 2 of 3 ranks' records published;") and dte)(
-            admin.experiment(namespace, "late")))
-        assert dtes.phase(two) == "Running" and dtes.condition(two, "Running")["reason"] == "RecordsPending"
-        # MLflow took the rest: the lowest worker ends too, with the trial's summary.
-        admin.finish_pod(first, 0, "Completed", dtes.summary_message())
-        done = wait_for("phase Succeeded", lambda: (lambda dte: dtes.phase(dte) == "Succeeded" and dte)(
-            admin.experiment(namespace, "late")))
-        assert dtes.trials(done)[0]["reason"] == "WorkersSucceeded"
-    finally:
-        server.close()
+    # Two ranks got their records in and ended; the first worker still waits.
+    admin.finish_pod(second, 0, "Completed", "ringleader: ended, 10 records")
+    admin.finish_pod(ps, 0, "Completed", "ringleader: ended, 10 records")
+    two = wait_for("2 of 3 published", lambda: (lambda dte: dtes.condition(dte, "Running").get("message", "")
+                   .startswith("trial late-0: 2 of 3 ranks' records published;") and dte)(
+        admin.experiment(namespace, "late")))
+    assert dtes.phase(two) == "Running" and dtes.condition(two, "Running")["reason"] == "RecordsPending"
+    # MLflow took the rest: the lowest worker ends too, with the trial's summary.
+    admin.finish_pod(first, 0, "Completed", dtes.summary_message())
+    done = wait_for("phase Succeeded", lambda: (lambda dte: dtes.phase(dte) == "Succeeded" and dte)(
+        admin.experiment(namespace, "late")))
+    assert dtes.trials(done)[0]["reason"] == "WorkersSucceeded"
 
 
 def test_ranks_that_gave_up_on_mlflow_fail_the_experiment_records_incomplete_saying_how_to_publish(

@@ -259,6 +259,17 @@ def a_trial(architecture: str, workers: int = 2, **more) -> trial_.Trial:
     return trial_.Trial(experiment="e", name="e-0", index=0, spec=spec(architecture, workers, **more))
 
 
+def test_a_headline_whose_measured_median_is_0_s_says_so_without_an_error_it_cannot_compute():
+    records = {0: [worker_record(s, 0.020) for s in (1, 2)], 1: [worker_record(s, 0.026) for s in (1, 2)]}
+    found = prediction.predict_trial(a_trial("RingAllReduce", network={"bandwidth": "8Mbit"}), records,
+                                     layers_document(), 0, probe())
+    assert "error" in prediction.headline(found)
+    instant = dataclass_replace(found, measured_seconds=0.0)
+    assert instant.error is None
+    said = prediction.headline(instant)
+    assert "measured 0.000 ms (median)" in said and "error" not in said
+
+
 def test_a_ring_trial_is_predicted_from_its_probe_and_compared_with_its_median_iteration():
     records = {0: [worker_record(0, iteration=0.5, warmup=True)] + [worker_record(s, 0.020) for s in (1, 2)],
                1: [worker_record(s, 0.026) for s in (1, 2)]}

@@ -294,6 +294,14 @@ def test_make_gate_builds_the_spec_paradigm_with_its_bounds():
     assert isinstance(paradigms.make_gate(spec_.SyncSpec(paradigm="SSP", staleness=3), 4, owner=2), paradigms.SSP)
 
 
+def test_a_gate_without_the_bound_its_paradigm_needs_is_refused_by_name():
+    # The experiment's rules require the bounds; a SyncSpec built alone is not checked by them.
+    with pytest.raises(ValueError, match="SSP needs sync.staleness"):
+        paradigms.make_gate(spec_.SyncSpec(paradigm="SSP"), 2)
+    with pytest.raises(ValueError, match="DSSP needs sync.maxStaleness"):
+        paradigms.make_gate(spec_.SyncSpec(paradigm="DSSP", staleness=3), 2)
+
+
 # ---------------------------------------------------------------------------------------------
 # Several owners, each with its own gate, and messages that take random times (FIFO per pair)
 

@@ -76,8 +76,8 @@ def uniform(compression: float, codec_seconds: float = 0.0) -> Wire:
 
 def _power_sgd(profile: Profile, compression: spec.Compression) -> tuple[Round, ...]:
     """First round: tensors sent whole and the P factors; second: the Q factors; element counts over the profile's."""
-    shapes = [g.shape for g in profile.gradients]
-    if not shapes or any(shape is None for shape in shapes):
+    shapes = [g.shape for g in profile.gradients if g.shape is not None]
+    if not shapes or len(shapes) < len(profile.gradients):  # no gradient, or one of unknown shape
         return Round(0.5), Round(0.5)
     first = second = total = 0
     for shape in shapes:

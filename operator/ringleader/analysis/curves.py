@@ -72,6 +72,8 @@ def staleness(result: results.TrialResult) -> list[float]:
 def thresholds(result: results.TrialResult) -> dict[int, Curve]:
     """Per rank that granted them (DSSP's servers), (seconds since start, threshold granted) in time order."""
     start = start_time(result)
+    if start is None:  # no record has a timestamp
+        return {}
     series = {}
     for rank, records in sorted(result.records.items()):
         points = sorted((float(r[keys.TIMESTAMP]) - start, float(r[keys.SERVER_THRESHOLD])) for r in records

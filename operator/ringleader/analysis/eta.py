@@ -37,8 +37,8 @@ WINDOW_FRACTION = 0.1
 about the interval of the progress lines the worker prints every ~10 % (runtime/worker.py; more often in long trials)."""
 UNKNOWN = "ETA unknown until the first iterations"
 
-_ARCHITECTURE = SweepMatrix.model_fields["architecture"].alias
-_SERVERS = SweepMatrix.model_fields["parameter_servers"].alias
+_ARCHITECTURE = SweepMatrix.wire_name("architecture")
+_SERVERS = SweepMatrix.wire_name("parameter_servers")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -83,7 +83,7 @@ def mean_iteration_seconds(trial: results.TrialResult) -> float | None:
     """A finished trial's mean worker iteration after warm-up: its ranks' means weighted by their iterations."""
     if combinations.number(trial, keys.THROUGHPUT) is None:
         return None
-    ranks = [r for r in (trial.summary.get(keys.PER_RANK) or {}).values()
+    ranks = [r for r in ((trial.summary or {}).get(keys.PER_RANK) or {}).values()
              if isinstance(r, dict) and r.get(keys.ITERATIONS) and r.get(keys.ITERATION_SECONDS) is not None]
     counted = sum(r[keys.ITERATIONS] for r in ranks)
     return sum(r[keys.ITERATIONS] * r[keys.ITERATION_SECONDS] for r in ranks) / counted if counted else None

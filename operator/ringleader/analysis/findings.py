@@ -73,8 +73,9 @@ class Comparison:
     @property
     def within_drift(self) -> bool:
         """Apart within the runs, yet not by more than runs apart differ by: a lead, not yet a winner."""
-        return (not self.distinguishable and self.basis == "within-run" and self.ratio.low is not None
-                and (self.ratio.low > 1.0 or self.ratio.high < 1.0))
+        low, high = self.ratio.low, self.ratio.high
+        return (not self.distinguishable and self.basis == "within-run" and low is not None and high is not None
+                and (low > 1.0 or high < 1.0))
 
     def drift_clause(self) -> str:
         if self.contended:
@@ -140,7 +141,8 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
             margin = math.inf if contended else SINGLE_RUN_MARGIN
         else:
             estimate, basis, margin = statistics.ratio(*repeated), None, 0.0
-    separated = estimate.low is not None and (estimate.low > 1.0 + margin or estimate.high < 1.0 / (1.0 + margin))
+    low, high = estimate.low, estimate.high
+    separated = low is not None and high is not None and (low > 1.0 + margin or high < 1.0 / (1.0 + margin))
     # Unless placement is what the two differ in, a different share of bytes across nodes qualifies the verdict.
     placed = None if better.parameters.get(PLACEMENT) != other.parameters.get(PLACEMENT) else placement.caveat(
         _name(better), [t.summary for t in better.trials], _name(other), [t.summary for t in other.trials])
@@ -164,14 +166,15 @@ def _name(combination: combinations.Combination) -> str:
 
 def fastest(groups: list[combinations.Combination]) -> list[Finding]:
     """The fastest combination, named only when it is told apart from the runner-up; else that it is not."""
-    measured = sorted(((group.estimate(keys.THROUGHPUT), group) for group in groups if group.values(keys.THROUGHPUT)),
+    measured = sorted(((estimate, group) for group in groups
+                       if (estimate := group.estimate(keys.THROUGHPUT)) is not None),
                       key=lambda item: item[0].mean, reverse=True)
     if not measured:
         return []
     throughput, best = measured[0]
     p50 = best.estimate(keys.P50)
     spread = ""
-    if throughput.low is not None:
+    if throughput.low is not None and throughput.high is not None:
         spread = f" (95 % CI {throughput.low:.1f}-{throughput.high:.1f}, {throughput.count} repetitions)"
     text = f"Fastest: {_name(best)}: {throughput.mean:.1f} samples/s{spread}"
     if p50 is not None:
@@ -234,7 +237,7 @@ def _ratio_words(versus: Comparison) -> str:
 
 def communication(groups: list[combinations.Combination]) -> list[Finding]:
     """The largest and smallest share of iteration time in communication, with waiting beside it."""
-    shares = [(group.estimate(keys.COMM_FRACTION), group) for group in groups if group.values(keys.COMM_FRACTION)]
+    shares = [(share, group) for group in groups if (share := group.estimate(keys.COMM_FRACTION)) is not None]
     if not shares:
         return []
 

@@ -121,9 +121,10 @@ def ring_comm(inputs: Inputs) -> float:
 def message_bytes(inputs: Inputs, architecture: Architecture) -> float:
     """M as a parameter server's or a peer's messages carry it: compressed where the architecture takes the trial's
     method (FP16, BF16: one round, its payload), whole otherwise."""
-    if inputs.wire is None or not variants.takes(architecture, inputs.wire.method):
+    wire = inputs.wire
+    if wire is None or wire.method is None or not variants.takes(architecture, wire.method):
         return inputs.profile.total_bytes
-    return inputs.profile.total_bytes * sum(r.payload for r in inputs.wire.rounds)
+    return inputs.profile.total_bytes * sum(r.payload for r in wire.rounds)
 
 
 def _model_name(architecture: Architecture) -> str:
@@ -187,13 +188,14 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
 
 def _compression_note(inputs: Inputs, architecture: Architecture) -> str:
     """How a compressed trial's compression was priced for `architecture`; '' uncompressed."""
-    if inputs.wire is None:
+    wire = inputs.wire
+    if wire is None or wire.method is None:
         return ""
-    method = inputs.wire.method.value
-    if not variants.takes(architecture, inputs.wire.method):
-        takers = [a.value for a in variants.CODECS[inputs.wire.method].architectures]
+    method = wire.method.value
+    if not variants.takes(architecture, wire.method):
+        takers = [a.value for a in variants.CODECS[wire.method].architectures]
         return f"{method} needs {variants.either(takers)}: priced uncompressed"
-    return (f"priced at the trial's {method}, c = {inputs.wire.ratio(inputs.workers):.3g}, its codec in compute; "
+    return (f"priced at the trial's {method}, c = {wire.ratio(inputs.workers):.3g}, its codec in compute; "
             "the band was validated uncompressed")
 
 
@@ -309,9 +311,11 @@ def headline(prediction: TrialPrediction) -> str:
     """One line: this trial's predicted and measured (median) iteration time, and the error (or why it is no
     prediction)."""
     said = f"{prediction.architecture}: predicted {1000 * prediction.own.iteration_seconds:.3f} ms"
+    error = prediction.error  # None when nothing, or nothing but 0 s, was measured
     if prediction.measured_seconds is not None:
-        said += (f", measured {1000 * prediction.measured_seconds:.3f} ms (median), "
-                 f"error {100 * prediction.error:.1f}%")
+        said += f", measured {1000 * prediction.measured_seconds:.3f} ms (median)"
+        if error is not None:
+            said += f", error {100 * error:.1f}%"
     else:
         said += ", nothing measured to compare with"
     return said + (f" ({prediction.cannot_predict})" if prediction.cannot_predict else "")

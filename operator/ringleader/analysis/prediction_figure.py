@@ -33,8 +33,8 @@ def predicted_vs_measured(result: results.SweepResult, directory: pathlib.Path) 
     """Per trial: its measured median iteration time beside its own predicted one with its validated band (the error
     above), and the other architectures' predictions on its model, workers and link as markers with theirs; the
     models take medians too."""
-    predicted = [(trial, (trial.summary or {}).get(keys.PREDICTION)) for trial in result.trials]
-    predicted = [(trial, p) for trial, p in predicted
+    found = [(trial, (trial.summary or {}).get(keys.PREDICTION)) for trial in result.trials]
+    predicted = [(trial, p) for trial, p in found
                  if isinstance(p, dict) and (p.get(keys.ITERATION_SECONDS) or p.get(keys.PREDICTION_UNAVAILABLE))]
     if not predicted:
         return None

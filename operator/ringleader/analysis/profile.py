@@ -245,7 +245,9 @@ def from_document(document: Any) -> tuple[Profile, float]:
     if not isinstance(document, Mapping):
         raise ValueError("a profile must be a JSON object with batchSeconds, backwardSeconds and gradients")
     problems = []
-    batch, backward = document.get("batchSeconds"), document.get("backwardSeconds")
+    # JSON values, whatever the file holds: each is checked below before it is used.
+    batch: Any = document.get("batchSeconds")
+    backward: Any = document.get("backwardSeconds")
     if not summary.is_number(batch) or not batch > 0:
         problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
     if not summary.is_number(backward) or backward < 0:
@@ -260,7 +262,8 @@ def from_document(document: Any) -> tuple[Profile, float]:
         if not isinstance(entry, Mapping):
             problems.append(f"`gradients[{index}]` must be an object {{name, bytes, readySeconds}}")
             continue
-        size, ready = entry.get("bytes"), entry.get("readySeconds")
+        size: Any = entry.get("bytes")
+        ready: Any = entry.get("readySeconds")
         if not summary.is_number(size) or size < 0:
             problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
         if not summary.is_number(ready) or ready < 0:

@@ -47,15 +47,15 @@ def scaling_series(result: results.SweepResult) -> dict[str, list[Point]]:
     series: dict[str, list[Point]] = {}
     for line in combinations.group(result, others):
         by_workers = combinations.group(results.SweepResult(result.experiment, line.trials), [WORKERS])
-        measured = sorted(((int(c.parameters[WORKERS]), c) for c in by_workers if c.values(keys.THROUGHPUT)),
-                          key=lambda item: item[0])
+        measured = sorted(((int(c.parameters[WORKERS]), c, throughput) for c in by_workers
+                           if (throughput := c.estimate(keys.THROUGHPUT)) is not None), key=lambda item: item[0])
         if len(measured) < 2:
             continue
-        base_workers, base = measured[0]
+        base_workers, base, _ = measured[0]
         points = []
-        for workers, combination in measured:
+        for workers, combination, throughput in measured:
             speedup = statistics.ratio(combination.values(keys.THROUGHPUT), base.values(keys.THROUGHPUT))
-            points.append(Point(workers, combination.estimate(keys.THROUGHPUT), speedup,
+            points.append(Point(workers, throughput, speedup,
                                 _scaled(speedup, base_workers / workers), combination.estimate(keys.COMM_SECONDS)))
         series[line.label] = points
     return series
@@ -74,8 +74,8 @@ def model_bytes(result: results.SweepResult) -> float | None:
 def link(result: results.SweepResult) -> tuple[cost_models.Nic, str]:
     """The link of the cost models and how it was chosen, in words for the figure."""
     rates = {trial.trial.spec.network.bits_per_second() for trial in result.trials}
-    if len(rates) == 1 and None not in rates:
-        rate = rates.pop()
+    rate = rates.pop() if len(rates) == 1 else None
+    if rate is not None:
         return cost_models.Nic(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
     return cost_models.Nic(ASSUMED_BANDWIDTH), (f"B = {ASSUMED_BANDWIDTH / 1e9:g} Gbit/s assumed "
                                             "(spec.network.bandwidth unset or swept), latency 0")
@@ -201,8 +201,8 @@ def bandwidth_series(result: results.SweepResult) -> dict[str, list[tuple[float,
         for combination in combinations.group(results.SweepResult(result.experiment, line.trials), [BANDWIDTH]):
             estimate = combination.estimate(
                 lambda t: measured_scaling_factor(t) if t.status == combinations.FINISHED else None)
-            if estimate is not None:
-                rate = combination.trials[0].trial.spec.network.bits_per_second()
+            rate = combination.trials[0].trial.spec.network.bits_per_second()
+            if estimate is not None and rate is not None:  # a sweep without a bandwidth axis has no rate
                 points.append((float(rate), estimate))
         if points:
             series[line.label] = sorted(points, key=lambda point: point[0])
@@ -219,9 +219,10 @@ def whatif_curve(trials: list[results.TrialResult], bandwidths: list[float]) -> 
     except (LookupError, ValueError, KeyError):
         return ("no what-if curve: it needs a worker's layers.json and records of a finished trial, which this "
                 "source lacks")
-    points = [(rate, whatif.simulate(basis.profile, basis.workers, rate, basis.wire or 1.0,
-                                     batch_seconds=basis.batch_seconds, bucketing=basis.bucketing, floor=basis.floor,
-                                     wait_seconds=basis.wait_seconds).scaling_factor) for rate in bandwidths]
+    points = [(rate, whatif.scaling_factor(basis.batch_seconds, whatif.simulate(
+        basis.profile, basis.workers, rate, basis.wire or 1.0, batch_seconds=basis.batch_seconds,
+        bucketing=basis.bucketing, floor=basis.floor, wait_seconds=basis.wait_seconds).overhead_seconds))
+        for rate in bandwidths]
     return WhatIfCurve(trial.trial.name, basis.workers, points, basis.wire.label if basis.wire else "")
 
 

@@ -32,7 +32,7 @@ import dataclasses
 import json
 import math
 import statistics
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeGuard, TypeVar
 
 from ringleader.analysis import placement as placement_
 from ringleader.analysis import targets
@@ -54,9 +54,10 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
+def _mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the values given (None: not recorded, left out); None when none is."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def _value(record: dict, key: str) -> float:
@@ -349,7 +350,7 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[d
     return series
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     """A finite int or float, not a bool: a value a record or summary can chart."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

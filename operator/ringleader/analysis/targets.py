@@ -25,6 +25,7 @@ def reached(target: spec.Target, eval_loss: float, eval_accuracy: float) -> bool
     """Accuracy (a fraction) at least the target's percent, or loss at most the target's loss."""
     if target.accuracy_percent is not None:
         return eval_accuracy * 100.0 >= target.accuracy_percent
+    assert target.loss is not None, "a Target's rule: exactly one of accuracyPercent and loss"
     return eval_loss <= target.loss
 
 

@@ -187,8 +187,8 @@ def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_p
         raise ValueError(f"the target scaling factor must be greater than 0 and at most 1, got {target}")
 
     def sf(compression: float) -> float:
-        return simulate(profile, workers, bandwidth_bits_per_second, compression, add, batch_seconds,
-                        bucketing, floor, wait_seconds).scaling_factor
+        return scaling_factor(batch_seconds, simulate(profile, workers, bandwidth_bits_per_second, compression, add,
+                                                      batch_seconds, bucketing, floor, wait_seconds).overhead_seconds)
 
     limit = sf(math.inf)
     if sf(1.0) >= target:
@@ -246,8 +246,11 @@ def measured_compression(iterations: Sequence[Mapping[str, Any]]) -> MeasuredCom
 def measured_scaling_factor(iterations: Sequence[Mapping[str, Any]]) -> float:
     """A worker rank's SF measured as the model defines it: its t_batch (from_rank) over its median iteration,
     after warm-up."""
-    return profile_.compute({0: iterations}, (keys.TIME_CODEC,)).median_seconds / \
-        profile_.measured_iteration_seconds({0: iterations})
+    batch_seconds = profile_.compute({0: iterations}, (keys.TIME_CODEC,)).median_seconds
+    iteration_seconds = profile_.measured_iteration_seconds({0: iterations})
+    if iteration_seconds is None:
+        raise ValueError("no worker iteration after warm-up among the records")
+    return batch_seconds / iteration_seconds
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,6 +49,11 @@ class ApiModel(pydantic.BaseModel):
 
     rules: ClassVar[tuple[Rule, ...]] = ()
 
+    @classmethod
+    def wire_name(cls, name: str) -> str:
+        """A field's name in YAML and the CRD: its camelCase alias (its own name where it has none)."""
+        return cls.model_fields[name].alias or name
+
     @pydantic.model_validator(mode="after")
     def _check_rules(self, info: pydantic.ValidationInfo) -> ApiModel:
         if info.context and info.context.get(WITHOUT_RULES):

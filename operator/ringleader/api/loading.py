@@ -204,6 +204,8 @@ def _describe(error: yaml.YAMLError) -> str:
 class _Refused(yaml.MarkedYAMLError):
     """YAML that parses but that the API server refuses, or that would cost too much to take."""
 
+    problem: str
+
     def __init__(self, what: str, node_or_event: Any, fix: str):
         mark = node_or_event.start_mark
         super().__init__(problem=f"{what} at line {mark.line + 1}, column {mark.column + 1}: {fix}", problem_mark=mark)
@@ -221,17 +223,17 @@ class _BoundedComposer(yaml.composer.Composer):
         self._depth = 0
         self._deepest = 0
 
-    def compose_document(self) -> yaml.nodes.Node:
+    def compose_document(self) -> yaml.nodes.Node | None:
         self._count(1, self.peek_event())
         return super().compose_document()
 
-    def compose_node(self, parent: Any, index: Any) -> yaml.nodes.Node:
+    def compose_node(self, parent: Any, index: Any) -> yaml.nodes.Node | None:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             node = self.anchors.get(event.anchor)
             if node is not None:
                 if not hasattr(node, "height"):
-                    raise _Refused(f"alias *{shorten(event.anchor, 40)} inside the node it names", event,
+                    raise _Refused(f"alias *{shorten(str(event.anchor), 40)} inside the node it names", event,
                                   "a structure without end, which JSON cannot hold; copy the values instead")
                 self._enter(node.height, event)
                 self._count(node.size, event)
@@ -241,6 +243,7 @@ class _BoundedComposer(yaml.composer.Composer):
         self._count(1, event)
         saved, self._depth, self._deepest = self._deepest, depth, depth
         node = super().compose_node(parent, index)
+        assert node is not None, "PyYAML composes a node for every event but an alias"
         node.height = self._deepest - depth + 1
         node.size = self._values - values
         self._depth, self._deepest = depth - 1, max(saved, self._deepest)

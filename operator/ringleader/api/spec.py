@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 import pydantic
 
@@ -659,8 +659,8 @@ class SweepMatrix(ApiModel):
     def axes(self) -> dict[str, list]:
         """The swept fields (wire names) with their values, in declaration order: the order of trials."""
         return {
-            field.alias: list(getattr(self, name))
-            for name, field in type(self).model_fields.items()
+            self.wire_name(name): list(getattr(self, name))
+            for name in type(self).model_fields
             if getattr(self, name) is not None
         }
 
@@ -681,7 +681,7 @@ class Sweep(ApiModel):
 
     rules = (
         rules.Rule(
-            cel=" * ".join(_axis_size(field.alias) for field in SweepMatrix.model_fields.values())
+            cel=" * ".join(_axis_size(SweepMatrix.wire_name(name)) for name in SweepMatrix.model_fields)
             + f" * self.repetitions <= {MAX_TRIALS}",
             message=f"`sweep` must expand to at most {MAX_TRIALS} trials (values per axis multiplied, times "
             "repetitions): drop values from the matrix or lower repetitions",
@@ -813,19 +813,27 @@ def _servers_apart_rule() -> rules.Rule:
 
 
 def _architectures_used(spec: ExperimentSpec) -> list[Architecture]:
-    return spec.sweep.matrix.architecture if _swept_py(spec, "architecture") else [spec.architecture]
+    swept = _swept_values(spec, "architecture")
+    return swept if swept is not None else [spec.architecture]
 
 
 def _methods_used(spec: ExperimentSpec) -> list[CompressionMethod]:
-    return spec.sweep.matrix.compression if _swept_py(spec, "compression") else [spec.compression.method]
+    swept = _swept_values(spec, "compression")
+    return swept if swept is not None else [spec.compression.method]
 
 
 def _placements_used(spec: ExperimentSpec) -> list[Placement]:
-    return spec.sweep.matrix.placement if _swept_py(spec, "placement") else [spec.scheduling.placement]
+    swept = _swept_values(spec, "placement")
+    return swept if swept is not None else [spec.scheduling.placement]
+
+
+def _swept_values(spec: ExperimentSpec, name: str) -> list[Any] | None:
+    """The values the sweep's matrix gives the field `name`; None when it does not sweep it."""
+    return getattr(spec.sweep.matrix, name) if spec.sweep is not None else None
 
 
 def _swept_py(spec: ExperimentSpec, name: str) -> bool:
-    return spec.sweep is not None and getattr(spec.sweep.matrix, name) is not None
+    return _swept_values(spec, name) is not None
 
 
 class Profiling(ApiModel):

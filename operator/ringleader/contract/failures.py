@@ -75,7 +75,7 @@ def lost_contact(rank: int | None, detail: str) -> str:
 
 
 def is_echo(reason: str | None) -> bool:
-    return bool(reason) and reason.startswith(LOST_CONTACT)
+    return reason is not None and reason.startswith(LOST_CONTACT)
 
 
 def lost_rank(reason: str | None) -> int | None:

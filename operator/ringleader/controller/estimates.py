@@ -13,7 +13,7 @@ import datetime
 from typing import Mapping, Sequence
 
 from ringleader.analysis import eta
-from ringleader.api.status import Estimate, EstimateBound, Phase, TrialStatus
+from ringleader.api.status import Estimate, EstimateBound, Phase, Summary, TrialStatus
 from ringleader.api.trial import Expansion
 from ringleader.contract import progress as progress_line
 from ringleader.controller.trials import ACTIVE_PHASES, TERMINAL_PHASES
@@ -39,8 +39,7 @@ def _seconds(at: datetime.datetime | None) -> float | None:
     return None if at is None else at.timestamp()
 
 
-def _finished(sweep: PlannedSweep, trial: TrialStatus) -> eta.Finished:
-    summary = trial.summary
+def _finished(sweep: PlannedSweep, trial: TrialStatus, summary: Summary) -> eta.Finished:
     start, end = _seconds(trial.start_time), _seconds(trial.completion_time)
     return eta.Finished(
         parameters=trial.parameters,
@@ -70,7 +69,7 @@ def _time(seconds: float | None) -> datetime.datetime | None:
 def estimate(sweep: PlannedSweep, trials: Sequence[TrialStatus],
              lines: Mapping[str, Sequence[progress_line.Line]]) -> Estimate | None:
     """The estimate, or None once every trial ended."""
-    finished = [_finished(sweep, t) for t in trials if t.phase == Phase.SUCCEEDED and t.summary is not None]
+    finished = [_finished(sweep, t, t.summary) for t in trials if t.phase == Phase.SUCCEEDED and t.summary is not None]
     unfinished = [t for t in trials if t.phase not in TERMINAL_PHASES]
     if not unfinished:
         return None

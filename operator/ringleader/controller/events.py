@@ -47,8 +47,8 @@ def _trial_events(old: ExperimentStatus, new: ExperimentStatus) -> list[Event]:
 def _condition_events(old: ExperimentStatus, new: ExperimentStatus) -> list[Event]:
     found = []
     for type_, kind in ((Type.CREATED, NORMAL), (Type.SUSPENDED, NORMAL), (Type.SUCCEEDED, NORMAL), (Type.FAILED, WARNING)):
-        if conditions.became_true(old.conditions, new.conditions, type_):
-            condition = conditions.find(new.conditions, type_)
+        condition = conditions.find(new.conditions, type_)
+        if condition is not None and conditions.became_true(old.conditions, new.conditions, type_):
             found.append(Event(kind, condition.reason, condition.message))
     resumed = conditions.is_true(old.conditions, Type.SUSPENDED) and not conditions.is_true(new.conditions, Type.SUSPENDED)
     if resumed:

@@ -122,7 +122,7 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
     force_delete = tuple(sorted(pods_.name(p) for found in seen.pods.values() for p in found
                                 if pods_.on_lost_node(p) and (pods_.is_terminating(p) or pods_.name(p) in delete)))
     create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
-    workloads = tuple((statuses[i].index, steps[i].workload) for i in range(len(statuses)) if steps[i].workload)
+    workloads = tuple((statuses[i].index, workload) for i in range(len(statuses)) if (workload := steps[i].workload))
     due = min((s.due for s in steps.values() if s.due is not None), default=None)
     return Plan(status=experiment_status, delete=delete, force_delete=force_delete, create=create,
                 workloads=workloads, due=due)
@@ -180,7 +180,8 @@ Setting = tuple[Type, bool, str, str]
 def _conditions(experiment, expansion: Expansion, old: ExperimentStatus,
                 new_trials: list[TrialStatus], seen: Observation) -> list[Condition]:
     found = list(old.conditions)
-    if conditions.find(found, Type.FAILED) and conditions.find(found, Type.FAILED).reason in SPEC_REASONS:
+    failed = conditions.find(found, Type.FAILED)
+    if failed is not None and failed.reason in SPEC_REASONS:
         found = [c for c in found if c.type != Type.FAILED]  # the spec was corrected
     suspended = experiment.spec.run_policy.suspend
     # Each step reads only the recorded condition of its own type, so the order of setting them is free.
@@ -247,13 +248,13 @@ def _outcome(new_trials: list[TrialStatus], suspended: bool) -> list[Setting]:
 
 def _waiting(new_trials: list[TrialStatus]) -> Setting:
     """Running while no trial runs: the trial closest to running says what the experiment waits for."""
-    by_phase = {phase: next((t for t in new_trials if t.phase == phase), None)
-                for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING)}
-    waiting = by_phase[Phase.CREATED] or by_phase[Phase.RESTARTING] or by_phase[Phase.PENDING]
-    if by_phase[Phase.CREATED]:
+    created, restarting, pending = (next((t for t in new_trials if t.phase == phase), None)
+                                    for phase in (Phase.CREATED, Phase.RESTARTING, Phase.PENDING))
+    waiting = created or restarting or pending
+    if created:
         reason = reasons.WAITING_FOR_PODS
-    elif by_phase[Phase.RESTARTING]:
-        reason = waiting.reason or reasons.RANK_FAILED
+    elif restarting:
+        reason = restarting.reason or reasons.RANK_FAILED
     elif waiting is not None and waiting.reason in (reasons.WAITING_FOR_ADMISSION, reasons.EVICTED):
         reason = reasons.WAITING_FOR_ADMISSION
     else:
@@ -321,7 +322,11 @@ def compared(expansion: Expansion) -> Compared:
 def best_of(trials_: list[TrialStatus]) -> TrialStatus | None:
     """The succeeded trial with the highest throughput (the first of equals); None before one succeeded."""
     succeeded = [t for t in trials_ if t.phase == Phase.SUCCEEDED and t.summary is not None]
-    return max(succeeded, key=lambda t: (t.summary.throughput or 0.0, -t.index), default=None)
+    return max(succeeded, key=lambda t: (_throughput(t) or 0.0, -t.index), default=None)
+
+
+def _throughput(trial: TrialStatus) -> float | None:
+    return trial.summary.throughput if trial.summary is not None else None
 
 
 def _best(trial: TrialStatus | None, count: int) -> Best | None:
@@ -329,7 +334,7 @@ def _best(trial: TrialStatus | None, count: int) -> Best | None:
         return None
     swept = {k: v for k, v in trial.parameters.items() if k != REPETITION}
     text = combinations.label(swept) if swept else trial.name  # as the report labels it
-    return Best(trial=trial.name, parameters=swept, text=text, throughput=trial.summary.throughput)
+    return Best(trial=trial.name, parameters=swept, text=text, throughput=_throughput(trial))
 
 
 def _experiment_status(experiment, expansion: Expansion, old: ExperimentStatus,

@@ -127,7 +127,7 @@ def failure_of(pod: Pod) -> Failure | None:
     A pod-level reason (Evicted, DeadlineExceeded, NodeLost) names the cause better than the exit code of a
     container killed because of it, so it wins; the container is then mentioned in the message."""
     status = pod.get("status") or {}
-    failed_containers = []
+    failed_containers: list[tuple[str | None, dict[str, Any]]] = []
     for container in _containers(pod):
         terminated = (container.get("state") or {}).get("terminated")
         if terminated and terminated.get("exitCode", 0) != 0:
@@ -138,22 +138,22 @@ def failure_of(pod: Pod) -> Failure | None:
     if pod_reason or not failed_containers:
         detail = status.get("message") or ""
         if failed_containers:
-            container, terminated = failed_containers[0]
+            container_name, terminated = failed_containers[0]
             detail = f"{detail}; " if detail else ""
-            detail += f"container {container} exited with code {terminated.get('exitCode')}"
+            detail += f"container {container_name} exited with code {terminated.get('exitCode')}"
         return Failure(pod=name(pod), rank=rank(pod), reason=pod_reason or "Failed",
                        message=failures.shorten(detail) or None,
                        finished_at=_finished_at(failed_containers) or status.get("startTime") or "")
-    container, terminated = failed_containers[0]
+    container_name, terminated = failed_containers[0]
     message = terminated.get("message")
     return Failure(
-        pod=name(pod), rank=rank(pod), container=container, exit_code=terminated.get("exitCode"),
+        pod=name(pod), rank=rank(pod), container=container_name, exit_code=terminated.get("exitCode"),
         reason=terminated.get("reason"), message=failures.shorten(message) or None,
         finished_at=terminated.get("finishedAt") or "",
     )
 
 
-def _finished_at(failed_containers: list[tuple[str, dict[str, Any]]]) -> str:
+def _finished_at(failed_containers: list[tuple[str | None, dict[str, Any]]]) -> str:
     return min((t.get("finishedAt") or "" for _, t in failed_containers), default="")
 
 
@@ -194,7 +194,7 @@ def blocked_by_affinity(pod: Pod) -> bool:
     counts nodes that "didn't match pod affinity rules" or "pod anti-affinity rules" (the placement's terms), or
     "didn't satisfy existing pods anti-affinity rules"."""
     condition = _condition(pod, "PodScheduled")
-    return (not is_scheduled(pod) and bool(condition) and condition.get("reason") == "Unschedulable"
+    return (not is_scheduled(pod) and condition is not None and condition.get("reason") == "Unschedulable"
             and "affinity" in (condition.get("message") or ""))
 
 

@@ -249,27 +249,33 @@ def _evicted(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
 
 
 def _recreate(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
-    deadline = deadline_of(trial, ctx.run_policy)
-    if deadline is not None and ctx.now >= deadline:
-        return _deadline(trial, pods, ctx)
+    started = _started_if_overdue(trial, ctx)
+    if started is not None:
+        return _deadline(trial, pods, ctx, started)
     if pods:
         return Step(trial, delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
     message = f"recreated {_pods_phrase(ctx.expected)} (restart {trial.restarts}); waiting for all of them to be scheduled"
     return Step(_with(trial, phase=Phase.CREATED, reason=reasons.PODS_CREATED, message=message), create=True)
 
 
-def _deadline(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
+def _started_if_overdue(trial: TrialStatus, ctx: Context) -> datetime.datetime | None:
+    """The trial's start when it has run past activeDeadlineSeconds; None while it has time, or no deadline."""
+    deadline = deadline_of(trial, ctx.run_policy)
+    return trial.start_time if deadline is not None and ctx.now >= deadline else None
+
+
+def _deadline(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, started: datetime.datetime) -> Step:
     seconds = ctx.run_policy.active_deadline_seconds
     message = (f"the trial ran longer than activeDeadlineSeconds={seconds} "
-               f"(started {trial.start_time.isoformat()}); its running pods were stopped")
+               f"(started {started.isoformat()}); its running pods were stopped")
     return _finish(trial, pods, ctx, Phase.FAILED, reasons.DEADLINE_EXCEEDED, message, stop_running=True)
 
 
 def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     """A trial whose pods were created (Created) or all ran (Running)."""
-    deadline = deadline_of(trial, ctx.run_policy)
-    if deadline is not None and ctx.now >= deadline:
-        return _deadline(trial, pods, ctx)
+    started = _started_if_overdue(trial, ctx)
+    if started is not None:
+        return _deadline(trial, pods, ctx, started)
     live = {pods_.name(p): p for p in _live(pods)}
     lost = sorted((p for p in live.values() if pods_.on_lost_node(p)), key=pods_.rank)
     if lost:

@@ -277,7 +277,7 @@ def _run_and_report(args: argparse.Namespace, launch: _Launch, out: TextIO) -> i
     (session_dir / "comparison.txt").write_text(table)
     print("", file=out)
     publishing = result.tracker
-    if publishing.away is None and publishing.parent_run_id:
+    if publishing.away is None and publishing.experiment_id and publishing.parent_run_id:
         print(f'MLflow: experiment "{launch.experiment.mlflow_experiment_name()}" (id {publishing.experiment_id}), '
               f"sweep run {publishing.parent_run_id}", file=out)
         print(f"Open it: {how_to_open(tracking_uri, publishing.experiment_id, publishing.parent_run_id)}", file=out)

@@ -30,13 +30,15 @@ class Tracker:
         self.away: str | None = None
         """away is the last error while the store does not answer; None once it does."""
 
-    def _attempt(self, what: str, action: Callable[[], object]) -> bool:
+    def _attempt(self, what: str, action: Callable[[Store, str, str], object]) -> bool:
+        """Run `action(store, experiment id, parent run id)`, opening the session's experiment and run first."""
         try:
             if self.store is None:
                 self.store = Store(self.session.tracking_uri, self.settings)
-            if self.parent_run_id is None:
-                self.experiment_id, self.parent_run_id, _ = sessions.open_session(self.store, self.session)
-            action()
+            store = self.store
+            if self.experiment_id is None or self.parent_run_id is None:
+                self.experiment_id, self.parent_run_id, _ = sessions.open_session(store, self.session)
+            action(store, self.experiment_id, self.parent_run_id)
         except (TrackingUnavailable, mlflow.exceptions.MlflowException) as error:
             # Away, or refusing (a wrong URI, no permission): either way the trials go on and the records
             # wait on disk; publishing must never be what stops an experiment.
@@ -53,26 +55,28 @@ class Tracker:
             return False
         if self.away is not None:
             self.say(f"MLflow answers again; records published ({what})")
-            self.store.settings = self.settings
+            store.settings = self.settings
             self.away = None
         return True
 
     def open(self) -> bool:
         """The MLflow experiment and parent run of the session."""
-        return self._attempt("opening the experiment", lambda: None)
+        return self._attempt("opening the experiment", lambda *_: None)
 
     def trial_started(self, trial_dir: pathlib.Path) -> None:
         # The RUNNING trial run (params, trial.json) is a convenience; while the store is away, skip it
         # rather than delay the trial by the retries.
         if self.away is None:
-            self._attempt(f"trial {trial_dir.name} started", lambda: self._publish_trial(trial_dir))
+            self._attempt(f"trial {trial_dir.name} started", self._publish_trial(trial_dir))
 
     def trial_ended(self, trial_dir: pathlib.Path) -> bool:
-        return self._attempt(f"trial {trial_dir.name}", lambda: self._publish_trial(trial_dir))
+        return self._attempt(f"trial {trial_dir.name}", self._publish_trial(trial_dir))
 
     def session_ended(self) -> bool:
         """Everything left: trials not yet published (after an outage), the comparison, the parent's status."""
-        return self._attempt("the sweep's comparison", lambda: sessions.publish_session(self.store, self.session))
+        return self._attempt("the sweep's comparison", lambda store, *_: sessions.publish_session(store, self.session))
 
-    def _publish_trial(self, trial_dir: pathlib.Path) -> None:
-        publisher.publish_trial(self.store, trial_dir, self.experiment_id, self.parent_run_id)
+    @staticmethod
+    def _publish_trial(trial_dir: pathlib.Path) -> Callable[[Store, str, str], object]:
+        return lambda store, experiment_id, parent_run_id: publisher.publish_trial(store, trial_dir, experiment_id,
+                                                                                   parent_run_id)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Protocol, Sequence, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -86,6 +86,16 @@ class BucketCodec(Protocol):
         """Write the average into `flat`."""
 
 
+T = TypeVar("T")
+
+
+def _encoded(state: T | None) -> T:
+    """What a codec's encode kept for its advance and decode: ring.py calls encode first, for every bucket."""
+    if state is None:
+        raise RuntimeError("a bucket codec's advance or decode ran before its encode")
+    return state
+
+
 class CastCodec:
     """FP16 or BF16: one allreduce of the bucket in 16 bits; FP16 scaled by a power of two agreed by every rank."""
 
@@ -100,15 +110,15 @@ class CastCodec:
 
     def encode(self, flat: torch.Tensor) -> Round:
         self.flat, self.retries = flat, 0
-        return self._cast()
+        return self._cast(flat)
 
-    def _cast(self) -> Round:
-        payload = torch.empty(self.flat.shape, dtype=self.dtype, device=self.flat.device)
+    def _cast(self, flat: torch.Tensor) -> Round:
+        payload = torch.empty(flat.shape, dtype=self.dtype, device=flat.device)
         self.used = self.scale
         if self.used != 1.0:
-            torch.mul(self.flat, self.used, out=payload)  # scaled in float32, then rounded once
+            torch.mul(flat, self.used, out=payload)  # scaled in float32, then rounded once
         else:
-            payload.copy_(self.flat)
+            payload.copy_(flat)
         self.round = Round(payload)
         return self.round
 
@@ -121,13 +131,13 @@ class CastCodec:
             if self.retries < FP16_RETRIES and self.scale > FP16_SCALE_BOUNDS[0]:
                 self.scale = max(self.scale / 2.0 ** 4, FP16_SCALE_BOUNDS[0])
                 self.retries += 1
-                return self._cast()  # overflowed: the same bucket again, at a smaller scale
+                return self._cast(_encoded(self.flat))  # overflowed: the same bucket again, at a smaller scale
             return None  # not finite at any scale: the gradient itself is not
         self.scale = fp16_scale(largest / self.used)  # the next iteration's, from this sum unscaled
         return None
 
     def decode(self, flat: torch.Tensor) -> None:
-        flat.copy_(self.round.payload)
+        flat.copy_(_encoded(self.round).payload)
         if self.used != 1.0:
             flat.div_(self.used)  # in float32: a power of two, exact
         self.round = self.flat = None
@@ -207,27 +217,28 @@ class PowerSgdCodec:
         if done is not self.first or not self.matrices:
             return None
         # second round: Q = M^T orth(P) of each matrix, summed (the P were summed in the first)
-        payload = torch.empty(sum(m * r for _, _, m, r in self.matrices), dtype=self.flat.dtype,
-                              device=self.flat.device)
+        flat = _encoded(self.flat)
+        payload = torch.empty(sum(m * r for _, _, m, r in self.matrices), dtype=flat.dtype, device=flat.device)
         at, qs = 0, []
         for (offset, n, m, r), p in zip(self.matrices, self.ps):
             orthogonalize(p)
             q = payload[at:at + m * r].view(m, r)
-            torch.matmul(self._matrix(self.flat, offset, n, m).t(), p, out=q)
+            torch.matmul(self._matrix(flat, offset, n, m).t(), p, out=q)
             qs.append(q)
             at += m * r
         self.qs = qs
         return Round(payload)
 
     def decode(self, flat: torch.Tensor) -> None:
-        at = 0
+        at, first = 0, _encoded(self.first)
         for offset, numel in self.whole:
-            flat[offset:offset + numel].copy_(self.first.payload[at:at + numel])
+            flat[offset:offset + numel].copy_(first.payload[at:at + numel])
             at += numel
         for (offset, n, m, _), p, q in zip(self.matrices, self.ps, self.qs):
             torch.matmul(p, q.t(), out=self._matrix(flat, offset, n, m))
         if self.error_feedback:
-            torch.sub(self.before, flat, alpha=1.0 / self.world, out=self.error)  # this rank's share of the sum
+            # this rank's share of the sum
+            torch.sub(_encoded(self.before), flat, alpha=1.0 / self.world, out=_encoded(self.error))
             self.before = None
         self.first, self.ps, self.flat = None, [], None
 
@@ -242,15 +253,17 @@ class TopKCodec:
         self.round: Round | None = None
 
     def encode(self, flat: torch.Tensor) -> Round:
+        error = None
         if self.error_feedback:
             if self.error is None:
                 self.error = torch.zeros_like(flat)
-            flat.add_(self.error)
+            error = self.error
+            flat.add_(error)
         indices = torch.topk(flat.abs(), self.k, sorted=False).indices  # (k,)
         values = flat[indices]  # (k,)
-        if self.error_feedback:
-            self.error.copy_(flat)
-            self.error[indices] = 0  # what was not sent waits for the next iteration
+        if error is not None:
+            error.copy_(flat)
+            error[indices] = 0  # what was not sent waits for the next iteration
         # one payload of bytes: the values in their dtype, then the indices as int32
         self.round = Round(torch.cat([values.view(torch.uint8), indices.to(torch.int32).view(torch.uint8)]),
                            gather=True)
@@ -262,7 +275,7 @@ class TopKCodec:
     def decode(self, flat: torch.Tensor) -> None:
         value_bytes = self.k * flat.element_size()
         flat.zero_()
-        for piece in self.round.gathered:
+        for piece in _encoded(self.round).gathered:
             flat.index_add_(0, piece[value_bytes:].view(torch.int32).to(torch.int64), piece[:value_bytes].view(flat.dtype))
         self.round = None
 

@@ -84,7 +84,9 @@ def _load_cached(data_json: str, data_dir: str | None, split: str) -> Dataset:
         return datafiles.read_cifar(directory, CIFAR_CLASSES[data.format], split, root)
     if data.format == spec.DataFormat.IMAGE_FOLDER:
         return datafiles.list_image_folder(*resolve(data, data_dir))
-    return _from_factory(data.factory)
+    if data.factory is not None:  # set exactly when the format is Factory (DataSpec's rule)
+        return _from_factory(data.factory)
+    raise datafiles.DataError(f"data.format {data.format.value} is not a real dataset")
 
 
 def _load(data: spec.DataSpec, data_dir: str | None, split: str) -> Dataset:

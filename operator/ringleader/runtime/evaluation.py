@@ -59,6 +59,7 @@ class Schedule:
     every: int
     evaluator: bool
     stop_at_target: bool
+    max_samples: int | None  # of the held-out set, each evaluation (None: all of it)
 
     @classmethod
     def of(cls, spec: ExperimentSpec, worker_index: int) -> Schedule | None:
@@ -66,4 +67,5 @@ class Schedule:
         if evaluation is None:
             return None
         return cls(every=evaluation.every_iterations, evaluator=worker_index == 0,
-                   stop_at_target=target is not None and target.on_reached == OnReached.STOP)
+                   stop_at_target=target is not None and target.on_reached == OnReached.STOP,
+                   max_samples=evaluation.max_samples)

@@ -144,7 +144,8 @@ class Heartbeat:
         threading.Thread(target=self._beat, name=f"heartbeat-rank-{rank}", daemon=True).start()
         if self._watchdog is not None and on_stall is not None:
             # Apart from the beats: a store read can block for good, and that too must end in a verdict.
-            threading.Thread(target=self._watch, args=(on_stall,), name=f"watchdog-rank-{rank}", daemon=True).start()
+            threading.Thread(target=self._watch, args=(self._watchdog, on_stall), name=f"watchdog-rank-{rank}",
+                             daemon=True).start()
 
     def finished(self) -> None:
         """This rank is done training: from now on it waits for the others, and is never called stalled."""
@@ -160,7 +161,7 @@ class Heartbeat:
                     self._store.add(_progress_key(self.rank), progress - self._sent)
                     self._sent = progress
                 if self._watchdog is not None and time.monotonic() >= next_read:
-                    self._read_peers()
+                    self._read_peers(self._watchdog)
                     next_read = time.monotonic() + self._check_seconds
             except Exception:  # noqa: BLE001 - the store host is gone: peers learn it from their own failed calls; keep the file
                 pass
@@ -170,18 +171,18 @@ class Heartbeat:
                 pass
             time.sleep(INTERVAL_SECONDS)
 
-    def _read_peers(self) -> None:
+    def _read_peers(self, watchdog: Watchdog) -> None:
         ranks = range(self.world_size)
         beats = {r: self._store.add(_key(r), 0) for r in ranks}
         progress = {r: self._store.add(_progress_key(r), 0) for r in ranks}
         with self._lock:
-            self._watchdog.observe(time.monotonic(), beats, progress)
+            watchdog.observe(time.monotonic(), beats, progress)
 
-    def _watch(self, on_stall: Callable[[int | None, str], None]) -> None:
+    def _watch(self, watchdog: Watchdog, on_stall: Callable[[int | None, str], None]) -> None:
         while not self._done:
             time.sleep(self._check_seconds)
             with self._lock:
-                verdict = self._watchdog.verdict(time.monotonic())
+                verdict = watchdog.verdict(time.monotonic())
             if verdict is not None and not self._done:
                 on_stall(*verdict)
                 return

@@ -59,14 +59,16 @@ def measure(trial: Trial, rank: int, workers_group, shared_host: bool) -> dict |
     network = trial.spec.network
     probed = sizes(None if network.emulated_bits_per_second() else network.bits_per_second())
     ends = pair(trial)
-    point_to_point = _ping_pong(ends, rank, probed) if ends and rank in ends else None
+    point_to_point = None
+    if ends is not None and rank in ends:
+        samples = _ping_pong(ends, rank, probed)
+        point_to_point = samples and {keys.PROBE_RANKS: list(ends), keys.PROBE_SAMPLES: samples}
     workers = [slot.rank for slot in trial.worker_slots()]
     collective = _allreduce(workers_group, probed) if workers_group is not None and rank in workers else None
     if rank != workers[0]:
         return None
     return {keys.PROBE_SHARED_HOST: shared_host,
-            keys.PROBE_POINT_TO_POINT: point_to_point and {keys.PROBE_RANKS: list(ends), keys.PROBE_SAMPLES:
-                                                           point_to_point},
+            keys.PROBE_POINT_TO_POINT: point_to_point,
             keys.PROBE_COLLECTIVE: collective and {keys.WORKERS: len(workers), keys.PROBE_SAMPLES: collective}}
 
 

@@ -273,12 +273,19 @@ class DSSPFollower(Gate):
 GATES: dict[spec.Paradigm, Callable[[spec.SyncSpec, int, int], Gate]] = {
     spec.Paradigm.BSP: lambda sync, workers, owner: BSP(workers),
     spec.Paradigm.ASP: lambda sync, workers, owner: ASP(workers),
-    spec.Paradigm.SSP: lambda sync, workers, owner: SSP(workers, sync.staleness),
+    spec.Paradigm.SSP: lambda sync, workers, owner: SSP(workers, _bound(sync, "staleness")),
     # DSSP's controller runs on owner 0 alone; the other owners follow its grants.
     spec.Paradigm.DSSP: lambda sync, workers, owner: (DSSP if owner == 0 else DSSPFollower)(
-        workers, sync.staleness, sync.max_staleness),
+        workers, _bound(sync, "staleness"), _bound(sync, "max_staleness")),
 }
 """GATES: per paradigm, its gate (sync, workers, owner), given the staleness fields variants.PARADIGMS says it needs."""
+
+
+def _bound(sync: spec.SyncSpec, field: str) -> int:
+    """A staleness bound of the paradigm's, which make_gate has found set."""
+    value: int | None = getattr(sync, field)
+    assert value is not None, f"make_gate refuses a {sync.paradigm} sync spec without {field}"
+    return value
 
 
 def make_gate(sync: spec.SyncSpec, workers: int, *, owner: int = 0) -> Gate:

@@ -56,20 +56,21 @@ class PeerSynchronizer:
         owner = self.peers.index(self.rank)
         parameters = exchange.shards.trainable(model)
         plan = exchange.shards.Partition.of(parameters, len(self.peers))
-        self.server = exchange.server.ShardServer(
+        self.server = server = exchange.server.ShardServer(
             rank=self.rank, shard=plan.shard(owner, parameters), optimizer_factory=optimizer_factory,
             workers=self.peers, gate=paradigms.make_gate(self.spec.sync, len(self.peers), owner=owner),
             link=self.link, warmup_iterations=self.spec.model.warmup_iterations, name=f"peer {owner}'s shard server",
             codec=self.codec,
         )
-        self.server_thread = threading.Thread(target=self._serve, daemon=True, name="ringleader-shard-server")
+        self.server_thread = threading.Thread(target=self._serve, args=(server,), daemon=True,
+                                              name="ringleader-shard-server")
         self.server_thread.start()
         # Starts the shared link's receivers too, sized for the largest shard (this peer's own is one of them).
         self.client.attach(model)
 
-    def _serve(self) -> None:
+    def _serve(self, server: exchange.server.ShardServer) -> None:
         try:
-            exchange.server.run(self.server, self.link.inbox, self.timeout,
+            exchange.server.run(server, self.link.inbox, self.timeout,
                                 lambda _step, metrics: self.aggregations.append(metrics))
         except BaseException as error:  # noqa: BLE001 - the worker must hear, or it would wait for replies that never come
             self.server_error = error

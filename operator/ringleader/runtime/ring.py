@@ -95,6 +95,12 @@ class Bucket:
         self.completed_at = None
 
 
+def _codec(bucket: Bucket) -> compression.BucketCodec:
+    """The codec of a bucket the ring compresses: attach() gives every bucket one when spec.compression is on."""
+    assert bucket.codec is not None, f"bucket {bucket.index} has no codec"
+    return bucket.codec
+
+
 def make_buckets(parameters: list[torch.nn.Parameter], bucket_bytes: int,
                  first_bucket_bytes: int | None = None, stamps: int = 0) -> list[Bucket]:
     """Reverse parameter order (roughly the order backward produces gradients), closed at `bucket_bytes`
@@ -178,6 +184,7 @@ class RingSynchronizer:
         # Runs inside backward, once per parameter: launch the buckets now complete.
         bucket, position = self.where[parameter]
         grad = bucket.grads[position]
+        assert parameter.grad is not None, "autograd sets it before a post-accumulate-grad hook runs"
         if parameter.grad.data_ptr() != grad.data_ptr():
             # Someone set this gradient to None or replaced it (autograd then made a new one): take it back.
             grad.copy_(parameter.grad)
@@ -216,7 +223,7 @@ class RingSynchronizer:
         """Encode the bucket's gradients and launch the codec's first collective (and the stamps', exact, beside
         it); when it was launched."""
         started = time.perf_counter()
-        bucket.round = bucket.codec.encode(bucket.gradients)
+        bucket.round = _codec(bucket).encode(bucket.gradients)
         bucket.launched_at = now = time.perf_counter()
         self.encode_seconds += now - started
         bucket.work = bucket.round.launch(self.world, self.group)
@@ -283,6 +290,7 @@ class RingSynchronizer:
             self.sent = 0.0
         # update: every rank applies the same averaged gradient to the same weights
         with timer.phase(keys.TIME_UPDATE):
+            assert self.optimizer is not None, "attach() made it"
             self.optimizer.step()
 
     def _book_encoding(self, in_backward: float, timer: interfaces.Timer) -> None:
@@ -299,7 +307,7 @@ class RingSynchronizer:
         done = [bucket.round for bucket in self.buckets]
         for _ in range(compression.FP16_RETRIES + 2):  # PowerSGD needs 2 rounds; FP16 redoes at most FP16_RETRIES
             with timer.phase(keys.TIME_CODEC):
-                following = [None if previous is None else bucket.codec.advance(previous)
+                following = [None if previous is None else _codec(bucket).advance(previous)
                              for bucket, previous in zip(self.buckets, done)]
             if not any(following):
                 break
@@ -321,7 +329,7 @@ class RingSynchronizer:
             done = following
         with timer.phase(keys.TIME_CODEC):
             for bucket in self.buckets:
-                bucket.codec.decode(bucket.gradients)
+                _codec(bucket).decode(bucket.gradients)
 
     def should_stop(self, due: bool, reached: bool, timer: interfaces.Timer) -> bool:
         """After each evaluation the evaluator's verdict is broadcast, so every rank stops at the same step and no

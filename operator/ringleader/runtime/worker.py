@@ -112,7 +112,7 @@ def prepare(trial: Trial, env: contract.PodEnvironment, synchronizer: interfaces
     model = model.to(device)
     held_out = None
     if plan is not None and plan.evaluator:
-        held_out = datasets.held_out(spec.data, env.data_dir, spec.model.evaluation.max_samples)
+        held_out = datasets.held_out(spec.data, env.data_dir, plan.max_samples)
     slow = straggler.Straggler(slot.slowdown_percent, device)
     # traced after warm-up (RINGLEADER_TRACE_ITERATIONS)
     timer = timing.IterationTimer(env.rank, device, range(warmup, warmup + trace_iterations),
@@ -131,7 +131,7 @@ def open_link(interface: str | None, spec: ExperimentSpec, ranks_sharing_interfa
     """The interface's sampler (a thread of its own, started at the first measured iteration) and its link rate;
     both noted in the rank's summary."""
     link = netcounters.Sampler.open(interface) if interface else None
-    if link is None:
+    if not interface or link is None:
         return None, None
     link_rate = netcounters.link_bits_per_second(interface, spec.network.bits_per_second(), ranks_sharing_interface)
     recorder.summary_extras[keys.LINK_INTERFACE] = netcounters.describe(interface)
@@ -188,8 +188,9 @@ def iterate(loop: Loop, step: int) -> bool:
     metrics[keys.LOSS] = loss.item()
     metrics.update(evaluated)
     log(loop, step, metrics, stopping)
-    if stopping:
-        print(f"target {describe_target(loop.spec.model.target)} reached"
+    target = loop.spec.model.target
+    if stopping and target is not None:  # a worker stops only at a target
+        print(f"target {describe_target(target)} reached"
               f"{'' if reached else ' by the evaluating worker'}: stopping after iteration {step + 1}", flush=True)
     return stopping
 

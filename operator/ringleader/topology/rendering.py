@@ -99,6 +99,7 @@ def _load_all(text: str) -> list[Any]:
         documents = []
         while loader.check_node():
             root = loader.get_node()
+            assert root is not None, "check_node said a document follows"
             documents.append(build(root))
             built.clear()  # anchors never cross documents, and a freed node's id may be reused
         return documents

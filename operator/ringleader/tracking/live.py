@@ -34,10 +34,11 @@ class RunNotCreated(TrackingUnavailable):
 class LivePublisher:
     def __init__(self, env: contract.PodEnvironment, trial: Trial, rank_dir: str | pathlib.Path,
                  settings: TrackingSettings | None = None):
-        if not env.publishes:
+        if env.tracking_uri is None or not env.publishes:
             raise ValueError(f"live publishing needs {contract.TRACKING_URI} and {contract.RUN_ID} (or "
                              f"{contract.RUN_TOKEN} and {contract.MLFLOW_EXPERIMENT}) in the environment")
         self.env = env
+        self.tracking_uri = env.tracking_uri
         self.trial = trial
         self.rank_dir = pathlib.Path(rank_dir)
         self.settings = settings or TrackingSettings()
@@ -102,7 +103,7 @@ class LivePublisher:
     @property
     def shown_uri(self) -> str:
         """The tracking server's URI as logs may show it (credentials masked)."""
-        return redaction.redact(self.env.tracking_uri or "")
+        return redaction.redact(self.tracking_uri)
 
     @property
     def run_id(self) -> str | None:
@@ -111,7 +112,7 @@ class LivePublisher:
 
     def published(self) -> tuple[int, int]:
         """(iterations published, iterations recorded) of this rank, from its cursor and its record file."""
-        cursor = Cursor.load(cursor_path_for(self.rank_dir, self.env.tracking_uri))
+        cursor = Cursor.load(cursor_path_for(self.rank_dir, self.tracking_uri))
         path = self.rank_dir / layout.ITERATIONS_FILE
         recorded = sum(1 for _ in path.open("rb")) if path.is_file() else 0
         return cursor.records, recorded
@@ -134,10 +135,11 @@ class LivePublisher:
     def _connect(self) -> tuple[Store, str, str]:
         """The store, the MLflow experiment and the trial run; RunNotCreated while a run given by token is not there."""
         if self._store is None:
-            self._store = Store(self.env.tracking_uri, self.settings)
-        if self._run_id is None:
-            experiment_id = self._store.experiment_id(self.env.mlflow_experiment)
-            found = experiment_id and self._store.find_run(experiment_id, self.env.run_token)
+            self._store = Store(self.tracking_uri, self.settings)
+        if self._run_id is None:  # then env.publishes says the experiment and token are given
+            name, token = self.env.mlflow_experiment, self.env.run_token
+            experiment_id = self._store.experiment_id(name) if name else None
+            found = experiment_id and token and self._store.find_run(experiment_id, token)
             if not found:
                 raise RunNotCreated(f"the trial's MLflow run (token {self.env.run_token}) does not exist yet: MLflow "
                                     "was away when this pod was made, and the operator creates it when MLflow answers")

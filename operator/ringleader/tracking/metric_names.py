@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 from ringleader.contract import keys
 
@@ -219,7 +219,7 @@ SWEEP = (keys.THROUGHPUT, keys.P50, keys.P95, keys.COMPUTE_FRACTION, keys.COMM_F
 NOT_METRICS = frozenset({keys.STEP, "rank", keys.ROLE, keys.WARMUP, keys.TIMESTAMP, "worker"})
 
 
-def is_metric_value(value: Any) -> bool:
+def is_metric_value(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -289,9 +289,13 @@ def rank(summary: Mapping[str, Any]) -> dict[str, float]:
 def sweep_key(summary_key: str, label: str) -> str:
     """"iteration_p50_ms/RingAllReduce-4_workers": the metric first, so MLflow shows one section per metric, its
     trials side by side, each named by what it varies (schema.sweep_labels)."""
+    return f"{_sweep_name(summary_key).key}/{label}"
+
+
+def _sweep_name(summary_key: str) -> Name:
     name = TRIAL[summary_key]
-    assert name is not None, summary_key
-    return f"{name.key}/{label}"
+    assert name is not None, f"{summary_key} is in SWEEP, so it has a trial metric name"
+    return name
 
 
 def sweep(summaries: Mapping[str, Mapping[str, Any] | None], labels: Mapping[str, str] | None = None) -> dict[str, float]:
@@ -303,5 +307,5 @@ def sweep(summaries: Mapping[str, Mapping[str, Any] | None], labels: Mapping[str
         for key in SWEEP:
             value = (summary or {}).get(key)
             if is_metric_value(value):
-                metrics[sweep_key(key, labels.get(trial_name, trial_name))] = TRIAL[key].convert(value)
+                metrics[sweep_key(key, labels.get(trial_name, trial_name))] = _sweep_name(key).convert(value)
     return metrics

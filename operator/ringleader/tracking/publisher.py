@@ -165,8 +165,8 @@ def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
     artifact_once(store, cursor, run_id, trial_dir / layout.TRIAL_FILE, None)
     artifact_once(store, cursor, run_id, trial_dir / layout.TOPOLOGY_FILE, None)
 
-    final = outcome is not None and outcome.status in schema.TERMINAL_STATUSES
-    if final:  # every rank has ended: what one recorded last before dying may be only in its journal
+    final = outcome if outcome is not None and outcome.status in schema.TERMINAL_STATUSES else None
+    if final is not None:  # every rank has ended: what one recorded last before dying may be only in its journal
         for directory in layout.rank_dirs(trial_dir).values():
             record_files.restore(directory)
     rank_status = {r.rank: r for r in outcome.ranks} if outcome else {}
@@ -175,15 +175,15 @@ def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
     for rank, directory in layout.rank_dirs(trial_dir).items():
         role = slots[rank].role if rank in slots else "unknown"
         status = None
-        if final:
-            status = rank_status[rank].status if rank in rank_status else outcome.status
+        if final is not None:
+            status = rank_status[rank].status if rank in rank_status else final.status
         metrics += RankPublisher(store, directory, experiment_id, run_id, trial.name, rank, role,
                                  outcome.start_time if outcome else None).publish(
             status, outcome.end_time if outcome else None)
-    if not final:
+    if final is None:
         return PublishedTrial(trial.name, run_id, outcome.status if outcome else schema.RUNNING, metrics)
 
-    metrics += summary_once(store, cursor, run_id, trial_dir, ms(outcome.end_time) or int(time.time() * 1000))
+    metrics += summary_once(store, cursor, run_id, trial_dir, ms(final.end_time) or int(time.time() * 1000))
     for rank, directory in layout.rank_dirs(trial_dir).items():
         artifact_once(store, cursor, run_id, directory / layout.TRACE_FILE, "traces", f"rank-{rank}.trace.json")
         artifact_once(store, cursor, run_id, directory / layout.LAYERS_FILE, "layers", f"rank-{rank}.layers.json")
@@ -194,9 +194,9 @@ def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
         _log_breakdown(store, run_id, trial, trial_dir)
         cursor.mark_done("artifact:breakdown.png")
     if not cursor.is_done("status"):
-        end_run(store, run_id, outcome)
+        end_run(store, run_id, final)
         cursor.mark_done("status")
-    return PublishedTrial(trial.name, run_id, outcome.status, metrics)
+    return PublishedTrial(trial.name, run_id, final.status, metrics)
 
 
 def summary_once(store: Store, cursor: cursor_.Cursor, run_id: str, trial_dir: pathlib.Path,

@@ -49,7 +49,7 @@ class Client:
         self.iterations = iterations
         self.timeout = timeout_seconds
         self.parameters: list[torch.nn.Parameter] = []
-        self.plan: shards.Partition | None = None
+        self.plan = shards.Partition([[] for _ in owners])  # each owner's pieces: none until attach lays them out
         self.codec = codec
         self.layouts: list[wire.Layout] = []  # of each owner's shard as it travels
         self.uncompressed: list[int] = []  # each shard's bytes before compression
@@ -164,7 +164,7 @@ class Client:
                 if not len(self.layouts[j]):
                     continue
                 started = time.perf_counter()
-                values = self.codec.unpack(self.layouts[j], reply.payload)
+                values = self.codec.unpack(self.layouts[j], reply.expect_payload())
                 decoding += time.perf_counter() - started
                 for parameter, value in zip(self.plan.shard(j, self.parameters), values):
                     parameter.copy_(value)

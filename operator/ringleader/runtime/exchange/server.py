@@ -116,7 +116,7 @@ class ShardServer:
 
         # aggregate: apply at once, or add to the round (BSP) and apply when it is complete
         started = time.perf_counter()
-        gradients = self.codec.unpack(self.layout, message.payload) if self.parameters else []
+        gradients = self.codec.unpack(self.layout, message.expect_payload()) if self.parameters else []
         applied = False
         if self.averages_rounds:
             for total, gradient in zip(self.round_sum, gradients):

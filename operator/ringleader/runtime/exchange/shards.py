@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
+
+# Parameters (always tensors) or their gradients (None where there is none): a shard keeps which it was given.
+MaybeTensor = TypeVar("MaybeTensor", torch.Tensor, torch.Tensor | None)
 
 
 def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -77,10 +81,10 @@ class Partition:
     def owners(self) -> int:
         return len(self.pieces)
 
-    def shard(self, owner: int, tensors: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    def shard(self, owner: int, tensors: Sequence[MaybeTensor]) -> list[MaybeTensor]:
         """Owner `owner`'s part of `tensors` (parameters or their gradients, in model order) as flat views:
         writing into a piece of a parameter writes into the parameter. None (no gradient) stays None."""
-        return [None if tensors[p.tensor] is None else tensors[p.tensor].detach().reshape(-1)[p.start:p.stop]
+        return [None if (tensor := tensors[p.tensor]) is None else tensor.detach().reshape(-1)[p.start:p.stop]
                 for p in self.pieces[owner]]
 
     def nbytes(self, owner: int, parameters: list[torch.Tensor]) -> int:

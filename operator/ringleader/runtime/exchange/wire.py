@@ -55,6 +55,13 @@ class Message:
     reason: str = ""  # LOST and FAILED: what happened
     uncompressed: int | None = None  # on the sender only: the payload's bytes before spec.compression (None: as sent)
 
+    def expect_payload(self) -> torch.Tensor:
+        """The payload of a message that must carry one (a push to a shard, a reply with weights)."""
+        if self.payload is None:
+            raise ValueError(f"a {self.kind.name} message from rank {self.sender} (count {self.count}) carries no "
+                             "payload where a shard's tensors were expected")
+        return self.payload
+
     @property
     def payload_bytes(self) -> int:
         return 0 if self.payload is None else self.payload.numel()
@@ -77,7 +84,7 @@ def encode(message: Message) -> torch.Tensor:
               float(message.sent_at), float(message.lead), float(message.payload_bytes)]
     frame = torch.empty(message.wire_bytes, dtype=torch.uint8)
     frame[:HEADER_BYTES].view(torch.float64).copy_(torch.tensor(values, dtype=torch.float64))
-    if message.payload_bytes:
+    if message.payload is not None:
         frame[HEADER_BYTES:].copy_(message.payload)
     return frame
 
