@@ -108,14 +108,12 @@ def band(kind: str, label: str, workers: int, paradigm: Paradigm | str,
     bands = BANDS.get((kind, label))
     if bands is None:
         return None, f"not validated: the bench has no {label} prediction on a link of kind {kind}"
-    if cores.load_per_cpu is None:
-        found = bands[-1]  # the busiest machine's: the widest promise the bench can make without knowing the load
-    else:
-        found = next((b for b in bands if cores.load_per_cpu <= b.load_per_cpu), None)
-        if found is None:
-            return None, (f"no band: the machine's load was {cores.load_per_cpu:.3g} per CPU when the ranks ended, the "
-                          f"bench's at most {bands[-1].load_per_cpu:.3g}; other work took cores that no validated "
-                          "trial lost")
+    # Without the load, the busiest machine's band: the widest promise the bench can make without knowing it.
+    load = bands[-1].load_per_cpu if cores.load_per_cpu is None else cores.load_per_cpu
+    found = next((b for b in bands if load <= b.load_per_cpu), None)
+    if found is None:
+        return None, (f"no band: the machine's load was {load:.3g} per CPU when the ranks ended, the bench's at most "
+                      f"{bands[-1].load_per_cpu:.3g}; other work took cores that no validated trial lost")
     if cores.threads_per_cpu > found.threads_per_cpu:
         return None, (f"no band: the trial's ranks ran {cores.threads_per_cpu:.3g} threads per CPU, the bench at most "
                       f"{found.threads_per_cpu:.3g}; they waited for cores longer than any validated trial did")
