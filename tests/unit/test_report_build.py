@@ -428,3 +428,41 @@ def test_setups_placed_alike_are_compared_without_a_placement_caveat(tmp_path):
         trial.summary.update({keys.NODE_COUNT: 3, keys.CROSS_NODE_BYTE_SHARE: share})
     made = report.build(results.SweepResult("win", trials), tmp_path)
     assert not any("placed differently" in f for f in made.findings)
+
+
+def legends_of_saved_figures(monkeypatch) -> dict[str, list[str]]:
+    """Each figure's legend entries, read as report.build saves it (figures.save), by figure id."""
+    legends: dict[str, list[str]] = {}
+    save = figures.save
+
+    def reading(figure, directory, figure_id):
+        legends[figure_id] = [text.get_text() for axes in figure.axes if axes.get_legend()
+                              for text in axes.get_legend().get_texts()]
+        return save(figure, directory, figure_id)
+
+    monkeypatch.setattr(figures, "save", reading)
+    return legends
+
+
+def test_the_time_figure_has_one_legend_entry_per_band_it_draws(tmp_path, monkeypatch):
+    # No trial compresses: no codec band, so no "encoding & decoding" entry for a band nobody sees.
+    legends = legends_of_saved_figures(monkeypatch)
+    trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
+    report.build(results.SweepResult("bands", [sweeps.result_of(t) for t in trials]), tmp_path)
+    entries = legends["time"]
+    assert len(entries) == len(set(entries)) and "encoding & decoding" not in entries
+    assert {"compute", "communication"} <= set(entries)
+
+
+@pytest.mark.parametrize("width", [4.0, 6.0, 12.0])
+def test_a_long_figure_title_is_wrapped_to_fit_inside_the_figure(width):
+    figure = figures.pyplot.figure(figsize=(width, 3.0))
+    try:
+        figures.suptitle(figure, "trial quickstart-2 (a RingAllReduce trial, the one with the fewest workers), rank 0 "
+                                 "(the lowest worker rank)\nsecond line kept")
+        figure.canvas.draw()
+        box = figure._suptitle.get_window_extent(figure.canvas.get_renderer())
+        assert 0 <= box.x0 and box.x1 <= figure.bbox.width  # not clipped on either side
+        assert figure._suptitle.get_text().endswith("\nsecond line kept")
+    finally:
+        figures.pyplot.close(figure)
