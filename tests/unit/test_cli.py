@@ -424,3 +424,12 @@ def operator_pod_flags() -> set[str]:
 def test_the_readme_links_the_cli_page():
     readme = (CLI_DOCS.parents[1] / "README.md").read_text()
     assert "(docs/cli.md)" in readme
+
+
+@pytest.mark.parametrize("command", ["report", "predict", "whatif"])
+def test_an_experiment_file_given_where_a_run_is_read_is_said_the_same_way_by_each_command(command, files, capsys):
+    experiment = files / "valid.yaml"
+    code, out, err = run(capsys, command, str(experiment))
+    assert (code, out) == (1, "")
+    assert err == (f"ringleader {command}: {experiment}: an experiment file, not a run: run it first (`ringleader run "
+                   f"{experiment}`), then name its run directory, or ringleader-runs/ for the newest\n")

@@ -217,6 +217,9 @@ def _needed(needed: whatif.Needed) -> str:
 def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
     """What SOURCE gives the model (whatif.Basis), and what it was taken from."""
     path = pathlib.Path(args.source)
+    refused = layout.experiment_file(args.source)
+    if refused:
+        raise ValueError(refused)
     if path.is_file():
         try:
             document = json.loads(path.read_text())
