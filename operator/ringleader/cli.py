@@ -66,7 +66,7 @@ class Checked:
     expansion: api.Expansion | None
     problems: list[Problem]
     unreadable: bool = False
-    """No YAML to take (loading.LoadError): its one problem is said on one line."""
+    """No YAML to take (loading.LoadError): its one problem is said on one line, the excerpt under it."""
     excerpt: str = ""
     """Where a parser placed that problem: the file's line, a caret under the column (loading.excerpt)."""
 

@@ -212,8 +212,9 @@ def excerpt(error: yaml.YAMLError, text: str) -> str:
         if mark.line >= len(lines):
             continue
         line, column = _window(lines[mark.line], mark.column)
+        under = "".join(c if c == "\t" else " " for c in line[:column])  # tabs kept: the caret lines up with them
         shown.append(f"  {mark.line + 1:>{width}} | {line}")
-        shown.append(f"  {'':>{width}} | {''.join(c if c == chr(9) else ' ' for c in line[:column])}^")
+        shown.append(f"  {'':>{width}} | {under}^")
     return "\n".join(shown)
 
 
