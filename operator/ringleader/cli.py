@@ -66,7 +66,9 @@ class Checked:
     expansion: api.Expansion | None
     problems: list[Problem]
     unreadable: bool = False
-    """No YAML to take (loading.LoadError): its one problem is said on one line."""
+    """No YAML to take (loading.LoadError): its one problem is said on one line, the excerpt under it."""
+    excerpt: str = ""
+    """Where a parser placed that problem: the file's line, a caret under the column (loading.excerpt)."""
 
     def document(self) -> dict[str, Any]:
         """What `validate -o json|yaml` shows of the file; docs/cli.md describes it."""
@@ -89,7 +91,7 @@ def check(path: str) -> Checked:
     try:
         return Checked(file, api.expand(api.load(path)), [])
     except api.LoadError as error:
-        return Checked(file, None, [Problem(None, error.problem)], unreadable=True)
+        return Checked(file, None, [Problem(None, error.problem)], unreadable=True, excerpt=error.excerpt)
     except api.SpecError as error:
         return Checked(file, None, error.problems)
 
@@ -97,11 +99,9 @@ def check(path: str) -> Checked:
 def print_problems(checked: Checked) -> None:
     """To stderr, whatever the output format: a script reading stdout never parses an error as a result."""
     if checked.unreadable:
-        print(f"{checked.file}: {checked.problems[0]}", file=sys.stderr)
+        print(api.LoadError(checked.file, checked.problems[0], checked.excerpt).shown(), file=sys.stderr)
     elif checked.problems:
-        print(f"{checked.file}: invalid", file=sys.stderr)
-        for problem in checked.problems:
-            print(f"  - {problem}", file=sys.stderr)
+        print(api.SpecError(checked.file, checked.problems), file=sys.stderr)
 
 
 def print_trials(expansion: api.Expansion, file: str) -> None:

@@ -330,3 +330,30 @@ def test_a_trials_basis_has_its_ring_buckets_wait_probe_and_measured_method():
     assert basis.profile.gradients[0].shape == (1000, 1000)
     unprobed = whatif.basis(results_.TrialResult(trial, "FINISHED", records=records_, layers={0: layers}), 0)
     assert unprobed.floor is None
+
+
+def basis_of(floor):
+    return whatif.Basis(PROFILE, 0.048, 2, whatif.FUSION, 0.0, floor, None)
+
+
+def test_where_the_probed_collective_bounds_every_round_faster_links_are_said_to_change_nothing():
+    # 30 ms + 10 ns/byte a round: from 10 Gbit/s up the transfers are shorter than it, below they are longer.
+    floor = cost_models.CommCost(0.030, 1e-8)
+    results = whatif.sweep(PROFILE, 2, 0.048, [g * 1e9 for g in (0.1, 10, 25, 100)], (1, 4), floor=floor)
+    assert whatif.plateau(results) == 10e9
+    said = whatif.floor_said(results, basis_of(floor), whatif.no_add, whatif.FUSION)
+    assert said.startswith("at and above 10 Gbit/s the probe's fitted allreduce (30000.0 us + 10.000 ns/byte")
+    assert said.endswith("bounds the iteration; faster links change nothing")
+
+
+def test_where_backward_hides_every_round_that_is_the_bound_named():
+    results = whatif.sweep(PROFILE, 2, 0.048, [g * 1e9 for g in (1, 100, 200)], (1,))
+    assert whatif.plateau(results) == 100e9
+    assert "at and above 100 Gbit/s backward (every round ends before it does" in whatif.floor_said(
+        results, basis_of(None), whatif.no_add, whatif.FUSION)
+
+
+def test_while_the_fastest_link_still_gains_no_floor_is_said():
+    results = whatif.sweep(PROFILE, 2, 0.048, [g * 1e9 for g in (0.1, 0.2, 0.4)], (1, 4))
+    assert whatif.plateau(results) is None
+    assert whatif.floor_said(results, basis_of(None), whatif.no_add, whatif.FUSION) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -115,7 +116,8 @@ RULE_CASES = {
 def test_each_rule_reports_its_field_and_fix(experiment_document, case):
     spec, path, fix = RULE_CASES[case]
     [problem] = problems(experiment_document(spec))
-    assert problem.startswith(f"{path}: `")
+    # The message names its fields itself; the path is the problem's field (for -o json), not said twice.
+    assert problem.field == path and problem.startswith("`") and not problem.startswith(f"{path}:")
     assert fix in problem
 
 
@@ -159,7 +161,7 @@ def test_a_field_error_does_not_hide_a_broken_rule(experiment_document, case):
     [field_error] = [p for p in found if p.field == "spec.image"]
     [broken] = [p for p in found if p != field_error]
     assert field_error == "`spec.image` must be a valid string (got 5)"
-    assert broken.startswith(f"{path}: `") and fix in broken and broken.field == path
+    assert broken.startswith("`") and fix in broken and broken.field == path
 
 
 def test_a_rule_that_reads_a_field_in_error_is_not_reported(experiment_document):
@@ -172,7 +174,7 @@ def test_a_rule_that_reads_a_field_in_error_is_not_reported(experiment_document)
     assert found == [
         "`spec.sync.staleness` must be a valid integer (got '3')",
         "`spec.workers.replicas` must be a valid integer (got 'two')",
-        "spec.workers.groups: `workers.groups` names must be unique: rename the repeated group",
+        "`workers.groups` names must be unique: rename the repeated group",
     ]
 
 
@@ -183,9 +185,9 @@ def test_a_missing_field_drops_its_object_and_the_rules_reading_it(experiment_do
     }))
     assert found == [
         "`spec.workers.groups.0.name` is required",
-        "spec.sync.paradigm: `sync.paradigm` must be BSP when `architecture` is RingAllReduce: allreduce is a "
+        "`sync.paradigm` must be BSP when `architecture` is RingAllReduce: allreduce is a "
         "collective in which every worker waits for all; use ParameterServer or PeerToPeer for ASP, SSP or DSSP",
-        "spec.sync.staleness: `sync.staleness` is required when `sync.paradigm` is SSP or DSSP: set it to how many "
+        "`sync.staleness` is required when `sync.paradigm` is SSP or DSSP: set it to how many "
         "iterations the fastest worker may run ahead of the slowest (e.g. 3)",
     ]
 
@@ -199,6 +201,23 @@ def test_gang_names_who_starts_a_trials_pods_together_and_the_old_boolean_is_ref
 def test_unknown_fields_are_refused_with_a_spelling_hint(experiment_document):
     [problem] = problems(experiment_document({"workers": {"replica": 2}}))
     assert problem == "`spec.workers.replica` is not a field of this object; did you mean `replicas`?"
+
+
+@pytest.mark.parametrize("spec, field, meant", [
+    ({"network": {"bandwith": "1Gbit"}}, "spec.network.bandwith", "bandwidth"),  # a field, a letter missing
+    ({"sync": {"paradigm": "SPP"}}, "spec.sync.paradigm", "SSP"),  # a short value, a letter wrong
+    ({"sync": {"paradigm": "BPS"}}, "spec.sync.paradigm", "BSP"),  # two letters swapped
+    ({"compression": {"method": "topk"}}, "spec.compression.method", "TopK"),  # another case
+    ({"model": {"name": "mpl"}}, "spec.model.name", "mlp"),  # a built-in model, not a factory path
+])
+def test_a_misspelt_field_or_value_gets_the_one_it_is_closest_to(experiment_document, spec, field, meant):
+    [problem] = problems(experiment_document(spec))
+    assert problem.field == field and problem.endswith(f"; did you mean `{meant}`?")
+
+
+def test_a_value_near_none_of_the_allowed_gets_no_guess(experiment_document):
+    [problem] = problems(experiment_document({"sync": {"paradigm": "Gossip"}}))
+    assert "did you mean" not in problem and "'BSP', 'ASP', 'SSP' or 'DSSP'" in problem
 
 
 def test_snake_case_is_not_the_wire_format(experiment_document):
@@ -257,8 +276,49 @@ def test_load_reports_missing_files_and_bad_yaml(tmp_path):
         api.load(tmp_path / "absent.yaml")
     broken = tmp_path / "broken.yaml"
     broken.write_text("spec: [unclosed\n")
-    with pytest.raises(api.LoadError, match="broken.yaml: not valid YAML: .* at line 2, column 1$"):
+    with pytest.raises(api.LoadError, match="broken.yaml: not valid YAML: .* at line 2, column 1 "
+                                            r"\(a flow sequence opened at line 1, column 7\)$"):
         api.load(broken)
+
+
+def caret_column(excerpt_line: str) -> int:
+    """The column (from 1) a caret line of an excerpt points at: "     |    ^" under "  26 |    iterations: [5"."""
+    return excerpt_line.index("^") - excerpt_line.index("|") - 1
+
+
+def test_a_yaml_error_shows_its_line_with_a_caret_under_the_column(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spec:\n  model:\n    name: mlp\n   iterations: [5\n")
+    with pytest.raises(api.LoadError) as refused:
+        api.load(broken)
+    assert "at line 4, column 4" in refused.value.problem
+    shown, caret = refused.value.excerpt.splitlines()
+    assert shown == "  4 |    iterations: [5" and caret_column(caret) == 4
+    assert refused.value.shown() == f"{refused.value}\n{refused.value.excerpt}"
+
+
+def test_a_bracket_left_open_shows_the_line_it_opened_on_before_the_line_the_parser_noticed(tmp_path):
+    # The parser notices a missing '}' on the next line: the line it names is not the mistake's.
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spec:\n  data:\n    synthetic: {samples: 1024\n  network:\n    bandwidth: 1Gbit\n")
+    with pytest.raises(api.LoadError) as refused:
+        api.load(broken)
+    assert refused.value.problem.endswith("at line 4, column 10 (a flow mapping opened at line 3, column 16)")
+    opened, opened_caret, noticed, noticed_caret = refused.value.excerpt.splitlines()
+    assert opened.startswith("  3 | ") and caret_column(opened_caret) == 16
+    assert noticed.startswith("  4 | ") and caret_column(noticed_caret) == 10
+
+
+def test_a_long_line_is_shown_around_its_column_only(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    line = "spec: {" + ", ".join(f"k{i}: {i}" for i in range(100)) + ", bad: : x}"
+    broken.write_text(line + "\n")
+    with pytest.raises(api.LoadError) as refused:
+        api.load(broken)
+    column = int(re.search(r"at line 1, column (\d+)", refused.value.problem)[1])
+    shown, caret = refused.value.excerpt.splitlines()
+    assert len(shown) <= len("  1 | ") + loading.EXCERPT_WIDTH + 2 * len("...") < len(line)
+    assert shown[shown.index("|") + 1 + caret_column(caret)] == line[column - 1]  # the caret is on the same character
 
 
 # What kubectl sends the API server for each plain scalar (as `kubectl annotate --local -f x.yaml -o json` prints

@@ -65,7 +65,7 @@ def test_cel_refuses_what_pydantic_refuses_with_the_same_message(experiment_docu
     document = experiment_document(spec)
     with pytest.raises(api.SpecError) as caught:
         api.parse(document)
-    python_messages = {problem.split(": ", 1)[1] for problem in caught.value.problems}
+    python_messages = {problem.message for problem in caught.value.problems}
     assert broken_messages(document, schema) == python_messages
 
 

@@ -49,6 +49,16 @@ def test_the_table_of_a_profile_file_matches_the_hand_computed_model(profile_fil
     assert table[0.1, 1][1] == 300.0 and table[0.1, 4][1] == 60.0
 
 
+def test_links_fast_enough_for_backward_to_hide_every_round_are_said_to_change_nothing(profile_file, capsys):
+    _, out, _ = whatif_(capsys, profile_file, "--workers", 2, "--bandwidths", 1, 100, 200, "--compressions", 1)
+    assert rows(out)[100, 1][1] == rows(out)[200, 1][1] == 0.0
+    table, below = out.split("\nN = 2\n")[1].split("\n\n")[0].split("\nat and above ")  # the sentence under it
+    assert rows(table) and " ".join(below.split()).startswith("100 Gbit/s backward (every round ends before it")
+    assert " ".join(below.split()).endswith("bounds the iteration; faster links change nothing")
+    _, out, _ = whatif_(capsys, profile_file, "--workers", 2, "--bandwidths", 0.1, 1, "--compressions", 1)
+    assert "faster links change nothing" not in out  # 1 Gbit/s still gains over 100 Mbit/s
+
+
 def test_a_codec_cost_is_added_where_the_table_compresses(profile_file, capsys):
     _, out, _ = whatif_(capsys, profile_file, "--workers", 2, "--bandwidths", 0.1, "--compressions", 1, 4,
                         "--codec-ms", 5)

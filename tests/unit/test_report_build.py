@@ -12,7 +12,7 @@ import re
 import pytest
 
 import sweeps
-from ringleader.analysis import figures, findings, report, results, scaling, statistics, summary
+from ringleader.analysis import contention, figures, findings, report, results, scaling, statistics, summary
 from ringleader.contract import keys
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -322,8 +322,8 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
     made = report.build(results.SweepResult("cpu", [crowded, spread]), tmp_path / "report")
 
     assert made.findings[0].startswith("No clear fastest: ")
-    assert made.findings[1] == ("CPU contention: cpu-0: 3 ranks (3 threads) had 2 CPUs, 1.9 of them busy on average. "
-                                "Their timings are contended: they include waiting for a CPU, so compare them only "
+    assert made.findings[1] == ("CPU contention: cpu-0: 3 ranks ran 3 threads on 2 CPUs (demand 1.5x supply), 1.9 of "
+                                "them busy on average (97 %). Their timings are contended: they include waiting for a CPU, so compare them only "
                                 "with trials that shared the CPUs alike, or give each rank CPUs of its own (fewer "
                                 "ranks per machine, or a cluster).")
 
@@ -333,11 +333,46 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
     assert contention(spread) == []
     # Threads count too: one rank of 4 threads on 2 CPUs waits for them as 4 ranks would.
     spread.summary[keys.USAGE] = {"0": used("pod-0", 2.0, 1.96, threads=4)}
-    assert contention(spread)[0].startswith("CPU contention: cpu-1: 1 rank (4 threads) had 2 CPUs, 2.0 of them busy")
+    assert contention(spread)[0].startswith("CPU contention: cpu-1: 1 rank ran 4 threads on 2 CPUs (demand 2.0x "
+                                            "supply), 2.0 of them busy on average (98 %)")
     # Pods whose CPU limit is below a core, each rank alone on its machine: said once, by shape.
     spread.summary[keys.USAGE] = {str(rank): used(f"pod-{rank}", 0.5, 0.49) for rank in range(3)}
-    assert contention(spread)[0].startswith("CPU contention: cpu-1: 3 machines had fewer CPUs than their ranks' "
-                                            "threads (1 thread on 0.5 CPUs). ")
+    assert contention(spread)[0].startswith("CPU contention: cpu-1: 3 machines' ranks ran more threads than CPUs "
+                                            "(1 thread on 0.5 CPUs (demand 2.0x supply), 0.5 of them busy on average "
+                                            "(98 %)). ")
+
+
+def test_more_threads_than_cpus_that_sat_mostly_idle_is_no_contention_and_leaves_the_answer_alone(tmp_path):
+    # 3 ranks on 2 CPUs, 0.3 of them busy: the ranks waited for the network, not for a CPU. Nothing is said,
+    # and a clear win within the runs is named as it would be on a machine of its own.
+    rng = random.Random(5)
+    trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
+    for trial in trials:
+        trial.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, 0.1) for rank in range(3)}
+    assert contention.crowded(trials[0].summary) is None
+    made = report.build(results.SweepResult("idle", trials), tmp_path)
+    assert made.findings[0].startswith("Fastest: rep-1 (RingAllReduce): ")
+    assert not any(f.startswith("CPU contention") for f in made.findings)
+
+
+@pytest.mark.parametrize("usage, said", [
+    ({"0": used("laptop", 4.0, 1.0), "1": used("laptop", 4.0, 1.0)}, None),  # demand 2 <= supply 4
+    ({str(r): used("laptop", 2.0, 1.0) for r in range(2)}, None),  # demand 2 = supply 2: a CPU each
+    ({str(r): used("laptop", 2.0, 0.2) for r in range(3)}, None),  # over, 30 % busy: idle CPUs, no waiting
+    ({str(r): used("laptop", 2.0, 0.5) for r in range(3)}, (3, 2, 1.5, 75)),  # over and 75 % busy
+    ({str(r): {**used("laptop", 2.0, 0.5), keys.CPU_UTILIZATION: None} for r in range(3)}, (3, 2, None, None)),
+])
+def test_contention_is_demand_against_supply_said_only_when_the_cpus_were_busy_enough_to_wait_for(usage, said):
+    text = contention.crowded({keys.USAGE: usage})
+    if said is None:
+        assert text is None
+        return
+    threads, cpus, busy, share = said
+    assert text.startswith(f"3 ranks ran {threads} threads on {cpus} CPUs (demand {threads / cpus:.1f}x supply), ")
+    if busy is None:
+        assert text.endswith("how busy unmeasured")
+    else:
+        assert text.endswith(f"{busy:.1f} of them busy on average ({share} %)")
 
 
 def test_a_compression_series_gets_its_own_what_if_curve_priced_at_the_ratio_and_codec_it_measured(tmp_path):
@@ -393,3 +428,41 @@ def test_setups_placed_alike_are_compared_without_a_placement_caveat(tmp_path):
         trial.summary.update({keys.NODE_COUNT: 3, keys.CROSS_NODE_BYTE_SHARE: share})
     made = report.build(results.SweepResult("win", trials), tmp_path)
     assert not any("placed differently" in f for f in made.findings)
+
+
+def legends_of_saved_figures(monkeypatch) -> dict[str, list[str]]:
+    """Each figure's legend entries, read as report.build saves it (figures.save), by figure id."""
+    legends: dict[str, list[str]] = {}
+    save = figures.save
+
+    def reading(figure, directory, figure_id):
+        legends[figure_id] = [text.get_text() for axes in figure.axes if axes.get_legend()
+                              for text in axes.get_legend().get_texts()]
+        return save(figure, directory, figure_id)
+
+    monkeypatch.setattr(figures, "save", reading)
+    return legends
+
+
+def test_the_time_figure_has_one_legend_entry_per_band_it_draws(tmp_path, monkeypatch):
+    # No trial compresses: no codec band, so no "encoding & decoding" entry for a band nobody sees.
+    legends = legends_of_saved_figures(monkeypatch)
+    trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
+    report.build(results.SweepResult("bands", [sweeps.result_of(t) for t in trials]), tmp_path)
+    entries = legends["time"]
+    assert len(entries) == len(set(entries)) and "encoding & decoding" not in entries
+    assert {"compute", "communication"} <= set(entries)
+
+
+@pytest.mark.parametrize("width", [4.0, 6.0, 12.0])
+def test_a_long_figure_title_is_wrapped_to_fit_inside_the_figure(width):
+    figure = figures.pyplot.figure(figsize=(width, 3.0))
+    try:
+        figures.suptitle(figure, "trial quickstart-2 (a RingAllReduce trial, the one with the fewest workers), rank 0 "
+                                 "(the lowest worker rank)\nsecond line kept")
+        figure.canvas.draw()
+        box = figure._suptitle.get_window_extent(figure.canvas.get_renderer())
+        assert 0 <= box.x0 and box.x1 <= figure.bbox.width  # not clipped on either side
+        assert figure._suptitle.get_text().endswith("\nsecond line kept")
+    finally:
+        figures.pyplot.close(figure)

@@ -1,38 +1,87 @@
-"""Whether a trial's ranks shared too few CPUs, from the usage in its summary (runtime/usage.py); used by
-findings.py, which calls such timings contended and names no winner among them."""
+"""Whether a trial's ranks asked for more CPUs than their machine had, enough to have moved its timings, from the
+usage in its summary (runtime/usage.py); used by findings.py, which calls such timings contended and names no
+winner among them.
+
+Demand is the threads a machine's ranks run (torch's intra-op threads, summed over its ranks), supply the CPUs
+they may run on. Demand over supply alone moves nothing: ranks that mostly wait for the network leave the CPUs
+idle, and none waits for one. So contention is said only where the CPUs were also busy, on average at least
+BUSY_SHARE of them, or where how busy is unmeasured.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from ringleader.contract import keys
+
+BUSY_SHARE = 0.5
+"""The share of a machine's CPUs its ranks kept busy on average from which, with more threads than CPUs, a
+runnable thread often finds every CPU taken: below it, the CPUs sat idle more than half the time."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """One machine's ranks: their CPU demand (threads) against supply (CPUs), and how many CPUs they kept busy."""
+
+    ranks: int
+    threads: int
+    cpus: float
+    busy: float | None
+    """CPUs busy on average (the ranks' CPU utilization summed); None where a rank did not measure it."""
+
+    @property
+    def over(self) -> bool:
+        return self.threads > self.cpus
+
+    @property
+    def busy_share(self) -> float | None:
+        return None if self.busy is None else self.busy / self.cpus
+
+    @property
+    def contended(self) -> bool:
+        """Demand over supply, and the CPUs busy enough (or not measured) for a thread to have waited for one."""
+        return self.over and (self.busy_share is None or self.busy_share >= BUSY_SHARE)
+
+    def said(self) -> str:
+        """"3 threads on 2 CPUs (demand 1.5x supply), 1.7 of them busy on average (85 %)"."""
+        busy = ("how busy unmeasured" if self.busy is None
+                else f"{self.busy:.1f} of them busy on average ({100 * self.busy / self.cpus:.0f} %)")
+        return (f"{_plural(self.threads, 'thread')} on {self.cpus:g} CPUs (demand {self.threads / self.cpus:.1f}x "
+                f"supply), {busy}")
 
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def crowded(summary: Mapping[str, Any] | None) -> str | None:
-    """Where a trial's ranks (its `summary`'s usage) had more threads than their machine's CPUs, in words:
-    "3 ranks (3 threads) had 2 CPUs, 1.2 of them busy on average"; None where every machine had a CPU per thread."""
+def machines(summary: Mapping[str, Any] | None) -> list[Machine]:
+    """A trial's machines (ranks grouped by host) as its summary's usage measured them."""
     usage = (summary or {}).get(keys.USAGE)
     if not isinstance(usage, dict):
-        return None
+        return []
     hosts: dict[str, list[dict]] = {}
     for used in usage.values():
-        if isinstance(used, dict) and isinstance(used.get(keys.CPUS), (int, float)):
+        if isinstance(used, dict) and isinstance(used.get(keys.CPUS), (int, float)) and used[keys.CPUS] > 0:
             hosts.setdefault(str(used.get(keys.HOST)), []).append(used)
-    crowded = []
+    found = []
     for ranks in hosts.values():
-        cpus = min(used[keys.CPUS] for used in ranks)
-        threads = sum(int(used.get(keys.THREADS) or 1) for used in ranks)
-        if threads > cpus:
-            crowded.append((len(ranks), threads, cpus, sum(used.get(keys.CPU_UTILIZATION) or 0.0 for used in ranks)))
-    if not crowded:
+        utilizations = [used.get(keys.CPU_UTILIZATION) for used in ranks]
+        busy = sum(utilizations) if all(isinstance(u, (int, float)) for u in utilizations) else None
+        found.append(Machine(len(ranks), sum(int(used.get(keys.THREADS) or 1) for used in ranks),
+                             min(used[keys.CPUS] for used in ranks), busy))
+    return found
+
+
+def crowded(summary: Mapping[str, Any] | None) -> str | None:
+    """Where a trial's ranks (its `summary`'s usage) asked more CPUs than they had while keeping them busy, in
+    words: "3 ranks ran 3 threads on 2 CPUs (demand 1.5x supply), 1.7 of them busy on average (85 %)"; None
+    where contention cannot have moved its timings."""
+    contended = [machine for machine in machines(summary) if machine.contended]
+    if not contended:
         return None
-    if len(crowded) == 1:
-        count, threads, cpus, busy = crowded[0]
-        return (f"{_plural(count, 'rank')} ({_plural(threads, 'thread')}) had {cpus:g} CPUs, {busy:.1f} of them busy "
-                "on average")
-    shapes = sorted({f"{_plural(threads, 'thread')} on {cpus:g} CPUs" for _, threads, cpus, _ in crowded})
-    return f"{len(crowded)} machines had fewer CPUs than their ranks' threads ({', '.join(shapes)})"
+    if len(contended) == 1:
+        [machine] = contended
+        return f"{_plural(machine.ranks, 'rank')} ran {machine.said()}"
+    shapes = sorted({machine.said() for machine in contended})
+    return f"{len(contended)} machines' ranks ran more threads than CPUs ({'; '.join(shapes)})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import statistics
+import textwrap
 from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib
@@ -63,6 +64,12 @@ def colour(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
+def suptitle(figure: Any, text: str, fontsize: float = 10) -> None:
+    """A figure's title wrapped to its width (a long one is not clipped on both sides); call tight_layout after."""
+    width_chars = max(20, int(figure.get_figwidth() * 72 / (0.6 * fontsize)))  # an average glyph: 0.6 em
+    figure.suptitle("\n".join(textwrap.fill(line, width_chars) for line in text.splitlines()), fontsize=fontsize)
+
+
 def save(figure: Any, directory: pathlib.Path, figure_id: str) -> pathlib.Path:
     """Write a matplotlib figure as <directory>/<figure_id>.png and close it."""
     path = directory / f"{figure_id}.png"
@@ -100,6 +107,8 @@ def time_breakdown(result: results.SweepResult, directory: pathlib.Path) -> Figu
     bottoms = [0.0] * len(trials)
     for key, name, shade in SHARES:
         heights = [1000 * (combinations.number(trial, key) or 0.0) for trial in trials]
+        if not any(height > 0 for height in heights):
+            continue  # a share no trial spent time in (no codec without compression): no empty legend entry
         axes.bar(positions, heights, bottom=bottoms, label=name, color=shade)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     top = max(bottoms) or 1.0
@@ -149,8 +158,8 @@ def repetitions(result: results.SweepResult, directory: pathlib.Path) -> Figure 
         panel.set_xticklabels([group.label.replace(", ", "\n") for group in groups], fontsize=7)
         panel.set_ylabel(unit)
     count = max(len(group.trials) for group in groups)
-    figure.suptitle(f"Mean over {count} repetitions and its 95 % confidence interval (Student t) of each trial's "
-                    "throughput and median iteration time", fontsize=10)
+    suptitle(figure, f"Mean over {count} repetitions and its 95 % confidence interval (Student t) of each trial's "
+                     "throughput and median iteration time")
     path = save(figure, directory, "repetitions")
     return Figure("repetitions", "Repetitions",
                   "bars with error bars: mean and 95 % confidence interval of throughput and median (p50) iteration "

@@ -290,6 +290,44 @@ def basis(trial: TrialResult, rank: int) -> Basis:
                  floor, chosen)
 
 
+def plateau(results: Sequence[WhatIf]) -> float | None:
+    """The lowest swept bandwidth from which faster links change no result's overhead (one worker count's
+    results), None where the fastest link still gains: a floor, not the link, bounds the iteration there."""
+    bandwidths = sorted({r.bandwidth_bits_per_second for r in results})
+    overheads: dict[tuple, float] = {(r.bandwidth_bits_per_second, r.compression, r.label): r.overhead_seconds
+                                     for r in results}
+    lines = {(r.compression, r.label) for r in results}
+    start = None
+    for slower, faster in reversed(list(zip(bandwidths, bandwidths[1:]))):
+        if not all(math.isclose(overheads[(slower, *line)], overheads[(faster, *line)], rel_tol=1e-9, abs_tol=1e-12)
+                   for line in lines):
+            break
+        start = slower
+    return start
+
+
+def floor_said(results: Sequence[WhatIf], basis_: Basis, add: AddCost, bucketing: overlap.Bucketing) -> str | None:
+    """ "at and above 25 Gbit/s the probe's fitted allreduce (614.0 us + 0.985 ns/byte a round) bounds the
+    iteration; faster links change nothing" for one worker count's results; None without a plateau."""
+    start = plateau(results)
+    if start is None:
+        return None
+    at = [r for r in results if r.bandwidth_bits_per_second == start]
+    workers = at[0].workers
+    unfloored = simulate(basis_.profile, workers, start, 1.0, add, basis_.batch_seconds, bucketing, None,
+                         basis_.wait_seconds)
+    floored = next((r for r in at if r.compression == 1.0 and not r.label), None)
+    if basis_.floor is not None and floored is not None and unfloored.overhead_seconds < floored.overhead_seconds:
+        bound = (f"the probe's fitted allreduce ({1e6 * basis_.floor.a_seconds:.1f} us + "
+                 f"{1e9 * basis_.floor.b_seconds_per_byte:.3f} ns/byte a round: the machine's collective, "
+                 "latency included)")
+    elif all(r.replay.exposed_seconds == 0 for r in at):
+        bound = "backward (every round ends before it does; what is left is the codec and the wait)"
+    else:
+        bound = "something other than the link (the reduction arithmetic, the codec, the wait)"
+    return (f"at and above {start / 1e9:g} Gbit/s {bound} bounds the iteration; faster links change nothing")
+
+
 def table(results: Sequence[WhatIf]) -> str:
     """The results as a text table; TERMS defines its columns."""
     lines = [f"{'Gbit/s':>7} {'compression':>11} {'buckets':>7} {'overhead ms':>12} {'SF':>6}  method"]

@@ -22,6 +22,12 @@ def plot(results: Sequence[whatif.WhatIf], path: pathlib.Path, title: str = "") 
     figure, axes = pyplot.subplots(1, len(workers), figsize=(4.2 * len(workers) + 1, 3.6), squeeze=False,
                                    sharey=True)
     for panel, n in zip(axes[0], workers):
+        flat = whatif.plateau([r for r in results if r.workers == n])
+        if flat is not None:  # a floor, not the link, bounds the iteration from there: said where it is seen
+            panel.axvspan(flat / 1e9, max(r.bandwidth_bits_per_second for r in results) / 1e9, color="#f0f0f0",
+                          zorder=0)
+            panel.text(flat / 1e9, 1.02, f" from {flat / 1e9:g} Gbit/s:\n faster links\n change nothing",
+                       fontsize=7, va="top", ha="left", color="#525252")
         compressions = sorted({(r.compression, r.label) for r in results if r.workers == n})
         for index, (compression, label) in enumerate(compressions):
             line = sorted((r.bandwidth_bits_per_second / 1e9, r.scaling_factor) for r in results
@@ -36,7 +42,7 @@ def plot(results: Sequence[whatif.WhatIf], path: pathlib.Path, title: str = "") 
     axes[0][0].set_ylabel("scaling factor")
     axes[0][-1].legend(loc="lower right", fontsize="small")
     if title:
-        figure.suptitle(title)
+        figures.suptitle(figure, title)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=figures.DPI)

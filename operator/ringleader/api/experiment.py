@@ -76,7 +76,7 @@ class SpecError(ValueError):
     def __init__(self, source: str, problems: Sequence[str | Problem]):
         self.source = source
         self.problems = [p if isinstance(p, Problem) else Problem(None, p) for p in problems]
-        super().__init__(f"{source} is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
+        super().__init__(f"{source}: invalid\n" + "\n".join(f"  - {p}" for p in self.problems))
 
 
 MAX_PROBLEMS = 20
@@ -97,7 +97,8 @@ def problems_of(error: pydantic.ValidationError, hidden: Sequence[tuple[tuple, s
 
 def _broken_rule(location: tuple, message: str) -> Problem:
     path = ".".join(loading.shorten(str(part), 60) for part in location)
-    return Problem(path, message, line=f"{path}: {message}")
+    # A rule's message names its fields itself ("`sync.maxStaleness` is required when ..."): not the path again.
+    return Problem(path, message, line=message if "`" in message else f"{path}: {message}")
 
 
 def _problem(item: pydantic_core.ErrorDetails) -> Problem:
@@ -124,6 +125,8 @@ def _problem(item: pydantic_core.ErrorDetails) -> Problem:
     detail = f" (got {loading.shorten(repr(got), 80)})" if shown else ""
     if item["type"] in ("enum", "literal_error"):  # a misspelt value: the allowed one it is closest to
         detail += problems.suggestion(got, re.findall(r"'([^']*)'", str(item.get("ctx", {}).get("expected", ""))))
+    elif item["type"] == "string_pattern_mismatch" and item.get("ctx", {}).get("pattern") == spec_.MODEL_PATTERN:
+        detail += problems.suggestion(got, spec_.BUILTIN_MODELS)  # a misspelt built-in ("mpl"), not a factory
     return Problem(path, message + detail)
 
 

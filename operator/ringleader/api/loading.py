@@ -50,12 +50,18 @@ _BYTE_ORDER_MARKS = {
 
 
 class LoadError(ValueError):
-    """A file that is no YAML document the API server would take; str() is one line: '<file>: <problem>'."""
+    """A file that is no YAML document the API server would take; str() is one line: '<file>: <problem>'.
+    `excerpt` is where in the file, when a parser said so: the line, and a caret under the column."""
 
-    def __init__(self, source: str, problem: str):
+    def __init__(self, source: str, problem: str, excerpt: str = ""):
         self.source = source
         self.problem = shorten(problem)
+        self.excerpt = excerpt
         super().__init__(f"{source}: {self.problem}")
+
+    def shown(self) -> str:
+        """The refusal as every command prints it: its line, then the excerpt under it."""
+        return f"{self}\n{self.excerpt}" if self.excerpt else str(self)
 
 
 def shorten(text: str, limit: int = SHOWN) -> str:
@@ -86,7 +92,7 @@ def load_documents(path: str) -> list[Any]:
     except yaml.reader.ReaderError as error:
         raise LoadError(source, _unacceptable(error, text)) from None
     except yaml.YAMLError as error:
-        raise LoadError(source, _describe(error)) from None
+        raise LoadError(source, _describe(error), excerpt(error, text)) from None
     return [document for document in documents if document is not None]
 
 
@@ -185,6 +191,60 @@ def _unacceptable(error: yaml.reader.ReaderError, text: str) -> str:
     return f"not valid YAML: the character U+{code:04X} at line {line}, column {column} is not allowed in YAML: remove it"
 
 
+EXCERPT_WIDTH = 100
+"""Characters of a line shown at most around the column: a minified file's one line is not echoed whole."""
+OPENED_NEARBY = 3
+"""Lines back at most that a collection still open is shown from: further up, the caret's own line says enough."""
+
+
+def excerpt(error: yaml.YAMLError, text: str) -> str:
+    """The lines of `text` a parser's error points at, numbered, with a caret under the column. Where a flow
+    collection opened a line or few above is what was left open (a missing '}'), its line and caret come first:
+    the parser notices on the next line, the mistake is on that one. "" when the error has no place."""
+    if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
+        return ""
+    lines = text.splitlines()
+    problem, context = error.problem_mark, error.context_mark
+    marks = [context, problem] if context is not None and _nearby(error) else [problem]
+    width = len(str(problem.line + 1))
+    shown = []
+    for mark in marks:
+        if mark.line >= len(lines):
+            continue
+        line, column = _window(lines[mark.line], mark.column)
+        under = "".join(c if c == "\t" else " " for c in line[:column])  # tabs kept: the caret lines up with them
+        shown.append(f"  {mark.line + 1:>{width}} | {line}")
+        shown.append(f"  {'':>{width}} | {under}^")
+    return "\n".join(shown)
+
+
+def _nearby(error: yaml.MarkedYAMLError) -> bool:
+    """Whether the error is about a bracket or quote left open a line or few above (not an indented block: the
+    block it names encloses the mistake, it did not cause it)."""
+    problem, context = error.problem_mark, error.context_mark
+    return (problem is not None and context is not None and "block" not in (error.context or "")
+            and 0 < problem.line - context.line <= OPENED_NEARBY)
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """At most EXCERPT_WIDTH printable characters of `line` around `column`, and the column within them."""
+    line = "".join(c if c.isprintable() or c == "\t" else "?" for c in line)
+    start = max(0, min(column - EXCERPT_WIDTH // 2, len(line) - EXCERPT_WIDTH))
+    end = start + EXCERPT_WIDTH
+    cut = ("..." if start else "") + line[start:end] + ("..." if end < len(line) else "")
+    return cut, column - start + (3 if start else 0)
+
+
+def _opened(error: yaml.MarkedYAMLError) -> str:
+    """ " (a flow mapping opened at line 29, column 16)" where a collection left open a line or few above is what
+    the parser could not close: the line it names is the one after the mistake."""
+    what = (error.context or "").removeprefix("while parsing ").removeprefix("while scanning ")
+    if not what or not _nearby(error):
+        return ""
+    mark = error.context_mark
+    return f" ({what} opened at line {mark.line + 1}, column {mark.column + 1})"
+
+
 def _describe(error: yaml.YAMLError) -> str:
     """A YAML error on one line: what, and where (line and column, counted from 1)."""
     if isinstance(error, _Refused):
@@ -197,7 +257,7 @@ def _describe(error: yaml.YAMLError) -> str:
             # composer counts 100: the same refusal, said in the same words whichever layer noticed.
             return f"{_TOO_DEEP}{where}: {_TOO_DEEP_FIX}"
         what = error.problem or error.context or "unreadable"
-        return f"not valid YAML: {what}{where}"
+        return f"not valid YAML: {what}{where}{_opened(error)}"
     return f"not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
 
 

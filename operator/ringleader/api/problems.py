@@ -132,13 +132,20 @@ class _Reading:
         return value
 
 
+SHORT = 4
+"""Words of at most this many characters are near misses at a lower similarity: one wrong letter of "SSP" is a
+third of it."""
+
+
 def suggestion(word: object, candidates: Iterable[str]) -> str:
-    """ "; did you mean `bandwidth`?" when `word` is a near miss of one of `candidates`, else ""."""
-    if not isinstance(word, str):
+    """ "; did you mean `bandwidth`?" when `word` is a near miss of one of `candidates` (a letter wrong, missing,
+    doubled or swapped, or another case), else ""."""
+    if not isinstance(word, str) or not word:
         return ""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.75)
+    candidates = list(candidates)
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6 if len(word) <= SHORT else 0.75)
     if not close:
-        close = [c for c in candidates if c.lower() == word.lower()]
+        close = [c for c in candidates if sorted(c.lower()) == sorted(word.lower())]
     return f"; did you mean `{close[0]}`?" if close else ""
 
 

@@ -187,6 +187,16 @@ class Session:
         records.write_json(self.directory / SESSION_FILE, self.to_json())
 
 
+def experiment_file(source: str) -> str | None:
+    """What to do instead, where `source` is an experiment file given to a command that reads its runs (report,
+    predict, whatif): the same words from each."""
+    path = pathlib.Path(source)
+    if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
+        return None
+    return (f"{source}: an experiment file, not a run: run it first (`ringleader run {source}`), then name its run "
+            "directory, or ringleader-runs/ for the newest")
+
+
 def find_sessions(directory: pathlib.Path) -> list[pathlib.Path]:
     """`directory` itself if it is a session, else the sessions directly inside it, oldest first: by the latest
     start each recorded (a resumed run is as new as its resumption), never by name, which an experiment's name

@@ -131,7 +131,9 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     try:
         experiment = api.load(args.file)
         expansion = api.expand(experiment)
-    except (api.LoadError, api.SpecError) as error:
+    except api.LoadError as error:
+        raise _Refused(error.shown(), exits.FAILED) from error
+    except api.SpecError as error:
         raise _Refused(str(error), exits.FAILED) from error
     # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
     from ringleader.tracking.settings import TrackingSettings, resolve_uri
@@ -179,7 +181,10 @@ def _prepare_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Laun
     except FileNotFoundError:
         raise _Refused(f"--resume {args.resume}: not a run directory of `ringleader run` (no {layout.SESSION_FILE}); "
                        "pass one of the directories in ringleader-runs/", exits.USAGE) from None
-    except (api.LoadError, api.SpecError, KeyError) as error:
+    except api.SpecError as error:  # said as any invalid experiment is, naming the file once
+        raise _Refused(str(api.SpecError(f"--resume {args.resume}: {layout.SESSION_FILE}", error.problems)),
+                       exits.FAILED) from error
+    except (api.LoadError, KeyError) as error:
         raise _Refused(f"--resume {args.resume}: {layout.SESSION_FILE} is damaged: {error}", exits.FAILED) from error
     if abandoned.is_running(directory):
         raise _Refused(f"{name}: another `ringleader run` is running it now; resume it once that one ends",

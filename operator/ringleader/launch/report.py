@@ -53,7 +53,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         else:
             result, output, attach_to = _from_mlflow(args)
     except (reading.SourceNotFound, TrackingUnavailable) as error:
-        print(str(error), file=err)
+        print(f"ringleader report: {error}", file=err)  # as predict and whatif say theirs
         return exits.FAILED
 
     built = report.build(result, output)

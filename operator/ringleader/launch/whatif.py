@@ -120,6 +120,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         everything.extend(results)
         print(f"\nN = {workers}", file=out)
         print(whatif.table(results), file=out)
+        floor = whatif.floor_said(results, basis, add, bucketing)
+        if floor:
+            print(textwrap.fill(floor, 110), file=out)
     print("\n" + textwrap.fill(whatif.TERMS, 110), file=out)
     if args.target_sf is not None:
         print(f"\ncompression needed for SF >= {args.target_sf:g}:", file=out)
@@ -214,6 +217,9 @@ def _needed(needed: whatif.Needed) -> str:
 def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
     """What SOURCE gives the model (whatif.Basis), and what it was taken from."""
     path = pathlib.Path(args.source)
+    refused = layout.experiment_file(args.source)
+    if refused:
+        raise ValueError(refused)
     if path.is_file():
         try:
             document = json.loads(path.read_text())

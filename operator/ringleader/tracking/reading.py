@@ -93,6 +93,9 @@ def lookup_store(tracking_uri: str | None, source: str, tried: str) -> store_.St
     """The MLflow store to look `source` up in (`tracking_uri`, else the default `ringleader run` uses).
     SourceNotFound, naming what was `tried` first, when it is a sqlite file that does not exist: opening it
     would create an empty store, and a typo would leave an mlflow.db behind."""
+    refused = layout.experiment_file(source)
+    if refused:
+        raise SourceNotFound(refused)
     uri = settings.resolve_uri(tracking_uri)
     database = store_.sqlite_path(uri)
     if database is not None and not pathlib.Path(database).is_file():
