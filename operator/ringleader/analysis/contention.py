@@ -67,7 +67,8 @@ def machines(summary: Mapping[str, Any] | None) -> list[Machine]:
     found = []
     for ranks in hosts.values():
         utilizations = [used.get(keys.CPU_UTILIZATION) for used in ranks]
-        busy = sum(utilizations) if all(isinstance(u, (int, float)) for u in utilizations) else None
+        measured = [float(u) for u in utilizations if isinstance(u, (int, float))]
+        busy = sum(measured) if len(measured) == len(utilizations) else None
         found.append(Machine(len(ranks), sum(int(used.get(keys.THREADS) or 1) for used in ranks),
                              min(used[keys.CPUS] for used in ranks), busy))
     return found

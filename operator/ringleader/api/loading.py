@@ -239,9 +239,9 @@ def _opened(error: yaml.MarkedYAMLError) -> str:
     """ " (a flow mapping opened at line 29, column 16)" where a collection left open a line or few above is what
     the parser could not close: the line it names is the one after the mistake."""
     what = (error.context or "").removeprefix("while parsing ").removeprefix("while scanning ")
-    if not what or not _nearby(error):
-        return ""
     mark = error.context_mark
+    if not what or mark is None or not _nearby(error):
+        return ""
     return f" ({what} opened at line {mark.line + 1}, column {mark.column + 1})"
 
 
