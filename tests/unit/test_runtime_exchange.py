@@ -15,7 +15,7 @@ import torch
 
 from ringleader.api import spec as spec_
 from ringleader.contract import keys
-from ringleader.runtime import compression, exchange, models, optimizers, paradigms, shaping
+from ringleader.runtime import compression, exchange, models, nic, optimizers, paradigms
 
 SERVER, WORKERS = 0, [1, 2]
 LEARNING_RATE = 0.1
@@ -239,7 +239,7 @@ def test_losing_a_worker_that_has_not_finished_fails_the_server_naming_it():
 def test_silence_names_the_workers_that_owe_a_message_not_those_held():
     server, _ = make_server(paradigms.BSP(2))
     push(server, 1, 1, gradients(1.0))  # worker 1 is held for worker 2
-    inbox = exchange.link.Delivery(exchange.link.Ingress(shaping.Shaper(None)))
+    inbox = exchange.link.Delivery(nic.Nic(None))
     with pytest.raises(exchange.server.ServerError, match=r"waiting on worker rank\(s\) 2,"):
         exchange.server.run(server, inbox, timeout_seconds=0.05, record=lambda step, metrics: None)
 
@@ -358,21 +358,21 @@ def test_a_frame_larger_than_the_receive_buffer_is_refused():
 # The emulated receiving NIC, and each reader's delivery
 
 
-def shaped_ingress() -> exchange.link.Ingress:
-    return exchange.link.Ingress(shaping.Shaper(8_000_000))  # 1 MB/s: 20 kB take 20 ms
+def shaped_nic() -> nic.Nic:
+    return nic.Nic(8_000_000)  # 1 MB/s: 20 kB take 20 ms
 
 
 def arrive(delivery: exchange.link.Delivery, sender: int, sent_at: float, seen: float, lead: float = 0.0,
            nbytes: int = 20_000) -> exchange.wire.Message:
-    """A frame from `sender` as a receiver thread hands it on: admitted to the NIC, put for its reader."""
+    """A frame from `sender` as a receiver thread hands it on: its turn reserved on the card, put for its reader."""
     message = exchange.wire.Message(exchange.wire.Kind.PUSH, sender, count=1)
-    delivery.put(message, delivery.ingress.admit(nbytes, sent_at, seen, lead))
+    delivery.put(message, exchange.link.receiving_turn(delivery.nic, nbytes, sent_at, seen, lead))
     return message
 
 
 def test_messages_arriving_together_share_the_ingress_bandwidth_one_after_another():
-    ingress = shaped_ingress()
-    readers = [exchange.link.Delivery(ingress) for _ in range(2)]  # the server and the worker: one NIC
+    card = shaped_nic()
+    readers = [exchange.link.Delivery(card) for _ in range(2)]  # the server and the worker: one NIC
     started, sent_at = time.perf_counter(), time.time()
     for sender, reader in enumerate(readers):
         arrive(reader, sender, sent_at, started)
@@ -382,7 +382,7 @@ def test_messages_arriving_together_share_the_ingress_bandwidth_one_after_anothe
 
 def test_a_message_seen_late_is_held_only_until_its_sender_started_plus_its_transfer():
     # The receiver thread ran 15 ms after the sender began; the 20 ms transfer ends 5 ms from now, not 20.
-    delivery = exchange.link.Delivery(shaped_ingress())
+    delivery = exchange.link.Delivery(shaped_nic())
     seen = time.perf_counter()
     arrive(delivery, 1, time.time() - 0.015, seen)
     held = delivery.get(5).received_at - seen
@@ -392,7 +392,7 @@ def test_a_message_seen_late_is_held_only_until_its_sender_started_plus_its_tran
 def test_a_frame_that_left_before_its_sending_turn_is_held_from_that_turn():
     # The frame was handed to gloo at once, but its sender's NIC was busy for 15 ms more (lead): its 20 ms
     # on this side start then, not when it was seen.
-    delivery = exchange.link.Delivery(shaped_ingress())
+    delivery = exchange.link.Delivery(shaped_nic())
     seen = time.perf_counter()
     arrive(delivery, 1, time.time() + 0.015, seen, lead=0.015)
     held = delivery.get(5).received_at - seen
@@ -403,7 +403,7 @@ def test_a_frame_seen_early_for_a_later_turn_does_not_hold_back_one_whose_turn_b
     # X is seen first but its sending turn begins in 30 ms; Y, seen 5 ms later while the reader already sleeps
     # on X, began now: Y takes the receiving NIC first (20 ms), then X (at 30 ms, until 50 ms). Taken in the
     # order seen, Y would wait until 70.
-    delivery = exchange.link.Delivery(shaped_ingress())
+    delivery = exchange.link.Delivery(shaped_nic())
     began, wall = time.perf_counter(), time.time()
     x = arrive(delivery, 1, wall + 0.030, began, lead=0.030)
     later = threading.Timer(0.005, lambda: arrive(delivery, 2, wall, time.perf_counter()))
@@ -417,7 +417,7 @@ def test_a_frame_seen_early_for_a_later_turn_does_not_hold_back_one_whose_turn_b
 
 def test_a_senders_messages_reach_its_reader_in_the_order_sent_whatever_their_turns_say():
     # Turns computed from two clocks (sent_at, seen + lead) need not grow with each frame of one sender.
-    delivery = exchange.link.Delivery(shaped_ingress())
+    delivery = exchange.link.Delivery(shaped_nic())
     seen, wall = time.perf_counter(), time.time()
     first = arrive(delivery, 1, wall + 0.010, seen, lead=0.010)
     second = arrive(delivery, 1, wall - 0.010, seen)
@@ -426,7 +426,7 @@ def test_a_senders_messages_reach_its_reader_in_the_order_sent_whatever_their_tu
 
 def test_a_message_of_this_rank_is_read_at_once_not_behind_a_frame_still_crossing():
     # A peer's own push to its own shard server crosses no NIC; news of a lost peer comes after its frames.
-    delivery = exchange.link.Delivery(shaped_ingress())
+    delivery = exchange.link.Delivery(shaped_nic())
     began = time.perf_counter()
     crossing = arrive(delivery, 1, time.time(), began)  # in 20 ms
     own = exchange.wire.Message(exchange.wire.Kind.PUSH, 0, count=1)
@@ -439,7 +439,7 @@ def test_a_message_of_this_rank_is_read_at_once_not_behind_a_frame_still_crossin
 
 def test_a_sender_clock_ahead_of_ours_never_shortens_the_transfer():
     # A sent_at in our future (another host's clock running ahead) counts from when the message was seen.
-    delivery = exchange.link.Delivery(shaped_ingress())
+    delivery = exchange.link.Delivery(shaped_nic())
     seen = time.perf_counter()
     arrive(delivery, 1, time.time() + 5.0, seen)
     held = delivery.get(5).received_at - seen
@@ -447,13 +447,13 @@ def test_a_sender_clock_ahead_of_ours_never_shortens_the_transfer():
 
 
 def test_an_unshaped_ingress_never_waits():
-    delivery = exchange.link.Delivery(exchange.link.Ingress(shaping.Shaper(None)))
+    delivery = exchange.link.Delivery(nic.Nic(None))
     started = time.perf_counter()
     arrive(delivery, 1, time.time(), started, nbytes=10**9)  # 1 GB: shaped at any real NIC's rate this would take seconds
     assert delivery.get(5).received_at - started < 1.0  # room for a loaded machine's scheduling, none for a wait
 
 
 def test_a_reader_with_nothing_to_read_hears_so_after_its_timeout():
-    delivery = exchange.link.Delivery(shaped_ingress())
+    delivery = exchange.link.Delivery(shaped_nic())
     with pytest.raises(queue.Empty):
         delivery.get(0.05)

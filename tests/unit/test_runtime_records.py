@@ -1,4 +1,4 @@
-"""A rank's records: one JSON line per iteration, a journal that makes them durable at once, warm-up flagged, whole files, settings, shaping."""
+"""A rank's records: one JSON line per iteration, a journal that makes them durable at once, warm-up flagged, whole files, settings."""
 
 import json
 import time
@@ -6,7 +6,7 @@ import time
 import pytest
 
 from ringleader.contract import journal, records
-from ringleader.runtime import settings, shaping
+from ringleader.runtime import settings
 
 
 def test_each_iteration_is_one_json_line_readable_while_the_rank_runs(tmp_path):
@@ -125,21 +125,3 @@ def test_settings_have_safe_defaults_and_reject_nonsense():
         settings.Settings.from_environ({settings.BUCKET_BYTES: "lots"})
     with pytest.raises(ValueError, match="must be greater than 0"):
         settings.Settings.from_environ({settings.TIMEOUT_SECONDS: "0"})
-
-
-def test_a_shaped_transfer_lasts_at_least_its_size_over_the_bandwidth():
-    shaper = shaping.Shaper(8_000_000)  # 1 MB/s
-    assert shaper.seconds(1_000_000) == pytest.approx(1.0)
-    started = time.perf_counter()
-    slept = shaper.pace(50_000, started)  # 50 ms at 1 MB/s
-    assert time.perf_counter() - started == pytest.approx(0.05, abs=0.02)
-    assert slept > 0.03
-    # A transfer that already took longer is not slowed further.
-    assert shaper.pace(1_000, time.perf_counter() - 1.0) == 0.0
-
-
-def test_an_unshaped_link_is_free():
-    shaper = shaping.Shaper(None)
-    assert not shaper.active and shaper.seconds(10**9) == 0.0 and shaper.pace(10**9, time.perf_counter()) == 0.0
-    with pytest.raises(ValueError):
-        shaping.Shaper(0)

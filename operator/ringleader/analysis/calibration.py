@@ -9,7 +9,7 @@ messages and allreduces of several sizes before training; each series is fitted 
     collective       one allreduce of the trial's workers, as measured: what each of a ring's buckets costs
 
 An emulated cap (spec.network.bandwidth, enforced by the runtime) is not timed: the runtime's rule is that
-bytes cross no faster than it (runtime/shaping.py), and the models apply that rule to the measured link.
+bytes cross no faster than it (runtime/nic.py), and the models apply that rule to the measured link.
 Every trial of a sweep probes the same way, so each prices an architecture on the same link whichever
 architecture it ran. The link's kind (emulated, enforced, loopback, network) is what the validated error
 bands are kept per (analysis/validation.py).
@@ -25,7 +25,7 @@ from ringleader.api.spec import ExperimentSpec
 from ringleader.contract import keys
 
 EMULATED = "emulated"
-"""EMULATED: spec.network.bandwidth, emulated by the runtime (shaping.py) on every rank."""
+"""EMULATED: spec.network.bandwidth, emulated by the runtime (nic.py) on every rank."""
 ENFORCED = "enforced"
 """ENFORCED: spec.network.bandwidth, enforced by the cluster's network (pod bandwidth annotations)."""
 LOOPBACK = "loopback"

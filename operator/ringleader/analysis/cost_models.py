@@ -33,7 +33,7 @@ class Nic:
     latency_seconds: float = 0.0
     """latency_seconds is a, the fixed cost of one message (one step of the ring), in seconds."""
     cap_bits_per_second: float | None = None
-    """cap_bits_per_second is an emulated cap (spec.network.bandwidth, runtime/shaping.py): a message of S bytes lasts
+    """cap_bits_per_second is an emulated cap (spec.network.bandwidth, runtime/nic.py): a message of S bytes lasts
     at least 8S/cap, its real transfer and latency hidden under that when shorter. None: no cap."""
 
     def __post_init__(self) -> None:
@@ -55,7 +55,7 @@ class Nic:
 
     def latency_for(self, size_bytes: float) -> float:
         """a, or 0 for a message of `size_bytes` an emulated cap paces for longer than a + 8S/B: the runtime's pacing
-        hides the real transfer, latency included (runtime/shaping.py)."""
+        hides the real transfer, latency included (runtime/nic.py)."""
         if self.cap_bits_per_second and BITS_PER_BYTE * size_bytes / self.cap_bits_per_second >= \
                 self.latency_seconds + BITS_PER_BYTE * size_bytes / self.bandwidth_bits_per_second:
             return 0.0

@@ -82,10 +82,10 @@ class Model:
 
 def ring_compute(inputs: Inputs) -> float:
     """The compute a ring's iteration waits for. It runs BSP: an allreduce ends once the last rank has launched it,
-    so each iteration waits for its slowest worker. On an emulated link each rank's allreduce is paced from its own
-    launch (runtime/ring.py), which hides a late rank up to the paced time (docs/performance.md, section 3): the
-    workers' recorded steps are replayed so (profile.Compute.paced_seconds), the last bucket ending no sooner than
-    its measured allreduce after the last rank."""
+    so each iteration waits for its slowest worker. On an emulated link each rank's card carries its buckets one after
+    another from its own launch, the last one from the last rank's (runtime/nic.py, runtime/ring.py), which hides a
+    late rank up to the paced time (docs/performance.md, section 3): the workers' recorded steps are replayed so
+    (profile.Compute.paced_seconds), the last bucket ending no sooner than its measured allreduce after the last rank."""
     if inputs.calibration.kind != calibration_.EMULATED:
         return inputs.compute.critical(Paradigm.BSP)
     replay = ring_replay(inputs)

@@ -143,7 +143,8 @@ class Compute:
     def paced_seconds(self, paced: float, last: float) -> float:
         """The median iteration of these workers (a step's: how much later their mean end is than at the step
         before), replayed step by step, when each one's communication is paced for `paced` seconds from the end
-        of its own compute but ends no sooner than `last` seconds after the last worker's (an emulated ring,
+        of its own compute but ends no sooner than `last` seconds after the last worker's (an emulated ring, whose
+        card, runtime/nic.py, carries a rank's buckets from its own launch and the last from the last rank's,
         runtime/ring.py: a late rank is hidden up to the paced time, not beyond it)."""
         steps = sorted(set.intersection(*(set(steps) for steps in self.by_rank.values())))
         if not steps:

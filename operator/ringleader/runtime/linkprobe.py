@@ -10,7 +10,7 @@ fits the one link every architecture's prediction is priced on.
 
 Sizes run from the largest (LARGEST_BYTES, or what a link the cluster caps carries in TARGET_SECONDS
 if less) down by factors of 4, taking turns. Nothing is paced: an emulated cap (spec.network.bandwidth,
-shaping.py) is the runtime's own rule, a message of S bytes lasting at least 8S/B, which the models apply
+nic.py) is the runtime's own rule, a message of S bytes lasting at least 8S/B, which the models apply
 to the link measured here (models.Nic.cap_bits_per_second); timing it too would only add the machine's
 noise to a number known exactly. A ping-pong measures both directions together. Well under a second on a
 loopback; about a second on a network capped at any rate (the sizes shrink with the cap).

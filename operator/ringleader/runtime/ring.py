@@ -55,7 +55,7 @@ import torch.distributed as dist
 from ringleader.api.trial import Trial
 from ringleader.contract import buckets, keys
 from ringleader.contract import environment as contract
-from ringleader.runtime import compression, interfaces, settings, shaping, timing
+from ringleader.runtime import compression, interfaces, nic, settings, timing
 
 # Cap of the first bucket (the last layers): its allreduce starts after the first few gradients, not after
 # `bucket_bytes` of them.
@@ -124,11 +124,10 @@ class RingSynchronizer:
         self.device = device
         self.bucket_bytes = knobs.bucket_bytes
         self.group = group
-        self.shaper = shaping.Shaper(trial.spec.network.emulated_bits_per_second())
+        self.nic = nic.Nic(trial.spec.network.emulated_bits_per_second())  # the emulated link, this rank's card
         self.buckets: list[Bucket] = []
         self.where: dict[torch.nn.Parameter, tuple[Bucket, int]] = {}
         self.next_launch = 0  # buckets are launched strictly in index order
-        self.channel_free = 0.0  # emulated link: when the previous bucket's transfer ends
         self.slot = 0  # this rank's arrival stamp in the last bucket: its rank in the group
         self.synced_at = 0.0  # when the ring last finished communicating (perf_counter): what stamps count from
         self.compression = trial.spec.compression
@@ -213,10 +212,10 @@ class RingSynchronizer:
             else:
                 now = self._launch_encoded(bucket)
             bucket.work.get_future().add_done_callback(lambda _future, b=bucket: setattr(b, "completed_at", time.perf_counter()))
-            # The emulated link carries buckets one after another (FIFO), each from when it is ready.
+            # Each bucket's allreduce sends and receives its share on the emulated card, one bucket after another,
+            # from when this rank launched it; the last one's only once the last rank has (synchronize()).
             self.sent += bucket.sent
-            self.channel_free = max(self.channel_free, now) + self.shaper.seconds(bucket.sent)
-            bucket.emulated_end = self.channel_free
+            bucket.emulated_end = now if bucket.stamps.numel() else self.nic.exchange(bucket.sent, now)
             self.next_launch += 1
 
     def _launch_encoded(self, bucket: Bucket) -> float:
@@ -258,12 +257,11 @@ class RingSynchronizer:
             # GPU the host sees that only now, by the stamps' device sync), or the emulated link, if later.
             now = time.perf_counter()
             self.synced_at = now if self.device.type == "cuda" else max(b.completed_at or now for b in self.buckets)
-            if self.shaper.active:
-                # The emulated link carries the last bucket only once the last rank has launched it.
-                self.channel_free = last.emulated_end = max(
-                    self.channel_free, arrived + self.shaper.seconds(last.sent))
-                self.synced_at = max(self.synced_at, self.channel_free)
-                self.shaper.pace(0, self.channel_free)  # sleep until the emulated link has carried it all
+            if self.nic.active:
+                # The emulated card carries the last bucket only once the last rank has launched it.
+                last.emulated_end = self.nic.exchange(last.sent, max(last.emulated_end, arrived))
+                self.synced_at = max(self.synced_at, last.emulated_end)
+                self.nic.pace(last.emulated_end)  # sleep until the emulated card has carried it all
             ended = time.perf_counter()
             # wait: blocked until the last rank arrived (the paradigm's doing); comm: the transfer after that
             wait = min(max(0.0, arrived - started), ended - started)
@@ -312,7 +310,7 @@ class RingSynchronizer:
             if not any(following):
                 break
             with timer.phase(keys.TIME_COMM):
-                works = []
+                works, carried = [], 0.0
                 for bucket, current in zip(self.buckets, following):
                     if current is None:
                         continue
@@ -320,11 +318,11 @@ class RingSynchronizer:
                     works.append((bucket, launched, current.launch(self.world, self.group)))
                     sent = current.wire_bytes(self.world)
                     self.sent += sent
-                    self.channel_free = max(self.channel_free, launched) + self.shaper.seconds(sent)
+                    carried = self.nic.exchange(sent, launched)
                 for bucket, launched, work in works:
                     work.wait()
                     timer.span(f"round of bucket {bucket.index}", launched, time.perf_counter(), timing.TRACK_COMM)
-                self.shaper.pace(0, self.channel_free)
+                self.nic.pace(carried)
                 self.synced_at = time.perf_counter()  # the ring finished communicating (again), on every rank
             done = following
         with timer.phase(keys.TIME_CODEC):

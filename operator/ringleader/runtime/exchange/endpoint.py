@@ -1,4 +1,4 @@
-"""This rank's end of the shard exchange, built from the trial in one place: its process group, its emulated NIC and its link.
+"""This rank's end of the shard exchange, built from the trial in one place: its process group, its emulated card (nic.py) and its link.
 
 Used by parameter_server.py (a server's and a worker's) and peer_to_peer.py (a peer's). Every rank of
 the trial calls `open_link` at the same point of its start-up: the process group is created collectively.
@@ -11,7 +11,7 @@ import datetime
 import torch.distributed as dist
 
 from ringleader.api import trial as trial_
-from ringleader.runtime import shaping
+from ringleader.runtime import nic
 from ringleader.runtime.exchange import link as links
 
 
@@ -25,4 +25,4 @@ def open_link(trial: trial_.Trial, rank: int, timeout_seconds: float, *, request
     silent peer is reported by the server's or worker's clear message first, not by a gloo receive timing out."""
     group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=2 * timeout_seconds + 30))
     return links.Link(group, rank, requests_from=requests_from, replies_from=replies_from,
-                      shaper=shaping.Shaper(trial.spec.network.emulated_bits_per_second()))
+                      nic=nic.Nic(trial.spec.network.emulated_bits_per_second()))

@@ -15,21 +15,18 @@ A receiver stops after the last message its peer will send: DONE when the peer's
 this rank's server, and BYE when this rank's worker asks the peer's server; so no receive is
 left pending at the end. Every thread is a daemon: a failing rank exits without waiting for them.
 
-The emulated link (spec.network.bandwidth) is one full-duplex NIC per rank, as analysis/cost_models.py
-prices it: on the sending side a message's turn starts when it was sent or when the previous
-message's S/B ended, whichever is later, and lasts S/B; on the receiving side `Ingress` delivers
-messages from every sender one after another, each turn starting when its sending turn did (the
-header carries that moment) and lasting S/B. Both sides are clocks, not threads: the frame leaves at
-once with its sending turn written in, and its reader (`Delivery`) gets it when its receiving turn
-ends, so the real transfer and the threads' wake-ups are hidden under the emulated S/B (as the ring's
-are, shaping.py) rather than added to it, and a message is never delivered before its bytes are here.
+The emulated link (spec.network.bandwidth) is this rank's card (nic.py), full duplex, as analysis/cost_models.py
+prices it: a message reserves its sender's sending side when sent (after the messages before it), and its
+receiver's receiving side from the moment its sending turn began (the header carries that moment; messages
+from every sender take it in that order), S/B on each. The frame leaves at once with its sending turn written
+in, and its reader (`Delivery`) gets it when its receiving turn ends, so the real transfer and the threads'
+wake-ups are hidden under the emulated S/B (as the ring's are) rather than added to it, and a message is never
+delivered before its bytes are here.
 """
 
 from __future__ import annotations
 
-import bisect
 import collections
-import dataclasses
 import datetime
 import queue
 import threading
@@ -37,64 +34,12 @@ import time
 
 import torch.distributed as dist
 
-from ringleader.runtime import shaping
+from ringleader.runtime import nic as nic_
 from ringleader.runtime.exchange import wire
 
 # The tag of this protocol's frames on its own process group; gloo matches messages per (peer, tag) in order.
 TAG_FRAME = 71
 IN_FLIGHT_PER_PEER = 4  # frames kept per remote rank before the oldest is waited for (twice what can be unreceived)
-
-
-@dataclasses.dataclass
-class _Turn:
-    """One message's time on the emulated receiving NIC (time.perf_counter())."""
-
-    start: float  # when its sender's turn began: the earliest it can take the NIC
-    seconds: float  # S/B
-    ends: float = 0.0  # as scheduled now; a message whose sending turn began earlier, seen later, can push it back
-
-
-class Ingress:
-    """The emulated receiving NIC: messages from all peers share its bandwidth, one after another, in the order
-    their sending turns began (frames leave at once, so one that waits for its sender's NIC may be seen first)."""
-
-    def __init__(self, shaper: shaping.Shaper):
-        self.shaper = shaper
-        self.lock = threading.Lock()
-        self.free_at = 0.0  # when the turns that are over ended
-        self.turns: list[_Turn] = []  # not over yet, by start
-
-    def admit(self, nbytes: int, sent_at: float, seen: float, lead: float = 0.0) -> _Turn | None:
-        """The turn of a message of `nbytes` on the emulated link (None when the link is not emulated): it starts
-        when its sender's turn began (`sent_at`, time.time() on the sender) or, if that reads later, `lead` seconds
-        after it was `seen` (time.perf_counter() here; the frame left `lead` seconds before its sending turn), once
-        the turns that started before it are over, and lasts S/B.
-
-        The sender's clock is this host's when ranks share a machine. Across machines the turn is as exact as
-        the clocks agree; a sender's clock running behind makes it early (never before the bytes are here),
-        and the sender's own turns still hold its NIC to the link's rate."""
-        if not self.shaper.active:
-            return None
-        turn = _Turn(min(seen + lead, sent_at - (time.time() - time.perf_counter())), self.shaper.seconds(nbytes))
-        with self.lock:
-            self._schedule(time.perf_counter())  # what is over stays over, whatever arrives now
-            bisect.insort_right(self.turns, turn, key=lambda t: t.start)
-        return turn
-
-    def remaining(self, turn: _Turn, now: float) -> float:
-        """Seconds from `now` until `turn` ends, as scheduled now (a turn that began earlier, seen later, can
-        push it back)."""
-        with self.lock:
-            self._schedule(now)
-        return turn.ends - now
-
-    def _schedule(self, now: float) -> None:
-        """Every waiting turn's end, one after another by start; turns over by `now` are dropped (the past is fixed)."""
-        free = self.free_at
-        for turn in self.turns:
-            turn.ends = free = max(free, turn.start) + turn.seconds
-        while self.turns and self.turns[0].ends <= now:
-            self.free_at = self.turns.pop(0).ends
 
 
 class Delivery:
@@ -106,12 +51,12 @@ class Delivery:
     from its use, where a receiver holding it would wake, then wake the reader. A message put while the reader
     sleeps wakes it, so one that comes in sooner is not held behind the one it sleeps on."""
 
-    def __init__(self, ingress: Ingress):
-        self.ingress = ingress
+    def __init__(self, nic: nic_.Nic):
+        self.nic = nic
         self.ready = threading.Condition()
-        self.waiting: list[tuple[wire.Message, _Turn | None, float]] = []  # (message, turn, put at), in the order put
+        self.waiting: list[tuple[wire.Message, nic_.Turn | None, float]] = []  # (message, turn, put at), in the order put
 
-    def put(self, message: wire.Message, turn: _Turn | None = None) -> None:
+    def put(self, message: wire.Message, turn: nic_.Turn | None = None) -> None:
         """`message` for the reader once `turn` is over, or at once without a turn."""
         with self.ready:
             self.waiting.append((message, turn, time.perf_counter()))
@@ -143,7 +88,7 @@ class Delivery:
         pauses = {}
         for index in firsts.values():
             _, turn, put_at = self.waiting[index]
-            pauses[index] = self.ingress.remaining(turn, now) if turn else put_at - now
+            pauses[index] = self.nic.remaining(turn, now) if turn else put_at - now
         index = min(pauses, key=pauses.__getitem__)
         return index, pauses[index]
 
@@ -153,19 +98,17 @@ class Link:
     `replies_from` (whose servers answer this rank's worker), on `group`."""
 
     def __init__(self, group, rank: int, *, requests_from: list[int], replies_from: list[int],
-                 shaper: shaping.Shaper):
+                 nic: nic_.Nic):
         self.group = group
         self.rank = rank
         self.requests_from = set(requests_from)
         self.replies_from = set(replies_from)
-        self.shaper = shaper
-        self.ingress = Ingress(shaper)
-        self.inbox = Delivery(self.ingress)
-        self.mailboxes = {r: Delivery(self.ingress) for r in self.replies_from}
-        # Sending: the emulated NIC's clock and the frames in flight (gloo needs them alive until sent), under one
-        # lock so that a frame's turn and its place in its destination's order agree.
+        self.nic = nic
+        self.inbox = Delivery(nic)
+        self.mailboxes = {r: Delivery(nic) for r in self.replies_from}
+        # Sending: the frames in flight (gloo needs them alive until sent), under one lock with the sending turns,
+        # so that a frame's turn and its place in its destination's order agree.
         self._sending = threading.Lock()
-        self._egress_free_at = 0.0  # when the emulated sending NIC is done with the last message (perf_counter)
         self._in_flight: collections.deque = collections.deque()  # (destination, gloo work), oldest first
         self._broken: set[int] = set()
         # What crossed the network, for this rank's records: a peer's NIC carries its worker's pushes and its
@@ -198,10 +141,9 @@ class Link:
         with self._sending:
             if destination in self._broken:
                 return
-            # The emulated NIC takes the message now, or when the previous one has left.
+            # The emulated card takes the message now, or when the previous one has left.
             now = time.perf_counter()
-            started = max(now, self._egress_free_at)
-            self._egress_free_at = started + self.shaper.seconds(message.wire_bytes)
+            started = self.nic.send(message.wire_bytes, now)
             message.sent_at = started + (time.time() - time.perf_counter())
             message.lead = started - now
             try:
@@ -244,12 +186,12 @@ class Link:
                 message = wire.decode(frame)
                 with self._counting:
                     self.received_bytes += message.wire_bytes
-                self._route(message, self.ingress.admit(message.wire_bytes, message.sent_at, seen, message.lead))
+                self._route(message, receiving_turn(self.nic, message.wire_bytes, message.sent_at, seen, message.lead))
                 awaiting.discard(message.kind)
         except Exception as error:  # noqa: BLE001 - the peer died or hung past the timeout
             self._lost(peer, f"receiving from rank {peer} failed: {_first_line(error)}")
 
-    def _route(self, message: wire.Message, turn: _Turn | None = None) -> None:
+    def _route(self, message: wire.Message, turn: nic_.Turn | None = None) -> None:
         if message.kind in wire.REQUESTS:
             self.inbox.put(message, turn)
         else:
@@ -278,6 +220,17 @@ class Link:
                 self._settle(destination, work, timeout_seconds=max(0.001, deadline - time.monotonic()))
         for thread in self._receivers:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def receiving_turn(nic: nic_.Nic, nbytes: int, sent_at: float, seen: float, lead: float = 0.0) -> nic_.Turn | None:
+    """The receiving turn of a message of `nbytes` on `nic` (None when the link is not emulated): from when its
+    sender's turn began (`sent_at`, time.time() on the sender) or, if that reads later, `lead` seconds after it was
+    `seen` (time.perf_counter() here; the frame left `lead` seconds before its sending turn).
+
+    The sender's clock is this host's when ranks share a machine. Across machines the turn is as exact as the
+    clocks agree; a sender's clock running behind makes it early (never before the bytes are here), and the
+    sender's own turns still hold its card to the link's rate."""
+    return nic.receive(nbytes, min(seen + lead, sent_at - (time.time() - time.perf_counter())))
 
 
 def _first_line(error: BaseException) -> str:
