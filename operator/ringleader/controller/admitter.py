@@ -70,12 +70,12 @@ class Admitter:
             return None
         recorded = {t.name: t.phase for t in old.trials}
         pending = [t for t in expansion.trials if recorded.get(t.name, Phase.PENDING) == Phase.PENDING]
-        created = any(phase == Phase.CREATED for phase in recorded.values())
-        if not pending and not created:
-            return None
         spec = experiment.spec
         admit = spec.scheduling.queue_name is None and all(
             t.spec.scheduling.gang == Gang.OPERATOR for t in expansion.trials)
+        # Trials whose pods are starting get the nodes too: a request no node holds is set against the largest.
+        if not (admit and pending) and Phase.CREATED not in recorded.values():
+            return None
         slots = spec.sweep.max_parallel if spec.sweep else 1
         demands = {}
         if admit:
@@ -123,7 +123,9 @@ class Admitter:
             if self._read_at is not None and self._clock() - self._read_at < SNAPSHOT_SECONDS:
                 return self.enabled
             try:
-                nodes, pods = await asyncio.gather(self._kube.list_nodes(), self._kube.list_bound_pods())
+                nodes = await self._kube.list_nodes()
+                # Nodes that report no allocatable are not judged: then no pod needs reading.
+                pods = await self._kube.list_bound_pods() if capacity.rooms(nodes, ()) else []
             except kube.Forbidden as error:
                 logger.warning("admission by free capacity is off: %s (the chart's cluster-wide ClusterRole grants "
                                "list on nodes)", error)
