@@ -1,5 +1,5 @@
 """Whether a trial's pods fit the cluster's free capacity together: the operator's own admission without a gang
-scheduler; used by `trials` (through `admitter`) and `pods` (the capacity named in RequestFitsNoNode).
+scheduler; `admitter` reads the view, `plan` and `trials` take verdicts from it, `pods` names the largest node.
 
 Free capacity is what the scheduler counts: per schedulable Ready node, its allocatable minus the requests of
 the pods bound there that have not ended. The trial's pods are placed on it first-fit-decreasing (largest pod
@@ -20,6 +20,7 @@ from kubernetes.utils import parse_quantity
 Quantities = Mapping[str, decimal.Decimal]
 PODS = "pods"  # the allocatable count of pods a node takes: every pod asks for one
 ENDED = ("Succeeded", "Failed")
+MAX_LISTED_NODES = 3  # nodes a waiting trial's message names, the freest first
 _BINARY = (("Ti", 2 ** 40), ("Gi", 2 ** 30), ("Mi", 2 ** 20), ("Ki", 2 ** 10))
 
 
@@ -232,8 +233,6 @@ def _needs(demands: tuple[Demand, ...]) -> str:
         shapes[text] = shapes.get(text, 0) + 1
     return ", ".join(f"{count} pod{'s' * (count != 1)} of {text}" for text, count in shapes.items())
 
-
-MAX_LISTED_NODES = 3
 
 
 def _free(found: tuple[Room, ...], demands: tuple[Demand, ...]) -> str:
