@@ -178,7 +178,8 @@ def _values(image: str, home: str | None) -> dict:
             "resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"memory": "768Mi"}},
             "logFormat": "plain",
             "verbose": True,
-            "extraArgs": ["--recheck-interval=10"],
+            # RINGLEADER_E2E_OPERATOR_ARGS: flags more, e.g. --no-admit-by-capacity to measure the operator without it.
+            "extraArgs": ["--recheck-interval=10", *os.environ.get("RINGLEADER_E2E_OPERATOR_ARGS", "").split()],
             "nodeSelector": {"kubernetes.io/hostname": home} if home else {},
         },
         "tracking": {"timeoutSeconds": 10, "retrySeconds": 5},

@@ -15,13 +15,17 @@ These experiments are slowed by a bandwidth cap (sleeps, no CPU) so that they ar
 
 from __future__ import annotations
 
+import decimal
 import os
+import secrets
 import subprocess
 import time
 
 import e2e_checks as checks
 import e2e_specs
-from e2e_kube import condition, is_true, log, phase, status, trials, wait_for, wait_terminal, describe_dte
+from e2e_kube import (condition, describe_dte, is_true, log, millicores, phase, status, trials, wait_for,
+                      wait_terminal)
+from ringleader.controller import capacity
 
 ADMIT_TIMEOUT = 900
 RUN_TIMEOUT = 600
@@ -273,14 +277,19 @@ def test_the_operator_restarted_mid_run_resumes_without_duplicate_pods(kube, nam
 
 
 
-def test_a_request_no_node_can_hold_fails_within_30_s_naming_the_request(kube, namespace, report_on_failure):
-    """64 CPUs of nodes that have 2: the scheduler's verdict (preemption not helpful on every node) fails the trial
-    at once, not at the startup deadline. Applied directly: its pods never hold a CPU, so the launcher's budget
-    does not apply."""
+def test_a_request_no_node_can_hold_fails_within_30_s_naming_the_request_and_the_largest_node(
+        kube, namespace, report_on_failure):
+    """64 CPUs of nodes that have 2: the operator, which reads the nodes (cluster-wide install), fails the trial
+    before creating a pod, setting the request against the largest node's allocatable; without node access the
+    scheduler's verdict (preemption not helpful on every node) does it, also at once. Applied directly: its pods
+    never hold a CPU, so the launcher's budget does not apply."""
     name = "too-large"
     report_on_failure(name)
     manifest = e2e_specs.experiment(name, namespace, architecture="RingAllReduce",
                                     workers={"replicas": 2, "resources": {"cpu": "64", "memory": "256Mi"}})
+    nodes = [n for n in kube.json("get", "nodes")["items"] if not n["spec"].get("unschedulable")]
+    largest = max(nodes, key=lambda n: millicores(n["status"]["allocatable"]["cpu"]))
+    allocatable = capacity.quantity_text("cpu", decimal.Decimal(millicores(largest["status"]["allocatable"]["cpu"])) / 1000)
     applied = time.monotonic()
     kube.apply(manifest)
     dte = wait_terminal(kube, namespace, name, 30)
@@ -291,6 +300,39 @@ def test_a_request_no_node_can_hold_fails_within_30_s_naming_the_request(kube, n
     assert trial["reason"] == "RequestFitsNoNode", trial
     assert trial["message"].startswith(f"pod {name}-0-worker-0 requests cpu 64") or \
         trial["message"].startswith(f"pod {name}-0-worker-1 requests cpu 64"), trial
-    assert "Insufficient cpu" in trial["message"], trial  # the scheduler's verdict, kept
+    named = f"the largest node, {largest['metadata']['name']}, has cpu {allocatable} allocatable"
+    assert named in trial["message"], (named, trial)  # the request set against the capacity
     assert condition(dte, "Running")["message"] == "the trial never started"
-    wait_for(f"the pods of {name} to be deleted", lambda: kube.experiment_pods(namespace, name) == [], 60)
+    assert kube.experiment_pods(namespace, name) == []  # none was ever created
+
+
+def test_a_namespace_deleted_mid_trial_logs_no_restart_and_no_rbac_blame(kube, release, report_on_failure):
+    """The namespace of a training experiment deleted: the namespace controller takes its pods, and the API server
+    refuses anything new there. The operator sees no pod failure to restart and no RBAC problem: it logs that the
+    namespace is going, and nothing of a restart, a forbidden call or RBAC. Its own namespace, applied directly."""
+    doomed = f"e2e-doomed-{secrets.token_hex(3)}"
+    name = "homeless"
+    kube.kubectl("create", "namespace", doomed)
+    try:
+        wait_for("the default ServiceAccount", lambda: kube.get("serviceaccount", doomed, "default"), 60, interval=1)
+        kube.apply(slow_experiment(name, doomed, architecture="RingAllReduce"))
+        wait_for(f"{name} to be training", lambda: phase(kube.dte(doomed, name)) == "Running" and status(
+            kube.dte(doomed, name)).get("progress", {}).get("iteration", 0) >= 1, RUN_TIMEOUT, interval=1,
+            describe=lambda: describe_dte(kube, doomed, name))
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 5))
+        kube.kubectl("delete", "namespace", doomed, "--wait=false")
+
+        def operator_lines() -> list[str]:
+            found = kube.kubectl("logs", "-n", release["namespace"], f"deploy/{release['operator']}",
+                                 f"--since-time={since}", check=False).stdout
+            return [line for line in found.splitlines() if doomed in line]
+
+        said = wait_for("the operator to say the namespace is going", lambda: (lambda lines: any(
+            "its namespace is being deleted" in line for line in lines) and lines)(operator_lines()), 120, interval=2)
+        kube.kubectl("wait", "--for=delete", f"namespace/{doomed}", "--timeout=180s", timeout=200, check=False)
+        lines = operator_lines()
+        blamed = [line for line in lines if "Restarting" in line or "RBAC" in line]
+        log(f"{doomed}: the operator said {len(lines)} lines of it, e.g. {said[-1][-200:]}")
+        assert not blamed, blamed
+    finally:
+        kube.kubectl("delete", "namespace", doomed, "--ignore-not-found", "--wait=false", check=False)

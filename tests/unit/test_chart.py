@@ -129,6 +129,7 @@ ALLOWED = {
     "workloads": {"list", "watch", "create", "delete"},
     "workloads/status": {"patch"},
     "customresourcedefinitions": {"list", "watch"},
+    "nodes": {"list"},  # admission by free capacity reads them, cluster-wide mode only
 }
 
 
@@ -154,6 +155,8 @@ def test_cluster_mode_binds_a_cluster_role_and_never_reads_secrets_or_namespaces
     resources = {r for rule in rules_of(documents, "ClusterRole") for r in rule["resources"]}
     assert "secrets" not in resources and "namespaces" not in resources and "podgroups" not in resources
     assert "workloads" not in resources  # Kueue is off by default
+    nodes = [rule for rule in rules_of(documents, "ClusterRole") if "nodes" in rule["resources"]]
+    assert [rule["verbs"] for rule in nodes] == [["list"]]  # read only: admission by free capacity
 
 
 def test_namespace_mode_uses_only_roles_one_per_namespace_and_podgroups_when_enabled(helm):
@@ -165,6 +168,7 @@ def test_namespace_mode_uses_only_roles_one_per_namespace_and_podgroups_when_ena
     assert all(any("workloads" in rule["resources"] for rule in role["rules"]) for role in objects(documents, "Role"))
     resources = {r for role in objects(documents, "Role") for rule in role["rules"] for r in rule["resources"]}
     assert "customresourcedefinitions" not in resources
+    assert "nodes" not in resources  # cluster-scoped: namespace mode has no admission by capacity
 
 
 # -- the operator Deployment ------------------------------------------------------------------------

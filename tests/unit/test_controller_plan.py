@@ -9,7 +9,7 @@ from ringleader.analysis import eta
 from ringleader.api import constants
 from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line
-from ringleader.controller import conditions, due, estimates, events, plan, reasons, rendering, statuses
+from ringleader.controller import capacity, conditions, due, estimates, events, plan, reasons, rendering, statuses
 from ringleader.controller import settings as settings_
 
 Phase = status_.Phase
@@ -33,12 +33,14 @@ def read(*iterations, iterations_in_all=200):
     return tuple(progress_line.Line(i, iterations_in_all, 0.005) for i in iterations)
 
 
-def decide(dte, old=None, *, pods=None, at=0, progress=None):
-    """`progress` maps a trial to the iteration its last progress line says, or to the lines read."""
+def decide(dte, old=None, *, pods=None, at=0, progress=None, room=None):
+    """`progress` maps a trial to the iteration its last progress line says, or to the lines read; `room` is the
+    free capacity admission weighs (capacity.Capacity)."""
     expansion = api.expand(dte)
     seen = plan.Observation(now=T0 + datetime.timedelta(seconds=at), generation=3, pods=pods or {},
                             expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
-                            progress={name: read(i) if isinstance(i, int) else i for name, i in (progress or {}).items()})
+                            progress={name: read(i) if isinstance(i, int) else i for name, i in (progress or {}).items()},
+                            capacity=room)
     return plan.decide(dte, expansion, old or status_.ExperimentStatus(), seen)
 
 
@@ -187,6 +189,48 @@ def test_a_sweep_runs_at_most_max_parallel_trials_in_order():
     assert [t.phase for t in result.status.trials] == [Phase.CREATED] * 2 + [Phase.PENDING] * 4
     assert result.status.trials[2].reason == reasons.WAITING_FOR_SLOT
     assert result.status.trials[3].parameters == {"workers": "2", "repetition": "1"}
+
+
+def node(name, *, cpu):
+    return {"metadata": {"name": name}, "status": {
+        "allocatable": {"cpu": cpu, "memory": "8Gi", "ephemeral-storage": "100Gi", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_without_a_gang_scheduler_a_trial_starts_only_when_its_pods_fit_and_later_trials_queue_behind_it():
+    dte = experiment(sweep={"matrix": {"workers": [1, 2, 1]}, "maxParallel": 3},
+                     workers={"resources": {"cpu": "1", "memory": "128Mi"}},
+                     parameterServers={"resources": {"cpu": "1", "memory": "128Mi"}})
+    expansion = api.expand(dte)
+    demands = {t.name: rendering.demands(t, settings_.Settings()) for t in expansion.trials}
+    (one_node,) = capacity.rooms([node("n1", cpu="3")], [])
+    result = decide(dte, room=capacity.Capacity((one_node,), demands))
+    # q-0 (1 server + 1 worker: 2 CPUs) fits; q-1 (3 pods: 3 CPUs) does not fit the 1 CPU left; q-2 would, but
+    # queues behind q-1.
+    assert result.create == (0,)
+    assert result.placed == {"q-0-ps-0": "n1", "q-0-worker-0": "n1"}
+    assert [(t.phase, t.reason) for t in result.status.trials] == [
+        (Phase.CREATED, reasons.PODS_CREATED), (Phase.PENDING, reasons.WAITING_FOR_CAPACITY),
+        (Phase.PENDING, reasons.WAITING_FOR_CAPACITY)]
+    assert result.status.trials[1].message.startswith("waiting for free capacity for all 3 pods (1 parameter server, "
+                                                      "2 workers): needs 3 pods of cpu 1")
+    assert result.due == T0 + datetime.timedelta(seconds=5)  # looked at again on a timer: no event says room freed
+    assert condition(result.status, Type.RUNNING).reason == reasons.WAITING_FOR_PODS
+    assert result.status.progress.trials_queued == 2
+
+
+def test_a_request_no_node_holds_fails_before_any_pod_is_created_naming_the_largest_node():
+    dte = experiment(workers={"resources": {"cpu": "64", "memory": "128Mi"}})
+    expansion = api.expand(dte)
+    nodes = capacity.rooms([node("kind-worker", cpu="2")], [])
+    room = capacity.Capacity(nodes, {t.name: rendering.demands(t, settings_.Settings()) for t in expansion.trials})
+    result = decide(dte, room=room)
+    (failed,) = result.status.trials
+    assert (result.create, failed.phase, failed.reason) == ((), Phase.FAILED, reasons.REQUEST_FITS_NO_NODE)
+    assert failed.message.startswith("pod q-0-worker-0 requests cpu 64, memory 128Mi"), failed.message
+    assert failed.message.endswith("more than any node has: the largest node, kind-worker, has cpu 2 allocatable: "
+                                   "lower workers.resources, or add a larger node"), failed.message
+    assert condition(result.status, Type.RUNNING).message == "the trial never started"
 
 
 def test_a_finished_trial_frees_its_slot_for_the_next_one_in_the_same_pass():

@@ -8,7 +8,7 @@ from ringleader.api import constants
 from ringleader.api import spec as spec_
 from ringleader.api import status as status_
 from ringleader.contract import unpublished
-from ringleader.controller import pending_records, reasons, trials
+from ringleader.controller import capacity, cleanup, pending_records, reasons, trials
 
 Phase = status_.Phase
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
@@ -288,7 +288,8 @@ def test_a_trial_whose_objects_are_refused_fails_for_good():
 def test_cleanup_under_policy_running_keeps_a_pod_whose_container_exited_before_its_phase_caught_up():
     exited = pod("q-0-worker-1", "Running", exit_code=137, reason="Error")  # the kubelet has not marked it Failed yet
     still_running = pod("q-0-worker-0")
-    doomed = trials.cleanup([exited, still_running], spec_.CleanPodPolicy.RUNNING, workers_done=False, stop_running=False)
+    doomed = cleanup.pods_to_delete([exited, still_running], spec_.CleanPodPolicy.RUNNING, workers_done=False,
+                                     stop_running=False)
     assert doomed == ("q-0-worker-0",)
 
 
@@ -481,6 +482,27 @@ def test_a_request_no_node_can_ever_hold_fails_the_trial_at_once_naming_the_requ
                                             "lower workers.resources"), failed.status.message
     assert "3 Insufficient cpu" in failed.status.message  # the scheduler's verdict, kept
     assert failed.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")  # none left waiting or running
+
+
+def test_where_the_operator_reads_nodes_the_request_is_set_against_the_largest_nodes_allocatable():
+    rooms = capacity.rooms([{"metadata": {"name": name}, "status": {
+        "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+        for name, cpu in (("n1", "1"), ("n2", "2"), ("n3", "2"))], [])
+    failed = trials.step(trial(Phase.CREATED, start_time=T0), unschedulable(TOO_LARGE),
+                         dataclasses.replace(context(at=1), rooms=rooms))
+    assert failed.status.message.startswith("pod q-0-worker-0 requests cpu 64, memory 1Gi, more than any node has "
+                                            "(the largest node, n2, has cpu 2 allocatable): lower workers.resources"), \
+        failed.status.message
+    assert "3 Preemption is not helpful" in failed.status.message  # the scheduler's verdict, kept
+
+
+def test_a_trial_waiting_for_capacity_creates_nothing_and_is_looked_at_again_on_a_timer():
+    verdict = capacity.Verdict(capacity.Kind.WAIT, "needs 3 pods of cpu 1; free: n1 cpu 500m")
+    step = trials.step(trial(), [], dataclasses.replace(context(), capacity=verdict, capacity_retry_seconds=7))
+    assert (step.status.phase, step.status.reason, step.create) == (Phase.PENDING, reasons.WAITING_FOR_CAPACITY, False)
+    assert step.status.message == ("waiting for free capacity for all 3 pods (1 parameter server, 2 workers): "
+                                   "needs 3 pods of cpu 1; free: n1 cpu 500m")
+    assert step.due == T0 + datetime.timedelta(seconds=7) and step.status.start_time is None
 
 
 def test_a_request_that_waits_for_busy_nodes_is_an_ordinary_wait_until_the_startup_deadline():

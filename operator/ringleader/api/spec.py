@@ -587,8 +587,9 @@ class Scheduling(ApiModel):
 
     gang: Gang = Gang.OPERATOR
     """gang says who starts a trial's pods together. Operator (default): no rank trains before all have
-    joined, and the trial is Running only once every pod runs, but pods are scheduled one by one, so a
-    half-scheduled trial holds its nodes while it waits. Volcano or SchedulerPlugins (coscheduling): a
+    joined, and the trial is Running only once every pod runs; the operator creates the pods only once all fit
+    the nodes' free capacity together (where it may read nodes: its cluster-wide install), but the scheduler
+    still binds them one by one. Volcano or SchedulerPlugins (coscheduling): a
     PodGroup (minMember = all pods of the trial) makes that gang scheduler bind all the pods or none;
     the operator must be installed with PodGroups enabled."""
     scheduler_name: labels.DnsSubdomain | None = None

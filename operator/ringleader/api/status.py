@@ -34,7 +34,7 @@ class ConditionStatus(str, enum.Enum):
 
 class Phase(str, enum.Enum):
     """A one-word summary for printer columns, derived from the conditions; never the contract. Queued is the
-    experiment's alone: no trial runs and the next one waits for Kueue to admit it."""
+    experiment's alone: no trial runs and the next one waits for Kueue to admit it, or for free capacity."""
 
     PENDING = "Pending"
     QUEUED = "Queued"
@@ -92,7 +92,8 @@ class Progress(ApiModel):
     trials: int = 0
     """trials in the experiment (1 without a sweep)."""
     trials_queued: int = 0
-    """trialsQueued counts trials waiting for Kueue to admit them (`scheduling.queueName`)."""
+    """trialsQueued counts trials waiting for Kueue to admit them (`scheduling.queueName`) or for the nodes' free
+    capacity to hold all their pods (the operator's own admission)."""
 
     def text(self) -> str:
         """The printer column's summary: "37/200" iterations, prefixed by "2/6 trials, " in a sweep, and

@@ -60,12 +60,12 @@ def set_condition(
 
 
 def phase_of(conditions: list[Condition]) -> Phase:
-    """The one-word summary of the conditions, for printer columns: Queued while the experiment waits for Kueue."""
+    """The one-word summary of the conditions, for printer columns: Queued while it waits for Kueue or capacity."""
     for type_, phase in _PHASE_ORDER:
         if is_true(conditions, type_):
             return phase
         if type_ == ConditionType.RUNNING and (found := find(conditions, type_)) is not None and \
-                found.reason == reasons.WAITING_FOR_ADMISSION:
+                found.reason in (reasons.WAITING_FOR_ADMISSION, reasons.WAITING_FOR_CAPACITY):
             return Phase.QUEUED
     return Phase.PENDING
 

@@ -1,7 +1,8 @@
 """The few Kubernetes API calls the controller makes, as JSON in and out; used by `reconciler` and `handlers`.
 
-Every call here is one verb the Helm chart's RBAC grants (get/list/create/delete/patch, pods/log get, and
-with Kueue enabled list/create/delete on workloads and patch on workloads/status),
+Every call here is one verb the Helm chart's RBAC grants (get/list/create/delete/patch, pods/log get, in
+cluster-wide mode list on nodes and pods of every namespace, and with Kueue enabled list/create/delete on
+workloads and patch on workloads/status),
 so the chart and this module can be read side by side. Calls run the blocking `kubernetes` client in a
 pool of threads of their own (as many as the client keeps connections, `ApiSettings.concurrency`): a
 512-worker trial's creates then run side by side instead of queueing behind asyncio's small default
@@ -156,6 +157,16 @@ class Kube:
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         _, data = await self._request("GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": selector})
+        return list(data.get("items") or [])
+
+    async def list_nodes(self) -> list[dict[str, Any]]:
+        _, data = await self._request("GET", "/api/v1/nodes")
+        return list(data.get("items") or [])
+
+    async def list_bound_pods(self) -> list[dict[str, Any]]:
+        """Every pod bound to a node, in every namespace: what holds the nodes' resources (ended pods included, so a
+        pod the operator admitted is seen bound even if it ended between two reads)."""
+        _, data = await self._request("GET", "/api/v1/pods", query={"fieldSelector": "spec.nodeName!="})
         return list(data.get("items") or [])
 
     async def create(self, obj: dict[str, Any]) -> bool:

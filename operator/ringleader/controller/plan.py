@@ -18,7 +18,7 @@ from ringleader.contract import outcomes
 from ringleader.contract import progress as progress_line
 from ringleader.contract import unpublished
 from ringleader.controller.admission import Action, Admission
-from ringleader.controller import conditions, estimates, pending_records, reasons, trials
+from ringleader.controller import capacity, conditions, estimates, pending_records, reasons, trials
 from ringleader.controller import pods as pods_
 
 Type = ConditionType
@@ -27,6 +27,7 @@ Type = ConditionType
 SPEC_REASONS = (reasons.INVALID_SPEC, reasons.PODGROUPS_DISABLED, reasons.TRACKING_URI_NOT_ALLOWED,
                 reasons.KUEUE_DISABLED)
 MAX_LISTED_FAILURES = 3
+QUEUED = (reasons.WAITING_FOR_ADMISSION, reasons.WAITING_FOR_CAPACITY)  # a trial's reasons for waiting in a queue
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,8 @@ class Observation:
     waiting: dict[str, unpublished.Waiting] = dataclasses.field(default_factory=dict)
     """The last waiting line (a rank that trained, waiting for MLflow to take its records) read from the reporting
     pod's log, by trial name, for the trials whose reporting rank printed one."""
+    capacity: capacity.Capacity | None = None
+    """The free capacity trials about to start may take (`admitter`); None: no admission by capacity, no node known."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +62,8 @@ class Plan:
     """Indices of the trials whose objects to create (409 AlreadyExists counts as created)."""
     workloads: tuple[tuple[int, Action], ...] = ()
     """(trial index, action) for the trials' Kueue Workloads: queue, finish or delete."""
+    placed: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Pod -> node, for the pods of the trials admitted by free capacity (held until the scheduler binds them)."""
     due: datetime.datetime | None = None
     """When a pass is due though no event may come: the earliest startup deadline of a pod not running yet."""
 
@@ -79,16 +84,18 @@ def pods_went(old: ExperimentStatus, new: ExperimentStatus) -> bool:
 
 
 def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observation, *,
-           startup_deadline_seconds: float = trials.DEFAULT_STARTUP_DEADLINE_SECONDS) -> Plan:
+           startup_deadline_seconds: float = trials.DEFAULT_STARTUP_DEADLINE_SECONDS,
+           capacity_retry_seconds: float = trials.DEFAULT_CAPACITY_RETRY_SECONDS) -> Plan:
     """The experiment's next status; pods to delete and trials to create on the way there.
-    `startup_deadline_seconds` is the operator's default for runPolicy.startupDeadlineSeconds."""
+    `startup_deadline_seconds` is the operator's default for runPolicy.startupDeadlineSeconds;
+    `capacity_retry_seconds` how soon a trial waiting for capacity is looked at again."""
     spec: ExperimentSpec = experiment.spec
     suspended = spec.run_policy.suspend
     max_parallel = spec.sweep.max_parallel if spec.sweep else 1
     statuses = _initial_trials(expansion, old)
     steps: dict[int, trials.Step] = {}
 
-    def run(position: int, may_start: bool = False) -> None:
+    def run(position: int, may_start: bool = False, verdict: capacity.Verdict | None = None) -> None:
         status = statuses[position]
         ctx = trials.Context(now=seen.now, run_policy=spec.run_policy, expected=seen.expected.get(status.name, ()),
                              suspended=suspended, may_start=may_start, queue_name=spec.scheduling.queue_name,
@@ -97,7 +104,9 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
                              placement=expansion.trials[position].spec.scheduling.placement,
                              records=pending_records.Records(
                                  seen.waiting.get(status.name),
-                                 expansion.trials[position].spec.tracking.records_wait_seconds))
+                                 expansion.trials[position].spec.tracking.records_wait_seconds),
+                             capacity=verdict, rooms=seen.capacity.rooms if seen.capacity else (),
+                             capacity_retry_seconds=capacity_retry_seconds)
         steps[position] = trials.step(status, seen.pods.get(status.name, []), ctx)
 
     # Started trials first, so those that finish now free their slot for a pending one in the same pass.
@@ -105,11 +114,15 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
         if status.phase != Phase.PENDING:
             run(position)
     active = sum(1 for s in steps.values() if s.status.phase in trials.ACTIVE_PHASES)
+    room = seen.capacity
     for position, status in enumerate(statuses):
         if status.phase == Phase.PENDING:
             may_start = not suspended and active < max_parallel
             active += int(may_start)
-            run(position, may_start)
+            verdict = None
+            if may_start and room is not None and not seen.pods.get(status.name):
+                verdict, room = room.take(status.name)  # in trial order: an earlier trial fits first
+            run(position, may_start, verdict)
 
     new_trials = [conditions.of_trial(steps[i].status, now=seen.now, generation=seen.generation)
                   for i in range(len(statuses))]
@@ -124,8 +137,9 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
     create = tuple(statuses[i].index for i in range(len(statuses)) if steps[i].create)
     workloads = tuple((statuses[i].index, workload) for i in range(len(statuses)) if (workload := steps[i].workload))
     due = min((s.due for s in steps.values() if s.due is not None), default=None)
+    placed = {pod: node for s in steps.values() if s.create for pod, node in s.placed.items()}
     return Plan(status=experiment_status, delete=delete, force_delete=force_delete, create=create,
-                workloads=workloads, due=due)
+                workloads=workloads, due=due, placed=placed)
 
 
 def _iteration(lines: tuple[progress_line.Line, ...]) -> int:
@@ -257,10 +271,12 @@ def _waiting(new_trials: list[TrialStatus]) -> Setting:
         reason = restarting.reason or reasons.RANK_FAILED
     elif waiting is not None and waiting.reason in (reasons.WAITING_FOR_ADMISSION, reasons.EVICTED):
         reason = reasons.WAITING_FOR_ADMISSION
+    elif waiting is not None and waiting.reason == reasons.WAITING_FOR_CAPACITY:
+        reason = reasons.WAITING_FOR_CAPACITY
     else:
         reason = reasons.TRIALS_PENDING
     message = _describe(waiting) if waiting is not None else "no trial is running"
-    if any(t.phase in trials.TERMINAL_PHASES for t in new_trials) and reason != reasons.WAITING_FOR_ADMISSION:
+    if any(t.phase in trials.TERMINAL_PHASES for t in new_trials) and reason not in QUEUED:
         # A sweep between trials is still running (phase Running, not Created): the next trial is starting.
         return Type.RUNNING, True, reasons.TRIAL_STARTING, message
     return Type.RUNNING, False, reason, message
@@ -304,7 +320,7 @@ def _progress(expansion: Expansion, old: ExperimentStatus, new_trials: list[Tria
     else:
         iteration = old.progress.iteration
         iterations = old.progress.iterations or by_name[new_trials[0].name].spec.model.iterations
-    queued = sum(1 for t in new_trials if t.phase == Phase.PENDING and t.reason == reasons.WAITING_FOR_ADMISSION)
+    queued = sum(1 for t in new_trials if t.phase == Phase.PENDING and t.reason in QUEUED)
     return Progress(iteration=iteration, iterations=iterations, trials_completed=completed, trials=len(new_trials),
                             trials_queued=queued)
 

@@ -18,7 +18,7 @@ from ringleader.analysis import eta
 from ringleader.api import constants
 from ringleader.api.status import ReplicaStatus, Summary
 from ringleader.contract import failures, unpublished
-from ringleader.controller import reasons
+from ringleader.controller import capacity, reasons
 
 Pod = dict[str, Any]
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -213,9 +213,15 @@ def fits_no_node(pod: Pod) -> bool:
     return verdict is not None and verdict.group(1) == verdict.group(2) != "0"
 
 
-def cannot_start(pod: Pod) -> tuple[str, str] | None:
+def resources_field(role_: str) -> str:
+    """The spec field whose resources a pod of `role_` takes: where a request is lowered."""
+    return "workers" if role_ == constants.ROLE_WORKER else "parameterServers"
+
+
+def cannot_start(pod: Pod, rooms: tuple[capacity.Room, ...] = ()) -> tuple[str, str] | None:
     """(reason, cause) when the pod can never start, whatever the wait: its image reference does not parse, or no
-    node could ever hold what it requests; None otherwise."""
+    node could ever hold what it requests (set against the largest node's allocatable when `rooms`, the nodes as
+    the operator read them, are known); None otherwise."""
     if never_starts(pod):
         return reasons.INVALID_IMAGE, f"pod {name(pod)} can never start"
     if not fits_no_node(pod):
@@ -224,10 +230,12 @@ def cannot_start(pod: Pod) -> tuple[str, str] | None:
     for container in (pod.get("spec") or {}).get("containers") or []:
         for resource, value in (((container.get("resources") or {}).get("requests")) or {}).items():
             asked.setdefault(resource, []).append(str(value))
-    field = "workers" if role(pod) == constants.ROLE_WORKER else "parameterServers"
+    field = resources_field(role(pod))
     requested = ", ".join(f"{resource} {' + '.join(values)}" for resource, values in asked.items())
-    return reasons.REQUEST_FITS_NO_NODE, (f"pod {name(pod)} requests {requested}, more than any node has: lower "
-                                          f"{field}.resources, or add a larger node")
+    largest = capacity.largest(capacity.demand_of(pod), rooms)
+    return reasons.REQUEST_FITS_NO_NODE, (f"pod {name(pod)} requests {requested}, more than any node has"
+                                          f"{f' ({largest})' if largest else ''}: lower {field}.resources, or add "
+                                          "a larger node")
 
 
 def waiting_reason(pod: Pod) -> str:

@@ -21,6 +21,7 @@ INVALID_SPEC = "InvalidSpec"
 # A trial's phase (trials.py).
 WAITING_FOR_SLOT = "WaitingForSlot"
 WAITING_FOR_OLD_PODS = "WaitingForOldPods"
+WAITING_FOR_CAPACITY = "WaitingForCapacity"  # its pods do not fit the nodes' free capacity together (admitter.py)
 PODS_CREATED = "PodsCreated"
 WAITING_FOR_PODS = "WaitingForPods"
 ALL_PODS_RUNNING = "AllPodsRunning"

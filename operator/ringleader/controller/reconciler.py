@@ -27,7 +27,7 @@ import kopf
 from ringleader import api
 from ringleader.api.spec import RunPolicy
 from ringleader.api.status import ConditionType, ExperimentStatus, Phase
-from ringleader.controller import (actions, conditions, due, estimates, events, experiment_runs, kube, notices,
+from ringleader.controller import (actions, admitter, conditions, due, estimates, events, experiment_runs, kube, notices,
                                    observation, orphans, plan, polling, progress_logs, reasons, recording, refusals,
                                    statuses, workqueue)
 from ringleader.controller.settings import Settings
@@ -74,6 +74,7 @@ class Controller:
         self.settings = settings
         self.kube = kube_
         self.runs = experiment_runs.Runs(recorder, settings.tracking)
+        self.admitter = admitter.Admitter(kube_, settings)
         self.queue = workqueue.WorkQueue(self.reconcile, error_backoff=settings.timing.error_backoff_seconds,
                                          max_backoff=settings.timing.max_error_backoff_seconds,
                                          max_errors=settings.timing.max_error_retries,
@@ -161,8 +162,12 @@ class Controller:
             return await self._refuse(body, old, refused, seen_at)
         seen, workloads = await observation.observe(self.kube, self.polls, body, old, expansion, at=seen_at,
                                                     queue_name=experiment.spec.scheduling.queue_name)
-        decision = plan.decide(experiment, expansion, old, seen,
-                               startup_deadline_seconds=self.settings.timing.startup_deadline_seconds)
+        room = await self.admitter.room(body, experiment, expansion, old)
+        # No await from here to `settle`: no other pass admits into the room this one takes.
+        decision = plan.decide(experiment, expansion, old, dataclasses.replace(seen, capacity=room),
+                               startup_deadline_seconds=self.settings.timing.startup_deadline_seconds,
+                               capacity_retry_seconds=self.settings.timing.capacity_retry_seconds)
+        self.admitter.settle(body, decision, room)
         if plan.pods_went(old, decision.status) and await self.kube.namespace_terminating(namespace):
             self._namespace_deleted(key)  # the namespace controller took the pods: no restart
             return None
@@ -283,6 +288,7 @@ class Controller:
         self._running.pop(key, None)
         self._news.discard(key)
         self._generations.pop(key, None)
+        self.admitter.forget(*key)
         self.runs.forget(key, body, reason, message)
 
     # -- errors, where users look --------------------------------------------------------------

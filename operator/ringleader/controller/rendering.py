@@ -13,7 +13,7 @@ import kopf
 from ringleader import topology
 from ringleader.api import constants
 from ringleader.api.trial import Trial
-from ringleader.controller import recording
+from ringleader.controller import capacity, recording
 from ringleader.controller.settings import Settings
 from ringleader.controller import trials
 from ringleader.topology import names
@@ -37,6 +37,16 @@ def objects(trial: Trial, owner: dict[str, Any], settings: Settings,
                             run_token=recording.trial_token(owner["metadata"]["uid"], trial.name), attempt=attempt)
     kopf.adopt(found, owner=owner)
     return found
+
+
+def demands(trial: Trial, settings: Settings) -> tuple[capacity.Demand, ...] | None:
+    """What each of the trial's pods requests and where it may go, as rendered; None when its templates do not
+    render (creating it then fails it, saying why)."""
+    try:
+        found = topology.render(trial, settings.pods.render)
+    except topology.TemplateError:
+        return None
+    return tuple(capacity.demand_of(o) for o in found if o["kind"] == "Pod")
 
 
 def workload(trial: Trial, owner: dict[str, Any], settings: Settings) -> dict[str, Any]:

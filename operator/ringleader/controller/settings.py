@@ -38,6 +38,11 @@ class PodSettings:
     """Whether experiments may name a Kueue LocalQueue (`scheduling.queueName`), each trial then waiting for
     Kueue to admit its Workload. Off by default: it needs Kueue installed and RBAC on its workloads, which the
     chart grants only when enabled."""
+    admit_by_capacity: bool = True
+    """Whether the operator creates a trial's pods only once they fit the nodes' free capacity together, where no
+    gang scheduler or Kueue admits them (`admitter.py`). On by default: pods scheduled one by one let a burst
+    half-start trials, a pod holding a node while its peer waits. Takes effect in cluster-wide mode only, which
+    the chart grants list on nodes; in namespace mode pods are created as before."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +115,10 @@ class TimingSettings:
     runPolicy.startupDeadlineSeconds; past it the trial fails (StartupDeadlineExceeded). Why 300: see
     `trials.DEFAULT_STARTUP_DEADLINE_SECONDS`. Raise it for images that take longer to pull, or on a busy cluster
     without Kueue, where pods may wait for CPU longer than that."""
+    capacity_retry_seconds: float = trials.DEFAULT_CAPACITY_RETRY_SECONDS
+    """How soon a trial waiting for free capacity (reason WaitingForCapacity) is judged again, in seconds. No event
+    says that capacity was freed (another experiment's pods, or anyone's, ending), so waiting trials look again on a
+    timer: 5 s starts them within seconds of the room freeing, at one pass per waiting experiment per interval."""
     pod_event_delay_seconds: float = 1.0
     """Seconds from a trial pod's event to the pass it asks for. Pods change together (a trial's are created,
     scheduled, started and finished within moments), so the events of that second share one pass instead of
@@ -197,6 +206,10 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
     parser.add_argument("--kueue", action=argparse.BooleanOptionalAction,
                         default=_env(environ, "KUEUE", "false").lower() == "true",
                         help="allow scheduling.queueName: trials admitted by Kueue Workloads (RINGLEADER_KUEUE)")
+    parser.add_argument("--admit-by-capacity", action=argparse.BooleanOptionalAction,
+                        default=_env(environ, "ADMIT_BY_CAPACITY", "true").lower() == "true",
+                        help="create a trial's pods only once all fit the nodes' free capacity, where no gang "
+                             "scheduler or Kueue admits them; cluster-wide mode only (RINGLEADER_ADMIT_BY_CAPACITY)")
     parser.add_argument("--tracking-uri", default=_env(environ, "TRACKING_URI", defaults.tracking.default_uri),
                         help="MLflow tracking URI of experiments that set none (RINGLEADER_TRACKING_URI)")
     env_allowed = [u for u in _env(environ, "TRACKING_ALLOWED_URIS", "").split(",") if u]
@@ -231,6 +244,10 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
                         default=float(_env(environ, "STARTUP_DEADLINE", defaults.timing.startup_deadline_seconds)),
                         help="how long a trial's pod may take from its creation until it runs, where the experiment "
                              "sets no runPolicy.startupDeadlineSeconds (RINGLEADER_STARTUP_DEADLINE)")
+    parser.add_argument("--capacity-retry-interval", type=_positive, metavar="SECONDS",
+                        default=float(_env(environ, "CAPACITY_RETRY_INTERVAL", defaults.timing.capacity_retry_seconds)),
+                        help="how soon a trial waiting for free capacity is judged again "
+                             "(RINGLEADER_CAPACITY_RETRY_INTERVAL)")
     parser.add_argument("--pod-event-delay", type=_not_negative, metavar="SECONDS",
                         default=float(_env(environ, "POD_EVENT_DELAY", defaults.timing.pod_event_delay_seconds)),
                         help="seconds from a trial pod's event to the pass it asks for, gathering its trial's other "
@@ -249,6 +266,7 @@ def from_args(args: argparse.Namespace) -> Settings:
             render=render_settings.from_args(args, default_tracking_uri=args.tracking_uri or None),
             pod_groups=args.pod_groups,
             kueue=args.kueue,
+            admit_by_capacity=args.admit_by_capacity,
         ),
         tracking=MlflowSettings(
             default_uri=args.tracking_uri or None,
@@ -262,6 +280,7 @@ def from_args(args: argparse.Namespace) -> Settings:
             progress_poll_seconds=args.progress_poll_interval,
             recheck_seconds=args.recheck_interval,
             startup_deadline_seconds=args.startup_deadline,
+            capacity_retry_seconds=args.capacity_retry_interval,
             pod_event_delay_seconds=args.pod_event_delay,
         ),
         liveness_endpoint=liveness,

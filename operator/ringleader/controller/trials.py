@@ -12,11 +12,12 @@ import datetime
 import math
 
 from ringleader.api import constants
-from ringleader.api.spec import CleanPodPolicy, Placement, PlacementMode, RunPolicy
+from ringleader.api.spec import Placement, PlacementMode, RunPolicy
 from ringleader.api.status import Phase, Summary, TERMINAL_PHASES, TrialStatus
 from ringleader.contract import failures
 from ringleader.controller.admission import Action, Admission, State
-from ringleader.controller import pending_records, reasons
+from ringleader.controller import capacity as capacity_
+from ringleader.controller import cleanup, pending_records, reasons
 from ringleader.controller import pods as pods_
 
 ACTIVE_PHASES = (Phase.CREATED, Phase.RUNNING, Phase.RESTARTING)
@@ -24,6 +25,8 @@ DEFAULT_STARTUP_DEADLINE_SECONDS = 300
 """The operator's default for runPolicy.startupDeadlineSeconds (its --startup-deadline): 5 minutes hold a cold pull
 of a multi-GB image and Kubernetes' image-pull backoff reaching its 5-minute cap, and bound what a pod that can
 never start (an image that does not exist, a missing Secret or claim, a request no node fits) holds."""
+DEFAULT_CAPACITY_RETRY_SECONDS = 5.0
+"""The operator's default for how soon a trial waiting for capacity is judged again (its --capacity-retry-interval)."""
 # Failed trials whose pods are all stopped whatever cleanPodPolicy says, as a Job's deadline stops them: a pod that
 # never started has no log to keep, and holds its node's resources while it waits.
 STOPS_RUNNING = (reasons.DEADLINE_EXCEEDED, reasons.STARTUP_DEADLINE_EXCEEDED, reasons.INVALID_IMAGE)
@@ -56,6 +59,9 @@ class Context:
     placement: Placement = Placement()
     """The trial's `scheduling.placement`: a pod its Required terms keep unscheduled waits, then fails, in its name."""
     records: pending_records.Records = pending_records.Records()  # what its ranks say of records MLflow lacks
+    capacity: capacity_.Verdict | None = None  # whether its pods fit the free capacity together; None: not judged
+    rooms: tuple[capacity_.Room, ...] = ()  # the nodes as last read (if at all): named when a request fits no node
+    capacity_retry_seconds: float = DEFAULT_CAPACITY_RETRY_SECONDS
 
     def unmet_placement(self, pod: pods_.Pod) -> str | None:
         """The Required placement that keeps `pod` from every node, in words; None when nothing of it does."""
@@ -80,7 +86,9 @@ class Step:
     workload: Action | None = None
     """What to do to the trial's Kueue Workload: create it (queue the trial), finish it, or delete it."""
     due: datetime.datetime | None = None
-    """When the trial needs another look though no event may come: a pod's startup deadline."""
+    """When the trial needs another look though no event may come: a pod's startup deadline, a capacity retry."""
+    placed: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Pod -> node, when the trial was admitted by free capacity: the room to hold until its pods are bound."""
 
 
 def deadline_of(trial: TrialStatus, run_policy: RunPolicy) -> datetime.datetime | None:
@@ -98,26 +106,6 @@ def _live(pods: list[pods_.Pod]) -> list[pods_.Pod]:
     return [p for p in pods if not pods_.is_terminating(p)]
 
 
-def cleanup(pods: list[pods_.Pod], policy: CleanPodPolicy, *, workers_done: bool, stop_running: bool) -> tuple[str, ...]:
-    """Pods of a finished trial to delete under cleanPodPolicy.
-
-    Parameter servers are stopped once the workers are done whatever the policy: nothing is left for them
-    to serve. `stop_running` (a deadline) stops every running pod, as a Job's deadline does."""
-    live = [p for p in _live(pods) if not pods_.holds_records(p)]  # its log holds records MLflow lacks: kept
-    if policy == CleanPodPolicy.ALL:
-        chosen = live
-    else:
-        # A pod whose container has exited is finished even before the kubelet marks its phase: keep it for its logs.
-        running = [p for p in live if not pods_.is_finished(p) and pods_.failure_of(p) is None]
-        if policy == CleanPodPolicy.RUNNING or stop_running:
-            chosen = running
-        elif workers_done:
-            chosen = [p for p in running if pods_.role(p) == constants.ROLE_PS]
-        else:
-            chosen = []
-    return tuple(sorted(pods_.name(p) for p in chosen))
-
-
 def _count(expected: tuple[ExpectedPod, ...], role: str) -> int:
     return sum(1 for e in expected if e.role == role)
 
@@ -132,7 +120,7 @@ def _finish(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, phase: Phas
             *, workers_done: bool = False, stop_running: bool = False, summary: Summary | None = None) -> Step:
     status = _with(trial, phase=phase, reason=reason, message=message, completion_time=ctx.now,
                    summary=summary if summary is not None else trial.summary)
-    return Step(status, delete=cleanup(pods, ctx.run_policy.clean_pod_policy,
+    return Step(status, delete=cleanup.pods_to_delete(pods, ctx.run_policy.clean_pod_policy,
                                        workers_done=workers_done, stop_running=stop_running))
 
 
@@ -191,7 +179,7 @@ def _finished(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     # Clean-up is repeated at every pass (idempotent), so one interrupted by an operator restart completes.
     workers_done = trial.phase == Phase.SUCCEEDED
     stop_running = trial.reason in STOPS_RUNNING
-    return Step(trial, delete=cleanup(pods, ctx.run_policy.clean_pod_policy,
+    return Step(trial, delete=cleanup.pods_to_delete(pods, ctx.run_policy.clean_pod_policy,
                                       workers_done=workers_done, stop_running=stop_running))
 
 
@@ -214,10 +202,20 @@ def _start(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         message = f"waiting for {len(pods)} pod{'s' * (len(pods) != 1)} of an earlier run to terminate"
         return Step(_with(trial, reason=reasons.WAITING_FOR_OLD_PODS, message=message),
                     delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
+    verdict = ctx.capacity
+    if verdict is not None and verdict.kind == capacity_.Kind.NEVER:
+        role = next((e.role for e in ctx.expected if e.name == verdict.pod), constants.ROLE_WORKER)
+        cause = f"{verdict.message}: lower {pods_.resources_field(role)}.resources, or add a larger node"
+        return _finish(trial, pods, ctx, Phase.FAILED, reasons.REQUEST_FITS_NO_NODE, cause)
+    if verdict is not None and verdict.kind == capacity_.Kind.WAIT:
+        # No pod is created before all fit: none of them holds a node while a peer waits for one.
+        message = f"waiting for free capacity for all {_pods_phrase(ctx.expected)}: {verdict.message}"
+        return Step(_with(trial, reason=reasons.WAITING_FOR_CAPACITY, message=message),
+                    due=ctx.now + datetime.timedelta(seconds=ctx.capacity_retry_seconds))
     message = f"created {_pods_phrase(ctx.expected)}; waiting for all of them to be scheduled"
     status = _with(trial, phase=Phase.CREATED, reason=reasons.PODS_CREATED, message=message,
                    start_time=trial.start_time or ctx.now, completion_time=None)
-    return Step(status, create=True)
+    return Step(status, create=True, placed=dict(verdict.placed) if verdict is not None else {})
 
 
 def _queue(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
@@ -345,7 +343,7 @@ def _not_starting(trial: TrialStatus, pods: list[pods_.Pod], waiting: list[pods_
     """The trial failed because a pod cannot start: at once if it never can (`pods_.cannot_start`), else once it is
     still not running `startup_deadline_seconds` after its creation (an image that cannot be pulled, a missing
     Secret or claim, no node free to fit it). No restart: new pods would wait for the same thing."""
-    never = [(p, c) for p in waiting if (c := pods_.cannot_start(p))]
+    never = [(p, c) for p in waiting if (c := pods_.cannot_start(p, ctx.rooms))]
     seconds = ctx.startup_deadline_seconds
     late = [p for p in waiting if ctx.now.timestamp() - pods_.created_at(p) >= seconds]
     if not never and not late:
