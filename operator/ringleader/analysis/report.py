@@ -164,6 +164,7 @@ def build(result: results.SweepResult, directory: str | pathlib.Path) -> Report:
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     html_path.write_text(page.render(f"{result.experiment}: {len(result.trials)} trials", found, sections, made,
                                      f"ringleader report, {stamp}. Numbers: {CSV_FILE} (per trial, SI units) and "
-                                     f"{JSON_FILE} (summaries, combinations, findings).", result.provenance))
+                                     f"{JSON_FILE} (summaries, combinations, findings).", result.provenance,
+                                     result.mlflow_pages))
     files = [html_path, csv_path, json_path] + [figure.path for figure in made]
     return Report(directory, files, found, made, sections)
