@@ -9,15 +9,17 @@ import os
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import json
-import pathlib
 
 from ringleader.api import experiment
 from ringleader.contract import layout
 from ringleader.analysis import page
 from ringleader.tracking import links, replay, schema
 
-from test_tracking_publisher import (append_records, history, make_trials, rank_publisher, store, template_db,  # noqa: F401
-                                     trial_run, write_trial)
+import test_tracking_publisher as published
+from test_tracking_publisher import append_records, history, make_trials, rank_publisher, write_trial
+
+# The publisher tests' fixtures: a copy of a migrated sqlite store per test, a trial run in it.
+template_db, store, trial_run = published.template_db, published.store, published.trial_run
 
 
 def publish_session(store, tmp_path) -> tuple[layout.Session, str, str]:
