@@ -108,3 +108,16 @@ def test_a_tracking_servers_ui_address_keeps_no_credentials_and_a_local_store_ha
     assert schema.ui_base("http://[::1]:5000") == "http://[::1]:5000"
     for local in ("sqlite:///mlflow.db", "file:///tmp/mlruns", "/tmp/mlruns", "mlruns", None):
         assert schema.ui_base(local) is None
+
+
+def test_the_sweep_run_opens_on_its_findings_then_one_figure_with_every_trial_on_one_axis_per_measure(store, tmp_path):
+    _, experiment_id, sweep_run_id = publish_session(store, tmp_path)
+
+    sweep = store.client.get_run(sweep_run_id)
+    assert "report/comparison.png" in {a.path for a in store.client.list_artifacts(sweep_run_id, "report")}
+    note = sweep.data.tags[schema.TAG_NOTE]
+    findings, _, rest = note.partition("\n\n")
+    assert findings.startswith("- ") and "tiny-0" in findings  # the answer first, no heading above it
+    assert rest.startswith(f"![The trials side by side](get-artifact?path=report/comparison.png&run_uuid={sweep_run_id})")
+    report = json.loads((tmp_path / "tiny-session" / "report" / "report.json").read_text())
+    assert report["figures"][0]["id"] == "comparison"
