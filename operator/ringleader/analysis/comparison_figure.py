@@ -28,7 +28,7 @@ def comparison(result: results.SweepResult, directory: pathlib.Path) -> figures.
     if len(trials) < 2 or not any(combinations.number(t, keys.THROUGHPUT) is not None for t in trials):
         return None
     figure, (speed, time, shares) = figures.pyplot.subplots(
-        1, 3, sharey=True, figsize=(12.5, 1.2 + 0.5 * len(trials)), gridspec_kw={"width_ratios": (1, 1, 1.2)})
+        1, 3, sharey=True, figsize=(9.6, 1.4 + 0.5 * len(trials)), gridspec_kw={"width_ratios": (1, 1, 1.2)})
     rows = list(range(len(trials)))[::-1]  # the first trial on top
     colours = [figures.colour(i) for i in range(len(trials))]
     throughput = [combinations.number(t, keys.THROUGHPUT) or 0.0 for t in trials]
