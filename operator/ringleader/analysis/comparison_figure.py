@@ -36,7 +36,7 @@ def comparison(result: results.SweepResult, directory: pathlib.Path) -> figures.
     for row, value, trial in zip(rows, throughput, trials):
         speed.text(value, row, f" {value:.0f}" if value else f" {trial.status}", va="center", fontsize=8)
     speed.set_xlim(0, 1.2 * max(throughput))
-    speed.set_xlabel("throughput (samples/s), higher is faster")
+    speed.set_title("throughput (samples/s)", fontsize=9)
     p50 = [1000 * (combinations.number(t, keys.P50) or 0.0) for t in trials]
     p95 = [1000 * (combinations.number(t, keys.P95) or 0.0) for t in trials]
     time.barh(rows, p50, color=colours)
@@ -44,16 +44,17 @@ def comparison(result: results.SweepResult, directory: pathlib.Path) -> figures.
     for row, value, mark in zip(rows, p50, p95):
         if value:
             time.text(max(value, mark), row, f"  {value:.1f}", va="center", fontsize=8)
-    time.set_xlim(0, 1.2 * max(p95 + p50) or 1.0)
-    time.set_xlabel("iteration time p50 (ms), | = p95")
+    time.set_xlim(0, 1.3 * max(p95 + p50) or 1.0)
+    time.set_title("iteration time p50 (ms), | p95", fontsize=9)
     left = [0.0] * len(trials)
     for key, name, shade in SHARE_BANDS:
         widths = [100 * (combinations.number(t, key) or 0.0) for t in trials]
         shares.barh(rows, widths, left=left, color=shade, label=name)
         left = [a + b for a, b in zip(left, widths)]
     shares.set_xlim(0, 100)
-    shares.set_xlabel("share of iteration time (%)")
-    shares.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=3, fontsize=8, frameon=False)
+    shares.set_title("share of iteration time (%)", fontsize=9, pad=18)
+    shares.legend(loc="lower left", bbox_to_anchor=(0.0, 0.99), ncols=3, fontsize=7, frameon=False, handlelength=1,
+                  columnspacing=0.8, borderaxespad=0)
     speed.set_yticks(rows)
     speed.set_yticklabels([label(t) for t in trials], fontsize=8)
     figure.suptitle("The trials side by side, one axis per measure", fontsize=10)
