@@ -35,7 +35,7 @@ def comparison(result: results.SweepResult, directory: pathlib.Path) -> figures.
     speed.barh(rows, throughput, color=colours)
     for row, value, trial in zip(rows, throughput, trials):
         speed.text(value, row, f" {value:.0f}" if value else f" {trial.status}", va="center", fontsize=8)
-    speed.set_xlim(0, 1.2 * max(throughput))
+    speed.set_xlim(0, 1.2 * max(throughput) or 1.0)
     speed.set_title("throughput (samples/s)", fontsize=9)
     p50 = [1000 * (combinations.number(t, keys.P50) or 0.0) for t in trials]
     p95 = [1000 * (combinations.number(t, keys.P95) or 0.0) for t in trials]
