@@ -34,7 +34,7 @@ def test_an_architecture_sweep_with_repetitions_compares_with_intervals(tmp_path
                         lambda t: {"jitter": 0.001 * t.repetition} if t.index != 3 else
                         {"status": "FAILED", "message": "rank 1 (worker-1) exited with code 3"})
 
-    assert figure_ids(made) == ["time", "repetitions"]
+    assert figure_ids(made) == ["comparison", "time", "repetitions"]
     # Throughput of 2 workers of batch 16: 32 / iteration seconds (20 ms compute + communication + jitter).
     ps = [32 / 0.050, 32 / 0.051]
     p2p = 32 / 0.040  # its second repetition failed
@@ -77,7 +77,7 @@ def test_the_csv_and_json_carry_the_summaries_numbers_unrounded(tmp_path):
         assert float(row["comm_seconds"]) == trial.summary["commSeconds"]
         assert float(row["iteration_time_p50_seconds"]) == trial.summary["iterationTimeP50Seconds"]
     assert document["axes"] == {"architecture": ["ParameterServer", "RingAllReduce"]}
-    assert [f["file"] for f in document["figures"]] == ["time.png"]
+    assert [f["file"] for f in document["figures"]] == ["comparison.png", "time.png"]
     assert document["findings"] == made.findings
 
 
@@ -91,7 +91,7 @@ def test_report_html_stands_alone_with_every_figure_inline(tmp_path):
     assert "<script" not in page and "@import" not in page and "url(" not in page
     images = re.findall(r'<figure id="([^"]+)">\s*<h3>[^<]*</h3>\s*<img src="data:image/png;base64,[A-Za-z0-9+/=]+" '
                         r'alt="([^"]+)">', page)
-    assert [figure_id for figure_id, _ in images] == figure_ids(made) == ["time", "scaling", "communication",
+    assert [figure_id for figure_id, _ in images] == figure_ids(made) == ["comparison", "time", "scaling", "communication",
                                                                          "repetitions"]
     assert "cost models of ParameterServer, RingAllReduce dashed" in dict(images)["communication"]
     for finding in made.findings:
@@ -106,7 +106,7 @@ def test_a_paradigm_sweep_times_each_paradigm_to_the_worst_final_loss(tmp_path):
         "paradigm": ["BSP", "SSP"]}}},
                     lambda t: {"stale": 2, "loss_rate": 0.05} if t.spec.sync.paradigm.value == "SSP" else {})
 
-    assert figure_ids(made) == ["time", "loss", "time-to-loss", "staleness"]
+    assert figure_ids(made) == ["comparison", "time", "loss", "time-to-loss", "staleness"]
     # BSP: loss 2.0 - 0.1*step, SSP: 2.0 - 0.05*step; 20 steps, trailing mean of 10 losses of 2 workers
     # (5 steps): SSP's last is 2.0 - 0.05*17 = 1.15, BSP reaches it within its run.
     [timing] = [f for f in made.findings if f.startswith("Time to loss")]
@@ -161,10 +161,10 @@ def test_a_bandwidth_sweep_draws_the_what_if_model_only_from_a_layer_profile(tmp
     _, with_profile = built(tmp_path / "a", spec, lambda t: {"layers": sweeps.layers_document()})
     _, without = built(tmp_path / "b", spec)
 
-    assert figure_ids(with_profile) == figure_ids(without) == ["time", "network"]
-    assert "what-if model's curve" in with_profile.figures[1].alt
-    assert "what-if model's curve" not in without.figures[1].alt
-    assert "no what-if curve: it needs a worker's layers.json" in without.figures[1].caption
+    assert figure_ids(with_profile) == figure_ids(without) == ["comparison", "time", "network"]
+    assert "what-if model's curve" in with_profile.figures[-1].alt
+    assert "what-if model's curve" not in without.figures[-1].alt
+    assert "no what-if curve: it needs a worker's layers.json" in without.figures[-1].caption
     [network] = [f for f in with_profile.findings if "scaling factor" in f]
     assert re.fullmatch(r"scaling factor 0\.67 at 0\.1 Gbit/s and 0\.67 at 1 Gbit/s \(measured\); "
                         r"the what-if model says 0\.\d\d and 0\.\d\d\.", network), network

@@ -95,10 +95,10 @@ def test_records_are_published_once_and_new_ones_follow(store, trial_run, tmp_pa
     append_records(rank_dir, range(0, 30))
     published = rank_publisher(store, rank_dir, *trial_run)
 
-    assert published.publish() == 30 * 11
+    assert published.publish() == 30 * 10  # 11 series, staleness 0 throughout (metric_names.ZERO_UNTIL_USED)
     assert published.publish() == 0
     append_records(rank_dir, range(30, 40))
-    assert published.publish() == 10 * 11
+    assert published.publish() == 10 * 10
 
     state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))
     points = history(store, state.run_id)
@@ -139,8 +139,9 @@ def test_the_rank_run_is_nested_under_the_trial_run_and_tagged(store, trial_run,
     assert run.data.tags[schema.TAG_RUN_NAME] == run.info.run_name == "tiny-0/rank-1 (worker)"
     # Booleans and labels are not metrics; every number of the record is, under MLflow's names.
     assert "warmup" not in run.data.metrics and "role" not in run.data.metrics
-    assert {"time/comm_ms", "network/sent_bytes", "sync/staleness", "train/loss"} <= set(run.data.metrics)
+    assert {"time/comm_ms", "network/sent_bytes", "train/loss"} <= set(run.data.metrics)
     assert not {"time/comm", "bytes/sent", "loss"} & set(run.data.metrics)
+    assert "sync/staleness" not in run.data.metrics  # 0 throughout: no flat chart (metric_names.ZERO_UNTIL_USED)
     # The ended rank's records file, whole, for `ringleader report`.
     assert artifacts(store, run.info.run_id, "records") == {"records/iterations.jsonl"}
 
@@ -163,10 +164,11 @@ def test_a_line_still_being_written_waits_for_its_newline(store, trial_run, tmp_
 
 
 def test_more_metrics_than_one_batch_holds_are_split_at_record_boundaries(store, trial_run, tmp_path):
-    # 150 records x 11 metrics = 1650 values: MLflow itself refuses a log_batch of more than 1000.
+    # 150 records x 10 metrics (staleness, 0 throughout, is not logged) = 1500 values: MLflow itself refuses a
+    # log_batch of more than 1000.
     rank_dir = tmp_path / "rank-0"
     append_records(rank_dir, range(150))
-    assert rank_publisher(store, rank_dir, *trial_run).publish() == 1650
+    assert rank_publisher(store, rank_dir, *trial_run).publish() == 1500
     run_id = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri)).run_id
     assert len(history(store, run_id, "train/loss")) == 150
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import html
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ringleader.analysis.figures import Figure
 from ringleader.analysis import tables
@@ -43,7 +43,8 @@ def _figure(figure: Figure) -> str:
 
 
 def render(title: str, findings: Sequence[str], sections: Sequence[tuple[str, tables.Table]],
-           figures: Sequence[Figure], footer: str, provenance: str | None = None) -> str:
+           figures: Sequence[Figure], footer: str, provenance: str | None = None,
+           mlflow_pages: Mapping[str, str] | None = None) -> str:
     """The whole page: where the numbers were taken under the title, findings first, then the tables, then every
     figure with its caption."""
     taken = f'<p class="provenance">Taken on {html.escape(provenance)}</p>\n' if provenance else ""
@@ -53,6 +54,10 @@ def render(title: str, findings: Sequence[str], sections: Sequence[tuple[str, ta
              "".join(f"<li>{html.escape(finding)}</li>\n" for finding in findings), "</ul>\n"]
     for heading, table in sections:
         parts.append(f"<h2>{html.escape(heading)}</h2>\n{_table(table)}")
+    if mlflow_pages:
+        parts.append('<h2 id="mlflow">In MLflow</h2>\n<ul class="mlflow">\n')
+        parts += [f'<li><a href="{html.escape(url)}">{html.escape(name)}</a></li>\n' for name, url in mlflow_pages.items()]
+        parts.append("</ul>\n")
     if figures:
         parts.append('<h2 id="figures">Figures</h2>\n')
         parts += [_figure(figure) for figure in figures]

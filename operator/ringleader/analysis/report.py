@@ -2,7 +2,7 @@
 
     report = build(sweep_result, directory)   # analysis.results.SweepResult, from tracking/reading.py
     report.html                                # <directory>/report.html
-    report.note(8000, "report/report.html")    # findings and tables within MLflow's tag limit
+    report.note(8000, "report/report.html")    # findings, then tables, within MLflow's tag limit
 
 Called by `ringleader report`, by the launcher's session end (tracking/sessions.py) and by the operator.
 Figures are chosen by what the sweep varies (SweepResult.axes) and drawn only from data that exists.
@@ -16,9 +16,10 @@ import json
 import pathlib
 from typing import Any, Callable
 
-from ringleader.analysis import (combinations, convergence, figures, findings, overlap_figure, page, prediction_figure,
-                                scaling, tables)
+from ringleader.analysis import (combinations, comparison_figure, convergence, figures, findings, overlap_figure, page,
+                                prediction_figure, scaling, tables)
 from ringleader.analysis import results
+from ringleader.analysis.figures import Figure
 from ringleader.contract import keys
 
 HTML_FILE = "report.html"
@@ -27,6 +28,7 @@ JSON_FILE = "report.json"
 
 FigureMaker = Callable[[results.SweepResult, pathlib.Path], "figures.Figure | None"]
 FIGURES: tuple[FigureMaker, ...] = (
+    comparison_figure.comparison,  # every sweep of two trials or more: first, the sweep run's description shows it
     figures.time_breakdown,      # every sweep
     scaling.scaling,             # sweeps over workers
     scaling.communication,
@@ -63,16 +65,22 @@ class Report:
         return self.directory / HTML_FILE
 
     @property
+    def comparison(self) -> Figure | None:
+        """The trials side by side (comparison_figure), where the sweep has it."""
+        return next((figure for figure in self.figures if figure.id == comparison_figure.ID), None)
+
+    @property
     def markdown(self) -> str:
         """Findings and every table, in markdown."""
         return self.note()
 
-    def note(self, limit: int | None = None, where: str | None = None) -> str:
+    def note(self, limit: int | None = None, where: str | None = None, image: str | None = None) -> str:
         """The markdown within `limit` characters: table rows are dropped from the end (trials first) and
-        counted in a line that says where the rest is; `where` names the full report."""
+        counted in a line that says where the rest is; `where` names the full report; `image`, the address of the
+        comparison figure, shows it after the findings."""
         shown = [len(table.rows) for _, table in self.sections]
         while True:
-            text = self._markdown(shown, where)
+            text = self._markdown(shown, where, image)
             if limit is None or len(text) <= limit:
                 return text
             longest = max(range(len(shown)), key=lambda i: (shown[i] > 0, i), default=None)
@@ -80,8 +88,11 @@ class Report:
                 return text[: max(0, limit - 1)] + "…"
             shown[longest] -= 1
 
-    def _markdown(self, shown: list[int], where: str | None) -> str:
-        lines = ["**Findings**", ""] + [f"- {tables.markdown_text(finding)}" for finding in self.findings]
+    def _markdown(self, shown: list[int], where: str | None, image: str | None = None) -> str:
+        # The findings open it, no heading above them: MLflow shows a description's first lines until asked for more.
+        lines = [f"- {tables.markdown_text(finding)}" for finding in self.findings]
+        if image:
+            lines += ["", f"![The trials side by side]({image})"]
         for (heading, table), rows in zip(self.sections, shown):
             lines += ["", f"**{heading}**", "", table.markdown(rows).rstrip("\n")]
             if rows < len(table.rows):
@@ -164,6 +175,7 @@ def build(result: results.SweepResult, directory: str | pathlib.Path) -> Report:
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     html_path.write_text(page.render(f"{result.experiment}: {len(result.trials)} trials", found, sections, made,
                                      f"ringleader report, {stamp}. Numbers: {CSV_FILE} (per trial, SI units) and "
-                                     f"{JSON_FILE} (summaries, combinations, findings).", result.provenance))
+                                     f"{JSON_FILE} (summaries, combinations, findings).", result.provenance,
+                                     result.mlflow_pages))
     files = [html_path, csv_path, json_path] + [figure.path for figure in made]
     return Report(directory, files, found, made, sections)

@@ -40,6 +40,9 @@ class SweepResult:
     """planned names every trial the sweep meant to run, those without a result too; () when unknown."""
     provenance: str | None = None
     """provenance: on what machine, load, versions and command the sweep ran, in words (contract/provenance.py)."""
+    mlflow_pages: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """mlflow_pages maps a trial ("quickstart-0") or rank ("quickstart-0/rank-1") to its run's page in the MLflow UI,
+    where a tracking server's address is known (tracking/links.py); empty for a local store."""
 
     @property
     def axes(self) -> dict[str, list[str]]:

@@ -33,17 +33,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"where to serve it on {HOST} (default {DEFAULT_PORT})")
 
 
-def newest_sweep_page(store, base: str) -> str:
-    """The page of the newest sweep run in `store` under `base`, model-training view; the experiment list if none."""
+def _newest_sweep(store):
+    """The newest sweep run in `store`, None if it has none."""
     from ringleader.tracking import schema
 
     experiments = store.call("search experiments", lambda client: client.search_experiments())
     runs = store.call("search runs", lambda client: client.search_runs(
         [e.experiment_id for e in experiments], filter_string=f"tags.`{schema.TAG_KIND}` = '{schema.KIND_SWEEP}'",
         order_by=["attributes.start_time DESC"], max_results=1)) if experiments else []
-    if not runs:
-        return f"{base}/#/experiments?{schema.UI_TRAINING_VIEW}"
-    return schema.ui_url(base, runs[0].info.experiment_id, runs[0].info.run_id)
+    return runs[0] if runs else None
+
+
+def newest_sweep_page(store, base: str) -> str:
+    """The page of the newest sweep run in `store` under `base`, model-training view; the experiment list if none."""
+    return newest_pages(store, base)[0]
+
+
+def newest_pages(store, base: str) -> tuple[str, str | None]:
+    """(the newest sweep run's page, its experiment's trials side by side: schema.trials_url; None without a sweep)."""
+    from ringleader.tracking import schema
+
+    run = _newest_sweep(store)
+    if run is None:
+        return f"{base}/#/experiments?{schema.UI_TRAINING_VIEW}", None
+    return (schema.ui_url(base, run.info.experiment_id, run.info.run_id),
+            schema.trials_url(base, run.info.experiment_id))
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -59,7 +73,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             print(f"MLflow at {redaction.redact(uri)} serves its own UI; the newest sweep: "
                   f"{newest_sweep_page(store, redaction.redact(uri).rstrip('/'))}", file=out)
             return exits.OK
-        page = newest_sweep_page(store, f"http://{HOST}:{args.port}")
+        page, trials = newest_pages(store, f"http://{HOST}:{args.port}")
     except (reading.SourceNotFound, TrackingUnavailable) as error:
         print(str(error), file=err)
         return exits.FAILED
@@ -71,6 +85,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     try:
         if _answers(f"http://{HOST}:{args.port}/health", server):
             print(f"MLflow UI: {page}  (Ctrl-C stops it)", file=out, flush=True)
+            if trials:
+                print(f"Trials side by side: {trials}", file=out, flush=True)
         return server.wait()
     except KeyboardInterrupt:  # the server got the same Ctrl-C: its exit is the end
         return server.wait()

@@ -244,6 +244,27 @@ def series(record: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
+# Series that are zero by design for many trials (no waiting in a ring, no codec uncompressed, no staleness under
+# BSP): each is logged from its first non-zero value on, so a series zero throughout draws no flat chart. Their
+# means, zeros included, are among the values logged once.
+ZERO_UNTIL_USED = frozenset(SERIES[key].key for key in (
+    keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD, keys.TIME_COMM, keys.TIME_WAIT, keys.TIME_UPDATE,
+    keys.TIME_CODEC, keys.TIME_EVAL, keys.TIME_OTHER, keys.STALENESS, keys.SERVER_QUEUE_DEPTH))
+
+
+def without_leading_zeros(metrics: Mapping[str, float], used: set[str]) -> dict[str, float]:
+    """`metrics` (one record's, from series()) less the ZERO_UNTIL_USED keys that are 0 and not in `used`, the keys
+    seen non-zero before; adds the keys non-zero now to `used`."""
+    kept = {}
+    for key, value in metrics.items():
+        if key.removeprefix(WARMUP_PREFIX) in ZERO_UNTIL_USED and key not in used:
+            if value == 0:
+                continue
+            used.add(key)
+        kept[key] = value
+    return kept
+
+
 def trial(summary: Mapping[str, Any]) -> dict[str, float]:
     """A trial summary's metrics (summary.json, or api.status.Summary's wire dict), each logged once."""
     metrics: dict[str, float] = {}

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 # Keys a record's wall-clock time may carry (seconds since the epoch); without one, the cursor's clock stands in.
 TIMESTAMP_KEYS = (keys.TIMESTAMP,)
 ITERATION_TIME = keys.TIME_ITERATION
+USED_SERIES = "usedSeries"
+"""USED_SERIES, in a rank cursor's extra: the metric_names.ZERO_UNTIL_USED keys already logged (non-zero once)."""
 # Artifacts `ringleader report` reads back from MLflow: <trial run>/summary.json, <rank run>/records/iterations.jsonl.
 ITERATIONS_ARTIFACT_DIR = "records"
 
@@ -113,14 +115,16 @@ class RankPublisher:
             # lands on a line end and a batch in flight during an outage is the most a replay repeats.
             batch: list[mlflow.entities.Metric] = []
             batch_end, batch_records, elapsed = cursor.offset, 0, cursor.elapsed_ms
+            used = set(filter(None, cursor.extra.get(USED_SERIES, "").split(",")))
             for record, end in lines:
                 line = cursor.records + batch_records
                 step = record.get(keys.STEP)
                 step = int(step) if metric_names.is_metric_value(step) else line
                 at = record_timestamp_ms(record, int(cursor.created_ms + elapsed))
-                metrics = [mlflow.entities.Metric(k, v, at, step) for k, v in metric_names.series(record).items()]
+                metrics = [mlflow.entities.Metric(k, v, at, step) for k, v in
+                           metric_names.without_leading_zeros(metric_names.series(record), used).items()]
                 if batch and len(batch) + len(metrics) > self.store.settings.metrics_per_batch:
-                    logged += self._commit(cursor, run_id, batch, batch_end, batch_records, elapsed)
+                    logged += self._commit(cursor, run_id, batch, batch_end, batch_records, elapsed, used)
                     batch, batch_records = [], 0
                 batch += metrics
                 batch_end, batch_records = end, batch_records + 1
@@ -128,11 +132,14 @@ class RankPublisher:
                 elapsed += max(1.0, 1000.0 * float(record.get(ITERATION_TIME) or 0.0))
             # To `reached`, not the last record's end: lines skipped after it are read too, and a cursor
             # left before them would read them again forever.
-            logged += self._commit(cursor, run_id, batch, reached, batch_records, elapsed)
+            logged += self._commit(cursor, run_id, batch, reached, batch_records, elapsed, used)
 
-    def _commit(self, cursor: cursor_.Cursor, run_id: str, batch: list, end: int, records: int, elapsed: float) -> int:
+    def _commit(self, cursor: cursor_.Cursor, run_id: str, batch: list, end: int, records: int, elapsed: float,
+                used: set[str]) -> int:
         logged = self.store.log_metrics(run_id, batch) if batch else 0
         cursor.offset, cursor.records, cursor.elapsed_ms = end, cursor.records + records, elapsed
+        # Keys seen non-zero in a record not committed yet too: that record logs its non-zero value when replayed.
+        cursor.extra[USED_SERIES] = ",".join(sorted(used))
         cursor.save()
         return logged
 
@@ -216,10 +223,11 @@ def summary_once(store: Store, cursor: cursor_.Cursor, run_id: str, trial_dir: p
     series = trial_dir / layout.SERIES_FILE
     if not cursor.is_done("series") and series.is_file():
         # Written whole before the summary: a replay of a batch that was in flight repeats points the store drops.
+        used: set[str] = set()
         logged += store.log_metrics(run_id, [
             mlflow.entities.Metric(k, v, record_timestamp_ms(record, at_ms), int(record[keys.STEP]))
             for record in record_files.read_iterations(series) if metric_names.is_metric_value(record.get(keys.STEP))
-            for k, v in metric_names.series(record).items()])
+            for k, v in metric_names.without_leading_zeros(metric_names.series(record), used).items()])
         cursor.mark_done("series")
     artifact_once(store, cursor, run_id, trial_dir / layout.SUMMARY_FILE, None)
     return logged

@@ -3,8 +3,9 @@
     attach(store, sweep_run_id, analysis.report.build(result, directory))
 
 Used by `ringleader report`, the launcher's session end (sessions.py) and the operator. MLflow shows
-the description (tag mlflow.note.content) on the run's page; it is cut to MLflow's tag limit by
-dropping table rows, never by failing.
+the description (tag mlflow.note.content) on the run's page, findings first and the trials side by side
+(analysis/comparison_figure.py) below them; it is cut to MLflow's tag limit by dropping table rows, never by
+failing.
 """
 
 from __future__ import annotations
@@ -26,4 +27,7 @@ def attach(store: Store, sweep_run_id: str, report: Report) -> None:
     for path in report.files:
         store.log_artifact(sweep_run_id, path, ARTIFACT_DIR)
     where = f"artifact {ARTIFACT_DIR}/{report.html.name} of this run"
-    store.set_tags(sweep_run_id, {schema.TAG_NOTE: report.note(schema.MAX_TAG_VALUE, where)})
+    shown = report.comparison
+    # Relative, so it resolves under whatever address (and path prefix) the UI is served from.
+    image = f"get-artifact?path={ARTIFACT_DIR}/{shown.path.name}&run_uuid={sweep_run_id}" if shown else None
+    store.set_tags(sweep_run_id, {schema.TAG_NOTE: report.note(schema.MAX_TAG_VALUE, where, image)})

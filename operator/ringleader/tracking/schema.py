@@ -9,7 +9,9 @@ metrics. Used by runs.py, sessions.py and publisher.py; the operator reads the t
 from __future__ import annotations
 
 import collections
+import json
 import re
+import urllib.parse
 from typing import Any, Iterable, Mapping
 
 from ringleader.api.experiment import DistributedTrainingExperiment
@@ -36,6 +38,10 @@ TAG_EXPERIMENT = "ringleader.experiment"
 TAG_NAMESPACE = "ringleader.namespace"
 TAG_TRIAL = "ringleader.trial"
 TAG_TRIAL_INDEX = "ringleader.trialIndex"
+# On a trial run, for the runs list's columns (the shared view TRIALS_VIEW selects them): what it runs, in short names.
+TAG_ARCHITECTURE = "ringleader.architecture"
+TAG_PARADIGM = "ringleader.paradigm"
+TAG_WORKERS = "ringleader.workers"
 TAG_ROLE = "ringleader.role"
 TAG_RANK = "ringleader.rank"
 TAG_ATTEMPT = "ringleader.attempt"
@@ -169,6 +175,9 @@ def trial_tags(trial: trial_.Trial, parent_run_id: str | None) -> dict[str, str]
         TAG_TRIAL: trial.name,
         TAG_TRIAL_INDEX: str(trial.index),
         TAG_RUN_NAME: trial_run_name(trial),
+        TAG_ARCHITECTURE: trial.spec.architecture.value,
+        TAG_PARADIGM: trial.spec.sync.paradigm.value,
+        TAG_WORKERS: str(len(trial.worker_slots())),
     }
     if parent_run_id:
         tags[TAG_PARENT_RUN_ID] = parent_run_id
@@ -263,6 +272,40 @@ def ui_url(base: str, experiment_id: str, run_id: str | None = None, artifact: s
     if run_id:
         page += f"/runs/{run_id}" + (f"/artifacts/{artifact}" if artifact else "")
     return f"{page}?{UI_TRAINING_VIEW}"
+
+
+def ui_base(tracking_uri: str | None) -> str | None:
+    """The MLflow UI's address for a tracking server's URI (http(s)://host:port/path), credentials and query left
+    out; None for a local store (a path, sqlite:, file:), whose UI has no address until someone serves it."""
+    parts = urllib.parse.urlsplit(tracking_uri or "")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path.rstrip('/')}"
+
+
+# MLflow's runs list takes its filter, order and columns from an experiment tag mlflow.sharedViewState.<key> when a
+# link says ?viewStateShareKey=<key>: ringleader's view lists the trial runs (flat, not folded under their sweep)
+# with what sets them apart and what they measured as columns.
+TAG_SHARED_VIEW = "mlflow.sharedViewState."
+TRIALS_VIEW = "ringleader-trials"
+TRIALS_VIEW_COLUMNS = (("tags", TAG_ARCHITECTURE), ("tags", TAG_PARADIGM), ("tags", TAG_WORKERS),
+                       ("metrics", "throughput_samples_per_s"), ("metrics", "iteration_p50_ms"),
+                       ("metrics", "share_comm_pct"), ("metrics", "share_wait_pct"))
+
+
+def trials_view_state() -> str:
+    """The shared view TRIALS_VIEW, as the experiment tag's JSON: sorted by trial index, which also keeps MLflow
+    from folding the trials under their sweep run."""
+    return json.dumps({
+        "searchFilter": f"tags.`{TAG_KIND}` = '{KIND_TRIAL}'", "orderByKey": f"tags.`{TAG_TRIAL_INDEX}`",
+        "orderByAsc": True, "selectedColumns": [f"{kind}.`{key}`" for kind, key in TRIALS_VIEW_COLUMNS]})
+
+
+def trials_url(base: str, experiment_id: str) -> str:
+    """The experiment's runs list in the shared view TRIALS_VIEW: one row per trial, its topology and results as
+    columns."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={TRIALS_VIEW}&{UI_TRAINING_VIEW}"
 
 
 def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:

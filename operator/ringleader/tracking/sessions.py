@@ -144,9 +144,11 @@ def publish_report(store: Store, session: layout.Session, parent_run_id: str) ->
     """Build the session's report into <session>/report/ and attach it to the sweep run."""
     # Imported here: matplotlib costs a second at import, and reading.py reads sessions through this module.
     from ringleader.analysis import report
-    from ringleader.tracking import reading, reports
+    from ringleader.tracking import links, reading, reports
 
-    built = report.build(reading.from_directory(session.directory), report_directory(session.directory))
+    result = dataclasses.replace(reading.from_directory(session.directory),
+                                 mlflow_pages=links.session_pages(store, session, parent_run_id))
+    built = report.build(result, report_directory(session.directory))
     reports.attach(store, parent_run_id, built)
 
 

@@ -103,7 +103,8 @@ class Store:
 
     def ensure_experiment(self, name: str) -> str:
         """The id of experiment `name`, created if absent, and tagged as model training (schema.TAG_EXPERIMENT_KIND)
-        unless it says its kind already: MLflow 3 opens an untagged experiment in its GenAI view."""
+        unless it says its kind already: MLflow 3 opens an untagged experiment in its GenAI view; and with the runs
+        list's view of its trials (schema.TRIALS_VIEW)."""
         existing = self.call("get experiment", lambda client: client.get_experiment_by_name(name))
         if existing is not None:
             if existing.lifecycle_stage == "deleted":
@@ -111,6 +112,10 @@ class Store:
             if schema.TAG_EXPERIMENT_KIND not in existing.tags:  # a kind chosen in the UI is the user's to keep
                 self.call("tag experiment", lambda client: client.set_experiment_tag(
                     existing.experiment_id, schema.TAG_EXPERIMENT_KIND, schema.EXPERIMENT_KIND_TRAINING))
+            view = schema.trials_view_state()
+            if existing.tags.get(schema.TAG_SHARED_VIEW + schema.TRIALS_VIEW) != view:
+                self.call("tag experiment", lambda client: client.set_experiment_tag(
+                    existing.experiment_id, schema.TAG_SHARED_VIEW + schema.TRIALS_VIEW, view))
             return existing.experiment_id
         artifact_location = None
         root = settings_.local_artifact_root(self.uri)
@@ -119,7 +124,8 @@ class Store:
         try:
             return self.call("create experiment", lambda client: client.create_experiment(
                 name, artifact_location=artifact_location,
-                tags={schema.TAG_EXPERIMENT_KIND: schema.EXPERIMENT_KIND_TRAINING}))
+                tags={schema.TAG_EXPERIMENT_KIND: schema.EXPERIMENT_KIND_TRAINING,
+                      schema.TAG_SHARED_VIEW + schema.TRIALS_VIEW: schema.trials_view_state()}))
         except mlflow.exceptions.MlflowException as error:
             # Someone else (another operator replica, a retried request) created it meanwhile.
             if error.error_code != "RESOURCE_ALREADY_EXISTS":

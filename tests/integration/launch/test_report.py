@@ -54,10 +54,10 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     [sweep] = client.search_runs([client.get_experiment_by_name("default/rep").experiment_id],
                                  "tags.`ringleader.kind` = 'sweep'")
     attached = {a.path for a in client.list_artifacts(sweep.info.run_id, "report")}
-    assert {"report/report.html", "report/report.csv", "report/report.json", "report/time.png",
-            "report/repetitions.png"} <= attached
+    assert {"report/report.html", "report/report.csv", "report/report.json", "report/comparison.png",
+            "report/time.png", "report/repetitions.png"} <= attached
     note = sweep.data.tags["mlflow.note.content"]
-    assert "**Findings**" in note and "| ParameterServer | 2/2 |" in note and "report/report.html" in note
+    assert note.startswith("- ") and "| ParameterServer | 2/2 |" in note and "report/report.html" in note
 
     # From the directory (the directory holding it: the newest run is taken).
     by_directory = report(workdir, "ringleader-runs", "--no-attach")
