@@ -48,7 +48,7 @@ def test_iteration_records_become_milliseconds_under_one_scheme():
     metrics = metric_names.series(worker(3, comm=0.004))
     assert metrics["time/comm_ms"] == 4.0
     assert metrics["time/iteration_ms"] == 20.6  # not 20.599999999999998: rounded to the microsecond
-    assert metrics["network/sent_bytes"] == 236000.0 and metrics["train/loss"] == 1.7
+    assert metrics["traffic/sent_bytes"] == 236000.0 and metrics["train/loss"] == 1.7
     assert metrics["sync/staleness"] == 1.0
     assert not {"step", "role", "warmup", "timestamp"} & set(metrics)
     assert all(KEY.match(key) for key in metrics), sorted(metrics)
@@ -63,7 +63,7 @@ def test_warmup_steps_go_under_their_own_prefix_so_they_never_set_the_series_sca
 def test_values_are_rounded_to_what_the_timers_and_shares_resolve():
     metrics = metric_names.series({keys.TIME_COMM: 0.0041234567, keys.LINK_UTILIZATION: 0.123456,
                                    keys.BYTES_SENT: 1234.56, keys.LOSS: 2.302585093, "custom/thing": 1 / 3})
-    assert metrics == {"time/comm_ms": 4.123, "network/link_utilization_pct": 12.3, "network/sent_bytes": 1235.0,
+    assert metrics == {"time/comm_ms": 4.123, "traffic/link_utilization_pct": 12.3, "traffic/sent_bytes": 1235.0,
                        "train/loss": 2.3026, "custom/thing": 0.33333}
     assert metric_names.trial({keys.THROUGHPUT: 812.3456, keys.COMM_FRACTION: 0.30004}) == {
         "throughput_samples_per_s": 812.3, "share_comm_pct": 30.0}
@@ -179,8 +179,8 @@ def test_the_reference_documents_every_name():
 
 def test_measured_link_rates_become_bytes_per_second_and_percent():
     metrics = metric_names.series(worker(3))
-    assert metrics["network/link_tx_bytes_per_s"] == 5e6 + 3
-    assert metrics["network/link_rx_bytes_per_s"] == 4e6
-    assert metrics["network/link_utilization_pct"] == pytest.approx(4.0)
+    assert metrics["traffic/link_tx_bytes_per_s"] == 5e6 + 3
+    assert metrics["traffic/link_rx_bytes_per_s"] == 4e6
+    assert metrics["traffic/link_utilization_pct"] == pytest.approx(4.0)
     ranked = metric_names.rank({keys.LINK_BITS_PER_SECOND: 1e9, keys.LINK_INTERFACE: "lo (loopback, shared)"})
     assert ranked == {"network_link_bits_per_s": 1e9}  # the label is not a metric

@@ -139,7 +139,7 @@ def test_the_rank_run_is_nested_under_the_trial_run_and_tagged(store, trial_run,
     assert run.data.tags[schema.TAG_RUN_NAME] == run.info.run_name == "tiny-0/rank-1 (worker)"
     # Booleans and labels are not metrics; every number of the record is, under MLflow's names.
     assert "warmup" not in run.data.metrics and "role" not in run.data.metrics
-    assert {"time/comm_ms", "network/sent_bytes", "train/loss"} <= set(run.data.metrics)
+    assert {"time/comm_ms", "traffic/sent_bytes", "train/loss"} <= set(run.data.metrics)
     assert not {"time/comm", "bytes/sent", "loss"} & set(run.data.metrics)
     assert "sync/staleness" not in run.data.metrics  # 0 throughout: no flat chart (metric_names.ZERO_UNTIL_USED)
     # The ended rank's records file, whole, for `ringleader report`.

@@ -8,7 +8,7 @@ MLflow's run page draws one chart per key, in sections named by the key's part b
 sorted by name, then the section of keys without "/" ("Model metrics"), then its own "System metrics";
 a key with one value is drawn as a single bar. So the two kinds of key differ by their slash:
 
-    time/comm_ms, network/sent_bytes, train/loss  a series, one point per iteration (the step): line charts
+    time/comm_ms, traffic/sent_bytes, train/loss  a series, one point per iteration (the step): line charts
                                                    in their sections, first on the page
         on a rank run, the rank's records; warm-up steps under warmup/ (they would set every scale)
         on a trial run, the trial's series: per iteration, its workers together (analysis.summary)
@@ -77,14 +77,14 @@ SERIES: dict[str, Name] = {
     keys.TIME_EVAL: Name("time/eval_ms", MS, "held-out evaluation (the evaluating worker)", TIME),
     keys.TIME_OTHER: Name("time/other_ms", MS, "the loop's own work: recording, progress, counters", TIME),
     keys.TIME_ITERATION: Name("time/iteration_ms", MS, "the whole iteration, wall clock", TIME),
-    keys.BYTES_SENT: Name("network/sent_bytes", 1.0, "bytes this rank sent", WHOLE),
-    keys.BYTES_RECEIVED: Name("network/received_bytes", 1.0, "bytes this rank received", WHOLE),
-    keys.BYTES_UNCOMPRESSED: Name("network/uncompressed_bytes", 1.0, "what network/sent_bytes would have been "
+    keys.BYTES_SENT: Name("traffic/sent_bytes", 1.0, "bytes this rank sent", WHOLE),
+    keys.BYTES_RECEIVED: Name("traffic/received_bytes", 1.0, "bytes this rank received", WHOLE),
+    keys.BYTES_UNCOMPRESSED: Name("traffic/uncompressed_bytes", 1.0, "what traffic/sent_bytes would have been "
                                                                       "without compression", WHOLE),
-    keys.LINK_TX: Name("network/link_tx_bytes_per_s", 1.0, "bytes per second the network interface sent over "
+    keys.LINK_TX: Name("traffic/link_tx_bytes_per_s", 1.0, "bytes per second the network interface sent over "
                                                            "the iteration (loopback: every local rank's)", WHOLE),
-    keys.LINK_RX: Name("network/link_rx_bytes_per_s", 1.0, "bytes per second it received", WHOLE),
-    keys.LINK_UTILIZATION: Name("network/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
+    keys.LINK_RX: Name("traffic/link_rx_bytes_per_s", 1.0, "bytes per second it received", WHOLE),
+    keys.LINK_UTILIZATION: Name("traffic/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
                                                                      "emulated cap, else the interface's speed)", SHARE),
     keys.STALENESS: Name("sync/staleness", 1.0, "iterations between the weights a gradient was computed on "
                                                 "and the servers' clock (the smallest of the shards')", WHOLE),

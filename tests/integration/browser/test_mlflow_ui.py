@@ -39,7 +39,7 @@ CHARTS_PAGE = "/#/experiments/{experiment_id}/runs/{run_id}/model-metrics" + MOD
 SECTION_HEADER = "experiment-view-compare-runs-section-header"  # MLflow's test id of a chart section's header
 ONCE_SECTION = "Model metrics"  # MLflow's section of keys without "/": ringleader's values logged once
 TRIAL_SECTIONS = ["throughput", "time", "train"]  # a trial's series (docs/metrics.md), sorted as MLflow sorts them
-RANK_SECTIONS = ["network", "sync", "time", "train"]  # a worker's series
+RANK_SECTIONS = ["time", "traffic", "train"]  # a worker's series under BSP (no staleness series): the phases first
 # --------------------------------------------------------------------------------------------------------------
 
 

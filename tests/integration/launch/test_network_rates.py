@@ -51,5 +51,5 @@ def test_a_local_trial_records_loopback_rates_and_utilization_in_files_and_mlflo
     assert summary[keys.LINK_UTILIZATION_MEAN] > 0
     assert metrics["network_link_utilization_p95_pct"] > 0
     for rank_run in (run for run in runs if run.data.tags.get("ringleader.kind") == "rank"):
-        history = client.get_metric_history(rank_run.info.run_id, "network/link_tx_bytes_per_s")
+        history = client.get_metric_history(rank_run.info.run_id, "traffic/link_tx_bytes_per_s")
         assert sorted(m.step for m in history) == list(range(2, 20)) and all(m.value > 0 for m in history)
