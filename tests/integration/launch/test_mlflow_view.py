@@ -70,7 +70,9 @@ def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
     for run in [*trials.values(), *ranks]:
         for key in run.data.metrics:
             points = client.get_metric_history(run.info.run_id, key)
-            assert len(points) > 1 if "/" in key else len(points) == 1, (run.info.run_name, key, len(points))
+            # A series starts at its first non-zero value: 2 warm-up steps may leave one point under warmup/.
+            least = 1 if key.startswith("warmup/") else 2
+            assert len(points) >= least if "/" in key else len(points) == 1, (run.info.run_name, key, len(points))
     for name, run in trials.items():
         series = [json.loads(line) for line in (session / name / "series.jsonl").read_text().splitlines()]
         charted = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "time/iteration_ms")}
@@ -86,10 +88,14 @@ def test_a_tiny_sweep_reads_well_in_mlflow(workdir):
                    (session / trial_name / f"rank-{number}" / "iterations.jsonl").read_text().splitlines()]
         charted = {m.step: m.value for m in client.get_metric_history(rank.info.run_id, "time/comm_ms")}
         warmup = {m.step: m.value for m in client.get_metric_history(rank.info.run_id, "warmup/time/comm_ms")}
-        assert sorted(warmup) == [0, 1] and sorted(charted) == list(range(2, 20))
+        assert set(warmup) <= {0, 1} and set(charted) <= set(range(2, 20))
+        assert len(charted) > 1 or trial_name == "view-0"  # one worker alone exchanges nothing: no comm series
         for record in records:
-            value = (warmup if record["warmup"] else charted)[record["step"]]
-            assert value == round(1000 * record["time/comm"], 3)  # to the microsecond
+            series = warmup if record["warmup"] else charted
+            if record["step"] in series:
+                assert series[record["step"]] == round(1000 * record["time/comm"], 3)  # to the microsecond
+            else:  # a series starts at its first non-zero value
+                assert record["time/comm"] == 0 and all(step > record["step"] for step in series), record
         assert rank.data.metrics["mean_time_iteration_ms"] > 0
         # What the rank's process used while training, measured by itself.
         assert rank.data.metrics["cpu_utilization_pct"] > 0 and rank.data.metrics["memory_peak_rss_mib"] > 0

@@ -66,7 +66,7 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     local = session / "report"
     page = (local / "report.html").read_text()
     assert self_contained(page)
-    assert re.findall(r'<figure id="([^"]+)">', page) == ["time", "repetitions", "prediction", "overlap"]
+    assert re.findall(r'<figure id="([^"]+)">', page) == ["comparison", "time", "repetitions", "prediction", "overlap"]
     assert 'alt="stacked bars per trial: compute, communication, waiting and evaluation-and-other' in page
     document = json.loads((local / "report.json").read_text())
     rows = list(csv.DictReader((local / "report.csv").open()))
@@ -106,7 +106,7 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     unknown = report(workdir, "nothing-here")
     assert unknown.returncode == 1 and unknown.stdout == ""
     assert unknown.stderr.strip().splitlines() == [
-        "nothing-here: not a run directory; in MLflow at sqlite:///" + str(workdir / "mlflow.db") + ": no run "
+        "ringleader report: nothing-here: not a run directory; in MLflow at sqlite:///" + str(workdir / "mlflow.db") + ": no run "
         "nothing-here; no experiment named 'nothing-here'; no experiment named 'default/nothing-here'"]
 
     # A tag is anyone's to set: the report stays under ringleader-report/ whatever the experiment tag says.
