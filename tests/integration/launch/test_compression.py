@@ -46,7 +46,8 @@ def test_a_ring_swept_over_compression_sends_fewer_bytes_and_communicates_for_le
     ring = power[keys.PREDICTION][keys.ARCHITECTURES]["ring"]
     assert "priced at the trial's PowerSGD" in ring[keys.BAND_NOTE]
     assert "PowerSGD needs RingAllReduce" in power[keys.PREDICTION][keys.ARCHITECTURES]["p2p"][keys.BAND_NOTE]
-    assert none[keys.PREDICTION][keys.ARCHITECTURES]["ring"][keys.BAND_NOTE] == ""
+    plain = none[keys.PREDICTION][keys.ARCHITECTURES]["ring"][keys.BAND_NOTE]
+    assert plain == "" or plain.startswith("no band: the machine's load was"), plain  # nothing said of compression
 
     client = mlflow.tracking.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("default/squeeze")
