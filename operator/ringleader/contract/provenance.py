@@ -14,7 +14,7 @@ import platform
 import shlex
 import socket
 import sys
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ringleader.contract import redaction
 
@@ -75,7 +75,7 @@ def ended(started: dict[str, object]) -> dict[str, object]:
     return {**started, "loadAfter": load()}
 
 
-def words(document: dict[str, object]) -> str:
+def words(document: Mapping[str, object]) -> str:
     """One line for a report's header: host, CPUs, load, versions, command and file."""
     load_after = document.get("loadAfter")
     return (f"{document.get('host')}: {document.get('cpus')} CPUs (quota {document.get('cpuQuota')}), load "

@@ -15,6 +15,7 @@ when SOURCE names nothing, MLflow does not answer or attaching failed (the files
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import sys
 from typing import TextIO
@@ -78,10 +79,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 def _from_directory(args: argparse.Namespace, out: TextIO):
     """(result, output directory, (store, sweep run id) or why not) for a run directory."""
-    from ringleader.tracking import reading, sessions
+    from ringleader.tracking import links, reading, sessions
     from ringleader.tracking.cursor import Cursor, path_for
     from ringleader.tracking.settings import absolute_uri
-    from ringleader.tracking.store import Store
+    from ringleader.tracking.store import Store, TrackingUnavailable
 
     directory, picked = reading.session_directory(args.source)
     if picked:
@@ -99,6 +100,11 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
     if run_id is None:
         return result, output, (f"{directory} was never published to {redaction.redact(uri)}: "
                                 f"`ringleader publish {directory}` first, or --no-attach")
+    try:
+        result = dataclasses.replace(result, mlflow_pages=links.session_pages(store, layout.Session.load(directory),
+                                                                              run_id))
+    except TrackingUnavailable:
+        pass  # no links; attaching says the store is away
     return result, output, (store, run_id)
 
 

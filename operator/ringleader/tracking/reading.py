@@ -21,7 +21,7 @@ from ringleader.analysis import results
 from ringleader.api.trial import Trial
 from ringleader.contract import layout, provenance, redaction
 from ringleader.contract import records as record_files
-from ringleader.tracking import schema, settings
+from ringleader.tracking import links, schema, settings
 from ringleader.tracking import store as store_
 
 RECORDS_ARTIFACT = "records/iterations.jsonl"
@@ -112,10 +112,17 @@ def from_mlflow(store: store_.Store, source: str) -> tuple[results.SweepResult, 
     trial_runs = _search(store, run.info.experiment_id, f"tags.`{schema.TAG_KIND}` = '{schema.KIND_TRIAL}' and "
                                                         f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{run.info.run_id}'")
     with tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
-        trials = [t for t in (_trial_from_run(store, trial_run, pathlib.Path(staging))
-                              for trial_run in latest_attempts(trial_runs)) if t]
-    trials.sort(key=lambda t: t.trial.index)
-    return results.SweepResult(experiment or (trials[0].trial.experiment if trials else ""), trials), run.info.run_id
+        read = [(trial_run, found) for trial_run in latest_attempts(trial_runs)
+                if (found := _trial_from_run(store, trial_run, pathlib.Path(staging)))]
+    read.sort(key=lambda pair: pair[1][0].trial.index)
+    trials = [trial for _, (trial, _) in read]
+    base = schema.ui_base(store.uri)
+    pages = {} if base is None else links.run_pages(base, run.info.experiment_id, [
+        (trial.trial.name, trial_run.info.run_id, ranks) for trial_run, (trial, ranks) in read])
+    taken = schema.provenance_of(run.data.tags)
+    return results.SweepResult(experiment or (trials[0].trial.experiment if trials else ""), trials,
+                               provenance=provenance.words(taken) if taken else None,
+                               mlflow_pages=pages), run.info.run_id
 
 
 def latest_attempts(trial_runs: list) -> list:
@@ -133,7 +140,8 @@ def trial_from_mlflow(store: store_.Store, run_id: str) -> results.TrialResult |
     if run is None or run.data.tags.get(schema.TAG_KIND) != schema.KIND_TRIAL:
         return None
     with tempfile.TemporaryDirectory(prefix="ringleader-trial-") as staging:
-        return _trial_from_run(store, run, pathlib.Path(staging))
+        found = _trial_from_run(store, run, pathlib.Path(staging))
+    return found[0] if found else None
 
 
 def _sweep_run(store: store_.Store, source: str):
@@ -195,8 +203,9 @@ def _download(store: store_.Store, run_id: str, path: str, staging: pathlib.Path
                                    lambda client: client.download_artifacts(run_id, path, str(target))))
 
 
-def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> results.TrialResult | None:
-    """A trial run's result; None when it has no trial.json (nothing says what it was)."""
+def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> tuple[results.TrialResult, dict[int, str]] | None:
+    """A trial run's result and its rank runs' ids by rank; None when it has no trial.json (nothing says what it
+    was)."""
     run_id = run.info.run_id
     root = _artifacts(store, run_id)
     if layout.TRIAL_FILE not in root:
@@ -212,15 +221,17 @@ def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> results.
             if name.startswith("rank-") and name.endswith(".layers.json"):
                 rank = int(name[len("rank-"):-len(".layers.json")])
                 layers[rank] = json.loads(_download(store, run_id, path, staging).read_text())
-    records = {}
+    records, rank_run_ids = {}, {}
     rank_runs = _search(store, run.info.experiment_id, f"tags.`{schema.TAG_KIND}` = '{schema.KIND_RANK}' and "
                                                        f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{run_id}'")
     for rank_run in rank_runs:
         rank = int(rank_run.data.tags.get(schema.TAG_RANK, "-1"))
+        rank_run_ids[rank] = rank_run.info.run_id
         if RECORDS_ARTIFACT.split("/")[0] in _artifacts(store, rank_run.info.run_id):
             downloaded = _download(store, rank_run.info.run_id, RECORDS_ARTIFACT, staging)
             records[rank] = record_files.read_iterations(downloaded)
     message = None
     if run.info.status != schema.FINISHED:
         message = run.data.tags.get(schema.TAG_STATUS_MESSAGE) or run.data.tags.get(schema.TAG_STATUS_REASON)
-    return results.TrialResult(trial, run.info.status, message, summary, dict(sorted(records.items())), layers)
+    return (results.TrialResult(trial, run.info.status, message, summary, dict(sorted(records.items())), layers),
+            rank_run_ids)

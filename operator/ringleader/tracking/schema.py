@@ -322,3 +322,9 @@ def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
 def provenance_tags(provenance: dict) -> dict[str, str]:
     """The sweep run's tags for its provenance (contract/provenance.py): one per item, shown as columns."""
     return {f"{TAG_PROVENANCE}.{key}": str(value)[:5000] for key, value in provenance.items() if value is not None}
+
+
+def provenance_of(tags: dict[str, str]) -> dict[str, str]:
+    """The provenance a sweep run's tags hold (provenance_tags), values as strings; {} when it has none."""
+    prefix = f"{TAG_PROVENANCE}."
+    return {key.removeprefix(prefix): value for key, value in tags.items() if key.startswith(prefix)}
