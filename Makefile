@@ -79,20 +79,21 @@ test: lock-check venv lint crds-check cluster-build browser-deps  ## everything 
 	$(MAKE) e2e
 	$(MAKE) e2e-nodes
 
+# The commands a user types are not echoed: their own first line says what they do.
 run: venv  ## the main job: run the quickstart experiment locally into ./mlflow.db
-	$(VENV)/bin/ringleader run examples/quickstart.yaml
+	@$(VENV)/bin/ringleader run examples/quickstart.yaml
 
 report: venv  ## the report of the newest run under ringleader-runs/ (what `make run` wrote)
-	$(VENV)/bin/ringleader report ringleader-runs/
+	@$(VENV)/bin/ringleader report ringleader-runs/
 
 predict: venv  ## each trial's predicted iteration time, and the other architectures', for the newest run
-	$(VENV)/bin/ringleader predict ringleader-runs/
+	@$(VENV)/bin/ringleader predict ringleader-runs/
 
 whatif: venv  ## scaling factor per worker count, bandwidth and compression, from the newest run's ring trial
-	$(VENV)/bin/ringleader whatif ringleader-runs/ -o whatif.png
+	@$(VENV)/bin/ringleader whatif ringleader-runs/ -o whatif.png
 
 ui: venv  ## the MLflow UI on ./mlflow.db (what `make run` recorded); prints the newest sweep's page, model-training view
-	$(VENV)/bin/ringleader ui --tracking-uri sqlite:///mlflow.db
+	@$(VENV)/bin/ringleader ui --tracking-uri sqlite:///mlflow.db
 
 clean:  ## remove local run outputs (not the cache)
 	rm -rf mlflow.db mlruns ringleader-runs .pytest_cache

@@ -11,9 +11,9 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import json
 
 from ringleader.api import experiment
-from ringleader.contract import layout
+from ringleader.contract import layout, provenance
 from ringleader.analysis import page
-from ringleader.tracking import links, replay, schema
+from ringleader.tracking import links, reading, replay, schema
 
 import test_tracking_publisher as published
 from test_tracking_publisher import append_records, history, make_trials, rank_publisher, write_trial
@@ -22,12 +22,15 @@ from test_tracking_publisher import append_records, history, make_trials, rank_p
 template_db, store, trial_run = published.template_db, published.store, published.trial_run
 
 
+TAKEN = provenance.ended(provenance.at_start(["ringleader", "run", "tiny.yaml"], None))
+
+
 def publish_session(store, tmp_path) -> tuple[layout.Session, str, str]:
     trials = make_trials(("ParameterServer", "RingAllReduce"))
     session = layout.Session(tmp_path / "tiny-session", experiment.parse({
         "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment", "metadata": {"name": "tiny"},
         "spec": {"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}}}),
-        store.uri, [t.name for t in trials])
+        store.uri, [t.name for t in trials], provenance=TAKEN)
     session.directory.mkdir()
     session.save()
     for the_trial in trials:
@@ -43,7 +46,7 @@ def test_trial_runs_carry_architecture_paradigm_and_workers_and_the_experiments_
 
     view = json.loads(store.client.get_experiment(experiment_id).tags[schema.TAG_SHARED_VIEW + schema.TRIALS_VIEW])
     listed = store.client.search_runs([experiment_id], filter_string=view["searchFilter"])
-    assert sorted(r.data.tags[schema.TAG_ARCHITECTURE] for r in listed) == ["ParameterServer", "RingAllReduce"]
+    assert sorted(r.data.tags[schema.TAG_ARCHITECTURE] for r in listed) == ["1ps", "ring"]
     assert {(r.data.tags[schema.TAG_PARADIGM], r.data.tags[schema.TAG_WORKERS]) for r in listed} == {("BSP", "2")}
     # Every column the view selects holds a value on every trial run: no empty column.
     for run in listed:
@@ -101,6 +104,28 @@ def test_the_report_links_trials_and_ranks_to_their_pages_only_when_a_tracking_s
                                f"{trial_run.info.run_id}?workflowType=machine_learning")
     html = page.render("tiny", [], [], [], "footer", None, pages)
     assert f'<a href="{pages["tiny-0/rank-1"].replace("&", "&amp;")}">tiny-0/rank-1</a>' in html
+
+
+def test_a_report_read_back_from_mlflow_states_where_its_numbers_were_taken_and_links_like_its_run_directory(
+        store, tmp_path):
+    session, experiment_id, sweep_run_id = publish_session(store, tmp_path)
+
+    result, run_id = reading.from_mlflow(store, sweep_run_id)
+    assert run_id == sweep_run_id and [t.trial.name for t in result.trials] == session.trials
+    # The sweep run's provenance tags read back into the line the run directory's report shows.
+    assert result.provenance == reading.from_directory(session.directory).provenance
+    assert result.provenance == provenance.words(TAKEN) and "`ringleader run tiny.yaml`" in result.provenance
+    # A local store: no address, no links.
+    assert result.mlflow_pages == {}
+    # Under a server's address, the runs read from MLflow give the pages the cursors beside the records give.
+    trial_runs = store.client.search_runs([experiment_id], f"tags.`{schema.TAG_KIND}` = 'trial'")
+    read = []
+    for trial_run in sorted(trial_runs, key=lambda r: int(r.data.tags[schema.TAG_TRIAL_INDEX])):
+        ranks = store.client.search_runs([experiment_id], f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{trial_run.info.run_id}'")
+        read.append((trial_run.data.tags[schema.TAG_TRIAL], trial_run.info.run_id,
+                     {int(r.data.tags[schema.TAG_RANK]): r.info.run_id for r in ranks}))
+    base = "https://mlflow.example:8443/ml"
+    assert links.run_pages(base, experiment_id, read) == links.pages(base, experiment_id, session, store.uri)
 
 
 def test_a_tracking_servers_ui_address_keeps_no_credentials_and_a_local_store_has_none():

@@ -13,6 +13,7 @@ Exit status (contract/exits.py): MLflow's own once it stops; 1 when the store do
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import subprocess
 import sys
@@ -78,10 +79,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(str(error), file=err)
         return exits.FAILED
     mlflow = pathlib.Path(sys.executable).parent / "mlflow"
-    # One web worker and no request log: one local user reads one local store.
-    command = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri,
-               "--host", HOST, "--port", str(args.port), "--workers", "1", "--uvicorn-opts", "--no-access-log"]
-    server = subprocess.Popen(command)
+    # One web worker and no request log: one local user reads one local store. Its start-up notes (stores, job
+    # executors, deprecations) are quietened too; its security notice and its warnings and errors still show.
+    command = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri, "--registry-store-uri",
+               uri, "--host", HOST, "--port", str(args.port), "--workers", "1",
+               "--uvicorn-opts", "--no-access-log --log-level warning"]
+    quiet = {"MLFLOW_LOGGING_LEVEL": "WARNING",
+             "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore:starlette.middleware.wsgi is deprecated"}
+    server = subprocess.Popen(command, env={**os.environ, **quiet})
     try:
         if _answers(f"http://{HOST}:{args.port}/health", server):
             print(f"MLflow UI: {page}  (Ctrl-C stops it)", file=out, flush=True)

@@ -38,10 +38,12 @@ TAG_EXPERIMENT = "ringleader.experiment"
 TAG_NAMESPACE = "ringleader.namespace"
 TAG_TRIAL = "ringleader.trial"
 TAG_TRIAL_INDEX = "ringleader.trialIndex"
-# On a trial run, for the runs list's columns (the shared view TRIALS_VIEW selects them): what it runs, in short names.
-TAG_ARCHITECTURE = "ringleader.architecture"
-TAG_PARADIGM = "ringleader.paradigm"
-TAG_WORKERS = "ringleader.workers"
+# On a trial run, for the runs list's columns (the shared view TRIALS_VIEW selects them): what it runs, in short
+# names. MLflow 3.17 draws a tag's column 100 px wide, headed by the tag's key, and keeps no width in a view: a
+# key or a value wider than about 11 characters is cut ("architecture" is), so these are short, not under "ringleader.".
+TAG_ARCHITECTURE = "arch"
+TAG_PARADIGM = "paradigm"
+TAG_WORKERS = "workers"
 TAG_ROLE = "ringleader.role"
 TAG_RANK = "ringleader.rank"
 TAG_ATTEMPT = "ringleader.attempt"
@@ -175,7 +177,7 @@ def trial_tags(trial: trial_.Trial, parent_run_id: str | None) -> dict[str, str]
         TAG_TRIAL: trial.name,
         TAG_TRIAL_INDEX: str(trial.index),
         TAG_RUN_NAME: trial_run_name(trial),
-        TAG_ARCHITECTURE: trial.spec.architecture.value,
+        TAG_ARCHITECTURE: variants.label(trial.spec.architecture, trial.spec.parameter_servers.replicas),
         TAG_PARADIGM: trial.spec.sync.paradigm.value,
         TAG_WORKERS: str(len(trial.worker_slots())),
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import mlflow.tracking
 import pytest
@@ -40,6 +42,12 @@ SECTION_HEADER = "experiment-view-compare-runs-section-header"  # MLflow's test 
 ONCE_SECTION = "Model metrics"  # MLflow's section of keys without "/": ringleader's values logged once
 TRIAL_SECTIONS = ["throughput", "time", "train"]  # a trial's series (docs/metrics.md), sorted as MLflow sorts them
 RANK_SECTIONS = ["time", "traffic", "train"]  # a worker's series under BSP (no staleness series): the phases first
+TRIALS_VIEW = "/#/experiments/{experiment_id}/runs?viewStateShareKey=ringleader-trials&" + MODE[1:]
+# What is cut in a cell: the text of each element in it whose text overflows the element (the cell itself overflows
+# by its resize handle).
+OVERFLOWS = ("cell => [...cell.querySelectorAll('*')].filter(e => e.innerText.trim() && e.scrollWidth > e.clientWidth)"
+             ".map(e => e.innerText)")
+TRIALS_COLUMNS = {"arch": ["1ps", "ring"], "paradigm": ["BSP", "BSP"], "workers": ["2", "2"]}  # tag: values
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -156,3 +164,54 @@ def test_a_request_beyond_loopback_is_refused_in_the_browser_and_recorded(record
     assert error.startswith("TypeError"), error
     assert traffic.pages_outside_loopback() == ["http://ringleader-test.invalid/"]
     assert traffic.sent_outside_loopback() == []
+
+
+def test_the_trials_view_lists_each_trials_topology_in_columns_whose_values_are_not_cut(recorded_sweep, screenshots):
+    with chromium.session(screenshots.directory / "trials") as (context, _):
+        page = context.new_page()
+        page.set_viewport_size({"width": 1920, "height": 900})
+        page.goto(recorded_sweep.server.uri + TRIALS_VIEW.format(experiment_id=recorded_sweep.experiment_id))
+        try:
+            for tag, values in TRIALS_COLUMNS.items():
+                header = page.locator(f'.ag-header-cell[col-id="tags.`{tag}`"]')
+                expect(header, f"the trials view has no column {tag!r}").to_be_visible()
+                cells = page.locator(f'.ag-cell[col-id="tags.`{tag}`"]')
+                expect(cells, f"column {tag!r}: one cell per trial").to_have_count(len(values))
+                # In trial order (the view sorts by trial index), and each drawn whole within MLflow's fixed width
+                # (the run names beside them are cut: their text overflows an element inside the cell).
+                assert [text.strip() for text in cells.all_inner_texts()] == values, tag
+                assert tag in header.inner_text(), tag
+                assert header.evaluate(OVERFLOWS) == [], f"column {tag!r}: its header is cut"
+                assert cells.evaluate_all(f"cells => cells.flatMap({OVERFLOWS})") == [], f"column {tag!r}: a value is cut"
+        finally:
+            screenshots.take(page, "trials-view")
+
+
+def test_a_report_from_the_tracking_server_links_each_trial_and_rank_to_its_run_page(recorded_sweep, screenshots,
+                                                                                      tmp_path):
+    made = subprocess.run([sys.executable, "-m", "ringleader.cli", "report", "default/ui", "--no-attach",
+                           "--tracking-uri", recorded_sweep.server.uri, "-o", str(tmp_path)],
+                          capture_output=True, text=True, timeout=240)
+    assert made.returncode == 0, made.stderr
+    page_html = (tmp_path / "report.html").read_text()
+    assert "Taken on " in page_html  # the sweep run's provenance, read back from its tags
+    linked = dict((name, href.replace("&amp;", "&")) for href, name in
+                  re.findall(r'<li><a href="([^"]+)">([^<]+)</a></li>', page_html))
+    assert [name for name in linked if "/" not in name] == recorded_sweep.trials
+    assert all(href.startswith(recorded_sweep.server.uri + "/#/experiments/") for href in linked.values())
+
+    client = mlflow.tracking.MlflowClient(recorded_sweep.server.uri)
+    with chromium.session(screenshots.directory / "links") as (context, traffic):
+        for name in [*recorded_sweep.trials, next(name for name in linked if "/" in name)]:
+            page = context.new_page()
+            page.goto(linked[name])
+            run_id = re.search(r"/runs/([0-9a-f]+)", linked[name]).group(1)
+            run_name = client.get_run(run_id).info.run_name
+            assert run_name.startswith(name), (name, run_name)  # the link leads to that trial's (or rank's) run
+            try:
+                expect(page.get_by_role("heading", name=run_name, exact=True).first,
+                       f"{linked[name]} does not open run {run_name!r}").to_be_visible()
+            finally:
+                screenshots.take(page, "linked-" + name.replace("/", "-"))
+            page.close()
+    assert traffic.pages_outside_loopback() == []
