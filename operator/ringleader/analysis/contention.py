@@ -55,17 +55,22 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+def ranks_by_host(usage: Mapping[Any, Any] | None) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
+    """{host: [(rank, its usage), ...]} of a summary's usage ({rank: {host, cpus, threads, ...}}), the ranks that
+    measured their CPUs only."""
+    hosts: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for rank, used in (usage or {}).items():
+        if isinstance(used, Mapping) and isinstance(used.get(keys.CPUS), (int, float)) and used[keys.CPUS] > 0:
+            hosts.setdefault(str(used.get(keys.HOST)), []).append((int(rank), used))
+    return hosts
+
+
 def machines(summary: Mapping[str, Any] | None) -> list[Machine]:
     """A trial's machines (ranks grouped by host) as its summary's usage measured them."""
     usage = (summary or {}).get(keys.USAGE)
-    if not isinstance(usage, dict):
-        return []
-    hosts: dict[str, list[dict]] = {}
-    for used in usage.values():
-        if isinstance(used, dict) and isinstance(used.get(keys.CPUS), (int, float)) and used[keys.CPUS] > 0:
-            hosts.setdefault(str(used.get(keys.HOST)), []).append(used)
     found = []
-    for ranks in hosts.values():
+    for ranked in ranks_by_host(usage if isinstance(usage, Mapping) else None).values():
+        ranks = [used for _, used in ranked]
         utilizations = [used.get(keys.CPU_UTILIZATION) for used in ranks]
         measured = [float(u) for u in utilizations if isinstance(u, (int, float))]
         busy = sum(measured) if len(measured) == len(utilizations) else None

@@ -16,6 +16,7 @@ import dataclasses
 import statistics
 from typing import Any, Mapping, Sequence
 
+from ringleader.analysis import contention
 from ringleader.analysis.profile import Compute
 from ringleader.api import constants
 from ringleader.api.variants import ARCHITECTURES, Architecture
@@ -42,13 +43,9 @@ class Cores:
 
 def cores(usage: Mapping[str, Any] | None, worker_ranks: Sequence[int]) -> Cores:
     """The Cores of a trial's summary `usage` ({rank: {host, cpus, threads, ...}}); Cores() where it has none."""
-    hosts: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
-    loads = []
-    for rank, used in (usage or {}).items():
-        if isinstance(used, Mapping) and isinstance(used.get(keys.CPUS), (int, float)) and used[keys.CPUS] > 0:
-            hosts.setdefault(str(used.get(keys.HOST)), []).append((int(rank), used))
-            if isinstance(used.get(keys.LOAD_PER_CPU), (int, float)):
-                loads.append(float(used[keys.LOAD_PER_CPU]))
+    hosts = contention.ranks_by_host(usage)
+    loads = [float(u[keys.LOAD_PER_CPU]) for ranks in hosts.values() for _, u in ranks
+             if isinstance(u.get(keys.LOAD_PER_CPU), (int, float))]
     if not hosts:
         return Cores()
     workers = max(sum(rank in worker_ranks for rank, _ in ranks) / min(u[keys.CPUS] for _, u in ranks)
