@@ -7,7 +7,8 @@ and run while the quicker tests do; each test here waits for its own and checks 
   - pods: as its cleanPodPolicy says (Running, All, None; parameter servers stopped whatever it says);
   - events: one per milestone and trial transition;
   - MLflow (the in-cluster server, through a port-forward on 127.0.0.1): the parent run, a run per
-    trial, a nested run per rank, each FINISHED, with time/iteration logged at every iteration.
+    trial, a nested run per rank, each FINISHED, with time/iteration logged at every iteration; the sweep
+    run's provenance names the nodes its ranks ran on and the versions in its pods.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def test_a_sweep_runs_its_trials_one_at_a_time_and_records_each(kube, namespace,
     counts = checks.assert_mlflow_runs(mlflow, dte, manifest)
     assert counts == {"sweep-0": 2, "sweep-1": 2}, counts
     checks.assert_report_attached(mlflow, dte)
+    checks.assert_provenance(mlflow, dte)
 
 
 def columns(output: str) -> list[dict[str, str]]:
