@@ -25,7 +25,8 @@ import mlflow.tracking
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api.trial import Trial
 from ringleader.analysis.results import SweepResult
-from ringleader.contract import layout, provenance, records
+from ringleader.contract import layout, records
+from ringleader.contract import provenance as provenance_
 from ringleader.tracking import metric_names, reading, reports, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking.store import Store, TrackingUnavailable
@@ -163,12 +164,12 @@ def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, An
 
 def _with_pods_provenance(store: Store, run_id: str, result: SweepResult) -> SweepResult:
     """The sweep run tagged with what its trials' ranks recorded of where they ran, and `result` saying so."""
-    found = provenance.of_pods(t.summary for t in result.trials if t.summary)
+    found = provenance_.of_pods(t.summary for t in result.trials if t.summary)
     if not found:
         return result
     store.set_tags(run_id, schema.provenance_tags(found))
     taken = schema.provenance_of(store.call("get run", lambda client: client.get_run(run_id)).data.tags)
-    return dataclasses.replace(result, provenance=provenance.words(taken))
+    return dataclasses.replace(result, provenance=provenance_.words(taken))
 
 
 @dataclasses.dataclass(frozen=True)
