@@ -19,7 +19,7 @@ import re
 import pytest
 
 import e2e_checks as checks
-from e2e_kube import condition, log, wait_terminal
+from e2e_kube import condition, log, status, wait_for, wait_terminal
 
 # Queueing included: the fleet shares the node with the fault tests' experiments.
 FINISH_TIMEOUT = 1200
@@ -66,8 +66,11 @@ def test_a_sweep_runs_its_trials_one_at_a_time_and_records_each(kube, namespace,
     checks.assert_pods_cleaned(kube, namespace, manifest)
     counts = checks.assert_mlflow_runs(mlflow, dte, manifest)
     assert counts == {"sweep-0": 2, "sweep-1": 2}, counts
-    checks.assert_report_attached(mlflow, dte)
-    checks.assert_provenance(mlflow, dte)
+    # Status says Succeeded before the operator makes the report (the same pass, seconds later) and links it.
+    reported = wait_for("the sweep's report linked in status", lambda: (lambda found: status(found)["mlflow"].get(
+        "reportUrl") and found)(kube.dte(namespace, "sweep")), 60)
+    checks.assert_report_attached(mlflow, reported)
+    checks.assert_provenance(mlflow, reported)
 
 
 def columns(output: str) -> list[dict[str, str]]:
