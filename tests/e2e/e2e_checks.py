@@ -164,8 +164,35 @@ def assert_report_attached(mlflow, dte: dict) -> None:
     assert f"/runs/{parent}/artifacts/report/report.html?" in link, found["mlflow"]
     page = mlflow.artifact_text(parent, "report/report.html")
     assert "data:image/png;base64," in page, page[:500]
-    assert not re.search(r"""(src|href)=["']?https?://""", page), "the report fetches something from the network"
+    # Self-contained: nothing loaded from the network (a src, a stylesheet); links to the runs' MLflow pages (<a>) are
+    # followed only when clicked.
+    assert not re.search(r"""(src=|<link[^>]*href=)["']?https?://""", page), "the report fetches something from the network"
     for trial in trials(dte):
         assert trial["name"] in page, trial["name"]
     note = mlflow.run(parent).data.tags.get("mlflow.note.content", "")
     assert all(trial["name"] in note for trial in trials(dte)), note
+
+
+def assert_provenance(mlflow, dte: dict) -> None:
+    """The sweep run says where its numbers were taken (tags ringleader.provenance.*): the resource, the spec's
+    hash, the image and the operator's versions from its creation; the nodes its ranks ran on (those their rank
+    runs name), their pods' CPU quota, the nodes' load at the ranks' end and the pods' versions from its end; the
+    report's header says it."""
+    found = status(dte)
+    experiment_id, parent = found["mlflow"]["experimentId"], found["mlflow"]["runId"]
+    taken = {key.removeprefix("ringleader.provenance."): value for key, value in mlflow.run(parent).data.tags.items()
+             if key.startswith("ringleader.provenance.")}
+    name = f"{dte['metadata']['namespace']}/{dte['metadata']['name']}"
+    assert taken.get("command", "").startswith(f"DistributedTrainingExperiment {name}, generation "), taken
+    assert re.fullmatch(r"[0-9a-f]{16}", taken.get("specSha256", "")), taken
+    assert taken.get("image") and taken.get("operatorRingleader") and taken.get("operatorPython"), taken
+    nodes = {rank.data.tags.get("ringleader.node") for trial in trials(dte)
+             for rank in mlflow.children(experiment_id, trial["runId"])}
+    assert taken.get("nodes") == ", ".join(sorted(nodes)), (taken, nodes)
+    assert re.fullmatch(r"\d+\.\d+\.\d+", taken.get("python", "")) and re.match(r"\d+\.\d+", taken.get("torch", "")), taken
+    assert taken.get("cpuQuota") and taken.get("loadPerCpuAtEnd"), taken
+    assert "loadBefore" not in taken and "host" not in taken, taken  # a cluster has no one machine
+    page = mlflow.artifact_text(parent, "report/report.html")
+    header = re.search(r'<p class="provenance">Taken on ([^<]*)</p>', page)
+    assert header and all(node in header.group(1) for node in nodes), (header and header.group(1), nodes)
+    assert f"torch {taken['torch']}, Python {taken['python']} in image {taken['image']}" in header.group(1), header.group(1)

@@ -7,7 +7,8 @@ and run while the quicker tests do; each test here waits for its own and checks 
   - pods: as its cleanPodPolicy says (Running, All, None; parameter servers stopped whatever it says);
   - events: one per milestone and trial transition;
   - MLflow (the in-cluster server, through a port-forward on 127.0.0.1): the parent run, a run per
-    trial, a nested run per rank, each FINISHED, with time/iteration logged at every iteration.
+    trial, a nested run per rank, each FINISHED, with time/iteration logged at every iteration; the sweep
+    run's provenance names the nodes its ranks ran on and the versions in its pods.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import pytest
 
 import e2e_checks as checks
-from e2e_kube import condition, log, wait_terminal
+from e2e_kube import condition, log, status, wait_for, wait_terminal
 
 # Queueing included: the fleet shares the node with the fault tests' experiments.
 FINISH_TIMEOUT = 1200
@@ -65,7 +66,11 @@ def test_a_sweep_runs_its_trials_one_at_a_time_and_records_each(kube, namespace,
     checks.assert_pods_cleaned(kube, namespace, manifest)
     counts = checks.assert_mlflow_runs(mlflow, dte, manifest)
     assert counts == {"sweep-0": 2, "sweep-1": 2}, counts
-    checks.assert_report_attached(mlflow, dte)
+    # Status says Succeeded before the operator makes the report (the same pass, seconds later) and links it.
+    reported = wait_for("the sweep's report linked in status", lambda: (lambda found: status(found)["mlflow"].get(
+        "reportUrl") and found)(kube.dte(namespace, "sweep")), 60)
+    checks.assert_report_attached(mlflow, reported)
+    checks.assert_provenance(mlflow, reported)
 
 
 def columns(output: str) -> list[dict[str, str]]:

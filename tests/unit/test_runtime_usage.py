@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import platform
 
 import pytest
 
@@ -25,6 +27,9 @@ def test_a_busy_process_measures_its_own_cpu_time_and_memory():
     assert used[keys.THREADS] == 3 and used[keys.HOST] == os.uname().nodename
     assert used[keys.CPUS] == usage.cpus()
     assert used[keys.LOAD_PER_CPU] == pytest.approx(os.getloadavg()[0] / os.cpu_count(), abs=0.5)  # the machine's
+    # The versions it ran with: an operator's sweep run names those of its pods by them.
+    assert used[keys.PYTHON] == platform.python_version()
+    assert (used[keys.RINGLEADER], used[keys.TORCH]) == tuple(map(importlib.metadata.version, ("ringleader", "torch")))
 
 
 @pytest.mark.parametrize("text, expected", [("max 100000\n", None), ("150000 100000\n", 1.5), ("garbage", None)])

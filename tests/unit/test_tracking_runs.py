@@ -175,3 +175,39 @@ def test_configured_settings_reach_every_store_made_after(uri):
     finally:
         runs.configure(settings_.TrackingSettings())
     assert runs.store_for(uri).settings.attempts == settings_.TrackingSettings().attempts
+
+
+def test_an_operators_sweep_run_carries_its_provenance_and_gains_the_pods_part_with_the_report(uri, sweep, tmp_path):
+    import json
+
+    from ringleader.contract import keys, layout, provenance
+
+    experiment_id = runs.ensure_experiment("lab/op", tracking_uri=uri)
+    taken = provenance.at_operator("lab", "op", 2, {"sync": {"staleness": 2}}, "ringleader:test")
+    parent = runs.start_parent_run(experiment_id, sweep, source="operator", provenance=taken, tracking_uri=uri)
+    client = runs.store_for(uri).client
+    assert schema.provenance_of(client.get_run(parent).data.tags) == {key: str(value) for key, value in taken.items()}
+
+    first, second = trial.expand(sweep).trials
+    ended = [runs.start_trial_run(experiment_id, parent, t, tracking_uri=uri) for t in (first, second)]
+    # The lowest worker rank of the first trial logged its summary.json, every rank's usage in it (live.py).
+    used = {"0": {keys.NODE: "node-a", keys.CPUS: 1.5, keys.LOAD_PER_CPU: 0.25, keys.TORCH: "2.9.1",
+                  keys.PYTHON: "3.11.7", keys.RINGLEADER: "0.1.0"},
+            "1": {keys.NODE: "node-b", keys.CPUS: 1.5, keys.LOAD_PER_CPU: 0.75, keys.TORCH: "2.9.1",
+                  keys.PYTHON: "3.11.7", keys.RINGLEADER: "0.1.0"}}
+    (tmp_path / layout.SUMMARY_FILE).write_text(json.dumps({keys.THROUGHPUT: 640.0, keys.USAGE: used}))
+    client.log_artifact(ended[0], str(tmp_path / layout.SUMMARY_FILE))
+    for run_id in ended:
+        runs.finish_run(run_id, "FINISHED", tracking_uri=uri)
+
+    runs.attach_report(parent, pods=True, tracking_uri=uri)
+
+    tags = client.get_run(parent).data.tags
+    assert schema.provenance_of(tags) == {**{key: str(value) for key, value in taken.items()},
+                                          "nodes": "node-a, node-b", "cpuQuota": "1.5",
+                                          "loadPerCpuAtEnd": "0.25-0.75", "ringleader": "0.1.0", "torch": "2.9.1",
+                                          "python": "3.11.7"}
+    page = pathlib.Path(client.download_artifacts(parent, "report/report.html", str(tmp_path))).read_text()
+    assert ("Taken on 2 nodes (node-a, node-b): pods with CPU quota 1.5, load per CPU 0.25-0.75 at the ranks&#x27; "
+            "end; ringleader 0.1.0, torch 2.9.1, Python 3.11.7 in image ringleader:test; operator ringleader ") in page
+    assert "`DistributedTrainingExperiment lab/op, generation 2`, spec sha256 " in page

@@ -8,6 +8,7 @@
     progress      the progress line a worker prints and the operator reads back
     redaction     credentials inside URIs, found and masked wherever a URI is shown or stored
     exits         the exit statuses of every `ringleader` command: 0 ok, 1 invalid or failed, 2 usage
+    provenance    where numbers were taken (a machine's, or a cluster's for the operator), in tags and in words
 
 Every other package may import this one; it imports nothing of theirs but `api`, nor torch, kopf or
 mlflow (tests/unit/test_import_directions.py).

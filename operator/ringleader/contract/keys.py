@@ -106,6 +106,9 @@ CPU_SECONDS = "cpuSeconds"  # user + system CPU time of the process, all its thr
 WALL_SECONDS = "wallSeconds"
 CPU_UTILIZATION = "cpuUtilization"  # CPU_SECONDS / WALL_SECONDS: 1 = one CPU busy all along (top's 100 %)
 PEAK_RSS_BYTES = "peakRssBytes"  # the most resident memory the process held
+RINGLEADER = "ringleader"  # the versions the rank ran with: an operator's sweep run names those of its pods
+TORCH = "torch"
+PYTHON = "python"
 # The machine's 1-minute load average over its CPUs when the rank's training ended: every process that wanted a CPU,
 # the trial's own and other work's, per CPU (a pod sees its node's).
 LOAD_PER_CPU = "loadPerCpu"

@@ -71,9 +71,10 @@ class Availability:
 
 
 class Runs:
-    def __init__(self, recorder: recording.MlflowCalls, settings: MlflowSettings) -> None:
+    def __init__(self, recorder: recording.MlflowCalls, settings: MlflowSettings, image: str) -> None:
         self.recorder = recorder
         self._settings = settings
+        self._image = image  # of the pods of experiments that name none (spec.image)
         self._availability = Availability()
         self._background: set[asyncio.Task] = set()
 
@@ -105,7 +106,8 @@ class Runs:
         try:
             if not (mlflow.experiment_id and mlflow.run_id):
                 calls += 1
-                experiment_id, run_id = await self.recorder.start_parent(uri, experiment, uid)
+                experiment_id, run_id = await self.recorder.start_parent(uri, experiment, uid,
+                                                                         experiment.spec.image or self._image)
                 mlflow = MlflowStatus(experiment_id=experiment_id, run_id=run_id,
                                       url=self.recorder.ui_url(uri, experiment_id))
             for position, record in enumerate(records):

@@ -73,7 +73,7 @@ class Controller:
     def __init__(self, settings: Settings, kube_: kube.Kube, recorder: recording.MlflowCalls) -> None:
         self.settings = settings
         self.kube = kube_
-        self.runs = experiment_runs.Runs(recorder, settings.tracking)
+        self.runs = experiment_runs.Runs(recorder, settings.tracking, settings.pods.render.image)
         self.admitter = admitter.Admitter(kube_, settings)
         self.queue = workqueue.WorkQueue(self.reconcile, error_backoff=settings.timing.error_backoff_seconds,
                                          max_backoff=settings.timing.max_error_backoff_seconds,

@@ -26,7 +26,7 @@ import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from ringleader.contract import redaction
+from ringleader.contract import provenance, redaction
 from ringleader.controller.settings import MlflowSettings
 
 if TYPE_CHECKING:
@@ -179,12 +179,16 @@ class MlflowCalls:
         logger.warning("MLflow at %s: %s failed: %s", shown, what, problem)
         raise Unavailable(f"MLflow at {shown}: {what} failed: {problem}")
 
-    async def start_parent(self, uri: str, experiment, uid: str) -> tuple[str, str]:
-        """(MLflow experiment id, parent run id) of a DistributedTrainingExperiment."""
+    async def start_parent(self, uri: str, experiment, uid: str, image: str) -> tuple[str, str]:
+        """(MLflow experiment id, parent run id) of a DistributedTrainingExperiment whose pods run `image`; the
+        parent run's provenance is what the operator knows of it (the pods' part comes at the end, with the report)."""
         experiment_id = await self._call(uri, "create experiment", lambda runs: runs.ensure_experiment(
             experiment.mlflow_experiment_name(), tracking_uri=uri))
+        taken = provenance.at_operator(experiment.namespace, experiment.name, experiment.metadata.generation,
+                                       experiment.spec.model_dump(mode="json", by_alias=True), image)
         run_id = await self._call(uri, "create parent run", lambda runs: runs.start_parent_run(
-            experiment_id, experiment, token=parent_token(uid), source="operator", tracking_uri=uri))
+            experiment_id, experiment, token=parent_token(uid), source="operator", provenance=taken,
+            tracking_uri=uri))
         return experiment_id, run_id
 
     async def start_trial(self, uri: str, experiment_id: str, parent_run_id: str | None, trial, uid: str) -> str:
@@ -222,13 +226,14 @@ class MlflowCalls:
         return schema.ui_url(base, experiment_id, parent_run_id, REPORT_ARTIFACT)
 
     async def report(self, uri: str, parent_run_id: str, summaries: dict[str, dict]) -> None:
-        """Make the sweep's report from what its runs hold in MLflow and attach it to the parent run.
+        """Make the sweep's report from what its runs hold in MLflow and attach it to the parent run, whose
+        provenance gains what the ranks recorded of their nodes, pods and versions first.
 
         `summaries` are the trials' summaries from status, for trials whose runs hold none (no rank could
         log it). ReportFailed when the report itself cannot be made; Unavailable when MLflow is away."""
         def make(runs) -> str | None:
             try:
-                runs.attach_report(parent_run_id, summaries=summaries, tracking_uri=uri)
+                runs.attach_report(parent_run_id, summaries=summaries, pods=True, tracking_uri=uri)
             except runs.TRACKING_ERRORS:  # MLflow away or refusing: retried like every other call
                 raise
             except Exception as error:  # noqa: BLE001 -- a report bug must not hold the experiment's end up

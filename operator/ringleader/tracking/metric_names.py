@@ -208,6 +208,9 @@ RANK: dict[str, Name | None] = {
                                                          "ended: other work's processes as well as the trial's", 2),
     keys.HOST: None,  # a label: the rank's summary.json has it
     keys.NODE: None,  # a label: the rank run's tag ringleader.node has it
+    keys.RINGLEADER: None,  # versions: the rank's summary.json has them, an operator's sweep run's provenance too
+    keys.TORCH: None,
+    keys.PYTHON: None,
 }
 
 # What the sweep run compares of its trials, as <TRIAL key>/<trial label>: the status's summary values, which the

@@ -24,7 +24,9 @@ import mlflow.tracking
 
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api.trial import Trial
+from ringleader.analysis.results import SweepResult
 from ringleader.contract import layout, records
+from ringleader.contract import provenance as provenance_
 from ringleader.tracking import metric_names, reading, reports, schema, sessions
 from ringleader.tracking import settings as settings_
 from ringleader.tracking.store import Store, TrackingUnavailable
@@ -70,12 +72,13 @@ def ensure_experiment(name: str, *, tracking_uri: str | None = None) -> str:
 
 
 def start_parent_run(experiment_id: str, experiment: DistributedTrainingExperiment, *,
-                     token: str | None = None, source: str | None = None,
+                     token: str | None = None, source: str | None = None, provenance: Mapping[str, object] | None = None,
                      tracking_uri: str | None = None) -> str:
-    """The sweep's parent run (RUNNING), with the experiment's spec as params; returns its run id."""
+    """The sweep's parent run (RUNNING), with the experiment's spec as params and its `provenance`
+    (contract/provenance.py) as tags; returns its run id."""
     store = store_for(tracking_uri)
-    run_id = store.create_run_once(experiment_id, _token(token), sessions.sweep_tags(experiment, source),
-                                   int(time.time() * 1000))
+    tags = {**sessions.sweep_tags(experiment, source), **schema.provenance_tags(dict(provenance or {}))}
+    run_id = store.create_run_once(experiment_id, _token(token), tags, int(time.time() * 1000))
     store.log_params(run_id, schema.sweep_params(experiment))
     return run_id
 
@@ -139,21 +142,34 @@ def log_sweep_metrics(parent_run_id: str, summaries: Mapping[str, Mapping[str, A
 
 
 def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, Any]] | None = None,
-                  tracking_uri: str | None = None) -> None:
+                  pods: bool = False, tracking_uri: str | None = None) -> None:
     """The sweep's report, made from what its runs hold in MLflow, attached to the sweep run (reports.attach).
 
     `summaries` ({trial name: summary wire dict}) stand in for trials whose runs hold no summary.json: in a
-    cluster, a trial whose ranks could not log it, known to the operator from a pod's termination message."""
+    cluster, a trial whose ranks could not log it, known to the operator from a pod's termination message.
+    `pods`: the sweep ran in pods, and its provenance gains what their ranks recorded (provenance.of_pods) first."""
     from ringleader.analysis import report  # matplotlib: loaded by the first report only
 
     store = store_for(tracking_uri)
     result, run_id = reading.from_mlflow(store, parent_run_id)
+    if pods:
+        result = _with_pods_provenance(store, run_id, result)
     known = summaries or {}
     result = dataclasses.replace(result, trials=[
         t if t.summary or t.trial.name not in known else dataclasses.replace(t, summary=known[t.trial.name])
         for t in result.trials])
     with _FIGURES, tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
         reports.attach(store, run_id, report.build(result, pathlib.Path(staging)))
+
+
+def _with_pods_provenance(store: Store, run_id: str, result: SweepResult) -> SweepResult:
+    """The sweep run tagged with what its trials' ranks recorded of where they ran, and `result` saying so."""
+    found = provenance_.of_pods(t.summary for t in result.trials if t.summary)
+    if not found:
+        return result
+    store.set_tags(run_id, schema.provenance_tags(found))
+    taken = schema.provenance_of(store.call("get run", lambda client: client.get_run(run_id)).data.tags)
+    return dataclasses.replace(result, provenance=provenance_.words(taken))
 
 
 @dataclasses.dataclass(frozen=True)
