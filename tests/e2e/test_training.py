@@ -67,8 +67,11 @@ def test_a_sweep_runs_its_trials_one_at_a_time_and_records_each(kube, namespace,
     counts = checks.assert_mlflow_runs(mlflow, dte, manifest)
     assert counts == {"sweep-0": 2, "sweep-1": 2}, counts
     # Status says Succeeded before the operator makes the report (the same pass, seconds later) and links it.
-    reported = wait_for("the sweep's report linked in status", lambda: (lambda found: status(found)["mlflow"].get(
-        "reportUrl") and found)(kube.dte(namespace, "sweep")), 60)
+    def linked() -> dict | None:
+        found = kube.dte(namespace, "sweep")
+        return found if status(found)["mlflow"].get("reportUrl") else None
+
+    reported = wait_for("the sweep's report linked in status", linked, 60)
     checks.assert_report_attached(mlflow, reported)
     checks.assert_provenance(mlflow, reported)
 
