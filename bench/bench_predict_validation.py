@@ -150,14 +150,14 @@ def acceptance(table: list[dict], link: str, workers: tuple[int, ...] = (2, 3)) 
                     for r in chosen)
 
 
-def record(path: pathlib.Path, runs: dict[str, str], load: dict) -> None:
-    """Add the runs' recorded trials to `path` (its runs kept), each with the load it ran under."""
+def record(path: pathlib.Path, trials: dict[str, list], load: dict) -> None:
+    """Add each link's recorded trials (prediction_validation.record of its run) to `path` (its runs kept), each with
+    the load it ran under."""
     recorded = prediction_validation.read(path) if path.exists() else []
-    for link, run in runs.items():
-        trials = prediction_validation.record(reading.from_directory(pathlib.Path(run)).trials)
-        recorded.append({"link": link, **load, "trials": trials})
+    for link, kept in trials.items():
+        recorded.append({"link": link, **load, "trials": kept})
     prediction_validation.write(path, recorded)
-    print(f"recorded: {len(runs)} run(s) added to {path} ({len(recorded)} in all)")
+    print(f"recorded: {len(trials)} run(s) added to {path} ({len(recorded)} in all)")
     print_bands(recorded)
 
 
@@ -208,6 +208,7 @@ def main() -> int:
     started = time.monotonic()
     found: dict[str, list[dict]] = {}
     runs: dict[str, str] = {}
+    kept: dict[str, list] = {}
     load_measured = None
     if args.rescore:
         for run in args.rescore:
@@ -228,6 +229,8 @@ def main() -> int:
                 run = run_link(link, base / f"runs-{link}", args)
                 found[link] = pairs(run, predictions(run))
                 runs[link] = str(run)
+                if args.record:  # read now: a temporary directory is gone once the runs end
+                    kept[link] = prediction_validation.record(reading.from_directory(run).trials)
         load_measured = load.document()
         print(f"load: {load.said()}")
     load_after = os.getloadavg()
@@ -248,7 +251,7 @@ def main() -> int:
                 "runs": runs, "rows": table, "pairs": found}
     print(f"results: {harness.write_result('predict_validation', document)}")
     if args.record:
-        record(args.record, runs, {"loadBefore": load_before, "loadAfter": load_after, "load": load_measured,
+        record(args.record, kept, {"loadBefore": load_before, "loadAfter": load_after, "load": load_measured,
                                    "burners": args.burners, "machine": harness.machine(),
                                    "command": " ".join(sys.argv)})
     return 0
