@@ -8,6 +8,8 @@ import re
 import e2e_specs
 from e2e_kube import Kube, condition, is_true, phase, status, trials, wait_for
 
+from ringleader.tracking import schema
+
 WORKER_ROLE = "worker"
 
 
@@ -180,8 +182,7 @@ def assert_provenance(mlflow, dte: dict) -> None:
     report's header says it."""
     found = status(dte)
     experiment_id, parent = found["mlflow"]["experimentId"], found["mlflow"]["runId"]
-    taken = {key.removeprefix("ringleader.provenance."): value for key, value in mlflow.run(parent).data.tags.items()
-             if key.startswith("ringleader.provenance.")}
+    taken = schema.provenance_of(mlflow.run(parent).data.tags)
     name = f"{dte['metadata']['namespace']}/{dte['metadata']['name']}"
     assert taken.get("command", "").startswith(f"DistributedTrainingExperiment {name}, generation "), taken
     assert re.fullmatch(r"[0-9a-f]{16}", taken.get("specSha256", "")), taken
