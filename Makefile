@@ -1,16 +1,17 @@
 # ringleader — the commands README.md promises. `make help` lists them.
 #
-# The Python environment is installed from requirements.lock (every transitive dependency pinned with
-# hashes; `make lock` writes it from pyproject.toml) into a cache keyed by the lock's hash, so a fresh
-# clone reuses it and a dependency change builds a new one; `.venv` in the checkout links to it. Only the
-# lock: a change to pyproject.toml's tool settings ([tool.ruff], [tool.mypy]) reinstalls nothing, and one
-# to its dependencies changes the lock (lock-check fails until it does).
-# Override with VENV=... to use your own.
+# Two environments. The heavy one holds the third-party dependencies only: installed from requirements.lock
+# (every transitive dependency pinned with hashes; `make lock` writes it from pyproject.toml) into a cache keyed
+# by the lock's hash, shared by every checkout on the machine and never written after it is made. The light one
+# is this checkout's own `.venv`: a few kilobytes that put the shared dependencies on its path and install this
+# checkout's package (editable) and its `ringleader` command, so two clones side by side each run their own code.
+# Override DEPS=... to use another dependency environment.
 
 SHELL := /bin/bash
 CACHE ?= $(HOME)/.cache/ringleader
 DEPS_HASH := $(shell sha256sum < requirements.lock | cut -c1-12)
-VENV ?= $(CACHE)/venv-$(DEPS_HASH)
+DEPS ?= $(CACHE)/deps-$(DEPS_HASH)
+VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 export RINGLEADER_CACHE := $(CACHE)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -24,22 +25,25 @@ help:  ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
 # No prerequisite: the path already carries the lock's hash, and a fresh clone's mtimes mean nothing.
-# --no-deps: the lock is complete, so nothing outside it can slip in; the venv's own pip checks the hashes.
-$(VENV)/.deps-installed:
-	@echo ">> creating $(VENV) from requirements.lock (first time: downloads torch and mlflow, several minutes)"
-	@python3 -m venv $(VENV)
-	@$(VENV)/bin/pip install --quiet --progress-bar off --require-hashes --no-deps -r requirements.lock
-	@touch $@
-	@echo ">> environment: $(VENV) (linked as .venv: \`source .venv/bin/activate\` puts ringleader and mlflow on PATH)"
+# --no-deps: the lock is complete, so nothing outside it can slip in; pip checks the hashes. Built beside its
+# final path and moved there whole, so a build that was stopped half-way is never taken for a finished one.
+$(DEPS)/.deps-installed:
+	@echo ">> creating $(DEPS) from requirements.lock (first time: downloads torch and mlflow, several minutes)"
+	@rm -rf $(DEPS).tmp && python3 -m venv $(DEPS).tmp
+	@$(DEPS).tmp/bin/pip install --quiet --progress-bar off --require-hashes --no-deps -r requirements.lock
+	@touch $(DEPS).tmp/.deps-installed && rm -rf $(DEPS) && mv $(DEPS).tmp $(DEPS)
 
-# The editable install (about 3.5 s) runs again only when pyproject.toml changed or another checkout installed
-# itself into the shared venv since: its stamp names this checkout and pyproject.toml's hash.
-EDITABLE := $(CURDIR) $(shell sha256sum < pyproject.toml | cut -c1-12)
+# This checkout's environment: its own interpreter link, the shared dependencies on its path (a .pth line),
+# this checkout's package installed editable, and the shared environment's commands (mlflow, pytest, ...)
+# re-pointed at this interpreter. Remade only when the dependency environment or pyproject.toml changed.
+VENV_STAMP := $(DEPS) $(shell sha256sum < pyproject.toml | cut -c1-12)
 
-venv: lock-check $(VENV)/.deps-installed  ## create the Python environment (cached, from requirements.lock) and link it as .venv
-	@if [ "$$(cat $(VENV)/.editable 2>/dev/null)" != "$(EDITABLE)" ]; then \
-	  $(VENV)/bin/pip install --quiet --no-deps --no-build-isolation -e . >/dev/null && echo "$(EDITABLE)" > $(VENV)/.editable; fi
-	@if [ -L .venv ] || [ ! -e .venv ]; then ln -sfn $(VENV) .venv; else echo ">> .venv exists and is not a link: left alone"; fi
+venv: lock-check $(DEPS)/.deps-installed  ## create this checkout's Python environment .venv (its package; the dependencies shared, cached by requirements.lock)
+	@if [ -e .venv ] && [ ! -f .venv/pyvenv.cfg ] || [ -L .venv ]; then \
+	  echo ">> .venv is not this checkout's environment (a link or a file, from an older ringleader): replacing it"; rm -rf .venv; fi
+	@if [ "$$(cat .venv/.ringleader-stamp 2>/dev/null)" != "$(VENV_STAMP)" ]; then \
+	  python3 mk/venv.py --deps $(DEPS) --venv $(VENV) && echo "$(VENV_STAMP)" > .venv/.ringleader-stamp && \
+	  echo ">> environment: .venv (\`source .venv/bin/activate\` puts ringleader and mlflow on PATH; dependencies in $(DEPS))"; fi
 
 install: venv  ## alias of venv
 
@@ -64,20 +68,17 @@ crds-check: venv  ## fail if crds/ is not what the models generate
 	$(PY) -m ringleader.api.crd --check crds/ charts/ringleader/crds/
 
 unit: venv  ## unit tests
-	$(PY) -m pytest tests/unit -q
+	$(PY) -m pytest tests/unit -q -n 2 --dist loadfile
 
 integration: venv  ## integration tests: real torch.distributed processes on loopback, a real MLflow store
-	$(PY) -m pytest tests/integration -q
+	$(PY) -m pytest tests/integration -q -n 2 --dist loadfile
 
 operator-tests: venv cluster-build  ## operator tests against a real kube-apiserver (binaries from cluster-build)
-	$(PY) -m pytest tests/operator -q
+	$(PY) -m pytest tests/operator -q -n 2 --dist loadfile
 
-# lint first: seconds, failing before the tests' minutes. cluster-build: the chart tests need its helm, the
-# operator tests its kube-apiserver and etcd; browser-deps: the MLflow UI test needs Chromium.
-test: lock-check venv lint crds-check cluster-build browser-deps  ## everything CI runs: lint, unit, integration (the browser test too), operator, then e2e on a real cluster (one node, then the multi-node tests on three)
-	RINGLEADER_HEAVY_TESTS=1 $(PY) -m pytest tests/unit tests/integration tests/operator -q
-	$(MAKE) e2e
-	$(MAKE) e2e-nodes
+# The tiers, their order, what runs beside what, and the time table at the end: mk/test.sh.
+test:  ## everything CI runs, each tier timed against CI's 90 minutes: lint, integration (the browser test too), unit, operator, then e2e on a real three-node cluster
+	@MAKE="$(MAKE)" mk/test.sh
 
 # The commands a user types are not echoed: their own first line says what they do.
 run: venv  ## the main job: run the quickstart experiment locally into ./mlflow.db

@@ -164,11 +164,10 @@ nodes_healthy() {
   done
 }
 
-# nodes_up K: seed the cached content store with the images (one containerd on the host, stopped again), then
-# build and start K nodes and wait until each is Ready.
-nodes_up() {
-  local k="$1" i name seed="$RUN_DIR/seed"
-  modprobe ifb 2>/dev/null || true
+# seed_store: import into the cached content store $CD_ROOT every image it lacks (one containerd on the host,
+# stopped again); the nodes clone that store. A no-op when seed-store.sh has already done it.
+seed_store() {
+  local seed="$RUN_DIR/seed"
   mkdir -p "$seed"
   containerd_config "$seed/config.toml" "$seed" "$CD_ROOT" "$seed/cni"
   start_proc seed.containerd containerd --config "$seed/config.toml"
@@ -177,6 +176,14 @@ nodes_up() {
   kill -TERM "$(cat "$RUN_DIR/pids/seed.containerd.pid")"
   wait_for "seed containerd stopped" 30 bash -c "! kill -0 $(cat "$RUN_DIR/pids/seed.containerd.pid")"
   rm -f "$RUN_DIR/pids/seed.containerd.pid"
+}
+
+# nodes_up K: seed the cached content store with the images, then build and start K nodes and wait until each
+# is Ready.
+nodes_up() {
+  local k="$1" i name
+  modprobe ifb 2>/dev/null || true
+  seed_store
   : > "$RUN_DIR/nodes.list"
   for (( i = 1; i <= k; i++ )); do node_name "$i" >> "$RUN_DIR/nodes.list"; done
   for (( i = 1; i <= k; i++ )); do node_network "$i" "$k"; done

@@ -57,8 +57,9 @@ def pytest_collection_modifyitems(config, items):
     """Every e2e test gets the marker; the quick ones run first, training results last (they run meanwhile)."""
     order = {"test_validation.py": 0, "test_progress.py": 1, "test_faults.py": 1, "test_training.py": 2,
              "test_bandwidth.py": 2, "test_kueue.py": 2,
-             # Last: they replace the MLflow pod or scale it to 0, once every other experiment has ended.
-             "test_mlflow_upgrade.py": 3, "test_mlflow_away.py": 3}
+             # Last: a node taken away (and brought back) must hold no other test's pods, and the MLflow pod is
+             # replaced or scaled to 0, once every other experiment has ended.
+             "test_lost_node.py": 3, "test_mlflow_upgrade.py": 3, "test_mlflow_away.py": 3}
     here = pathlib.Path(__file__).resolve().parent
     # A plain `pytest` (testpaths = tests) must not start a cluster: e2e runs when asked for by path,
     # by `-m e2e`, or with RINGLEADER_E2E=1 (`make e2e` does all three).
