@@ -5,10 +5,10 @@
 # run beside tests that wait on processes: they start in the background at once, in the order the tiers need
 # them, and each foreground tier waits only for the parts it uses:
 #
-#   background  Go modules -> tools (etcd, helm, crictl, CoreDNS) -> Kubernetes -> Kueue
-#               beside: base images (pause, Debian) -> the project image; then both: the nodes' image store
-#   foreground  environment, host packages, lint -> integration -> unit (helm) -> operator (Kubernetes,
-#               etcd, Kueue) -> e2e on one three-node cluster (the image)
+#   background  from the start: Go modules -> tools (etcd, helm, crictl, CoreDNS) -> Kubernetes -> Kueue
+#               after the host packages: base images (pause, Debian) -> the project image -> the nodes' store
+#   foreground  environment beside host packages, lint -> integration -> unit (helm) -> operator (Kubernetes,
+#               etcd, Kueue) -> e2e on one three-node cluster (the image, seeded)
 #
 # Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time; above
 # WARN_MINUTES it says so, so that the suite cannot outgrow the limit silently.
@@ -47,19 +47,34 @@ step() {
   return $rc
 }
 # Two chains side by side: the Go builds wait on the CPU, the images on the network and the disk.
-STEPS=(modules tools kubernetes kueue images image seed)
-background() {
-  { step modules cluster/download-modules.sh &&
-    step tools cluster/build-tools.sh helm etcd crictl coredns &&
-    step kubernetes cluster/build-kubernetes.sh &&
-    step kueue cluster/build-kueue.sh; } &
-  { step images cluster/build-images.sh pause debian-base &&
-    step image "$MAKE" --no-print-directory e2e-image; } &
-  wait
-  # The nodes' content store, seeded with the image now rather than at the e2e tier's cluster-up.
-  [[ "$(cat "$STATE/image.rc" "$STATE/tools.rc" 2>/dev/null)" == $'0\n0' ]] && step seed cluster/seed-store.sh
-  # What never ran after a failed step is marked failed too, so nothing waits for it.
-  local s; for s in "${STEPS[@]}"; do [[ -e "$STATE/$s.rc" ]] || echo 1 > "$STATE/$s.rc"; done
+GO_STEPS=(modules tools kubernetes kueue)
+IMAGE_STEPS=(images image seed)
+STEPS=("${GO_STEPS[@]}" "${IMAGE_STEPS[@]}")
+# What never ran after a failed step is marked failed too, so nothing waits for it.
+unfinished_failed() { local s; for s in "$@"; do [[ -e "$STATE/$s.rc" ]] || echo 1 > "$STATE/$s.rc"; done; }
+go_builds() {  # needs only Go: starts at once
+  step modules cluster/download-modules.sh &&
+  step tools cluster/build-tools.sh helm etcd crictl coredns &&
+  step kubernetes cluster/build-kubernetes.sh &&
+  step kueue cluster/build-kueue.sh
+  unfinished_failed "${GO_STEPS[@]}"
+}
+image_builds() {  # needs the host packages (debootstrap, buildah, containerd)
+  step images cluster/build-images.sh pause debian-base &&
+  step image "$MAKE" --no-print-directory e2e-image &&
+  # The nodes' content store seeded with the image now, not at the e2e tier's cluster-up (CoreDNS's binary too).
+  { until [[ -e "$STATE/tools.rc" ]]; do sleep 2; done; [[ "$(cat "$STATE/tools.rc")" == 0 ]]; } &&
+  step seed cluster/seed-store.sh
+  unfinished_failed "${IMAGE_STEPS[@]}"
+}
+# The dependency environment (PyPI) and the host packages (apt) both wait on the network: side by side.
+setup() {
+  local rc=0 venv apt
+  "$MAKE" --no-print-directory lock-check venv & venv=$!
+  # apt holds one lock: the cluster's packages and Chromium one after the other.
+  bash -c "cluster/install-deps.sh && $MAKE --no-print-directory browser-deps" & apt=$!
+  wait $venv || rc=1; wait $apt || rc=1
+  return $rc
 }
 # await STEP...: until each background step has ended; fails (with the log's tail) if one failed.
 await() {
@@ -84,33 +99,33 @@ summary() {
   local row name s rc total=$((SECONDS - START))
   echo
   echo ">> test: the tiers (foreground; the background builds ran beside them)"
-  printf '   %-34s %8s  %s\n' tier time result
+  printf '   %-58s %8s  %s\n' tier time result
   for row in "${TIERS[@]}"; do
     IFS='|' read -r name s rc <<< "$row"
-    printf '   %-34s %8s  %s\n' "$name" "$(stamp "$s")" "$( ((rc == 0)) && echo ok || echo "FAILED ($rc)")"
+    printf '   %-58s %8s  %s\n' "$name" "$(stamp "$s")" "$( ((rc == 0)) && echo ok || echo "FAILED ($rc)")"
   done
   for s in "${STEPS[@]}"; do
-    [[ -e "$STATE/$s.s" ]] && printf '   %-34s %8s  %s\n' "  background: $s" "$(stamp "$(cat "$STATE/$s.s")")" \
+    [[ -e "$STATE/$s.s" ]] && printf '   %-58s %8s  %s\n' "  background: $s" "$(stamp "$(cat "$STATE/$s.s")")" \
       "$( [[ "$(cat "$STATE/$s.rc")" == 0 ]] && echo ok || echo FAILED)"
   done
-  printf '   %-34s %8s  of the %d-minute limit\n' total "$(stamp $total)" $LIMIT_MINUTES
+  printf '   %-58s %8s  of the %d-minute limit\n' total "$(stamp $total)" $LIMIT_MINUTES
   if (( total > WARN_MINUTES * 60 )); then
     echo ">> test: WARNING: $(stamp $total) is past $WARN_MINUTES minutes, two thirds of CI's $LIMIT_MINUTES: make a tier faster before adding one"
   fi
   (( ${#FAILED[@]} == 0 )) || echo ">> test: FAILED tiers: ${FAILED[*]}"
 }
 
-tier "environment (lock, .venv)" "$MAKE" --no-print-directory lock-check venv || { summary; exit 1; }
-# apt holds one lock: the cluster's packages and Chromium in one step, before anything runs beside it.
-tier "host packages (apt)" bash -c "cluster/install-deps.sh && $MAKE --no-print-directory browser-deps" || { summary; exit 1; }
-# A process group of its own (job control on for this one command), so that an early exit stops its builds too.
-set -m; background & BACKGROUND_PID=$!; set +m
-trap 'kill -- -$BACKGROUND_PID 2>/dev/null' EXIT
+# Process groups of their own (job control on for these commands), so that an early exit stops their builds too.
+BACKGROUND=()
+trap 'for g in "${BACKGROUND[@]}"; do kill -- -$g 2>/dev/null; done' EXIT
+set -m; go_builds & BACKGROUND+=($!); set +m
+tier "environment (.venv) and host packages (apt), side by side" setup || { summary; exit 1; }
+set -m; image_builds & BACKGROUND+=($!); set +m
 tier "lint, CRD check" "$MAKE" --no-print-directory lint crds-check
 tier "integration" pytest_tier tests/integration
 gated tools "unit" pytest_tier tests/unit
 gated "tools kubernetes kueue" "operator (real kube-apiserver)" pytest_tier tests/operator
 gated "image seed" "e2e (three nodes)" "$MAKE" --no-print-directory e2e E2E_NODES=3
-wait $BACKGROUND_PID 2>/dev/null
+wait "${BACKGROUND[@]}" 2>/dev/null
 summary
 (( ${#FAILED[@]} == 0 ))
