@@ -34,6 +34,7 @@ import yaml
 import ringleader
 from ringleader import api, topology
 from ringleader.api import crd, loading
+from ringleader.api import spec as spec_
 from ringleader.api.problems import Problem
 from ringleader.contract import exits, redaction
 from ringleader.topology import settings as render_settings
@@ -69,6 +70,8 @@ class Checked:
     """No YAML to take (loading.LoadError): its one problem is said on one line, the excerpt under it."""
     excerpt: str = ""
     """Where a parser placed that problem: the file's line, a caret under the column (loading.excerpt)."""
+    warnings: tuple[str, ...] = ()
+    """What a valid file sets that no trial reads (api.spec.unread_fields): said, not refused."""
 
     def document(self) -> dict[str, Any]:
         """What `validate -o json|yaml` shows of the file; docs/cli.md describes it."""
@@ -77,6 +80,7 @@ class Checked:
             "file": self.file,
             "valid": self.expansion is not None,
             "problems": [{"field": problem.field, "message": problem.message} for problem in self.problems],
+            "warnings": list(self.warnings),
             "trials": [{"name": trial.name, "architecture": trial.spec.architecture.value,
                         "paradigm": trial.spec.sync.paradigm.value, "worldSize": trial.world_size,
                         "parameters": trial.parameters} for trial in trials],
@@ -89,7 +93,8 @@ def check(path: str) -> Checked:
     """Load, validate and expand one file ('-': standard input), keeping its problems rather than raising them."""
     file = loading.display_name(path)
     try:
-        return Checked(file, api.expand(api.load(path)), [])
+        experiment = api.load(path)
+        return Checked(file, api.expand(experiment), [], warnings=tuple(spec_.unread_fields(experiment.spec)))
     except api.LoadError as error:
         return Checked(file, None, [Problem(None, error.problem)], unreadable=True, excerpt=error.excerpt)
     except api.SpecError as error:
@@ -102,6 +107,8 @@ def print_problems(checked: Checked) -> None:
         print(api.LoadError(checked.file, checked.problems[0], checked.excerpt).shown(), file=sys.stderr)
     elif checked.problems:
         print(api.SpecError(checked.file, checked.problems), file=sys.stderr)
+    for warning in checked.warnings:
+        print(f"{checked.file}: warning: {warning}", file=sys.stderr)
 
 
 def print_trials(expansion: api.Expansion, file: str) -> None:
@@ -237,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "and skipped sweep combinations. Exit status 1 if any file is "
                                                "invalid.")
     checking.add_argument("files", nargs="+", metavar="FILE", help="experiment file; '-' reads standard input")
-    _output_option(checking, "one document per file: {file, valid, problems, trials, skipped} "
+    _output_option(checking, "one document per file: {file, valid, problems, warnings, trials, skipped} "
                              "(JSON Lines; a YAML stream)")
     checking.set_defaults(handler=validate)
 

@@ -42,6 +42,16 @@ def test_ring_traffic_stays_flat_while_one_server_grows_linearly():
     assert ps == pytest.approx([4.0, 8.0, 16.0, 128.0])
 
 
+def test_the_report_prices_communication_as_predict_does_the_servers_nic_full_duplex():
+    # max((N+1)*M/(k*B), 2*M/B) + 2a = 5 + 0.02, where the textbook's 2*N*M/B counts the two directions in turn
+    assert cost_models.priced_comm_seconds("ParameterServer", 4, M, LINK) == pytest.approx(5.02)
+    assert cost_models.priced_comm_seconds("ParameterServer", 4, M, LINK) == pytest.approx(
+        cost_models.parameter_server_comm_seconds(4, M, LINK, full_duplex=True))
+    assert cost_models.priced_comm_seconds("PeerToPeer", 4, M, LINK) == cost_models.comm_seconds("PeerToPeer", 4, M, LINK)
+    assert cost_models.priced_comm_seconds("RingAllReduce", 4, M, LINK) == cost_models.comm_seconds("RingAllReduce", 4, M,
+                                                                                                   LINK)
+
+
 def test_comm_seconds_dispatches_on_architecture_names():
     assert cost_models.comm_seconds("ParameterServer", 4, M, LINK, servers=2) == pytest.approx(4.02)
     assert cost_models.comm_seconds("PeerToPeer", 4, M, LINK) == pytest.approx(1.52)

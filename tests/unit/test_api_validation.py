@@ -152,6 +152,13 @@ def test_a_misspelt_field_or_value_gets_the_name_it_was_closest_to(experiment_do
     assert "`spec.model.colour` is not a field of this object: check its spelling (fields are camelCase)" in found
 
 
+def test_a_known_field_at_the_wrong_level_is_told_where_it_belongs(experiment_document):
+    found = problems(experiment_document({"groups": [{"name": "slow", "replicas": 1}], "model": {"paradigm": "SSP"}}))
+    assert "`spec.groups` is not a field of this object; it belongs under `spec.workers` (check its indentation)" in found
+    assert ("`spec.model.paradigm` is not a field of this object; it belongs under `spec.sync` or `spec.sweep.matrix` "
+            "(check its indentation)") in found
+
+
 @pytest.mark.parametrize("case", RULE_CASES, ids=list(RULE_CASES))
 def test_a_field_error_does_not_hide_a_broken_rule(experiment_document, case):
     # Pydantic checks a model's rules only when all its fields are valid: `spec.image` of the wrong type
@@ -343,7 +350,7 @@ def test_a_base_60_integer_is_a_string_as_the_api_server_gets_it(tmp_path, exper
                     "spec:\n  model: {iterations: 1:00}\n")
     with pytest.raises(api.SpecError) as caught:
         api.load(path)
-    assert caught.value.problems == ["`spec.model.iterations` must be a valid integer (got '1:00')"]
+    assert caught.value.problems == ["line 5: `spec.model.iterations` must be a valid integer (got '1:00')"]
 
 
 @contextlib.contextmanager
@@ -445,3 +452,44 @@ def test_network_enforcement_says_what_applied_the_cap(experiment_document):
     assert (enforced.enforced_by(), enforced.emulated_bits_per_second(), enforced.bits_per_second()) == (
         "Network", None, 100_000_000)
     assert (uncapped.enforced_by(), uncapped.emulated_bits_per_second()) == ("None", None)
+
+
+def test_a_staleness_field_no_trial_reads_is_a_warning_and_a_sweep_that_reads_it_is_not(tmp_path, capsys):
+    from ringleader import cli
+
+    ssp = tmp_path / "ssp.yaml"
+    ssp.write_text("apiVersion: ringleader.dev/v1alpha1\nkind: DistributedTrainingExperiment\nmetadata: {name: s}\n"
+                   "spec: {architecture: ParameterServer, sync: {paradigm: SSP, staleness: 2, maxStaleness: 6}}\n")
+    assert cli.main(["validate", str(ssp)]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"{ssp}: warning: `spec.sync.maxStaleness` is set, but no trial reads it: only DSSP uses it, and this "
+                   "experiment runs SSP; remove it, or sweep a paradigm that reads it\n")
+    swept = tmp_path / "swept.yaml"
+    swept.write_text(ssp.read_text().replace("}}\n", "}, sweep: {matrix: {paradigm: [SSP, DSSP]}}}\n"))
+    assert cli.main(["validate", str(swept)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_a_file_indented_one_step_off_is_told_to_check_that_lines_indentation(tmp_path):
+    path = tmp_path / "indent.yaml"
+    path.write_text("apiVersion: ringleader.dev/v1alpha1\nkind: DistributedTrainingExperiment\nmetadata: {name: x}\n"
+                    "spec:\n  workers:\n    replicas: 2\n   groups: []\n")
+    with pytest.raises(api.LoadError) as caught:
+        api.load(path)
+    assert caught.value.problem == ("not valid YAML: did not find expected key at line 7, column 4: check its "
+                                    "indentation against the lines above (a key sits in its mapping's column)")
+
+
+def test_each_problem_of_a_file_opens_on_its_line_a_missing_field_on_its_objects(tmp_path):
+    path = tmp_path / "lines.yaml"
+    path.write_text("apiVersion: ringleader.dev/v1alpha1\nkind: DistributedTrainingExperiment\nmetadata: {name: x}\n"
+                    "spec:\n  workers:\n    replicas: 2\n  scheduling: {nodeSelector: {kubernetes.io/hostname: [a]}}\n"
+                    "  groups: []\n  model:\n    batchSize: 0\n")
+    with pytest.raises(api.SpecError) as caught:
+        api.load(path)
+    found = caught.value.problems
+    assert any(p.startswith("line 8: `spec.groups` is not a field of this object; it belongs under `spec.workers`")
+               for p in found), found
+    # A key with dots of its own is found whole.
+    assert any(p.startswith("line 7: `spec.scheduling.nodeSelector.kubernetes.io/hostname`") for p in found), found
+    assert any(p.startswith("line 10: `spec.model.batchSize` must be greater than or equal to 1") for p in found), found

@@ -110,9 +110,10 @@ def test_validate_prints_every_problem_with_its_field_and_fix_on_stderr(files, c
     assert (code, out) == (1, "")
     lines = err.splitlines()
     assert lines[0] == f"{files / 'invalid.yaml'}: invalid"
-    assert "  - `spec.workers.replicas` must be greater than or equal to 1 (got 0)" in lines
-    assert "  - `spec.modle` is not a field of this object; did you mean `model`?" in lines
-    assert "  - `sync.maxStaleness` must be greater than `sync.staleness`: DSSP moves " \
+    # Each problem opens on its line in the file: the field's, or its object's for a rule over several fields.
+    assert "  - line 6: `spec.workers.replicas` must be greater than or equal to 1 (got 0)" in lines
+    assert "  - line 7: `spec.modle` is not a field of this object; did you mean `model`?" in lines
+    assert "  - line 5: `sync.maxStaleness` must be greater than `sync.staleness`: DSSP moves " \
            "its threshold between the two; raise maxStaleness or lower staleness" in lines
     assert len(lines) == 4
 
@@ -265,8 +266,9 @@ def test_validate_reports_a_type_error_and_the_two_rules_it_used_to_hide(files, 
     assert (code, out) == (1, "")
     assert err.splitlines() == [
         f"{files / 'hidden.yaml'}: invalid",
-        f"  - `{HIDDEN_PROBLEMS[0][0]}` {HIDDEN_PROBLEMS[0][1]}",
-        *(f"  - {message}" for _, message in HIDDEN_PROBLEMS[1:]),  # a rule names its fields itself
+        f"  - line 7: `{HIDDEN_PROBLEMS[0][0]}` {HIDDEN_PROBLEMS[0][1]}",
+        # A rule names its fields itself; its line is its field's (sync: line 6), or its object's when it is missing.
+        *(f"  - line 6: {message}" for _, message in HIDDEN_PROBLEMS[1:]),
     ]
 
 

@@ -83,3 +83,18 @@ def test_many_nodes_are_counted_and_the_first_named():
     taken = {**provenance.at_operator("default", "big", 1, {}, "img"), **provenance.of_pods([summary])}
     assert provenance.words(taken).startswith("9 nodes (n00, n01, n02, n03, n04, n05, ...): pods with CPU quota 1")
     assert taken["nodes"].endswith("n08")  # the tag keeps them all
+
+
+def test_a_resumed_sessions_line_names_each_run_that_made_it_the_first_and_every_resume():
+    first = LOCAL
+    second = provenance.resumed(first, {**LOCAL, "command": "ringleader run --resume ringleader-runs/q", "loadBefore": 1.5})
+    third = provenance.resumed(second, {**LOCAL, "command": "ringleader run --resume ringleader-runs/q", "loadBefore": 0.5})
+    first_words = provenance.words(first)
+    second_words = provenance.words({k: v for k, v in second.items() if k != provenance.EARLIER_RUNS})
+    assert third[provenance.EARLIER_RUNS] == [first_words, second_words]
+    line = provenance.words(third)
+    assert line.startswith("vm: 2 CPUs (quota 2.0), load 0.5 before, 3.81 after; ")
+    assert line.endswith(f" (run 3, a resume; before it, run 1: {first_words}; run 2: {second_words})")
+    # The sweep run's tags hold the same, read back into the same line.
+    assert provenance.words(schema.provenance_of(schema.provenance_tags(third))) == line
+    assert provenance.resumed({}, LOCAL) == LOCAL  # a session that recorded none: the resume's own

@@ -162,3 +162,20 @@ def test_bad_sources_fail_with_what_is_wrong(tmp_path, monkeypatch, capsys):
 def test_the_python_api_reads_the_same_profile(profile_file):
     found, batch = profile.from_document(json.loads(profile_file.read_text()))
     assert [g.name for g in found.in_ready_order()] == ["A", "B", "C"] and batch == 0.048
+
+
+def test_a_peer_to_peer_trial_is_said_to_be_modelled_as_a_ring_and_its_own_point_is_in_the_defaults(monkeypatch, capsys):
+    import sweeps
+    from ringleader.launch import sources
+
+    [trial] = sweeps.trials({"architecture": "PeerToPeer", "network": {"bandwidth": "200Mbit"}})
+    found = sources.Found([sweeps.result_of(trial, layers=sweeps.layers_document())], "trial rep-0", True)
+    monkeypatch.setattr(sources, "resolve", lambda *_, **__: found)
+    code, out, err = whatif_(capsys, "rep-0")
+    assert (code, err) == (0, "")
+    first = out.splitlines()[0]
+    assert first.startswith("trial rep-0 (a PeerToPeer trial: modelled as a ring allreduce of its gradients after "
+                            "backward, not as its own exchange; `ringleader predict` prices PeerToPeer itself), rank 0")
+    assert "with the trial's own point, N = 2 at 0.2 Gbit/s (its cap)" in out
+    assert "\nN = 2\n" in out and "\nN = 8\n" in out
+    assert {gbit for gbit, _ in rows(out)} == {0.2, 1, 10, 25, 40, 100}

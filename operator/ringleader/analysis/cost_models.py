@@ -120,6 +120,21 @@ def comm_seconds(architecture: Architecture | str, workers: int, model_bytes: fl
     return COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers)
 
 
+PRICED_COMM_SECONDS = {  # every architecture of COMM_SECONDS, the server's NIC priced as predict prices it
+    **COMM_SECONDS,
+    Architecture.PARAMETER_SERVER: lambda workers, model_bytes, link, servers: parameter_server_comm_seconds(
+        workers, model_bytes, link, servers, full_duplex=True),
+}
+"""PRICED_COMM_SECONDS: T_comm as `ringleader predict` prices it (prediction.MODELS): study 1's models, with the
+server's NIC sending and receiving at once, as a real NIC does (the textbook 2NM/B counts the two directions in
+turn). What the report's communication figure draws, so that it and `predict` say the same."""
+
+
+def priced_comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Nic,
+                        servers: int = 1) -> float:
+    return PRICED_COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers)
+
+
 # ---------------------------------------------------------------------------------------------
 # A fitted cost of one message or collective
 

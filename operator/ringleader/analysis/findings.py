@@ -377,14 +377,28 @@ def incomplete(result: results.SweepResult) -> list[Finding]:
 
 
 def findings(result: results.SweepResult) -> list[Finding]:
-    """Every finding, most telling first: what is missing, then the answer; one sentence says so when no trial
+    """Every finding once, ordered by what it settles: what is missing; the answers the data settle (time to the
+    target, the fastest, each comparison told apart) and what qualifies them (contention); where the time goes;
+    then, once each, what the data do not settle and what would; the rest. One sentence says so when no trial
     finished."""
     groups = combinations.group(result)
     found = fastest(groups)
     if not found:
         return [Finding(f"No finished trial has a summary (summary.json): nothing to compare "
                         f"({len(result.trials)} trials).", "incomplete")] + failures(result)
+    settled, unsettled, more = [], [], []
+    for finding in found + comparisons(result):
+        if not finding.subjects:  # "(n more comparisons: see the table.)"
+            more.append(finding)
+        elif finding.kind == "comparison" and set(finding.subjects) == set(found[0].subjects):
+            continue  # the fastest and its runner-up are compared once, in the fastest's sentence
+        elif finding.distinguishable is False:
+            unsettled.append(finding)
+        else:
+            settled.append(finding)
+    if not settled:  # nothing is settled: that is the answer, said first
+        settled, unsettled = unsettled[:1], unsettled[1:]
     # With a target, time to it is what the sweep was run for: it leads, before throughput.
     # Contention qualifies the answer: it follows it, never leads over it.
-    return (incomplete(result) + time_to_target(result) + found + contention(result) + comparisons(result)
-            + communication(groups) + time_to_loss(result) + network(result) + failures(result))
+    return (incomplete(result) + time_to_target(result) + settled + contention(result) + communication(groups)
+            + unsettled + more + time_to_loss(result) + network(result) + failures(result))

@@ -119,6 +119,10 @@ def scaling(result: results.SweepResult, directory: pathlib.Path) -> figures.Fig
                           "from the delta method on the ratio of means.", path)
 
 
+MODEL_DASHES = ("--", ":", "-.")
+MODEL_MARKERS = ("o", "s", "^")
+
+
 def communication(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:
     """Measured communication seconds per worker iteration against workers, with the cost models drawn over."""
     if WORKERS not in result.axes:
@@ -140,9 +144,12 @@ def communication(result: results.SweepResult, directory: pathlib.Path) -> figur
         servers = max(t.trial.spec.parameter_servers.replicas for t in result.trials)
         for index, architecture in enumerate(architectures):
             xs = list(range(every[0], every[-1] + 1))
-            ys = [1000 * cost_models.comm_seconds(architecture, n, size, chosen, servers) for n in xs]
-            axes.plot(xs, ys, linestyle="--", color=figures.colour(len(series) + index),
-                      label=f"{architecture.value} (model)")
+            ys = [1000 * cost_models.priced_comm_seconds(architecture, n, size, chosen, servers) for n in xs]
+            # Two models may nearly coincide (peer-to-peer and the ring at few workers): each line has its own dash
+            # pattern and hollow marker, so that neither hides the other.
+            axes.plot(xs, ys, linestyle=MODEL_DASHES[index % len(MODEL_DASHES)],
+                      marker=MODEL_MARKERS[index % len(MODEL_MARKERS)], markerfacecolor="none", markersize=7 - index,
+                      color=figures.colour(len(series) + index), label=f"{architecture.value} (model, as predict)")
             drawn.append(architecture.value)
     axes.set_xlabel("workers")
     axes.set_ylabel("mean communication per worker iteration (ms)")
@@ -157,10 +164,11 @@ def communication(result: results.SweepResult, directory: pathlib.Path) -> figur
     return figures.Figure("communication", "Communication against the cost models",
                           "line chart: measured mean communication milliseconds per worker iteration against workers"
                           + (", with the cost models of " + ", ".join(drawn) + " dashed" if drawn else ""),
-                          "Measured: mean communication time per worker iteration after warm-up. Dashed: the "
-                          "standard cost models (parameter server max(2NM/(kB), 2M/B), peer-to-peer 2(N-1)M/(NB), ring "
-                          f"2(N-1)M/(NB)) with {note.removeprefix('model: ')}. Measured far above its model means the "
-                          "exchange is not bandwidth-bound (latency, serialization, CPU contention).", path)
+                          "Measured: mean communication time per worker iteration after warm-up. Dashed: the cost "
+                          "models as `ringleader predict` prices them (parameter server max((N+1)M/(kB), 2M/B), its NIC "
+                          "sending and receiving at once; peer-to-peer 2(N-1)M/(NB); ring 2(N-1)M/(NB)) with "
+                          f"{note.removeprefix('model: ')}. Measured far above its model means the exchange is not "
+                          "bandwidth-bound (latency, serialization, CPU contention).", path)
 
 
 # -- bandwidth ------------------------------------------------------------------------------

@@ -268,6 +268,8 @@ class Basis:
     """floor is the allreduce the trial's link probe fitted (None without a probe): what a round costs at least."""
     wire: collectives.Wire | None
     """wire is the trial's compression as it measured it (collectives.measured), None uncompressed."""
+    cap_gbit: float | None = None
+    """cap_gbit is the trial's `network.bandwidth` in Gbit/s (None: uncapped, or a profile file)."""
 
 
 def basis(trial: TrialResult, rank: int) -> Basis:
@@ -286,8 +288,9 @@ def basis(trial: TrialResult, rank: int) -> Basis:
     chosen = None
     if found is not None and method.compressing():
         chosen = collectives.measured(profile, method, workers, found.compression, found.codec_seconds)
+    cap = trial.trial.spec.network.bits_per_second()
     return Basis(profile, batch, workers, overlap.RuntimeBuckets(recorded=recorded), wait if workers > 1 else 0.0,
-                 floor, chosen)
+                 floor, chosen, cap / 1e9 if cap else None)
 
 
 def plateau(results: Sequence[WhatIf]) -> float | None:

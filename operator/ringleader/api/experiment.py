@@ -115,6 +115,12 @@ def _problem(item: pydantic_core.ErrorDetails) -> Problem:
         message = f"must be {PATTERN_HINTS.get(pattern, f'a string matching {pattern}')}"
     if item["type"] == "extra_forbidden":
         near = problems.suggestion(location[-1], problems.field_names(DistributedTrainingExperiment, location[:-1]))
+        # A known field at the wrong level (`groups:` indented under `spec`, not `spec.workers`): where it goes.
+        root = f"{location[0]}."
+        elsewhere = [home for home in problems.homes(DistributedTrainingExperiment, str(location[-1]))
+                     if home.startswith(root) and home != problems.dotted(location[:-1])][:3]
+        if elsewhere and not near:
+            near = "; it belongs under " + " or ".join(f"`{home}`" for home in elsewhere) + " (check its indentation)"
         message = "is not a field of this object" + (near or ": check its spelling (fields are camelCase)")
     elif item["type"] == "missing":
         message = "is required"
@@ -144,9 +150,21 @@ def parse(document: Any, source: str = "experiment") -> DistributedTrainingExper
 
 
 def load(path: str | pathlib.Path) -> DistributedTrainingExperiment:
-    """Read one experiment from a YAML file ('-': standard input); LoadError when it is no YAML to take."""
-    documents = loading.load_documents(str(path))
+    """Read one experiment from a YAML file ('-': standard input); LoadError when it is no YAML to take. Each
+    problem starts with its line in the file ("line 12: `spec.workers.replicas` must be ...")."""
+    documents = loading.load_documents_with_lines(str(path))
     source = loading.display_name(str(path))
     if len(documents) != 1:
         raise loading.LoadError(source, f"holds {len(documents)} YAML documents: an experiment file holds exactly one")
-    return parse(documents[0], source)
+    document, root = documents[0]
+    try:
+        return parse(document, source)
+    except SpecError as error:
+        raise SpecError(source, [_at_line(problem, root) for problem in error.problems]) from None
+
+
+def _at_line(problem: Problem, root: Any) -> Problem:
+    line = loading.line_of(root, problem.field)
+    if line is None:
+        return problem
+    return Problem(problem.field, problem.message, line=f"line {line}: {problem}")

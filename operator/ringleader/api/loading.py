@@ -79,6 +79,11 @@ def display_name(path: str) -> str:
 
 def load_documents(path: str) -> list[Any]:
     """The non-empty YAML documents of the file at `path` ('-': standard input), or LoadError."""
+    return [document for document, _ in load_documents_with_lines(path)]
+
+
+def load_documents_with_lines(path: str) -> list[tuple[Any, yaml.nodes.Node]]:
+    """load_documents, each document with its composed node: where a problem with a field is (line_of)."""
     source = display_name(path)
     text = _text(source, _read(source, path))
     documents = []
@@ -93,7 +98,31 @@ def load_documents(path: str) -> list[Any]:
         raise LoadError(source, _unacceptable(error, text)) from None
     except yaml.YAMLError as error:
         raise LoadError(source, _describe(error), excerpt(error, text)) from None
-    return [document for document in documents if document is not None]
+    return [(document, node) for document, node in zip(documents, loader.roots) if document is not None]
+
+
+def line_of(root: yaml.nodes.Node, field: str | None) -> int | None:
+    """The line (1-based) of `field`, a dotted path as problems name fields ("spec.workers.replicas", each part cut
+    as `shorten(part, 60)` cuts it; a key may hold dots itself), or of the deepest object on its path that the file
+    has: a missing field is reported where its object is. Walks that one path only."""
+    if not field:
+        return None
+    node, rest, line = root, field, None
+    while rest:
+        if isinstance(node, yaml.MappingNode):
+            children = [(shorten(str(key.value), 60), key, value) for key, value in node.value
+                        if isinstance(key, yaml.ScalarNode)]
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(str(index), item, item) for index, item in enumerate(node.value)]
+        else:
+            break
+        step = next(((part, where, value) for part, where, value in children
+                     if rest == part or rest.startswith(part + ".")), None)
+        if step is None:
+            break
+        part, where, node = step
+        line, rest = where.start_mark.line + 1, rest[len(part) + 1:]
+    return line
 
 
 def _read(source: str, path: str) -> bytes:
@@ -245,6 +274,13 @@ def _opened(error: yaml.MarkedYAMLError) -> str:
     return f" ({what} opened at line {mark.line + 1}, column {mark.column + 1})"
 
 
+INDENTATION_PROBLEMS = ("did not find expected key", "mapping values are not allowed", "did not find expected '-'",
+                        "could not find expected ':'")
+"""What PyYAML and libyaml say when a line is indented one step off (a key between two levels, a value indented
+as if it opened a mapping): the place they name is that line."""
+INDENTATION_HINT = ": check its indentation against the lines above (a key sits in its mapping's column)"
+
+
 def _describe(error: yaml.YAMLError) -> str:
     """A YAML error on one line: what, and where (line and column, counted from 1)."""
     if isinstance(error, _Refused):
@@ -257,7 +293,8 @@ def _describe(error: yaml.YAMLError) -> str:
             # composer counts 100: the same refusal, said in the same words whichever layer noticed.
             return f"{_TOO_DEEP}{where}: {_TOO_DEEP_FIX}"
         what = error.problem or error.context or "unreadable"
-        return f"not valid YAML: {what}{where}{_opened(error)}"
+        hint = INDENTATION_HINT if any(said in what for said in INDENTATION_PROBLEMS) else ""
+        return f"not valid YAML: {what}{where}{_opened(error)}{hint}"
     return f"not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
 
 
@@ -327,6 +364,17 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
 
     # The booleans of _KubectlResolver: go-yaml's, y and n besides PyYAML's.
     bool_values = {**yaml.constructor.SafeConstructor.bool_values, "y": True, "n": False}
+
+    roots: list[yaml.nodes.Node]
+    """The composed node of each document constructed, in order (load_documents_with_lines)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.roots = []
+
+    def construct_document(self, node: yaml.nodes.Node) -> Any:
+        self.roots.append(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         first: dict[Any, yaml.nodes.Node] = {}

@@ -165,6 +165,24 @@ def field_names(model: type[pydantic.BaseModel], location: Location) -> list[str
     return [(f.alias or name) for name, f in current.model_fields.items()]
 
 
+MAX_DEPTH = 6
+"""Levels of objects searched for a field's home: deeper than any path of the API."""
+
+
+def homes(model: type[pydantic.BaseModel], name: str, prefix: Location = (), depth: int = 0) -> list[str]:
+    """The dotted paths of the objects under `model` that have a field named `name` (its wire name), shallowest
+    first: where a field written at the wrong level belongs ("groups" -> ["spec.workers"])."""
+    found: list[str] = []
+    for field_name, field in model.model_fields.items():
+        wire = field.alias or field_name
+        if wire == name and prefix:
+            found.append(dotted(prefix))
+        inner = _model_in(field.annotation)
+        if inner is not None and depth < MAX_DEPTH:
+            found += [home for home in homes(inner, name, (*prefix, wire), depth + 1) if home not in found]
+    return found
+
+
 def _model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
     """The one model an annotation holds (through Optional, list and Annotated), else None."""
     if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):

@@ -717,6 +717,22 @@ def _paradigms_used(spec: ExperimentSpec) -> set[Paradigm]:
     return {spec.sync.paradigm}
 
 
+def unread_fields(spec: ExperimentSpec) -> list[str]:
+    """One sentence per `sync` field the file sets that no trial's paradigm reads (`maxStaleness` with SSP alone).
+    A warning, not a problem: a sweep over paradigms sets it for the trials that read it, and the rest ignore it."""
+    used = _paradigms_used(spec)
+    by_wire = {field.alias or name: name for name, field in SyncSpec.model_fields.items()}
+    unread = []
+    for wire in variants.STALENESS_FIELDS:
+        readers = variants.requiring(wire)
+        if by_wire[wire] in spec.sync.model_fields_set and not used & set(readers):
+            runs = ", ".join(sorted(p.value for p in used))
+            verb = "uses" if len(readers) == 1 else "use"
+            unread.append(f"`spec.sync.{wire}` is set, but no trial reads it: only {' and '.join(p.value for p in readers)} "
+                          f"{verb} it, and this experiment runs {runs}; remove it, or sweep a paradigm that reads it")
+    return unread
+
+
 def _values(name: str, base_value: str) -> str:
     """CEL: the swept values of axis `name`, or the base value alone when it is not swept."""
     return f"({_swept(name)} ? self.sweep.matrix.{name} : [{base_value}])"

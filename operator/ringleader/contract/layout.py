@@ -197,6 +197,17 @@ def experiment_file(source: str) -> str | None:
             "directory, or ringleader-runs/ for the newest")
 
 
+def missing_path(source: str) -> str | None:
+    """"no such file or directory" where `source` can only be a path and names nothing: absolute, relative to here
+    or home, or under a directory that exists here. An MLflow experiment name ("default/quickstart") or run id is
+    none of these, so it is looked up in MLflow instead (seconds: MLflow is imported for it)."""
+    path = pathlib.Path(source).expanduser()
+    first = source.split("/", 1)[0]
+    meant = source.startswith(("/", "./", "../", "~")) or ("/" in source and first not in ("", ".") and
+                                                            pathlib.Path(first).is_dir())
+    return f"{source}: no such file or directory" if meant and not path.exists() else None
+
+
 def find_sessions(directory: pathlib.Path) -> list[pathlib.Path]:
     """`directory` itself if it is a session, else the sessions directly inside it, oldest first: by the latest
     start each recorded (a resumed run is as new as its resumption), never by name, which an experiment's name

@@ -78,17 +78,44 @@ def ended(started: dict[str, object]) -> dict[str, object]:
     return {**started, "loadAfter": load()}
 
 
+EARLIER_RUNS = "earlierRuns"
+"""EARLIER_RUNS: in a resumed session's provenance, the words of each run before the latest (the first, then each
+earlier resume), oldest first: a report made of several runs names them all."""
+EARLIER_SEPARATOR = " | "
+
+
+def resumed(before: Mapping[str, object], now: dict[str, object]) -> dict[str, object]:
+    """The provenance of a `--resume`: its own start (`now`), and the runs before it in EARLIER_RUNS."""
+    if not before:
+        return now
+    earlier = _earlier(before) + [words({k: v for k, v in before.items() if k != EARLIER_RUNS})]
+    return {**now, EARLIER_RUNS: earlier}
+
+
+def _earlier(document: Mapping[str, object]) -> list[str]:
+    """EARLIER_RUNS as a list: session.json keeps a list, a sweep run's tag (one string) joins them."""
+    found = document.get(EARLIER_RUNS)
+    if isinstance(found, str):
+        return found.split(EARLIER_SEPARATOR) if found else []
+    return [str(item) for item in found] if isinstance(found, list) else []
+
+
 def words(document: Mapping[str, object]) -> str:
     """One line for a report's header: host, CPUs, load, versions, command and file; a cluster's (`at_operator`)
-    names its nodes, pods, image and resource instead."""
+    names its nodes, pods, image and resource instead. A resumed session's line names each earlier run after it."""
     if OPERATOR_RINGLEADER in document:
         return _cluster_words(document)
     load_after = document.get("loadAfter")
-    return (f"{document.get('host')}: {document.get('cpus')} CPUs (quota {document.get('cpuQuota')}), load "
+    line = (f"{document.get('host')}: {document.get('cpus')} CPUs (quota {document.get('cpuQuota')}), load "
             f"{document.get('loadBefore')} before" + (f", {load_after} after" if load_after is not None else "")
             + f"; ringleader {document.get('ringleader')}, torch {document.get('torch')}, Python "
             f"{document.get('python')}; `{document.get('command')}`"
             + (f", file sha256 {document['fileSha256']}" if document.get("fileSha256") else ""))
+    earlier = _earlier(document)
+    if earlier:
+        runs = "; ".join(f"run {n}: {said}" for n, said in enumerate(earlier, start=1))
+        line += f" (run {len(earlier) + 1}, a resume; before it, {runs})"
+    return line
 
 
 # An operator's sweep run. At its creation: the operator's own versions (OPERATOR_RINGLEADER marks a cluster's

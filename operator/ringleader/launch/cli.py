@@ -121,6 +121,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
     from ringleader import api
     from ringleader.api import loading
+    from ringleader.api import spec as spec_
 
     if (args.file is None) == (args.resume is None):
         raise _Refused("ringleader run: give an experiment FILE, or --resume DIR (a run directory), not both",
@@ -135,6 +136,8 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
         raise _Refused(error.shown(), exits.FAILED) from error
     except api.SpecError as error:
         raise _Refused(str(error), exits.FAILED) from error
+    for warning in spec_.unread_fields(experiment.spec):
+        print(f"{name}: warning: {warning}", file=err)
     # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
     from ringleader.tracking.settings import TrackingSettings, resolve_uri
 
@@ -298,7 +301,32 @@ def _run_and_report(args: argparse.Namespace, launch: _Launch, out: TextIO) -> i
     if left:
         print(f"{len(left)} of {len(result.rows)} trials did not finish ({', '.join(left)}); to run them into this "
               f"sweep: ringleader run --resume {shown(session_dir)}", file=out)
+    print_answer(session_dir, out)
     return result.exit_code
+
+
+CONSOLE_FINDINGS = 5
+"""Findings the console ends on at most: the answer, where the time goes, what is not settled; the rest is in the
+report."""
+
+
+def print_answer(session_dir: pathlib.Path, out: TextIO) -> None:
+    """The session's findings (analysis.findings, the report's first lines), in their order: what the data settle
+    first, then where the time goes, then what they do not settle and what would. Read from the run directory, so
+    they are said whether MLflow took the run or not."""
+    from ringleader.analysis import findings
+    from ringleader.tracking import reading
+
+    found = findings.findings(reading.from_directory(session_dir))
+    if not found:
+        return
+    print("", file=out)
+    print("The answer:", file=out)
+    for finding in found[:CONSOLE_FINDINGS]:
+        print(f"- {finding.text}", file=out)
+    if len(found) > CONSOLE_FINDINGS:
+        print(f"  ({len(found) - CONSOLE_FINDINGS} more in the report: ringleader report {shown(session_dir)})",
+              file=out)
 
 
 def close_abandoned(output_dir: pathlib.Path, current: pathlib.Path, out: TextIO, err: TextIO) -> None:

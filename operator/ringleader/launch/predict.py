@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 import textwrap
 from typing import Any, TextIO
 
-from ringleader.analysis import placement, prediction
+from ringleader.analysis import combinations, placement, prediction
 from ringleader.analysis.profile import worker_rank
 from ringleader.analysis.results import TrialResult
 from ringleader.contract import exits, keys
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
                                               summary.get(keys.LINK_PROBE), args.bucket_mib * MIB, summary.get(keys.USAGE))
         except (LookupError, ValueError) as error:
-            refused.setdefault(str(error), []).append(name)
+            # The line names the trials itself: a reason that starts with the trial's name would say it twice.
+            refused.setdefault(_cause(trial, found, str(error).removeprefix(f"trial {name}: ")), []).append(name)
             continue
         predicted += 1
         if args.output == "json":
@@ -88,6 +90,20 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"ringleader predict: {found.where}: no trial could be predicted", file=err)
         return exits.FAILED
     return exits.OK
+
+
+def _cause(trial: TrialResult, found: sources.Found, reason: str) -> str:
+    """Why a trial cannot be predicted, in its real cause: a trial that ended before its workers traced backward
+    (stopped, killed, failed) is said to have, with the command that finishes it, rather than how tracing works."""
+    if trial.status == combinations.FINISHED or trial.layers:
+        return reason
+    if found.where.startswith(("trial run", "sweep run")):  # read from MLflow: its run directory is not at hand
+        again = "run it again to the end"
+    else:
+        session = pathlib.Path(found.where).parent if found.single else pathlib.Path(found.where)
+        again = f"resume it: ringleader run --resume {session}"
+    return (f"the trial is {trial.status}: it ended before any worker traced its backward (after warm-up), so "
+            f"there is no profile to predict from; {again}")
 
 
 def _chosen(found: sources.Found, name: str | None) -> list[TrialResult]:

@@ -43,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     # The streams of the moment of the call, not of the import: a caller may have replaced sys.stdout since.
     out, err = out or sys.stdout, err or sys.stderr
+    missing = layout.missing_path(args.source)
+    if missing:  # said before MLflow is imported to look it up
+        print(f"ringleader report: {missing}", file=err)
+        return exits.FAILED
     # Imported here: MLflow and matplotlib take seconds, and the `ringleader` parser is built with this module.
     from ringleader.analysis import report
     from ringleader.tracking import reading, reports
@@ -50,9 +54,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
     try:
         if pathlib.Path(args.source).is_dir():
-            result, output, attach_to = _from_directory(args, out)
+            result, output, attach_to = _from_directory(args, err)
         else:
-            result, output, attach_to = _from_mlflow(args)
+            result, output, attach_to = _from_mlflow(args, err)
     except (reading.SourceNotFound, TrackingUnavailable) as error:
         print(f"ringleader report: {error}", file=err)  # as predict and whatif say theirs
         return exits.FAILED
@@ -77,8 +81,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     return exits.OK
 
 
-def _from_directory(args: argparse.Namespace, out: TextIO):
-    """(result, output directory, (store, sweep run id) or why not) for a run directory."""
+def _from_directory(args: argparse.Namespace, notices: TextIO):
+    """(result, output directory, (store, sweep run id) or why not) for a run directory; which run was taken, on
+    `notices` (stderr, as every command says it)."""
     from ringleader.tracking import links, reading, sessions
     from ringleader.tracking.cursor import Cursor, path_for
     from ringleader.tracking.settings import absolute_uri
@@ -86,7 +91,7 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
 
     directory, picked = reading.session_directory(args.source)
     if picked:
-        print(picked, file=out)
+        print(picked, file=notices)
     result = reading.from_directory(directory)
     output = args.output_dir or sessions.report_directory(directory)
     if args.no_attach:
@@ -108,8 +113,9 @@ def _from_directory(args: argparse.Namespace, out: TextIO):
     return result, output, (store, run_id)
 
 
-def _from_mlflow(args: argparse.Namespace):
-    """(result, output directory, (store, sweep run id)) for an experiment or a sweep run in MLflow."""
+def _from_mlflow(args: argparse.Namespace, notices: TextIO):
+    """(result, output directory, (store, sweep run id)) for an experiment or a sweep run in MLflow; which sweep run
+    an experiment's name took, on `notices`."""
     from ringleader.tracking import reading
 
     store = reading.lookup_store(args.tracking_uri, args.source, "not a run directory")
@@ -118,4 +124,7 @@ def _from_mlflow(args: argparse.Namespace):
     except reading.SourceNotFound as error:
         raise reading.SourceNotFound(f"{args.source}: not a run directory; in MLflow at {redaction.redact(store.uri)}: "
                                      f"{str(error).removeprefix(args.source + ': ')}") from None
+    picked = reading.picked_sweep(args.source, run_id)
+    if picked:
+        print(picked, file=notices)
     return result, args.output_dir or DEFAULT_OUTPUT / layout.directory_name(result.experiment), (store, run_id)

@@ -37,10 +37,14 @@ def add_profile_arguments(parser: argparse.ArgumentParser, other_command: str) -
 
 
 def resolve(source: str, tracking_uri: str | None, out: TextIO, tried: str = "not a run directory") -> Found:
-    """The trials of `source`; a sentence on `out` when a directory of runs had its newest taken.
+    """The trials of `source`; a sentence on `out` (the caller's stderr: a notice, not a result) when a directory of
+    runs had its newest run taken, or an experiment its newest sweep run.
 
     `tried` says what else the caller already ruled out, for the message when MLflow has nothing either.
-    Raises SourceNotFound (a LookupError) or OSError."""
+    Raises SourceNotFound (a LookupError) or OSError: FileNotFoundError, at once, for a path that names nothing."""
+    missing = layout.missing_path(source)
+    if missing:
+        raise FileNotFoundError(missing)
     from ringleader.tracking import reading
 
     path = pathlib.Path(source)
@@ -60,4 +64,7 @@ def resolve(source: str, tracking_uri: str | None, out: TextIO, tried: str = "no
     except reading.SourceNotFound as error:
         raise reading.SourceNotFound(f"{source}: {tried}; in MLflow at {redaction.redact(store.uri)}: no trial run "
                                      f"{source}; {str(error).removeprefix(source + ': ')}") from None
+    picked = reading.picked_sweep(source, run_id)
+    if picked:
+        print(picked, file=out)
     return Found(sweep.trials, f"sweep run {run_id}", False)

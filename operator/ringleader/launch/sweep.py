@@ -164,7 +164,8 @@ def _reopen_session(session: layout.Session, tracking_uri: str,
             _set_aside(directory, name)
     now = time.time()
     session = dataclasses.replace(session, tracking_uri=tracking_uri, start_times=[*session.start_times, now],
-                                  provenance=provenance.at_start(provenance.command_line(), session.source))
+                                  provenance=provenance.resumed(session.provenance, provenance.at_start(
+                                      provenance.command_line(), session.source)))
     session.save()
     first = layout.read_outcome(directory)
     started = first.start_time if first else now

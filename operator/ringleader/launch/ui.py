@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -79,22 +80,70 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(str(error), file=err)
         return exits.FAILED
     mlflow = pathlib.Path(sys.executable).parent / "mlflow"
-    # One web worker and no request log: one local user reads one local store. Its start-up notes (stores, job
-    # executors, deprecations) are quietened too; its security notice and its warnings and errors still show.
+    # One web worker and no request log: one local user reads one local store. No job runner (seven worker processes
+    # that ringleader never uses; the chart's server turns it off too). The allowed hosts named, the loopback ones,
+    # so that MLflow's notice does not advise `--host 0.0.0.0`. Its start-up notes (stores, deprecations) are
+    # quietened; its warnings and errors still show.
+    served = f"{HOST}:{args.port}"
     command = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri, "--registry-store-uri",
                uri, "--host", HOST, "--port", str(args.port), "--workers", "1",
+               "--allowed-hosts", f"{served},localhost:{args.port}",
+               "--cors-allowed-origins", f"http://{served},http://localhost:{args.port}",
                "--uvicorn-opts", "--no-access-log --log-level warning"]
-    quiet = {"MLFLOW_LOGGING_LEVEL": "WARNING",
+    quiet = {"MLFLOW_LOGGING_LEVEL": "WARNING", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
              "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore:starlette.middleware.wsgi is deprecated"}
-    server = subprocess.Popen(command, env={**os.environ, **quiet})
+    # Its own session: the server and the processes it starts (web worker, job runner) form one group, which the
+    # signals below reach whole, whether they came from a terminal's Ctrl-C or from `kill` of this process.
+    server = subprocess.Popen(command, env={**os.environ, **quiet}, start_new_session=True)
+    stopped: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        stopped.append(signum)
+        _signal_group(server, signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         if _answers(f"http://{HOST}:{args.port}/health", server):
             print(f"MLflow UI: {page}  (Ctrl-C stops it)", file=out, flush=True)
             if trials:
                 print(f"Trials side by side: {trials}", file=out, flush=True)
-        return server.wait()
-    except KeyboardInterrupt:  # the server got the same Ctrl-C: its exit is the end
-        return server.wait()
+        code = _wait(server, stopped)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if server.poll() is None:  # an error of ours above: the server does not outlive this process
+            _signal_group(server, signal.SIGKILL)
+            server.wait()
+    return exits.signalled(stopped[0]) if stopped else code
+
+
+STOP_SECONDS = 20
+"""STOP_SECONDS the server's processes have to end after a signal before they are killed."""
+
+
+def _signal_group(server: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(server.pid, signum)
+    except ProcessLookupError:  # already gone
+        pass
+
+
+def _wait(server: subprocess.Popen, stopped: list[int]) -> int:
+    """The server's exit status; once a signal came, at most STOP_SECONDS for its group to end, then SIGKILL.
+    Short waits, so that the bound starts when the signal comes, not when a blocking wait would return."""
+    deadline = None
+    while True:
+        try:
+            code = server.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            if stopped and deadline is None:
+                deadline = time.monotonic() + STOP_SECONDS
+            if deadline is not None and time.monotonic() > deadline:
+                _signal_group(server, signal.SIGKILL)
+    if stopped:  # the server gone, what it started (its web worker, the job runner) goes with it
+        _signal_group(server, signal.SIGKILL)
+    return code
 
 
 STARTUP_SECONDS = 120

@@ -26,10 +26,12 @@ from typing import TextIO
 
 from ringleader.analysis import addcost, collectives, overlap, placement, whatif
 from ringleader.analysis import profile as profile_
+from ringleader.api import variants
 from ringleader.contract import exits, layout, records
 from ringleader.launch import sources
 
 MIB = 1024 * 1024
+DEFAULT_WORKERS = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,9 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "MLflow a trial run id, a sweep run id or an experiment name or id")
     parser.add_argument("--trial", metavar="NAME", help="the trial of a run directory or sweep to take the profile from")
     sources.add_profile_arguments(parser, "predict")
-    parser.add_argument("--workers", type=int, nargs="+", default=[8], metavar="N", help="worker counts (default 8)")
-    parser.add_argument("--bandwidths", type=float, nargs="+", default=list(whatif.BANDWIDTHS_GBIT), metavar="GBIT",
-                        help="link rates in Gbit/s (default: %(default)s)")
+    parser.add_argument("--workers", type=int, nargs="+", metavar="N",
+                        help=f"worker counts (default {DEFAULT_WORKERS}, and a trial's own count)")
+    parser.add_argument("--bandwidths", type=float, nargs="+", metavar="GBIT",
+                        help=f"link rates in Gbit/s (default: {list(whatif.BANDWIDTHS_GBIT)}, and a trial's own cap, "
+                             "so that the model can be checked against what the trial measured)")
     parser.add_argument("--compressions", type=float, nargs="+", default=list(whatif.COMPRESSIONS), metavar="C",
                         help="compression ratios, 1 = none (default: %(default)s, and a compressed trial's measured "
                              "ratio)")
@@ -86,7 +90,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return exits.USAGE
     try:
         add, add_said = _add_cost(args, out)
-        basis, said = _basis(args, out)
+        basis, said = _basis(args, out, err)
     except (ValueError, LookupError, OSError, RuntimeError) as error:
         print(f"ringleader whatif: {error}", file=err)
         return exits.FAILED
@@ -95,6 +99,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     print(f"{said}: {len(basis.profile.gradients)} gradients, {basis.profile.total_bytes / 1e6:.3f} MB, backward "
           f"{1000 * basis.profile.backward_seconds:.3f} ms, t_batch {1000 * basis.batch_seconds:.3f} ms", file=out)
     print(f"{bucketing.describe()}; add: {add_said}", file=out)
+    _own_point(args, basis, out)
     if basis.floor is not None:
         print(f"a round costs at least the probed allreduce, {1e6 * basis.floor.a_seconds:.1f} us + "
               f"{1e9 * basis.floor.b_seconds_per_byte:.3f} ns/byte", file=out)
@@ -140,10 +145,23 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     return exits.OK
 
 
+def _own_point(args: argparse.Namespace, basis: whatif.Basis, out: TextIO) -> None:
+    """Where --workers and --bandwidths are not given, the defaults and the trial's own worker count and cap: the
+    one point whose scaling factor the trial measured. Said when added."""
+    own_workers = basis.workers if basis.workers > 1 else None
+    if args.workers is None:
+        args.workers = sorted({DEFAULT_WORKERS, *([own_workers] if own_workers else [])})
+    if args.bandwidths is None:
+        args.bandwidths = sorted({*whatif.BANDWIDTHS_GBIT, *([basis.cap_gbit] if basis.cap_gbit else [])})
+        if own_workers and basis.cap_gbit:
+            print(f"with the trial's own point, N = {own_workers} at {basis.cap_gbit:g} Gbit/s (its cap): the model "
+                  "there can be checked against what the trial measured", file=out)
+
+
 def _wrong_options(args: argparse.Namespace) -> str | None:
-    if any(n < 1 for n in args.workers):
+    if args.workers is not None and any(n < 1 for n in args.workers):
         return "--workers must be greater than or equal to 1"
-    if any(not b > 0 for b in args.bandwidths):
+    if args.bandwidths is not None and any(not b > 0 for b in args.bandwidths):
         return "--bandwidths must be greater than 0 (Gbit/s)"
     if any(not c >= 1 for c in args.compressions):
         return "--compressions must be greater than or equal to 1 (1: no compression)"
@@ -214,8 +232,9 @@ def _needed(needed: whatif.Needed) -> str:
     return f"{needed.compression:.4f}"
 
 
-def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
-    """What SOURCE gives the model (whatif.Basis), and what it was taken from."""
+def _basis(args: argparse.Namespace, out: TextIO, notices: TextIO) -> tuple[whatif.Basis, str]:
+    """What SOURCE gives the model (whatif.Basis), and what it was taken from (which run a directory or experiment
+    took: on `notices`)."""
     path = pathlib.Path(args.source)
     refused = layout.experiment_file(args.source)
     if refused:
@@ -245,7 +264,7 @@ def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
             collectives.uniform(measured.compression, measured.codec_seconds), label="measured")
         return whatif.Basis(profile, batch, 1, overlap.RuntimeBuckets(recorded=profile_.bucket_sizes(layers)), 0.0,
                             None, chosen), str(path)
-    found = sources.resolve(args.source, args.tracking_uri, out, "not a profile file or run directory")
+    found = sources.resolve(args.source, args.tracking_uri, notices, "not a profile file or run directory")
     if found.single:
         trial, why = found.trials[0], ""
     elif args.trial is not None:
@@ -257,6 +276,10 @@ def _basis(args: argparse.Namespace, out: TextIO) -> tuple[whatif.Basis, str]:
     if not trial.records.get(rank):
         raise LookupError(f"trial {trial.trial.name} has no iteration records for rank {rank}, so no t_batch")
     taken = "--rank" if args.rank is not None else "the lowest worker rank"
+    architecture = trial.trial.spec.architecture
+    if not variants.ARCHITECTURES[architecture].collective:  # what is modelled is a ring, not this trial's exchange
+        why += (f" (a {architecture.value} trial: modelled as a ring allreduce of its gradients after backward, "
+                f"not as its own exchange; `ringleader predict` prices {architecture.value} itself)")
     return _trial_basis(trial, rank, out), f"trial {trial.trial.name}{why}, rank {rank} ({taken})"
 
 

@@ -104,6 +104,12 @@ def lookup_store(tracking_uri: str | None, source: str, tried: str) -> store_.St
     return store_.Store(uri)
 
 
+def picked_sweep(source: str, run_id: str) -> str | None:
+    """The sentence saying which sweep run an experiment's name or id took (its newest), None when `source` named
+    the run itself: said as session_directory says which run of a directory it took."""
+    return None if source == run_id else f"{source}: taking its newest sweep run, {run_id}"
+
+
 def from_mlflow(store: store_.Store, source: str) -> tuple[results.SweepResult, str]:
     """(the sweep, its run id) for `source`: a sweep run id, or an MLflow experiment (name or id) whose newest
     sweep run is taken. Raises SourceNotFound naming what was tried."""

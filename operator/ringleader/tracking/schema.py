@@ -18,6 +18,7 @@ from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api import variants
 from ringleader.api.spec import ExperimentSpec, OptimizerName
 from ringleader.api import trial as trial_
+from ringleader.contract import provenance as provenance_
 
 # MLflow's own tags: nesting in the UI and the run's display name.
 TAG_PARENT_RUN_ID = "mlflow.parentRunId"
@@ -323,7 +324,9 @@ def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
 
 def provenance_tags(provenance: dict) -> dict[str, str]:
     """The sweep run's tags for its provenance (contract/provenance.py): one per item, shown as columns."""
-    return {f"{TAG_PROVENANCE}.{key}": str(value)[:5000] for key, value in provenance.items() if value is not None}
+    return {f"{TAG_PROVENANCE}.{key}": (provenance_.EARLIER_SEPARATOR.join(value) if isinstance(value, list)
+                                         else str(value))[:5000]
+            for key, value in provenance.items() if value is not None}
 
 
 def provenance_of(tags: dict[str, str]) -> dict[str, str]:

@@ -95,7 +95,9 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
     whatif = subprocess.run([sys.executable, "-m", "ringleader.cli", "whatif", str(server_trial), "--workers", "2"],
                             cwd=workdir, env=launching.launcher_environ(), capture_output=True, text=True, timeout=120)
     assert whatif.returncode == 0, whatif.stderr
-    assert whatif.stdout.startswith("trial pr-0, rank 1 (the lowest worker rank): ")
+    assert whatif.stdout.startswith("trial pr-0 (a ParameterServer trial: modelled as a ring allreduce of its gradients "
+                                    "after backward, not as its own exchange; `ringleader predict` prices "
+                                    "ParameterServer itself), rank 1 (the lowest worker rank): ")
     of_run = subprocess.run([sys.executable, "-m", "ringleader.cli", "whatif", "ringleader-runs", "--workers", "2"],
                             cwd=workdir, env=launching.launcher_environ(), capture_output=True, text=True, timeout=120)
     assert of_run.returncode == 0, of_run.stderr

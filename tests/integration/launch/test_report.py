@@ -62,7 +62,8 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     # From the directory (the directory holding it: the newest run is taken).
     by_directory = report(workdir, "ringleader-runs", "--no-attach")
     assert by_directory.returncode == 0, by_directory.stderr
-    assert f"taking the newest, {session.name}" in by_directory.stdout
+    # Which run was taken is a notice, on stderr as every command says it; stdout holds the results.
+    assert f"taking the newest, {session.name}" in by_directory.stderr and "taking" not in by_directory.stdout
     local = session / "report"
     page = (local / "report.html").read_text()
     assert self_contained(page)
@@ -96,13 +97,15 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     by_mlflow = report(workdir, "rep", "-o", str(workdir / "from-mlflow"))
     assert by_mlflow.returncode == 0, by_mlflow.stderr
     assert f"Attached to sweep run {sweep.info.run_id}" in by_mlflow.stdout
+    assert by_mlflow.stderr == f"rep: taking its newest sweep run, {sweep.info.run_id}\n"
     again = json.loads((workdir / "from-mlflow" / "report.json").read_text())
     assert [t["summary"] for t in again["trials"]] == [t["summary"] for t in document["trials"]]
     assert again["findings"] == document["findings"]
     assert self_contained((workdir / "from-mlflow" / "report.html").read_text())
 
     # By sweep run id; an unknown source is one line naming what was tried.
-    assert report(workdir, sweep.info.run_id, "--no-attach").returncode == 0
+    by_id = report(workdir, sweep.info.run_id, "--no-attach")
+    assert by_id.returncode == 0 and "taking" not in by_id.stderr  # the run named itself: nothing was picked
     unknown = report(workdir, "nothing-here")
     assert unknown.returncode == 1 and unknown.stdout == ""
     assert unknown.stderr.strip().splitlines() == [

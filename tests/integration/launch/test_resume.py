@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def test_an_interrupted_sweep_resumed_ends_as_one_sweep_run_with_every_trial_fin
     shown = f"ringleader-runs/{session.name}"
 
     assert launcher.returncode == 130, stopped
-    table = stopped[stopped.index("trial "):]
+    table = stopped[re.search(r"(?m)^trial\s", stopped).start():]  # the header line, not a progress line
     assert all(f"resumable-{i} " in table for i in range(3)), table  # every trial has its row, never-run ones too
     assert "NOT RUN" in table
     assert stopped.rstrip().splitlines()[-1].endswith(f"to run them into this sweep: ringleader run --resume {shown}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import mlflow.tracking
@@ -31,11 +32,21 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
     finished = launching.run(workdir, str(path))
 
     assert finished.returncode == 0, finished.output
-    table = finished.output[finished.output.index("trial "):]
+    # The table's header line, not a progress line that says "trial" (a slow machine prints some first).
+    table = finished.output[re.search(r"(?m)^trial\s", finished.output).start():]
     assert [line.split()[:3] for line in table.splitlines()[2:4]] == [
         ["arch-0", "ParameterServer", "BSP"], ["arch-1", "RingAllReduce", "BSP"]]
     assert all(line.split()[-1] == "FINISHED" for line in table.splitlines()[2:4])
     assert "ringleader ui --tracking-uri sqlite:///mlflow.db" in finished.output
+    # It ends on the answer, the report's findings in their order: who is faster (or that it is not settled, once),
+    # then where the time goes.
+    answer = finished.output[finished.output.rindex("\nThe answer:\n") + 1:].splitlines()
+    assert answer[1].startswith(("- Fastest: ", "- No clear fastest: ", "- RingAllReduce: "))
+    assert sum(line.startswith("- No clear fastest") for line in answer) <= 1
+    assert any(line.startswith("- Communication is ") for line in answer), answer
+    said = [line for line in answer[1:] if line.startswith("- ")]
+    reported = json.loads(next((workdir / "ringleader-runs").glob("arch-*/report/report.json")).read_text())["findings"]
+    assert said == [f"- {finding}" for finding in reported[:len(said)]]
 
     client, runs = runs_of(workdir, "default/arch")
     [sweep] = runs["sweep"]
@@ -84,7 +95,8 @@ def test_a_crashed_rank_fails_its_trial_with_the_rank_and_reason_and_the_next_tr
     assert finished.returncode == 1, finished.output
     assert "crash-0 (RingAllReduce, BSP, 2 workers, batch 16): FAILED" in finished.output
     assert "rank 1 (worker-1) exited with code 3" in finished.output
-    table = finished.output[finished.output.index("trial "):].splitlines()
+    # The table's header line, not a progress line that says "trial" (a slow machine prints some first).
+    table = finished.output[re.search(r"(?m)^trial\s", finished.output).start():].splitlines()
     assert table[2].split()[0] == "crash-0" and table[2].split()[-1] == "FAILED"
     assert table[3].split()[0] == "crash-1" and table[3].split()[-1] == "FINISHED"
 
