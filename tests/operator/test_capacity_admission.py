@@ -3,6 +3,7 @@ admission by free capacity. A trial whose pods do not fit together creates none 
 
 import experiments as dtes
 from apiserver_client import wait_for
+from ringleader.api import constants
 
 SMALL_CPU = {"cpu": "300m", "memory": "128Mi"}  # 3 pods: 900m of the node's 1 CPU
 
@@ -28,6 +29,16 @@ def bind_and_run(admin, pod, node):
     admin.run_pod(pod)
 
 
+def forget_earlier_experiments(admin, namespace):
+    """A cluster-wide operator takes every experiment in the API server: those the test files that ran before this one
+    on its pytest worker left behind (namespaces are never deleted) would compete for this test's node. They are
+    deleted first, so that the admission watched here is this test's own."""
+    found = admin.request("GET", f"/apis/{constants.API_VERSION}/{constants.PLURAL}")["items"]
+    for dte in found:
+        if dte["metadata"]["namespace"] != namespace:
+            admin.delete(constants.KIND, dte["metadata"]["namespace"], dte["metadata"]["name"])
+
+
 def three_pods(admin, namespace, name):
     return wait_for(f"3 pods of {name}", lambda: (lambda found: len(found) == 3 and found)(
         admin.trial_pods(namespace, name)))
@@ -37,6 +48,7 @@ def test_a_trial_whose_pods_do_not_fit_together_waits_pending_and_is_created_onc
         admin, namespace, operator):
     node = f"node-{namespace}"
     add_node(admin, node, "1")
+    forget_earlier_experiments(admin, namespace)
     try:
         operator(cluster_wide=True, extra_args=("--capacity-retry-interval", "1"))
         spec = {"parameterServers": {"resources": SMALL_CPU}, "workers": {"resources": SMALL_CPU}}
