@@ -60,8 +60,8 @@ e2e: ## e2e tests on the harness cluster: up, image, pytest tests/e2e, then down
 	fi; \
 	echo ">> e2e: exit $$rc after $$(( $$(date +%s) - start ))s"; exit $$rc
 
-# The tests that need several nodes (placement), on a 3-node cluster of their own; they skip on one node, so CI
-# ran `e2e` on one node and then this; `make test` now runs the whole tier once on three nodes (mk/test.sh).
+# Only the tests that need several nodes (placement, a lost node), on a 3-node cluster; they skip on one node.
+# `make test` runs the whole tier once on three nodes instead (mk/test.sh), these included.
 e2e-nodes: ## the multi-node e2e tests (test_placement_nodes.py, test_lost_node.py) on a 3-node harness cluster: up, pytest, down + check-clean
 	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_PYTHON=$(E2E_PYTHON) E2E_PYTEST_ARGS="-k 'placement_nodes or lost_node' $(E2E_PYTEST_ARGS)"
 

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                "--uvicorn-opts", "--no-access-log --log-level warning"]
     quiet = {"MLFLOW_LOGGING_LEVEL": "WARNING", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
              "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore:starlette.middleware.wsgi is deprecated"}
-    # Its own session: the server and the processes it starts (web worker, job runner) form one group, which the
+    # Its own session: the server and the process it starts (its web worker) form one group, which the
     # signals below reach whole, whether they came from a terminal's Ctrl-C or from `kill` of this process.
     server = subprocess.Popen(command, env={**os.environ, **quiet}, start_new_session=True)
     stopped: list[int] = []
@@ -141,7 +141,7 @@ def _wait(server: subprocess.Popen, stopped: list[int]) -> int:
                 deadline = time.monotonic() + STOP_SECONDS
             if deadline is not None and time.monotonic() > deadline:
                 _signal_group(server, signal.SIGKILL)
-    if stopped:  # the server gone, what it started (its web worker, the job runner) goes with it
+    if stopped:  # the server gone, what it started (its web worker) goes with it
         _signal_group(server, signal.SIGKILL)
     return code
 
