@@ -20,6 +20,7 @@ import yaml
 
 import ringleader
 from ringleader import cli
+from ringleader.api import loading
 from ringleader.api import crd
 from ringleader.topology import settings as render_settings
 
@@ -332,7 +333,8 @@ def test_a_yaml_error_names_the_file_and_the_line(tmp_path, monkeypatch, capsys,
         # What is wrong is the parser's to word (libyaml's or PyYAML's own); the file, the place and the line
         # with a caret under the column are ours, in the same words whichever command read the file.
         problem, line, caret = err.splitlines()
-        assert problem.startswith(f"{shown or given}: not valid YAML: ") and problem.endswith(" at line 3, column 15")
+        assert problem.startswith(f"{shown or given}: not valid YAML: ")
+        assert problem.endswith((" at line 3, column 15", f" at line 3, column 15{loading.INDENTATION_HINT}"))
         assert line == "  3 | metadata: name: sweep" and caret.index("^") - caret.index("|") - 1 == 15
         said.add(err)
     assert len(said) == 1

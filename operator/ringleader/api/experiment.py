@@ -160,11 +160,12 @@ def load(path: str | pathlib.Path) -> DistributedTrainingExperiment:
     try:
         return parse(document, source)
     except SpecError as error:
-        raise SpecError(source, [_at_line(problem, root) for problem in error.problems]) from None
+        lines = loading.Lines(root)
+        raise SpecError(source, [_at_line(problem, lines) for problem in error.problems]) from None
 
 
-def _at_line(problem: Problem, root: Any) -> Problem:
-    line = loading.line_of(root, problem.field)
+def _at_line(problem: Problem, lines: loading.Lines) -> Problem:
+    line = lines.of(problem.field)
     if line is None:
         return problem
     return Problem(problem.field, problem.message, line=f"line {line}: {problem}")

@@ -83,7 +83,7 @@ def load_documents(path: str) -> list[Any]:
 
 
 def load_documents_with_lines(path: str) -> list[tuple[Any, yaml.nodes.Node]]:
-    """load_documents, each document with its composed node: where a problem with a field is (line_of)."""
+    """load_documents, each document with its composed node: where a problem with a field is (Lines)."""
     source = display_name(path)
     text = _text(source, _read(source, path))
     documents = []
@@ -101,28 +101,47 @@ def load_documents_with_lines(path: str) -> list[tuple[Any, yaml.nodes.Node]]:
     return [(document, node) for document, node in zip(documents, loader.roots) if document is not None]
 
 
-def line_of(root: yaml.nodes.Node, field: str | None) -> int | None:
-    """The line (1-based) of `field`, a dotted path as problems name fields ("spec.workers.replicas", each part cut
-    as `shorten(part, 60)` cuts it; a key may hold dots itself), or of the deepest object on its path that the file
-    has: a missing field is reported where its object is. Walks that one path only."""
-    if not field:
-        return None
-    node, rest, line = root, field, None
-    while rest:
-        if isinstance(node, yaml.MappingNode):
-            children = [(shorten(str(key.value), 60), key, value) for key, value in node.value
-                        if isinstance(key, yaml.ScalarNode)]
-        elif isinstance(node, yaml.SequenceNode):
-            children = [(str(index), item, item) for index, item in enumerate(node.value)]
-        else:
-            break
-        step = next(((part, where, value) for part, where, value in children
-                     if rest == part or rest.startswith(part + ".")), None)
-        if step is None:
-            break
-        part, where, node = step
-        line, rest = where.start_mark.line + 1, rest[len(part) + 1:]
-    return line
+class Lines:
+    """Where each field of one composed document is: `of("spec.workers.replicas")` is its line (1-based). Each object
+    on a path asked for is indexed once, so that the problems of a file of thousands of keys cost its size once."""
+
+    def __init__(self, root: yaml.nodes.Node):
+        self._root = root
+        self._children: dict[int, dict[str, tuple[int, yaml.nodes.Node]]] = {}
+
+    def _index(self, node: yaml.nodes.Node) -> dict[str, tuple[int, yaml.nodes.Node]]:
+        found = self._children.get(id(node))
+        if found is None:
+            found = {}
+            if isinstance(node, yaml.MappingNode):
+                for key, value in node.value:
+                    if isinstance(key, yaml.ScalarNode):
+                        found.setdefault(shorten(str(key.value), 60), (key.start_mark.line + 1, value))
+            elif isinstance(node, yaml.SequenceNode):
+                for index, item in enumerate(node.value):
+                    found[str(index)] = (item.start_mark.line + 1, item)
+            self._children[id(node)] = found
+        return found
+
+    def of(self, field: str | None) -> int | None:
+        """The line of `field` (a dotted path as problems name fields, each part cut as `shorten(part, 60)` cuts it; a
+        key may hold dots itself), or of the deepest object on its path the file has: a missing field is reported
+        where its object is."""
+        node, rest, line = self._root, field or "", None
+        while rest:
+            children = self._index(node)
+            part = next((p for p in _prefixes(rest) if p in children), None)
+            if part is None:
+                break
+            line, node = children[part]
+            rest = rest[len(part) + 1:]
+        return line
+
+
+def _prefixes(path: str) -> list[str]:
+    """"a.b.c" -> ["a", "a.b", "a.b.c"]: the keys a path may start with, a key with dots of its own included."""
+    parts = path.split(".")
+    return [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
 
 
 def _read(source: str, path: str) -> bytes:

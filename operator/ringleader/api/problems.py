@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import typing
 from typing import Any, Iterable, Iterator
 
@@ -169,17 +170,27 @@ MAX_DEPTH = 6
 """Levels of objects searched for a field's home: deeper than any path of the API."""
 
 
-def homes(model: type[pydantic.BaseModel], name: str, prefix: Location = (), depth: int = 0) -> list[str]:
+def homes(model: type[pydantic.BaseModel], name: str) -> list[str]:
     """The dotted paths of the objects under `model` that have a field named `name` (its wire name), shallowest
     first: where a field written at the wrong level belongs ("groups" -> ["spec.workers"])."""
-    found: list[str] = []
-    for field_name, field in model.model_fields.items():
-        wire = field.alias or field_name
-        if wire == name and prefix:
-            found.append(dotted(prefix))
-        inner = _model_in(field.annotation)
-        if inner is not None and depth < MAX_DEPTH:
-            found += [home for home in homes(inner, name, (*prefix, wire), depth + 1) if home not in found]
+    return _homes(model).get(name, [])
+
+
+@functools.cache
+def _homes(model: type[pydantic.BaseModel]) -> dict[str, list[str]]:
+    """Every wire name under `model` -> the objects that have it: built once, so that a file of thousands of
+    unknown keys costs a lookup each."""
+    found: dict[str, list[str]] = {}
+    pending: list[tuple[type[pydantic.BaseModel], Location]] = [(model, ())]
+    while pending:  # breadth first: shallowest homes first
+        current, prefix = pending.pop(0)
+        for field_name, field in current.model_fields.items():
+            wire = field.alias or field_name
+            if prefix and dotted(prefix) not in found.setdefault(wire, []):
+                found[wire].append(dotted(prefix))
+            inner = _model_in(field.annotation)
+            if inner is not None and len(prefix) < MAX_DEPTH:
+                pending.append((inner, (*prefix, wire)))
     return found
 
 

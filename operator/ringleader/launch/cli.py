@@ -297,11 +297,12 @@ def _run_and_report(args: argparse.Namespace, launch: _Launch, out: TextIO) -> i
         again = " --tracking-uri URI" if redaction.carries_credentials(tracking_uri) else ""
         print(f"MLflow at {redaction.redact(tracking_uri)} is unavailable; nothing is lost: the records are in "
               f"{shown(session_dir)}. When it is back: ringleader publish {shown(session_dir)}{again}", file=out)
+    print_answer(session_dir, out)
+    # Last of all where trials are left: what to do next.
     left = [row.trial for row in result.rows if row.status != schema.FINISHED]
     if left:
         print(f"{len(left)} of {len(result.rows)} trials did not finish ({', '.join(left)}); to run them into this "
               f"sweep: ringleader run --resume {shown(session_dir)}", file=out)
-    print_answer(session_dir, out)
     return result.exit_code
 
 
