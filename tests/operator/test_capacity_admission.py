@@ -29,14 +29,18 @@ def bind_and_run(admin, pod, node):
     admin.run_pod(pod)
 
 
-def forget_earlier_experiments(admin, namespace):
-    """A cluster-wide operator takes every experiment in the API server: those the test files that ran before this one
-    on its pytest worker left behind (namespaces are never deleted) would compete for this test's node. They are
-    deleted first, so that the admission watched here is this test's own."""
+def forget_earlier_tests(admin, namespace, node):
+    """A cluster-wide operator takes every experiment in the API server and counts every node's free CPU: what the
+    test files that ran before this one on its pytest worker left behind (their experiments, and the nodes they
+    played) would compete for, or add to, this test's node. Both are deleted first, so that the admission watched
+    here is this test's own trials' on its one node."""
     found = admin.request("GET", f"/apis/{constants.API_VERSION}/{constants.PLURAL}")["items"]
     for dte in found:
         if dte["metadata"]["namespace"] != namespace:
             admin.delete(constants.KIND, dte["metadata"]["namespace"], dte["metadata"]["name"])
+    for other in admin.request("GET", "/api/v1/nodes")["items"]:
+        if other["metadata"]["name"] != node:
+            admin.delete("Node", None, other["metadata"]["name"])
 
 
 def three_pods(admin, namespace, name):
@@ -48,7 +52,7 @@ def test_a_trial_whose_pods_do_not_fit_together_waits_pending_and_is_created_onc
         admin, namespace, operator):
     node = f"node-{namespace}"
     add_node(admin, node, "1")
-    forget_earlier_experiments(admin, namespace)
+    forget_earlier_tests(admin, namespace, node)
     try:
         operator(cluster_wide=True, extra_args=("--capacity-retry-interval", "1"))
         spec = {"parameterServers": {"resources": SMALL_CPU}, "workers": {"resources": SMALL_CPU}}
