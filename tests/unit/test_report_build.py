@@ -466,3 +466,15 @@ def test_a_long_figure_title_is_wrapped_to_fit_inside_the_figure(width):
         assert figure._suptitle.get_text().endswith("\nsecond line kept")
     finally:
         figures.pyplot.close(figure)
+
+
+def test_the_fastest_and_its_runner_up_are_compared_once_when_the_sweep_varies_two_axes(tmp_path):
+    # Ring at 4 workers first, the parameter server at 4 second: the per-axis comparison of the same two trials
+    # ("RingAllReduce: ... of ParameterServer at workers=4") would say the fastest's sentence again.
+    trials = [sweeps.result_of(t) for t in sweeps.trials({"sweep": {"matrix": {
+        "architecture": ["ParameterServer", "RingAllReduce"], "workers": [2, 4]}}})]
+    found = findings.findings(results.SweepResult("two-axes", trials))
+    [fastest] = [f for f in found if f.kind == "fastest"]
+    assert "RingAllReduce, workers=4" in fastest.text and "ParameterServer, workers=4" in fastest.text, fastest.text
+    assert not [f.text for f in found if f.kind == "comparison" and f.compared == fastest.compared]
+    assert any("of ParameterServer at workers=2" in f.text for f in found)  # the other context is still compared

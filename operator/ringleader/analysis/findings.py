@@ -44,6 +44,8 @@ class Finding:
     """Where the interval comes from: "repetitions", "within-run" (batch means of one run each), or None."""
     distinguishable: bool | None = None
     """Whether the interval excludes parity (for single runs, by SINGLE_RUN_MARGIN); None where nothing is compared."""
+    compared: frozenset[str] = frozenset()
+    """The trials a comparison set against each other (both sides): two findings over the same trials say one thing."""
 
     def wire(self) -> dict[str, Any]:
         return {"text": self.text, "kind": self.kind, "subjects": list(self.subjects), "metric": self.metric,
@@ -84,11 +86,11 @@ class Comparison:
         return (f"not beyond the {100 * SINGLE_RUN_MARGIN:.0f} % runs apart differ by: sweep.repetitions of 3 or more "
                 "would confirm it")
 
-    def finding(self, text: str, kind: str, subjects: tuple[str, ...]) -> Finding:
+    def finding(self, text: str, kind: str, subjects: tuple[str, ...], compared: frozenset[str] = frozenset()) -> Finding:
         if self.placement_caveat:
             text = f"{text[:-1]}; {self.placement_caveat}."
         return Finding(text, kind, subjects, keys.THROUGHPUT, self.ratio.mean, self.ratio.low, self.ratio.high,
-                       self.basis, self.distinguishable)
+                       self.basis, self.distinguishable, compared)
 
     def settle(self) -> str:
         """What would tell the two apart."""
@@ -185,15 +187,19 @@ def fastest(groups: list[combinations.Combination]) -> list[Finding]:
                         keys.THROUGHPUT)]
     runner_up = measured[1][1]
     versus = compare(best, runner_up)
-    subjects = (best.label, runner_up.label)
+    subjects, compared = (best.label, runner_up.label), _trials_of(best, runner_up)
     if versus.distinguishable:
         return [versus.finding(text + f"; {versus.ratio.mean:.2f}x the runner-up, {_name(runner_up)} "
-                               f"({versus.interval()}).", "fastest", subjects)]
+                               f"({versus.interval()}).", "fastest", subjects, compared)]
     if versus.within_drift:
         return [versus.finding(f"No clear fastest: {_name(best)} leads {_name(runner_up)} by {_ratio_words(versus)}, "
-                               f"{versus.drift_clause()}.", "fastest", subjects)]
+                               f"{versus.drift_clause()}.", "fastest", subjects, compared)]
     return [versus.finding(f"No clear fastest: {_name(best)} and {_name(runner_up)} cannot be told apart: "
-                           f"{_ratio_words(versus)}; {versus.settle()}.", "fastest", subjects)]
+                           f"{_ratio_words(versus)}; {versus.settle()}.", "fastest", subjects, compared)]
+
+
+def _trials_of(*groups: combinations.Combination) -> frozenset[str]:
+    return frozenset(t.trial.name for group in groups for t in group.trials)
 
 
 def comparisons(result: results.SweepResult) -> list[Finding]:
@@ -228,7 +234,7 @@ def _comparison(best: combinations.Combination, other: combinations.Combination,
                 f"({versus.interval()}), {versus.drift_clause()}.")
     else:
         text = f"{best.label} and {other.label}{where}: not told apart, {_ratio_words(versus)}."
-    return versus.finding(text, "comparison", (best.label, other.label))
+    return versus.finding(text, "comparison", (best.label, other.label), _trials_of(best, other))
 
 
 def _ratio_words(versus: Comparison) -> str:
@@ -390,8 +396,8 @@ def findings(result: results.SweepResult) -> list[Finding]:
     for finding in found + comparisons(result):
         if not finding.subjects:  # "(n more comparisons: see the table.)"
             more.append(finding)
-        elif finding.kind == "comparison" and set(finding.subjects) == set(found[0].subjects):
-            continue  # the fastest and its runner-up are compared once, in the fastest's sentence
+        elif finding.kind == "comparison" and finding.compared and finding.compared == found[0].compared:
+            continue  # the fastest and its runner-up (the same trials) are compared once, in the fastest's sentence
         elif finding.distinguishable is False:
             unsettled.append(finding)
         else:
