@@ -13,6 +13,8 @@ DEPS_HASH := $(shell sha256sum < requirements.lock | cut -c1-12)
 DEPS ?= $(CACHE)/deps-$(DEPS_HASH)
 VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
+# Both cores; a file's tests on one worker, so that its module fixtures run once (mk/test.sh runs the same).
+PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile
 export RINGLEADER_CACHE := $(CACHE)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # MLflow 3 sends telemetry from `import mlflow` unless disabled; tests talk only to loopback.
@@ -68,13 +70,13 @@ crds-check: venv  ## fail if crds/ is not what the models generate
 	$(PY) -m ringleader.api.crd --check crds/ charts/ringleader/crds/
 
 unit: venv  ## unit tests
-	$(PY) -m pytest tests/unit -q -n 2 --dist loadfile
+	$(PYTEST) tests/unit
 
 integration: venv  ## integration tests: real torch.distributed processes on loopback, a real MLflow store
-	$(PY) -m pytest tests/integration -q -n 2 --dist loadfile
+	$(PYTEST) tests/integration
 
 operator-tests: venv cluster-build  ## operator tests against a real kube-apiserver (binaries from cluster-build)
-	$(PY) -m pytest tests/operator -q -n 2 --dist loadfile
+	$(PYTEST) tests/operator
 
 # The tiers, their order, what runs beside what, and the time table at the end: mk/test.sh.
 test:  ## everything CI runs, each tier timed against CI's 90 minutes: lint, integration (the browser test too), unit, operator, then e2e on a real three-node cluster

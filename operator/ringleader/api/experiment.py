@@ -116,9 +116,9 @@ def _problem(item: pydantic_core.ErrorDetails) -> Problem:
     if item["type"] == "extra_forbidden":
         near = problems.suggestion(location[-1], problems.field_names(DistributedTrainingExperiment, location[:-1]))
         # A known field at the wrong level (`groups:` indented under `spec`, not `spec.workers`): where it goes.
-        root = f"{location[0]}."
+        top = f"{location[0]}."  # spec's fields have homes under spec only
         elsewhere = [home for home in problems.homes(DistributedTrainingExperiment, str(location[-1]))
-                     if home.startswith(root) and home != problems.dotted(location[:-1])][:3]
+                     if home.startswith(top) and home != problems.dotted(location[:-1])][:3]
         if elsewhere and not near:
             near = "; it belongs under " + " or ".join(f"`{home}`" for home in elsewhere) + " (check its indentation)"
         message = "is not a field of this object" + (near or ": check its spelling (fields are camelCase)")
@@ -152,7 +152,7 @@ def parse(document: Any, source: str = "experiment") -> DistributedTrainingExper
 def load(path: str | pathlib.Path) -> DistributedTrainingExperiment:
     """Read one experiment from a YAML file ('-': standard input); LoadError when it is no YAML to take. Each
     problem starts with its line in the file ("line 12: `spec.workers.replicas` must be ...")."""
-    documents = loading.load_documents_with_lines(str(path))
+    documents = loading.load_documents_with_nodes(str(path))
     source = loading.display_name(str(path))
     if len(documents) != 1:
         raise loading.LoadError(source, f"holds {len(documents)} YAML documents: an experiment file holds exactly one")

@@ -79,10 +79,10 @@ def display_name(path: str) -> str:
 
 def load_documents(path: str) -> list[Any]:
     """The non-empty YAML documents of the file at `path` ('-': standard input), or LoadError."""
-    return [document for document, _ in load_documents_with_lines(path)]
+    return [document for document, _ in load_documents_with_nodes(path)]
 
 
-def load_documents_with_lines(path: str) -> list[tuple[Any, yaml.nodes.Node]]:
+def load_documents_with_nodes(path: str) -> list[tuple[Any, yaml.nodes.Node]]:
     """load_documents, each document with its composed node: where a problem with a field is (Lines)."""
     source = display_name(path)
     text = _text(source, _read(source, path))
@@ -385,7 +385,7 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
     bool_values = {**yaml.constructor.SafeConstructor.bool_values, "y": True, "n": False}
 
     roots: list[yaml.nodes.Node]
-    """The composed node of each document constructed, in order (load_documents_with_lines)."""
+    """The composed node of each document constructed, in order (load_documents_with_nodes)."""
 
     def __init__(self) -> None:
         super().__init__()
