@@ -44,6 +44,23 @@ RULE_CASES = {
     "groups add up to replicas": (
         {"workers": {"replicas": 3, "groups": [{"name": "a", "replicas": 1}]}},
         "spec.workers.groups", "so that the sums match"),
+    "replicas a multiple of the ranks per pod": (
+        {"workers": {"replicas": 3, "ranksPerPod": 2}},
+        "spec.workers.replicas", "change replicas or set ranksPerPod"),
+    "replicas a multiple of the GPUs per pod when ranksPerPod is unset": (
+        {"workers": {"replicas": 2, "resources": {"gpu": 4}}},
+        "spec.workers.replicas", "change replicas or set ranksPerPod"),
+    "group replicas a multiple of the ranks per pod": (
+        {"workers": {"replicas": 4, "ranksPerPod": 2, "groups": [{"name": "a", "replicas": 1},
+                                                                  {"name": "b", "replicas": 3}]}},
+        "spec.workers.groups", "change the group's replicas"),
+    "ranks per pod within the pod's GPUs": (
+        {"workers": {"replicas": 4, "ranksPerPod": 4, "resources": {"gpu": 2}}},
+        "spec.workers.ranksPerPod", "lower ranksPerPod or request more GPUs per pod"),
+    "ranks per pod within a group's GPUs": (
+        {"workers": {"replicas": 4, "ranksPerPod": 2,
+                     "groups": [{"name": "a", "replicas": 4, "resources": {"gpu": 1}}]}},
+        "spec.workers.groups", "request more GPUs for the group"),
     "group names unique": (
         {"workers": {"replicas": 2, "groups": [{"name": "a", "replicas": 1}, {"name": "a", "replicas": 1}]}},
         "spec.workers.groups", "rename the repeated group"),
@@ -126,8 +143,9 @@ def test_every_published_rule_has_a_case():
               spec_.Scheduling, spec_.Sweep, spec_.Tracking, spec_.ExperimentSpec]
     rule_count = sum(len(model.rules) for model in models)
     # "swept DSSP needs maxStaleness", "swept TopK needs a ring" and "swept servers Apart needs parameter servers"
-    # exercise rules already covered, through the sweep; the tracking.uri rule has a case for each kind of credentials.
-    assert rule_count == len(RULE_CASES) - 4
+    # exercise rules already covered, through the sweep; the tracking.uri rule has a case for each kind of credentials;
+    # the ranks-per-pod multiple has one case with ranksPerPod set and one defaulted from the pod's GPUs.
+    assert rule_count == len(RULE_CASES) - 5
 
 
 def test_all_problems_are_reported_at_once(experiment_document):

@@ -121,18 +121,65 @@ class WorkerGroup(ApiModel):
     forward and backward pass take three times as long as measured. Default 100 (no slowdown)."""
 
 
+POD_RANKS_CEL = "(has(self.ranksPerPod) ? self.ranksPerPod : (self.resources.gpu > 0 ? self.resources.gpu : 1))"
+"""The ranks each worker pod runs, in CEL over `workers` (Workers.pod_ranks)."""
+
+
 class Workers(ApiModel):
     """workers compute gradients; in PeerToPeer they are also the servers of their own shard."""
 
     replicas: Annotated[base.Integer, pydantic.Field(ge=1, le=1024)] = 2
-    """replicas is the number of workers (N). Default 2."""
+    """replicas is the number of workers (N): ranks, not pods. Default 2. With `ranksPerPod` k, N/k pods."""
+    ranks_per_pod: Annotated[base.Integer, pydantic.Field(ge=1, le=16)] | None = None
+    """ranksPerPod is how many worker ranks each worker pod runs (k), as torchrun's `--nproc-per-node`: ranks of
+    one pod share its memory, its GPUs (one each, `cuda:LOCAL_RANK`) and its node, and split its CPU. Each rank
+    gets torchrun's environment (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, RANK, WORLD_SIZE). A rank
+    that dies ends its pod's other ranks, and the pod fails naming it. Unset (default): one rank per GPU of
+    `resources.gpu`, or 1 on CPU pods. `replicas` (and each group's) must be a multiple of it; on GPU pods it
+    may not exceed `resources.gpu`. Parameter servers always run one rank per pod."""
     resources: Resources = Resources()
-    """resources of each worker pod, unless its group sets its own. Default 1 CPU, 2Gi, no GPU."""
+    """resources of each worker pod, unless its group sets its own, shared by its `ranksPerPod` ranks. Default 1
+    CPU, 2Gi, no GPU."""
     groups: Annotated[list[WorkerGroup], pydantic.Field(max_length=16, json_schema_extra=base.list_map("name"))] = []
     """groups split the workers into heterogeneous groups (placement, resources, slowdown), in rank
     order. Empty (default): one homogeneous group. When set, their replicas add up to `replicas`."""
 
+    @property
+    def pod_ranks(self) -> int:
+        """The ranks each worker pod runs: `ranksPerPod`, else one per GPU, else 1."""
+        return self.ranks_per_pod or self.resources.gpu or 1
+
     rules = (
+        rules.Rule(
+            cel=f"self.replicas % {POD_RANKS_CEL} == 0",
+            message="`workers.replicas` must be a multiple of `workers.ranksPerPod` (unset: `workers.resources.gpu`, "
+            "or 1 on CPU pods), since every worker pod runs that many ranks: change replicas or set ranksPerPod",
+            holds=lambda w: w.replicas % w.pod_ranks == 0,
+            field_path=".replicas",
+        ),
+        rules.Rule(
+            cel=f"self.groups.all(g, g.replicas % {POD_RANKS_CEL} == 0)",
+            message="`workers.groups` replicas must each be a multiple of `workers.ranksPerPod` (unset: "
+            "`workers.resources.gpu`, or 1): a pod's ranks belong to one group; change the group's replicas",
+            holds=lambda w: all(g.replicas % w.pod_ranks == 0 for g in w.groups),
+            field_path=".groups",
+        ),
+        rules.Rule(
+            cel="!has(self.ranksPerPod) || self.resources.gpu == 0 || self.ranksPerPod <= self.resources.gpu",
+            message="`workers.ranksPerPod` must not exceed `workers.resources.gpu` on GPU pods: each rank trains on "
+            "a GPU of its own; lower ranksPerPod or request more GPUs per pod",
+            holds=lambda w: w.ranks_per_pod is None or not w.resources.gpu or w.ranks_per_pod <= w.resources.gpu,
+            field_path=".ranksPerPod",
+        ),
+        rules.Rule(
+            cel=f"self.groups.all(g, !has(g.resources) || g.resources.gpu == 0 || {POD_RANKS_CEL} <= g.resources.gpu)",
+            message="`workers.groups[].resources.gpu` must be at least the ranks per pod (`workers.ranksPerPod`, "
+            "unset: `workers.resources.gpu`) on GPU pods: each rank trains on a GPU of its own; request more GPUs "
+            "for the group or lower ranksPerPod",
+            holds=lambda w: all(not g.resources or not g.resources.gpu or w.pod_ranks <= g.resources.gpu
+                                for g in w.groups),
+            field_path=".groups",
+        ),
         rules.Rule(
             cel="size(self.groups) == 0 || self.groups.map(g, g.replicas).sum() == self.replicas",
             message="`workers.groups` replicas must add up to `workers.replicas`: change a group's replicas "

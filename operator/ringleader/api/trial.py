@@ -70,10 +70,24 @@ class Slot:
     group: str | None = None
     node_selector: dict[str, str] = dataclasses.field(default_factory=dict)
     slowdown_percent: int = 100
+    pod: int = 0
+    """pod is the index of the rank's pod among its role's pods (`workers.ranksPerPod` ranks to a worker pod)."""
+    local_rank: int = 0
+    """local_rank is the rank's place in its pod (torchrun's LOCAL_RANK): its GPU there, `cuda:local_rank`."""
+    local_world_size: int = 1
+    """local_world_size is how many ranks its pod runs (LOCAL_WORLD_SIZE)."""
+    group_rank: int = 0
+    """group_rank is the index of its pod among all the trial's pods, servers' first (GROUP_RANK, NODE_RANK)."""
 
     @property
     def hostname(self) -> str:
-        return f"{self.role}-{self.index}"
+        """The pod's host name (one per pod: a pod's ranks share it)."""
+        return f"{self.role}-{self.pod}"
+
+    @property
+    def label(self) -> str:
+        """How messages name the rank: "worker-1", or "worker-0/1" (pod worker-0, local rank 1) in a pod of many."""
+        return self.hostname if self.local_world_size == 1 else f"{self.hostname}/{self.local_rank}"
 
 
 REPETITION = "repetition"
@@ -108,12 +122,15 @@ class Trial(ApiModel):
         if variants.ARCHITECTURES[spec.architecture].has_servers:
             for i in range(spec.parameter_servers.replicas):
                 slots.append(Slot(constants.ROLE_PS, i, len(slots), spec.parameter_servers.resources,
-                                  node_selector=dict(spec.scheduling.node_selector)))
+                                  node_selector=dict(spec.scheduling.node_selector), pod=i, group_rank=i))
+        servers = len(slots)
+        k = spec.workers.pod_ranks
         groups = spec.workers.groups
         if not groups:
             for i in range(spec.workers.replicas):
                 slots.append(Slot(constants.ROLE_WORKER, i, len(slots), spec.workers.resources,
-                                  node_selector=dict(spec.scheduling.node_selector)))
+                                  node_selector=dict(spec.scheduling.node_selector),
+                                  pod=i // k, local_rank=i % k, local_world_size=k, group_rank=servers + i // k))
             return slots
         index = 0
         for group in groups:
@@ -123,12 +140,25 @@ class Trial(ApiModel):
                     group=group.name,
                     node_selector={**spec.scheduling.node_selector, **group.node_selector},
                     slowdown_percent=group.slowdown_percent,
+                    pod=index // k, local_rank=index % k, local_world_size=k, group_rank=servers + index // k,
                 ))
                 index += 1
         return slots
 
     def worker_slots(self) -> list[Slot]:
         return [s for s in self.slots() if s.role == constants.ROLE_WORKER]
+
+    def pods(self) -> list[list[Slot]]:
+        """The trial's pods in order, servers' first, each the slots of its ranks in local-rank order."""
+        pods: dict[int, list[Slot]] = {}
+        for slot in self.slots():
+            pods.setdefault(slot.group_rank, []).append(slot)
+        return list(pods.values())
+
+    def pod_of(self, rank: int) -> list[Slot]:
+        """The slots of the ranks sharing `rank`'s pod, itself included."""
+        group_rank = self.slots()[rank].group_rank
+        return [s for s in self.slots() if s.group_rank == group_rank]
 
     @property
     def world_size(self) -> int:
