@@ -27,6 +27,10 @@ BYTES_UNCOMPRESSED = "bytes/uncompressed"  # what bytes/sent would have been wit
 LINK_TX = "link/tx_bytes_per_second"  # bytes/s the interface sent over the iteration (lo: every local rank's)
 LINK_RX = "link/rx_bytes_per_second"  # bytes/s it received
 LINK_UTILIZATION = "link/utilization"  # LINK_TX in bits/s over the link rate, when one is known (a fraction)
+# What a byte cost the host (runtime/usage.py), read from the kernel's counters once per iteration:
+CPU_COMM = "cpu/comm"  # CPU seconds of the process, every thread (gloo's too), inside the synchronizer (comm, wait, update)
+CPU_THROTTLED = "cpu/throttled"  # seconds the rank's cgroup was throttled by its CPU quota over the iteration (cpu.stat);
+# absent where the cgroup's cpu.stat cannot be read
 STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the servers' (smallest) clock
 LOSS = "loss"
 # Per evaluation, in the evaluating worker's record of the iteration it followed (spec.model.evaluation).
@@ -84,6 +88,8 @@ LINK_TX_MEAN = "linkTxBytesPerSecondMean"  # over every worker iteration after w
 LINK_TX_P95 = "linkTxBytesPerSecondP95"
 LINK_UTILIZATION_MEAN = "linkUtilizationMean"
 LINK_UTILIZATION_P95 = "linkUtilizationP95"
+COMM_CPU_SECONDS = "commCpuSecondsMedian"  # the median over worker iterations of CPU_COMM
+THROTTLED_SECONDS = "throttledSecondsMedian"  # the median over worker iterations of CPU_THROTTLED, where recorded
 LOSS_FIRST = "lossFirst"
 LOSS_LAST = "lossLast"
 EVAL_LOSS_LAST = "evalLossLast"  # the last evaluation's eval/loss

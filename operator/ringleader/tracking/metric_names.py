@@ -86,6 +86,10 @@ SERIES: dict[str, Name] = {
     keys.LINK_RX: Name("traffic/link_rx_bytes_per_s", 1.0, "bytes per second it received", WHOLE),
     keys.LINK_UTILIZATION: Name("traffic/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
                                                                      "emulated cap, else the interface's speed)", SHARE),
+    keys.CPU_COMM: Name("cpu/comm_ms", MS, "CPU time of the process, every thread, inside the synchronizer (comm, "
+                                           "wait, update): what its bytes cost the host", TIME),
+    keys.CPU_THROTTLED: Name("cpu/throttled_ms", MS, "how long the cgroup's CPU quota throttled the rank over the "
+                                                    "iteration", TIME),
     keys.STALENESS: Name("sync/staleness", 1.0, "iterations between the weights a gradient was computed on "
                                                 "and the servers' clock (the smallest of the shards')", WHOLE),
     keys.LOSS: Name("train/loss", 1.0, "training loss of the batch"),
@@ -149,6 +153,9 @@ TRIAL: dict[str, Name | None] = {
     keys.LINK_TX_P95: Name("network_link_tx_p95_bytes_per_s", 1.0, "95th percentile of the same", WHOLE),
     keys.LINK_UTILIZATION_MEAN: Name("network_link_utilization_mean_pct", PCT, "mean link utilization", SHARE),
     keys.LINK_UTILIZATION_P95: Name("network_link_utilization_p95_pct", PCT, "95th percentile of the same", SHARE),
+    keys.COMM_CPU_SECONDS: Name("median_cpu_comm_ms", MS, "median of cpu/comm over worker iterations", TIME),
+    keys.THROTTLED_SECONDS: Name("median_cpu_throttled_ms", MS, "median of cpu/throttled over worker iterations",
+                                 TIME),
     keys.LOSS_FIRST: Name("train_loss_first", 1.0, "first recorded loss, mean over workers"),
     keys.LOSS_LAST: Name("train_loss_last", 1.0, "last recorded loss, mean over workers"),
     keys.EVALUATIONS: Name("count_evaluations", 1.0, "held-out evaluations recorded", WHOLE),
