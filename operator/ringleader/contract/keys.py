@@ -138,14 +138,17 @@ BAND_NOTE = "errorBandNote"  # why there is no band, or where it does not quite 
 PREDICTION_UNAVAILABLE = "unavailable"  # why the trial has no prediction
 CANNOT_PREDICT = "cannotPredict"  # why the models' numbers are no prediction on this kind of link; None where they are
 # The link measured at the trial's start (runtime/linkprobe.py), written by the first worker rank:
-# LINK_PROBE: {PROBE_SHARED_HOST, PROBE_POINT_TO_POINT: {PROBE_RANKS, PROBE_SAMPLES},
-#              PROBE_COLLECTIVE: {WORKERS, PROBE_SAMPLES}}; samples are [bytes, seconds] pairs, smallest first.
+# LINK_PROBE: {PROBE_SHARED_HOST, PROBE_POINT_TO_POINT: {PROBE_RANKS, PROBE_SAMPLES, PROBE_SUSTAINED_SECONDS},
+#              PROBE_COLLECTIVE: {WORKERS, PROBE_SAMPLES, PROBE_SUSTAINED_SECONDS}}; samples are [bytes, seconds] pairs,
+#              smallest first: the median per message of trains sent back to back. A series without
+#              PROBE_SUSTAINED_SECONDS is an older probe's: the fastest of single messages.
 LINK_PROBE = "linkProbe"
 PROBE_SHARED_HOST = "sharedHost"  # every rank on one machine (a local run): the link is its loopback and CPU
 PROBE_POINT_TO_POINT = "pointToPoint"  # one way: half a ping-pong's round trip
 PROBE_COLLECTIVE = "collective"  # one allreduce of every worker
 PROBE_RANKS = "ranks"
 PROBE_SAMPLES = "samples"
+PROBE_SUSTAINED_SECONDS = "sustainedSeconds"  # how long the largest size was sent, all its timed trains together
 # The trial summary's PLACEMENT (analysis/placement.py): {PLACEMENT_REQUESTED: spec.scheduling.placement's label,
 #   PLACEMENT_NODES: {rank: node}, PLACEMENT_RANKS_PER_NODE: {node: ranks}, PLACEMENT_CROSS_NODE_PAIRS: [[rank, rank]]}
 PLACEMENT = "placement"
