@@ -107,6 +107,7 @@ USAGE = "usage"
 HOST = "host"  # the machine's name (a pod's own): ranks of one host share its CPUs
 NODE = "node"  # the node the rank ran on (contract.NODE_NAME): ranks of one node share its NIC
 CPUS = "cpus"  # CPUs the process may run on: its affinity, capped by a cgroup CPU quota (a pod's limit)
+MACHINE_CPUS = "machineCpus"  # its affinity alone: the CPUs of the node (machine) its ranks share, whatever each pod's quota
 THREADS = "threads"  # torch's intra-op threads
 CPU_SECONDS = "cpuSeconds"  # user + system CPU time of the process, all its threads
 WALL_SECONDS = "wallSeconds"

@@ -29,13 +29,18 @@ CGROUP_V1_CPU = pathlib.Path("/sys/fs/cgroup/cpu")
 """CGROUP_V1_CPU holds cgroup v1's quota: cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us, where there is no v2."""
 
 
+def affinity() -> float:
+    """The CPUs this process may be scheduled on, no quota applied: in a pod, its node's (or its cpuset's)."""
+    try:
+        return float(len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS
+        return float(os.cpu_count() or 1)
+
+
 def cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX, v1: pathlib.Path = CGROUP_V1_CPU) -> float:
     """The CPUs this process may run on: its affinity (all the machine's where there is none), capped by its
     cgroup's quota (a pod's CPU limit: "150000 100000" is 1.5; cgroup v1's cfs_quota_us over cfs_period_us)."""
-    try:
-        count = float(len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS
-        count = float(os.cpu_count() or 1)
+    count = affinity()
     try:
         quota, period = cpu_max.read_text().split()[:2]
     except (OSError, ValueError):  # no cgroup v2 here: v1's files, if any

@@ -71,10 +71,11 @@ class Meter:
         self.since = start()
 
     def measure(self, threads: int) -> dict[str, Any]:
-        """keys.HOST, CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since then, the
+        """keys.HOST, CPUS, MACHINE_CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since then, the
         machine's LOAD_PER_CPU now, and the RINGLEADER, TORCH and PYTHON versions it ran with."""
         wall, cpu = time.monotonic() - self.since.wall_seconds, cpu_seconds() - self.since.cpu_seconds
-        return {keys.HOST: socket.gethostname(), keys.CPUS: cpus(), keys.THREADS: threads, keys.CPU_SECONDS: cpu,
+        return {keys.HOST: socket.gethostname(), keys.CPUS: cpus(), keys.MACHINE_CPUS: provenance.affinity(),
+                keys.THREADS: threads, keys.CPU_SECONDS: cpu,
                 keys.WALL_SECONDS: wall, keys.CPU_UTILIZATION: cpu / wall if wall > 0 else None,
                 keys.PEAK_RSS_BYTES: peak_rss_bytes(), keys.LOAD_PER_CPU: load_per_cpu(),
                 keys.RINGLEADER: provenance.version("ringleader"), keys.TORCH: provenance.version("torch"),

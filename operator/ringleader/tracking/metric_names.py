@@ -209,6 +209,8 @@ RANK: dict[str, Name | None] = {
                                               "warm-up", TIME),
     keys.WALL_SECONDS: Name("wall_time_s", 1.0, "the wall time those iterations took", TIME),
     keys.CPUS: Name("cpu_count", 1.0, "CPUs the process may run on (its affinity, capped by a cgroup quota)", 2),
+    keys.MACHINE_CPUS: Name("machine_cpu_count", 1.0, "CPUs of the machine (node) the process may run on, no quota "
+                                                      "applied: what the node's ranks share", 2),
     keys.THREADS: Name("cpu_threads", 1.0, "torch's intra-op threads", WHOLE),
     keys.PEAK_RSS_BYTES: Name("memory_peak_rss_mib", MIB, "the most resident memory the process held", SHARE),
     keys.LOAD_PER_CPU: Name("machine_load_per_cpu", 1.0, "the machine's 1-minute load average per CPU when training "
