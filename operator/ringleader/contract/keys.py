@@ -121,9 +121,10 @@ PYTHON = "python"
 LOAD_PER_CPU = "loadPerCpu"
 # The trial summary's predicted iteration times (analysis/prediction.py), written by the lowest worker rank:
 # PREDICTION: {PREDICTED_ARCHITECTURE, WORKERS, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
-#              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT,
+#              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT, HOST_NOTE,
 #              ARCHITECTURES: {label: {ITERATION_SECONDS, COMM_SECONDS, BAND_FRACTION, BAND_MEDIAN_FRACTION,
-#              BAND_NOTE}}}; labels 1ps, 4ps, p2p, ring. When the models could not be calibrated:
+#              BAND_NOTE, HOST_SECONDS, WIRE_SECONDS, BOUND, NIC_UTILIZATION}}}; labels 1ps, 4ps, p2p, ring. When the
+#              models could not be calibrated:
 #              {PREDICTION_UNAVAILABLE: why}.
 PREDICTION = "prediction"
 PREDICTED_ARCHITECTURE = "architecture"  # the label of this trial's own architecture
@@ -137,6 +138,11 @@ BAND_FRACTION = "errorBandFraction"  # the |error| 9 in 10 held-out predictions 
 BAND_MEDIAN_FRACTION = "errorBandMedianFraction"  # the validated median |error|
 BAND_NOTE = "errorBandNote"  # why there is no band, or where it does not quite apply
 PREDICTION_UNAVAILABLE = "unavailable"  # why the trial has no prediction
+HOST_SECONDS = "hostSeconds"  # the exchange's host term: the busiest rank's CPU for its bytes at its quota (resources.py)
+WIRE_SECONDS = "wireSeconds"  # its wire term: each node's NIC shared by the flows that cross it, the busiest's
+BOUND = "boundBy"  # "host" or "wire": the longer of the two
+NIC_UTILIZATION = "nicUtilization"  # the busiest NIC's bits over what it could carry in the predicted iteration
+HOST_NOTE = "hostNote"  # why the host term is not priced (records before cpu/comm); None where it is
 CANNOT_PREDICT = "cannotPredict"  # why the models' numbers are no prediction on this kind of link; None where they are
 # The link measured at the trial's start (runtime/linkprobe.py), written by the first worker rank:
 # LINK_PROBE: {PROBE_SHARED_HOST, PROBE_POINT_TO_POINT: {PROBE_RANKS, PROBE_SAMPLES, PROBE_SUSTAINED_SECONDS},

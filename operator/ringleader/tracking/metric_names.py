@@ -190,6 +190,11 @@ PREDICTED: dict[str, Name] = {
     keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of that architecture", TIME),
     keys.COMM_SECONDS: Name("comm_ms", MS, "its communication not hidden behind backward", TIME),
     keys.BAND_FRACTION: Name("band_pct", PCT, "the |error| 9 in 10 held-out predictions kept within", SHARE),
+    keys.HOST_SECONDS: Name("host_ms", MS, "its exchange's host term: CPU for the busiest rank's bytes at its quota",
+                            TIME),
+    keys.WIRE_SECONDS: Name("wire_ms", MS, "its wire term: the busiest NIC's time, the flows crossing it shared", TIME),
+    keys.NIC_UTILIZATION: Name("nic_utilization_pct", PCT, "the busiest NIC's bits over what it could carry in the "
+                                                           "predicted iteration", SHARE),
 }
 PREDICTION_PREFIX = "predict_"
 
