@@ -49,6 +49,12 @@ def test_a_straight_line_keeps_every_size_and_the_median_fit():
     assert found.cost == pytest.approx(cost_models.fit_comm_cost(samples))
 
 
+def test_a_largest_step_lost_in_noise_leaves_every_size_to_the_median_fit():
+    samples = [(512, 45e-6), (2048, 47e-6), (8192, 48e-6), (32768, 59e-6), (131072, 58e-6)]  # latency-bound, noisy
+    found = cost_models.fit_sustained(samples)
+    assert found.inside_burst == 0 and found.cost == pytest.approx(cost_models.fit_comm_cost(samples))
+
+
 def test_repeats_of_a_size_count_as_their_median_and_one_size_is_refused():
     samples = [(1e6, 0.010), (1e6, 0.012), (1e6, 0.5), (4e6, 0.040)]  # one stalled repeat of 1 MB
     assert cost_models.fit_sustained(samples).cost.b_seconds_per_byte == pytest.approx((0.040 - 0.012) / 3e6)

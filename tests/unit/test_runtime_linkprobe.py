@@ -14,6 +14,7 @@ def test_sizes_run_down_from_the_trials_largest_message_by_fours():
     assert linkprobe.sizes(None) == [64 * 1024, 256 * 1024, MIB, 4 * MIB, 16 * MIB]  # the bound
     assert linkprobe.sizes(None, 25 * MIB) == linkprobe.sizes(None)  # the default 25 MiB bucket: bounded
     assert linkprobe.sizes(None, 2 * MIB)[-1] == 2 * MIB  # a smaller bucket is the largest message
+    assert linkprobe.sizes(None, 128 * 1024)[-1] == MIB  # but not below a MiB: a loopback's latency alone
     # A network capped at 200 Mbit/s carries 2.5 MB in 100 ms: the largest, then quarters (multiples of 4), the
     # smaller three inside a 625 KB burst, the larger two beyond it.
     assert linkprobe.sizes(200e6) == [9764, 39060, 156248, 625000, 2500000]

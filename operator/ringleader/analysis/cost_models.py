@@ -203,8 +203,8 @@ def fit_sustained(samples: Sequence[tuple[float, float]]) -> SustainedFit:
     start = len(pairs) - 2
     while start >= 2 and steep[start - 2]:
         start -= 1
-    if start == 1 and steep[0]:
-        start = 0  # steep all the way down: no burst
+    if (start == 1 and steep[0]) or not step[-1] > 0:
+        start = 0  # steep all the way down, or the largest step lost in noise: no burst to tell, every size counts
     beyond, inside = pairs[start:], pairs[:start]
     slope = fit_comm_cost(beyond).b_seconds_per_byte
     if not inside:

@@ -13,7 +13,8 @@ Why trains, and the median: training streams megabytes iteration after iteration
 the cap). A lone fast message sees neither. So each timed sample is a train of messages sent back to back,
 lasting at least SUSTAINED_SECONDS (a CFS period) at the largest size and REPEATS of them (several periods),
 and the sample kept is their median per message, not the fastest. The sizes run from the trial's largest
-message (a ring's bucket, bounded by LARGEST_BYTES, or what a link the cluster caps carries in TARGET_SECONDS)
+message (a ring's bucket, between SMALLEST_LARGEST_BYTES and LARGEST_BYTES, or what a link the cluster caps carries
+in TARGET_SECONDS)
 down by factors of 4: the small ones fit inside a burst, and the fit leaves them out (cost_models.fit_sustained).
 The first end decides each train's length from the last one's time and tells the other ends before it
 starts (a one-number message, untimed), so all agree without a plan sent ahead.
@@ -37,6 +38,9 @@ from ringleader.contract import keys
 
 LARGEST_BYTES = 16 * 1024 * 1024
 """LARGEST_BYTES bounds the largest message probed: a model's exchange is megabytes; larger adds time, not information."""
+SMALLEST_LARGEST_BYTES = 1024 * 1024
+"""SMALLEST_LARGEST_BYTES is the least the largest size is, whatever the trial's bucket: below it a loopback's times
+are latency alone, with no bandwidth to fit."""
 TARGET_SECONDS = 0.1
 """TARGET_SECONDS caps the largest message on a link the cluster caps to what it carries in this long (100 ms): far
 beyond a shaper's burst (a 625 KB bucket is 10 ms at 500 Mbit/s), within one round trip a quota period."""
@@ -56,7 +60,7 @@ TRAIN_SECONDS = 0.005
 def sizes(bits_per_second: float | None, largest_bytes: float = LARGEST_BYTES) -> list[int]:
     """The probed sizes on a link of `bits_per_second` (None: not capped by the network) for a trial whose largest
     message is `largest_bytes`, smallest first: from the largest down by factors of 4 (multiples of 4 bytes: float32)."""
-    largest = min(LARGEST_BYTES, largest_bytes)
+    largest = min(LARGEST_BYTES, max(SMALLEST_LARGEST_BYTES, largest_bytes))
     if bits_per_second:
         largest = min(largest, bits_per_second * TARGET_SECONDS / 8)
     return sorted(max(4, int(largest / 4 ** i) // 4 * 4) for i in range(SIZES))
