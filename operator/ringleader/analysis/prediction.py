@@ -9,6 +9,8 @@ stalled by the machine's other load move a mean far more than the iteration the 
 
     profile    the rank's gradients and backward (layers.json) and every worker's compute (records): profile.py
     link       the one link every architecture is priced on, probed at the trial's start: calibration.py
+    resources  the host (a byte's CPU at the pod's quota) and the wire (each node's NIC shared by the flows that
+               cross it) at the trial's placement, shown apart; on real NICs they price 1PS/kPS and P2P: resources.py
     estimate   the compute the iteration waits for (BSP: the slowest worker of each iteration; moved to each
                architecture's sharing of the cores, plus a server's or peer's serving: prediction_serving.py)
                plus the communication it does not hide, per architecture (MODELS)
@@ -193,7 +195,7 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
         serves = inputs.serving.seconds(architecture, inputs.workers, k)
         priced = two_resources(inputs, architecture, k)
         comm, how = model.comm_seconds(moved, k), ""
-        if priced is not None and placed_on_nics(inputs, architecture):
+        if placed_on_nics(inputs, architecture):
             comm = priced.seconds + 2.0 * inputs.calibration.link.latency_seconds
             how = f"priced at its placement, {priced.bound}-bound"
         found.append(ArchitectureEstimate(name, model.name, model.compute_seconds(moved) + serves, comm, serves, band,
@@ -202,8 +204,9 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
     return found
 
 
-def two_resources(inputs: Inputs, architecture: Architecture, servers: int) -> resources.Resources | None:
-    """The exchange's host and wire terms at the trial's placement (resources.price); None without a link rate."""
+def two_resources(inputs: Inputs, architecture: Architecture, servers: int) -> resources.Resources:
+    """The exchange's host and wire terms at the trial's placement (resources.price), on the NIC's rate or else the
+    probed link's."""
     bits = inputs.where.nic_bits_per_second or inputs.calibration.link.effective_bits_per_second
     has_servers = variants.ARCHITECTURES[architecture].has_servers
     return resources.price(architecture, servers if has_servers else 0, inputs.workers,
@@ -211,11 +214,11 @@ def two_resources(inputs: Inputs, architecture: Architecture, servers: int) -> r
 
 
 def placed_on_nics(inputs: Inputs, architecture: Architecture) -> bool:
-    """Whether `architecture`'s communication is priced by the two terms: a parameter server's or the peers' on real
-    NICs (a network, or one the cluster caps) whose placement every rank recorded: the architectures whose ranks serve
-    the model in messages. An emulated card keeps its own
-    full-duplex rule (runtime/nic.py) and a loopback is the CPU itself, both validated as they are
-    (docs/predict-validation.md); a ring is priced by its probed allreduce, which already ran on those NICs."""
+    """Whether `architecture`'s communication is priced by the longer of the two terms (plus 2a): a parameter server's
+    or the peers' (the architectures whose ranks serve the model in messages) on real NICs, a network or one the
+    cluster caps, whose placement every rank recorded. An emulated card keeps its own full-duplex rule
+    (runtime/nic.py) and a loopback is the CPU itself, both validated as they are (docs/predict-validation.md); a
+    ring is priced by its probed allreduce, which already ran on those NICs. Elsewhere the terms are shown only."""
     return (inputs.calibration.kind in (calibration_.NETWORK, calibration_.ENFORCED) and inputs.where.known
             and variants.ARCHITECTURES[architecture].serving_role is not None)
 
