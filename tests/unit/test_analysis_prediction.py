@@ -376,3 +376,48 @@ def test_the_document_states_the_band_as_the_error_nine_in_ten_held_out_predicti
     assert document[keys.ARCHITECTURES]["p2p"][keys.BAND_FRACTION] == 0.02  # not the worst pair's 4 %
     assert document[keys.ARCHITECTURES]["p2p"][keys.BAND_MEDIAN_FRACTION] == 0.005
     assert "±2.0% in 9 of 10 (median 0.5%)" in prediction.table(predicted)
+
+
+# -- the host and the wire at the trial's placement ----------------------------------------------------------------
+
+def across_nodes(cpu_comm: float | None) -> tuple[trial_.Trial, dict, dict, dict]:
+    """A 1PS trial of 2 workers on a network: the server (rank 0) on n1, one worker beside it, one on n2; pods of
+    250m CPU; its workers' records with cpu/comm, or without (an older runtime's)."""
+    def record(step: int) -> dict:
+        found = worker_record(step) | {keys.BYTES_SENT: 6000.0, keys.BYTES_RECEIVED: 6000.0}
+        return found | ({keys.CPU_COMM: cpu_comm} if cpu_comm is not None else {})
+
+    records = {0: [], 1: [record(s) for s in range(3)], 2: [record(s) for s in range(3)]}
+    usage = {str(rank): {keys.HOST: f"pod-{rank}", keys.NODE: node, keys.CPUS: 0.25}
+             for rank, node in ((0, "n1"), (1, "n1"), (2, "n2"))}
+    network_probe = {**probe(), keys.PROBE_SHARED_HOST: False}
+    return a_trial("ParameterServer"), records, usage, network_probe
+
+
+def test_on_a_network_a_parameter_server_is_priced_at_its_placement_by_the_longer_of_host_and_wire():
+    trial, records, usage, network_probe = across_nodes(cpu_comm=0.004)
+    found = prediction.predict_trial(trial, records, layers_document(), 1, network_probe, usage=usage)
+    one = next(e for e in found.estimates if e.label == "1ps")
+    model_bytes, bits = found.inputs.profile.total_bytes, found.inputs.calibration.link.effective_bits_per_second
+    # One worker on another node than the server's: 2*1*M/B on the server's NIC; the one beside it costs none.
+    assert one.resources.wire_seconds == pytest.approx(2 * 8 * model_bytes / bits)
+    # The host: (4 ms - 1 ms of update) of CPU for 12 000 bytes, the server's 4M at 250m.
+    assert one.resources.host_seconds == pytest.approx(0.003 / 12000 * 4 * model_bytes / 0.25)
+    assert one.resources.bound == "host" and "priced at its placement, host-bound" in one.note
+    assert one.comm_seconds == pytest.approx(one.resources.host_seconds + 2 * found.inputs.calibration.link.latency_seconds)
+    document = found.to_document()
+    assert document[keys.HOST_NOTE] is None
+    assert document[keys.ARCHITECTURES]["1ps"][keys.BOUND] == "host"
+    assert "host ms" in prediction.table(found).splitlines()[0]
+
+
+def test_records_without_cpu_comm_are_priced_on_the_wire_alone_and_say_so():
+    trial, records, usage, network_probe = across_nodes(cpu_comm=None)
+    found = prediction.predict_trial(trial, records, layers_document(), 1, network_probe, usage=usage)
+    one = next(e for e in found.estimates if e.label == "1ps")
+    assert one.resources.host_seconds is None and one.resources.bound == "wire"
+    assert "host term not priced" in found.to_document()[keys.HOST_NOTE]
+    assert "host term not priced" in prediction.table(found)
+    # The ring keeps its probed allreduce; an emulated link (the bench's) keeps its card's rule: both as validated.
+    ring = next(e for e in found.estimates if e.label == "ring")
+    assert "priced at its placement" not in ring.note

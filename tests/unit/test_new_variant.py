@@ -41,6 +41,7 @@ ARCHITECTURE = [
      "ring_compute, Paradigm.BSP),\n"),
     ("analysis/placement.py", "    Architecture.RING_ALL_REDUCE: _neighbour_pairs,\n",
      "    Architecture.TREE_ALL_REDUCE: _neighbour_pairs,\n"),
+    ("analysis/resources.py", "    Architecture.RING_ALL_REDUCE: _ring,\n", "    Architecture.TREE_ALL_REDUCE: _ring,\n"),
 ]
 PARADIGM = [
     ("api/variants.py", '    DSSP = "DSSP"\n', '    THROWAWAY = "Throwaway"\n'),

@@ -38,3 +38,16 @@ def test_predictions_are_drawn_and_trials_without_one_say_why(tmp_path):
 
 def test_no_figure_without_a_prediction(tmp_path):
     assert prediction_figure.predicted_vs_measured(results_.SweepResult("e", [a_result(0, None)]), tmp_path) is None
+
+
+def test_the_caption_says_for_each_trial_whether_the_host_or_the_wire_bounds_its_exchange(tmp_path):
+    host_bound = {**PREDICTED, keys.ARCHITECTURES: {"p2p": {keys.ITERATION_SECONDS: 0.140, keys.HOST_SECONDS: 0.064,
+                                                            keys.WIRE_SECONDS: 0.043, keys.BOUND: "host",
+                                                            keys.NIC_UTILIZATION: 0.31}}}
+    older = {**PREDICTED, keys.ARCHITECTURES: {"p2p": {keys.ITERATION_SECONDS: 0.140, keys.HOST_SECONDS: None,
+                                                       keys.WIRE_SECONDS: 0.043, keys.BOUND: "wire"}}}
+    result = results_.SweepResult("e", [a_result(0, host_bound), a_result(1, older), a_result(2, PREDICTED)])
+    caption = prediction_figure.predicted_vs_measured(result, tmp_path).caption
+    assert "e-0 p2p: host 64.0 ms, wire 43.0 ms, host-bound, NIC 31% of its cap" in caption
+    assert "e-1 p2p: host not priced, wire 43.0 ms, wire-bound" in caption
+    assert "e-2" not in caption.split("Host or wire")[1]  # a summary from before the terms: nothing said

@@ -58,6 +58,25 @@ def test_cores_count_the_most_crowded_machines_workers_and_threads_per_cpu_and_t
     assert serving.Cores(workers_per_cpu=0.5).factor(RING) == 1.0
 
 
+def pod(name: str, node: str, quota: float, node_cpus: float | None) -> dict:
+    used = {keys.HOST: name, keys.NODE: node, keys.CPUS: quota, keys.THREADS: 1}
+    return used | ({keys.MACHINE_CPUS: node_cpus} if node_cpus else {})
+
+
+def test_the_machine_is_the_node_its_pods_share_whatever_each_pods_quota():
+    """Three pods of 150m, two of them on one 2-CPU node: that node has 1 worker per CPU, not 6.7 per pod."""
+    usage = {"0": pod("w-0", "n1", 0.15, 2.0), "1": pod("w-1", "n1", 0.15, 2.0), "2": pod("w-2", "n2", 0.15, 2.0)}
+    from ringleader.analysis import contention
+
+    assert sorted(contention.ranks_by_machine(usage)) == ["n1", "n2"]
+    assert serving.cores(usage, worker_ranks=[0, 1, 2]).workers_per_cpu == pytest.approx(1.0)  # n1: 2 on 2 CPUs
+    assert [m.cpus for m in contention.machines({keys.USAGE: usage})] == [2.0, 2.0]
+    # An older runtime's records say nothing of the node's CPUs: each pod stays its own machine, as it was read.
+    old = {rank: {k: v for k, v in used.items() if k != keys.MACHINE_CPUS} for rank, used in usage.items()}
+    assert len(contention.ranks_by_machine(old)) == 3
+    assert serving.cores(old, worker_ranks=[0, 1, 2]).workers_per_cpu == pytest.approx(1 / 0.15)
+
+
 def test_compute_moves_between_architectures_by_the_cores_they_share_and_a_crowded_peers_own_serving():
     compute = profile_.Compute({0: {1: 0.006, 2: 0.009}})
     whole, crowded = serving.Serving(0.003, "by hand"), serving.Cores(workers_per_cpu=1.5)

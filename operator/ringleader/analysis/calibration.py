@@ -1,8 +1,10 @@
 """The one link every architecture's prediction is priced on, fitted from what a trial's ranks measured at its start.
 
 Called by analysis/prediction.py. The probe (runtime/linkprobe.py; the trial summary's `linkProbe`) timed
-messages and allreduces of several sizes before training; each series is fitted here to t(S) = a + b*S
-(cost_models.fit_comm_cost, a median of slopes):
+messages and allreduces of several sizes before training; each series is fitted here to t(S) = a + b*S: a
+probe of sustained trains (its series say `sustainedSeconds`) by cost_models.fit_sustained, whose slope comes
+from the sizes beyond a shaper's burst; an older probe's fastest single messages by cost_models.fit_comm_cost
+(a median of slopes), as they always were, so that old records predict what they did:
 
     point-to-point   one way, half a ping-pong: latency a and bandwidth B = 8/b, what a parameter server's and a
                      peer's messages cost (cost_models.Nic)
@@ -71,19 +73,37 @@ def kind(spec: ExperimentSpec, shared_host: bool) -> str:
     return LOOPBACK if shared_host else NETWORK
 
 
-def fit(samples: list[list[float]], what: str) -> cost_models.CommCost:
-    """t(S) = a + b*S through `samples` ([bytes, seconds]); a fitted below 0 (noise on small messages) is taken as
-    0 and b refitted through the origin. ValueError when time does not grow with size."""
+def fit(samples: list[list[float]], what: str, sustained: bool = False) -> tuple[cost_models.CommCost, int]:
+    """t(S) = a + b*S through `samples` ([bytes, seconds]) and how many sizes were left out as inside a burst.
+    `sustained` (a probe of trains): cost_models.fit_sustained. Else (an older probe) fit_comm_cost, whose a fitted
+    below 0 (noise on small messages) is taken as 0 and b refitted through the origin. ValueError when time does not
+    grow with size."""
     pairs = [(float(s), float(t)) for s, t in samples if s > 0 and t > 0]
     if len({s for s, _ in pairs}) < 2:
         raise ValueError(f"the {what} probe has fewer than 2 message sizes: latency and bandwidth cannot be told apart")
-    cost = cost_models.fit_comm_cost(pairs)
-    if cost.a_seconds < 0:
-        cost = cost_models.CommCost(0.0, sum(s * t for s, t in pairs) / sum(s * s for s, _ in pairs))
+    inside = 0
+    if sustained:
+        found = cost_models.fit_sustained(pairs)
+        cost, inside = found.cost, found.inside_burst
+    else:
+        cost = cost_models.fit_comm_cost(pairs)
+        if cost.a_seconds < 0:
+            cost = cost_models.CommCost(0.0, sum(s * t for s, t in pairs) / sum(s * s for s, _ in pairs))
     if not cost.b_seconds_per_byte > 0:
         raise ValueError(f"the {what} probe's time does not grow with message size (a loaded machine's noise): "
                          f"no bandwidth to fit ({', '.join(f'{s / 1024:g} KiB {1e3 * t:.3f} ms' for s, t in pairs)})")
-    return cost
+    return cost, inside
+
+
+def _fit_series(series: Mapping[str, Any], what: str) -> tuple[cost_models.CommCost, str]:
+    """One probed series' fit and, in words, how it was probed and what the fit left out."""
+    sustained = series.get(keys.PROBE_SUSTAINED_SECONDS)
+    cost, inside = fit(series[keys.PROBE_SAMPLES], what, sustained is not None)
+    sizes = len(series[keys.PROBE_SAMPLES])
+    if sustained is None:
+        return cost, f"the fastest single messages of {sizes} sizes (an older probe: a shaper's burst can bend it)"
+    said = f"median of trains, {sizes} sizes, the largest sustained {1e3 * float(sustained):.0f} ms"
+    return cost, said + (f", the {inside} smallest left out as inside a burst" if inside else "")
 
 
 def calibrate(probe: Mapping[str, Any] | None, spec: ExperimentSpec) -> Calibration:
@@ -92,7 +112,7 @@ def calibrate(probe: Mapping[str, Any] | None, spec: ExperimentSpec) -> Calibrat
     if not probe or not probe.get(keys.PROBE_POINT_TO_POINT):
         raise ValueError("the trial recorded no link probe (summary.json `linkProbe`: a trial of one rank, or "
                          "recorded by a ringleader that did not probe its link): no link to price the models on")
-    point = fit(probe[keys.PROBE_POINT_TO_POINT][keys.PROBE_SAMPLES], "point-to-point")
+    point, probed = _fit_series(probe[keys.PROBE_POINT_TO_POINT], "point-to-point")
     cap = spec.network.emulated_bits_per_second()
     link = cost_models.Nic(cost_models.BITS_PER_BYTE / point.b_seconds_per_byte, point.a_seconds, cap)
     said = (f"point-to-point: latency {1e6 * link.latency_seconds:.1f} us, "
@@ -100,12 +120,11 @@ def calibrate(probe: Mapping[str, Any] | None, spec: ExperimentSpec) -> Calibrat
     collective, workers = None, 1
     if probe.get(keys.PROBE_COLLECTIVE):
         workers = int(probe[keys.PROBE_COLLECTIVE][keys.WORKERS])
-        collective = fit(probe[keys.PROBE_COLLECTIVE][keys.PROBE_SAMPLES], "allreduce")
+        collective, _ = _fit_series(probe[keys.PROBE_COLLECTIVE], "allreduce")
         bus = 2.0 * (workers - 1) / workers * cost_models.BITS_PER_BYTE / collective.b_seconds_per_byte
         said += (f"; allreduce of {workers}: {1e6 * collective.a_seconds:.1f} us + "
                  f"bus {bus / 1e9:.4g} Gbit/s")
-    sizes = len(probe[keys.PROBE_POINT_TO_POINT][keys.PROBE_SAMPLES])
     if cap:
         said += f"; the emulated cap {cap / 1e9:.4g} Gbit/s where slower"
     return Calibration(link, collective, workers, kind(spec, bool(probe.get(keys.PROBE_SHARED_HOST))),
-                       f"{said} (probed at the trial's start, {sizes} sizes)")
+                       f"{said} (probed at the trial's start: {probed})")

@@ -55,27 +55,42 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def ranks_by_host(usage: Mapping[Any, Any] | None) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
-    """{host: [(rank, its usage), ...]} of a summary's usage ({rank: {host, cpus, threads, ...}}), the ranks that
-    measured their CPUs only."""
-    hosts: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+def ranks_by_machine(usage: Mapping[Any, Any] | None) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
+    """{machine: [(rank, its usage), ...]} of a summary's usage ({rank: {host, node, cpus, ...}}), the ranks that
+    measured their CPUs only. The machine is the node: pods of one node share its cores whatever each one's quota
+    (keys.MACHINE_CPUS). A rank that did not record its node's CPUs (an older runtime) is grouped by its host, as
+    it was, since what its node had is unknown."""
+    machines_: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
     for rank, used in (usage or {}).items():
         if isinstance(used, Mapping) and isinstance(used.get(keys.CPUS), (int, float)) and used[keys.CPUS] > 0:
-            hosts.setdefault(str(used.get(keys.HOST)), []).append((int(rank), used))
-    return hosts
+            node = used.get(keys.NODE) if _number(used.get(keys.MACHINE_CPUS)) else None
+            machines_.setdefault(str(node or used.get(keys.HOST)), []).append((int(rank), used))
+    return machines_
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def supply(ranked: list[tuple[int, Mapping[str, Any]]]) -> float:
+    """The CPUs a machine's ranks share: the node's (keys.MACHINE_CPUS) where every rank recorded them, else the
+    fewest CPUs any of them could use (keys.CPUS, an older runtime's records)."""
+    if all(_number(used.get(keys.MACHINE_CPUS)) for _, used in ranked):
+        return min(float(used[keys.MACHINE_CPUS]) for _, used in ranked)
+    return min(float(used[keys.CPUS]) for _, used in ranked)
 
 
 def machines(summary: Mapping[str, Any] | None) -> list[Machine]:
-    """A trial's machines (ranks grouped by host) as its summary's usage measured them."""
+    """A trial's machines (ranks grouped by node) as its summary's usage measured them."""
     usage = (summary or {}).get(keys.USAGE)
     found = []
-    for ranked in ranks_by_host(usage if isinstance(usage, Mapping) else None).values():
+    for ranked in ranks_by_machine(usage if isinstance(usage, Mapping) else None).values():
         ranks = [used for _, used in ranked]
         utilizations = [used.get(keys.CPU_UTILIZATION) for used in ranks]
         measured = [float(u) for u in utilizations if isinstance(u, (int, float))]
         busy = sum(measured) if len(measured) == len(utilizations) else None
-        found.append(Machine(len(ranks), sum(int(used.get(keys.THREADS) or 1) for used in ranks),
-                             min(used[keys.CPUS] for used in ranks), busy))
+        found.append(Machine(len(ranks), sum(int(used.get(keys.THREADS) or 1) for used in ranks), supply(ranked),
+                             busy))
     return found
 
 

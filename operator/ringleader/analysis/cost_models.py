@@ -166,3 +166,54 @@ def fit_comm_cost(samples: Sequence[tuple[float, float]]) -> CommCost:
         raise ValueError("fit_comm_cost needs at least 2 distinct sizes: with one size, a and b cannot be told apart")
     b = statistics.median(slopes)
     return CommCost(a_seconds=statistics.median(t - b * m for m, t in samples), b_seconds_per_byte=b)
+
+
+KNEE = 0.5
+"""KNEE: a step between two sizes whose seconds per byte are at least this share of the largest sizes' is past any
+burst; below it, the smaller size still rode a shaper's token bucket (or a cache) at a rate training will not see."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SustainedFit:
+    """A fit that a token bucket's burst cannot bend: the cost, and how many of the smallest sizes it left out."""
+
+    cost: CommCost
+    inside_burst: int
+    """inside_burst counts the smallest sizes left out of the slope: they crossed faster per byte than the largest."""
+
+
+def fit_sustained(samples: Sequence[tuple[float, float]]) -> SustainedFit:
+    """t(M) = a + b*M for messages streamed through a shaper or a CPU quota: b from the sizes beyond any burst, a from
+    those inside it.
+
+    A token bucket lets its burst through at line rate, then the cap: seconds grow slowly with size up to the burst,
+    at the cap's 8/B per byte beyond (a convex curve; a cache gives the same shape). A line through every size, or
+    its refit through the origin when its intercept falls below 0, mixes the two rates. Here the sizes are walked
+    down from the two largest (the most sustained), keeping each whose step up from the next smaller size costs at
+    least KNEE of the largest step's seconds per byte; b is the median of slopes among those (Theil-Sen, as
+    fit_comm_cost), a the median of t - b*M among them (at least 0), or with a burst left out the fastest time among
+    the sizes inside it: a burst carries them at line rate, so their time is mostly latency."""
+    pairs = sorted(_median_per_size(samples))
+    if len(pairs) < 2:
+        raise ValueError("fit_sustained needs at least 2 distinct sizes: with one size, a and b cannot be told apart")
+    step = [(t2 - t1) / (m2 - m1) for (m1, t1), (m2, t2) in zip(pairs, pairs[1:])]
+    steep = [slope >= KNEE * step[-1] > 0 for slope in step]
+    # A size is past the burst when the step up to it from the next smaller is steep: a step that spans the burst's
+    # end is steep enough, but its smaller end rode the burst.
+    start = len(pairs) - 2
+    while start >= 2 and steep[start - 2]:
+        start -= 1
+    if (start == 1 and steep[0]) or not step[-1] > 0:
+        start = 0  # steep all the way down, or the largest step lost in noise: no burst to tell, every size counts
+    beyond, inside = pairs[start:], pairs[:start]
+    slope = fit_comm_cost(beyond).b_seconds_per_byte
+    if not inside:
+        return SustainedFit(CommCost(max(0.0, statistics.median(t - slope * m for m, t in beyond)), slope), 0)
+    return SustainedFit(CommCost(min(t for _, t in inside), slope), len(inside))
+
+
+def _median_per_size(samples: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    by_size: dict[float, list[float]] = {}
+    for size, seconds in samples:
+        by_size.setdefault(float(size), []).append(float(seconds))
+    return [(size, statistics.median(times)) for size, times in by_size.items()]

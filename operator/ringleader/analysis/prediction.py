@@ -9,6 +9,8 @@ stalled by the machine's other load move a mean far more than the iteration the 
 
     profile    the rank's gradients and backward (layers.json) and every worker's compute (records): profile.py
     link       the one link every architecture is priced on, probed at the trial's start: calibration.py
+    resources  the host (a byte's CPU at the pod's quota) and the wire (each node's NIC shared by the flows that
+               cross it) at the trial's placement, shown apart; on real NICs they price 1PS/kPS and P2P: resources.py
     estimate   the compute the iteration waits for (BSP: the slowest worker of each iteration; moved to each
                architecture's sharing of the cores, plus a server's or peer's serving: prediction_serving.py)
                plus the communication it does not hide, per architecture (MODELS)
@@ -21,7 +23,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.analysis import calibration as calibration_
-from ringleader.analysis import collectives, cost_models, overlap, validation, whatif
+from ringleader.analysis import collectives, cost_models, overlap, resources, validation, whatif
 from ringleader.analysis import prediction_serving as serving_
 from ringleader.analysis import profile as profile_
 from ringleader.api.trial import Trial
@@ -60,6 +62,10 @@ class Inputs:
     """serving is the work of serving the model per iteration (prediction_serving.py): a server's, or 1/N a peer's."""
     cores: serving_.Cores = serving_.Cores()
     """cores is how crowded the trial's machines were: workers computing at once share them."""
+    where: resources.Where = resources.Where()
+    """where is the trial's placement and its ranks' CPU quotas: what the host and wire terms are priced on."""
+    host: resources.HostCost | None = None
+    """host is what a byte cost a worker's CPU while training (resources.host_cost); None: not recorded."""
 
     def for_architecture(self, architecture: Architecture) -> Inputs:
         """These inputs with the compute `architecture`'s workers would have on the same machines."""
@@ -165,10 +171,16 @@ class ArchitectureEstimate:
     band: validation.Band | None
     note: str
     """note says why there is no band, or where the band does not quite apply; empty otherwise."""
+    resources: resources.Resources | None = None
+    """resources are the exchange's host and wire terms (resources.py), shown apart; None where not priced."""
 
     @property
     def iteration_seconds(self) -> float:
         return self.compute_seconds + self.comm_seconds
+
+    @property
+    def nic_utilization(self) -> float | None:
+        return self.resources.nic_utilization(self.iteration_seconds) if self.resources else None
 
 
 def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list[ArchitectureEstimate]:
@@ -181,9 +193,34 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
         paradigm = model.paradigm or inputs.paradigm
         band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm, inputs.cores)
         serves = inputs.serving.seconds(architecture, inputs.workers, k)
-        found.append(ArchitectureEstimate(name, model.name, model.compute_seconds(moved) + serves, model.comm_seconds(moved, k),
-                              serves, band, "; ".join(filter(None, (note, _compression_note(inputs, architecture))))))
+        priced = two_resources(inputs, architecture, k)
+        comm, how = model.comm_seconds(moved, k), ""
+        if placed_on_nics(inputs, architecture):
+            comm = priced.seconds + 2.0 * inputs.calibration.link.latency_seconds
+            how = f"priced at its placement, {priced.bound}-bound"
+        found.append(ArchitectureEstimate(name, model.name, model.compute_seconds(moved) + serves, comm, serves, band,
+                                          "; ".join(filter(None, (note, how, _compression_note(inputs, architecture)))),
+                                          priced))
     return found
+
+
+def two_resources(inputs: Inputs, architecture: Architecture, servers: int) -> resources.Resources:
+    """The exchange's host and wire terms at the trial's placement (resources.price), on the NIC's rate or else the
+    probed link's."""
+    bits = inputs.where.nic_bits_per_second or inputs.calibration.link.effective_bits_per_second
+    has_servers = variants.ARCHITECTURES[architecture].has_servers
+    return resources.price(architecture, servers if has_servers else 0, inputs.workers,
+                           message_bytes(inputs, architecture), inputs.where, bits, inputs.host)
+
+
+def placed_on_nics(inputs: Inputs, architecture: Architecture) -> bool:
+    """Whether `architecture`'s communication is priced by the longer of the two terms (plus 2a): a parameter server's
+    or the peers' (the architectures whose ranks serve the model in messages) on real NICs, a network or one the
+    cluster caps, whose placement every rank recorded. An emulated card keeps its own full-duplex rule
+    (runtime/nic.py) and a loopback is the CPU itself, both validated as they are (docs/predict-validation.md); a
+    ring is priced by its probed allreduce, which already ran on those NICs. Elsewhere the terms are shown only."""
+    return (inputs.calibration.kind in (calibration_.NETWORK, calibration_.ENFORCED) and inputs.where.known
+            and variants.ARCHITECTURES[architecture].serving_role is not None)
 
 
 def _compression_note(inputs: Inputs, architecture: Architecture) -> str:
@@ -244,12 +281,25 @@ class TrialPrediction:
             keys.LINK_KIND: link.kind,
             keys.FIT: link.fit,
             keys.CANNOT_PREDICT: self.cannot_predict,
+            keys.HOST_NOTE: self.host_note,
             keys.ARCHITECTURES: {e.label: {keys.ITERATION_SECONDS: e.iteration_seconds,
                                            keys.COMM_SECONDS: e.comm_seconds,
                                            keys.BAND_FRACTION: e.band.within if e.band else None,
                                            keys.BAND_MEDIAN_FRACTION: e.band.median if e.band else None,
-                                           keys.BAND_NOTE: e.note} for e in self.estimates},
+                                           keys.BAND_NOTE: e.note,
+                                           keys.HOST_SECONDS: e.resources.host_seconds if e.resources else None,
+                                           keys.WIRE_SECONDS: e.resources.wire_seconds if e.resources else None,
+                                           keys.BOUND: e.resources.bound if e.resources else None,
+                                           keys.NIC_UTILIZATION: e.nic_utilization} for e in self.estimates},
         }
+
+    @property
+    def host_note(self) -> str | None:
+        """Why the host term is not priced; None where it is."""
+        if self.inputs.host is not None:
+            return None
+        return ("host term not priced: the records carry no cpu/comm (a runtime before it measured what a byte costs "
+                "the host); communication priced as before, the wire term alone")
 
 
 def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
@@ -269,11 +319,15 @@ def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[s
                                                              0.0)  # the codec's time is in C
     has_servers = variants.ARCHITECTURES[spec.architecture].has_servers
     servers = spec.parameter_servers.replicas if has_servers else 1
-    inputs = Inputs(profile, profile_.compute(records_by_rank), calibration_.calibrate(probe, spec), workers,
+    link = calibration_.calibrate(probe, spec)
+    capped = spec.network.bits_per_second()  # a cap the cluster enforces is the NIC's rate where slower than probed
+    nic = min(link.link.effective_bits_per_second, capped or link.link.effective_bits_per_second)
+    inputs = Inputs(profile, profile_.compute(records_by_rank), link, workers,
                     spec.sync.paradigm,
                     overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)), compressed,
                     spec.architecture, serving_.serving(spec.architecture, records_by_rank, workers, servers),
-                    serving_.cores(usage, [slot.rank for slot in trial.worker_slots()]))
+                    serving_.cores(usage, [slot.rank for slot in trial.worker_slots()]),
+                    resources.where(trial, usage, nic), resources.host_cost(records_by_rank))
     compared = tuple(COMPARED_SERVERS) + ((servers,) if has_servers else ())
     return TrialPrediction(variants.label(spec.architecture, servers), inputs, tuple(estimates(inputs, compared)),
                            profile_.measured_iteration_seconds(records_by_rank))
@@ -284,6 +338,7 @@ def table(prediction: TrialPrediction) -> str:
     below it (TERMS defines the columns)."""
     lines = [f"NO PREDICTION, {prediction.cannot_predict}; what the models say:"] if prediction.cannot_predict else []
     lines.append(f"{'architecture':<13} {'model':<18} {'compute ms':>10} {'of it serving':>13} {'comm ms':>9} "
+                 f"{'host ms':>9} {'wire ms':>9} {'bound':>5} {'NIC %':>6} "
                  f"{'iteration ms':>12}  {'within, 9 in 10 held-out':<36}")
     notes = []
     for e in prediction.estimates:
@@ -293,16 +348,31 @@ def table(prediction: TrialPrediction) -> str:
             notes.append(f"{e.label}: {e.note}")
             band += f" [{len(notes)}]"
         lines.append(f"{e.label:<13} {e.model:<18} {1000 * e.compute_seconds:>10.3f} {1000 * e.serving_seconds:>13.3f} "
-                     f"{1000 * e.comm_seconds:>9.3f} {1000 * e.iteration_seconds:>12.3f}  {band:<36}{mark}")
+                     f"{1000 * e.comm_seconds:>9.3f} {_terms(e)} {1000 * e.iteration_seconds:>12.3f}  {band:<36}{mark}")
+    if prediction.host_note:
+        lines.append(f"  {prediction.host_note}")
     lines += [f"  [{i}] {note}" for i, note in enumerate(notes, 1)]
     return "\n".join(lines)
+
+
+def _terms(estimate: ArchitectureEstimate) -> str:
+    """The host and wire columns: each term in ms, which bounds, the busiest NIC's utilisation ("-": not priced)."""
+    priced = estimate.resources
+    if priced is None:
+        return f"{'-':>9} {'-':>9} {'-':>5} {'-':>6}"
+    host = "-" if priced.host_seconds is None else f"{1000 * priced.host_seconds:.3f}"
+    nic = estimate.nic_utilization
+    return (f"{host:>9} {1000 * priced.wire_seconds:>9.3f} {priced.bound:>5} "
+            f"{'-' if nic is None else f'{100 * nic:.1f}':>6}")
 
 
 TERMS = ("compute ms: the compute an iteration waits for (under BSP the slowest worker's, iteration by iteration: "
          "data, forward, backward, update, the loop's own work), on the trial's machines as that architecture's "
          "workers would share their cores, and a server's or a peer's serving of the model (of it serving: "
          "unpacking the pushes, adding them, the update); comm ms: the communication it waits for (the ring's: "
-         "what backward did not hide); within, 9 in 10 held-out: the |predicted/measured - 1| that 90% of the "
+         "what backward did not hide); host ms and wire ms: what the exchange costs the busiest rank's CPU at its "
+         "quota and the busiest node's NIC, bound: the longer, NIC %: that NIC's bits over what it carries in the "
+         "iteration (docs/predict.md, Host or wire); within, 9 in 10 held-out: the |predicted/measured - 1| that 90% of the "
          "held-out predictions of this kind stayed within in bench/bench_predict_validation.py's recorded runs, "
          "and their median (docs/predict-validation.md)")
 

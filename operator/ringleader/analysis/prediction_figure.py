@@ -51,7 +51,24 @@ def predicted_vs_measured(result: results.SweepResult, directory: pathlib.Path) 
     axes.legend(loc="upper left", fontsize=7, ncols=3)
     path = figures.save(figure, directory, "prediction")
     failed = "".join(f" No prediction for {', '.join(names)}: {why}." for why, names in unavailable.items())
-    return figures.Figure("prediction", "Predicted against measured", ALT, CAPTION + failed, path)
+    terms = "; ".join(filter(None, (host_or_wire(trial.trial.name, p) for trial, p in predicted)))
+    priced = f" Host or wire, each trial's own architecture (docs/predict.md): {terms}." if terms else ""
+    return figures.Figure("prediction", "Predicted against measured", ALT, CAPTION + failed + priced, path)
+
+
+def host_or_wire(name: str, prediction: dict) -> str:
+    """"e-0 1ps: host 640.0 ms, wire 512.0 ms, host-bound, NIC 31% of its cap": the two terms of a trial's own
+    architecture apart; "host not priced" for records before cpu/comm; "" without them (an older summary)."""
+    label = prediction.get(keys.PREDICTED_ARCHITECTURE)
+    own = (prediction.get(keys.ARCHITECTURES) or {}).get(label) or {}
+    wire = own.get(keys.WIRE_SECONDS)
+    if wire is None:
+        return ""
+    host = own.get(keys.HOST_SECONDS)
+    nic = own.get(keys.NIC_UTILIZATION)
+    return (f"{name} {label}: host {'not priced' if host is None else f'{1000 * host:.1f} ms'}, wire "
+            f"{1000 * wire:.1f} ms, {own.get(keys.BOUND)}-bound"
+            + ("" if nic is None else f", NIC {100 * nic:.0f}% of its cap"))
 
 
 def draw_trial(axes, position: int, trial: results.TrialResult, prediction: dict, seen: set[str],

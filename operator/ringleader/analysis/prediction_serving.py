@@ -28,7 +28,7 @@ class Cores:
     """How crowded a trial's machines were, from the usage in its summary (runtime/usage.py); 0: not recorded."""
 
     workers_per_cpu: float = 0.0
-    """workers_per_cpu: on the most crowded machine, its worker ranks per CPU."""
+    """workers_per_cpu: on the most crowded machine (a node), its worker ranks per CPU it has."""
     threads_per_cpu: float = 0.0
     """threads_per_cpu: on the most crowded machine, every rank's threads per CPU (what contention.crowded reads)."""
     load_per_cpu: float | None = None
@@ -42,16 +42,17 @@ class Cores:
 
 
 def cores(usage: Mapping[str, Any] | None, worker_ranks: Sequence[int]) -> Cores:
-    """The Cores of a trial's summary `usage` ({rank: {host, cpus, threads, ...}}); Cores() where it has none."""
-    hosts = contention.ranks_by_host(usage)
-    loads = [float(u[keys.LOAD_PER_CPU]) for ranks in hosts.values() for _, u in ranks
+    """The Cores of a trial's summary `usage` ({rank: {host, node, cpus, threads, ...}}), per node
+    (contention.ranks_by_machine); Cores() where it has none."""
+    machines = contention.ranks_by_machine(usage)
+    loads = [float(u[keys.LOAD_PER_CPU]) for ranks in machines.values() for _, u in ranks
              if isinstance(u.get(keys.LOAD_PER_CPU), (int, float))]
-    if not hosts:
+    if not machines:
         return Cores()
-    workers = max(sum(rank in worker_ranks for rank, _ in ranks) / min(u[keys.CPUS] for _, u in ranks)
-                  for ranks in hosts.values())
-    threads = max(sum(int(u.get(keys.THREADS) or 1) for _, u in ranks) / min(u[keys.CPUS] for _, u in ranks)
-                  for ranks in hosts.values())
+    workers = max(sum(rank in worker_ranks for rank, _ in ranks) / contention.supply(ranks)
+                  for ranks in machines.values())
+    threads = max(sum(int(u.get(keys.THREADS) or 1) for _, u in ranks) / contention.supply(ranks)
+                  for ranks in machines.values())
     return Cores(workers, threads, max(loads, default=None))
 
 

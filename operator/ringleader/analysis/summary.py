@@ -16,6 +16,7 @@ commFraction, waitFraction, stragglerRank, targetSeconds, targetIterations). The
   spec.network.bandwidth: Emulated, Network, or None without a cap), sentOverBandwidth (bytes/sent per second
   over spec.network.bandwidth, when set), linkTxBytesPerSecondMean / P95 and linkUtilizationMean / P95
   (measured on each worker's network interface after warm-up, when recorded; runtime/netcounters.py).
+- Host: commCpuSecondsMedian / throttledSecondsMedian (medians of cpu/comm and cpu/throttled, when recorded).
 - Learning: stalenessMean / stalenessMax (when recorded), serverAggregationSeconds / serverQueueDepthMean
   (parameter servers), lossFirst / lossLast (mean over workers of their first and last recorded loss).
 - evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations (with
@@ -119,6 +120,8 @@ class WorkerPart:
     link_tx: list[float]
     link_utilization: list[float]
     losses: list[float]  # every recorded loss, warm-up included
+    cpu_comm: list[float] = dataclasses.field(default_factory=list)  # cpu/comm, where recorded
+    throttled: list[float] = dataclasses.field(default_factory=list)  # cpu/throttled, where recorded
 
     @property
     def mean_compute(self) -> float:
@@ -150,7 +153,8 @@ def worker_part(rank: int, records: list[dict]) -> WorkerPart:
         codec=each(keys.TIME_CODEC), sent=each(keys.BYTES_SENT), uncompressed=each(keys.BYTES_UNCOMPRESSED),
         staleness=where_recorded(keys.STALENESS), link_tx=where_recorded(keys.LINK_TX),
         link_utilization=where_recorded(keys.LINK_UTILIZATION),
-        losses=[float(r[keys.LOSS]) for r in own if r.get(keys.LOSS) is not None])
+        losses=[float(r[keys.LOSS]) for r in own if r.get(keys.LOSS) is not None],
+        cpu_comm=where_recorded(keys.CPU_COMM), throttled=where_recorded(keys.CPU_THROTTLED))
 
 
 def total(parts: list[WorkerPart], values: Callable[[WorkerPart], list[float]]) -> float:
@@ -237,6 +241,21 @@ def traffic(parts: list[WorkerPart], spec: ExperimentSpec) -> Traffic:
 
 
 @dataclasses.dataclass(frozen=True)
+class Host:
+    """What the workers' bytes cost their hosts (runtime/usage.py Counters): medians over every worker iteration
+    after warm-up, left out where not recorded (an older runtime's records; a cgroup without cpu.stat)."""
+
+    comm_cpu_seconds: float | None = _wire(keys.COMM_CPU_SECONDS, optional=True)
+    throttled_seconds: float | None = _wire(keys.THROTTLED_SECONDS, optional=True)
+
+
+def host(parts: list[WorkerPart]) -> Host:
+    cpu = [value for part in parts for value in part.cpu_comm]
+    throttled = [value for part in parts for value in part.throttled]
+    return Host(comm_cpu_seconds=percentile(cpu, 50), throttled_seconds=percentile(throttled, 50))
+
+
+@dataclasses.dataclass(frozen=True)
 class Learning:
     """How stale the workers' gradients were, how the parameter servers kept up, and how the loss fell."""
 
@@ -289,11 +308,13 @@ class TrialSummary:
     placement: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """placement is analysis/placement.py's: where the ranks ran and the share of bytes that crossed nodes
     (empty unless every rank recorded its node)."""
+    host: Host = Host()
+    """host is what the workers' communication cost their CPUs, where recorded."""
 
     def to_document(self) -> dict[str, Any]:
         """The summary.json document: camelCase keys, as on the wire; what is not known left out."""
-        return {**_document(self.timing), **_document(self.traffic), **_document(self.learning),
-                **self.evaluation, **_document(self), **self.placement}
+        return {**_document(self.timing), **_document(self.traffic), **_document(self.host),
+                **_document(self.learning), **self.evaluation, **_document(self), **self.placement}
 
 
 def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
@@ -308,7 +329,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
         evaluation=targets.summarize(records_by_rank, trial.spec.model.target),
         per_rank={str(part.rank): part.per_rank() for part in parts},
         usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None,
-        placement=placement_.placement(trial, placement_.nodes_of(usage_by_rank)))
+        placement=placement_.placement(trial, placement_.nodes_of(usage_by_rank)), host=host(parts))
 
 
 def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[dict[str, Any]]:

@@ -27,6 +27,10 @@ BYTES_UNCOMPRESSED = "bytes/uncompressed"  # what bytes/sent would have been wit
 LINK_TX = "link/tx_bytes_per_second"  # bytes/s the interface sent over the iteration (lo: every local rank's)
 LINK_RX = "link/rx_bytes_per_second"  # bytes/s it received
 LINK_UTILIZATION = "link/utilization"  # LINK_TX in bits/s over the link rate, when one is known (a fraction)
+# What a byte cost the host (runtime/usage.py), read from the kernel's counters once per iteration:
+CPU_COMM = "cpu/comm"  # CPU seconds of the process, every thread (gloo's too), inside the synchronizer (comm, wait, update)
+CPU_THROTTLED = "cpu/throttled"  # seconds the rank's cgroup was throttled by its CPU quota over the iteration (cpu.stat);
+# absent where the cgroup's cpu.stat cannot be read
 STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the servers' (smallest) clock
 LOSS = "loss"
 # Per evaluation, in the evaluating worker's record of the iteration it followed (spec.model.evaluation).
@@ -84,6 +88,8 @@ LINK_TX_MEAN = "linkTxBytesPerSecondMean"  # over every worker iteration after w
 LINK_TX_P95 = "linkTxBytesPerSecondP95"
 LINK_UTILIZATION_MEAN = "linkUtilizationMean"
 LINK_UTILIZATION_P95 = "linkUtilizationP95"
+COMM_CPU_SECONDS = "commCpuSecondsMedian"  # the median over worker iterations of CPU_COMM
+THROTTLED_SECONDS = "throttledSecondsMedian"  # the median over worker iterations of CPU_THROTTLED, where recorded
 LOSS_FIRST = "lossFirst"
 LOSS_LAST = "lossLast"
 EVAL_LOSS_LAST = "evalLossLast"  # the last evaluation's eval/loss
@@ -101,6 +107,7 @@ USAGE = "usage"
 HOST = "host"  # the machine's name (a pod's own): ranks of one host share its CPUs
 NODE = "node"  # the node the rank ran on (contract.NODE_NAME): ranks of one node share its NIC
 CPUS = "cpus"  # CPUs the process may run on: its affinity, capped by a cgroup CPU quota (a pod's limit)
+MACHINE_CPUS = "machineCpus"  # its affinity alone: the CPUs of the node (machine) its ranks share, whatever each pod's quota
 THREADS = "threads"  # torch's intra-op threads
 CPU_SECONDS = "cpuSeconds"  # user + system CPU time of the process, all its threads
 WALL_SECONDS = "wallSeconds"
@@ -114,9 +121,10 @@ PYTHON = "python"
 LOAD_PER_CPU = "loadPerCpu"
 # The trial summary's predicted iteration times (analysis/prediction.py), written by the lowest worker rank:
 # PREDICTION: {PREDICTED_ARCHITECTURE, WORKERS, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
-#              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT,
+#              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT, HOST_NOTE,
 #              ARCHITECTURES: {label: {ITERATION_SECONDS, COMM_SECONDS, BAND_FRACTION, BAND_MEDIAN_FRACTION,
-#              BAND_NOTE}}}; labels 1ps, 4ps, p2p, ring. When the models could not be calibrated:
+#              BAND_NOTE, HOST_SECONDS, WIRE_SECONDS, BOUND, NIC_UTILIZATION}}}; labels 1ps, 4ps, p2p, ring. When the
+#              models could not be calibrated:
 #              {PREDICTION_UNAVAILABLE: why}.
 PREDICTION = "prediction"
 PREDICTED_ARCHITECTURE = "architecture"  # the label of this trial's own architecture
@@ -130,16 +138,24 @@ BAND_FRACTION = "errorBandFraction"  # the |error| 9 in 10 held-out predictions 
 BAND_MEDIAN_FRACTION = "errorBandMedianFraction"  # the validated median |error|
 BAND_NOTE = "errorBandNote"  # why there is no band, or where it does not quite apply
 PREDICTION_UNAVAILABLE = "unavailable"  # why the trial has no prediction
+HOST_SECONDS = "hostSeconds"  # the exchange's host term: the busiest rank's CPU for its bytes at its quota (resources.py)
+WIRE_SECONDS = "wireSeconds"  # its wire term: each node's NIC shared by the flows that cross it, the busiest's
+BOUND = "boundBy"  # "host" or "wire": the longer of the two
+NIC_UTILIZATION = "nicUtilization"  # the busiest NIC's bits over what it could carry in the predicted iteration
+HOST_NOTE = "hostNote"  # why the host term is not priced (records before cpu/comm); None where it is
 CANNOT_PREDICT = "cannotPredict"  # why the models' numbers are no prediction on this kind of link; None where they are
 # The link measured at the trial's start (runtime/linkprobe.py), written by the first worker rank:
-# LINK_PROBE: {PROBE_SHARED_HOST, PROBE_POINT_TO_POINT: {PROBE_RANKS, PROBE_SAMPLES},
-#              PROBE_COLLECTIVE: {WORKERS, PROBE_SAMPLES}}; samples are [bytes, seconds] pairs, smallest first.
+# LINK_PROBE: {PROBE_SHARED_HOST, PROBE_POINT_TO_POINT: {PROBE_RANKS, PROBE_SAMPLES, PROBE_SUSTAINED_SECONDS},
+#              PROBE_COLLECTIVE: {WORKERS, PROBE_SAMPLES, PROBE_SUSTAINED_SECONDS}}; samples are [bytes, seconds] pairs,
+#              smallest first: the median per message of trains sent back to back. A series without
+#              PROBE_SUSTAINED_SECONDS is an older probe's: the fastest of single messages.
 LINK_PROBE = "linkProbe"
 PROBE_SHARED_HOST = "sharedHost"  # every rank on one machine (a local run): the link is its loopback and CPU
 PROBE_POINT_TO_POINT = "pointToPoint"  # one way: half a ping-pong's round trip
 PROBE_COLLECTIVE = "collective"  # one allreduce of every worker
 PROBE_RANKS = "ranks"
 PROBE_SAMPLES = "samples"
+PROBE_SUSTAINED_SECONDS = "sustainedSeconds"  # how long the largest size was sent, all its timed trains together
 # The trial summary's PLACEMENT (analysis/placement.py): {PLACEMENT_REQUESTED: spec.scheduling.placement's label,
 #   PLACEMENT_NODES: {rank: node}, PLACEMENT_RANKS_PER_NODE: {node: ranks}, PLACEMENT_CROSS_NODE_PAIRS: [[rank, rank]]}
 PLACEMENT = "placement"

@@ -25,19 +25,34 @@ CGROUP_CPU_MAX = pathlib.Path("/sys/fs/cgroup/cpu.max")
 """CGROUP_CPU_MAX is cgroup v2's CPU quota of this process's group: "<quota> <period>" in microseconds, or "max"."""
 
 
-def cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX) -> float:
-    """The CPUs this process may run on: its affinity (all the machine's where there is none), capped by its
-    cgroup's quota (a pod's CPU limit: "150000 100000" is 1.5)."""
+CGROUP_V1_CPU = pathlib.Path("/sys/fs/cgroup/cpu")
+"""CGROUP_V1_CPU holds cgroup v1's quota: cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us, where there is no v2."""
+
+
+def affinity() -> float:
+    """The CPUs this process may be scheduled on, no quota applied: in a pod, its node's (or its cpuset's)."""
     try:
-        count = float(len(os.sched_getaffinity(0)))
+        return float(len(os.sched_getaffinity(0)))
     except AttributeError:  # macOS
-        count = float(os.cpu_count() or 1)
+        return float(os.cpu_count() or 1)
+
+
+def cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX, v1: pathlib.Path = CGROUP_V1_CPU) -> float:
+    """The CPUs this process may run on: its affinity (all the machine's where there is none), capped by its
+    cgroup's quota (a pod's CPU limit: "150000 100000" is 1.5; cgroup v1's cfs_quota_us over cfs_period_us)."""
+    count = affinity()
     try:
         quota, period = cpu_max.read_text().split()[:2]
-        if quota != "max":
+    except (OSError, ValueError):  # no cgroup v2 here: v1's files, if any
+        try:
+            quota, period = ((v1 / name).read_text().strip() for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us"))
+        except OSError:
+            return count
+    try:
+        if quota not in ("max", "-1"):
             count = min(count, int(quota) / int(period))
-    except (OSError, ValueError):
-        pass  # no cgroup v2 here, or no quota: the affinity stands
+    except ValueError:
+        pass  # no quota: the affinity stands
     return count
 
 

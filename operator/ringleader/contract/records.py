@@ -20,6 +20,8 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                  after warm-up, where the network interface can be read (Linux), also
                                    "link/tx_bytes_per_second", "link/rx_bytes_per_second" and, when a link
                                    rate is known, "link/utilization" (runtime/netcounters.py);
+                                 a worker's also "cpu/comm" (its process's CPU seconds inside the synchronizer)
+                                   and, where its cgroup's cpu.stat can be read, "cpu/throttled" (runtime/usage.py);
                                  keys are interfaces.* metric names (seconds, bytes, iterations);
                                  "step" counts from 0; "timestamp" is when the record was written
                                  (seconds since the Unix epoch); "warmup" marks steps < warmupIterations (a server

@@ -1,23 +1,33 @@
-"""The link a trial's ranks see, measured at its start over several message sizes, as NCCL-tests measures a network.
+"""The link a trial's ranks see, measured at its start the way training will use it: sustained, at its message sizes.
 
 Called by main.py on every rank once the process group is up, before training; the first worker rank
 keeps the result for the trial summary (`linkProbe`, contract/keys.py), where analysis/calibration.py
 fits the one link every architecture's prediction is priced on.
 
     point-to-point  the first worker and the lowest other rank (a parameter server, or the next worker)
-                    ping-pong one message of each size, REPEATS times: one way is half the fastest round trip
-    collective      every worker allreduces one tensor of each size, REPEATS times: the fastest
+                    ping-pong trains of messages of each size: one way is half a round trip
+    collective      every worker allreduces trains of tensors of each size
 
-Sizes run from the largest (LARGEST_BYTES, or what a link the cluster caps carries in TARGET_SECONDS
-if less) down by factors of 4, taking turns. Nothing is paced: an emulated cap (spec.network.bandwidth,
-nic.py) is the runtime's own rule, a message of S bytes lasting at least 8S/B, which the models apply
-to the link measured here (models.Nic.cap_bits_per_second); timing it too would only add the machine's
-noise to a number known exactly. A ping-pong measures both directions together. Well under a second on a
-loopback; about a second on a network capped at any rate (the sizes shrink with the cap).
+Why trains, and the median: training streams megabytes iteration after iteration, through a pod's CPU quota
+(CFS: so many milliseconds of CPU per 100 ms period) and a shaper's token bucket (a burst at line rate, then
+the cap). A lone fast message sees neither. So each timed sample is a train of messages sent back to back,
+lasting at least SUSTAINED_SECONDS (a CFS period) at the largest size and REPEATS of them (several periods),
+and the sample kept is their median per message, not the fastest. The sizes run from the trial's largest
+message (a ring's bucket, between SMALLEST_LARGEST_BYTES and LARGEST_BYTES, or what a link the cluster caps carries
+in TARGET_SECONDS)
+down by factors of 4: the small ones fit inside a burst, and the fit leaves them out (cost_models.fit_sustained).
+The first end decides each train's length from the last one's time and tells the other ends before it
+starts (a one-number message, untimed), so all agree without a plan sent ahead.
+
+Nothing is paced: an emulated cap (spec.network.bandwidth, nic.py) is the runtime's own rule, which the models
+apply to the link measured here (models.Nic.cap_bits_per_second). About 0.8 s on a loopback (both series),
+a little more on a capped network.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 
 import torch
@@ -26,23 +36,46 @@ import torch.distributed as dist
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
-LARGEST_BYTES = 4 * 1024 * 1024
-"""LARGEST_BYTES is the largest message probed: a model's exchange is megabytes; larger adds time, not information."""
-TARGET_SECONDS = 0.025
-"""TARGET_SECONDS caps the largest message on a link the cluster caps to what it carries in this long (25 ms)."""
+LARGEST_BYTES = 16 * 1024 * 1024
+"""LARGEST_BYTES bounds the largest message probed: a model's exchange is megabytes; larger adds time, not information."""
+SMALLEST_LARGEST_BYTES = 1024 * 1024
+"""SMALLEST_LARGEST_BYTES is the least the largest size is, whatever the trial's bucket: below it a loopback's times
+are latency alone, with no bandwidth to fit."""
+TARGET_SECONDS = 0.1
+"""TARGET_SECONDS caps the largest message on a link the cluster caps to what it carries in this long (100 ms): far
+beyond a shaper's burst (a 625 KB bucket is 10 ms at 500 Mbit/s), within one round trip a quota period."""
 SIZES = 5
 """SIZES is how many sizes are probed, each a quarter of the previous: two are needed to tell latency from bandwidth,
-and more let the fit (a median of slopes) pass over one that a loaded machine delayed."""
-REPEATS = 9
-"""REPEATS is how many times each size is timed, after one untimed warm-up; the fastest is kept, since a shared
-machine's load only ever adds (a wait for a core), and the sizes take turns, so a burst of load lands on all."""
+more let the fit leave out those inside a burst and pass over one that a loaded machine delayed."""
+REPEATS = 3
+"""REPEATS is how many trains of each size are timed, after one untimed train that warms up and times the first;
+their median is kept: with the largest's trains SUSTAINED_SECONDS long, at least 3 CFS periods of it."""
+SUSTAINED_SECONDS = 0.1
+"""SUSTAINED_SECONDS is how long a train of the largest size lasts at least: one CFS period (100 ms by default), so
+a quota's throttling lands in it as it lands in training."""
+TRAIN_SECONDS = 0.005
+"""TRAIN_SECONDS is how long a train of the smaller sizes lasts at least: enough messages for a mean, little time."""
 
 
-def sizes(bits_per_second: float | None) -> list[int]:
-    """The probed sizes on a link of `bits_per_second` (None: not capped by the network), smallest first: from the
-    largest down by factors of 4 (multiples of 4 bytes: float32)."""
-    largest = LARGEST_BYTES if not bits_per_second else min(LARGEST_BYTES, bits_per_second * TARGET_SECONDS / 8)
+def sizes(bits_per_second: float | None, largest_bytes: float = LARGEST_BYTES) -> list[int]:
+    """The probed sizes on a link of `bits_per_second` (None: not capped by the network) for a trial whose largest
+    message is `largest_bytes`, smallest first: from the largest down by factors of 4 (multiples of 4 bytes: float32)."""
+    largest = min(LARGEST_BYTES, max(SMALLEST_LARGEST_BYTES, largest_bytes))
+    if bits_per_second:
+        largest = min(largest, bits_per_second * TARGET_SECONDS / 8)
     return sorted(max(4, int(largest / 4 ** i) // 4 * 4) for i in range(SIZES))
+
+
+def train_seconds(size: int, probed: list[int]) -> float:
+    """How long a train of `size` lasts at least: SUSTAINED_SECONDS at the largest size, TRAIN_SECONDS below."""
+    return SUSTAINED_SECONDS if size == max(probed) else TRAIN_SECONDS
+
+
+def train_length(seconds_per_message: float, size: int, probed: list[int]) -> int:
+    """Messages in the next train of `size`, from the last train's seconds per message: at least one."""
+    if not seconds_per_message > 0:
+        return 1
+    return max(1, math.ceil(train_seconds(size, probed) / seconds_per_message))
 
 
 def pair(trial: Trial) -> tuple[int, int] | None:
@@ -52,55 +85,87 @@ def pair(trial: Trial) -> tuple[int, int] | None:
     return (first, min(others)) if others else None
 
 
-def measure(trial: Trial, rank: int, workers_group, shared_host: bool) -> dict | None:
+def measure(trial: Trial, rank: int, workers_group, shared_host: bool,
+            largest_bytes: float = LARGEST_BYTES) -> dict | None:
     """Probe the link (every rank calls this at the same point); the document on the first worker rank, None elsewhere.
 
-    `workers_group` is the workers' process group (None with one worker: no collective to time)."""
+    `workers_group` is the workers' process group (None with one worker: no collective to time); `largest_bytes` the
+    trial's largest message (a ring's bucket)."""
     network = trial.spec.network
-    probed = sizes(None if network.emulated_bits_per_second() else network.bits_per_second())
+    probed = sizes(None if network.emulated_bits_per_second() else network.bits_per_second(), largest_bytes)
     ends = pair(trial)
     point_to_point = None
     if ends is not None and rank in ends:
-        samples = _ping_pong(ends, rank, probed)
-        point_to_point = samples and {keys.PROBE_RANKS: list(ends), keys.PROBE_SAMPLES: samples}
+        point_to_point = _ping_pong(ends, rank, probed)
     workers = [slot.rank for slot in trial.worker_slots()]
-    collective = _allreduce(workers_group, probed) if workers_group is not None and rank in workers else None
+    collective = None
+    if workers_group is not None and rank in workers:
+        collective = _allreduce(workers_group, workers[0], rank, probed)
     if rank != workers[0]:
         return None
     return {keys.PROBE_SHARED_HOST: shared_host,
-            keys.PROBE_POINT_TO_POINT: point_to_point,
-            keys.PROBE_COLLECTIVE: collective and {keys.WORKERS: len(workers), keys.PROBE_SAMPLES: collective}}
+            keys.PROBE_POINT_TO_POINT: point_to_point and {keys.PROBE_RANKS: list(ends or ()), **point_to_point},
+            keys.PROBE_COLLECTIVE: collective and {keys.WORKERS: len(workers), **collective}}
 
 
-def _ping_pong(ends: tuple[int, int], rank: int, probed: list[int]) -> list[list[float]]:
-    """[bytes, one-way seconds] per size: the fastest half round trip, timed by the first of `ends`."""
+def _series(per_message: dict[int, list[float]], probed: list[int], largest_seconds: float) -> dict:
+    """A series' document: [bytes, median seconds per message] per size, and how long the largest was sustained."""
+    return {keys.PROBE_SAMPLES: [[float(size), statistics.median(per_message[size])] for size in probed],
+            keys.PROBE_SUSTAINED_SECONDS: largest_seconds}
+
+
+def _ping_pong(ends: tuple[int, int], rank: int, probed: list[int]) -> dict:
+    """The series of one-way seconds (half a round trip), timed by the first of `ends`; {} on the other."""
     first, other = ends
     peer = other if rank == first else first
     messages = {size: torch.zeros(size // 4, dtype=torch.float32) for size in probed}
-    times: dict[int, list[float]] = {size: [] for size in probed}
+    length = torch.ones(1, dtype=torch.int64)
+    per_message: dict[int, list[float]] = {size: [] for size in probed}
+    last = dict.fromkeys(probed, 0.0)
+    largest_seconds = 0.0
     for repeat in range(REPEATS + 1):
         for size in probed:
-            started = time.perf_counter()
-            if rank == first:
-                dist.send(messages[size], peer)
-                dist.recv(messages[size], peer)
+            if rank == first:  # the train's length, untimed: the other end must know how many to answer
+                length[0] = train_length(last[size], size, probed) if repeat else 1
+                dist.send(length, peer)
             else:
-                dist.recv(messages[size], peer)
-                dist.send(messages[size], peer)
+                dist.recv(length, peer)
+            count = int(length[0])
+            started = time.perf_counter()
+            for _ in range(count):
+                if rank == first:
+                    dist.send(messages[size], peer)
+                    dist.recv(messages[size], peer)
+                else:
+                    dist.recv(messages[size], peer)
+                    dist.send(messages[size], peer)
+            elapsed = time.perf_counter() - started
+            last[size] = elapsed / count
             if repeat:
-                times[size].append((time.perf_counter() - started) / 2)
-    return [[float(size), min(times[size])] for size in probed] if rank == first else []
+                per_message[size].append(elapsed / count / 2)
+                largest_seconds += elapsed if size == probed[-1] else 0.0
+    return _series(per_message, probed, largest_seconds) if rank == first else {}
 
 
-def _allreduce(group, probed: list[int]) -> list[list[float]]:
-    """[bytes, seconds] per size: the fastest allreduce of every worker, each launched together."""
+def _allreduce(group, first: int, rank: int, probed: list[int]) -> dict:
+    """The series of one allreduce of every worker, each train launched together, as the first worker timed it."""
     tensors = {size: torch.zeros(size // 4, dtype=torch.float32) for size in probed}
-    times: dict[int, list[float]] = {size: [] for size in probed}
+    length = torch.ones(1, dtype=torch.int64)
+    per_message: dict[int, list[float]] = {size: [] for size in probed}
+    last = dict.fromkeys(probed, 0.0)
+    largest_seconds = 0.0
     for repeat in range(REPEATS + 1):
         for size in probed:
+            length[0] = train_length(last[size], size, probed) if repeat else 1
+            dist.broadcast(length, src=first, group=group)  # the first worker's choice, for all
             dist.barrier(group=group)  # every worker launches together: the collective's time, not a skew
+            count = int(length[0])
             started = time.perf_counter()
-            dist.all_reduce(tensors[size], group=group)
+            for _ in range(count):
+                dist.all_reduce(tensors[size], group=group)
+            elapsed = time.perf_counter() - started
+            last[size] = elapsed / count
             if repeat:
-                times[size].append(time.perf_counter() - started)
-    return [[float(size), min(times[size])] for size in probed]
+                per_message[size].append(elapsed / count)
+                largest_seconds += elapsed if size == probed[-1] else 0.0
+    return _series(per_message, probed, largest_seconds) if rank == first else {}

@@ -165,7 +165,9 @@ def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Setti
     workers = [slot.rank for slot in trial.worker_slots()]
     group = dist.new_group(ranks=workers, backend="gloo", timeout=datetime.timedelta(seconds=knobs.timeout_seconds)) \
         if len(workers) > 1 else None
-    return linkprobe.measure(trial, env.rank, group, shared_host=env.master_addr in LOOPBACK)
+    # A ring's bucket is the largest message a trial sends (a model's exchange larger than it is probed at the bound).
+    return linkprobe.measure(trial, env.rank, group, shared_host=env.master_addr in LOOPBACK,
+                             largest_bytes=knobs.bucket_bytes)
 
 
 def predict(trial: Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,

@@ -19,7 +19,7 @@ from ringleader.api.trial import Trial
 from ringleader.contract import keys, progress, records
 from ringleader.contract import environment as contract
 from ringleader.runtime import (data, datafiles, datasets, evaluation, interfaces, models, netcounters, optimizers,
-                                profiling, settings, straggler, timing)
+                                profiling, settings, straggler, timing, usage)
 
 
 def build(spec: ExperimentSpec, env: contract.PodEnvironment, shard: int, shards: int):
@@ -74,6 +74,7 @@ class Loop:
     slow: straggler.Straggler  # slot.slowdown_percent > 100: an emulated straggler
     timer: timing.IterationTimer
     profiled: profiling.Window | None  # spec.profiling: PyTorch's profiler
+    counters: usage.Counters = dataclasses.field(default_factory=usage.Counters.open)  # CPU_COMM, CPU_THROTTLED
     link: netcounters.Sampler | None = None  # the interface's counters, from the first measured iteration on
     link_rate: float | None = None  # bits/s LINK_UTILIZATION is measured against
     last_line: float = dataclasses.field(default_factory=time.monotonic)  # when the last progress line was printed
@@ -167,8 +168,9 @@ def iterate(loop: Loop, step: int) -> bool:
         synchronizer.backward(loss)  # clears the last iteration's gradients first
         slow.stretch()
 
-    # communicate, wait, update: the synchronizer times its own phases
-    with timer.annotate("synchronize"):
+    # communicate, wait, update: the synchronizer times its own phases; the process's CPU time meanwhile is what its
+    # bytes cost the host (gloo's threads included)
+    with timer.annotate("synchronize"), loop.counters.communicating(timer.metrics):
         synchronizer.synchronize(step, timer)
 
     # evaluate, on the parameters the synchronizer just made (the first worker, every K iterations)
@@ -186,6 +188,7 @@ def iterate(loop: Loop, step: int) -> bool:
     # time and log: finish() is the iteration's one device sync, after which loss.item() is free
     metrics = timer.finish()
     metrics[keys.LOSS] = loss.item()
+    loop.counters.throttled_since_last(metrics)
     metrics.update(evaluated)
     log(loop, step, metrics, stopping)
     target = loop.spec.model.target

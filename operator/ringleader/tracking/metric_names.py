@@ -86,6 +86,10 @@ SERIES: dict[str, Name] = {
     keys.LINK_RX: Name("traffic/link_rx_bytes_per_s", 1.0, "bytes per second it received", WHOLE),
     keys.LINK_UTILIZATION: Name("traffic/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
                                                                      "emulated cap, else the interface's speed)", SHARE),
+    keys.CPU_COMM: Name("cpu/comm_ms", MS, "CPU time of the process, every thread, inside the synchronizer (comm, "
+                                           "wait, update): what its bytes cost the host", TIME),
+    keys.CPU_THROTTLED: Name("cpu/throttled_ms", MS, "how long the cgroup's CPU quota throttled the rank over the "
+                                                    "iteration", TIME),
     keys.STALENESS: Name("sync/staleness", 1.0, "iterations between the weights a gradient was computed on "
                                                 "and the servers' clock (the smallest of the shards')", WHOLE),
     keys.LOSS: Name("train/loss", 1.0, "training loss of the batch"),
@@ -149,6 +153,9 @@ TRIAL: dict[str, Name | None] = {
     keys.LINK_TX_P95: Name("network_link_tx_p95_bytes_per_s", 1.0, "95th percentile of the same", WHOLE),
     keys.LINK_UTILIZATION_MEAN: Name("network_link_utilization_mean_pct", PCT, "mean link utilization", SHARE),
     keys.LINK_UTILIZATION_P95: Name("network_link_utilization_p95_pct", PCT, "95th percentile of the same", SHARE),
+    keys.COMM_CPU_SECONDS: Name("median_cpu_comm_ms", MS, "median of cpu/comm over worker iterations", TIME),
+    keys.THROTTLED_SECONDS: Name("median_cpu_throttled_ms", MS, "median of cpu/throttled over worker iterations",
+                                 TIME),
     keys.LOSS_FIRST: Name("train_loss_first", 1.0, "first recorded loss, mean over workers"),
     keys.LOSS_LAST: Name("train_loss_last", 1.0, "last recorded loss, mean over workers"),
     keys.EVALUATIONS: Name("count_evaluations", 1.0, "held-out evaluations recorded", WHOLE),
@@ -183,6 +190,11 @@ PREDICTED: dict[str, Name] = {
     keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of that architecture", TIME),
     keys.COMM_SECONDS: Name("comm_ms", MS, "its communication not hidden behind backward", TIME),
     keys.BAND_FRACTION: Name("band_pct", PCT, "the |error| 9 in 10 held-out predictions kept within", SHARE),
+    keys.HOST_SECONDS: Name("host_ms", MS, "its exchange's host term: CPU for the busiest rank's bytes at its quota",
+                            TIME),
+    keys.WIRE_SECONDS: Name("wire_ms", MS, "its wire term: the busiest NIC's time, the flows crossing it shared", TIME),
+    keys.NIC_UTILIZATION: Name("nic_utilization_pct", PCT, "the busiest NIC's bits over what it could carry in the "
+                                                           "predicted iteration", SHARE),
 }
 PREDICTION_PREFIX = "predict_"
 
@@ -202,6 +214,8 @@ RANK: dict[str, Name | None] = {
                                               "warm-up", TIME),
     keys.WALL_SECONDS: Name("wall_time_s", 1.0, "the wall time those iterations took", TIME),
     keys.CPUS: Name("cpu_count", 1.0, "CPUs the process may run on (its affinity, capped by a cgroup quota)", 2),
+    keys.MACHINE_CPUS: Name("machine_cpu_count", 1.0, "CPUs of the machine (node) the process may run on, no quota "
+                                                      "applied: what the node's ranks share", 2),
     keys.THREADS: Name("cpu_threads", 1.0, "torch's intra-op threads", WHOLE),
     keys.PEAK_RSS_BYTES: Name("memory_peak_rss_mib", MIB, "the most resident memory the process held", SHARE),
     keys.LOAD_PER_CPU: Name("machine_load_per_cpu", 1.0, "the machine's 1-minute load average per CPU when training "

@@ -70,12 +70,13 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
     for name, document in documents.items():
         assert round(1000 * document["iterationSeconds"], 3) == logged[name]["predict_iteration_ms"]
         assert round(100 * document["errorFraction"], 1) == logged[name]["predict_error_pct"]
-        # Every trial probed the same link at its start, 5 sizes each way, and prices every architecture on it.
+        # Every trial probed the same link at its start, trains of 5 sizes each way, and prices every architecture
+        # on it.
         probe = json.loads(next((workdir / "ringleader-runs").glob(f"*/{name}/summary.json")).read_text())
         assert [len(probe["linkProbe"][kind]["samples"]) for kind in ("pointToPoint", "collective")] == [5, 5]
         assert document["linkKind"] == "emulated" and document["cannotPredict"] is None
-        assert document["fit"].endswith("the emulated cap 0.2 Gbit/s where slower (probed at the trial's start, "
-                                        "5 sizes)"), document["fit"]
+        assert ("the emulated cap 0.2 Gbit/s where slower (probed at the trial's start: median of trains, 5 sizes, "
+                "the largest sustained") in document["fit"], document["fit"]
         assert document["linkBitsPerSecond"] == 200e6  # loopback is faster than the cap
 
     # From MLflow (the sweep run) and as a table: the same predictions, each trial's headline printed.
