@@ -47,6 +47,8 @@ def row(trial: dict, summary: dict) -> dict:
         "predictedSeconds": predicted.get("iterationSeconds"), "errorFraction": predicted.get("errorFraction"),
         "linkKind": predicted.get("linkKind"), "linkFit": predicted.get("fit"),
         "cannotPredict": predicted.get("cannotPredict"),
+        "prediction": predicted,  # every architecture's, with the host and wire terms: to compare predictions later
+        "usage": summary.get("usage"),
     }
 
 
