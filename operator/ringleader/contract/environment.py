@@ -42,7 +42,8 @@ _TOKEN = re.compile(r"[A-Za-z0-9._-]{1,200}")  # a uid and a trial name: safe in
 TRACKING_URI = "MLFLOW_TRACKING_URI"
 # Where a relative spec.data.path is read from: the data volume's mount in a pod, `--data-dir` locally.
 DATA_DIR = "RINGLEADER_DATA_DIR"
-# Set by the local launcher only: the rank exits when this process is no longer its parent (runtime/parent.py).
+# Set by the local launcher, and by a pod's agent for its ranks: the rank exits when this process is no longer its
+# parent (runtime/parent.py).
 LAUNCHER_PID = "RINGLEADER_LAUNCHER_PID"
 # The node the rank runs on, which it records (summary, MLflow tag): in a pod the downward API's NODE_NAME_FIELD,
 # locally the machine's host name (local_node_name), the one node every rank shares.
@@ -56,8 +57,8 @@ LOCAL_RANK = "LOCAL_RANK"
 LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
 GROUP_RANK = "GROUP_RANK"
 NODE_RANK = "NODE_RANK"  # torchrun's other name of GROUP_RANK: rendered alike, GROUP_RANK is the one read
-# Where a rank leaves its termination message: the pod's /dev/termination-log unless its pod's agent gives each
-# rank a file of its own (ranks of one pod must not overwrite each other's), from which it composes the pod's.
+# Where the process leaves its termination message: the pod's /dev/termination-log unless its pod's agent gives
+# each rank a file of its own (ranks of one pod must not overwrite each other's), from which it composes the pod's.
 TERMINATION_FILE = "RINGLEADER_TERMINATION_FILE"
 NAMES = (ROLE, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRIAL_FILE, OUTPUT_DIR, RUN_ID, RUN_TOKEN, MLFLOW_EXPERIMENT,
          TRACKING_URI, DATA_DIR, LAUNCHER_PID, NODE_NAME, ATTEMPT, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK,

@@ -166,7 +166,7 @@ def failure_of(pod: Pod) -> Failure | None:
     # A pod of several ranks fails naming the one that died first (runtime/agent.py): blame weighs that rank.
     named = failures.rank_of([message or ""])
     return Failure(
-        pod=name(pod), rank=named if named in ranks(pod) else rank(pod), container=container_name,
+        pod=name(pod), rank=named if named is not None and named in ranks(pod) else rank(pod), container=container_name,
         exit_code=terminated.get("exitCode"),
         reason=terminated.get("reason"), message=failures.shorten(message) or None,
         finished_at=terminated.get("finishedAt") or "",
