@@ -62,3 +62,15 @@ def test_a_gpu_rank_sees_only_its_own_devices(tmp_path):
     environ = trials.rank_environ({"CUDA_VISIBLE_DEVICES": "0,1", "PATH": "/usr/bin"}, slot, 2, 29500,
                                   tmp_path / "trial.json", tmp_path, gpus="1")
     assert environ["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_the_ranks_of_a_local_pod_see_its_gpus_and_get_torchruns_environment(tmp_path):
+    ring = a_trial("RingAllReduce", 4, 2)  # 2 pods of 2 ranks
+    gpus = devices.assign(ring, ["0", "1", "2", "3"])
+    slot = ring.slots()[3]
+    environ = trials.rank_environ({"PATH": "/usr/bin"}, slot, 4, 29500, tmp_path / "trial.json", tmp_path,
+                                  gpus=gpus[slot.rank])
+    assert {name: environ[name] for name in ("RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+                                             "CUDA_VISIBLE_DEVICES")} == {
+        "RANK": "3", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1", "NODE_RANK": "1",
+        "CUDA_VISIBLE_DEVICES": "2,3"}

@@ -22,6 +22,7 @@ import time
 
 import mlflow.tracking
 import pytest
+import torch
 
 from ringleader.contract import environment as contract
 from ringleader.contract import failures, records
@@ -215,3 +216,16 @@ def test_a_pod_whose_ranks_finish_exits_0_with_the_first_workers_summary_each_ra
     usage = whole["usage"]
     assert {rank: (used["pod"], used["localRank"], used["threads"]) for rank, used in usage.items()} == {
         "0": ("worker-0", 0, 1), "1": ("worker-0", 1, 1)}
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="a pod of 2 GPU ranks needs 2 CUDA devices")
+def test_a_gpu_pod_of_two_ranks_puts_each_on_cuda_local_rank_and_allreduces_over_nccl(make_trial, start_pod):
+    """The GPU check (unverified without 2 GPUs): `pytest tests/integration/runtime/test_pod_agent.py -k gpu`."""
+    trial = make_trial({"workers": {"replicas": 2, "resources": {"cpu": "2", "gpu": 2}}})  # ranksPerPod: 2 GPUs
+    # What the device plugin gives a pod of 2 GPUs; NCCL bootstraps over loopback only, like every test.
+    pod = start_pod(trial, {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_SOCKET_IFNAME": "lo"})
+    assert pod.process.wait(timeout=300) == 0, pod.log_text()[-4000:]
+    assert "rank 0 (worker-0/0) on cuda:0" in pod.log_text() and "rank 1 (worker-0/1) on cuda:1" in pod.log_text()
+    config = json.loads(next(line for line in pod.log_text().splitlines() if line.startswith("config: "))[8:])
+    assert (config["backend"], config["ranksPerPod"]) == ("cpu:gloo,cuda:nccl", 2)
+    assert json.loads(pod.message_file.read_text())["throughput"] > 0
