@@ -20,7 +20,7 @@ def ended(tmp_path: pathlib.Path, returncodes, messages=("", ""), stopped=(False
     for order, (slot, code, message, was_stopped) in enumerate(zip(PAIR, returncodes, messages, stopped)):
         path = tmp_path / f"rank-{slot.rank}"
         path.write_text(message)
-        pod.processes.append(agent.RankProcess(slot, types.SimpleNamespace(returncode=code), path, was_stopped,
+        pod.processes.append(agent.PodRank(slot, types.SimpleNamespace(returncode=code), path, was_stopped,
                                                float(order)))
     pod.stop_requested_at = 1.0 if requested else None
     return pod

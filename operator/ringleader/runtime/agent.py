@@ -46,7 +46,7 @@ POLL_SECONDS = 0.05
 
 
 @dataclasses.dataclass
-class RankProcess:
+class PodRank:
     """One rank of the pod, as its agent started it."""
 
     slot: Slot
@@ -55,6 +55,11 @@ class RankProcess:
     stopped: bool = False
     """stopped is set when the agent told the rank to stop (another failed, or the pod is being stopped)."""
     ended_at: float | None = None
+
+    @property
+    def by_signal(self) -> bool:
+        """Whether a signal ended it (Popen's negative return code)."""
+        return (self.popen.returncode or 0) < 0
 
     def how(self) -> str:
         """"exit code 1", "killed by SIGKILL"."""
@@ -80,7 +85,7 @@ class RankProcess:
     def exit(self) -> failures.Exit:
         """Its end for failures.blame(): by a signal (external), with its own failure line's reason if it left one."""
         said = [self.message()]
-        return failures.Exit(rank=self.slot.rank, external=(self.popen.returncode or 0) < 0,
+        return failures.Exit(rank=self.slot.rank, external=self.by_signal,
                              reason=failures.reason_of(said), permanent=failures.is_permanent(said),
                              stopped=self.stopped, order=self.ended_at or 0.0)
 
@@ -90,7 +95,7 @@ class RankProcess:
         reason = failures.reason_of(said)
         if reason is None:
             reason = (f"no reason of its own: {self.how()} from outside the runtime (the OOM killer sends SIGKILL)"
-                      if (self.popen.returncode or 0) < 0 else
+                      if self.by_signal else
                       f"{self.how()} without a failure line (user code ending the process?); see the pod's log")
         who = f"{self.slot.hostname} local rank {self.slot.local_rank}, {self.how()}"
         return failures.failure_line(self.slot.rank, who, reason, permanent=failures.is_permanent(said))
@@ -111,7 +116,7 @@ class Agent:
         self.ranks = ranks
         self.environ = environ
         self.message_dir = message_dir
-        self.processes: list[RankProcess] = []
+        self.processes: list[PodRank] = []
         self.stop_requested_at: float | None = None  # SIGTERM or SIGINT came: the pod is being stopped
         self.stopping_since: float | None = None
 
@@ -123,7 +128,7 @@ class Agent:
             popen = subprocess.Popen([sys.executable, "-m", "ringleader.runtime"], stdin=subprocess.DEVNULL,
                                      env={**self.environ, **rank_env, contract.LAUNCHER_PID: str(os.getpid())},
                                      start_new_session=True)
-            self.processes.append(RankProcess(slot, popen, message_file))
+            self.processes.append(PodRank(slot, popen, message_file))
 
     def request_stop(self, signum: int, _frame=None) -> None:
         """The signal handler: the pod is being stopped (the kubelet's SIGTERM, a Ctrl-C)."""
