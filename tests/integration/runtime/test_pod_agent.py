@@ -187,6 +187,7 @@ def test_sigterm_to_the_agent_reaches_every_rank_which_publish_before_the_pod_ex
     pod = start_pod(trial, {contract.TRACKING_URI: uri, contract.RUN_ID: trial_run})
     pod.wait_until(lambda: all(pod.iterations_written(r) >= 5 for r in (0, 1)), 120, "5 iterations on each rank")
     ranks = pod.ranks()
+    written_before = {rank: pod.iterations_written(rank) for rank in (0, 1)}
 
     pod.process.send_signal(signal.SIGTERM)  # the kubelet signals the container's first process only
     assert pod.process.wait(timeout=ENDS_WITHIN_SECONDS) == 128 + signal.SIGTERM, pod.log_text()
@@ -199,7 +200,11 @@ def test_sigterm_to_the_agent_reaches_every_rank_which_publish_before_the_pod_ex
     for run in runs:
         rank = int(run.data.tags[schema.TAG_RANK])
         on_disk = records.read_iterations(records.rank_dir(pod.output_dir, trial.name, rank) / records.ITERATIONS_FILE)
-        assert published_steps(client, run.info.run_id) == [r["step"] for r in on_disk]
+        published = published_steps(client, run.info.run_id)
+        # Everything recorded before the signal is in MLflow, in order, once each (a rank still training while it
+        # publishes may record a few iterations more, on disk only).
+        assert len(published) >= written_before[rank]
+        assert published == [r["step"] for r in on_disk][:len(published)]
 
 
 def test_a_pod_whose_ranks_finish_exits_0_with_the_first_workers_summary_each_rank_on_its_share_of_the_cpus(
