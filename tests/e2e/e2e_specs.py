@@ -77,7 +77,9 @@ def cpu_cost(manifest: dict) -> int:
     spec = manifest["spec"]
     cpu = millicores(spec["workers"]["resources"]["cpu"])
     ps_cpu = millicores(spec.get("parameterServers", {}).get("resources", {}).get("cpu", cpu))
-    biggest = max(t["workers"] * cpu + (t["ps"] * ps_cpu if t["architecture"] == "ParameterServer" else 0)
+    # A worker pod's CPU is shared by its ranks (`workers.ranksPerPod`, unset: one per GPU, else 1).
+    per_pod = spec["workers"].get("ranksPerPod") or spec["workers"]["resources"].get("gpu") or 1
+    biggest = max(t["workers"] // per_pod * cpu + (t["ps"] * ps_cpu if t["architecture"] == "ParameterServer" else 0)
                   for t in trial_specs(manifest))
     parallel = (spec.get("sweep") or {}).get("maxParallel", 1)
     return biggest * min(parallel, len(trial_specs(manifest)))

@@ -8,7 +8,9 @@
   succeeds, with its pods never duplicated nor recreated.
 - a nonexistent image fails its trial at the startup deadline, with a Warning event naming the image whole,
   and frees the node (its pods deleted);
-- a model that cannot be imported fails its trial at once, without a restart, the message ending in what to do.
+- a model that cannot be imported fails its trial at once, without a restart, the message ending in what to do;
+- a rank killed inside a pod of two ranks ends its pod's other rank and fails the trial as runPolicy says within
+  60 s, naming the dead rank, no process left in the pods, the survivors' records in MLflow.
 
 These experiments are slowed by a bandwidth cap (sleeps, no CPU) so that they are surely mid-run when hit.
 """
@@ -62,23 +64,60 @@ def pod(kube, namespace, name):
     return kube.get("pod", namespace, name)
 
 
-def kill_container_process(kube, namespace, pod_name) -> str:
-    """SIGKILL the trainer's process from the node (as the OOM killer would). Returns how it was done."""
-    found = pod(kube, namespace, pod_name)
+def node_ctr(found: dict) -> tuple[list[str] | None, str]:
+    """The `ctr` command line of the containerd that runs the pod's trainer (None on a cluster without node access),
+    and the trainer's container id."""
     container = found["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
     cluster = os.environ.get("RINGLEADER_E2E_CLUSTER", "harness")
     if cluster == "harness":
         import harness  # conftest put cluster/ on sys.path
 
-        ctr = ["ctr", "--address", harness.containerd_socket(found["spec"]["nodeName"]), "--namespace", "k8s.io"]
-    elif cluster == "kind":
-        ctr = ["docker", "exec", found["spec"]["nodeName"], "ctr", "--namespace", "k8s.io"]
-    else:
+        return ["ctr", "--address", harness.containerd_socket(found["spec"]["nodeName"]), "--namespace", "k8s.io"], \
+            container
+    if cluster == "kind":
+        return ["docker", "exec", found["spec"]["nodeName"], "ctr", "--namespace", "k8s.io"], container
+    return None, container
+
+
+def kill_container_process(kube, namespace, pod_name) -> str:
+    """SIGKILL the trainer's process from the node (as the OOM killer would). Returns how it was done."""
+    ctr, container = node_ctr(pod(kube, namespace, pod_name))
+    if ctr is None:
         kube.kubectl("delete", "pod", "-n", namespace, pod_name, "--grace-period=0", "--force")
         return "deleted"
     subprocess.run([*ctr, "task", "kill", "--signal", "SIGKILL", container], check=True, timeout=30,
                    capture_output=True, text=True)
     return "killed"
+
+
+# Run inside the trainer's container: SIGKILL the rank of local rank 1, a child of the pod's agent (PID 1).
+KILL_LOCAL_RANK_1 = """
+import os, signal
+for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+    try:
+        parent = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if parent == 1 and b"LOCAL_RANK=1" in environ:
+        os.kill(int(pid), signal.SIGKILL)
+        print(pid)
+"""
+
+
+def kill_local_rank_1(kube, namespace, pod_name) -> str:
+    """SIGKILL one rank of a pod of two, inside its container (as the OOM killer kills one process of a pod): through
+    the node's containerd where the harness or kind gives it, else `kubectl exec`. Returns the pid it killed."""
+    ctr, container = node_ctr(pod(kube, namespace, pod_name))
+    command = ["python", "-c", KILL_LOCAL_RANK_1]
+    if ctr is None:
+        done = kube.kubectl("exec", "-n", namespace, pod_name, "-c", "trainer", "--", *command)
+    else:
+        done = subprocess.run([*ctr, "task", "exec", "--exec-id", f"kill-{secrets.token_hex(3)}", container, *command],
+                              check=True, timeout=60, capture_output=True, text=True)
+    killed = done.stdout.split()
+    assert len(killed) == 1, f"expected one rank of local rank 1 in {pod_name}, killed {killed}: {done.stderr}"
+    return killed[0]
 
 
 def test_a_worker_pod_deleted_mid_run_restarts_the_trial_which_then_succeeds(kube, namespace, launcher, mlflow,
@@ -227,6 +266,60 @@ def test_a_model_that_cannot_be_imported_fails_the_trial_at_once_without_a_resta
     assert "install it in the image or put it on PYTHONPATH" in message, message
     assert message.endswith("not restarted: the runtime reported a failure no restart can fix"), message
     checks.assert_events(kube, namespace, "no-model", "PermanentFailure")
+
+
+PAIR_POD = {"cpu": "500m", "memory": "1536Mi"}  # two ranks' torch (one thread each) and their agent
+
+
+def test_a_rank_killed_inside_a_two_rank_pod_fails_the_trial_within_60_s_naming_it_and_keeps_the_records(
+        kube, namespace, launcher, mlflow, report_on_failure):
+    name = "pod-pair"
+    manifest = slow_experiment(name, namespace, architecture="RingAllReduce",
+                               workers={"replicas": 4, "ranksPerPod": 2, "resources": dict(PAIR_POD)},
+                               runPolicy={"backoffLimit": 0, "cleanPodPolicy": "None"})
+    dte = start(kube, launcher, namespace, manifest, report_on_failure)
+    pods = sorted(p["metadata"]["name"] for p in kube.experiment_pods(namespace, name))
+    assert pods == [f"{name}-0-worker-0", f"{name}-0-worker-1"], pods  # 4 ranks in 2 pods
+    reached = status(dte)["progress"]["iteration"]
+    victim = f"{name}-0-worker-1"  # ranks 2 and 3: rank 3 is its local rank 1
+    pid = kill_local_rank_1(kube, namespace, victim)
+    killed_at = time.monotonic()
+    log(f"{name}: SIGKILLed rank 3 (pid {pid} in {victim}) at iteration {reached}")
+
+    dte = wait_terminal(kube, namespace, name, 60)
+    log(f"{name}: {phase(dte)} {time.monotonic() - killed_at:.0f} s after the kill")
+    assert phase(dte) == "Failed", describe_dte(kube, namespace, name)
+    failed = condition(dte, "Failed")
+    assert failed["reason"] == "BackoffLimitExceeded", failed
+    # The pod's agent exits as its rank did (137) and names it: rank, pod and local rank, signal.
+    assert (f"pod {victim}: container trainer exited with code 137 (Error): ringleader: rank 3 (worker-1 local rank 1, "
+            "killed by SIGKILL) failed: ") in failed["message"], failed
+    assert "backoffLimit 0 reached after 0 restarts" in failed["message"], failed
+    # No process is left in either pod: each agent exits only once its ranks are reaped, and takes its container down.
+    ended = wait_for("both pods' trainers to have ended", lambda: (lambda found: all(
+        p["status"].get("phase") == "Failed" and all("terminated" in c["state"] for c in p["status"]["containerStatuses"])
+        for p in found) and found)(kube.experiment_pods(namespace, name)), 60,
+        describe=lambda: str([(p["metadata"]["name"], p["status"].get("phase"))
+                              for p in kube.experiment_pods(namespace, name)]))
+    assert len(ended) == 2
+
+    # Every rank but the dead one published what it recorded; each rank run names its node, pod and local rank.
+    experiment_id, trial_run = status(dte)["mlflow"]["experimentId"], trials(dte)[0]["runId"]
+    def survivors_ended():
+        found = {int(r.data.tags["ringleader.rank"]): r for r in mlflow.children(experiment_id, trial_run)}
+        return all(rank in found and found[rank].info.status in ("FAILED", "KILLED") for rank in (0, 1, 2)) and found
+    runs = wait_for("the surviving ranks' runs to have ended", survivors_ended, 60)
+    for rank in (0, 1, 2):
+        tags = runs[rank].data.tags
+        assert (tags.get("ringleader.pod"), tags.get("ringleader.localRank")) == (
+            f"worker-{rank // 2}", str(rank % 2)), tags
+        assert tags.get("ringleader.node"), tags
+        history = (mlflow.history(runs[rank].info.run_id, "time/iteration_ms")
+                   + mlflow.history(runs[rank].info.run_id, "warmup/time/iteration_ms"))
+        steps = sorted(point.step for point in history)
+        # BSP: every rank had recorded at least the iteration the status showed before the kill, each step once.
+        assert len(steps) >= reached - 1 and steps == list(range(len(steps))), (rank, reached, steps[-5:])
+    assert runs[2].info.status == "KILLED"  # rank 3's peer in its pod, stopped by the agent after publishing
 
 
 def test_the_operator_restarted_mid_run_resumes_without_duplicate_pods(kube, namespace, launcher, release, mlflow,

@@ -133,6 +133,7 @@ class RunningTrial:
             environment = contract.PodEnvironment(
                 role=slot.role, rank=slot.rank, world_size=trial.world_size, master_addr="127.0.0.1",
                 master_port=port, trial_file=str(trial_file), output_dir=str(self.output_dir),
+                local_rank=slot.local_rank, local_world_size=slot.local_world_size, group_rank=slot.group_rank,
             ).to_environ()
             with open(self.logs_dir / f"rank-{slot.rank}.out", "wb") as out, \
                     open(self.logs_dir / f"rank-{slot.rank}.err", "wb") as err:

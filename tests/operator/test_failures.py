@@ -118,3 +118,27 @@ def test_a_failure_the_runtime_calls_permanent_fails_the_trial_without_a_restart
     # cleanPodPolicy Running: the running pods go, the failed one stays for its logs; none is recreated.
     wait_for("only the failed pod left", lambda: [p["metadata"]["name"] for p in admin.trial_pods(namespace, "no-model")]
              == ["no-model-0-worker-0"])
+
+
+def test_a_rank_killed_inside_a_pod_of_two_fails_the_trial_naming_its_pod_and_the_rank(admin, namespace, operator):
+    """A ring of 4 workers, 2 to a pod: 2 pods; pod worker-1's agent exits as its SIGKILLed rank 3 did (137),
+    naming it, while pod worker-0's ranks only lost contact with it."""
+    operator()
+    admin.create(dtes.experiment("pairs", namespace, architecture="RingAllReduce", runPolicy={"backoffLimit": 0},
+                                 workers={"replicas": 4, "ranksPerPod": 2}))
+    first, second = pods_running(admin, namespace, "pairs", count=2)
+    assert [dtes.env_of(p)["RANK"] for p in (first, second)] == ["0", "2"]
+    assert {dtes.env_of(p)["LOCAL_WORLD_SIZE"] for p in (first, second)} == {"2"}
+    assert all("LOCAL_RANK" not in dtes.env_of(p) for p in (first, second))  # each pod's one command is its agent
+    running = dtes.condition(admin.experiment(namespace, "pairs"), "Running")
+    assert "all 2 pods (4 workers, 2 to a pod) are running" in running["message"], running
+    killed = "ringleader: rank 3 (worker-1 local rank 1, killed by SIGKILL) failed: no reason of its own"
+    admin.finish_pod(first, 1, "Error", "ringleader: rank 0 (worker-0 local rank 0, exit code 1) failed: lost contact "
+                                        "with rank 3 (it died, hung or is unreachable): Connection reset by peer")
+    admin.finish_pod(second, 137, "Error", killed)
+    failed = wait_for("phase Failed", lambda: dtes.phase(admin.experiment(namespace, "pairs")) == "Failed"
+                      and admin.experiment(namespace, "pairs"))
+    condition = dtes.condition(failed, "Failed")
+    assert condition["reason"] == "BackoffLimitExceeded"
+    assert f"pod pairs-0-worker-1: container trainer exited with code 137 (Error): {killed}" in condition["message"]
+    assert "backoffLimit 0 reached after 0 restarts" in condition["message"]

@@ -97,6 +97,14 @@ def test_each_worker_group_is_a_pod_set_of_its_own():
     assert sets[1]["template"]["spec"]["nodeSelector"]["pool"] == "old"
 
 
+def test_a_workload_counts_pods_each_requesting_what_its_ranks_share():
+    dte = experiment(architecture="RingAllReduce", workers={"replicas": 6, "ranksPerPod": 2, "resources": {"cpu": "4"}})
+    [trial] = api.expand(dte).trials
+    [worker] = workload.workload(trial, render(trial), "team-a")["spec"]["podSets"]
+    assert (worker["name"], worker["count"]) == ("worker", 3)
+    assert worker["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "4"
+
+
 def pod(name, role, cpu):
     return {"kind": "Pod", "metadata": {"name": name, "labels": {constants.LABEL_ROLE: role}},
             "spec": {"containers": [{"name": "trainer", "image": "i", "resources": {"requests": {"cpu": cpu}}}]}}

@@ -120,3 +120,15 @@ def test_a_killed_pod_is_the_cause_not_the_peer_that_lost_contact_with_it_even_w
         1, "Error", message="ringleader: rank 1 (worker) failed: lost contact with a peer rank: Read error")])
     blamed = failures.blame(pods.exit_of(pods.failure_of(p)) for p in (peer, killed))
     assert (blamed.rank, blamed.external) == (2, True)
+
+
+def test_a_pod_of_several_ranks_fails_as_the_rank_its_message_names_and_never_as_another_pods():
+    killed = "ringleader: rank 3 (worker-1 local rank 1, killed by SIGKILL) failed: no reason of its own"
+    found = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(137, "Error", killed)])
+    found["metadata"]["labels"][constants.LABEL_LOCAL_WORLD_SIZE] = "2"
+    assert (pods.ranks(found), pods.ranks_text(found)) == (range(2, 4), "ranks 2-3")
+    assert pods.failure_of(found).rank == 3
+    assert pods.exit_of(pods.failure_of(found)).external  # its agent exits as the signal would have: 137
+    elsewhere = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(1, "Error", killed.replace("3", "7"))])
+    assert pods.failure_of(elsewhere).rank == 2  # a rank not in the pod: the pod's first rank
+    assert pods.ranks(pod(rank=5)) == range(5, 6)  # a pod without the label runs one rank

@@ -144,6 +144,51 @@ def test_after_the_grace_a_lone_echo_is_blamed_or_the_rank_it_names():
     assert named.status.message.startswith("pod q-0-worker-1 stopped responding: pod q-0-worker-0: container")
 
 
+# A ring of 4 workers, 2 to a pod: pod worker-0 runs ranks 0 and 1, pod worker-1 ranks 2 and 3.
+PAIRS = (trials.ExpectedPod("q-0-worker-0", "worker", 0, 2), trials.ExpectedPod("q-0-worker-1", "worker", 2, 2))
+
+
+def pair_pod(expected, phase="Running", *, exit_code=None, message=None, finished="2030-01-01T00:01:00Z"):
+    found = pod(expected.name, phase, exit_code=exit_code, reason="Error" if exit_code else None, message=message,
+                finished=finished)
+    found["metadata"]["labels"].update({constants.LABEL_RANK: str(expected.rank),
+                                        constants.LABEL_LOCAL_WORLD_SIZE: str(expected.ranks)})
+    return found
+
+
+def pairs_context(at=0, **policy):
+    return dataclasses.replace(context(at, **policy), expected=PAIRS)
+
+
+def test_pods_of_several_ranks_are_counted_as_pods_and_their_ranks_as_workers():
+    assert trials.step(trial(), [], pairs_context()).status.message == (
+        "created 2 pods (4 workers, 2 to a pod); waiting for all of them to be scheduled")
+
+
+KILLED_IN_POD = "ringleader: rank 3 (worker-1 local rank 1, killed by SIGKILL) failed: no reason of its own"
+LOST_RANK_3 = "ringleader: rank 0 (worker-0 local rank 0, exit code 1) failed: lost contact with rank 3 (it died)"
+
+
+def test_a_rank_killed_inside_a_pod_blames_its_pod_and_names_the_rank_not_the_pod_that_lost_it():
+    pods = [pair_pod(PAIRS[0], "Failed", exit_code=1, message=LOST_RANK_3),
+            pair_pod(PAIRS[1], "Failed", exit_code=137, message=KILLED_IN_POD, finished="2030-01-01T00:01:01Z")]
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, pairs_context(at=62, backoff_limit=0))
+    assert (step.status.phase, step.status.reason) == (Phase.FAILED, reasons.BACKOFF_LIMIT_EXCEEDED)
+    assert step.status.message.startswith(f"pod q-0-worker-1: container trainer exited with code 137 (Error): "
+                                          f"{KILLED_IN_POD} (and 1 more pod failed)")
+    restarted = trials.step(trial(Phase.RUNNING, start_time=T0), pods, pairs_context(at=62, backoff_limit=1))
+    assert (restarted.status.phase, restarted.status.restarts) == (Phase.RESTARTING, 1)
+    assert restarted.delete == ("q-0-worker-0", "q-0-worker-1")
+
+
+def test_an_echo_naming_a_rank_inside_a_pod_still_running_blames_that_pod():
+    pods = [pair_pod(PAIRS[0], "Failed", exit_code=1, message=LOST_RANK_3), pair_pod(PAIRS[1])]
+    step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, pairs_context(at=75, backoff_limit=0))
+    assert step.status.phase == Phase.FAILED
+    assert step.status.message.startswith("pod q-0-worker-1 stopped responding: pod q-0-worker-0: container "
+                                          "trainer exited with code 1"), step.status.message
+
+
 def test_a_pod_that_exited_0_outside_the_runtime_is_blamed_not_the_peer_that_lost_it():
     # os._exit(0) in user code: the pod Succeeded without the message every rank the runtime ends leaves.
     pods = all_running()

@@ -9,7 +9,7 @@ import torch.distributed as dist
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import environment as contract
-from ringleader.runtime import ending, main
+from ringleader.runtime import ending, main, termination_message
 
 
 def trial_of(**spec) -> trial_.Trial:
@@ -20,6 +20,22 @@ def trial_of(**spec) -> trial_.Trial:
 def test_threads_are_the_whole_cpus_requested(cpu, threads):
     slot = trial_of(workers={"resources": {"cpu": cpu}}).worker_slots()[0]
     assert main.cpu_threads(slot) == threads
+
+
+@pytest.mark.parametrize("cpu, ranks_per_pod, threads", [("4", 2, 2), ("3", 2, 1), ("1", 4, 1), ("8", 8, 1)])
+def test_ranks_of_one_pod_split_its_whole_cpus_at_least_one_thread_each(cpu, ranks_per_pod, threads):
+    trial = trial_of(workers={"replicas": 8, "ranksPerPod": ranks_per_pod, "resources": {"cpu": cpu}})
+    assert {main.cpu_threads(slot) for slot in trial.worker_slots()} == {threads}
+
+
+def test_each_gpu_rank_of_a_pod_trains_on_its_local_rank(monkeypatch):
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    slots = trial_of(architecture="RingAllReduce", workers={"replicas": 4, "resources": {"gpu": 2}}).worker_slots()
+    assert [main.pick_device(slot) for slot in slots] == [torch.device("cuda", i) for i in (0, 1, 0, 1)]
+    assert chosen == [0, 1, 0, 1]  # ranks 0 and 2 are local rank 0 of their pods
 
 
 def test_gpus_requested_without_cuda_fall_back_to_the_cpu_with_a_warning(capsys, monkeypatch):
@@ -59,7 +75,7 @@ def test_a_missing_or_invalid_trial_file_is_named(tmp_path):
 def test_in_a_pod_the_summary_also_becomes_the_termination_message(tmp_path, monkeypatch):
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
-    monkeypatch.setattr(ending, "TERMINATION_LOG", str(termination_log))
+    monkeypatch.setattr(termination_message, "TERMINATION_LOG", str(termination_log))
     env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "t.json", str(tmp_path / "out"))
     trial = trial_of()
     summary = {"throughput": 10.0, "stragglerRank": 1, "perRank": {str(r): {"iterations": r} for r in range(500)}}
@@ -71,7 +87,7 @@ def test_in_a_pod_the_summary_also_becomes_the_termination_message(tmp_path, mon
 
 
 def test_outside_a_pod_there_is_no_termination_message(tmp_path, monkeypatch):
-    monkeypatch.setattr(ending, "TERMINATION_LOG", str(tmp_path / "absent"))
+    monkeypatch.setattr(termination_message, "TERMINATION_LOG", str(tmp_path / "absent"))
     env = contract.PodEnvironment("worker", 0, 1, "127.0.0.1", 1, "t.json", str(tmp_path))
     (tmp_path / trial_of().name).mkdir()
     main.write_trial_summary(trial_of(), env, {"throughput": 1.0})

@@ -61,10 +61,22 @@ PLACEMENT_CASES = {
 }
 
 
-def rendered_text(architecture, paradigm, device, placement=None) -> str:
+# Pods of several ranks: one Pod per pod of the trial, its environment the agent's (the pod's first RANK and
+# LOCAL_WORLD_SIZE, no LOCAL_RANK), the gang's minMember in pods. On GPUs ranksPerPod defaults to the pod's GPUs.
+RANKS_PER_POD_CASES = {
+    "RingAllReduce-gpu-2-ranks-per-pod": (
+        spec_.Architecture.RING_ALL_REDUCE, "gpu", {"replicas": 4, "resources": {"cpu": "8", "memory": "32Gi", "gpu": 2}}),
+    "ParameterServer-cpu-2-ranks-per-pod": (
+        spec_.Architecture.PARAMETER_SERVER, "cpu", {"replicas": 4, "ranksPerPod": 2, "resources": {"cpu": "2"}}),
+}
+
+
+def rendered_text(architecture, paradigm, device, placement=None, workers=None) -> str:
     spec = golden_spec(architecture, paradigm, device)
     if placement is not None:
         spec["scheduling"] = {"placement": placement}
+    if workers is not None:
+        spec["workers"] = workers
     document = {"apiVersion": api.API_VERSION, "kind": api.KIND,
                 "metadata": {"name": "golden", "namespace": "research"}, "spec": spec}
     [trial] = api.expand(api.parse(document)).trials
@@ -82,6 +94,12 @@ def test_rendering_matches_the_golden_file(architecture, paradigm, device):
 def test_a_placement_renders_as_its_golden_file(case):
     architecture, placement = PLACEMENT_CASES[case]
     check_golden(GOLDEN / f"{case}.yaml", rendered_text(architecture, spec_.Paradigm.BSP, "cpu", placement))
+
+
+@pytest.mark.parametrize("case", RANKS_PER_POD_CASES)
+def test_pods_of_several_ranks_render_as_their_golden_file(case):
+    architecture, device, workers = RANKS_PER_POD_CASES[case]
+    check_golden(GOLDEN / f"{case}.yaml", rendered_text(architecture, spec_.Paradigm.BSP, device, workers=workers))
 
 
 def check_golden(golden: pathlib.Path, text: str) -> None:
@@ -118,6 +136,7 @@ def test_a_paradigm_changes_only_the_trials_sync_block(architecture, paradigm, d
 
 
 def test_every_golden_file_belongs_to_a_case():
-    expected = {f"{a.value}-{d}.yaml" for a, _, d in GOLDEN_CASES} | {f"{case}.yaml" for case in PLACEMENT_CASES}
+    expected = ({f"{a.value}-{d}.yaml" for a, _, d in GOLDEN_CASES} | {f"{case}.yaml" for case in PLACEMENT_CASES}
+                | {f"{case}.yaml" for case in RANKS_PER_POD_CASES})
     assert {path.name for path in GOLDEN.glob("*.yaml")} == expected
     assert len(CASES) == 18  # 3 architectures x 4 paradigms x 2 devices, less ring with ASP, SSP, DSSP

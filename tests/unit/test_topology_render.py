@@ -1,4 +1,4 @@
-"""A trial renders into a headless Service, a ConfigMap with the trial, an optional PodGroup and one Pod per rank."""
+"""A trial renders into a headless Service, a ConfigMap with the trial, an optional PodGroup and one Pod per pod of ranks."""
 
 from __future__ import annotations
 
@@ -89,6 +89,31 @@ def test_each_pods_environment_is_exactly_the_contract(trial_of):
         assert pod["spec"]["hostname"] == slot.hostname
 
 
+def test_a_pod_of_several_ranks_gets_its_agents_environment_from_which_each_rank_gets_its_own(trial_of):
+    trial = trial_of({"architecture": "ParameterServer", "workers": {"replicas": 4, "ranksPerPod": 2}})
+    objects = topology.render(trial, SETTINGS)
+    pods = by_kind(objects, "Pod")
+    assert [p["metadata"]["name"] for p in pods] == ["demo-0-ps-0", "demo-0-worker-0", "demo-0-worker-1"]
+    for pod, ranks in zip(pods, trial.pods(), strict=True):
+        env = contract.PodEnvironment.from_environ(env_of(pod))
+        assert env.is_agent == (len(ranks) > 1) and env.local_world_size == len(ranks)
+        assert (env.rank, env.group_rank) == (ranks[0].rank, ranks[0].group_rank)
+        assert pod["metadata"]["labels"][constants.LABEL_LOCAL_WORLD_SIZE] == str(len(ranks))
+        for slot in ranks:  # what the pod's agent gives each of its ranks
+            told = contract.PodEnvironment.from_environ(env.of_local_rank(slot.local_rank, "/tmp/t").to_environ())
+            assert (told.rank, told.local_rank, told.local_world_size, told.group_rank, told.is_agent) == (
+                slot.rank, slot.local_rank, slot.local_world_size, slot.group_rank, False)
+    assert env_of(pods[2])[contract.NODE_RANK] == env_of(pods[2])[contract.GROUP_RANK] == "2"
+
+
+def test_a_rank_outside_its_pod_is_refused_by_the_contract(trial_of):
+    pod = by_kind(topology.render(trial_of({"workers": {"replicas": 4, "ranksPerPod": 2}}), SETTINGS), "Pod")[1]
+    with pytest.raises(contract.ContractError, match="LOCAL_RANK=2 must be in"):
+        contract.PodEnvironment.from_environ({**env_of(pod), contract.LOCAL_RANK: "2"})
+    with pytest.raises(contract.ContractError, match="ranks of the pod exceed WORLD_SIZE=5"):
+        contract.PodEnvironment.from_environ({**env_of(pod), contract.RANK: "4"})
+
+
 def test_each_rank_is_told_its_node_by_the_downward_api(trial_of):
     for pod in by_kind(topology.render(trial_of({}), SETTINGS), "Pod"):
         [node] = [item for item in container(pod)["env"] if item["name"] == contract.NODE_NAME]
@@ -172,7 +197,7 @@ def test_requests_equal_limits_and_gpus_use_the_configured_resource_name(trial_o
     trial = trial_of({"parameterServers": {"resources": {"cpu": "500m", "memory": "1Gi"}},
                       "workers": {"resources": {"cpu": "4", "memory": "16Gi", "gpu": 2}}})
     settings = topology.RenderSettings(gpu_resource_name="amd.com/gpu", scratch_limit="3Gi")
-    ps, worker, _ = by_kind(topology.render(trial, settings), "Pod")
+    ps, worker = by_kind(topology.render(trial, settings), "Pod")  # 2 GPUs a pod: one rank each, both in one pod
     ps_resources = {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "3Gi"}
     assert container(ps)["resources"] == {"requests": ps_resources, "limits": ps_resources}
     worker_resources = {"cpu": "4", "memory": "16Gi", "ephemeral-storage": "3Gi", "amd.com/gpu": 2}
@@ -272,6 +297,13 @@ def test_a_pod_group_gangs_every_rank(trial_of, scheduler, api_version, link):
     for pod in by_kind(objects, "Pod"):
         assert pod["metadata"][where][key] == group["metadata"]["name"]
         assert pod["spec"]["schedulerName"] == expected_scheduler
+
+
+def test_a_pod_group_counts_pods_not_ranks(trial_of):
+    trial = trial_of({"workers": {"replicas": 8, "ranksPerPod": 4}, "scheduling": {"gang": "Volcano"}})
+    objects = topology.render(trial, SETTINGS)
+    assert by_kind(objects, "PodGroup")[0]["spec"] == {"minMember": 3}  # 1 server, 2 worker pods of 4 ranks
+    assert len(by_kind(objects, "Pod")) == 3 and trial.world_size == 9
 
 
 def test_an_explicit_scheduler_name_wins_over_the_pod_groups_default(trial_of):

@@ -106,6 +106,12 @@ def test_rank_runs_are_named_with_their_trial_and_from_a_second_attempt_on_with_
     assert second[schema.TAG_RUN_NAME] == "study-3-2/rank-1 (worker, attempt 2)"
 
 
+def test_a_rank_run_names_where_it_ran_its_node_its_pod_and_its_place_in_the_pod():
+    tags = schema.rank_tags("study-3-2", 3, "worker", "abc", node="node-2", pod="worker-1", local_rank=1)
+    assert (tags[schema.TAG_NODE], tags[schema.TAG_POD], tags[schema.TAG_LOCAL_RANK]) == ("node-2", "worker-1", "1")
+    assert schema.TAG_NODE not in schema.rank_tags("study-3-2", 0, "ps", "abc")  # known later, from its summary
+
+
 def test_ui_links_open_the_model_training_view():
     assert schema.ui_url("http://127.0.0.1:5000/", "4", "abc") == \
         "http://127.0.0.1:5000/#/experiments/4/runs/abc?workflowType=machine_learning"

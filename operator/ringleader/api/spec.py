@@ -132,11 +132,12 @@ class Workers(ApiModel):
     """replicas is the number of workers (N): ranks, not pods. Default 2. With `ranksPerPod` k, N/k pods."""
     ranks_per_pod: Annotated[base.Integer, pydantic.Field(ge=1, le=16)] | None = None
     """ranksPerPod is how many worker ranks each worker pod runs (k), as torchrun's `--nproc-per-node`: ranks of
-    one pod share its memory, its GPUs (one each, `cuda:LOCAL_RANK`) and its node, and split its CPU. Each rank
-    gets torchrun's environment (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, RANK, WORLD_SIZE). A rank
-    that dies ends its pod's other ranks, and the pod fails naming it. Unset (default): one rank per GPU of
-    `resources.gpu`, or 1 on CPU pods. `replicas` (and each group's) must be a multiple of it; on GPU pods it
-    may not exceed `resources.gpu`. Parameter servers always run one rank per pod."""
+    one pod share its memory, its GPUs (one each, `cuda:LOCAL_RANK`) and its node, and split its whole CPUs (torch
+    threads per rank: floor(cpu / k), at least 1). Each rank gets torchrun's environment (LOCAL_RANK,
+    LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, RANK, WORLD_SIZE). A rank that dies ends its pod's other ranks, and
+    the pod fails as that rank did, naming it, then restarts or fails as runPolicy says. Unset (default): one rank
+    per GPU of `resources.gpu`, or 1 on CPU pods. `replicas` (and each group's) must be a multiple of it; on GPU
+    pods it may not exceed `resources.gpu`. Parameter servers always run one rank per pod."""
     resources: Resources = Resources()
     """resources of each worker pod, unless its group sets its own, shared by its `ranksPerPod` ranks. Default 1
     CPU, 2Gi, no GPU."""

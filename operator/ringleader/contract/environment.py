@@ -3,6 +3,19 @@
 Defined once here; `topology/` renders it into pod specs, `launch/` into local process
 environments, and `runtime/` reads it back with `PodEnvironment.from_environ`. No torch import,
 so the operator can use it.
+
+Besides ringleader's own variables every rank gets torchrun's: RANK, WORLD_SIZE, LOCAL_RANK (its place in its
+pod, and its GPU there: `cuda:LOCAL_RANK`), LOCAL_WORLD_SIZE (the ranks of its pod), GROUP_RANK and NODE_RANK
+(its pod's index among the trial's pods, servers' first). Unset, they default to one rank per pod: LOCAL_RANK 0,
+LOCAL_WORLD_SIZE 1, GROUP_RANK = RANK.
+
+A pod of k > 1 ranks (`workers.ranksPerPod`) is started by one container command, like any pod: its environment
+holds the pod's first RANK and LOCAL_WORLD_SIZE=k but no LOCAL_RANK, which makes `python -m ringleader.runtime`
+the pod's agent (runtime/agent.py) rather than a rank. The agent starts the k ranks, each with this environment
+plus RANK=first+i, LOCAL_RANK=i and a TERMINATION_FILE of its own; a rank that dies ends the others, and the
+agent leaves the pod's termination message and exit status (the first failure, naming its rank; or on success
+the first rank's message: the trial summary in the first worker's pod). Locally `ringleader run` starts every
+rank itself, each with its full environment, LOCAL_RANK included: no agent.
 """
 
 from __future__ import annotations
@@ -29,7 +42,8 @@ _TOKEN = re.compile(r"[A-Za-z0-9._-]{1,200}")  # a uid and a trial name: safe in
 TRACKING_URI = "MLFLOW_TRACKING_URI"
 # Where a relative spec.data.path is read from: the data volume's mount in a pod, `--data-dir` locally.
 DATA_DIR = "RINGLEADER_DATA_DIR"
-# Set by the local launcher only: the rank exits when this process is no longer its parent (runtime/parent.py).
+# Set by the local launcher, and by a pod's agent for its ranks: the rank exits when this process is no longer its
+# parent (runtime/parent.py).
 LAUNCHER_PID = "RINGLEADER_LAUNCHER_PID"
 # The node the rank runs on, which it records (summary, MLflow tag): in a pod the downward API's NODE_NAME_FIELD,
 # locally the machine's host name (local_node_name), the one node every rank shares.
@@ -38,8 +52,17 @@ NODE_NAME_FIELD = "spec.nodeName"
 # Which attempt of its trial the rank belongs to: 1, then 2 after the operator's first restart of the trial, ...
 # Its rank runs are tagged and named by it, so a restarted trial's runs of each rank are told apart.
 ATTEMPT = "RINGLEADER_ATTEMPT"
+# torchrun's names for where a rank sits among its pod's ranks and the trial's pods (see the module docstring).
+LOCAL_RANK = "LOCAL_RANK"
+LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
+GROUP_RANK = "GROUP_RANK"
+NODE_RANK = "NODE_RANK"  # torchrun's other name of GROUP_RANK: rendered alike, GROUP_RANK is the one read
+# Where the process leaves its termination message: the pod's /dev/termination-log unless its pod's agent gives
+# each rank a file of its own (ranks of one pod must not overwrite each other's), from which it composes the pod's.
+TERMINATION_FILE = "RINGLEADER_TERMINATION_FILE"
 NAMES = (ROLE, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TRIAL_FILE, OUTPUT_DIR, RUN_ID, RUN_TOKEN, MLFLOW_EXPERIMENT,
-         TRACKING_URI, DATA_DIR, LAUNCHER_PID, NODE_NAME, ATTEMPT)
+         TRACKING_URI, DATA_DIR, LAUNCHER_PID, NODE_NAME, ATTEMPT, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK,
+         TERMINATION_FILE)
 # A rank's tuning knobs (runtime/settings.py): optional, with defaults; the local launcher passes them on.
 TIMEOUT_SECONDS = "RINGLEADER_TIMEOUT_SECONDS"
 BUCKET_BYTES = "RINGLEADER_BUCKET_BYTES"
@@ -89,6 +112,34 @@ class PodEnvironment:
     """node_name the rank runs on; a pod's comes from the downward API, so the operator renders none here."""
     attempt: int = 1
     """attempt of the trial this rank belongs to: 1 + the trial's restarts when its pods were made."""
+    local_rank: int | None = 0
+    """local_rank is the rank's place in its pod; None in the environment of a pod of many ranks, whose process is
+    then their agent (`is_agent`)."""
+    local_world_size: int = 1
+    """local_world_size is how many ranks the pod runs."""
+    group_rank: int | None = None
+    """group_rank is the pod's index among the trial's pods; None (made `rank`): one rank per pod."""
+    termination_file: str | None = None
+    """termination_file is where this rank leaves its termination message; None: the pod's own."""
+
+    def __post_init__(self) -> None:
+        if self.group_rank is None:  # so that an environment read back equals the one it was written from
+            object.__setattr__(self, "group_rank", self.rank)
+
+    @property
+    def is_agent(self) -> bool:
+        """Whether this process starts its pod's ranks (runtime/agent.py) rather than being one."""
+        return self.local_rank is None and self.local_world_size > 1
+
+    @property
+    def pod_index(self) -> int:
+        """The pod's index among the trial's pods (GROUP_RANK)."""
+        return self.rank if self.group_rank is None else self.group_rank
+
+    def of_local_rank(self, local_rank: int, termination_file: str) -> PodEnvironment:
+        """The environment of this pod's rank `local_rank`, as the pod's agent starts it."""
+        return dataclasses.replace(self, rank=self.rank + local_rank, local_rank=local_rank,
+                                   group_rank=self.pod_index, termination_file=termination_file)
 
     @property
     def publishes(self) -> bool:
@@ -120,6 +171,12 @@ class PodEnvironment:
             env[NODE_NAME] = self.node_name
         if self.attempt != 1:
             env[ATTEMPT] = str(self.attempt)
+        if self.local_rank is not None:
+            env[LOCAL_RANK] = str(self.local_rank)
+        env[LOCAL_WORLD_SIZE] = str(self.local_world_size)
+        env[GROUP_RANK] = env[NODE_RANK] = str(self.pod_index)
+        if self.termination_file:
+            env[TERMINATION_FILE] = self.termination_file
         return env
 
     @classmethod
@@ -138,6 +195,9 @@ class PodEnvironment:
             except ValueError:
                 raise ContractError(f"environment variable {name}={text!r} must be an integer") from None
 
+        local_world_size = integer(LOCAL_WORLD_SIZE) if environ.get(LOCAL_WORLD_SIZE) else 1
+        # No LOCAL_RANK in a pod of many ranks: the process is their agent; in a pod of one, the rank itself.
+        local_rank = integer(LOCAL_RANK) if environ.get(LOCAL_RANK) else (None if local_world_size > 1 else 0)
         env = cls(
             role=required(ROLE),
             rank=integer(RANK),
@@ -153,9 +213,20 @@ class PodEnvironment:
             mlflow_experiment=environ.get(MLFLOW_EXPERIMENT) or None,
             node_name=environ.get(NODE_NAME) or None,
             attempt=integer(ATTEMPT) if environ.get(ATTEMPT) else 1,
+            local_rank=local_rank,
+            local_world_size=local_world_size,
+            group_rank=integer(GROUP_RANK) if environ.get(GROUP_RANK) else None,
+            termination_file=environ.get(TERMINATION_FILE) or None,
         )
         if not 0 <= env.rank < env.world_size:
             raise ContractError(f"{RANK}={env.rank} must be in [0, {WORLD_SIZE}={env.world_size})")
+        if env.local_world_size < 1:
+            raise ContractError(f"{LOCAL_WORLD_SIZE}={env.local_world_size} must be 1 or more (the pod's ranks)")
+        if env.local_rank is not None and not 0 <= env.local_rank < env.local_world_size:
+            raise ContractError(f"{LOCAL_RANK}={env.local_rank} must be in [0, {LOCAL_WORLD_SIZE}={env.local_world_size})")
+        if env.is_agent and env.rank + env.local_world_size > env.world_size:
+            raise ContractError(f"{RANK}={env.rank} + {LOCAL_WORLD_SIZE}={env.local_world_size} ranks of the pod "
+                                f"exceed {WORLD_SIZE}={env.world_size}")
         if env.attempt < 1:
             raise ContractError(f"{ATTEMPT}={env.attempt} must be 1 or more (1 + the trial's restarts)")
         if env.run_token and not _TOKEN.fullmatch(env.run_token):

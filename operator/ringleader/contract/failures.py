@@ -62,6 +62,12 @@ def reason_of(lines: Iterable[str]) -> str | None:
     return found["reason"].strip() if found else None
 
 
+def rank_of(lines: Iterable[str]) -> int | None:
+    """The rank the last failure line among `lines` names, if it names one."""
+    found = _last(lines)
+    return int(found["rank"]) if found and found["rank"] is not None else None
+
+
 def is_permanent(lines: Iterable[str]) -> bool:
     """Whether the last failure line among `lines` says no restart can fix it."""
     found = _last(lines)

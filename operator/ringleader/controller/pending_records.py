@@ -56,7 +56,7 @@ def _published(pods: Iterable[pods_.Pod]) -> str:
 
 def _waiting_on(waiting: unpublished.Waiting | None, running: list[pods_.Pod]) -> unpublished.Waiting | None:
     """The waiting line, if the rank that printed it still runs (a line read before its pod ended is stale)."""
-    return waiting if waiting is not None and any(pods_.rank(p) == waiting.rank for p in running) else None
+    return waiting if waiting is not None and any(waiting.rank in pods_.ranks(p) for p in running) else None
 
 
 def waiting_message(trial_pods: list[pods_.Pod], waiting: unpublished.Waiting | None) -> str | None:

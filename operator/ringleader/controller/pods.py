@@ -41,10 +41,26 @@ def role(pod: Pod) -> str:
 
 
 def rank(pod: Pod) -> int:
+    """The pod's first rank."""
     try:
         return int(labels(pod).get(constants.LABEL_RANK, ""))
     except ValueError:
         return 1 << 30  # unlabelled pods sort last
+
+
+def ranks(pod: Pod) -> range:
+    """Every rank the pod runs: `workers.ranksPerPod` of them from its first for a worker pod of several."""
+    try:
+        count = max(1, int(labels(pod).get(constants.LABEL_LOCAL_WORLD_SIZE, "1")))
+    except ValueError:
+        count = 1
+    return range(rank(pod), rank(pod) + count)
+
+
+def ranks_text(pod: Pod) -> str:
+    """"rank 1", or "ranks 1-2" for a pod of several."""
+    found = ranks(pod)
+    return f"rank {found.start}" if len(found) == 1 else f"ranks {found.start}-{found[-1]}"
 
 
 def phase(pod: Pod) -> str:
@@ -103,6 +119,7 @@ class Failure:
 
     pod: str
     rank: int
+    """rank is the pod's rank that failed: the one its termination message names, else its first."""
     container: str | None = None
     exit_code: int | None = None
     reason: str | None = None  # OOMKilled, Error, Evicted, DeadlineExceeded, ...
@@ -146,8 +163,11 @@ def failure_of(pod: Pod) -> Failure | None:
                        finished_at=_finished_at(failed_containers) or status.get("startTime") or "")
     container_name, terminated = failed_containers[0]
     message = terminated.get("message")
+    # A pod of several ranks fails naming the one that died first (runtime/agent.py): blame weighs that rank.
+    named = failures.rank_of([message or ""])
     return Failure(
-        pod=name(pod), rank=rank(pod), container=container_name, exit_code=terminated.get("exitCode"),
+        pod=name(pod), rank=named if named is not None and named in ranks(pod) else rank(pod), container=container_name,
+        exit_code=terminated.get("exitCode"),
         reason=terminated.get("reason"), message=failures.shorten(message) or None,
         finished_at=terminated.get("finishedAt") or "",
     )

@@ -25,7 +25,9 @@ def pod_selector(experiment_name: str) -> str:
 
 
 def expected_pods(trial: Trial) -> tuple[trials.ExpectedPod, ...]:
-    return tuple(trials.ExpectedPod(names.pod(trial, slot), slot.role, slot.rank) for slot in trial.slots())
+    """One per pod of the trial (a worker pod may run several ranks), by its first rank."""
+    return tuple(trials.ExpectedPod(names.pod(trial, ranks[0]), ranks[0].role, ranks[0].rank, len(ranks))
+                 for ranks in trial.pods())
 
 
 def objects(trial: Trial, owner: dict[str, Any], settings: Settings,

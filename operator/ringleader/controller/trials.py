@@ -39,6 +39,9 @@ class ExpectedPod:
     name: str
     role: str
     rank: int
+    """rank is the pod's first rank."""
+    ranks: int = 1
+    """ranks is how many ranks the pod runs (`workers.ranksPerPod` for a worker pod): `rank` and those after it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,10 +113,18 @@ def _count(expected: tuple[ExpectedPod, ...], role: str) -> int:
     return sum(1 for e in expected if e.role == role)
 
 
+def _workers(expected: tuple[ExpectedPod, ...]) -> str:
+    """"2 workers": ranks, whatever their pods."""
+    ranks = sum(e.ranks for e in expected if e.role == constants.ROLE_WORKER)
+    return f"{ranks} worker{'s' * (ranks != 1)}"
+
+
 def _pods_phrase(expected: tuple[ExpectedPod, ...]) -> str:
-    ps, workers = _count(expected, constants.ROLE_PS), _count(expected, constants.ROLE_WORKER)
-    parts = ([f"{ps} parameter server{'s' * (ps != 1)}"] if ps else []) + [f"{workers} worker{'s' * (workers != 1)}"]
-    return f"{len(expected)} pods ({', '.join(parts)})"
+    """"3 pods (1 parameter server, 2 workers)", "2 pods (4 workers, 2 to a pod)"."""
+    ps = _count(expected, constants.ROLE_PS)
+    per_pod = max((e.ranks for e in expected if e.role == constants.ROLE_WORKER), default=1)
+    parts = ([f"{ps} parameter server{'s' * (ps != 1)}"] if ps else []) + [_workers(expected)]
+    return f"{len(expected)} pods ({', '.join(parts)}{f', {per_pod} to a pod' if per_pod > 1 else ''})"
 
 
 def _finish(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, phase: Phase, reason: str, message: str,
@@ -140,7 +151,7 @@ def _fail_or_restart(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context, re
 
 def _lost_nodes(lost: list[pods_.Pod]) -> str:
     nodes = sorted({pods_.node(p) or "?" for p in lost})
-    ranks = ", ".join(f"{pods_.name(p)} (rank {pods_.rank(p)})" for p in lost)
+    ranks = ", ".join(f"{pods_.name(p)} ({pods_.ranks_text(p)})" for p in lost)
     return (f"node{'s' * (len(nodes) > 1)} {', '.join(nodes)} stopped answering (marked not ready by the node "
             f"controller); lost: {ranks}")
 
@@ -278,7 +289,7 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     lost = sorted((p for p in live.values() if pods_.on_lost_node(p)), key=pods_.rank)
     if lost:
         return _fail_or_restart(trial, pods, ctx, reasons.NODE_LOST, _lost_nodes(lost))
-    failed = {pods_.rank(p): f for p in live.values() if (f := pods_.failure_of(p)) is not None}
+    failed = {f.rank: f for p in live.values() if (f := pods_.failure_of(p)) is not None}
     if failed:
         return _blame(trial, pods, live, failed, ctx)
     going = sorted(pods_.name(p) for p in pods if pods_.is_terminating(p))
@@ -300,10 +311,10 @@ def _watch(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
             # Every run the runtime finishes ends with the summary; exit 0 without it is user code ending the
             # process early (os._exit(0) skips the runtime's own checks), never a trial to report as done.
             return _finish(trial, pods, ctx, Phase.FAILED, reasons.EXITED_EARLY,
-                           f"all {len(workers)} workers exited with code 0 but pod {pods_.name(aggregator)} left no "
+                           f"all {_workers(ctx.expected)} exited with code 0 but pod {pods_.name(aggregator)} left no "
                            "summary in its termination message: the ranks ended before training did (os._exit in "
                            "user code?) or the image does not run the ringleader runtime", workers_done=True)
-        message = f"all {len(workers)} workers succeeded"
+        message = f"all {_workers(ctx.expected)} succeeded"
         if summary.throughput is not None:
             message += f": {summary.throughput:.1f} samples/s"
         return _finish(trial, pods, ctx, Phase.SUCCEEDED, reasons.WORKERS_SUCCEEDED, message,
@@ -379,7 +390,7 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
         message = (f"{first.describe()}; waiting up to {failures.DEFAULT_GRACE_SECONDS:g} s for the other pods "
                    "to end, to name the cause rather than a peer that lost contact with it")
         return Step(_with(trial, reason=reasons.DECIDING_CAUSE, message=message))
-    by_rank = {pods_.rank(p): p for p in live.values()}
+    by_rank = {rank: p for p in live.values() for rank in pods_.ranks(p)}  # a pod of several ranks under each
     # Peers that only lost contact, and a pod that exited 0 outside the runtime: that pod went away first.
     early = next((p for p in live.values() if pods_.ended_outside_runtime(p)), None)
     verdict = failures.verdict(

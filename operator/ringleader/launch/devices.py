@@ -1,10 +1,11 @@
 """Which GPU each local rank gets, and the trials `ringleader run` refuses for want of GPUs; cli.py and trials.py call it.
 
-On a cluster the device plugin gives each pod its own GPUs. Locally every rank sees every GPU, and a rank
-left to pick its own would share one with a peer: NCCL refuses two ranks of a communicator on one device.
-So the launcher hands out the visible GPUs, `resources.gpu` of them per rank in rank order, through each
-rank's CUDA_VISIBLE_DEVICES. The ring's NCCL needs its own device per rank: a ring asking for more GPUs than
-are visible is refused before anything starts. Parameter servers and peers exchange over gloo, so their
+On a cluster the device plugin gives each pod its own GPUs, which its ranks share, one each (`cuda:LOCAL_RANK`).
+Locally every rank sees every GPU, and a rank left to pick its own would share one with a peer: NCCL refuses two
+ranks of a communicator on one device. So the launcher hands out the visible GPUs, `resources.gpu` of them per
+pod in rank order, through the CUDA_VISIBLE_DEVICES of each of the pod's ranks, as the device plugin would. The
+ring's NCCL needs its own device per rank: a ring asking for more GPUs than are visible is refused before
+anything starts. Parameter servers and peers exchange over gloo, so their
 GPU workers may share devices (round robin) when there are fewer GPUs than asked for.
 """
 
@@ -34,30 +35,38 @@ def _nccl(trial: Trial) -> bool:
     return variants.ARCHITECTURES[trial.spec.architecture].nccl
 
 
+def _asked(trial: Trial) -> int:
+    """The GPUs the trial's pods ask for together: `resources.gpu` per pod, whatever its ranks."""
+    return sum(ranks[0].resources.gpu for ranks in trial.pods())
+
+
 def assign(trial: Trial, gpus: Sequence[str]) -> dict[int, str]:
-    """{rank: its CUDA_VISIBLE_DEVICES} for the ranks that ask for GPUs: `resources.gpu` devices each, in rank
-    order, round robin when there are fewer (never for the ring: see refusal). {} without visible GPUs."""
+    """{rank: its CUDA_VISIBLE_DEVICES} for the ranks that ask for GPUs: `resources.gpu` devices per pod, shared by
+    its ranks, in rank order, round robin when there are fewer (never for the ring: see refusal). {} without
+    visible GPUs."""
     if not gpus:
         return {}
     assigned, next_gpu = {}, 0
-    for slot in trial.slots():
-        if slot.resources.gpu > 0:
-            assigned[slot.rank] = ",".join(gpus[(next_gpu + i) % len(gpus)] for i in range(slot.resources.gpu))
-            next_gpu += slot.resources.gpu
+    for ranks in trial.pods():
+        count = ranks[0].resources.gpu
+        if count > 0:
+            devices = ",".join(gpus[(next_gpu + i) % len(gpus)] for i in range(count))
+            assigned.update({slot.rank: devices for slot in ranks})
+            next_gpu += count
     return assigned
 
 
 def refusal(source: str, trials: Sequence[Trial], gpus: Sequence[str]) -> str | None:
     """Why the run cannot start for want of GPUs (one line, with the alternatives), or None."""
     for trial in trials:
-        asked = sum(slot.resources.gpu for slot in trial.slots())
+        asked = _asked(trial)
         if not (asked and _nccl(trial) and asked > len(gpus)):
             continue
         here = f"{len(gpus)} {'is' if len(gpus) == 1 else 'are'} visible here"
         if gpus:
             here += f" ({VISIBLE}={','.join(gpus)})"
-        per_worker = max(slot.resources.gpu for slot in trial.worker_slots())
-        fewer = len(gpus) // per_worker
+        per_pod = max(slot.resources.gpu for slot in trial.worker_slots())
+        fewer = len(gpus) // per_pod * trial.spec.workers.pod_ranks
         ways = [f"run {fewer} worker{'s' * (fewer != 1)} (`workers.replicas: {fewer}`)"] if fewer else []
         ways.append("set `workers.resources.gpu: 0` to run the ring on gloo on the CPU")
         instead = ", or ".join(ways)

@@ -93,7 +93,7 @@ class RankProcess:
 
     def failure_reason(self, tail_lines: int) -> str:
         """Why this rank failed: how it exited, the runtime's own reason line if any, and its last stderr lines."""
-        text = f"rank {self.slot.rank} ({self.slot.hostname}) {self.exit_description()}"
+        text = f"rank {self.slot.rank} ({self.slot.label}) {self.exit_description()}"
         reason = self.own_reason()
         if reason:
             return f"{text}: {reason}"

@@ -41,7 +41,9 @@ def rank_environ(base: Mapping[str, str], slot: Slot, world_size: int, port: int
                  trial_file: pathlib.Path, output_dir: pathlib.Path, passed: Collection[str] = (),
                  data_dir: pathlib.Path | None = None, gpus: str | None = None) -> dict[str, str]:
     """The allow-listed part of the user's environment (allowlist.py) with the variables named in `passed`,
-    plus the pod contract, an importable ringleader and, for a rank that asks for GPUs, its own (devices.py)."""
+    plus the pod contract, an importable ringleader and, for a rank that asks for GPUs, its pod's (devices.py).
+    Every rank gets its full contract, LOCAL_RANK included: locally the launcher starts each rank itself, and
+    the ranks of one "pod" share the loopback as every local rank does."""
     environ = allowlist.selected(base, passed)
     if gpus is not None:
         environ[devices.VISIBLE] = gpus
@@ -51,7 +53,8 @@ def rank_environ(base: Mapping[str, str], slot: Slot, world_size: int, port: int
     environ.update(contract.PodEnvironment(
         role=slot.role, rank=slot.rank, world_size=world_size, master_addr=LOOPBACK, master_port=port,
         trial_file=str(trial_file), output_dir=str(output_dir), data_dir=str(data_dir) if data_dir else None,
-        node_name=contract.local_node_name(),
+        node_name=contract.local_node_name(), local_rank=slot.local_rank, local_world_size=slot.local_world_size,
+        group_rank=slot.group_rank,
     ).to_environ())
     environ[contract.LAUNCHER_PID] = str(os.getpid())
     return environ
@@ -78,8 +81,8 @@ def worker_progress(trial_dir: pathlib.Path, worker_ranks: list[int], counts: di
 
 
 def _who(process: processes.RankProcess) -> str:
-    """A rank as failure messages name it locally: "rank 1 (worker-0)"."""
-    return f"rank {process.slot.rank} ({process.slot.hostname})"
+    """A rank as failure messages name it locally: "rank 1 (worker-1)", "rank 3 (worker-1/1)" in a pod of several."""
+    return f"rank {process.slot.rank} ({process.slot.label})"
 
 
 class TrialRun:

@@ -1,4 +1,5 @@
-"""`python -m ringleader.runtime`: run this rank (see main.py), then leave without interpreter finalization.
+"""`python -m ringleader.runtime`: run this rank (see main.py), or in a pod of several ranks their agent (agent.py),
+then leave without interpreter finalization.
 
 The heartbeat and watchdog threads are daemons that may sit inside a TCPStore call when the rank is
 done. Finalization would stop them mid-call, and the C++ below them aborts the process (SIGABRT,
@@ -10,10 +11,26 @@ import os
 import sys
 import traceback
 
-from ringleader.runtime import main
+from ringleader.contract import environment as contract
+
+
+def _is_agent() -> bool:
+    """Whether this process is the agent of a pod of several ranks (runtime/agent.py), which imports no torch."""
+    try:
+        return contract.PodEnvironment.from_environ(os.environ).is_agent
+    except contract.ContractError:
+        return False  # the rank says what is wrong (main.read_contract)
+
 
 try:
-    code = main.main()
+    if _is_agent():
+        from ringleader.runtime import agent
+
+        code = agent.main()
+    else:
+        from ringleader.runtime import main
+
+        code = main.main()
 except SystemExit as exit_:
     code = exit_.code if isinstance(exit_.code, int) else 1
 except BaseException:  # noqa: BLE001 - printed as Python would, then the same exit without finalization

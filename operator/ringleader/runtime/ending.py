@@ -11,10 +11,7 @@ import torch.distributed as dist
 
 from ringleader.contract import failures, unpublished
 from ringleader.contract import environment as contract
-from ringleader.runtime import heartbeat, termination
-
-TERMINATION_LOG = "/dev/termination-log"
-TERMINATION_MESSAGE_CHARACTERS = 4000  # the kubelet keeps 4 KiB of it
+from ringleader.runtime import heartbeat, termination, termination_message
 
 
 def stop_publisher(publisher) -> None:
@@ -53,14 +50,6 @@ def publish_on_termination(recorder, publisher) -> None:
         publisher.stop(status="KILLED", timeout_seconds=termination.PUBLISH_SECONDS)
 
 
-def write_termination_message(text: str) -> None:
-    """The pod's termination message, where there is one: every rank the runtime ends leaves one, so a pod
-    that exits 0 without it ended outside the runtime (os._exit in user code), which the operator blames."""
-    if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
-        with open(TERMINATION_LOG, "w", encoding="utf-8") as file:
-            file.write(text)
-
-
 def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = False) -> NoReturn:
     """Report the one-line reason on stderr (and as the pod's termination message), then exit at once;
     `permanent`: no restart can fix it (PERMANENT_ERRORS, a rank started wrongly).
@@ -69,7 +58,7 @@ def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = 
     line = failures.failure_line(env.rank if env else None, env.role if env else "", reason, permanent=permanent)
     print(line, file=sys.stderr, flush=True)
     sys.stdout.flush()
-    write_termination_message(failures.shorten(line, TERMINATION_MESSAGE_CHARACTERS))
+    termination_message.write(failures.shorten(line, termination_message.CHARACTERS))
     os._exit(1)
 
 

@@ -60,6 +60,7 @@ from ringleader.runtime import (
     ring,
     settings,
     termination,
+    termination_message,
     usage,
     worker,
 )
@@ -85,10 +86,12 @@ def load_trial(path: str) -> Trial:
 
 
 def pick_device(slot: Slot) -> torch.device:
-    """CUDA when the slot asked for GPUs and one is visible; otherwise the CPU, with a warning if GPUs were asked for."""
+    """CUDA when the slot asked for GPUs and one is visible, `cuda:LOCAL_RANK`: the pod's ranks see its GPUs, one
+    each (modulo the visible ones, where a local run shares fewer round robin); otherwise the CPU, with a warning if
+    GPUs were asked for."""
     if slot.resources.gpu > 0:
         if torch.cuda.is_available():
-            index = slot.index % torch.cuda.device_count()
+            index = slot.local_rank % torch.cuda.device_count()
             torch.cuda.set_device(index)
             return torch.device("cuda", index)
         print(f"warning: {slot.hostname} asked for {slot.resources.gpu} GPU(s) but CUDA is not available; "
@@ -97,10 +100,11 @@ def pick_device(slot: Slot) -> torch.device:
 
 
 def cpu_threads(slot: Slot) -> int:
-    """Intra-op threads: the slot's whole CPUs, at least one ("500m" -> 1, "2" -> 2)."""
+    """Intra-op threads: the rank's share of its pod's whole CPUs, at least one ("500m" -> 1, "2" -> 2; "4" split by
+    2 ranks -> 2 each), so that the pod's ranks together do not oversubscribe its CPU quota."""
     quantity = slot.resources.cpu
     cores = float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
-    return max(1, math.floor(cores))
+    return max(1, math.floor(cores / slot.local_world_size))
 
 
 def backend_for(trial: Trial, device: torch.device) -> str:
@@ -135,11 +139,11 @@ def run_role(trial: Trial, env: contract.PodEnvironment, slot: Slot, recorder: r
         parameter_server.serve(trial, env, recorder, knobs)
         return
     synchronizer = SYNCHRONIZERS[trial.spec.architecture](trial, env, device, knobs)
-    # Local ranks all go through the loopback; a pod has its own eth0.
+    # Local ranks all go through the loopback; a pod has its own eth0, which its ranks share.
     local = env.master_addr in LOOPBACK
     worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations,
                  interface=netcounters.LOOPBACK if local else netcounters.pod_interface(),
-                 ranks_sharing_interface=env.world_size if local else 1)
+                 ranks_sharing_interface=env.world_size if local else env.local_world_size)
 
 
 def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
@@ -156,7 +160,7 @@ def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
 def write_trial_summary(trial: Trial, env: contract.PodEnvironment, document: dict) -> None:
     records.write_json(records.trial_dir(env.output_dir, trial.name) / records.SUMMARY_FILE, document)
     # In a pod, the operator reads the summary from the termination message (at most 4 KiB).
-    ending.write_termination_message(json.dumps(summary.compact(document)))
+    termination_message.write(json.dumps(summary.compact(document)))
 
 
 def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Settings) -> dict | None:
@@ -198,6 +202,7 @@ def finish_timeout(trial: Trial, knobs: settings.Settings) -> datetime.timedelta
 def log_configuration(trial: Trial, env: contract.PodEnvironment, device: torch.device, backend: str,
                       knobs: settings.Settings) -> None:
     spec = trial.spec
+    first = trial.worker_slots()[0]
     config = {
         "trial": trial.name,
         "architecture": spec.architecture.value,
@@ -216,6 +221,8 @@ def log_configuration(trial: Trial, env: contract.PodEnvironment, device: torch.
         "compression": spec.compression.method.value,
         "device": str(device),
         "backend": backend,
+        "ranksPerPod": first.local_world_size,
+        "threadsPerRank": torch.get_num_threads(),  # the pod's whole CPUs split among its ranks (cpu_threads)
         "timeoutSeconds": knobs.timeout_seconds,
         "bucketBytes": knobs.bucket_bytes,
         "outputDir": str(records.trial_dir(env.output_dir, trial.name)),
@@ -256,7 +263,7 @@ def main(environ=os.environ) -> int:
         if found is not None:
             summarize_trial(rank, recorder, *found, probed)
         else:
-            ending.write_termination_message(failures.ended_by_runtime(len(recorder.iterations)))
+            termination_message.write(failures.ended_by_runtime(len(recorder.iterations)))
     except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure ends this rank, a sys.exit in user code too
         traceback.print_exc(file=sys.stdout)
         if rank.recorder is not None:
@@ -275,8 +282,9 @@ def read_contract(environ) -> Rank:
     env = None
     try:
         env = contract.PodEnvironment.from_environ(environ)
+        termination_message.leave_in(env.termination_file)  # a pod of several ranks: the file its agent gave it
         knobs = settings.Settings.from_environ(environ)
-        if environ.get(contract.LAUNCHER_PID):  # a local run: leave with the launcher, on any OS
+        if environ.get(contract.LAUNCHER_PID):  # a local run or a pod's agent: leave with it, on any OS
             parent.watch(int(environ[contract.LAUNCHER_PID]))
         trial = load_trial(env.trial_file)
         slots = trial.slots()
@@ -285,6 +293,11 @@ def read_contract(environ) -> Rank:
         slot = slots[env.rank]
         if slot.role != env.role:
             raise RankError(f"{contract.ROLE}={env.role} but rank {env.rank} of trial {trial.name} is a {slot.role}")
+        if (env.local_rank, env.local_world_size, env.group_rank) != (slot.local_rank, slot.local_world_size,
+                                                                   slot.group_rank):
+            raise RankError(f"{contract.LOCAL_RANK}={env.local_rank}, {contract.LOCAL_WORLD_SIZE}={env.local_world_size}"
+                            f" and {contract.GROUP_RANK}={env.group_rank} but rank {env.rank} of trial {trial.name} "
+                            f"is local rank {slot.local_rank} of {slot.local_world_size} in pod {slot.group_rank}")
     except (contract.ContractError, RankError, ValueError) as error:
         ending.fail(env, str(error), permanent=True)
     return Rank(env, knobs, trial, slot)
@@ -307,7 +320,7 @@ def join(rank: Rank, device: torch.device) -> tuple[Any, dict | None]:
     probed = probe_link(trial, env, knobs)
     if env.rank == rank.first_worker:
         log_configuration(trial, env, device, backend, knobs)
-    print(f"rank {env.rank} ({rank.slot.hostname}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
+    print(f"rank {env.rank} ({rank.slot.label}) on {device}, {torch.get_num_threads()} thread(s)", flush=True)
     return control, probed
 
 
@@ -319,7 +332,7 @@ def start_recording(rank: Rank) -> records.RankRecorder:
                                                     trial.spec.model.warmup_iterations)
     rank.beats = heartbeat.Heartbeat(
         env.master_addr, env.master_port, env.rank, env.world_size, recorder.directory,
-        progress=lambda: len(recorder.iterations), names={s.rank: s.hostname for s in trial.slots()},
+        progress=lambda: len(recorder.iterations), names={s.rank: s.label for s in trial.slots()},
         stall_seconds=rank.knobs.stall_timeout_seconds,
         on_stall=lambda culprit, reason: ending.fail_publishing(env, recorder, rank.publisher,
                                                                 ending.stall_reason(env, culprit, reason)))
@@ -335,6 +348,7 @@ def train_or_serve(rank: Rank, recorder: records.RankRecorder, device: torch.dev
     used = meter.measure(torch.get_num_threads())
     if rank.env.node_name:  # where it ran, beside what it used: the trial summary's placement reads both
         used[keys.NODE] = rank.env.node_name
+    used[keys.POD], used[keys.LOCAL_RANK] = rank.slot.hostname, rank.slot.local_rank
     if rank.slot.role == constants.ROLE_WORKER and not recorder.iterations:
         # A worker with nothing to show must not pass for a finished one, with the launcher or the operator.
         raise RankError("training ended without recording a single iteration")

@@ -117,7 +117,7 @@ def prepare(trial: Trial, env: contract.PodEnvironment, synchronizer: interfaces
     slow = straggler.Straggler(slot.slowdown_percent, device)
     # traced after warm-up (RINGLEADER_TRACE_ITERATIONS)
     timer = timing.IterationTimer(env.rank, device, range(warmup, warmup + trace_iterations),
-                                  label=f"rank {env.rank} ({slot.hostname})")
+                                  label=f"rank {env.rank} ({slot.label})")
     profiled = profiling.Window.of(spec, device, recorder.directory)
     slow.attach(model)
     timer.watch_layers(model)

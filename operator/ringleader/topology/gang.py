@@ -27,14 +27,15 @@ class PodGroup:
     scheduler_name: str
 
 
-def pod_group(trial: Trial, world_size: int, settings: RenderSettings) -> PodGroup | None:
-    """The trial's PodGroup, with minMember = every rank, or None when `scheduling.gang` is Operator."""
+def pod_group(trial: Trial, pod_count: int, settings: RenderSettings) -> PodGroup | None:
+    """The trial's PodGroup, with minMember = every pod (`pod_count`, not ranks: a pod may run several), or None
+    when `scheduling.gang` is Operator."""
     scheduling = trial.spec.scheduling
     name = names.pod_group(trial)
     if scheduling.gang == Gang.VOLCANO:
-        return PodGroup(VOLCANO_API_VERSION, name, world_size, {}, {VOLCANO_GROUP_ANNOTATION: name},
+        return PodGroup(VOLCANO_API_VERSION, name, pod_count, {}, {VOLCANO_GROUP_ANNOTATION: name},
                         scheduling.scheduler_name or settings.volcano_scheduler_name)
     if scheduling.gang == Gang.SCHEDULER_PLUGINS:
-        return PodGroup(SCHEDULER_PLUGINS_API_VERSION, name, world_size, {SCHEDULER_PLUGINS_GROUP_LABEL: name}, {},
+        return PodGroup(SCHEDULER_PLUGINS_API_VERSION, name, pod_count, {SCHEDULER_PLUGINS_GROUP_LABEL: name}, {},
                         scheduling.scheduler_name or settings.scheduler_plugins_scheduler_name)
     return None

@@ -124,11 +124,14 @@ def trial_selector(labels: dict[str, str]) -> dict[str, str]:
 def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token: str | None,
           labels: dict[str, str], annotations: dict[str, str],
           pod_group: gang.PodGroup | None, attempt: int) -> list[dict[str, Any]]:
+    """One pod per pod of the trial (Trial.pods()), not per rank: a pod of k ranks gets its first rank's RANK and
+    LOCAL_WORLD_SIZE=k without LOCAL_RANK, so its one command starts as the pod's agent (contract/environment.py)."""
     slots = trial.slots()
     service = names.service(trial)
     selector = trial_selector(labels)
     pods = []
-    for slot in slots:
+    for ranks in trial.pods():
+        slot = ranks[0]
         environment = contract.PodEnvironment(
             role=slot.role,
             rank=slot.rank,
@@ -143,8 +146,12 @@ def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token:
             run_token=None if run_id else run_token,
             mlflow_experiment=None if run_id or not run_token else trial.mlflow_experiment_name(),
             attempt=attempt,
+            local_rank=0 if len(ranks) == 1 else None,
+            local_world_size=len(ranks),
+            group_rank=slot.group_rank,
         )
-        pod_labels = {**labels, constants.LABEL_ROLE: slot.role, constants.LABEL_RANK: str(slot.rank)}
+        pod_labels = {**labels, constants.LABEL_ROLE: slot.role, constants.LABEL_RANK: str(slot.rank),
+                      constants.LABEL_LOCAL_WORLD_SIZE: str(len(ranks))}
         if slot.group:
             pod_labels[constants.LABEL_WORKER_GROUP] = slot.group
         if pod_group:
@@ -185,8 +192,7 @@ def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
     annotations = {constants.ANNOTATION_TRIAL_PARAMETERS: json.dumps(trial.parameters, sort_keys=True)}
     if run_id:
         annotations[constants.ANNOTATION_MLFLOW_RUN_ID] = run_id
-    world_size = len(trial.slots())
-    pod_group = gang.pod_group(trial, world_size, settings)
+    pod_group = gang.pod_group(trial, len(trial.pods()), settings)
     secret = spec.tracking.credentials_secret
     return {
         "namespace": trial.namespace,
@@ -222,7 +228,8 @@ def context(trial: Trial, settings: RenderSettings, run_id: str | None = None,
 
 def render(trial: Trial, settings: RenderSettings = RenderSettings(),
            run_id: str | None = None, run_token: str | None = None, attempt: int = 1) -> list[dict[str, Any]]:
-    """The trial's objects in creation order: Service, ConfigMap, PodGroup (when gang-scheduled), then Pods by rank."""
+    """The trial's objects in creation order: Service, ConfigMap, PodGroup (when gang-scheduled), then its Pods in
+    rank order (one per pod of the trial, `workers.ranksPerPod` ranks to a worker pod)."""
     directory = pathlib.Path(settings.templates_dir) if settings.templates_dir else PACKAGED_TEMPLATES
     name = TEMPLATES[trial.spec.architecture]
     try:

@@ -163,9 +163,11 @@ class LivePublisher:
     def _publish(self, final_status: str | None = None) -> int:
         store, experiment_id, run_id = self._connect()
         role = self.env.role
+        slot = self.trial.slots()[self.env.rank]
         rank_publisher = publisher.RankPublisher(store, self.rank_dir, experiment_id, run_id,
                                                  self.trial.name, self.env.rank, role, node=self.env.node_name,
-                                                 attempt=self.env.attempt)
+                                                 attempt=self.env.attempt, pod=slot.hostname,
+                                                 local_rank=slot.local_rank)
         return rank_publisher.publish(final_status, time.time() if final_status else None)
 
     def _publish_trial_outputs(self) -> None:

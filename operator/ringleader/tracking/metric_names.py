@@ -222,6 +222,8 @@ RANK: dict[str, Name | None] = {
                                                          "ended: other work's processes as well as the trial's", 2),
     keys.HOST: None,  # a label: the rank's summary.json has it
     keys.NODE: None,  # a label: the rank run's tag ringleader.node has it
+    keys.POD: None,  # labels: the rank run's tags ringleader.pod and ringleader.localRank have them
+    keys.LOCAL_RANK: None,
     keys.RINGLEADER: None,  # versions: the rank's summary.json has them, an operator's sweep run's provenance too
     keys.TORCH: None,
     keys.PYTHON: None,

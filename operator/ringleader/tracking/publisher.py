@@ -66,6 +66,9 @@ class RankPublisher:
     """node the rank runs on, when known at its run's creation (a pod's); else its summary.json's, at the end."""
     attempt: int = 1
     """attempt of the trial the rank belongs to (contract.ATTEMPT): a restarted trial's ranks get new runs."""
+    pod: str | None = None
+    """pod is the host name of the rank's pod ("worker-1"), its local_rank its place there: tags of its run."""
+    local_rank: int = 0
 
     def publish(self, final_status: str | None = None, end_time: float | None = None) -> int:
         """Publish records not yet published; with `final_status`, also the rank's summary and status.
@@ -96,7 +99,7 @@ class RankPublisher:
         if cursor.run_id is None:
             cursor.save()  # the token must be on disk before the run that carries it exists
             tags = schema.rank_tags(self.trial_name, self.rank, self.role, self.trial_run_id, self.node,
-                                     self.attempt)
+                                     self.attempt, self.pod, self.local_rank)
             cursor.run_id = self.store.create_run_once(self.experiment_id, cursor.token, tags, cursor.created_ms)
             cursor.save()
         return cursor.run_id
@@ -180,12 +183,13 @@ def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
     slots = {slot.rank: slot for slot in trial.slots()}
     metrics = 0
     for rank, directory in layout.rank_dirs(trial_dir).items():
-        role = slots[rank].role if rank in slots else "unknown"
+        slot = slots.get(rank)
         status = None
         if final is not None:
             status = rank_status[rank].status if rank in rank_status else final.status
-        metrics += RankPublisher(store, directory, experiment_id, run_id, trial.name, rank, role,
-                                 outcome.start_time if outcome else None).publish(
+        metrics += RankPublisher(store, directory, experiment_id, run_id, trial.name, rank,
+                                 slot.role if slot else "unknown", outcome.start_time if outcome else None,
+                                 pod=slot.hostname if slot else None, local_rank=slot.local_rank if slot else 0).publish(
             status, outcome.end_time if outcome else None)
     if final is None:
         return PublishedTrial(trial.name, run_id, outcome.status if outcome else schema.RUNNING, metrics)

@@ -49,6 +49,8 @@ TAG_ROLE = "ringleader.role"
 TAG_RANK = "ringleader.rank"
 TAG_ATTEMPT = "ringleader.attempt"
 TAG_NODE = "ringleader.node"  # on a rank run: the node the rank ran on (contract.NODE_NAME)
+TAG_POD = "ringleader.pod"  # on a rank run: its pod's host name ("worker-1"), shared by the pod's ranks
+TAG_LOCAL_RANK = "ringleader.localRank"  # on a rank run: its place in its pod (contract.LOCAL_RANK)
 TAG_PLACEMENT = "ringleader.placement"  # on a trial run: where its ranks ran ("3 nodes, 100% across")
 TAG_STATUS_REASON = "ringleader.reason"
 TAG_STATUS_MESSAGE = "ringleader.message"
@@ -253,7 +255,9 @@ def rank_run_name(trial_name: str, rank: int, role: str, attempt: int = 1) -> st
 
 
 def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str, node: str | None = None,
-              attempt: int = 1) -> dict[str, str]:
+              attempt: int = 1, pod: str | None = None, local_rank: int = 0) -> dict[str, str]:
+    """A rank run's tags: which rank of which trial and attempt, and where it ran (its node when known, its pod
+    and its local rank there)."""
     tags = {
         TAG_KIND: KIND_RANK,
         TAG_TRIAL: trial_name,
@@ -262,9 +266,12 @@ def rank_tags(trial_name: str, rank: int, role: str, trial_run_id: str, node: st
         TAG_ATTEMPT: str(attempt),
         TAG_PARENT_RUN_ID: trial_run_id,
         TAG_RUN_NAME: rank_run_name(trial_name, rank, role, attempt),
+        TAG_LOCAL_RANK: str(local_rank),
     }
     if node:
         tags[TAG_NODE] = node
+    if pod:
+        tags[TAG_POD] = pod
     return tags
 
 

@@ -161,3 +161,20 @@ def test_placement_does_not_apply_locally_and_says_so_once_while_every_rank_reco
         assert trial.data.metrics["placement_nodes"] == 1 and trial.data.metrics["placement_cross_node_bytes_pct"] == 0
     assert sorted(t.data.params["trial.parameters.placement"] for t in runs["trial"]) == [
         "Pack, servers Apart", "Spread"]
+
+
+def test_ranks_per_pod_run_locally_one_process_each_with_torchruns_environment_and_name_their_pod(workdir):
+    path = launching.experiment_file(workdir, "pairs", {
+        "architecture": "RingAllReduce", "workers": {"replicas": 4, "ranksPerPod": 2, "resources": {"cpu": "2"}}})
+
+    finished = launching.run(workdir, str(path))
+
+    assert finished.returncode == 0, finished.output
+    _, runs = runs_of(workdir, "default/pairs")
+    ranks = {int(r.data.tags["ringleader.rank"]): r.data.tags for r in runs["rank"]}
+    assert {rank: (tags["ringleader.pod"], tags["ringleader.localRank"]) for rank, tags in ranks.items()} == {
+        0: ("worker-0", "0"), 1: ("worker-0", "1"), 2: ("worker-1", "0"), 3: ("worker-1", "1")}
+    assert {tags["ringleader.node"] for tags in ranks.values()} == {socket.gethostname()}
+    [trial_dir] = (workdir / "ringleader-runs").glob("pairs-*/pairs-0")
+    usage = json.loads((trial_dir / "summary.json").read_text())["usage"]
+    assert {used["threads"] for used in usage.values()} == {1}  # 2 CPUs a pod, split between its 2 ranks
