@@ -39,8 +39,7 @@ from typing import Any, Mapping, Sequence
 from ringleader.analysis import addcost, calibration, collectives, cost_models, overlap, summary
 from ringleader.analysis import profile as profile_
 from ringleader.analysis.results import TrialResult
-from ringleader.api import constants
-from ringleader.api.spec import Architecture
+from ringleader.api import constants, variants
 from ringleader.contract import keys, records
 
 BITS_PER_BYTE = 8.0
@@ -278,7 +277,7 @@ def basis(trial: TrialResult, rank: int) -> Basis:
     layers, records_ = dict(trial.layers[rank]), trial.records[rank]
     profile, batch = from_rank(layers, records_)
     workers = len(trial.trial.worker_slots())
-    recorded = profile_.bucket_sizes(layers) if trial.trial.spec.architecture == Architecture.RING_ALL_REDUCE else ()
+    recorded = profile_.bucket_sizes(layers) if variants.ARCHITECTURES[trial.trial.spec.architecture].buckets else ()
     wait = max(0.0, profile_.compute(trial.records, (keys.TIME_CODEC,)).slowest_per_iteration_seconds - batch)
     try:
         floor = calibration.calibrate((trial.summary or {}).get(keys.LINK_PROBE), trial.trial.spec).collective

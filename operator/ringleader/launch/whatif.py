@@ -277,7 +277,7 @@ def _basis(args: argparse.Namespace, out: TextIO, notices: TextIO) -> tuple[what
         raise LookupError(f"trial {trial.trial.name} has no iteration records for rank {rank}, so no t_batch")
     taken = "--rank" if args.rank is not None else "the lowest worker rank"
     architecture = trial.trial.spec.architecture
-    if not variants.ARCHITECTURES[architecture].collective:  # what is modelled is a ring, not this trial's exchange
+    if not variants.ARCHITECTURES[architecture].buckets:  # what is modelled is a ring, not this trial's exchange
         why += (f" (a {architecture.value} trial: modelled as a ring allreduce of its gradients after backward, "
                 f"not as its own exchange; `ringleader predict` prices {architecture.value} itself)")
     return _trial_basis(trial, rank, out), f"trial {trial.trial.name}{why}, rank {rank} ({taken})"
