@@ -681,9 +681,9 @@ class SweepMatrix(ApiModel):
     that would repeat another trial (parameterServers values beyond the first for PeerToPeer and
     RingAllReduce, staleness values beyond the first for BSP and ASP)."""
 
-    architecture: _axis(Architecture, 3) = None
+    architecture: _axis(Architecture, len(Architecture)) = None
     """architecture values to sweep; replaces `architecture`."""
-    paradigm: _axis(Paradigm, 4) = None
+    paradigm: _axis(Paradigm, len(Paradigm)) = None
     """paradigm values to sweep; replaces `sync.paradigm`."""
     workers: _axis(Annotated[base.Integer, pydantic.Field(ge=1, le=1024)]) = None
     """workers values (worker counts) to sweep; replaces `workers.replicas`. Cannot be combined with
