@@ -174,6 +174,26 @@ def describe(summary: Mapping[str, Any] | None) -> str:
     return nodes if share is None else f"{nodes}, {share:.0%} across"
 
 
+def traffic_note(first: str, first_summaries: Sequence[Mapping[str, Any] | None], second: str,
+                 second_summaries: Sequence[Mapping[str, Any] | None]) -> str | None:
+    """What two setups sent across pods and across nodes per worker iteration, as their ranks recorded it, when that
+    differs (by more than SAME_SHARE_TOLERANCE of the larger): the traffic behind a gap in network-bound timings, or
+    None when either recorded none or they sent alike."""
+    sent = []
+    for summaries in (first_summaries, second_summaries):
+        known = [s for s in summaries if s and s.get(keys.BYTES_INSIDE_NODE_PER_ITERATION) is not None]
+        if not known:
+            return None
+        sent.append(tuple(sum(value(s) for s in known) / len(known) for value in (
+            lambda s: s[keys.BYTES_INSIDE_NODE_PER_ITERATION] + (s.get(keys.BYTES_ACROSS_NODES_PER_ITERATION) or 0.0),
+            lambda s: s.get(keys.BYTES_ACROSS_NODES_PER_ITERATION) or 0.0)))
+    if all(abs(a - b) <= SAME_SHARE_TOLERANCE * max(a, b) for a, b in zip(*sent)):
+        return None
+    (pods_a, nodes_a), (pods_b, nodes_b) = sent
+    return (f"{first} sent {pods_a / 1e6:.2f} MB per worker iteration across pods ({nodes_a / 1e6:.2f} MB across "
+            f"nodes), {second} {pods_b / 1e6:.2f} MB ({nodes_b / 1e6:.2f} MB)")
+
+
 def caveat(first: str, first_summaries: Sequence[Mapping[str, Any] | None], second: str,
            second_summaries: Sequence[Mapping[str, Any] | None]) -> str | None:
     """Why a timing comparison of two setups is also one of placements, or None: they put the same share of their
