@@ -155,9 +155,16 @@ def hierarchical_seconds(inputs: Inputs, size_bytes: float) -> float:
     return max(measured, 2.0 * (count - 1) / count * cost_models.BITS_PER_BYTE * size_bytes / cap)
 
 
+def _hierarchical_rounds(inputs: Inputs) -> tuple[collectives.Round, ...]:
+    """The trial's rounds where the hierarchical ring takes its method (api/variants.py CODECS), else one whole."""
+    wire = inputs.wire
+    takes = wire is None or wire.method is None or variants.takes(Architecture.HIERARCHICAL_RING_ALL_REDUCE, wire.method)
+    return _rounds(inputs) if takes else (collectives.Round(1.0),)
+
+
 def hierarchical_replay(inputs: Inputs) -> overlap.Replay:
     """The hierarchical ring's buckets sent after backward (study 2's DAG model), each of its first round's payload."""
-    first = _rounds(inputs)[0]
+    first = _hierarchical_rounds(inputs)[0]
     return overlap.replay(inputs.profile, inputs.bucketing, lambda size: hierarchical_seconds(inputs, first.payload * size))
 
 
@@ -165,7 +172,7 @@ def hierarchical_comm(inputs: Inputs) -> float:
     """t_c_no of the hierarchical ring, and a compression's later rounds, each bucket's after every first round."""
     replay = hierarchical_replay(inputs)
     return replay.exposed_seconds + sum(hierarchical_seconds(inputs, round_.payload * bucket.size_bytes)
-                                        for round_ in _rounds(inputs)[1:] for bucket in replay.buckets)
+                                        for round_ in _hierarchical_rounds(inputs)[1:] for bucket in replay.buckets)
 
 
 def message_bytes(inputs: Inputs, architecture: Architecture) -> float:
