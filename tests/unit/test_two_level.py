@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from ringleader.analysis import calibration, cost_models, overlap, placement, prediction
+from ringleader.analysis import calibration, cost_models, overlap, placement, prediction, whatif
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import levels
@@ -153,3 +153,15 @@ def test_the_hierarchical_ring_is_predicted_from_the_links_inside_and_between_po
     estimated = {e.label: e for e in prediction.estimates(found)}
     assert estimated["hring"].model == "DAG, two levels"
     assert estimated["hring"].iteration_seconds < estimated["ring"].iteration_seconds
+
+
+def test_whatif_prices_the_hierarchical_ring_inside_the_pod_on_its_link_and_across_at_the_swept_rate():
+    round_ = whatif.collectives.uniform(1.0).rounds[0]
+    pods = cost_models.Pods(2, INSIDE)
+    # 8 workers in 4 pods at 8 Mbit/s: inside, 2(k-1)/k * 1 MB at 80 Mbit/s and 2(k-1) a_in; across, 2(P-1)/P * 1 MB.
+    assert whatif.round_seconds(M, 8, 8e6, round_, pods=pods) == pytest.approx(0.1 + 0.0002 + 1.5)
+    assert whatif.round_seconds(M, 8, 8e6, round_) == pytest.approx(2 * 7 / 8)  # the flat ring: 2(N-1)/N
+    # the reduction arithmetic: (k-1) adds of S/k inside, (P-1) of S/N across
+    added = whatif.round_seconds(M, 8, 8e6, round_, add=whatif.linear_add(1e-9), pods=pods)
+    assert added - whatif.round_seconds(M, 8, 8e6, round_, pods=pods) == pytest.approx(1e-9 * (M / 2 + 3 * M / 8))
+    assert whatif.round_seconds(M, 8, 8e6, round_, pods=cost_models.ONE_PER_POD) == whatif.round_seconds(M, 8, 8e6, round_)

@@ -59,9 +59,9 @@ def predicted(trial: results.TrialResult, rank: int) -> Timeline:
     ValueError when its records cannot calibrate the model."""
     found = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
                                      (trial.summary or {}).get(keys.LINK_PROBE))
-    replay = prediction.MODELS[trial.trial.spec.architecture].replay
-    assert replay is not None, "only a bucketed architecture's trials are drawn (timelines)"
-    replay = replay(found.inputs)
+    replayed = prediction.MODELS[trial.trial.spec.architecture].replay
+    assert replayed is not None, "only a bucketed architecture's trials are drawn (timelines)"
+    replay = replayed(found.inputs)
     return Timeline(replay.backward_seconds, tuple(zip(replay.starts, replay.ends)))
 
 

@@ -75,6 +75,8 @@ class ArchitectureTraits:
     buckets: bool = False
     """buckets: its gradients go in the ring's buckets, each sent from backward's hooks (runtime/ring.py), which its
     trials record and the DAG model, `whatif` and the overlap figure replay."""
+    hierarchical: bool = False
+    """hierarchical: its collective sums inside each pod first and across pods second (what `whatif` replays)."""
     pod_pushes: bool = False
     """pod_pushes: a pod's ranks add their gradients up first and one of them, the pod's first, exchanges with the
     servers for all (BytePS): the servers hear one worker per pod."""
@@ -124,7 +126,7 @@ ARCHITECTURES: dict[Architecture, ArchitectureTraits] = {
     Architecture.HIERARCHICAL_RING_ALL_REDUCE: ArchitectureTraits(
         "hring", (constants.ROLE_WORKER,), (Paradigm.BSP,), NCCL_ON_CUDA, "DAG, two levels",
         paradigms_why="the hierarchical allreduce is a collective in which every worker waits for all",
-        computes_together=True, buckets=True),
+        computes_together=True, buckets=True, hierarchical=True),
     # BytePS: the pod's ranks add their gradients (NCCL on GPU), its first rank pushes them once and shares the reply.
     Architecture.PARAMETER_SERVER_POD_AGGREGATION: ArchitectureTraits(
         "psagg", (constants.ROLE_PS, constants.ROLE_WORKER), (Paradigm.BSP,), NCCL_ON_CUDA, "server, two levels",
