@@ -302,8 +302,9 @@ def basis(trial: TrialResult, rank: int) -> Basis:
     spec = trial.trial.spec
     pods = None
     if variants.ARCHITECTURES[spec.architecture].hierarchical:  # inside a pod: the probed link, uncapped
-        pods = cost_models.Pods(spec.workers.pod_ranks, probed and cost_models.Nic(
-            probed.link.bandwidth_bits_per_second, probed.link.latency_seconds))
+        inside = None if probed is None else cost_models.Nic(probed.link.bandwidth_bits_per_second,
+                                                             probed.link.latency_seconds)
+        pods = cost_models.Pods(spec.workers.pod_ranks, inside)
         floor = None  # the probe's allreduce is the flat ring's
     found, method = measured_compression(records_), trial.trial.spec.compression
     chosen = None

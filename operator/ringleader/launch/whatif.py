@@ -96,10 +96,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return exits.FAILED
 
     bucketing = _bucketing(args, basis)
-    if basis.pods is not None and args.workers and any(n % basis.pods.ranks for n in args.workers):
-        print(f"ringleader whatif: --workers must be multiples of the trial's {basis.pods.ranks} ranks per pod (a "
-              "hierarchical ring's pods are full)", file=err)
-        return exits.USAGE
     if basis.pods is not None:
         print(f"two levels: {basis.pods.ranks} ranks to a pod, a ring inside each at the probed link, one of pods "
               "across at each bandwidth", file=out)
@@ -107,6 +103,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
           f"{1000 * basis.profile.backward_seconds:.3f} ms, t_batch {1000 * basis.batch_seconds:.3f} ms", file=out)
     print(f"{bucketing.describe()}; add: {add_said}", file=out)
     _own_point(args, basis, out)
+    if basis.pods is not None and any(n % basis.pods.ranks for n in args.workers):
+        print(f"ringleader whatif: --workers must be multiples of the trial's {basis.pods.ranks} ranks per pod (a "
+              "hierarchical ring's pods are full)", file=err)
+        return exits.USAGE
     if basis.floor is not None:
         print(f"a round costs at least the probed allreduce, {1e6 * basis.floor.a_seconds:.1f} us + "
               f"{1e9 * basis.floor.b_seconds_per_byte:.3f} ns/byte", file=out)
