@@ -26,11 +26,12 @@ On GPU every step ends with a sync of the thread's stream, so that those times a
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import queue
 import threading
 import time
-from typing import Any
+from typing import Iterator
 
 import torch
 import torch.distributed as dist
@@ -113,13 +114,12 @@ class TwoLevelRing:
         """By chunk: inside, every chunk but the one this rank ends the reduce-scatter with (i+1) and the one it
         receives first in the allgather (i+2); across, its chunk's 2(P-1)/P. The card: every index's chunk across."""
         chunks = chunk_bytes(nbytes, element_size, self.k)
-        inside = 2 * nbytes - chunks[(self.local + 1) % self.k] - chunks[(self.local + 2) % self.k] if self.k > 1 else 0.0
         share = 2.0 * (self.pods - 1) / self.pods
-        return ring.Traffic({**levels_.empty(), levels_.POD: inside,
-                             self.across: self.across_bytes(chunks[(self.local + 1) % self.k])}, share * nbytes)
-
-    def across_bytes(self, chunk: float) -> float:
-        return 2.0 * (self.pods - 1) / self.pods * chunk
+        by_level = levels_.empty()
+        if self.k > 1:
+            by_level[levels_.POD] += 2 * nbytes - chunks[(self.local + 1) % self.k] - chunks[(self.local + 2) % self.k]
+        by_level[self.across] += share * chunks[(self.local + 1) % self.k]  # nothing with one pod
+        return ring.Traffic(by_level, share * nbytes)
 
     def split(self, start: float, end: float, paced_from: float) -> dict[str, float]:
         inter = sum(_overlap(start, end, s, e) for level, s, e in self.steps if level == INTER)
@@ -173,23 +173,14 @@ class TwoLevelRing:
         for work in dist.batch_isend_irecv(operations) if operations else []:
             work.wait()
 
-    def _step(self, level: str) -> Any:
-        return _Step(self, level)
-
-
-class _Step:
-    """Times one step of the thread (on GPU, to the end of its work on the device) into the collective's steps."""
-
-    def __init__(self, collective: TwoLevelRing, level: str):
-        self.collective, self.level = collective, level
-
-    def __enter__(self) -> None:
-        self.started = time.perf_counter()
-
-    def __exit__(self, *failed) -> None:
-        if self.collective.device.type == "cuda" and failed[0] is None:
-            torch.cuda.current_stream(self.collective.device).synchronize()  # this is a device sync (the thread's)
-        self.collective.steps.append((self.level, self.started, time.perf_counter()))
+    @contextlib.contextmanager
+    def _step(self, level: str) -> Iterator[None]:
+        """Time one step of the thread (on GPU, to the end of its work on the device) into `steps`."""
+        started = time.perf_counter()
+        yield
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()  # this is a device sync (the thread's stream)
+        self.steps.append((level, started, time.perf_counter()))
 
 
 def chunk_bytes(nbytes: float, element_size: int, k: int) -> list[float]:

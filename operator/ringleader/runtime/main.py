@@ -52,11 +52,11 @@ from ringleader.runtime import (
     datafiles,
     ending,
     heartbeat,
+    hierarchical_ring,
     interfaces,
     linkprobe,
     models,
     netcounters,
-    hierarchical_ring,
     parameter_server,
     parent,
     peer_to_peer,
@@ -345,7 +345,8 @@ def train_or_serve(rank: Rank, recorder: records.RankRecorder, device: torch.dev
     """Run the rank's role, then write its own summary; what its process used (usage.Meter.measure)."""
     meter = usage.Meter()
     recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
-    run_role(rank.trial, rank.env, rank.slot, recorder, device, rank.knobs, rank.levels or levels_.Levels.of(rank.trial))
+    assert rank.levels is not None, "join() gathered them"
+    run_role(rank.trial, rank.env, rank.slot, recorder, device, rank.knobs, rank.levels)
     used = meter.measure(torch.get_num_threads())
     if rank.env.node_name:  # where it ran, beside what it used: the trial summary's placement reads both
         used[keys.NODE] = rank.env.node_name

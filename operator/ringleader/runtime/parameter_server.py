@@ -9,9 +9,10 @@ controller); the messages travel as gloo point-to-point on a process group of th
 ServerError naming the worker when one dies (its socket closes) or stays silent past
 RINGLEADER_TIMEOUT_SECONDS; main.py turns that into exit status 1 with the reason on stderr.
 
-Bandwidth emulation (spec.network.bandwidth) applies to every rank's NIC, both ways: a server's
+Bandwidth emulation (spec.network.bandwidth) applies to every pod's card, both ways (nic.pod_card): a server's
 N replies leave one after another at that rate, and N pushes arriving at once queue on its
-ingress, which is the congestion the 1PS-vs-kPS study measures.
+ingress, which is the congestion the 1PS-vs-kPS study measures. ParameterServerPodAggregation's servers hear
+one worker per pod (pusher_ranks, pod_aggregation.py).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ class PodSynchronizer:
         spec = trial.spec
         levels = levels or levels_.Levels.of(trial)
         pod = levels.pod(env.rank)
-        self.rank, self.first, self.others = env.rank, pod[0], pod[1:]
+        self.rank, self.first, self.others = env.rank, pod[0], pod[1:]  # others: all but the first, this rank or not
         self.timeout = knobs.timeout_seconds
         self.evaluators_pod = trial.worker_slots()[0].rank in pod
         servers = parameter_server.server_ranks(trial) if self.leads else []
@@ -188,13 +188,15 @@ class PodSynchronizer:
             stop = self.client.should_stop(reached, timer)
         else:
             stop = self.stop_heard
-        if due and self.evaluators_pod and (self.others or not self.leads):
+        if due and self.evaluators_pod and self.others:  # a pod of more than one rank
             verdict = torch.tensor([float(stop)], dtype=torch.float64)
             with timer.phase(keys.TIME_WAIT):
                 if self.leads:
                     self._send_all([(verdict, TAG_VERDICT)])
+                    self._count(timer, len(self.others) * _nbytes(verdict), received=0.0)
                 else:
                     self._receive([(verdict, TAG_VERDICT)])
+                    self._count(timer, 0.0, received=_nbytes(verdict))
             stop = bool(verdict.item())
         if stop:
             self.iterations = self.steps

@@ -92,7 +92,7 @@ class Bucket:
         self.codec: compression.BucketCodec | None = None  # spec.compression's; None: allreduced as it is
         self.round: compression.Round | None = None  # the codec's collective in flight
         self.stamps_work = None  # a codec's bucket: the stamps' own allreduce
-        self.sent: Any = None  # ring.Traffic: what this rank sends for the bucket's first collective
+        self.sent = Traffic(levels_.empty(), 0.0)  # what this rank sends for the bucket's first collective
         self.launched_at = 0.0
         self.completed_at: float | None = None
         self.emulated_end = 0.0
@@ -431,7 +431,6 @@ class RingSynchronizer:
         self.where.clear()
         self.collective.close()
         self.nic.close()
-
 
 
 def broadcast_from_first(tensors: list[torch.Tensor], group=None) -> None:
