@@ -6,7 +6,7 @@ rank r on cuda:r, the world in pods of k ranks (k = 2 when there are 4 or more G
 NCCL refuses two ranks on one); it checks, and exits 1 naming what failed:
 
     1. TwoLevelRing's sum of odd-sized CUDA tensors (fewer elements than ranks too) equals torch.distributed's
-       allreduce, and what it says each rank sends is what its steps send (2(k-1)/k inside, 2(P-1)/P * S/k across)
+       allreduce, and the bytes it says each rank sends are the model's (2(k-1)/k inside, 2(P-1)/P * S/k across)
     2. RingSynchronizer with it, on a small model for 3 iterations, ends with the weights of the flat ring's
     3. the pod's point-to-point messages (a gradient to the pod's first rank, the weights back), as
        pod_aggregation.py sends them, arrive intact on CUDA
