@@ -32,6 +32,12 @@ RULE_CASES = {
     "ring allreduce is BSP only": (
         {"architecture": "RingAllReduce", "sync": {"paradigm": "ASP"}},
         "spec.sync.paradigm", "use ParameterServer or PeerToPeer for ASP"),
+    "the hierarchical ring is BSP only": (
+        {"architecture": "HierarchicalRingAllReduce", "sync": {"paradigm": "SSP", "staleness": 2}},
+        "spec.sync.paradigm", "the hierarchical allreduce is a collective"),
+    "a parameter server with pod aggregation is BSP only": (
+        {"architecture": "ParameterServerPodAggregation", "sync": {"paradigm": "ASP"}},
+        "spec.sync.paradigm", "no staleness bound between them can hold; use ParameterServer or PeerToPeer for ASP"),
     "SSP needs staleness": (
         {"sync": {"paradigm": "SSP"}},
         "spec.sync.staleness", "set it to how many iterations"),
@@ -116,16 +122,19 @@ RULE_CASES = {
         "spec.model.evaluation", "set `data.format` to Digits"),
     "PowerSGD needs a ring": (
         {"compression": {"method": "PowerSGD"}},
-        "spec.compression.method", "use None, FP16 or BF16 with ParameterServer or PeerToPeer"),
+        "spec.compression.method", "use None, FP16 or BF16 with ParameterServer, PeerToPeer, HierarchicalRingAllReduce "
+                                   "or ParameterServerPodAggregation"),
     "swept TopK needs a ring": (
         {"architecture": "PeerToPeer", "sweep": {"matrix": {"compression": ["TopK", "PowerSGD"]}}},
         "spec.compression.method", "or sweep RingAllReduce too"),
     "servers Apart needs parameter servers": (
         {"architecture": "RingAllReduce", "scheduling": {"placement": {"servers": "Apart"}}},
-        "spec.scheduling.placement.servers", "set servers to Any, or sweep ParameterServer too"),
+        "spec.scheduling.placement.servers", "set servers to Any, or sweep ParameterServer or "
+                                             "ParameterServerPodAggregation too"),
     "swept servers Apart needs parameter servers": (
         {"architecture": "PeerToPeer", "sweep": {"matrix": {"placement": [{"ranks": "Spread"}, {"servers": "Apart"}]}}},
-        "spec.scheduling.placement.servers", "PeerToPeer and RingAllReduce have no servers to keep apart"),
+        "spec.scheduling.placement.servers", "PeerToPeer, RingAllReduce and HierarchicalRingAllReduce have no servers "
+                                             "to keep apart"),
 }
 
 

@@ -33,14 +33,14 @@ ARCHITECTURE = [
      "    Architecture.TREE_ALL_REDUCE: ring.RingSynchronizer,\n"),
     ("topology/rendering.py", '    Architecture.RING_ALL_REDUCE: "ring_allreduce.yaml.j2",\n',
      '    Architecture.TREE_ALL_REDUCE: "ring_allreduce.yaml.j2",\n'),
-    ("analysis/cost_models.py", "COMM_SECONDS: dict[Architecture, Callable[[int, float, Nic, int], float]] = {\n",
-     "    Architecture.TREE_ALL_REDUCE: lambda workers, model_bytes, link, _: ring_comm_seconds(workers, model_bytes, "
-     "link),\n"),
+    ("analysis/cost_models.py", "COMM_SECONDS: dict[Architecture, Callable[[int, float, Nic, int, Pods], float]] = {\n",
+     "    Architecture.TREE_ALL_REDUCE: lambda workers, model_bytes, link, _, pods: ring_comm_seconds(workers, "
+     "model_bytes, link, pods),\n"),
     ("analysis/prediction.py", "MODELS: dict[Architecture, Model] = {\n",
      "    Architecture.TREE_ALL_REDUCE: Model(_model_name(Architecture.TREE_ALL_REDUCE), lambda i, _: ring_comm(i), "
      "ring_compute, Paradigm.BSP),\n"),
-    ("analysis/placement.py", "    Architecture.RING_ALL_REDUCE: _neighbour_pairs,\n",
-     "    Architecture.TREE_ALL_REDUCE: _neighbour_pairs,\n"),
+    ("analysis/placement.py", "    Architecture.RING_ALL_REDUCE: _ring,\n",
+     "    Architecture.TREE_ALL_REDUCE: _ring,\n"),
     ("analysis/resources.py", "    Architecture.RING_ALL_REDUCE: _ring,\n", "    Architecture.TREE_ALL_REDUCE: _ring,\n"),
 ]
 PARADIGM = [

@@ -1,12 +1,22 @@
-"""A rank's emulated card (runtime/nic.py): full duplex, one transfer after another on each side, S bytes holding a
-side for 8S/bandwidth, and pacing a sleep until the reservation ends. The ring's allreduce steps and the exchange's
-messages are both reserved on it (their own tests: test_runtime_exchange.py, tests/integration)."""
+"""A pod's emulated card (runtime/nic.py): full duplex, one transfer after another on each side, S bytes holding a
+side for 8S/bandwidth, and pacing a sleep until the reservation ends; a pod of several ranks shares one, across its
+processes. The ring's allreduce steps and the exchange's messages are both reserved on it (their own tests:
+test_runtime_exchange.py, tests/integration)."""
 
+import os
+import pathlib
+import subprocess
+import sys
 import time
 
 import pytest
 
+from ringleader.api import spec as spec_
+from ringleader.api import trial as trial_
+from ringleader.contract import levels
 from ringleader.runtime import nic
+
+SOURCE = pathlib.Path(__file__).resolve().parents[2] / "operator"
 
 MEGABYTE_PER_SECOND = 8_000_000  # 1 MB holds a side for 1 s
 
@@ -72,3 +82,39 @@ def test_a_card_without_a_cap_is_free_and_never_waits():
     assert card.pace(now + 1000.0) == 0.0
     with pytest.raises(ValueError, match="must be positive"):
         nic.Nic(0)
+
+
+def test_a_pods_ranks_share_one_card_through_its_file_across_processes(tmp_path):
+    shared, t = tmp_path / "card", later()
+    other = subprocess.run(
+        [sys.executable, "-c", "import sys; from ringleader.runtime import nic; "
+         "card = nic.Nic(8_000_000, sys.argv[1]); print(card.send(1_000_000, float(sys.argv[2])))", str(shared), repr(t)],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
+    assert float(other.stdout) == t  # the other rank's message took the sending side first
+    card = nic.Nic(MEGABYTE_PER_SECOND, shared)
+    assert card.send(500_000, t) == pytest.approx(t + 1.0)  # this one queues behind it, on the pod's one card
+    card.close()
+    assert not shared.exists()
+
+
+def test_a_step_the_pods_ranks_take_together_is_reserved_once_by_the_first_to_ask(tmp_path):
+    first, second, t = nic.Nic(MEGABYTE_PER_SECOND, tmp_path / "card"), nic.Nic(MEGABYTE_PER_SECOND, tmp_path / "card"), later()
+    assert first.exchange(1_000_000, t, key=1) == pytest.approx(t + 1.0)
+    assert second.exchange(1_000_000, t + 0.5, key=1) == pytest.approx(t + 1.0)  # the same step: its end, not another
+    assert second.exchange(1_000_000, t, key=2) == pytest.approx(t + 2.0)  # the next step, behind it
+    turn = first.receive(1_000_000, t)
+    # The other rank's card sees the turn: behind the first step, ahead of the second, which began later.
+    assert turn is not None and second.remaining(turn, t) == pytest.approx(2.0)
+    for card in (first, second):
+        card.close()
+
+
+def test_a_rank_alone_in_its_pod_keeps_its_card_in_memory():
+    trial = trial_.Trial(experiment="e", name="e-0", index=0, spec=spec_.ExperimentSpec.model_validate(
+        {"architecture": "RingAllReduce", "workers": {"replicas": 4, "ranksPerPod": 2}, "network": {"bandwidth": "8Mbit"}}))
+    alone = trial_.Trial(experiment="e", name="e-0", index=0, spec=spec_.ExperimentSpec.model_validate(
+        {"workers": {"replicas": 4}, "network": {"bandwidth": "8Mbit"}}))
+    assert nic.pod_card(alone, 0, levels.Levels.of(alone))._shared is None
+    shared = nic.pod_card(trial, 1, levels.Levels.of(trial, start="s1"))
+    assert shared._shared is not None and shared._shared.name == "ringleader-card-e-0-s1-pod0"
+    shared.close()

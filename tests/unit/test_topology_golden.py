@@ -139,4 +139,4 @@ def test_every_golden_file_belongs_to_a_case():
     expected = ({f"{a.value}-{d}.yaml" for a, _, d in GOLDEN_CASES} | {f"{case}.yaml" for case in PLACEMENT_CASES}
                 | {f"{case}.yaml" for case in RANKS_PER_POD_CASES})
     assert {path.name for path in GOLDEN.glob("*.yaml")} == expected
-    assert len(CASES) == 18  # 3 architectures x 4 paradigms x 2 devices, less ring with ASP, SSP, DSSP
+    assert len(CASES) == 22  # 5 architectures x 4 paradigms x 2 devices, less the three BSP-only ones with the others

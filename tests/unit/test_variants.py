@@ -87,12 +87,22 @@ def test_every_architecture_has_workers_a_backend_per_device_and_a_reason_for_ea
         assert traits.cost_model == prediction.MODELS[architecture].name
 
 
+def test_a_bucketed_architecture_has_a_replay_of_its_buckets_for_the_overlap_figure():
+    for architecture, traits in variants.ARCHITECTURES.items():
+        assert traits.buckets == (prediction.MODELS[architecture].replay is not None), architecture
+
+
 def test_what_the_tables_say_today():
-    ring = variants.ARCHITECTURES[variants.Architecture.RING_ALL_REDUCE]
-    assert variants.COLLECTIVES == (variants.Architecture.RING_ALL_REDUCE,)
+    A = variants.Architecture
+    ring = variants.ARCHITECTURES[A.RING_ALL_REDUCE]
+    assert variants.COLLECTIVES == (A.RING_ALL_REDUCE, A.HIERARCHICAL_RING_ALL_REDUCE,
+                                    A.PARAMETER_SERVER_POD_AGGREGATION)
     assert ring.paradigms == (variants.Paradigm.BSP,) and ring.nccl
     assert ring.backend("cuda") == "cpu:gloo,cuda:nccl" and ring.backend("cpu") == "gloo"
-    assert variants.SERVER_ARCHITECTURES == (variants.Architecture.PARAMETER_SERVER,)
+    assert variants.SERVER_ARCHITECTURES == (A.PARAMETER_SERVER, A.PARAMETER_SERVER_POD_AGGREGATION)
     assert variants.STALE_PARADIGMS == (variants.Paradigm.SSP, variants.Paradigm.DSSP)
     assert variants.RESTRICTED_METHODS == (variants.CompressionMethod.POWER_SGD, variants.CompressionMethod.TOP_K)
-    assert [variants.label(a, 4) for a in variants.Architecture] == ["4ps", "p2p", "ring"]
+    assert [variants.label(a, 4) for a in A] == ["4ps", "p2p", "ring", "hring", "4psagg"]
+    assert [a for a, t in variants.ARCHITECTURES.items() if t.buckets] == [A.RING_ALL_REDUCE,
+                                                                          A.HIERARCHICAL_RING_ALL_REDUCE]
+    assert [a for a, t in variants.ARCHITECTURES.items() if t.pod_pushes] == [A.PARAMETER_SERVER_POD_AGGREGATION]

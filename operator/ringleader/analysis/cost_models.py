@@ -11,6 +11,19 @@ Study 1, standard models, N workers, k servers, M model bytes, link B, latency a
                full duplex: max((N+1)*M/(k*B), 2*M/B) + 2a (BSP's round pipelined; docs/performance.md, section 3)
     P2P        T_comm = 2*(N-1)*M/(N*B) + 2a              (ideal; incast makes it worse in practice)
     RA         T_comm = 2*(N-1)*a + 2*(N-1)/N * M/B
+
+Two levels (`Pods`: k ranks to a pod, P = N/k pods; B_in, a_in the link inside a pod, B and a a pod's NIC, which its
+k ranks share; papers.md, "Two levels"):
+
+    1PS / kPS  the worker side is its pod's: max(.., 2*k*M/B)       (k pushes and k replies through one NIC)
+    P2P        max(2*k*(N-k)/N * M/B, 2*(k-1)/N * M/B_in) + 2a      (shards of the pod's own ranks stay inside)
+    RA         ranks in pod order: only the P hops between pods cross a NIC, the slowest: the formula above
+    HRA        2(k-1)/k * M/B_in + 2(k-1)a_in  +  2(P-1)/P * M/B + 2(P-1)a
+               (reduce-scatter and allgather inside the pod; k rings of M/k across, one NIC)
+    PS, pod aggregation   2(k-1) * M/B_in + 2a_in  +  1PS/kPS of P workers
+               (the pod's first rank takes k-1 gradients in, later sends k-1 copies of the weights out)
+
+With one rank per pod each two-level model is its flat one.
 """
 
 from __future__ import annotations
@@ -62,6 +75,30 @@ class Nic:
         return self.latency_seconds
 
 
+@dataclasses.dataclass(frozen=True)
+class Pods:
+    """How the workers sit: `ranks` (k) to a pod, talking over `inside`, sharing one NIC to the other pods."""
+
+    ranks: int = 1
+    """ranks is k, the ranks of each pod (`workers.ranksPerPod`); the workers' count is a multiple of it."""
+    inside: Nic | None = None
+    """inside is the link between ranks of one pod (shared memory, NVLink, PCIe); None: the link between pods,
+    without its emulated cap (the cap is a pod's card: runtime/nic.py)."""
+
+    def link(self, across: Nic) -> Nic:
+        """The link inside a pod, given the one between pods."""
+        return self.inside or Nic(across.bandwidth_bits_per_second, across.latency_seconds)
+
+    def count(self, workers: int) -> int:
+        """P, the pods of `workers` ranks."""
+        if self.ranks < 1 or workers % self.ranks:
+            raise ValueError(f"workers ({workers}) must be a multiple of the ranks per pod ({self.ranks})")
+        return workers // self.ranks
+
+
+ONE_PER_POD = Pods()
+
+
 def _check(workers: int, model_bytes: float) -> None:
     if workers < 1:
         raise ValueError(f"workers must be greater than or equal to 1, got {workers}")
@@ -74,56 +111,92 @@ def _check(workers: int, model_bytes: float) -> None:
 
 
 def parameter_server_comm_seconds(workers: int, model_bytes: float, link: Nic, servers: int = 1,
-                                  full_duplex: bool = False) -> float:
+                                  full_duplex: bool = False, pods: Pods = ONE_PER_POD) -> float:
     """1PS (servers=1) and kPS: max(2*N*M/(k*B), 2*M/B) + 2a.
 
     The k servers' NICs carry N pushes and N pulls of M/k each; a worker's own NIC carries M each way.
     `full_duplex`: a server's NIC sends and receives at once, and under BSP the worker answered first pushes
     its next gradient while the other answers still leave: the last push ends (N+1)*M/(k*B) after the round
-    was released (docs/performance.md, section 3), so max((N+1)*M/(k*B), 2*M/B) + 2a."""
+    was released (docs/performance.md, section 3), so max((N+1)*M/(k*B), 2*M/B) + 2a. Workers sharing a pod share
+    its NIC: the worker side is then `pods.ranks` pushes and replies."""
     _check(workers, model_bytes)
     if servers < 1:
         raise ValueError(f"servers must be greater than or equal to 1, got {servers}")
     transfers = workers + 1.0 if full_duplex else 2.0 * workers
     server_side = transfers * link.transfer_seconds(model_bytes) / servers
-    worker_side = 2.0 * link.transfer_seconds(model_bytes)
+    worker_side = 2.0 * min(pods.ranks, workers) * link.transfer_seconds(model_bytes)
     return max(server_side, worker_side) + 2.0 * link.latency_for(model_bytes / servers)
 
 
-def peer_to_peer_comm_seconds(workers: int, model_bytes: float, link: Nic) -> float:
-    """P2P, ideal: 2*(N-1)*M/(N*B) + 2a. One peer owns every shard itself and sends nothing: 0."""
+def peer_to_peer_comm_seconds(workers: int, model_bytes: float, link: Nic, pods: Pods = ONE_PER_POD) -> float:
+    """P2P, ideal: 2*(N-1)*M/(N*B) + 2a. One peer owns every shard itself and sends nothing: 0. With k ranks to a pod,
+    each pod's NIC carries its k peers' shards to and from the N-k outside; those inside go over the pod's own link."""
     _check(workers, model_bytes)
     if workers == 1:
         # Not the formula's 2a: ringleader's single peer pushes to its own shard without the network.
         return 0.0
-    return 2.0 * (workers - 1) / workers * link.transfer_seconds(model_bytes) + 2.0 * link.latency_for(model_bytes / workers)
+    k = min(pods.ranks, workers)
+    across = 2.0 * k * (workers - k) / workers * link.transfer_seconds(model_bytes)
+    inside = 2.0 * (k - 1) / workers * pods.link(link).transfer_seconds(model_bytes)
+    return max(across, inside) + 2.0 * link.latency_for(model_bytes / workers)
 
 
-def ring_comm_seconds(workers: int, model_bytes: float, link: Nic) -> float:
-    """RA: 2*(N-1)*a + 2*(N-1)/N * M/B (reduce-scatter then allgather, N-1 steps each); 0 for one worker."""
+def ring_comm_seconds(workers: int, model_bytes: float, link: Nic, pods: Pods = ONE_PER_POD) -> float:
+    """RA: 2*(N-1)*a + 2*(N-1)/N * M/B (reduce-scatter then allgather, N-1 steps each); 0 for one worker. Ranks in
+    pod order: a ring of more than one pod waits on its hops between pods; of one pod, on the link inside it."""
     _check(workers, model_bytes)
+    if pods.count(workers) == 1 and workers > 1:
+        link = pods.link(link)
     steps = workers - 1
     return 2.0 * steps * link.latency_for(model_bytes / workers) + 2.0 * steps / workers * link.transfer_seconds(model_bytes)
 
 
-COMM_SECONDS: dict[Architecture, Callable[[int, float, Nic, int], float]] = {
-    Architecture.PARAMETER_SERVER: parameter_server_comm_seconds,
-    Architecture.PEER_TO_PEER: lambda workers, model_bytes, link, _: peer_to_peer_comm_seconds(workers, model_bytes, link),
-    Architecture.RING_ALL_REDUCE: lambda workers, model_bytes, link, _: ring_comm_seconds(workers, model_bytes, link),
+def hierarchical_ring_comm_seconds(workers: int, model_bytes: float, link: Nic, pods: Pods = ONE_PER_POD) -> float:
+    """HRA: a ring of the k ranks of each pod inside it (reduce-scatter, then allgather), and between, k rings of P
+    pods each carrying M/k, all through the pod's NIC: 2(k-1)/k * M/B_in + 2(k-1)a_in + 2(P-1)/P * M/B + 2(P-1)a."""
+    count = pods.count(workers)
+    inside = ring_comm_seconds(pods.ranks, model_bytes, pods.link(link))
+    return inside + ring_comm_seconds(count, model_bytes, link)
+
+
+def pod_aggregation_comm_seconds(workers: int, model_bytes: float, link: Nic, servers: int = 1,
+                                 full_duplex: bool = False, pods: Pods = ONE_PER_POD) -> float:
+    """PS with pod aggregation: the pod's first rank takes in k-1 gradients and sends k-1 copies of the weights out,
+    over the link inside the pod, 2(k-1) M/B_in + 2a_in; in between, the servers see P workers (1PS / kPS)."""
+    count = pods.count(workers)
+    inside = pods.link(link)
+    around = 2.0 * (pods.ranks - 1) * inside.transfer_seconds(model_bytes) + \
+        (2.0 * inside.latency_for(model_bytes) if pods.ranks > 1 else 0.0)
+    return around + parameter_server_comm_seconds(count, model_bytes, link, servers, full_duplex)
+
+
+COMM_SECONDS: dict[Architecture, Callable[[int, float, Nic, int, Pods], float]] = {
+    Architecture.PARAMETER_SERVER: lambda workers, model_bytes, link, servers, pods: parameter_server_comm_seconds(
+        workers, model_bytes, link, servers, pods=pods),
+    Architecture.PEER_TO_PEER: lambda workers, model_bytes, link, _, pods: peer_to_peer_comm_seconds(
+        workers, model_bytes, link, pods),
+    Architecture.RING_ALL_REDUCE: lambda workers, model_bytes, link, _, pods: ring_comm_seconds(
+        workers, model_bytes, link, pods),
+    Architecture.HIERARCHICAL_RING_ALL_REDUCE: lambda workers, model_bytes, link, _, pods:
+        hierarchical_ring_comm_seconds(workers, model_bytes, link, pods),
+    Architecture.PARAMETER_SERVER_POD_AGGREGATION: lambda workers, model_bytes, link, servers, pods:
+        pod_aggregation_comm_seconds(workers, model_bytes, link, servers, pods=pods),
 }
-"""COMM_SECONDS: per architecture, study 1's T_comm(workers, model bytes, link, servers)."""
+"""COMM_SECONDS: per architecture, study 1's T_comm(workers, model bytes, link, servers, pods)."""
 
 
 def comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Nic,
-                 servers: int = 1) -> float:
+                 servers: int = 1, pods: Pods = ONE_PER_POD) -> float:
     """Study 1's T_comm of `architecture` (servers counts only for an architecture with servers)."""
-    return COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers)
+    return COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers, pods)
 
 
 PRICED_COMM_SECONDS = {  # every architecture of COMM_SECONDS, the server's NIC priced as predict prices it
     **COMM_SECONDS,
-    Architecture.PARAMETER_SERVER: lambda workers, model_bytes, link, servers: parameter_server_comm_seconds(
-        workers, model_bytes, link, servers, full_duplex=True),
+    Architecture.PARAMETER_SERVER: lambda workers, model_bytes, link, servers, pods: parameter_server_comm_seconds(
+        workers, model_bytes, link, servers, full_duplex=True, pods=pods),
+    Architecture.PARAMETER_SERVER_POD_AGGREGATION: lambda workers, model_bytes, link, servers, pods:
+        pod_aggregation_comm_seconds(workers, model_bytes, link, servers, full_duplex=True, pods=pods),
 }
 """PRICED_COMM_SECONDS: T_comm as `ringleader predict` prices it (prediction.MODELS): study 1's models, with the
 server's NIC sending and receiving at once, as a real NIC does (the textbook 2NM/B counts the two directions in
@@ -131,8 +204,8 @@ turn). What the report's communication figure draws, so that it and `predict` sa
 
 
 def priced_comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Nic,
-                        servers: int = 1) -> float:
-    return PRICED_COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers)
+                        servers: int = 1, pods: Pods = ONE_PER_POD) -> float:
+    return PRICED_COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers, pods)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,6 +64,8 @@ class Comparison:
     """Some of the trials' ranks shared CPUs: their timings move between runs by more than a run shows."""
     placement_caveat: str | None = None
     """Their placements put different shares of bytes across nodes (placement.caveat): said with any verdict."""
+    traffic: str | None = None
+    """What each sent across pods and nodes, where that differs (placement.traffic_note): said with any verdict."""
 
     def interval(self) -> str:
         """"95 % CI 1.03-1.66 within runs", or "" without an interval."""
@@ -87,8 +89,9 @@ class Comparison:
                 "would confirm it")
 
     def finding(self, text: str, kind: str, subjects: tuple[str, ...], compared: frozenset[str] = frozenset()) -> Finding:
-        if self.placement_caveat:
-            text = f"{text[:-1]}; {self.placement_caveat}."
+        for clause in (self.traffic, self.placement_caveat):
+            if clause:
+                text = f"{text[:-1]}; {clause}."
         return Finding(text, kind, subjects, keys.THROUGHPUT, self.ratio.mean, self.ratio.low, self.ratio.high,
                        self.basis, self.distinguishable, compared)
 
@@ -131,7 +134,8 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart. Single runs whose ranks
     shared CPUs name no winner: contended timings drift between runs by more than a run's own spread (on 2 busy
     cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind). Two setups whose placements put
-    different shares of their bytes across nodes are compared with that caveat (placement.caveat)."""
+    different shares of their bytes across nodes are compared with that caveat (placement.caveat), and two that sent
+    different bytes across pods or nodes say how much (placement.traffic_note): what crossed a NIC, not only where."""
     repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
     contended = any(crowded(trial.summary) for group in (better, other) for trial in group.trials)
     if min(map(len, repeated)) >= 2:
@@ -148,7 +152,9 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     # Unless placement is what the two differ in, a different share of bytes across nodes qualifies the verdict.
     placed = None if better.parameters.get(PLACEMENT) != other.parameters.get(PLACEMENT) else placement.caveat(
         _name(better), [t.summary for t in better.trials], _name(other), [t.summary for t in other.trials])
-    return Comparison(estimate, basis, separated, contended and basis == "within-run", placed)
+    traffic = placement.traffic_note(_name(better), [t.summary for t in better.trials], _name(other),
+                                     [t.summary for t in other.trials])
+    return Comparison(estimate, basis, separated, contended and basis == "within-run", placed, traffic)
 
 
 def interval(estimate: statistics.MeanInterval, digits: int = 2) -> str:

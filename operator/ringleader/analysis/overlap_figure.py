@@ -15,7 +15,7 @@ import statistics
 from typing import Any, Mapping
 
 from ringleader.analysis import figures, prediction, profile, results
-from ringleader.api.spec import Architecture
+from ringleader.api import variants
 from ringleader.contract import keys
 
 MAX_PANELS = 4
@@ -59,7 +59,9 @@ def predicted(trial: results.TrialResult, rank: int) -> Timeline:
     ValueError when its records cannot calibrate the model."""
     found = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
                                      (trial.summary or {}).get(keys.LINK_PROBE))
-    replay = prediction.ring_replay(found.inputs)
+    replayed = prediction.MODELS[trial.trial.spec.architecture].replay
+    assert replayed is not None, "only a bucketed architecture's trials are drawn (timelines)"
+    replay = replayed(found.inputs)
     return Timeline(replay.backward_seconds, tuple(zip(replay.starts, replay.ends)))
 
 
@@ -67,7 +69,7 @@ def timelines(result: results.SweepResult) -> list[tuple[results.TrialResult, Ti
     """(trial, measured, predicted) for each ring trial that recorded collectives and can be calibrated."""
     found = []
     for trial in result.trials:
-        if trial.trial.spec.architecture != Architecture.RING_ALL_REDUCE or not trial.layers:
+        if not variants.ARCHITECTURES[trial.trial.spec.architecture].buckets or not trial.layers:
             continue
         try:
             rank = profile.worker_rank(trial)

@@ -1,11 +1,18 @@
 """Where a trial's ranks ran, and how much of its traffic crossed nodes: from the node each rank recorded.
 
-The traffic pattern is the architecture's, each pair of ranks that exchange carrying an equal share of the
-bytes (shards of equal size):
+The traffic pattern is the architecture's (TRAFFIC): which rank sends which other what share of the model's M bytes
+per iteration, as its algorithm does (shards of equal size; k ranks to a pod, P pods):
 
-    ParameterServer   every worker with every server (a 1/S shard each way)
-    PeerToPeer        every pair of workers (each serves the others a 1/N shard)
-    RingAllReduce     each worker with its successor in rank order (every link of a ring moves as much)
+    ParameterServer   every worker to every server and back, M/S each way
+    PeerToPeer        every worker to every other, 2M/N (its push to the other's shard, its shard's reply)
+    RingAllReduce     each worker to its successor in rank order, 2(N-1)/N * M
+    HierarchicalRing  each to its successor in its pod, 2(k-1)/k * M, and to its pod's successor's rank of its own
+                      local index, 2(P-1)/P * M/k
+    PS, pod aggregation  the pod's other ranks to its first and back, M each way; the first to every server and
+                      back, M/S each way
+
+`modelled_bytes` turns the pattern into each rank's bytes by level (inside its pod, inside its node, across nodes:
+contract/levels.py), which the ranks record as they send them (runtime/ring.py, runtime/exchange/link.py).
 
 Two ranks on one node exchange over that node's bridge or loopback, never its NIC: a trial whose bytes
 stayed on one node measured no network, and two trials compare network-bound timings only when the same
@@ -14,39 +21,92 @@ share of their bytes crossed nodes (`caveat`).
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
+from ringleader.api import constants
 from ringleader.api.spec import Architecture
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
+from ringleader.contract import levels as levels_
 
 # How close two cross-node shares must be to count as the same placement of the traffic.
 SAME_SHARE_TOLERANCE = 0.05
 
 
-def _server_pairs(servers: list[int], workers: list[int]) -> list[tuple[int, int]]:
-    return [(min(s, w), max(s, w)) for w in workers for s in servers]
+@dataclasses.dataclass(frozen=True)
+class Flow:
+    """What one rank sends another per iteration: `share` of the model's bytes."""
+
+    source: int
+    destination: int
+    share: float
 
 
-def _neighbour_pairs(_: list[int], workers: list[int]) -> list[tuple[int, int]]:
-    ring = {tuple(sorted((a, b))) for a, b in zip(workers, workers[1:] + workers[:1]) if a != b}
-    return sorted((a, b) for a, b in ring)
+def _servers(trial: Trial) -> list[int]:
+    return [slot.rank for slot in trial.slots() if slot.role == constants.ROLE_PS]
 
 
-TRAFFIC: dict[Architecture, Callable[[list[int], list[int]], list[tuple[int, int]]]] = {
-    Architecture.PARAMETER_SERVER: _server_pairs,
-    Architecture.PEER_TO_PEER: lambda _, workers: list(itertools.combinations(workers, 2)),
-    Architecture.RING_ALL_REDUCE: _neighbour_pairs,
+def _pods(trial: Trial) -> list[list[int]]:
+    """The workers' ranks, pod by pod."""
+    return [[slot.rank for slot in pod] for pod in trial.pods() if pod[0].role == constants.ROLE_WORKER]
+
+
+def _circle(ranks: list[int], share: float) -> list[Flow]:
+    """Each of `ranks` to the next, the last to the first (none for one rank)."""
+    return [Flow(a, b, share) for a, b in zip(ranks, ranks[1:] + ranks[:1]) if a != b]
+
+
+def _exchanges(askers: list[int], servers: list[int], share: float) -> list[Flow]:
+    """Each asker to each server and back, `share` each way."""
+    return [flow for a in askers for s in servers for flow in (Flow(a, s, share), Flow(s, a, share))]
+
+
+def _ring(trial: Trial) -> list[Flow]:
+    workers = [slot.rank for slot in trial.worker_slots()]
+    return _circle(workers, 2.0 * (len(workers) - 1) / len(workers))
+
+
+def _peers(trial: Trial) -> list[Flow]:
+    workers = [slot.rank for slot in trial.worker_slots()]
+    return [Flow(a, b, 2.0 / len(workers)) for a in workers for b in workers if a != b]
+
+
+def _hierarchical_ring(trial: Trial) -> list[Flow]:
+    pods = _pods(trial)
+    k, count = len(pods[0]), len(pods)
+    inside = [flow for pod in pods for flow in _circle(pod, 2.0 * (k - 1) / k)]
+    return inside + [flow for i in range(k) for flow in _circle([pod[i] for pod in pods], 2.0 * (count - 1) / count / k)]
+
+
+def _pod_aggregation(trial: Trial) -> list[Flow]:
+    pods, servers = _pods(trial), _servers(trial)
+    inside = [flow for pod in pods for other in pod[1:] for flow in (Flow(other, pod[0], 1.0), Flow(pod[0], other, 1.0))]
+    return inside + _exchanges([pod[0] for pod in pods], servers, 1.0 / len(servers))
+
+
+TRAFFIC: dict[Architecture, Callable[[Trial], list[Flow]]] = {
+    Architecture.PARAMETER_SERVER: lambda trial: _exchanges(
+        [slot.rank for slot in trial.worker_slots()], _servers(trial), 1.0 / len(_servers(trial))),
+    Architecture.PEER_TO_PEER: _peers,
+    Architecture.RING_ALL_REDUCE: _ring,
+    Architecture.HIERARCHICAL_RING_ALL_REDUCE: _hierarchical_ring,
+    Architecture.PARAMETER_SERVER_POD_AGGREGATION: _pod_aggregation,
 }
-"""TRAFFIC: per architecture, the pairs of ranks that exchange its bytes, from its servers' and workers' ranks."""
+"""TRAFFIC: per architecture, what each of a trial's ranks sends to which other per iteration, in shares of M."""
 
 
 def traffic_pairs(trial: Trial) -> list[tuple[int, int]]:
-    """The pairs of ranks (lower rank first) that exchange the trial's bytes, each carrying an equal share."""
-    workers = [slot.rank for slot in trial.worker_slots()]
-    servers = [slot.rank for slot in trial.slots() if slot.rank not in workers]
-    return TRAFFIC[trial.spec.architecture](servers, workers)
+    """The pairs of ranks (lower rank first, in order) that exchange the trial's bytes."""
+    return sorted({(min(f.source, f.destination), max(f.source, f.destination)) for f in TRAFFIC[trial.spec.architecture](trial)})
+
+
+def modelled_bytes(trial: Trial, levels: levels_.Levels, model_bytes: float) -> dict[int, dict[str, float]]:
+    """{rank: {level: bytes}}: what each rank sends per iteration by level (contract/levels.py), for M = `model_bytes`."""
+    found = {slot.rank: levels_.empty() for slot in trial.slots()}
+    for flow in TRAFFIC[trial.spec.architecture](trial):
+        found[flow.source][levels.between(flow.source, flow.destination)] += flow.share * model_bytes
+    return found
 
 
 def placement(trial: Trial, nodes: Mapping[int, str]) -> dict[str, Any]:
@@ -59,11 +119,13 @@ def placement(trial: Trial, nodes: Mapping[int, str]) -> dict[str, Any]:
     per_node: dict[str, int] = {}
     for rank in ranks:
         per_node[nodes[rank]] = per_node.get(nodes[rank], 0) + 1
-    pairs = traffic_pairs(trial)
-    crossing = [[a, b] for a, b in pairs if nodes[a] != nodes[b]]
+    flows = TRAFFIC[trial.spec.architecture](trial)
+    crossing = [[a, b] for a, b in traffic_pairs(trial) if nodes[a] != nodes[b]]
+    carried = sum(f.share for f in flows)
     return {
         keys.NODE_COUNT: len(per_node),
-        keys.CROSS_NODE_BYTE_SHARE: len(crossing) / len(pairs) if pairs else None,
+        keys.CROSS_NODE_BYTE_SHARE: sum(f.share for f in flows if nodes[f.source] != nodes[f.destination]) / carried
+        if carried else None,
         keys.PLACEMENT: {
             keys.PLACEMENT_REQUESTED: trial.spec.scheduling.placement.label(),
             keys.PLACEMENT_NODES: {str(rank): nodes[rank] for rank in ranks},
@@ -110,6 +172,26 @@ def describe(summary: Mapping[str, Any] | None) -> str:
         return ""
     nodes = f"{int(count)} node{'' if count == 1 else 's'}"
     return nodes if share is None else f"{nodes}, {share:.0%} across"
+
+
+def traffic_note(first: str, first_summaries: Sequence[Mapping[str, Any] | None], second: str,
+                 second_summaries: Sequence[Mapping[str, Any] | None]) -> str | None:
+    """What two setups sent across pods and across nodes per worker iteration, as their ranks recorded it, when that
+    differs (by more than SAME_SHARE_TOLERANCE of the larger): the traffic behind a gap in network-bound timings, or
+    None when either recorded none or they sent alike."""
+    sent = []
+    for summaries in (first_summaries, second_summaries):
+        known = [s for s in summaries if s and s.get(keys.BYTES_INSIDE_NODE_PER_ITERATION) is not None]
+        if not known:
+            return None
+        sent.append(tuple(sum(value(s) for s in known) / len(known) for value in (
+            lambda s: s[keys.BYTES_INSIDE_NODE_PER_ITERATION] + (s.get(keys.BYTES_ACROSS_NODES_PER_ITERATION) or 0.0),
+            lambda s: s.get(keys.BYTES_ACROSS_NODES_PER_ITERATION) or 0.0)))
+    if all(abs(a - b) <= SAME_SHARE_TOLERANCE * max(a, b) for a, b in zip(*sent)):
+        return None
+    (pods_a, nodes_a), (pods_b, nodes_b) = sent
+    return (f"{first} sent {pods_a / 1e6:.2f} MB per worker iteration across pods ({nodes_a / 1e6:.2f} MB across "
+            f"nodes), {second} {pods_b / 1e6:.2f} MB ({nodes_b / 1e6:.2f} MB)")
 
 
 def caveat(first: str, first_summaries: Sequence[Mapping[str, Any] | None], second: str,

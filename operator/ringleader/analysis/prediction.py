@@ -8,7 +8,8 @@ iterations after warm-up (profile.py), and so is the measured iteration it is co
 stalled by the machine's other load move a mean far more than the iteration the models describe.
 
     profile    the rank's gradients and backward (layers.json) and every worker's compute (records): profile.py
-    link       the one link every architecture is priced on, probed at the trial's start: calibration.py
+    link       the one link every architecture is priced on, probed at the trial's start: calibration.py; with
+               several ranks to a pod, that link without its emulated cap inside a pod (the cap is the pod's card)
     resources  the host (a byte's CPU at the pod's quota) and the wire (each node's NIC shared by the flows that
                cross it) at the trial's placement, shown apart; on real NICs they price 1PS/kPS and P2P: resources.py
     estimate   the compute the iteration waits for (BSP: the slowest worker of each iteration; moved to each
@@ -66,6 +67,8 @@ class Inputs:
     """where is the trial's placement and its ranks' CPU quotas: what the host and wire terms are priced on."""
     host: resources.HostCost | None = None
     """host is what a byte cost a worker's CPU while training (resources.host_cost); None: not recorded."""
+    pods: cost_models.Pods = cost_models.ONE_PER_POD
+    """pods is how the workers sit (`workers.ranksPerPod`) and the link inside a pod; the two-level models price it."""
 
     def for_architecture(self, architecture: Architecture) -> Inputs:
         """These inputs with the compute `architecture`'s workers would have on the same machines."""
@@ -84,6 +87,8 @@ class Model:
     """compute_seconds(inputs): the compute an iteration waits for (profile.Compute.critical)."""
     paradigm: Paradigm | None = None
     """paradigm is the one the architecture always runs (the ring: BSP); None: the trial's."""
+    replay: Callable[[Inputs], overlap.Replay] | None = None
+    """replay is a bucketed architecture's backward replayed with its buckets sent (the overlap figure draws it)."""
 
 
 def ring_compute(inputs: Inputs) -> float:
@@ -92,10 +97,15 @@ def ring_compute(inputs: Inputs) -> float:
     another from its own launch, the last one from the last rank's (runtime/nic.py, runtime/ring.py), which hides a
     late rank up to the paced time (docs/performance.md, section 3): the workers' recorded steps are replayed so
     (profile.Compute.paced_seconds), the last bucket ending no sooner than its measured allreduce after the last rank."""
+    return paced_compute(inputs, ring_replay(inputs), inputs.calibration.measured_allreduce_seconds)
+
+
+def paced_compute(inputs: Inputs, replay: overlap.Replay, measured: Callable[[float], float]) -> float:
+    """ring_compute of a ring whose buckets were replayed as `replay`, a bucket of S bytes lasting `measured(S)`
+    without the emulated cap."""
     if inputs.calibration.kind != calibration_.EMULATED:
         return inputs.compute.critical(Paradigm.BSP)
-    replay = ring_replay(inputs)
-    last = inputs.calibration.measured_allreduce_seconds(replay.buckets[-1].size_bytes) if replay.buckets else 0.0
+    last = measured(replay.buckets[-1].size_bytes) if replay.buckets else 0.0
     return inputs.compute.paced_seconds(replay.exposed_seconds, last) - replay.exposed_seconds
 
 
@@ -124,6 +134,53 @@ def ring_comm(inputs: Inputs) -> float:
                                         for round_ in _rounds(inputs)[1:] for bucket in replay.buckets)
 
 
+def hierarchical_measured_seconds(inputs: Inputs, size_bytes: float) -> float:
+    """One bucket of the hierarchical ring without the emulated cap: the ring of the pod's k ranks on the link inside
+    the pod (cost_models.ring_comm_seconds: 2(k-1)/k * S/B_in + 2(k-1)a_in), and the allreduce of its S/k chunk among
+    the P pods, the probed allreduce of every worker moved from N ranks to P (a ring's startup grows with its
+    steps, 2(R-1)a, and its bytes with 2(R-1)/R)."""
+    k, calibration = inputs.pods.ranks, inputs.calibration
+    count = inputs.pods.count(inputs.workers)
+    inside = cost_models.ring_comm_seconds(k, size_bytes, inputs.pods.link(calibration.link))
+    if count == 1 or calibration.collective is None:
+        return inside
+    n = calibration.workers
+    fitted = calibration.collective
+    moved = cost_models.CommCost(fitted.a_seconds * (count - 1) / (n - 1),
+                                 fitted.b_seconds_per_byte * (count - 1) / count * n / (n - 1))
+    return inside + max(0.0, moved.seconds(size_bytes / k))
+
+
+def hierarchical_seconds(inputs: Inputs, size_bytes: float) -> float:
+    """One bucket of the hierarchical ring: as measured, or the pod's card carrying 2(P-1)/P * S under an emulated
+    cap (runtime/hierarchical_ring.py) when that is longer. With one rank per pod: the ring's probed allreduce."""
+    measured = hierarchical_measured_seconds(inputs, size_bytes)
+    cap, count = inputs.calibration.link.cap_bits_per_second, inputs.pods.count(inputs.workers)
+    if not cap or count == 1:
+        return measured
+    return max(measured, 2.0 * (count - 1) / count * cost_models.BITS_PER_BYTE * size_bytes / cap)
+
+
+def _hierarchical_rounds(inputs: Inputs) -> tuple[collectives.Round, ...]:
+    """The trial's rounds where the hierarchical ring takes its method (api/variants.py CODECS), else one whole."""
+    wire = inputs.wire
+    takes = wire is None or wire.method is None or variants.takes(Architecture.HIERARCHICAL_RING_ALL_REDUCE, wire.method)
+    return _rounds(inputs) if takes else (collectives.Round(1.0),)
+
+
+def hierarchical_replay(inputs: Inputs) -> overlap.Replay:
+    """The hierarchical ring's buckets sent after backward (study 2's DAG model), each of its first round's payload."""
+    first = _hierarchical_rounds(inputs)[0]
+    return overlap.replay(inputs.profile, inputs.bucketing, lambda size: hierarchical_seconds(inputs, first.payload * size))
+
+
+def hierarchical_comm(inputs: Inputs) -> float:
+    """t_c_no of the hierarchical ring, and a compression's later rounds, each bucket's after every first round."""
+    replay = hierarchical_replay(inputs)
+    return replay.exposed_seconds + sum(hierarchical_seconds(inputs, round_.payload * bucket.size_bytes)
+                                        for round_ in _hierarchical_rounds(inputs)[1:] for bucket in replay.buckets)
+
+
 def message_bytes(inputs: Inputs, architecture: Architecture) -> float:
     """M as a parameter server's or a peer's messages carry it: compressed where the architecture takes the trial's
     method (FP16, BF16: one round, its payload), whole otherwise."""
@@ -139,17 +196,29 @@ def _model_name(architecture: Architecture) -> str:
 
 MODELS: dict[Architecture, Model] = {
     Architecture.PARAMETER_SERVER: Model(_model_name(Architecture.PARAMETER_SERVER), lambda i, servers: cost_models.parameter_server_comm_seconds(
-        i.workers, message_bytes(i, Architecture.PARAMETER_SERVER), i.calibration.link, servers, full_duplex=True)),
+        i.workers, message_bytes(i, Architecture.PARAMETER_SERVER), i.calibration.link, servers, full_duplex=True,
+        pods=i.pods)),
     Architecture.PEER_TO_PEER: Model(_model_name(Architecture.PEER_TO_PEER), lambda i, _: cost_models.peer_to_peer_comm_seconds(
-        i.workers, message_bytes(i, Architecture.PEER_TO_PEER), i.calibration.link)),
+        i.workers, message_bytes(i, Architecture.PEER_TO_PEER), i.calibration.link, i.pods)),
     Architecture.RING_ALL_REDUCE: Model(_model_name(Architecture.RING_ALL_REDUCE), lambda i, _: ring_comm(i),
-                                        ring_compute, Paradigm.BSP),
+                                        ring_compute, Paradigm.BSP, ring_replay),
+    Architecture.HIERARCHICAL_RING_ALL_REDUCE: Model(
+        _model_name(Architecture.HIERARCHICAL_RING_ALL_REDUCE), lambda i, _: hierarchical_comm(i),
+        lambda i: paced_compute(i, hierarchical_replay(i), lambda size: hierarchical_measured_seconds(i, size)),
+        Paradigm.BSP, hierarchical_replay),
+    Architecture.PARAMETER_SERVER_POD_AGGREGATION: Model(
+        _model_name(Architecture.PARAMETER_SERVER_POD_AGGREGATION), lambda i, servers: cost_models.pod_aggregation_comm_seconds(
+            i.workers, message_bytes(i, Architecture.PARAMETER_SERVER_POD_AGGREGATION), i.calibration.link, servers,
+            full_duplex=True, pods=i.pods)),
 }
 """MODELS: per architecture, its Model. docs/predict.md prints the formulas:
 
     kps    C + max((N+1)*8M/(kB), 2*8M/B) + 2a     the server's full-duplex NIC, BSP's round pipelined
     p2p    C + 2(N-1)/N * 8M/B + 2a                each peer's NIC carries its pushes, then its shard's replies
     ring   C + t_c_no                              buckets allreduced (the probed collective) after backward
+    hring  C + t_c_no                              buckets: a ring inside the pod, the probed collective moved to P
+                                                   pods across (under a cap: the pod's card, 2(P-1)/P * 8S/cap)
+    kpsagg C + 2(k-1)*8M/B_in + kps of P workers   the pod's first rank gathers and shares inside the pod
 
 C is the compute the iteration waits for (profile.Compute.critical; the ring's: ring_compute): under BSP the
 slowest worker of each iteration, which includes the loop's own work and the update; estimates() moves it to the
@@ -327,7 +396,8 @@ def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[s
                     overlap.RuntimeBuckets(bucket_bytes, recorded=profile_.bucket_sizes(layers_document)), compressed,
                     spec.architecture, serving_.serving(spec.architecture, records_by_rank, workers, servers),
                     serving_.cores(usage, [slot.rank for slot in trial.worker_slots()]),
-                    resources.where(trial, usage, nic), resources.host_cost(records_by_rank))
+                    resources.where(trial, usage, nic), resources.host_cost(records_by_rank),
+                    cost_models.Pods(spec.workers.pod_ranks))
     compared = tuple(COMPARED_SERVERS) + ((servers,) if has_servers else ())
     return TrialPrediction(variants.label(spec.architecture, servers), inputs, tuple(estimates(inputs, compared)),
                            profile_.measured_iteration_seconds(records_by_rank))

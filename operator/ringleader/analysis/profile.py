@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.analysis import results, summary
 from ringleader.api import constants, variants
-from ringleader.api.spec import Architecture, Paradigm
+from ringleader.api.spec import Paradigm
 from ringleader.contract import keys
 from ringleader.contract import records as records_
 
@@ -230,7 +230,7 @@ def pick(trials: Sequence[results.TrialResult]) -> tuple[results.TrialResult, st
     if not profiled:
         raise LookupError("no trial has a worker's backward profile (layers.json): workers trace backward after "
                           "warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
-    rings = [t for t in profiled if t.trial.spec.architecture == Architecture.RING_ALL_REDUCE]
+    rings = [t for t in profiled if variants.ARCHITECTURES[t.trial.spec.architecture].buckets]
     chosen = min(rings or profiled, key=lambda t: (len(t.trial.worker_slots()), t.trial.index))
     return chosen, ("a RingAllReduce trial" if rings else "no RingAllReduce trial has a profile") + \
         ", the one with the fewest workers"

@@ -10,8 +10,11 @@ api.status.Summary's fields (throughput, iterationTimeP50Seconds, iterationTimeP
 commFraction, waitFraction, stragglerRank, targetSeconds, targetIterations). The others:
 - Timing: workers, measuredIterations (worker iterations counted, all workers), batchSize, computeSeconds /
   commSeconds / waitSeconds / otherSeconds / codecSeconds (means per worker iteration; time/codec, encoding and
-  decoding, is a share of its own, codecFraction, neither compute nor communication).
-- Traffic: bytesPerIteration (mean bytes sent per worker iteration), compression (spec.compression.method),
+  decoding, is a share of its own, codecFraction, neither compute nor communication); a two-level architecture's
+  commIntraSeconds / commInterSeconds (commSeconds inside and across pods).
+- Traffic: bytesPerIteration (mean bytes sent per worker iteration) and, where the ranks recorded where their bytes
+  went, bytesInsidePodPerIteration / bytesInsideNodePerIteration / bytesAcrossNodesPerIteration (its parts by level:
+  contract/levels.py), compression (spec.compression.method),
   compressionRatio (bytes sent over bytes/uncompressed, when recorded), bandwidthEnforcement (what applied
   spec.network.bandwidth: Emulated, Network, or None without a cap), sentOverBandwidth (bytes/sent per second
   over spec.network.bandwidth, when set), linkTxBytesPerSecondMean / P95 and linkUtilizationMean / P95
@@ -122,6 +125,8 @@ class WorkerPart:
     losses: list[float]  # every recorded loss, warm-up included
     cpu_comm: list[float] = dataclasses.field(default_factory=list)  # cpu/comm, where recorded
     throttled: list[float] = dataclasses.field(default_factory=list)  # cpu/throttled, where recorded
+    parts: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    """parts: where recorded, the values of PARTS' keys (bytes by level, time/comm inside and across pods)."""
 
     @property
     def mean_compute(self) -> float:
@@ -154,7 +159,26 @@ def worker_part(rank: int, records: list[dict]) -> WorkerPart:
         staleness=where_recorded(keys.STALENESS), link_tx=where_recorded(keys.LINK_TX),
         link_utilization=where_recorded(keys.LINK_UTILIZATION),
         losses=[float(r[keys.LOSS]) for r in own if r.get(keys.LOSS) is not None],
-        cpu_comm=where_recorded(keys.CPU_COMM), throttled=where_recorded(keys.CPU_THROTTLED))
+        cpu_comm=where_recorded(keys.CPU_COMM), throttled=where_recorded(keys.CPU_THROTTLED),
+        parts={key: where_recorded(key) for key in PARTS})
+
+
+PARTS = {keys.BYTES_INSIDE_POD: keys.BYTES_INSIDE_POD_PER_ITERATION,
+         keys.BYTES_INSIDE_NODE: keys.BYTES_INSIDE_NODE_PER_ITERATION,
+         keys.BYTES_ACROSS_NODES: keys.BYTES_ACROSS_NODES_PER_ITERATION,
+         keys.TIME_COMM_INTRA: keys.COMM_INTRA_SECONDS, keys.TIME_COMM_INTER: keys.COMM_INTER_SECONDS}
+"""PARTS: per-iteration parts of bytes/sent and time/comm, and the summary key of each one's mean per worker iteration
+(left out where no worker recorded it: an older runtime's records, a one-level architecture's comm)."""
+
+
+def mean_parts(found: list[WorkerPart]) -> dict[str, float]:
+    """The means per worker iteration of PARTS' keys, under their summary keys, where recorded."""
+    means = {}
+    for key, summary_key in PARTS.items():
+        values = [value for part in found for value in part.parts.get(key, [])]
+        if values:
+            means[summary_key] = sum(values) / len(values)
+    return means
 
 
 def total(parts: list[WorkerPart], values: Callable[[WorkerPart], list[float]]) -> float:
@@ -310,10 +334,12 @@ class TrialSummary:
     (empty unless every rank recorded its node)."""
     host: Host = Host()
     """host is what the workers' communication cost their CPUs, where recorded."""
+    parts: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """parts are the means of bytes/sent by level and of time/comm inside and across pods, where recorded (PARTS)."""
 
     def to_document(self) -> dict[str, Any]:
         """The summary.json document: camelCase keys, as on the wire; what is not known left out."""
-        return {**_document(self.timing), **_document(self.traffic), **_document(self.host),
+        return {**_document(self.timing), **_document(self.traffic), **self.parts, **_document(self.host),
                 **_document(self.learning), **self.evaluation, **_document(self), **self.placement}
 
 
@@ -329,7 +355,8 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
         evaluation=targets.summarize(records_by_rank, trial.spec.model.target),
         per_rank={str(part.rank): part.per_rank() for part in parts},
         usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None,
-        placement=placement_.placement(trial, placement_.nodes_of(usage_by_rank)), host=host(parts))
+        placement=placement_.placement(trial, placement_.nodes_of(usage_by_rank)), host=host(parts),
+        parts=mean_parts(parts))
 
 
 def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[dict[str, Any]]:

@@ -54,6 +54,11 @@ class ComparisonRow:
     node_count: float | None = None
     """node_count and cross_node_byte_share: where the ranks ran, as they recorded (analysis/placement.py)."""
     cross_node_byte_share: float | None = None
+    ranks_per_pod: int = 1
+    """ranks_per_pod is `workers.ranksPerPod` as the trial ran it (Workers.pod_ranks)."""
+    bytes_by_level: tuple[float | None, float | None, float | None] = (None, None, None)
+    """bytes_by_level: of bytes_per_iteration, what went inside the pod, to other pods of the node and across nodes
+    (the summary's means; None where the ranks did not record it)."""
 
     def placement_cell(self) -> str:
         """"Spread: 3 nodes, 100% across"; the placement asked for alone when none was recorded."""
@@ -63,6 +68,16 @@ class ComparisonRow:
     def placed(self) -> bool:
         """Whether placement is worth a column: asked for, or the ranks ran on more than one node."""
         return self.placement != "Any" or (self.node_count or 1) > 1
+
+    def levelled(self) -> bool:
+        """Whether its bytes by level say something: recorded, and some ranks shared a pod or the nodes were several."""
+        return self.bytes_by_level[0] is not None and (self.ranks_per_pod > 1 or (self.node_count or 1) > 1)
+
+    def level_cells(self) -> list[str]:
+        """MB per iteration inside the pod, across pods (on the node and beyond) and across nodes."""
+        inside, node, network = self.bytes_by_level
+        across = None if node is None or network is None else node + network
+        return ["-" if value is None else f"{value / 1e6:.2f}" for value in (inside, across, network)]
 
 
 def goal_words(target: Any) -> str | None:
@@ -95,6 +110,9 @@ def row_for(trial: Trial, summary: Mapping[str, Any] | None, status: str,
         message=message, target=goal_words(spec.model.target), target_seconds=number(keys.TARGET_SECONDS),
         target_iterations=number(keys.TARGET_ITERATIONS), placement=spec.scheduling.placement.label(),
         node_count=number(keys.NODE_COUNT), cross_node_byte_share=number(keys.CROSS_NODE_BYTE_SHARE),
+        ranks_per_pod=spec.workers.pod_ranks,
+        bytes_by_level=(number(keys.BYTES_INSIDE_POD_PER_ITERATION), number(keys.BYTES_INSIDE_NODE_PER_ITERATION),
+                        number(keys.BYTES_ACROSS_NODES_PER_ITERATION)),
     )
 
 
@@ -102,6 +120,9 @@ COLUMNS = ("trial", "architecture", "paradigm", "workers", "throughput (samples/
            "iteration p95 (ms)", "compute", "comm", "wait", "status")
 LEADING = 4
 """The columns that say which trial a row is; a target's columns come right after them, first of the numbers."""
+LEVEL_COLUMNS = ("MB/iter in pod", "MB/iter across pods", "MB/iter across nodes")
+"""Where each worker's bytes of an iteration went (ComparisonRow.level_cells), after the shares, where they say
+something: a trial of several ranks to a pod, or of several nodes."""
 
 
 def _target(rows: Sequence[ComparisonRow]) -> str | None:
@@ -113,19 +134,28 @@ def columns(rows: Sequence[ComparisonRow]) -> tuple[str, ...]:
     with "placement" before the status where a trial asked for one or ran on several nodes."""
     goal = _target(rows)
     found = COLUMNS if goal is None else COLUMNS[:LEADING] + (f"time to {goal} (s)", "iterations to it") + COLUMNS[LEADING:]
-    return found[:-1] + ("placement",) + found[-1:] if _placed(rows) else found
+    extra = (LEVEL_COLUMNS if _levelled(rows) else ()) + (("placement",) if _placed(rows) else ())
+    return found[:-1] + extra + found[-1:]
 
 
 def _placed(rows: Sequence[ComparisonRow]) -> bool:
     return any(row.placed() for row in rows)
 
 
+def _levelled(rows: Sequence[ComparisonRow]) -> bool:
+    return any(row.levelled() for row in rows)
+
+
 def _numeric(rows: Sequence[ComparisonRow]) -> frozenset[int]:
-    shift = len(columns(rows)) - len(COLUMNS) - _placed(rows)
-    return frozenset(range(LEADING, LEADING + shift)) | {i + shift for i in NUMERIC_COLUMNS}
+    levels = len(LEVEL_COLUMNS) if _levelled(rows) else 0
+    shift = len(columns(rows)) - len(COLUMNS) - _placed(rows) - levels
+    after = len(COLUMNS) - 1 + shift  # the level columns follow the shares
+    return frozenset(range(LEADING, LEADING + shift)) | {i + shift for i in NUMERIC_COLUMNS} | \
+        frozenset(range(after, after + levels))
 
 
-def _cells(row: ComparisonRow, with_target: bool = False, with_placement: bool = False) -> list[str]:
+def _cells(row: ComparisonRow, with_target: bool = False, with_placement: bool = False,
+           with_levels: bool = False) -> list[str]:
     def fixed(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
         return "-" if value is None else f"{value * scale:.{digits}f}"
 
@@ -139,8 +169,8 @@ def _cells(row: ComparisonRow, with_target: bool = False, with_placement: bool =
                   "never" if never else fixed(row.target_iterations, digits=0)]
     return [row.trial, row.architecture, row.paradigm, str(row.workers), *target, fixed(row.throughput),
             fixed(row.p50_seconds, 1000.0), fixed(row.p95_seconds, 1000.0), share(row.compute_fraction),
-            share(row.comm_fraction), share(row.wait_fraction), *([row.placement_cell()] if with_placement else []),
-            row.status]
+            share(row.comm_fraction), share(row.wait_fraction), *(row.level_cells() if with_levels else []),
+            *([row.placement_cell()] if with_placement else []), row.status]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +205,8 @@ NUMERIC_COLUMNS = frozenset({3, 4, 5, 6, 7, 8, 9})
 
 def comparison(rows: Sequence[ComparisonRow]) -> Table:
     with_target = _target(rows) is not None
-    return Table(columns(rows), [_cells(row, with_target, _placed(rows)) for row in rows], _numeric(rows))
+    return Table(columns(rows), [_cells(row, with_target, _placed(rows), _levelled(rows)) for row in rows],
+                 _numeric(rows))
 
 
 def format_table(rows: Sequence[ComparisonRow]) -> str:
@@ -204,7 +235,8 @@ CSV_FIELDS = ("trial", "architecture", "paradigm", "workers", "target", "target_
               "throughput", "iteration_time_p50_seconds",
               "iteration_time_p95_seconds", "compute_fraction", "comm_fraction", "wait_fraction",
               "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last", "status",
-              "parameters", "message", "placement", "node_count", "cross_node_byte_share")
+              "parameters", "message", "placement", "node_count", "cross_node_byte_share", "ranks_per_pod",
+              "bytes_inside_pod_per_iteration", "bytes_inside_node_per_iteration", "bytes_across_nodes_per_iteration")
 NUMBERS = ("target_seconds", "target_iterations", "throughput", "p50_seconds", "p95_seconds", "compute_fraction",
            "comm_fraction", "wait_fraction", "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last")
 PLACEMENT_NUMBERS = ("node_count", "cross_node_byte_share")
@@ -222,5 +254,6 @@ def to_csv(rows: Sequence[ComparisonRow]) -> str:
             *("" if getattr(row, name) is None else repr(getattr(row, name)) for name in NUMBERS),
             row.status, ";".join(f"{k}={v}" for k, v in row.parameters.items()), row.message or "", row.placement,
             *("" if getattr(row, name) is None else repr(getattr(row, name)) for name in PLACEMENT_NUMBERS),
+            row.ranks_per_pod, *("" if value is None else repr(value) for value in row.bytes_by_level),
         ])
     return buffer.getvalue()

@@ -10,8 +10,10 @@ allreduced first-in first-out on one channel while backward runs (overlap.replay
 predict`'s DAG model too). A round sending W bytes per rank (analysis/collectives.py: 2(N-1)/N of its payload, the
 payload S/c for compression ratio c) costs 8*W/bw at bandwidth bw (bits/s), or a trial's measured collective of
 that payload when longer (`floor`: what the machine's collectives cost however fast the link, as the runtime's
-emulated link hides them), plus (N-1)*add(S/N) of reduction arithmetic. A method's later rounds (PowerSGD's Q)
-follow every bucket's first. Then
+emulated link hides them), plus (N-1)*add(S/N) of reduction arithmetic. The hierarchical ring's round (`pods`: k
+ranks to a pod, the link inside a pod) is a ring of k inside each pod on that link and one of the P pods across at bw,
+2(k-1)/k * S and 2(P-1)/P * S through the pod's NIC, plus (k-1)*add(S/k) + (P-1)*add(S/N). A method's later rounds
+(PowerSGD's Q) follow every bucket's first. Then
 
     overhead = exposed + later rounds + codec + wait
     SF       = t_batch / (t_batch + overhead)
@@ -39,8 +41,7 @@ from typing import Any, Mapping, Sequence
 from ringleader.analysis import addcost, calibration, collectives, cost_models, overlap, summary
 from ringleader.analysis import profile as profile_
 from ringleader.analysis.results import TrialResult
-from ringleader.api import constants
-from ringleader.api.spec import Architecture
+from ringleader.api import constants, variants
 from ringleader.contract import keys, records
 
 BITS_PER_BYTE = 8.0
@@ -99,15 +100,23 @@ class WhatIf:
 
 
 def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, round_: collectives.Round,
-                  add: AddCost = no_add, floor: cost_models.CommCost | None = None) -> float:
+                  add: AddCost = no_add, floor: cost_models.CommCost | None = None,
+                  pods: cost_models.Pods | None = None) -> float:
     """One round of a bucket of `size_bytes`: 8*(its wire bytes)/bw, or `floor` (a + b*payload, a measured
-    collective) when longer, plus (N-1)*add(added/N); 0 for one worker."""
+    collective) when longer, plus (N-1)*add(added/N); 0 for one worker. With `pods`, the hierarchical ring's."""
     if workers < 1:
         raise ValueError(f"workers must be greater than or equal to 1, got {workers}")
     if not bandwidth_bits_per_second > 0:
         raise ValueError("bandwidth_bits_per_second must be greater than 0")
     if workers == 1:
         return 0.0
+    if pods is not None and pods.ranks > 1:
+        k, count = pods.ranks, pods.count(workers)
+        inside = pods.link(cost_models.Nic(bandwidth_bits_per_second))
+        added = round_.added_bytes(size_bytes)
+        return (inside.transfer_seconds(round_.wire_bytes(size_bytes, k)) + 2.0 * (k - 1) * inside.latency_seconds
+                + BITS_PER_BYTE * round_.wire_bytes(size_bytes, count) / bandwidth_bits_per_second
+                + (k - 1) * add(added / k) + (count - 1) * add(added / workers))
     transfer = BITS_PER_BYTE * round_.wire_bytes(size_bytes, workers) / bandwidth_bits_per_second
     if floor is not None:
         transfer = max(transfer, floor.seconds(round_.payload * size_bytes))
@@ -123,14 +132,15 @@ def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second
 def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float,
              compression: float | collectives.Wire = 1.0, add: AddCost = no_add, batch_seconds: float | None = None,
              bucketing: overlap.Bucketing = FUSION, floor: cost_models.CommCost | None = None,
-             wait_seconds: float = 0.0) -> WhatIf:
+             wait_seconds: float = 0.0, pods: cost_models.Pods | None = None) -> WhatIf:
     """Bucket the gradients, send each bucket's first round FIFO on one channel, each at max(channel free, bucket
-    ready), then the later rounds of every bucket; a ratio c is collectives.uniform(c), a Wire brings its codec's cost."""
+    ready), then the later rounds of every bucket; a ratio c is collectives.uniform(c), a Wire brings its codec's cost.
+    `pods`: the hierarchical ring's rounds (round_seconds)."""
     chosen = compression if isinstance(compression, collectives.Wire) else collectives.uniform(compression)
     first, *later = chosen.rounds
 
     def seconds(size: float, round_: collectives.Round) -> float:
-        return round_seconds(size, workers, bandwidth_bits_per_second, round_, add, floor)
+        return round_seconds(size, workers, bandwidth_bits_per_second, round_, add, floor, pods)
 
     replay = overlap.replay(profile, bucketing, lambda size: seconds(size, first))
     distributed = workers > 1
@@ -152,9 +162,9 @@ def sweep(profile: profile_.Profile, workers: int, batch_seconds: float | None =
           bandwidths_bits_per_second: Sequence[float] = tuple(g * 1e9 for g in BANDWIDTHS_GBIT),
           compressions: Sequence[float | collectives.Wire] = COMPRESSIONS, add: AddCost = no_add,
           bucketing: overlap.Bucketing = FUSION, floor: cost_models.CommCost | None = None,
-          wait_seconds: float = 0.0) -> list[WhatIf]:
+          wait_seconds: float = 0.0, pods: cost_models.Pods | None = None) -> list[WhatIf]:
     """`simulate` at every bandwidth x compression, bandwidth-major (SF per link rate)."""
-    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, bucketing, floor, wait_seconds)
+    return [simulate(profile, workers, bandwidth, compression, add, batch_seconds, bucketing, floor, wait_seconds, pods)
             for bandwidth in bandwidths_bits_per_second for compression in compressions]
 
 
@@ -174,7 +184,7 @@ class Needed:
 def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float, target: float,
                        batch_seconds: float, add: AddCost = no_add, bucketing: overlap.Bucketing = FUSION,
                        relative_tolerance: float = 1e-6, floor: cost_models.CommCost | None = None,
-                       wait_seconds: float = 0.0) -> Needed:
+                       wait_seconds: float = 0.0, pods: cost_models.Pods | None = None) -> Needed:
     """The smallest compression ratio c >= 1 with SF(c) >= target, by bisection.
 
     Bisection is exact here because SF never decreases as c grows: every bucket's allreduce gets shorter,
@@ -188,7 +198,8 @@ def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_p
 
     def sf(compression: float) -> float:
         return scaling_factor(batch_seconds, simulate(profile, workers, bandwidth_bits_per_second, compression, add,
-                                                      batch_seconds, bucketing, floor, wait_seconds).overhead_seconds)
+                                                      batch_seconds, bucketing, floor, wait_seconds,
+                                                      pods).overhead_seconds)
 
     limit = sf(math.inf)
     if sf(1.0) >= target:
@@ -270,6 +281,9 @@ class Basis:
     """wire is the trial's compression as it measured it (collectives.measured), None uncompressed."""
     cap_gbit: float | None = None
     """cap_gbit is the trial's `network.bandwidth` in Gbit/s (None: uncapped, or a profile file)."""
+    pods: cost_models.Pods | None = None
+    """pods are a hierarchical ring trial's (its ranks per pod, the probed link inside a pod): its rounds are priced
+    on two levels; None: the flat ring."""
 
 
 def basis(trial: TrialResult, rank: int) -> Basis:
@@ -278,19 +292,27 @@ def basis(trial: TrialResult, rank: int) -> Basis:
     layers, records_ = dict(trial.layers[rank]), trial.records[rank]
     profile, batch = from_rank(layers, records_)
     workers = len(trial.trial.worker_slots())
-    recorded = profile_.bucket_sizes(layers) if trial.trial.spec.architecture == Architecture.RING_ALL_REDUCE else ()
+    recorded = profile_.bucket_sizes(layers) if variants.ARCHITECTURES[trial.trial.spec.architecture].buckets else ()
     wait = max(0.0, profile_.compute(trial.records, (keys.TIME_CODEC,)).slowest_per_iteration_seconds - batch)
     try:
-        floor = calibration.calibrate((trial.summary or {}).get(keys.LINK_PROBE), trial.trial.spec).collective
+        probed = calibration.calibrate((trial.summary or {}).get(keys.LINK_PROBE), trial.trial.spec)
     except ValueError:  # no probe (one rank, or recorded before probing): the transfer alone
-        floor = None
+        probed = None
+    floor = probed.collective if probed else None
+    spec = trial.trial.spec
+    pods = None
+    if variants.ARCHITECTURES[spec.architecture].hierarchical:  # inside a pod: the probed link, uncapped
+        inside = None if probed is None else cost_models.Nic(probed.link.bandwidth_bits_per_second,
+                                                             probed.link.latency_seconds)
+        pods = cost_models.Pods(spec.workers.pod_ranks, inside)
+        floor = None  # the probe's allreduce is the flat ring's
     found, method = measured_compression(records_), trial.trial.spec.compression
     chosen = None
     if found is not None and method.compressing():
         chosen = collectives.measured(profile, method, workers, found.compression, found.codec_seconds)
     cap = trial.trial.spec.network.bits_per_second()
     return Basis(profile, batch, workers, overlap.RuntimeBuckets(recorded=recorded), wait if workers > 1 else 0.0,
-                 floor, chosen, cap / 1e9 if cap else None)
+                 floor, chosen, cap / 1e9 if cap else None, pods)
 
 
 def plateau(results: Sequence[WhatIf]) -> float | None:
@@ -318,7 +340,7 @@ def floor_said(results: Sequence[WhatIf], basis_: Basis, add: AddCost, bucketing
     at = [r for r in results if r.bandwidth_bits_per_second == start]
     workers = at[0].workers
     unfloored = simulate(basis_.profile, workers, start, 1.0, add, basis_.batch_seconds, bucketing, None,
-                         basis_.wait_seconds)
+                         basis_.wait_seconds, basis_.pods)
     floored = next((r for r in at if r.compression == 1.0 and not r.label), None)
     if basis_.floor is not None and floored is not None and unfloored.overhead_seconds < floored.overhead_seconds:
         bound = (f"the probe's fitted allreduce ({1e6 * basis_.floor.a_seconds:.1f} us + "

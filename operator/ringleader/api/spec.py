@@ -677,14 +677,14 @@ def _axis(item, max_items: int = 16):
 class SweepMatrix(ApiModel):
     """matrix lists values per field; the trials are every combination (the cartesian product).
 
-    Skipped, and reported as skipped: RingAllReduce with a paradigm other than BSP, a compression method the
-    architecture does not take (PowerSGD or TopK without RingAllReduce), and combinations
-    that would repeat another trial (parameterServers values beyond the first for PeerToPeer and
-    RingAllReduce, staleness values beyond the first for BSP and ASP)."""
+    Skipped, and reported as skipped: a BSP-only architecture (RingAllReduce, HierarchicalRingAllReduce,
+    ParameterServerPodAggregation) with another paradigm, a compression method the architecture does not take
+    (PowerSGD or TopK without RingAllReduce), and combinations that would repeat another trial (parameterServers
+    values beyond the first for an architecture without servers, staleness values beyond the first for BSP and ASP)."""
 
-    architecture: _axis(Architecture, 3) = None
+    architecture: _axis(Architecture, len(Architecture)) = None
     """architecture values to sweep; replaces `architecture`."""
-    paradigm: _axis(Paradigm, 4) = None
+    paradigm: _axis(Paradigm, len(Paradigm)) = None
     """paradigm values to sweep; replaces `sync.paradigm`."""
     workers: _axis(Annotated[base.Integer, pydantic.Field(ge=1, le=1024)]) = None
     """workers values (worker counts) to sweep; replaces `workers.replicas`. Cannot be combined with

@@ -22,6 +22,8 @@ class Architecture(str, enum.Enum):
     PARAMETER_SERVER = "ParameterServer"
     PEER_TO_PEER = "PeerToPeer"
     RING_ALL_REDUCE = "RingAllReduce"
+    HIERARCHICAL_RING_ALL_REDUCE = "HierarchicalRingAllReduce"
+    PARAMETER_SERVER_POD_AGGREGATION = "ParameterServerPodAggregation"
 
 
 class Paradigm(str, enum.Enum):
@@ -70,6 +72,14 @@ class ArchitectureTraits:
     computes_together: bool = False
     """computes_together: its workers all start computing at one moment (the step's result reaches them together), so
     they compete for their machine's cores; a parameter server's replies reach its workers one after another."""
+    buckets: bool = False
+    """buckets: its gradients go in the ring's buckets, each sent from backward's hooks (runtime/ring.py), which its
+    trials record and the DAG model, `whatif` and the overlap figure replay."""
+    hierarchical: bool = False
+    """hierarchical: its collective sums inside each pod first and across pods second (what `whatif` replays)."""
+    pod_pushes: bool = False
+    """pod_pushes: a pod's ranks add their gradients up first and one of them, the pod's first, exchanges with the
+    servers for all (BytePS): the servers hear one worker per pod."""
 
     @property
     def collective(self) -> bool:
@@ -98,6 +108,7 @@ class ArchitectureTraits:
 
 
 GLOO = {CPU: "gloo", CUDA: "gloo"}
+NCCL_ON_CUDA = {CPU: "gloo", CUDA: "cpu:gloo,cuda:nccl"}
 
 ARCHITECTURES: dict[Architecture, ArchitectureTraits] = {
     Architecture.PARAMETER_SERVER: ArchitectureTraits(
@@ -108,8 +119,19 @@ ARCHITECTURES: dict[Architecture, ArchitectureTraits] = {
         computes_together=True),
     # NCCL only where it helps: allreduce of CUDA tensors. Everything on CPU tensors stays on gloo.
     Architecture.RING_ALL_REDUCE: ArchitectureTraits(
-        "ring", (constants.ROLE_WORKER,), (Paradigm.BSP,), {CPU: "gloo", CUDA: "cpu:gloo,cuda:nccl"}, "DAG",
-        paradigms_why="allreduce is a collective in which every worker waits for all", computes_together=True),
+        "ring", (constants.ROLE_WORKER,), (Paradigm.BSP,), NCCL_ON_CUDA, "DAG",
+        paradigms_why="allreduce is a collective in which every worker waits for all", computes_together=True,
+        buckets=True),
+    # Horovod's hierarchical allreduce: reduce-scatter inside the pod, allreduce across pods, allgather inside.
+    Architecture.HIERARCHICAL_RING_ALL_REDUCE: ArchitectureTraits(
+        "hring", (constants.ROLE_WORKER,), (Paradigm.BSP,), NCCL_ON_CUDA, "DAG, two levels",
+        paradigms_why="the hierarchical allreduce is a collective in which every worker waits for all",
+        computes_together=True, buckets=True, hierarchical=True),
+    # BytePS: the pod's ranks add their gradients (NCCL on GPU), its first rank pushes them once and shares the reply.
+    Architecture.PARAMETER_SERVER_POD_AGGREGATION: ArchitectureTraits(
+        "psagg", (constants.ROLE_PS, constants.ROLE_WORKER), (Paradigm.BSP,), NCCL_ON_CUDA, "server, two levels",
+        paradigms_why="a pod's ranks add their gradients together before its one push, so they wait for each other "
+        "every iteration and no staleness bound between them can hold", serving="server", pod_pushes=True),
 }
 
 

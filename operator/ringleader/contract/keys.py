@@ -23,6 +23,15 @@ TIME_ITERATION = "time/iteration"
 BYTES_SENT = "bytes/sent"
 BYTES_RECEIVED = "bytes/received"
 BYTES_UNCOMPRESSED = "bytes/uncompressed"  # what bytes/sent would have been without spec.compression
+# bytes/sent by where they went (contract/levels.py), as the architecture's algorithm sends them: to ranks of its own
+# pod, to other pods of its node, to other nodes. They add up to bytes/sent.
+BYTES_INSIDE_POD = "bytes/inside_pod"
+BYTES_INSIDE_NODE = "bytes/inside_node"
+BYTES_ACROSS_NODES = "bytes/across_nodes"
+# A two-level architecture's time/comm, split: the part its steps inside the pod took, and the part across pods
+# (the emulated card's pacing included). They add up to time/comm.
+TIME_COMM_INTRA = "time/comm_intra"
+TIME_COMM_INTER = "time/comm_inter"
 # Measured on the rank's network interface (runtime/netcounters.py), after warm-up, when it can be read:
 LINK_TX = "link/tx_bytes_per_second"  # bytes/s the interface sent over the iteration (lo: every local rank's)
 LINK_RX = "link/rx_bytes_per_second"  # bytes/s it received
@@ -76,6 +85,13 @@ CODEC_FRACTION = "codecFraction"
 COMPRESSION = "compression"  # spec.compression.method, a label
 COMPRESSION_RATIO = "compressionRatio"  # bytes/sent over bytes/uncompressed, all worker iterations together
 BYTES_PER_ITERATION = "bytesPerIteration"
+# bytesPerIteration by where the bytes went (bytes/inside_pod, bytes/inside_node, bytes/across_nodes): means per
+# worker iteration, where the trial's ranks recorded them.
+BYTES_INSIDE_POD_PER_ITERATION = "bytesInsidePodPerIteration"
+BYTES_INSIDE_NODE_PER_ITERATION = "bytesInsideNodePerIteration"
+BYTES_ACROSS_NODES_PER_ITERATION = "bytesAcrossNodesPerIteration"
+COMM_INTRA_SECONDS = "commIntraSeconds"  # time/comm_intra and time/comm_inter, means per worker iteration
+COMM_INTER_SECONDS = "commInterSeconds"
 STALENESS_MEAN = "stalenessMean"
 STALENESS_MAX = "stalenessMax"
 SERVER_AGGREGATION_SECONDS = "serverAggregationSeconds"

@@ -96,10 +96,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return exits.FAILED
 
     bucketing = _bucketing(args, basis)
+    if basis.pods is not None:
+        print(f"two levels: {basis.pods.ranks} ranks to a pod, a ring inside each at the probed link, one of pods "
+              "across at each bandwidth", file=out)
     print(f"{said}: {len(basis.profile.gradients)} gradients, {basis.profile.total_bytes / 1e6:.3f} MB, backward "
           f"{1000 * basis.profile.backward_seconds:.3f} ms, t_batch {1000 * basis.batch_seconds:.3f} ms", file=out)
     print(f"{bucketing.describe()}; add: {add_said}", file=out)
     _own_point(args, basis, out)
+    if basis.pods is not None and any(n % basis.pods.ranks for n in args.workers):
+        print(f"ringleader whatif: --workers must be multiples of the trial's {basis.pods.ranks} ranks per pod (a "
+              "hierarchical ring's pods are full)", file=err)
+        return exits.USAGE
     if basis.floor is not None:
         print(f"a round costs at least the probed allreduce, {1e6 * basis.floor.a_seconds:.1f} us + "
               f"{1e9 * basis.floor.b_seconds_per_byte:.3f} ns/byte", file=out)
@@ -121,7 +128,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     everything = []
     for workers in args.workers:
         results = whatif.sweep(basis.profile, workers, basis.batch_seconds, bandwidths, compressions, add, bucketing,
-                               basis.floor, basis.wait_seconds)
+                               basis.floor, basis.wait_seconds, basis.pods)
         everything.extend(results)
         print(f"\nN = {workers}", file=out)
         print(whatif.table(results), file=out)
@@ -135,7 +142,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             for bandwidth in bandwidths:
                 needed = whatif.compression_needed(basis.profile, workers, bandwidth, args.target_sf,
                                                    basis.batch_seconds, add, bucketing, floor=basis.floor,
-                                                   wait_seconds=basis.wait_seconds)
+                                                   wait_seconds=basis.wait_seconds, pods=basis.pods)
                 print(f"  N={workers} {bandwidth / 1e9:g} Gbit/s: {_needed(needed)}", file=out)
     if args.plot:
         from ringleader.analysis import whatif_figure  # matplotlib takes a second: only when a plot is asked for
@@ -277,7 +284,7 @@ def _basis(args: argparse.Namespace, out: TextIO, notices: TextIO) -> tuple[what
         raise LookupError(f"trial {trial.trial.name} has no iteration records for rank {rank}, so no t_batch")
     taken = "--rank" if args.rank is not None else "the lowest worker rank"
     architecture = trial.trial.spec.architecture
-    if not variants.ARCHITECTURES[architecture].collective:  # what is modelled is a ring, not this trial's exchange
+    if not variants.ARCHITECTURES[architecture].buckets:  # what is modelled is a ring, not this trial's exchange
         why += (f" (a {architecture.value} trial: modelled as a ring allreduce of its gradients after backward, "
                 f"not as its own exchange; `ringleader predict` prices {architecture.value} itself)")
     return _trial_basis(trial, rank, out), f"trial {trial.trial.name}{why}, rank {rank} ({taken})"

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import sys
+import time
 import traceback
 from typing import Any, Callable
 
@@ -46,10 +47,12 @@ from ringleader.api.spec import Architecture
 from ringleader.api.trial import Slot, Trial
 from ringleader.contract import environment as contract
 from ringleader.contract import failures, keys, records
+from ringleader.contract import levels as levels_
 from ringleader.runtime import (
     datafiles,
     ending,
     heartbeat,
+    hierarchical_ring,
     interfaces,
     linkprobe,
     models,
@@ -57,6 +60,7 @@ from ringleader.runtime import (
     parameter_server,
     parent,
     peer_to_peer,
+    pod_aggregation,
     ring,
     settings,
     termination,
@@ -111,13 +115,15 @@ def backend_for(trial: Trial, device: torch.device) -> str:
     return variants.ARCHITECTURES[trial.spec.architecture].backend(device.type)
 
 
-SYNCHRONIZERS: dict[Architecture, Callable[[Trial, contract.PodEnvironment, torch.device, settings.Settings],
-                                           interfaces.Synchronizer]] = {
+SYNCHRONIZERS: dict[Architecture, Callable[[Trial, contract.PodEnvironment, torch.device, settings.Settings,
+                                            levels_.Levels], interfaces.Synchronizer]] = {
     Architecture.PARAMETER_SERVER: parameter_server.WorkerSynchronizer,
     Architecture.PEER_TO_PEER: peer_to_peer.PeerSynchronizer,
     Architecture.RING_ALL_REDUCE: ring.RingSynchronizer,
+    Architecture.HIERARCHICAL_RING_ALL_REDUCE: hierarchical_ring.synchronizer,
+    Architecture.PARAMETER_SERVER_POD_AGGREGATION: pod_aggregation.PodSynchronizer,
 }
-"""SYNCHRONIZERS: per architecture, the synchronizer of its worker ranks."""
+"""SYNCHRONIZERS: per architecture, the synchronizer of its worker ranks, built as (trial, env, device, knobs, levels)."""
 
 
 def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
@@ -133,12 +139,12 @@ def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
 
 
 def run_role(trial: Trial, env: contract.PodEnvironment, slot: Slot, recorder: records.RankRecorder,
-             device: torch.device, knobs: settings.Settings) -> None:
+             device: torch.device, knobs: settings.Settings, levels: levels_.Levels) -> None:
     """Serve or train, by role and architecture."""
     if slot.role == constants.ROLE_PS:
-        parameter_server.serve(trial, env, recorder, knobs)
+        parameter_server.serve(trial, env, recorder, knobs, levels)
         return
-    synchronizer = SYNCHRONIZERS[trial.spec.architecture](trial, env, device, knobs)
+    synchronizer = SYNCHRONIZERS[trial.spec.architecture](trial, env, device, knobs, levels)
     # Local ranks all go through the loopback; a pod has its own eth0, which its ranks share.
     local = env.master_addr in LOOPBACK
     worker.train(trial, env, synchronizer, recorder, device, trace_iterations=knobs.trace_iterations,
@@ -155,6 +161,14 @@ def gather_records(recorder: records.RankRecorder, used: dict, destination: int,
     if everything is None:
         return None
     return {rank: iterations for rank, iterations, _ in everything}, {rank: spent for rank, _, spent in everything}
+
+
+def gather_levels(trial: Trial, env: contract.PodEnvironment, group) -> levels_.Levels:
+    """Every rank's node (and this start's id, rank 0's clock), gathered once at the start: where each of its bytes
+    goes (contract/levels.py)."""
+    everything: list[Any] = [None] * env.world_size
+    dist.all_gather_object(everything, (env.node_name or "", time.time_ns()), group=group)
+    return levels_.Levels.of(trial, {rank: node for rank, (node, _) in enumerate(everything)}, str(everything[0][1]))
 
 
 def write_trial_summary(trial: Trial, env: contract.PodEnvironment, document: dict) -> None:
@@ -241,6 +255,7 @@ class Rank:
     recorder: records.RankRecorder | None = None
     publisher: Any = None  # a tracking.live.LivePublisher, imported by the ranks that publish only
     beats: heartbeat.Heartbeat | None = None
+    levels: levels_.Levels | None = None  # every rank's pod and node, once they are gathered (join)
 
     @property
     def first_worker(self) -> int:
@@ -317,6 +332,7 @@ def join(rank: Rank, device: torch.device) -> tuple[Any, dict | None]:
     # The end-of-run gather has its own group: on gloo even when gradients go over NCCL (it moves
     # Python objects), and with a longer timeout, since under ASP the slowest rank may finish far behind.
     control = dist.new_group(backend="gloo", timeout=finish_timeout(trial, knobs))
+    rank.levels = gather_levels(trial, env, control)
     probed = probe_link(trial, env, knobs)
     if env.rank == rank.first_worker:
         log_configuration(trial, env, device, backend, knobs)
@@ -344,7 +360,8 @@ def train_or_serve(rank: Rank, recorder: records.RankRecorder, device: torch.dev
     """Run the rank's role, then write its own summary; what its process used (usage.Meter.measure)."""
     meter = usage.Meter()
     recorder.on_first_measured = meter.restart  # CPU use of the iterations, not of starting up
-    run_role(rank.trial, rank.env, rank.slot, recorder, device, rank.knobs)
+    assert rank.levels is not None, "join() gathered them"
+    run_role(rank.trial, rank.env, rank.slot, recorder, device, rank.knobs, rank.levels)
     used = meter.measure(torch.get_num_threads())
     if rank.env.node_name:  # where it ran, beside what it used: the trial summary's placement reads both
         used[keys.NODE] = rank.env.node_name

@@ -16,14 +16,35 @@ the reservation ends (`pace`, or `remaining` for a reader that can be woken soon
 the threads' wake-ups thus run under the emulated 8*S/bandwidth instead of adding to it. Only slower-than-
 real links can be emulated, and no latency is added; the sleep is accounted where the transfer is
 (time/comm), as a slower card's would be.
+
+A card is a pod's (`pod_card`): only what leaves the pod crosses it (contract/levels.py), and a pod of several ranks
+shares one card, as its containers share one eth0. Their processes keep its two clocks in a small file of the
+machine's temporary directory, read and written under an exclusive lock (perf_counter is the machine's monotonic
+clock, the same in every process). A collective step every rank of the pod takes part in (a ring's) is reserved
+once, by the first of them to ask, under a key they all count alike (`exchange(..., key=)`).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
+import fcntl
+import itertools
+import os
+import pathlib
+import pickle
+import tempfile
 import threading
 import time
+from typing import Iterator
+
+from ringleader.api.trial import Trial
+from ringleader.contract import levels as levels_
+
+KEPT_KEYS = 256
+"""KEPT_KEYS: how many keyed reservations a card remembers; far more than a pod's ranks can be apart (one iteration's)."""
+_turn_ids = itertools.count()
 
 
 @dataclasses.dataclass
@@ -33,19 +54,32 @@ class Turn:
     start: float  # when its sender's turn began: the earliest it can take the receiving side
     seconds: float  # S/B
     ends: float = 0.0  # as scheduled now; a message whose sending turn began earlier, seen later, can push it back
+    key: tuple[int, int] = dataclasses.field(default_factory=lambda: (os.getpid(), next(_turn_ids)))
+    """key tells the turn apart on a card its pod's processes share, where each reads its own copy."""
+
+
+@dataclasses.dataclass
+class _Sides:
+    """A card's two clocks: what its reservations so far leave (perf_counter times)."""
+
+    egress_free_at: float = 0.0  # when the sending side is done with what it was given
+    ingress_free_at: float = 0.0  # when the receiving side's turns that are over ended
+    turns: list[Turn] = dataclasses.field(default_factory=list)  # the receiving side's turns not over yet, by start
+    keyed: dict[int, float] = dataclasses.field(default_factory=dict)  # a keyed exchange's end, the latest KEPT_KEYS
 
 
 class Nic:
-    """A rank's emulated card of `bits_per_second`; None means not emulated (every transfer is free, nothing waits)."""
+    """A card of `bits_per_second`; None means not emulated (every transfer is free, nothing waits). With `shared`,
+    a file every process of the pod opens: the card they share."""
 
-    def __init__(self, bits_per_second: int | None):
+    def __init__(self, bits_per_second: int | None, shared: str | os.PathLike | None = None):
         if bits_per_second is not None and bits_per_second <= 0:
             raise ValueError(f"bits_per_second must be positive, got {bits_per_second}")
         self.bits_per_second = bits_per_second
         self._lock = threading.Lock()
-        self._egress_free_at = 0.0  # when the sending side is done with what it was given (perf_counter)
-        self._ingress_free_at = 0.0  # when the receiving side's turns that are over ended
-        self._turns: list[Turn] = []  # the receiving side's turns not over yet, by start
+        self._sides = _Sides()
+        self._shared = pathlib.Path(shared) if shared is not None and bits_per_second is not None else None
+        self._file = os.open(self._shared, os.O_RDWR | os.O_CREAT, 0o600) if self._shared else None
 
     @property
     def active(self) -> bool:
@@ -57,9 +91,9 @@ class Nic:
 
     def send(self, nbytes: float, now: float) -> float:
         """Reserve the sending side for `nbytes` from `now` or when it frees, whichever is later; when the turn starts."""
-        with self._lock:
-            start = max(now, self._egress_free_at)
-            self._egress_free_at = start + self.seconds(nbytes)
+        with self._held() as sides:
+            start = max(now, sides.egress_free_at)
+            sides.egress_free_at = start + self.seconds(nbytes)
         return start
 
     def receive(self, nbytes: float, start: float) -> Turn | None:
@@ -69,28 +103,36 @@ class Nic:
         if not self.active:
             return None
         turn = Turn(start, self.seconds(nbytes))
-        with self._lock:
-            self._schedule(time.perf_counter())  # what is over stays over, whatever arrives now
-            bisect.insort_right(self._turns, turn, key=lambda t: t.start)
+        with self._held() as sides:
+            _schedule(sides, time.perf_counter())  # what is over stays over, whatever arrives now
+            bisect.insort_right(sides.turns, turn, key=lambda t: t.start)
         return turn
 
-    def exchange(self, nbytes: float, earliest: float) -> float:
+    def exchange(self, nbytes: float, earliest: float, key: int | None = None) -> float:
         """Reserve both sides for `nbytes` each (a transfer that receives as much as it sends, at once), from
-        `earliest` or when both are free, whichever is later; when the reservation ends."""
-        with self._lock:
-            self._schedule(time.perf_counter())
-            received_until = self._turns[-1].ends if self._turns else self._ingress_free_at
-            start = max(earliest, self._egress_free_at, received_until)
-            self._egress_free_at = end = start + self.seconds(nbytes)
+        `earliest` or when both are free, whichever is later; when the reservation ends. With `key`, a step of the
+        pod's ranks together: reserved by the first to ask, whose end the others get."""
+        with self._held() as sides:
+            if key is not None and key in sides.keyed:
+                return sides.keyed[key]
+            _schedule(sides, time.perf_counter())
+            received_until = sides.turns[-1].ends if sides.turns else sides.ingress_free_at
+            start = max(earliest, sides.egress_free_at, received_until)
+            sides.egress_free_at = end = start + self.seconds(nbytes)
             if self.active:
-                self._turns.append(Turn(start, end - start, end))  # it starts after every turn there: order kept
+                sides.turns.append(Turn(start, end - start, end))  # it starts after every turn there: order kept
+            if key is not None:
+                sides.keyed[key] = end
+                for old in list(sides.keyed)[:-KEPT_KEYS]:
+                    del sides.keyed[old]
         return end
 
     def remaining(self, turn: Turn, now: float) -> float:
-        """Seconds from `now` until the receiving `turn` ends, as scheduled now."""
-        with self._lock:
-            self._schedule(now)
-        return turn.ends - now
+        """Seconds from `now` until the receiving `turn` ends, as scheduled now (at most 0 once it is over)."""
+        with self._held() as sides:
+            _schedule(sides, now)
+            current = next((t for t in sides.turns if t.key == turn.key), None)
+        return current.ends - now if current is not None else min(0.0, turn.ends - now)
 
     def pace(self, until: float) -> float:
         """Sleep until `until` (time.perf_counter), the end of a reservation; the seconds slept."""
@@ -100,10 +142,47 @@ class Nic:
         time.sleep(remaining)
         return remaining
 
-    def _schedule(self, now: float) -> None:
-        """Every waiting turn's end, one after another by start; turns over by `now` are dropped (the past is fixed)."""
-        free = self._ingress_free_at
-        for turn in self._turns:
-            turn.ends = free = max(free, turn.start) + turn.seconds
-        while self._turns and self._turns[0].ends <= now:
-            self._ingress_free_at = self._turns.pop(0).ends
+    def close(self) -> None:
+        """Let go of a shared card's file (the pod's ranks opened it at their start; a later trial makes its own)."""
+        if self._file is not None:
+            os.close(self._file)
+            self._file = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._shared)  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[_Sides]:
+        """The card's clocks, this process's alone until the block ends: its own, or the pod's file, locked."""
+        with self._lock:
+            if self._file is None:
+                yield self._sides
+                return
+            fcntl.flock(self._file, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(self._file).st_size
+                sides = pickle.loads(os.pread(self._file, size, 0)) if size else _Sides()
+                yield sides
+                written = pickle.dumps(sides)
+                os.pwrite(self._file, written, 0)
+                os.ftruncate(self._file, len(written))
+            finally:
+                fcntl.flock(self._file, fcntl.LOCK_UN)
+
+
+def _schedule(sides: _Sides, now: float) -> None:
+    """Every waiting turn's end, one after another by start; turns over by `now` are dropped (the past is fixed)."""
+    free = sides.ingress_free_at
+    for turn in sides.turns:
+        turn.ends = free = max(free, turn.start) + turn.seconds
+    while sides.turns and sides.turns[0].ends <= now:
+        sides.ingress_free_at = sides.turns.pop(0).ends
+
+
+def pod_card(trial: Trial, rank: int, levels: levels_.Levels) -> Nic:
+    """The emulated card of `rank`'s pod at spec.network.bandwidth: its own when it is alone in its pod, else the
+    file its pod's ranks share, named by the trial, the pod and this start of it (Levels.start)."""
+    bits = trial.spec.network.emulated_bits_per_second()
+    if len(levels.pod(rank)) == 1:
+        return Nic(bits)
+    name = f"ringleader-card-{trial.name}-{levels.start}-pod{levels.pods[rank]}"
+    return Nic(bits, pathlib.Path(tempfile.gettempdir()) / name)

@@ -9,24 +9,33 @@ controller); the messages travel as gloo point-to-point on a process group of th
 ServerError naming the worker when one dies (its socket closes) or stays silent past
 RINGLEADER_TIMEOUT_SECONDS; main.py turns that into exit status 1 with the reason on stderr.
 
-Bandwidth emulation (spec.network.bandwidth) applies to every rank's NIC, both ways: a server's
+Bandwidth emulation (spec.network.bandwidth) applies to every pod's card, both ways (nic.pod_card): a server's
 N replies leave one after another at that rate, and N pushes arriving at once queue on its
-ingress, which is the congestion the 1PS-vs-kPS study measures.
+ingress, which is the congestion the 1PS-vs-kPS study measures. ParameterServerPodAggregation's servers hear
+one worker per pod (pusher_ranks, pod_aggregation.py).
 """
 
 from __future__ import annotations
 
 import torch
 
-from ringleader.api import constants
+from ringleader.api import constants, variants
 from ringleader.api.spec import DataFormat
 from ringleader.api.trial import Slot, Trial
 from ringleader.contract import environment as contract
+from ringleader.contract import levels as levels_
 from ringleader.runtime import compression, datasets, exchange, interfaces, models, optimizers, paradigms, settings
 
 
 def server_ranks(trial: Trial) -> list[int]:
     return [s.rank for s in trial.slots() if s.role == constants.ROLE_PS]
+
+
+def pusher_ranks(trial: Trial) -> list[int]:
+    """The workers the servers hear: every worker, or each pod's first where the pod's ranks add up first
+    (api/variants.py pod_pushes; pod_aggregation.py)."""
+    pod_pushes = variants.ARCHITECTURES[trial.spec.architecture].pod_pushes
+    return [s.rank for s in trial.worker_slots() if not pod_pushes or s.local_rank == 0]
 
 
 def server_device(slot: Slot) -> torch.device:
@@ -37,15 +46,15 @@ def server_device(slot: Slot) -> torch.device:
 
 
 def serve(trial: Trial, env: contract.PodEnvironment, recorder: interfaces.Recorder,
-          knobs: settings.Settings = settings.Settings()) -> None:
-    """Serve this rank's shard until every worker is done; records one line per aggregation."""
+          knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None) -> None:
+    """Serve this rank's shard until every worker it hears (pusher_ranks) is done; records one line per aggregation."""
     spec = trial.spec
     timeout = knobs.timeout_seconds
     servers = server_ranks(trial)
-    workers = [s.rank for s in trial.worker_slots()]
+    workers = pusher_ranks(trial)
     owner = servers.index(env.rank)
     device = server_device(trial.slots()[env.rank])
-    link = exchange.endpoint.open_link(trial, env.rank, timeout, requests_from=workers, replies_from=[])
+    link = exchange.endpoint.open_link(trial, env.rank, timeout, requests_from=workers, replies_from=[], levels=levels)
 
     # The shard: the same seeded model every rank builds, cut by the plan every rank computes.
     shape = None if spec.data.format == DataFormat.SYNTHETIC else datasets.describe(spec.data, env.data_dir)
@@ -71,12 +80,13 @@ class WorkerSynchronizer:
     """interfaces.Synchronizer of a ParameterServer worker: push to every server, wait for every server's answer."""
 
     def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 knobs: settings.Settings = settings.Settings()):
+                 knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None):
         # `device` is where the model already is: gradients are copied from it and weights into it.
         spec = trial.spec
         self.timeout = knobs.timeout_seconds
         servers = server_ranks(trial)
-        self.link = exchange.endpoint.open_link(trial, env.rank, self.timeout, requests_from=[], replies_from=servers)
+        self.link = exchange.endpoint.open_link(trial, env.rank, self.timeout, requests_from=[], replies_from=servers,
+                                                levels=levels)
         self.client = exchange.client.Client(self.link, env.rank, servers, spec.model.iterations, self.timeout,
                                              compression.MessageCodec(spec.compression.method))
 

@@ -28,6 +28,7 @@ import torch
 from ringleader.api.trial import Trial
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
+from ringleader.contract import levels as levels_
 from ringleader.runtime import compression, exchange, interfaces, paradigms, settings
 
 
@@ -35,14 +36,14 @@ class PeerSynchronizer:
     """A peer: pushes shards to every peer, serves its own shard in a thread."""
 
     def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 knobs: settings.Settings = settings.Settings()):
+                 knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None):
         # `device` is where the model already is; the shard server keeps its shard there too.
         self.spec = trial.spec
         self.rank = env.rank
         self.timeout = knobs.timeout_seconds
         self.peers = [s.rank for s in trial.worker_slots()]
         self.link = exchange.endpoint.open_link(trial, env.rank, self.timeout, requests_from=self.peers,
-                                                replies_from=self.peers)
+                                                replies_from=self.peers, levels=levels)
         self.codec = compression.MessageCodec(self.spec.compression.method)
         self.client = exchange.client.Client(self.link, env.rank, self.peers, self.spec.model.iterations, self.timeout,
                                              self.codec)

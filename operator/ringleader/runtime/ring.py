@@ -15,7 +15,13 @@ into a bucket, divides or copies back (bench/bench_ring_vs_ddp.py, docs/performa
 
 `synchronize()` waits for the buckets still in flight (that wait, not the hidden part, is split
 below) and steps the local optimizer (time/update). Bytes per rank and iteration: 2*(N-1)/N * M, the
-ring's traffic for M bytes (the stamps below included).
+ring's traffic for M bytes (the stamps below included), all to the next rank (bytes/inside_pod, /inside_node or
+/across_nodes by where it is: contract/levels.py).
+
+What sums a bucket is a `Collective`: `FlatRing` here, torch.distributed's allreduce of every worker; the
+hierarchical ring's (hierarchical_ring.py) is the same synchronizer with a two-level one. It says what each round
+sends, by level, and what the pod's emulated card carries for it (nic.py: only what leaves the pod, once for the
+pod's ranks together).
 
 Waiting for the slowest peer (time/wait) and the transfer (time/comm) are told apart without a
 collective of their own (a one-element barrier on a separate gloo group cost 5-11 % of a quickstart
@@ -46,8 +52,9 @@ Buffers (batch-norm statistics) are broadcast once at start, not kept in sync.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -55,6 +62,7 @@ import torch.distributed as dist
 from ringleader.api.trial import Trial
 from ringleader.contract import buckets, keys
 from ringleader.contract import environment as contract
+from ringleader.contract import levels as levels_
 from ringleader.runtime import compression, interfaces, nic, settings, timing
 
 # Cap of the first bucket (the last layers): its allreduce starts after the first few gradients, not after
@@ -84,7 +92,7 @@ class Bucket:
         self.codec: compression.BucketCodec | None = None  # spec.compression's; None: allreduced as it is
         self.round: compression.Round | None = None  # the codec's collective in flight
         self.stamps_work = None  # a codec's bucket: the stamps' own allreduce
-        self.sent = 0.0  # bytes this rank sent for the bucket's first collective
+        self.sent = Traffic(levels_.empty(), 0.0)  # what this rank sends for the bucket's first collective
         self.launched_at = 0.0
         self.completed_at: float | None = None
         self.emulated_end = 0.0
@@ -93,6 +101,63 @@ class Bucket:
         self.missing = len(self.parameters)
         self.work = self.round = self.stamps_work = None
         self.completed_at = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Traffic:
+    """What one rank sends for one round of a collective, by level, and what its pod's card carries for it."""
+
+    by_level: dict[str, float]
+    """by_level: this rank's bytes by where they go (contract/levels.py)."""
+    card: float
+    """card: the bytes of every rank of the pod that leave it in this round: what the pod's emulated card carries."""
+
+    @property
+    def sent(self) -> float:
+        return sum(self.by_level.values())
+
+
+class Collective(Protocol):
+    """How the ring sums (or gathers) one flat tensor over every worker, and what that sends."""
+
+    def launch(self, round_: compression.Round) -> Any:
+        """Start the round's collective (asynchronous): a work with wait() and get_future()."""
+
+    def traffic(self, nbytes: float, element_size: int = 4, gather: bool = False) -> Traffic:
+        """What this rank sends to allreduce a tensor of `nbytes` in elements of `element_size` bytes (`gather`: to
+        gather it from every rank)."""
+
+    def split(self, start: float, end: float, paced_from: float) -> dict[str, float]:
+        """time/comm of [start, end] in its parts (TIME_COMM_INTRA, TIME_COMM_INTER), the card's pacing from
+        `paced_from` on across pods; empty for a collective of one level."""
+
+    def close(self) -> None: ...
+
+
+class FlatRing:
+    """torch.distributed's allreduce over every worker of `group` (gloo's ring, NCCL's): rank r sends 2(N-1)/N of each
+    tensor to the next rank, a gather (N-1) payloads."""
+
+    def __init__(self, group, ranks: list[int], rank: int, levels: levels_.Levels):
+        self.group = group
+        self.world = len(ranks)
+        following = {r: ranks[(i + 1) % len(ranks)] for i, r in enumerate(ranks)}
+        self.level = levels.between(rank, following[rank])
+        # The pod's ranks whose next rank is in another pod: each sends its share across the pod's card.
+        self.crossing = sum(levels.leaves_pod(r, following[r]) for r in levels.pod(rank))
+
+    def launch(self, round_: compression.Round) -> Any:
+        return round_.launch(self.world, self.group)
+
+    def traffic(self, nbytes: float, element_size: int = 4, gather: bool = False) -> Traffic:
+        sent = (self.world - 1) * nbytes if gather else 2.0 * (self.world - 1) / self.world * nbytes
+        return Traffic({**levels_.empty(), self.level: sent}, self.crossing * sent)
+
+    def split(self, start: float, end: float, paced_from: float) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass
 
 
 def _codec(bucket: Bucket) -> compression.BucketCodec:
@@ -118,13 +183,18 @@ class RingSynchronizer:
     """BSP ring allreduce with bucketing and backward/communication overlap."""
 
     def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 knobs: settings.Settings = settings.Settings(), group=None):
-        self.world = len(trial.worker_slots())
-        self.evaluator = trial.worker_slots()[0].rank  # the worker that evaluates (runtime/evaluation.py)
+                 knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None, group=None,
+                 collective: Collective | None = None):
+        workers = [slot.rank for slot in trial.worker_slots()]
+        self.world = len(workers)
+        self.evaluator = workers[0]  # the worker that evaluates (runtime/evaluation.py)
         self.device = device
         self.bucket_bytes = knobs.bucket_bytes
         self.group = group
-        self.nic = nic.Nic(trial.spec.network.emulated_bits_per_second())  # the emulated link, this rank's card
+        levels = levels or levels_.Levels.of(trial)
+        self.collective = collective or FlatRing(group, workers, env.rank, levels)
+        self.nic = nic.pod_card(trial, env.rank, levels)  # the emulated link: this rank's pod's card
+        self.reserved = 0  # the pod's steps reserved on its card so far: every rank of the pod counts them alike
         self.buckets: list[Bucket] = []
         self.where: dict[torch.nn.Parameter, tuple[Bucket, int]] = {}
         self.next_launch = 0  # buckets are launched strictly in index order
@@ -132,18 +202,26 @@ class RingSynchronizer:
         self.synced_at = 0.0  # when the ring last finished communicating (perf_counter): what stamps count from
         self.compression = trial.spec.compression
         self.seed = trial.spec.data.synthetic.seed  # PowerSGD's first projection, the same on every rank
-        self.sent = 0.0  # bytes this rank sent this iteration
+        self.sent = levels_.empty()  # bytes this rank sent this iteration, by level
         self.encode_seconds = 0.0  # codecs' encoding in the launching hooks, not yet booked
         self.optimizer: torch.optim.Optimizer | None = None
 
-    def traffic(self, size: float) -> float:
-        """Bytes each rank sends (and receives) to allreduce `size` bytes: 2*(N-1)/N * size."""
-        return 2.0 * (self.world - 1) / self.world * size
+    def traffic(self, tensor: torch.Tensor, gather: bool = False) -> Traffic:
+        """What this rank sends (and receives) to allreduce `tensor`: 2*(N-1)/N of it on the flat ring."""
+        return self.collective.traffic(tensor.numel() * tensor.element_size(), tensor.element_size(), gather)
 
     @property
     def bytes_per_iteration(self) -> float:
-        """Bytes each rank sends (and receives) per iteration: 2*(N-1)/N * M."""
-        return self.traffic(sum(bucket.bytes for bucket in self.buckets))
+        """Bytes this rank sends (and receives) per iteration: 2*(N-1)/N * M on the flat ring."""
+        return sum(self.traffic(bucket.buffer).sent for bucket in self.buckets)
+
+    def _send(self, traffic: Traffic, earliest: float) -> float:
+        """Count what this rank sends for a round and reserve what leaves the pod on its card (with the pod's other
+        ranks, the same step); when the card has carried it."""
+        for level, sent in traffic.by_level.items():
+            self.sent[level] += sent
+        self.reserved += 1
+        return self.nic.exchange(traffic.card, earliest, key=self.reserved)
 
     def attach(self, model: torch.nn.Module, optimizer_factory) -> None:
         parameters = [p for p in model.parameters() if p.requires_grad]
@@ -207,15 +285,15 @@ class RingSynchronizer:
                 self._stamp_arrival(bucket)
             if bucket.codec is None:
                 bucket.launched_at = now = time.perf_counter()
-                bucket.work = dist.all_reduce(bucket.buffer, group=self.group, async_op=True)
-                bucket.sent = self.traffic(bucket.bytes)
+                bucket.work = self.collective.launch(compression.Round(bucket.buffer))
+                bucket.sent = self.traffic(bucket.buffer)
             else:
                 now = self._launch_encoded(bucket)
             bucket.work.get_future().add_done_callback(lambda _future, b=bucket: setattr(b, "completed_at", time.perf_counter()))
             # Each bucket's allreduce sends and receives its share on the emulated card, one bucket after another,
             # from when this rank launched it; the last one's only once the last rank has (synchronize()).
-            self.sent += bucket.sent
-            bucket.emulated_end = now if bucket.stamps.numel() else self.nic.exchange(bucket.sent, now)
+            if not bucket.stamps.numel():
+                bucket.emulated_end = self._send(bucket.sent, now)
             self.next_launch += 1
 
     def _launch_encoded(self, bucket: Bucket) -> float:
@@ -225,11 +303,13 @@ class RingSynchronizer:
         bucket.round = _codec(bucket).encode(bucket.gradients)
         bucket.launched_at = now = time.perf_counter()
         self.encode_seconds += now - started
-        bucket.work = bucket.round.launch(self.world, self.group)
-        bucket.sent = bucket.round.wire_bytes(self.world)
+        bucket.work = self.collective.launch(bucket.round)
+        bucket.sent = self.traffic(bucket.round.payload, bucket.round.gather)
         if bucket.stamps.numel():
-            bucket.stamps_work = dist.all_reduce(bucket.stamps, group=self.group, async_op=True)
-            bucket.sent += self.traffic(bucket.stamps.numel() * bucket.stamps.element_size())
+            bucket.stamps_work = self.collective.launch(compression.Round(bucket.stamps))
+            stamps = self.traffic(bucket.stamps)
+            bucket.sent = Traffic({level: sent + stamps.by_level[level] for level, sent in bucket.sent.by_level.items()},
+                                  bucket.sent.card + stamps.card)
         return now
 
     def _stamp_arrival(self, bucket: Bucket) -> None:
@@ -257,9 +337,10 @@ class RingSynchronizer:
             # GPU the host sees that only now, by the stamps' device sync), or the emulated link, if later.
             now = time.perf_counter()
             self.synced_at = now if self.device.type == "cuda" else max(b.completed_at or now for b in self.buckets)
+            # The emulated card carries the last bucket only once the last rank has launched it.
+            last.emulated_end = self._send(last.sent, max(last.launched_at, arrived))
+            paced_from = time.perf_counter()
             if self.nic.active:
-                # The emulated card carries the last bucket only once the last rank has launched it.
-                last.emulated_end = self.nic.exchange(last.sent, max(last.emulated_end, arrived))
                 self.synced_at = max(self.synced_at, last.emulated_end)
                 self.nic.pace(last.emulated_end)  # sleep until the emulated card has carried it all
             ended = time.perf_counter()
@@ -267,6 +348,8 @@ class RingSynchronizer:
             wait = min(max(0.0, arrived - started), ended - started)
             timer.add(keys.TIME_WAIT, wait)
             timer.add(keys.TIME_COMM, ended - started - wait)
+            for key, seconds in self.collective.split(started + wait, ended, paced_from).items():
+                timer.add(key, seconds)
             if wait > 0:
                 timer.span("wait", started, started + wait, timing.TRACK_MAIN)
             timer.span("comm", started + wait, ended, timing.TRACK_MAIN)
@@ -282,10 +365,13 @@ class RingSynchronizer:
                 bucket.reset()
             self.next_launch = 0
             # Every collective here sends what it receives: an allreduce's share, or its payload to each other rank.
-            timer.add(keys.BYTES_SENT, self.sent)
-            timer.add(keys.BYTES_RECEIVED, self.sent)
+            sent = sum(self.sent.values())
+            timer.add(keys.BYTES_SENT, sent)
+            timer.add(keys.BYTES_RECEIVED, sent)
+            for level, key in levels_.BYTES_KEYS.items():
+                timer.add(key, self.sent[level])
             timer.add(keys.BYTES_UNCOMPRESSED, self.bytes_per_iteration)
-            self.sent = 0.0
+            self.sent = levels_.empty()
         # update: every rank applies the same averaged gradient to the same weights
         with timer.phase(keys.TIME_UPDATE):
             assert self.optimizer is not None, "attach() made it"
@@ -315,10 +401,8 @@ class RingSynchronizer:
                     if current is None:
                         continue
                     launched = time.perf_counter()
-                    works.append((bucket, launched, current.launch(self.world, self.group)))
-                    sent = current.wire_bytes(self.world)
-                    self.sent += sent
-                    carried = self.nic.exchange(sent, launched)
+                    works.append((bucket, launched, self.collective.launch(current)))
+                    carried = self._send(self.traffic(current.payload, current.gather), launched)
                 for bucket, launched, work in works:
                     work.wait()
                     timer.span(f"round of bucket {bucket.index}", launched, time.perf_counter(), timing.TRACK_COMM)
@@ -345,6 +429,8 @@ class RingSynchronizer:
     def close(self) -> None:
         # Nothing is left in flight after synchronize(); on a failure mid-iteration the process exits.
         self.where.clear()
+        self.collective.close()
+        self.nic.close()
 
 
 def broadcast_from_first(tensors: list[torch.Tensor], group=None) -> None:

@@ -29,6 +29,7 @@ ITERATION_KEYS = (
     keys.TIME_DATA, keys.TIME_FORWARD, keys.TIME_BACKWARD, keys.TIME_COMM,
     keys.TIME_WAIT, keys.TIME_UPDATE, keys.TIME_CODEC, keys.TIME_EVAL, keys.TIME_OTHER, keys.TIME_ITERATION,
     keys.BYTES_SENT, keys.BYTES_RECEIVED, keys.BYTES_UNCOMPRESSED,
+    keys.BYTES_INSIDE_POD, keys.BYTES_INSIDE_NODE, keys.BYTES_ACROSS_NODES,
 )
 _NO_LABEL = contextlib.nullcontext()
 TRACK_ITERATION = "iterations"

@@ -28,6 +28,8 @@ TEMPLATES = {
     Architecture.PARAMETER_SERVER: "parameter_server.yaml.j2",
     Architecture.PEER_TO_PEER: "peer_to_peer.yaml.j2",
     Architecture.RING_ALL_REDUCE: "ring_allreduce.yaml.j2",
+    Architecture.HIERARCHICAL_RING_ALL_REDUCE: "ring_allreduce.yaml.j2",  # the same pods: the levels are the runtime's
+    Architecture.PARAMETER_SERVER_POD_AGGREGATION: "parameter_server.yaml.j2",
 }
 PACKAGED_TEMPLATES = pathlib.Path(__file__).resolve().parent.parent / "templates"
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

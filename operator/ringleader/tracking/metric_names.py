@@ -81,6 +81,14 @@ SERIES: dict[str, Name] = {
     keys.BYTES_RECEIVED: Name("traffic/received_bytes", 1.0, "bytes this rank received", WHOLE),
     keys.BYTES_UNCOMPRESSED: Name("traffic/uncompressed_bytes", 1.0, "what traffic/sent_bytes would have been "
                                                                       "without compression", WHOLE),
+    keys.BYTES_INSIDE_POD: Name("traffic/inside_pod_bytes", 1.0, "of traffic/sent_bytes, to ranks of its own pod",
+                                WHOLE),
+    keys.BYTES_INSIDE_NODE: Name("traffic/inside_node_bytes", 1.0, "of traffic/sent_bytes, to other pods on its "
+                                                                   "node", WHOLE),
+    keys.BYTES_ACROSS_NODES: Name("traffic/across_nodes_bytes", 1.0, "of traffic/sent_bytes, to other nodes", WHOLE),
+    keys.TIME_COMM_INTRA: Name("time/comm_intra_ms", MS, "of time/comm, a two-level architecture's steps inside the "
+                                                         "pod", TIME),
+    keys.TIME_COMM_INTER: Name("time/comm_inter_ms", MS, "of time/comm, its steps across pods", TIME),
     keys.LINK_TX: Name("traffic/link_tx_bytes_per_s", 1.0, "bytes per second the network interface sent over "
                                                            "the iteration (loopback: every local rank's)", WHOLE),
     keys.LINK_RX: Name("traffic/link_rx_bytes_per_s", 1.0, "bytes per second it received", WHOLE),
@@ -134,6 +142,15 @@ TRIAL: dict[str, Name | None] = {
     keys.CODEC_SECONDS: Name("mean_time_codec_ms", MS, "mean encoding and decoding time per worker iteration", TIME),
     keys.CODEC_FRACTION: Name("share_codec_pct", PCT, "share of iteration time spent encoding and decoding", SHARE),
     keys.BYTES_PER_ITERATION: Name("mean_network_sent_bytes", 1.0, "mean bytes sent per worker iteration", WHOLE),
+    keys.BYTES_INSIDE_POD_PER_ITERATION: Name("mean_network_inside_pod_bytes", 1.0, "of which to ranks of the same "
+                                                                                    "pod", WHOLE),
+    keys.BYTES_INSIDE_NODE_PER_ITERATION: Name("mean_network_inside_node_bytes", 1.0, "of which to other pods on the "
+                                                                                      "same node", WHOLE),
+    keys.BYTES_ACROSS_NODES_PER_ITERATION: Name("mean_network_across_nodes_bytes", 1.0, "of which to other nodes",
+                                                WHOLE),
+    keys.COMM_INTRA_SECONDS: Name("mean_time_comm_intra_ms", MS, "of mean_time_comm_ms, inside the pod (two-level "
+                                                                 "architectures)", TIME),
+    keys.COMM_INTER_SECONDS: Name("mean_time_comm_inter_ms", MS, "of mean_time_comm_ms, across pods", TIME),
     keys.COMPRESSION: None,  # a label: summary.json and the param compression.method have it
     keys.COMPRESSION_RATIO: Name("network_compression_ratio", 1.0, "bytes sent over what the same exchange would "
                                                                    "have sent uncompressed", 4),

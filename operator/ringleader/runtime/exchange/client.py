@@ -31,10 +31,14 @@ import time
 
 import torch
 
-from ringleader.contract import keys
+from ringleader.contract import keys, levels
 from ringleader.runtime import compression, interfaces
 from ringleader.runtime.exchange import schedule, shards, wire
 from ringleader.runtime.exchange import link as links
+
+
+COUNTED = (keys.BYTES_SENT, keys.BYTES_RECEIVED, keys.BYTES_UNCOMPRESSED, *levels.BYTES_KEYS.values())
+"""COUNTED: the record keys of Client._counters, in order."""
 
 
 class Client:
@@ -57,7 +61,7 @@ class Client:
         self.cuda = False
         self.weights_clock = 0  # the owners' smallest clock of the weights in the model now
         self.relayed = 0  # the DSSP grant (a push count) last relayed to the other owners
-        self.counted = (0, 0, 0)  # the link's bytes sent, received, sent uncompressed when the last iteration was recorded
+        self.counted = self._counters()  # the link's bytes sent, received, sent uncompressed, by level: at the last record
         self.steps = 0  # synchronize() calls completed
         self.stop_heard = False  # an owner's answer said a worker reached the target
         self.closed = False
@@ -134,9 +138,8 @@ class Client:
         timer.add(keys.TIME_CODEC, codec)
         timer.add(keys.TIME_COMM, max(0.0, (ended - started) - wait - update - codec))
         counted = self._counters()
-        timer.add(keys.BYTES_SENT, float(counted[0] - self.counted[0]))
-        timer.add(keys.BYTES_RECEIVED, float(counted[1] - self.counted[1]))
-        timer.add(keys.BYTES_UNCOMPRESSED, float(counted[2] - self.counted[2]))
+        for key, now, before in zip(COUNTED, counted, self.counted):
+            timer.add(key, float(now - before))
         self.counted = counted
         timer.span("push", started, pushed)
         for j, reply in enumerate(replies):
@@ -153,8 +156,9 @@ class Client:
             raise links.LinkError(f"expected a reply from rank {owner}, got {message.kind.name}")
         return message
 
-    def _counters(self) -> tuple[int, int, int]:
-        return self.link.sent_bytes, self.link.received_bytes, self.link.sent_uncompressed_bytes
+    def _counters(self) -> tuple[float, ...]:
+        return (self.link.sent_bytes, self.link.received_bytes, self.link.sent_uncompressed_bytes,
+                *(self.link.sent_by_level[level] for level in levels.BYTES_KEYS))
 
     def _install(self, replies: list[wire.Message]) -> float:
         """Copy the replies' weights into the model; the seconds spent decoding them."""

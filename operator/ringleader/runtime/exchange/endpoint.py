@@ -11,18 +11,21 @@ import datetime
 import torch.distributed as dist
 
 from ringleader.api import trial as trial_
+from ringleader.contract import levels as levels_
 from ringleader.runtime import nic
 from ringleader.runtime.exchange import link as links
 
 
 def open_link(trial: trial_.Trial, rank: int, timeout_seconds: float, *, requests_from: list[int],
-              replies_from: list[int]) -> links.Link:
+              replies_from: list[int], levels: levels_.Levels | None = None) -> links.Link:
     """This rank's link to the ranks whose workers ask its server (`requests_from`) and whose servers answer its
-    worker (`replies_from`), on a gloo process group of its own, at spec.network.bandwidth. Its receivers start
-    with Link.start, once the shards' sizes are known.
+    worker (`replies_from`), on a gloo process group of its own, through its pod's card at spec.network.bandwidth
+    (`levels`: where the ranks are; None: every rank on one node). Its receivers start with Link.start, once the
+    shards' sizes are known.
 
     The group's timeout outlasts the application's own (`timeout_seconds`, RINGLEADER_TIMEOUT_SECONDS), so a
     silent peer is reported by the server's or worker's clear message first, not by a gloo receive timing out."""
     group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=2 * timeout_seconds + 30))
+    levels = levels or levels_.Levels.of(trial)
     return links.Link(group, rank, requests_from=requests_from, replies_from=replies_from,
-                      nic=nic.Nic(trial.spec.network.emulated_bits_per_second()))
+                      nic=nic.pod_card(trial, rank, levels), levels=levels)

@@ -21,7 +21,8 @@ receiver's receiving side from the moment its sending turn began (the header car
 from every sender take it in that order), S/B on each. The frame leaves at once with its sending turn written
 in, and its reader (`Delivery`) gets it when its receiving turn ends, so the real transfer and the threads'
 wake-ups are hidden under the emulated S/B (as the ring's are) rather than added to it, and a message is never
-delivered before its bytes are here.
+delivered before its bytes are here. The card is the pod's (nic.pod_card): a message to a rank of the same pod
+takes no turn on it, and what is sent is counted by where it goes (contract/levels.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import time
 
 import torch.distributed as dist
 
+from ringleader.contract import levels as levels_
 from ringleader.runtime import nic as nic_
 from ringleader.runtime.exchange import wire
 
@@ -98,9 +100,10 @@ class Link:
     `replies_from` (whose servers answer this rank's worker), on `group`."""
 
     def __init__(self, group, rank: int, *, requests_from: list[int], replies_from: list[int],
-                 nic: nic_.Nic):
+                 nic: nic_.Nic, levels: levels_.Levels | None = None):
         self.group = group
         self.rank = rank
+        self.levels = levels
         self.requests_from = set(requests_from)
         self.replies_from = set(replies_from)
         self.nic = nic
@@ -117,6 +120,7 @@ class Link:
         self.sent_bytes = 0
         self.received_bytes = 0
         self.sent_uncompressed_bytes = 0  # what sent_bytes would have been without spec.compression
+        self.sent_by_level = levels_.empty()  # sent_bytes by where they went
         self._remote = sorted((self.requests_from | self.replies_from) - {rank})
         self._receivers: list[threading.Thread] = []
 
@@ -138,12 +142,13 @@ class Link:
         with self._counting:
             self.sent_bytes += message.wire_bytes
             self.sent_uncompressed_bytes += message.uncompressed_bytes
+            self.sent_by_level[self._level(destination)] += message.wire_bytes
         with self._sending:
             if destination in self._broken:
                 return
-            # The emulated card takes the message now, or when the previous one has left.
+            # The emulated card takes the message now, or when the previous one has left; inside the pod, no card.
             now = time.perf_counter()
-            started = self.nic.send(message.wire_bytes, now)
+            started = self.nic.send(message.wire_bytes, now) if self._leaves_pod(destination) else now
             message.sent_at = started + (time.time() - time.perf_counter())
             message.lead = started - now
             try:
@@ -186,10 +191,18 @@ class Link:
                 message = wire.decode(frame)
                 with self._counting:
                     self.received_bytes += message.wire_bytes
-                self._route(message, receiving_turn(self.nic, message.wire_bytes, message.sent_at, seen, message.lead))
+                turn = receiving_turn(self.nic, message.wire_bytes, message.sent_at, seen, message.lead) \
+                    if self._leaves_pod(peer) else None
+                self._route(message, turn)
                 awaiting.discard(message.kind)
         except Exception as error:  # noqa: BLE001 - the peer died or hung past the timeout
             self._lost(peer, f"receiving from rank {peer} failed: {_first_line(error)}")
+
+    def _level(self, other: int) -> str:
+        return levels_.NETWORK if self.levels is None else self.levels.between(self.rank, other)
+
+    def _leaves_pod(self, other: int) -> bool:
+        return self.levels is None or self.levels.leaves_pod(self.rank, other)
 
     def _route(self, message: wire.Message, turn: nic_.Turn | None = None) -> None:
         if message.kind in wire.REQUESTS:
@@ -220,6 +233,7 @@ class Link:
                 self._settle(destination, work, timeout_seconds=max(0.001, deadline - time.monotonic()))
         for thread in self._receivers:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self.nic.close()
 
 
 def receiving_turn(nic: nic_.Nic, nbytes: int, sent_at: float, seen: float, lead: float = 0.0) -> nic_.Turn | None:
