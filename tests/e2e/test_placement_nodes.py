@@ -5,16 +5,26 @@
 - a Pack trial's ranks share one node;
 - servers Apart: no worker on the parameter server's node;
 - a Spread of more ranks than there are nodes waits with reason WaitingForPlacement (a Warning Event naming the
-  placement), then fails at its startup deadline with reason PlacementUnsatisfiable, its pods deleted.
+  placement), then fails at its startup deadline with reason PlacementUnsatisfiable, its pods deleted;
+- a hierarchical ring of 3 pods x 2 ranks, one pod to a node, sends across nodes what its model says, and the flat
+  ring of the same shape more, by the model's ratio.
 
 Skipped on a cluster of fewer than 3 schedulable nodes (the single-node harness cluster, E2E_NODES unset).
 """
 
 from __future__ import annotations
 
+import json
+import statistics
+
+import pytest
 
 import e2e_specs
 from e2e_kube import log, phase, status, trials, wait_for, wait_terminal, describe_dte
+from ringleader.analysis import placement
+from ringleader.api import experiment as experiment_
+from ringleader.api import trial as trial_
+from ringleader.contract import keys, levels
 
 ADMIT_TIMEOUT = 900
 RUN_TIMEOUT = 600
@@ -102,3 +112,37 @@ def test_a_spread_of_more_ranks_than_nodes_waits_for_placement_then_fails_at_its
     assert trial["message"].startswith(f"placement Spread by kubernetes.io/hostname was not met within "
                                        f"startupDeadlineSeconds={deadline}"), trial
     wait_for(f"the pods of {name} to be deleted", lambda: kube.experiment_pods(namespace, name) == [], 120)
+
+
+def test_a_hierarchical_ring_of_three_pods_of_two_sends_across_nodes_what_its_model_says_less_than_the_flat_ring(
+        kube, namespace, launcher, mlflow, nodes, report_on_failure):
+    """3 pods x 2 ranks, one pod to a node: 6 rank runs naming their node and local rank; across nodes each rank sends
+    per iteration what analysis/placement.py's model says (within 10 %), the flat ring (kP-1)/(k(P-1)) = 5/4 times the
+    hierarchical ring's."""
+    name = "levels"
+    manifest = placed(name, {"ranks": "Spread"}, namespace,
+                      workers={"replicas": 6, "ranksPerPod": 2, "resources": {"cpu": "400m", "memory": "1536Mi"}},
+                      model={"iterations": 12, "warmupIterations": 2},
+                      sweep={"matrix": {"architecture": ["RingAllReduce", "HierarchicalRingAllReduce"]}})
+    dte, on = run_to_end(kube, launcher, namespace, manifest, report_on_failure)
+    assert len(on) == 6 and all(len({node for pod, node in on.items() if pod.startswith(f"{name}-{i}-")}) == 3
+                                for i in range(2)), on
+    expansion = trial_.expand(experiment_.DistributedTrainingExperiment.model_validate(manifest))
+    experiment_id = status(dte)["mlflow"]["experimentId"]
+    across = {}
+    for found, trial in zip(trials(dte), expansion.trials):
+        architecture = trial.spec.architecture.value
+        runs = {int(r.data.tags["ringleader.rank"]): r.data.tags for r in mlflow.children(experiment_id, found["runId"])}
+        assert sorted(runs) == list(range(6)), (architecture, sorted(runs))
+        assert all(tags.get("ringleader.node") in nodes and tags.get("ringleader.localRank") == str(rank % 2)
+                   for rank, tags in runs.items()), (architecture, runs)
+        summary = json.loads(mlflow.artifact_text(found["runId"], "summary.json"))
+        layers = json.loads(mlflow.artifact_text(found["runId"], "layers/rank-0.layers.json"))
+        model_bytes = sum(p["bytes"] for p in layers["parameters"])
+        where = levels.Levels.of(trial, {rank: tags["ringleader.node"] for rank, tags in runs.items()})
+        modelled = placement.modelled_bytes(trial, where, model_bytes)
+        expected = statistics.fmean(modelled[rank][levels.NETWORK] for rank in range(6))
+        across[architecture] = summary[keys.BYTES_ACROSS_NODES_PER_ITERATION]
+        log(f"{name} {architecture}: across nodes {across[architecture]:.0f} B per rank-iteration, model {expected:.0f}")
+        assert across[architecture] == pytest.approx(expected, rel=0.10), architecture
+    assert across["RingAllReduce"] / across["HierarchicalRingAllReduce"] == pytest.approx(5 / 4, rel=0.10), across

@@ -41,7 +41,6 @@ ARCHITECTURE = [
      "ring_compute, Paradigm.BSP),\n"),
     ("analysis/placement.py", "    Architecture.RING_ALL_REDUCE: _ring,\n",
      "    Architecture.TREE_ALL_REDUCE: _ring,\n"),
-    ("analysis/resources.py", "    Architecture.RING_ALL_REDUCE: _ring,\n", "    Architecture.TREE_ALL_REDUCE: _ring,\n"),
 ]
 PARADIGM = [
     ("api/variants.py", '    DSSP = "DSSP"\n', '    THROWAWAY = "Throwaway"\n'),

@@ -11,7 +11,7 @@ import enum
 
 import pytest
 
-from ringleader.analysis import collectives, cost_models, placement, prediction, profile, resources
+from ringleader.analysis import collectives, cost_models, placement, prediction, profile
 from ringleader.api import spec, variants
 from ringleader.runtime import compression, main, paradigms
 from ringleader.topology import rendering
@@ -26,8 +26,7 @@ TABLES: dict[str, tuple[type[enum.Enum], dict]] = {
     "topology/rendering.py TEMPLATES": (variants.Architecture, rendering.TEMPLATES),
     "analysis/cost_models.py COMM_SECONDS": (variants.Architecture, cost_models.COMM_SECONDS),
     "analysis/prediction.py MODELS": (variants.Architecture, prediction.MODELS),
-    "analysis/placement.py TRAFFIC": (variants.Architecture, placement.TRAFFIC),
-    "analysis/resources.py PHASES": (variants.Architecture, resources.PHASES),
+    "analysis/placement.py PHASES": (variants.Architecture, placement.PHASES),
     "analysis/collectives.py ROUNDS": (variants.CompressionMethod, collectives.ROUNDS),
     "analysis/profile.py CRITICAL": (variants.Waits, profile.CRITICAL),
 }

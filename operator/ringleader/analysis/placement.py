@@ -1,7 +1,8 @@
 """Where a trial's ranks ran, and how much of its traffic crossed nodes: from the node each rank recorded.
 
-The traffic pattern is the architecture's (TRAFFIC): which rank sends which other what share of the model's M bytes
-per iteration, as its algorithm does (shards of equal size; k ranks to a pod, P pods):
+The traffic pattern is the architecture's (PHASES): which rank sends which other how many of the model's M bytes
+per iteration, phase by phase, as its algorithm does (shards of equal size; k ranks to a pod, P pods); `traffic` sums
+the phases, analysis/resources.py prices them on the host and the wire:
 
     ParameterServer   every worker to every server and back, M/S each way
     PeerToPeer        every worker to every other, 2M/N (its push to the other's shard, its shard's reply)
@@ -36,76 +37,99 @@ SAME_SHARE_TOLERANCE = 0.05
 
 @dataclasses.dataclass(frozen=True)
 class Flow:
-    """What one rank sends another per iteration: `share` of the model's bytes."""
+    """One message of a phase: `size_bytes` from rank `source` to rank `destination`."""
 
     source: int
     destination: int
-    share: float
+    size_bytes: float
 
 
-def _servers(trial: Trial) -> list[int]:
-    return [slot.rank for slot in trial.slots() if slot.role == constants.ROLE_PS]
+Phases = list[list[Flow]]
+"""Phases: an exchange's phases in order, each the flows that cross at once (the next waits for them)."""
 
 
-def _pods(trial: Trial) -> list[list[int]]:
-    """The workers' ranks, pod by pod."""
-    return [[slot.rank for slot in pod] for pod in trial.pods() if pod[0].role == constants.ROLE_WORKER]
+def _parameter_server(servers: Sequence[int], workers: Sequence[int], model_bytes: float, _: int = 1) -> Phases:
+    shard = model_bytes / len(servers)
+    pushes = [Flow(w, s, shard) for w in workers for s in servers]
+    return [pushes, [Flow(f.destination, f.source, shard) for f in pushes]]
 
 
-def _circle(ranks: list[int], share: float) -> list[Flow]:
-    """Each of `ranks` to the next, the last to the first (none for one rank)."""
-    return [Flow(a, b, share) for a, b in zip(ranks, ranks[1:] + ranks[:1]) if a != b]
+def _peer_to_peer(_: Sequence[int], workers: Sequence[int], model_bytes: float, __: int = 1) -> Phases:
+    shard = model_bytes / len(workers)
+    pushes = [Flow(i, j, shard) for i in workers for j in workers if i != j]
+    return [pushes, [Flow(f.destination, f.source, shard) for f in pushes]]
 
 
-def _exchanges(askers: list[int], servers: list[int], share: float) -> list[Flow]:
-    """Each asker to each server and back, `share` each way."""
-    return [flow for a in askers for s in servers for flow in (Flow(a, s, share), Flow(s, a, share))]
+def _ring_steps(ranks: Sequence[int], size_bytes: float) -> Phases:
+    """A ring allreduce of `size_bytes` among `ranks`: 2(n-1) steps of size/n to the next rank."""
+    if len(ranks) < 2:
+        return []
+    step = [Flow(a, b, size_bytes / len(ranks)) for a, b in zip(ranks, [*ranks[1:], ranks[0]])]
+    return [step] * (2 * (len(ranks) - 1))  # reduce-scatter, then allgather
 
 
-def _ring(trial: Trial) -> list[Flow]:
-    workers = [slot.rank for slot in trial.worker_slots()]
-    return _circle(workers, 2.0 * (len(workers) - 1) / len(workers))
+def _ring(_: Sequence[int], workers: Sequence[int], model_bytes: float, __: int = 1) -> Phases:
+    return _ring_steps(workers, model_bytes)
 
 
-def _peers(trial: Trial) -> list[Flow]:
-    workers = [slot.rank for slot in trial.worker_slots()]
-    return [Flow(a, b, 2.0 / len(workers)) for a in workers for b in workers if a != b]
+def _pods(workers: Sequence[int], pod_ranks: int) -> list[Sequence[int]]:
+    return [workers[i:i + pod_ranks] for i in range(0, len(workers), pod_ranks)]
 
 
-def _hierarchical_ring(trial: Trial) -> list[Flow]:
-    pods = _pods(trial)
-    k, count = len(pods[0]), len(pods)
-    inside = [flow for pod in pods for flow in _circle(pod, 2.0 * (k - 1) / k)]
-    return inside + [flow for i in range(k) for flow in _circle([pod[i] for pod in pods], 2.0 * (count - 1) / count / k)]
+def _hierarchical_ring(_: Sequence[int], workers: Sequence[int], model_bytes: float, pod_ranks: int = 1) -> Phases:
+    """Reduce-scatter inside each pod (k-1 steps of M/k), an allreduce of each M/k across pods among the ranks of one
+    local index, then the allgather inside the pod (k-1 steps of M/k); pods take each step together."""
+    pods = _pods(workers, pod_ranks)
+    inside = [_ring_steps(pod, model_bytes)[:len(pod) - 1] for pod in pods]
+    inside_steps = [[flow for steps in inside for flow in steps[i]] for i in range(len(inside[0]))]
+    across = [_ring_steps([pod[j] for pod in pods], model_bytes / len(pods[0])) for j in range(len(pods[0]))]
+    across_steps = [[flow for steps in across for flow in steps[i]] for i in range(len(across[0]))]
+    return inside_steps + across_steps + inside_steps
 
 
-def _pod_aggregation(trial: Trial) -> list[Flow]:
-    pods, servers = _pods(trial), _servers(trial)
-    inside = [flow for pod in pods for other in pod[1:] for flow in (Flow(other, pod[0], 1.0), Flow(pod[0], other, 1.0))]
-    return inside + _exchanges([pod[0] for pod in pods], servers, 1.0 / len(servers))
+def _pod_aggregation(servers: Sequence[int], workers: Sequence[int], model_bytes: float, pod_ranks: int = 1) -> Phases:
+    """A pod's ranks send their gradients to its first rank, which alone exchanges with the servers (a parameter
+    server's pushes and replies), then sends the new weights back to them."""
+    pods = _pods(workers, pod_ranks)
+    gather = [Flow(rank, pod[0], model_bytes) for pod in pods for rank in pod[1:]]
+    exchange = _parameter_server(servers, [pod[0] for pod in pods], model_bytes)
+    scatter = [Flow(f.destination, f.source, f.size_bytes) for f in gather]
+    return [phase for phase in [gather, *exchange, scatter] if phase]
 
 
-TRAFFIC: dict[Architecture, Callable[[Trial], list[Flow]]] = {
-    Architecture.PARAMETER_SERVER: lambda trial: _exchanges(
-        [slot.rank for slot in trial.worker_slots()], _servers(trial), 1.0 / len(_servers(trial))),
-    Architecture.PEER_TO_PEER: _peers,
+PHASES: dict[Architecture, Callable[[Sequence[int], Sequence[int], float, int], Phases]] = {
+    Architecture.PARAMETER_SERVER: _parameter_server,
+    Architecture.PEER_TO_PEER: _peer_to_peer,
     Architecture.RING_ALL_REDUCE: _ring,
     Architecture.HIERARCHICAL_RING_ALL_REDUCE: _hierarchical_ring,
     Architecture.PARAMETER_SERVER_POD_AGGREGATION: _pod_aggregation,
 }
-"""TRAFFIC: per architecture, what each of a trial's ranks sends to which other per iteration, in shares of M."""
+"""PHASES: per architecture, its exchange of M model bytes among its servers' and workers' ranks, the workers in pods of
+`ranksPerPod` (the last argument)."""
+
+
+def traffic(trial: Trial) -> list[Flow]:
+    """What each of a trial's ranks sends to which other per iteration, in bytes per byte of the model (M = 1): its
+    architecture's PHASES, summed."""
+    servers = [slot.rank for slot in trial.slots() if slot.role == constants.ROLE_PS]
+    workers = [slot.rank for slot in trial.worker_slots()]
+    sent: dict[tuple[int, int], float] = {}
+    for phase in PHASES[trial.spec.architecture](servers, workers, 1.0, trial.spec.workers.pod_ranks):
+        for flow in phase:
+            sent[flow.source, flow.destination] = sent.get((flow.source, flow.destination), 0.0) + flow.size_bytes
+    return [Flow(source, destination, size) for (source, destination), size in sent.items()]
 
 
 def traffic_pairs(trial: Trial) -> list[tuple[int, int]]:
     """The pairs of ranks (lower rank first, in order) that exchange the trial's bytes."""
-    return sorted({(min(f.source, f.destination), max(f.source, f.destination)) for f in TRAFFIC[trial.spec.architecture](trial)})
+    return sorted({(min(f.source, f.destination), max(f.source, f.destination)) for f in traffic(trial)})
 
 
 def modelled_bytes(trial: Trial, levels: levels_.Levels, model_bytes: float) -> dict[int, dict[str, float]]:
     """{rank: {level: bytes}}: what each rank sends per iteration by level (contract/levels.py), for M = `model_bytes`."""
     found = {slot.rank: levels_.empty() for slot in trial.slots()}
-    for flow in TRAFFIC[trial.spec.architecture](trial):
-        found[flow.source][levels.between(flow.source, flow.destination)] += flow.share * model_bytes
+    for flow in traffic(trial):
+        found[flow.source][levels.between(flow.source, flow.destination)] += flow.size_bytes * model_bytes
     return found
 
 
@@ -119,12 +143,12 @@ def placement(trial: Trial, nodes: Mapping[int, str]) -> dict[str, Any]:
     per_node: dict[str, int] = {}
     for rank in ranks:
         per_node[nodes[rank]] = per_node.get(nodes[rank], 0) + 1
-    flows = TRAFFIC[trial.spec.architecture](trial)
+    flows = traffic(trial)
     crossing = [[a, b] for a, b in traffic_pairs(trial) if nodes[a] != nodes[b]]
-    carried = sum(f.share for f in flows)
+    carried = sum(f.size_bytes for f in flows)
     return {
         keys.NODE_COUNT: len(per_node),
-        keys.CROSS_NODE_BYTE_SHARE: sum(f.share for f in flows if nodes[f.source] != nodes[f.destination]) / carried
+        keys.CROSS_NODE_BYTE_SHARE: sum(f.size_bytes for f in flows if nodes[f.source] != nodes[f.destination]) / carried
         if carried else None,
         keys.PLACEMENT: {
             keys.PLACEMENT_REQUESTED: trial.spec.scheduling.placement.label(),

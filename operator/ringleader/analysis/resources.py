@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ringleader.analysis import placement
 from ringleader.api import constants
@@ -31,80 +31,7 @@ HOST = "host"
 WIRE = "wire"
 
 
-@dataclasses.dataclass(frozen=True)
-class Flow:
-    """One message of a phase: `size_bytes` from rank `source` to rank `destination`."""
-
-    source: int
-    destination: int
-    size_bytes: float
-
-
-Phases = list[list[Flow]]
-"""Phases: an exchange's phases in order, each the flows that cross at once (the next waits for them)."""
-
-
-def _parameter_server(servers: Sequence[int], workers: Sequence[int], model_bytes: float, _: int = 1) -> Phases:
-    shard = model_bytes / len(servers)
-    pushes = [Flow(w, s, shard) for w in workers for s in servers]
-    return [pushes, [Flow(f.destination, f.source, shard) for f in pushes]]
-
-
-def _peer_to_peer(_: Sequence[int], workers: Sequence[int], model_bytes: float, __: int = 1) -> Phases:
-    shard = model_bytes / len(workers)
-    pushes = [Flow(i, j, shard) for i in workers for j in workers if i != j]
-    return [pushes, [Flow(f.destination, f.source, shard) for f in pushes]]
-
-
-def _ring_steps(ranks: Sequence[int], size_bytes: float) -> Phases:
-    """A ring allreduce of `size_bytes` among `ranks`: 2(n-1) steps of size/n to the next rank."""
-    if len(ranks) < 2:
-        return []
-    step = [Flow(a, b, size_bytes / len(ranks)) for a, b in zip(ranks, [*ranks[1:], ranks[0]])]
-    return [step] * (2 * (len(ranks) - 1))  # reduce-scatter, then allgather
-
-
-def _ring(_: Sequence[int], workers: Sequence[int], model_bytes: float, __: int = 1) -> Phases:
-    return _ring_steps(workers, model_bytes)
-
-
-def _pods(workers: Sequence[int], pod_ranks: int) -> list[Sequence[int]]:
-    return [workers[i:i + pod_ranks] for i in range(0, len(workers), pod_ranks)]
-
-
-def _hierarchical_ring(_: Sequence[int], workers: Sequence[int], model_bytes: float, pod_ranks: int = 1) -> Phases:
-    """Reduce-scatter inside each pod (k-1 steps of M/k), an allreduce of each M/k across pods among the ranks of one
-    local index, then the allgather inside the pod (k-1 steps of M/k); pods take each step together."""
-    pods = _pods(workers, pod_ranks)
-    inside = [_ring_steps(pod, model_bytes)[:len(pod) - 1] for pod in pods]
-    inside_steps = [[flow for steps in inside for flow in steps[i]] for i in range(len(inside[0]))]
-    across = [_ring_steps([pod[j] for pod in pods], model_bytes / len(pods[0])) for j in range(len(pods[0]))]
-    across_steps = [[flow for steps in across for flow in steps[i]] for i in range(len(across[0]))]
-    return inside_steps + across_steps + inside_steps
-
-
-def _pod_aggregation(servers: Sequence[int], workers: Sequence[int], model_bytes: float, pod_ranks: int = 1) -> Phases:
-    """A pod's ranks send their gradients to its first rank, which alone exchanges with the servers (a parameter
-    server's pushes and replies), then sends the new weights back to them."""
-    pods = _pods(workers, pod_ranks)
-    gather = [Flow(rank, pod[0], model_bytes) for pod in pods for rank in pod[1:]]
-    exchange = _parameter_server(servers, [pod[0] for pod in pods], model_bytes)
-    scatter = [Flow(f.destination, f.source, f.size_bytes) for f in gather]
-    return [phase for phase in [gather, *exchange, scatter] if phase]
-
-
-PHASES: dict[Architecture, Callable[[Sequence[int], Sequence[int], float, int], Phases]] = {
-    Architecture.PARAMETER_SERVER: _parameter_server,
-    Architecture.PEER_TO_PEER: _peer_to_peer,
-    Architecture.RING_ALL_REDUCE: _ring,
-    Architecture.HIERARCHICAL_RING_ALL_REDUCE: _hierarchical_ring,
-    Architecture.PARAMETER_SERVER_POD_AGGREGATION: _pod_aggregation,
-}
-"""PHASES: per architecture, its exchange of M model bytes among its servers' and workers' ranks, the workers in pods of
-`ranksPerPod` (the last argument)."""
-
-
-def wire_bytes(phases: Phases, nodes: Mapping[int, str]) -> list[float]:
+def wire_bytes(phases: placement.Phases, nodes: Mapping[int, str]) -> list[float]:
     """Per phase, the bytes of the busiest NIC's busier direction; a flow between ranks of one node crosses none."""
     found = []
     for phase in phases:
@@ -119,7 +46,7 @@ def wire_bytes(phases: Phases, nodes: Mapping[int, str]) -> list[float]:
     return found
 
 
-def rank_bytes(phases: Phases) -> dict[int, float]:
+def rank_bytes(phases: placement.Phases) -> dict[int, float]:
     """Every rank's bytes in and out over the exchange."""
     moved: dict[int, float] = {}
     for flow in (flow for phase in phases for flow in phase):
@@ -221,7 +148,7 @@ def price(architecture: Architecture, servers: int, workers: int, model_bytes: f
     """`architecture`'s exchange of `model_bytes` among `servers` servers (0: none) and `workers` workers placed as
     `where` says, on NICs of `bits_per_second`, each rank's CPU at its quota."""
     server_ranks, worker_ranks, nodes, cpus = where.ranks(servers, workers)
-    phases = PHASES[architecture](server_ranks, worker_ranks, model_bytes, where.pod_ranks)
+    phases = placement.PHASES[architecture](server_ranks, worker_ranks, model_bytes, where.pod_ranks)
     per_phase = wire_bytes(phases, nodes)
     host_seconds = None if host is None else max(
         (host.seconds(moved, cpus[rank]) for rank, moved in rank_bytes(phases).items()), default=0.0)

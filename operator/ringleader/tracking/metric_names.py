@@ -94,10 +94,11 @@ SERIES: dict[str, Name] = {
     keys.LINK_RX: Name("traffic/link_rx_bytes_per_s", 1.0, "bytes per second it received", WHOLE),
     keys.LINK_UTILIZATION: Name("traffic/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
                                                                      "emulated cap, else the interface's speed)", SHARE),
-    keys.CPU_COMM: Name("cpu/comm_ms", MS, "CPU time of the process, every thread, inside the synchronizer (comm, "
-                                           "wait, update): what its bytes cost the host", TIME),
-    keys.CPU_THROTTLED: Name("cpu/throttled_ms", MS, "how long the cgroup's CPU quota throttled the rank over the "
-                                                    "iteration", TIME),
+    # Under usage/, after the phases' section (time/) on a run's page: MLflow sorts its sections by name.
+    keys.CPU_COMM: Name("usage/cpu_comm_ms", MS, "CPU time of the process, every thread, inside the synchronizer "
+                                                 "(comm, wait, update): what its bytes cost the host", TIME),
+    keys.CPU_THROTTLED: Name("usage/throttled_ms", MS, "how long the cgroup's CPU quota throttled the rank over the "
+                                                      "iteration", TIME),
     keys.STALENESS: Name("sync/staleness", 1.0, "iterations between the weights a gradient was computed on "
                                                 "and the servers' clock (the smallest of the shards')", WHOLE),
     keys.LOSS: Name("train/loss", 1.0, "training loss of the batch"),
