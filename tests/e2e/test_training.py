@@ -129,7 +129,8 @@ def test_a_sweeps_row_names_what_it_compares_and_its_best_trial(kube, namespace,
 def test_kubectl_explain_documents_the_fields(kube, release):
     workers = kube.kubectl("explain", "dte.spec.workers").stdout
     for text in ("FIELD: workers <Object>", "workers of the job. Default two homogeneous workers.",
-                 "replicas <integer> replicas is the number of workers (N). Default 2.",
+                 "replicas <integer> replicas is the number of workers (N): ranks, not pods. Default 2.",
+                 "ranksPerPod <integer> ranksPerPod is how many worker ranks each worker pod runs (k)",
                  "groups <[]Object> groups split the workers into heterogeneous groups",
                  "resources <Object> resources of each worker pod"):
         assert text in " ".join(workers.split()), f"{text!r} not in:\n{workers}"
