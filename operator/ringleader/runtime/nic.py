@@ -19,7 +19,7 @@ real links can be emulated, and no latency is added; the sleep is accounted wher
 
 A card is a pod's (`pod_card`): only what leaves the pod crosses it (contract/levels.py), and a pod of several ranks
 shares one card, as its containers share one eth0. Their processes keep its two clocks in a small file of the
-machine's temporary directory, read and written under an exclusive lock (perf_counter is the machine's monotonic
+machine's temporary directory (JSON), read and written under an exclusive lock (perf_counter is the machine's monotonic
 clock, the same in every process). A collective step every rank of the pod takes part in (a ring's) is reserved
 once, by the first of them to ask, under a key they all count alike (`exchange(..., key=)`).
 """
@@ -31,9 +31,9 @@ import contextlib
 import dataclasses
 import fcntl
 import itertools
+import json
 import os
 import pathlib
-import pickle
 import tempfile
 import threading
 import time
@@ -67,6 +67,21 @@ class _Sides:
     turns: list[Turn] = dataclasses.field(default_factory=list)  # the receiving side's turns not over yet, by start
     keyed: dict[int, float] = dataclasses.field(default_factory=dict)  # a keyed exchange's end, the latest KEPT_KEYS
 
+    def dumps(self) -> bytes:
+        """As the pod's shared file holds it: JSON, which a reader only parses (a file in a shared temporary directory
+        is never unpickled)."""
+        return json.dumps([self.egress_free_at, self.ingress_free_at,
+                           [[t.start, t.seconds, t.ends, list(t.key)] for t in self.turns],
+                           [[key, end] for key, end in self.keyed.items()]]).encode()
+
+    @classmethod
+    def loads(cls, data: bytes) -> _Sides:
+        egress, ingress, turns, keyed = json.loads(data)
+        return cls(float(egress), float(ingress),
+                   [Turn(float(start), float(seconds), float(ends), (int(key[0]), int(key[1])))
+                    for start, seconds, ends, key in turns],
+                   {int(key): float(end) for key, end in keyed})
+
 
 class Nic:
     """A card of `bits_per_second`; None means not emulated (every transfer is free, nothing waits). With `shared`,
@@ -79,7 +94,8 @@ class Nic:
         self._lock = threading.Lock()
         self._sides = _Sides()
         self._shared = pathlib.Path(shared) if shared is not None and bits_per_second is not None else None
-        self._file = os.open(self._shared, os.O_RDWR | os.O_CREAT, 0o600) if self._shared else None
+        # Never through a link someone else left in the temporary directory.
+        self._file = os.open(self._shared, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600) if self._shared else None
 
     @property
     def active(self) -> bool:
@@ -160,9 +176,9 @@ class Nic:
             fcntl.flock(self._file, fcntl.LOCK_EX)
             try:
                 size = os.fstat(self._file).st_size
-                sides = pickle.loads(os.pread(self._file, size, 0)) if size else _Sides()
+                sides = _Sides.loads(os.pread(self._file, size, 0)) if size else _Sides()
                 yield sides
-                written = pickle.dumps(sides)
+                written = sides.dumps()
                 os.pwrite(self._file, written, 0)
                 os.ftruncate(self._file, len(written))
             finally:
