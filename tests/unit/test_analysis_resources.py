@@ -72,16 +72,16 @@ def test_the_cpu_a_byte_cost_is_measured_from_the_records_less_the_update_and_ab
 
 
 def in_pods(*nodes: str) -> resources.Where:
-    """Workers in pods of two, one pod per listed node."""
-    return resources.Where(tuple(node for node in nodes for _ in range(2)), ("ps-node",), {}, B, pod_ranks=2)
+    """Workers two to a node (priced with pod_ranks=2: one pod per listed node)."""
+    return resources.Where(tuple(node for node in nodes for _ in range(2)), ("ps-node",), {}, B)
 
 
 def test_the_hierarchical_ring_sends_across_nodes_only_its_pods_share_of_each_step():
     """Pods of k=2 on P nodes: across nodes 2(P-1)/P * M/k per rank, all of a pod's ranks through its NIC at once:
     2(P-1)/P * M/B; the flat ring, its ranks in pod order, 2(kP-1)/(kP) * M/B."""
     hierarchical = resources.price(Architecture.HIERARCHICAL_RING_ALL_REDUCE, 0, 6, M, in_pods("n1", "n2", "n3"), B,
-                                   None)
-    flat = resources.price(RING, 0, 6, M, in_pods("n1", "n2", "n3"), B, None)
+                                   None, pod_ranks=2)
+    flat = resources.price(RING, 0, 6, M, in_pods("n1", "n2", "n3"), B, None, pod_ranks=2)
     assert hierarchical.wire_seconds == pytest.approx(4 / 3 * SECONDS)
     assert flat.wire_seconds == pytest.approx(10 / 6 * SECONDS)
     # One rank per pod: the flat ring, step for step.
@@ -93,7 +93,8 @@ def test_the_hierarchical_ring_sends_across_nodes_only_its_pods_share_of_each_st
 def test_pod_aggregation_pushes_once_per_pod_through_the_servers_nic():
     """1PS with per-pod aggregation: the server's NIC carries P pushes and P replies, not N; the pod's own gather and
     scatter cross no NIC."""
-    aggregated = resources.price(Architecture.PARAMETER_SERVER_POD_AGGREGATION, 1, 4, M, in_pods("n1", "n2"), B, None)
-    flat = resources.price(PS, 1, 4, M, in_pods("n1", "n2"), B, None)
+    aggregated = resources.price(Architecture.PARAMETER_SERVER_POD_AGGREGATION, 1, 4, M, in_pods("n1", "n2"), B, None,
+                                 pod_ranks=2)
+    flat = resources.price(PS, 1, 4, M, in_pods("n1", "n2"), B, None, pod_ranks=2)
     assert aggregated.wire_seconds == pytest.approx(2 * 2 * SECONDS)
     assert flat.wire_seconds == pytest.approx(2 * 4 * SECONDS)

@@ -13,7 +13,7 @@ Study 1, standard models, N workers, k servers, M model bytes, link B, latency a
     RA         T_comm = 2*(N-1)*a + 2*(N-1)/N * M/B
 
 Two levels (`Pods`: k ranks to a pod, P = N/k pods; B_in, a_in the link inside a pod, B and a a pod's NIC, which its
-k ranks share; papers.md, "Two levels"):
+k ranks share; docs/predict.md, "The models", two levels):
 
     1PS / kPS  the worker side is its pod's: max(.., 2*k*M/B)       (k pushes and k replies through one NIC)
     P2P        max(2*k*(N-k)/N * M/B, 2*(k-1)/N * M/B_in) + 2a      (shards of the pod's own ranks stay inside)

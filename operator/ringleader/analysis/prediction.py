@@ -279,7 +279,7 @@ def two_resources(inputs: Inputs, architecture: Architecture, servers: int) -> r
     bits = inputs.where.nic_bits_per_second or inputs.calibration.link.effective_bits_per_second
     has_servers = variants.ARCHITECTURES[architecture].has_servers
     return resources.price(architecture, servers if has_servers else 0, inputs.workers,
-                           message_bytes(inputs, architecture), inputs.where, bits, inputs.host)
+                           message_bytes(inputs, architecture), inputs.where, bits, inputs.host, inputs.pods.ranks)
 
 
 def placed_on_nics(inputs: Inputs, architecture: Architecture) -> bool:

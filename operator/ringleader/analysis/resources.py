@@ -121,8 +121,6 @@ class Where:
     """cpus: the fewest CPUs (quota) of a "worker" and of a "ps" rank, where recorded."""
     nic_bits_per_second: float | None = None
     """nic_bits_per_second: what a node's NIC carries (the probed link, or the cluster's cap where slower)."""
-    pod_ranks: int = 1
-    """pod_ranks: the workers' ranks per pod (`workers.ranksPerPod`), the two-level architectures' first level."""
 
     @property
     def known(self) -> bool:
@@ -144,11 +142,12 @@ class Where:
 
 
 def price(architecture: Architecture, servers: int, workers: int, model_bytes: float, where: Where,
-          bits_per_second: float, host: HostCost | None) -> Resources:
+          bits_per_second: float, host: HostCost | None, pod_ranks: int = 1) -> Resources:
     """`architecture`'s exchange of `model_bytes` among `servers` servers (0: none) and `workers` workers placed as
-    `where` says, on NICs of `bits_per_second`, each rank's CPU at its quota."""
+    `where` says, `pod_ranks` to a pod (the two-level architectures' first level), on NICs of `bits_per_second`, each
+    rank's CPU at its quota."""
     server_ranks, worker_ranks, nodes, cpus = where.ranks(servers, workers)
-    phases = placement.PHASES[architecture](server_ranks, worker_ranks, model_bytes, where.pod_ranks)
+    phases = placement.PHASES[architecture](server_ranks, worker_ranks, model_bytes, pod_ranks)
     per_phase = wire_bytes(phases, nodes)
     host_seconds = None if host is None else max(
         (host.seconds(moved, cpus[rank]) for rank, moved in rank_bytes(phases).items()), default=0.0)
@@ -169,4 +168,4 @@ def where(trial: Trial, usage: Mapping[str, Any] | None, nic_bits_per_second: fl
         if isinstance(quota, (int, float)) and quota > 0:
             cpus[role] = min(cpus.get(role, float(quota)), float(quota))
     return Where(tuple(nodes[r] for r in workers) if known else (), tuple(nodes[r] for r in servers) if known else (),
-                 cpus, nic_bits_per_second, trial.spec.workers.pod_ranks)
+                 cpus, nic_bits_per_second)

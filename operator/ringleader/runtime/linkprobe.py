@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -120,52 +121,59 @@ def _ping_pong(ends: tuple[int, int], rank: int, probed: list[int]) -> dict:
     peer = other if rank == first else first
     messages = {size: torch.zeros(size // 4, dtype=torch.float32) for size in probed}
     length = torch.ones(1, dtype=torch.int64)
-    per_message: dict[int, list[float]] = {size: [] for size in probed}
-    last = dict.fromkeys(probed, 0.0)
-    largest_seconds = 0.0
-    for repeat in range(REPEATS + 1):
-        for size in probed:
-            if rank == first:  # the train's length, untimed: the other end must know how many to answer
-                length[0] = train_length(last[size], size, probed) if repeat else 1
-                dist.send(length, peer)
-            else:
-                dist.recv(length, peer)
-            count = int(length[0])
-            started = time.perf_counter()
-            for _ in range(count):
-                if rank == first:
-                    dist.send(messages[size], peer)
-                    dist.recv(messages[size], peer)
-                else:
-                    dist.recv(messages[size], peer)
-                    dist.send(messages[size], peer)
-            elapsed = time.perf_counter() - started
-            last[size] = elapsed / count
-            if repeat:
-                per_message[size].append(elapsed / count / 2)
-                largest_seconds += elapsed if size == probed[-1] else 0.0
-    return _series(per_message, probed, largest_seconds) if rank == first else {}
+
+    def agree(proposed: int) -> int:  # untimed: the other end must know how many to answer
+        if rank == first:
+            length[0] = proposed
+            dist.send(length, peer)
+        else:
+            dist.recv(length, peer)
+        return int(length[0])
+
+    def round_trip(size: int) -> None:
+        if rank == first:
+            dist.send(messages[size], peer)
+            dist.recv(messages[size], peer)
+        else:
+            dist.recv(messages[size], peer)
+            dist.send(messages[size], peer)
+
+    series = _timed_trains(probed, agree, round_trip, ways=2)
+    return series if rank == first else {}
 
 
 def _allreduce(group, first: int, rank: int, probed: list[int]) -> dict:
     """The series of one allreduce of every worker, each train launched together, as the first worker timed it."""
     tensors = {size: torch.zeros(size // 4, dtype=torch.float32) for size in probed}
     length = torch.ones(1, dtype=torch.int64)
+
+    def agree(proposed: int) -> int:
+        length[0] = proposed
+        dist.broadcast(length, src=first, group=group)  # the first worker's choice, for all
+        dist.barrier(group=group)  # every worker launches together: the collective's time, not a skew
+        return int(length[0])
+
+    series = _timed_trains(probed, agree, lambda size: dist.all_reduce(tensors[size], group=group))
+    return series if rank == first else {}
+
+
+def _timed_trains(probed: list[int], agree: Callable[[int], int], transfer: Callable[[int], object],
+                  ways: int = 1) -> dict:
+    """One untimed train of each size, then REPEATS timed ones, the sizes taking turns: `agree(proposed)` tells every
+    end the train's length (the deciding end's proposal, from its last train of that size), `transfer(size)` moves one
+    message; the series' document, each message's seconds divided by `ways` (2: a round trip's one way)."""
     per_message: dict[int, list[float]] = {size: [] for size in probed}
     last = dict.fromkeys(probed, 0.0)
     largest_seconds = 0.0
     for repeat in range(REPEATS + 1):
         for size in probed:
-            length[0] = train_length(last[size], size, probed) if repeat else 1
-            dist.broadcast(length, src=first, group=group)  # the first worker's choice, for all
-            dist.barrier(group=group)  # every worker launches together: the collective's time, not a skew
-            count = int(length[0])
+            count = agree(train_length(last[size], size, probed) if repeat else 1)
             started = time.perf_counter()
             for _ in range(count):
-                dist.all_reduce(tensors[size], group=group)
+                transfer(size)
             elapsed = time.perf_counter() - started
             last[size] = elapsed / count
             if repeat:
-                per_message[size].append(elapsed / count)
+                per_message[size].append(elapsed / count / ways)
                 largest_seconds += elapsed if size == probed[-1] else 0.0
-    return _series(per_message, probed, largest_seconds) if rank == first else {}
+    return _series(per_message, probed, largest_seconds)
