@@ -72,10 +72,10 @@ def assert_every_millisecond_is_in_a_phase(trial: str, ranks: dict[int, list[dic
         covered = [coverage(r) for r in measured]
         overall = sum(map(coverage_seconds, measured)) / sum(r["time/iteration"] for r in measured)
         assert overall >= 0.95, f"{trial} rank {rank}: phases cover only {overall:.0%} of the measured time"
-        # A gap at every evaluation (1 iteration in 5) leaves 80 %; a rank descheduled once on a loaded machine
-        # leaves one iteration short, which is 5 % of 19.
+        # A gap at every evaluation (1 iteration in 5) leaves at most 80 %; on a machine whose two cores also run
+        # another test file, a rank descheduled now and then left 5 of 48 iterations short (90 %).
         share = sum(c >= 0.95 for c in covered) / len(covered)
-        assert share >= 0.9, (f"{trial} rank {rank}: phases cover >= 95 % of only {share:.0%} of iterations "
+        assert share >= 0.85, (f"{trial} rank {rank}: phases cover >= 95 % of only {share:.0%} of iterations "
                               f"(lowest {min(covered):.2f})")
         assert max(covered) < 1.02, f"{trial} rank {rank}: phases add up to more than the iteration"
 
