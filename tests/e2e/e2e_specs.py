@@ -58,6 +58,10 @@ def experiment(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
             "spec": merged(copy.deepcopy(base), spec)}
 
 
+SERVED = ("ParameterServer", "ParameterServerPodAggregation")
+"""SERVED: the architectures with parameter-server pods beside the workers'."""
+
+
 def trial_specs(manifest: dict) -> list[dict]:
     """The spec of each trial (sweep axes applied, enough for pod counts): architecture and workers."""
     spec = manifest["spec"]
@@ -69,7 +73,7 @@ def trial_specs(manifest: dict) -> list[dict]:
 
 
 def ranks(architecture: str, workers: int, ps: int) -> int:
-    return workers + (ps if architecture == "ParameterServer" else 0)
+    return workers + (ps if architecture in SERVED else 0)
 
 
 def cpu_cost(manifest: dict) -> int:
@@ -79,7 +83,7 @@ def cpu_cost(manifest: dict) -> int:
     ps_cpu = millicores(spec.get("parameterServers", {}).get("resources", {}).get("cpu", cpu))
     # A worker pod's CPU is shared by its ranks (`workers.ranksPerPod`, unset: one per GPU, else 1).
     per_pod = spec["workers"].get("ranksPerPod") or spec["workers"]["resources"].get("gpu") or 1
-    biggest = max(t["workers"] // per_pod * cpu + (t["ps"] * ps_cpu if t["architecture"] == "ParameterServer" else 0)
+    biggest = max(t["workers"] // per_pod * cpu + (t["ps"] * ps_cpu if t["architecture"] in SERVED else 0)
                   for t in trial_specs(manifest))
     parallel = (spec.get("sweep") or {}).get("maxParallel", 1)
     return biggest * min(parallel, len(trial_specs(manifest)))

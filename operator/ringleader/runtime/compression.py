@@ -19,7 +19,7 @@ already an average and no codec divides.
                 every rank and added up; with error feedback, what was not sent is added next time.
 
 Parameter servers and peers exchange whole messages, not sums: `MessageCodec` casts a message's tensors
-to 16 bits (FP16 scaled per tensor) and back. PowerSGD and TopK need collectives (api/spec.py's table).
+to 16 bits (FP16 scaled per tensor) and back. PowerSGD and TopK need collectives (api/variants.py's CODECS).
 """
 
 from __future__ import annotations
