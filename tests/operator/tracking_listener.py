@@ -27,7 +27,9 @@ class MlflowServer:
                    "--backend-store-uri", f"sqlite:///{directory / 'mlflow.db'}",
                    "--artifacts-destination", str(directory / "artifacts")]
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(command, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+            # No job runner (seven worker processes no test uses), as the chart's server runs.
+            self.process = subprocess.Popen(command, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true",
+                                                          "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
                                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             start_new_session=True)
 

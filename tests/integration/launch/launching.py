@@ -150,7 +150,9 @@ class TrackingServer:
         command = [str(pathlib.Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
                    "--port", str(self.port), "--workers", "1", "--backend-store-uri", f"sqlite:///{self.database}",
                    "--artifacts-destination", str(self.directory / "artifacts")]
-        environ = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+        # No job runner: its seven worker processes, which no test uses, would each import MLflow (the chart's server
+        # and `ringleader ui` turn it off too).
+        environ = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         with open(self.directory / "server.log", "ab") as log:
             self.process = subprocess.Popen(command, env=environ, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
