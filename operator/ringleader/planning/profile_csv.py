@@ -124,7 +124,8 @@ def _profile(path: pathlib.Path, columns: _Columns, rows: list[tuple[list[str], 
     layers = []
     for fields, number in rows:
         if len(fields) != len(columns.index):
-            raise ProfileError(path, f"{len(fields)} fields where the header has {len(columns.index)}", number)
+            raise ProfileError(path, f"{len(fields)} fields where the header has {len(columns.index)}: give every "
+                                     "row a value for each column (an empty one for an unknown shape)", number)
         name = fields[columns.index["layer"]]
         if not name:
             raise ProfileError(path, "a layer without a name: give each row its layer's name", number)
@@ -176,11 +177,11 @@ def _metadata(path: pathlib.Path, metadata: dict[str, tuple[str, int]]) -> tuple
         elif key == "device":
             known[key] = " ".join(value.split())[:200]
         else:
-            close = difflib.get_close_matches(key, METADATA, n=1, cutoff=0.8)
-            if close or key in TIMED_METADATA:
-                meant = close[0] if close else f"{key}_ms"
-                raise ProfileError(path, f"metadata {shown(key)}: did you mean {meant}? (units _s, _ms or _us)",
-                                   number)
+            close = [f"{key}_ms"] if key in TIMED_METADATA else difflib.get_close_matches(key, METADATA, n=1,
+                                                                                          cutoff=0.8)
+            if close:
+                units = " (units _s, _ms or _us)" if close[0] not in ("batch_size", "device") else ""
+                raise ProfileError(path, f"metadata {shown(key)}: did you mean {close[0]}?{units}", number)
             extra[key] = value[:200]
     return known, extra
 
@@ -189,7 +190,8 @@ def _number(path: pathlib.Path, text: str, what: str, number: int) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ProfileError(path, f"{what} {shown(text)} is not a number", number) from None
+        raise ProfileError(path, f"{what} {shown(text)} is not a number: write it in digits, in the column's unit",
+                           number) from None
     if not math.isfinite(value) or value < 0:
         raise ProfileError(path, f"{what} {shown(text)}: it must be a finite number, 0 or more", number)
     return value

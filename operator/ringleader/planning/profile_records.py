@@ -160,8 +160,10 @@ def _iterations(path: pathlib.Path) -> list[dict[str, Any]]:
         raise ProfileError(path, f"larger than {TRACE_CAP_BYTES // MIB} MiB: take a shorter trial's records")
     try:
         return records_.read_iterations(path)
-    except (OSError, RecursionError) as error:
-        raise ProfileError(path, f"cannot be read: {shown(str(error))}") from None
+    except RecursionError:
+        raise ProfileError(path, "a line nests too deep to be a record: take records ringleader wrote") from None
+    except OSError as error:
+        raise ProfileError(path, f"cannot be read: {error.strerror or error}; check its permissions") from None
 
 
 def _worker_records(iterations: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -185,7 +185,7 @@ def _size(path: pathlib.Path, accumulated: _Span,
             element = ELEMENT_BYTES.get(types[0]) if isinstance(types[0], str) else None
             if element is None:
                 raise ProfileError(path, f"a gradient of element type {shown(types[0])}, whose size ringleader does "
-                                         f"not know (it knows {', '.join(sorted(ELEMENT_BYTES)[:6])}, ...); convert "
+                                         f"not know (it knows {', '.join(list(ELEMENT_BYTES)[:4])}, ...); convert "
                                          "the trace to a CSV of layers (docs/plan.md)")
             shape = tuple(int(d) for d in dims[0])
             return float(math.prod(shape) * element), shape

@@ -74,7 +74,8 @@ def _parse(path: pathlib.Path, content: str, what: str = "") -> Any:
         raise ProfileError(path, f"{what}not valid JSON: {error.msg} (a file cut short?); give {FORMATS}",
                            error.lineno) from None
     except (ValueError, RecursionError) as error:
-        raise ProfileError(path, f"{what}not JSON a profile can hold: {shown(str(error))}") from None
+        raise ProfileError(path, f"{what}not JSON a profile can hold ({shown(str(error))}); is it the right "
+                                 "file?") from None
 
 
 def _within_text_cap(path: pathlib.Path, data: bytes, because: str) -> None:
