@@ -23,10 +23,17 @@ EXAMPLE_CSV = ROOT / "examples" / "planning" / "layers.csv"
 MS, US = 1e-3, 1e-6
 
 
+def round_trip(read: ModelProfile, tmp_path) -> ModelProfile:
+    """What ringleader's profile file of `read` reads back as."""
+    path = tmp_path / "round-trip.json"
+    profiles.write(read, path)
+    return profiles.read(path)
+
+
 # -- the CSV of layers ------------------------------------------------------------------------
 
 
-def test_the_example_csv_reads_as_its_comment_and_docs_work_it_through():
+def test_the_example_csv_reads_as_its_comment_and_docs_work_it_through(tmp_path):
     read = profiles.read(EXAMPLE_CSV)
     # Rows conv1, relu1, conv2, pool, fc; backward runs fc (0.4) first, then pool (0.1), conv2 (2.4), relu1 (0.1),
     # conv1 (1.6): fc ready at 0.4 ms, conv2 at 0.4 + 0.1 + 2.4 = 2.9 ms, conv1 at 4.6 ms, the whole backward.
@@ -40,6 +47,7 @@ def test_the_example_csv_reads_as_its_comment_and_docs_work_it_through():
     assert (read.batch_size, read.device) == (64, "NVIDIA V100 (illustrative)")
     assert read.source == f"{EXAMPLE_CSV}: a CSV of 5 layers"
     assert read.profile.total_bytes == 629504
+    assert round_trip(read, tmp_path) == read
 
 
 def test_a_csv_in_seconds_and_microseconds_with_its_own_iteration_and_notes(tmp_path):
@@ -156,6 +164,7 @@ def test_a_trial_directory_gives_its_lowest_worker_ranks_medians(tmp_path):
     # One of its rank directories: that rank.
     assert profiles.read(directory / "rank-2").provenance["rank"] == 2
     assert profiles.read(directory / "rank-2") == dataclasses.replace(read, provenance={**read.provenance, "rank": 2})
+    assert round_trip(read, tmp_path) == read
 
 
 def test_a_rank_directory_outside_its_trial_reads_without_a_batch_size(tmp_path):
@@ -220,6 +229,7 @@ def test_a_hand_made_trace_gives_the_medians_of_its_training_steps(tmp_path):
     packed = tmp_path / "trace.json.gz"
     packed.write_bytes(gzip.compress(path.read_bytes()))
     assert profiles.read(packed) == read
+    assert round_trip(read, tmp_path) == read
 
 
 def test_ringleaders_own_ranges_are_taken_where_the_trace_has_them(tmp_path):
@@ -281,7 +291,7 @@ class _nothing:
 
 
 @pytest.mark.parametrize("which", [1, 2])
-def test_a_real_trace_gives_the_models_gradients_in_parameter_order(recorded, which):
+def test_a_real_trace_gives_the_models_gradients_in_parameter_order(recorded, which, tmp_path):
     model, path = recorded[0], recorded[which]
     read = profiles.read(path)
     parameters = list(model.parameters())
@@ -294,3 +304,4 @@ def test_a_real_trace_gives_the_models_gradients_in_parameter_order(recorded, wh
     assert read.device == "cpu" and read.provenance["steps"] == [1, 2, 3, 4]
     assert ("forward estimated" in read.source) == (which == 2)
     assert math.isfinite(read.iteration_seconds)
+    assert round_trip(read, tmp_path) == read

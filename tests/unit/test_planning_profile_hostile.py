@@ -233,6 +233,7 @@ RECORD = json.dumps({"step": 5, "role": "worker", "time/iteration": 0.02, "time/
     (LAYERS, RECORD.replace("0.02", "NaN") + "not json\n" + '{"step": 6}\n', "t-0/rank-0/iterations.jsonl", None,
      "no worker iteration after warm-up"),
     (LAYERS, RECORD + "[" * 50_000 + "\n", "t-0/rank-0/iterations.jsonl", None, "nests too deep"),
+    (LAYERS.replace('"bytes": 40', '"bytes": 0'), RECORD, "t-0", None, "add up to 0 bytes"),
     (json.dumps({"parameters": [{"name": "w", "bytes": 40}], "iterations": [
         {"backwardStart": 0.0, "backwardEnd": 0.01, "ready": {"v": 0.005}}]}), RECORD, "t-0/rank-0/layers.json", None,
      "not what the runtime writes"),

@@ -31,7 +31,9 @@ class ProfileError(ValueError):
     """One line: 'FILE:LINE: what is wrong; how to fix it' (LINE where a line is to blame)."""
 
     def __init__(self, path: str | os.PathLike, problem: str, line: int | None = None):
-        self.path, self.line = str(path), line
+        named = str(path)
+        # A name holding a newline or another control character is shown escaped: the message stays one line.
+        self.path, self.line = named if named.isprintable() else named.encode("unicode_escape").decode(), line
         self.problem = " ".join(problem.split())  # one line, whatever a value from the file held
         super().__init__(f"{self.path}:{line}: {self.problem}" if line is not None else f"{self.path}: {self.problem}")
 
@@ -82,8 +84,9 @@ def regular_file(path: pathlib.Path) -> os.stat_result:
     except FileNotFoundError:
         raise ProfileError(path, "no such file or directory; give the path of a profile file, a torch.profiler trace, "
                                  "a CSV of layers or a trial directory of `ringleader run`") from None
-    except OSError as error:
-        raise ProfileError(path, f"cannot be read: {error.strerror or error}; check its permissions") from None
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the name
+        raise ProfileError(path, f"cannot be read: {getattr(error, 'strerror', None) or error}; check the path and "
+                                 "its permissions") from None
     if not stat.S_ISREG(status.st_mode):
         raise ProfileError(path, "is not a regular file (a FIFO, socket or device); copy it to a file first")
     return status

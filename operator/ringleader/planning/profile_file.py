@@ -11,6 +11,7 @@ forward's one) and update as 0, and its source says so.
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 from typing import Any, Mapping
 
@@ -144,6 +145,23 @@ def _provenance(path: pathlib.Path, value: Any, line: int | None) -> dict[str, A
     if not isinstance(value, dict):
         raise ProfileError(path, f"`provenance` is {shown(value)}: an object (who, when, where), or left out", line)
     return value
+
+
+def check(path: pathlib.Path, profile: ModelProfile) -> ModelProfile:
+    """`profile` (read from another format) once this file's rules hold for it, so that what `write` saves of it reads
+    back; ProfileError naming what breaks them."""
+    backward = profile.backward_seconds
+    if not profile.iteration_seconds > 0 or not math.isfinite(profile.iteration_seconds):
+        raise ProfileError(path, f"its iteration lasts {profile.iteration_seconds:g} s: is it a profile of training?")
+    if not sum(g.size_bytes for g in profile.profile.gradients) > 0:
+        raise ProfileError(path, "its gradients add up to 0 bytes: nothing to communicate; profile a model with "
+                                 "trainable parameters")
+    late = [g.name for g in profile.profile.gradients if not 0 <= g.ready_seconds <= backward * (1 + READY_SLACK)]
+    phases = profile.forward_seconds + backward + profile.update_seconds
+    if late or phases > profile.iteration_seconds * (1 + PHASES_SLACK):
+        raise ProfileError(path, f"its times do not hold together (gradient {shown(late[0]) if late else 'times'} "
+                                 "outside backward, or phases longer than the iteration): is it a complete record?")
+    return profile
 
 
 def document(profile: ModelProfile) -> dict[str, Any]:

@@ -175,9 +175,10 @@ def _worker_records(iterations: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 
 def _within(gradient: profile_.Gradient, backward: float) -> profile_.Gradient:
-    """A gradient ready within backward: a median ready time may exceed the median backward by their noise."""
-    return gradient if gradient.ready_seconds <= backward else profile_.Gradient(
-        gradient.name, gradient.size_bytes, backward, gradient.shape)
+    """A gradient ready within backward: a median ready time may fall outside the median backward by their noise."""
+    ready = min(max(0.0, gradient.ready_seconds), backward)
+    return gradient if ready == gradient.ready_seconds else profile_.Gradient(gradient.name, gradient.size_bytes, ready,
+                                                                             gradient.shape)
 
 
 def rank_device(trial_dir: pathlib.Path, rank: int) -> str:

@@ -38,27 +38,35 @@ FORMATS = ("a profile file (JSON), a torch.profiler trace (.json or .json.gz), a
 def read(path: str | os.PathLike) -> ModelProfile:
     """The profile in `path`, whichever format it is in; ProfileError, one line, when it is none or is damaged."""
     path = pathlib.Path(path)
+    try:
+        return _read(path)
+    except OSError as error:  # a directory or file the system will not open (permissions, a name too long)
+        raise ProfileError(error.filename or path, f"cannot be read: {error.strerror or error}; check the path and "
+                                                   "its permissions") from None
+
+
+def _read(path: pathlib.Path) -> ModelProfile:
     if path.is_dir():
-        return profile_records.from_directory(path)
+        return profile_file.check(path, profile_records.from_directory(path))
     data = read_bytes(path, TRACE_CAP_BYTES, "torch.profiler trace")
     if data.startswith(GZIP_MAGIC):
         unpacked = _parse(path, text(path, _gunzip(path, data)), "unpacks to ")
         if not profile_trace.looks_like_trace(unpacked):
             raise ProfileError(path, "unpacks to JSON that is no torch.profiler trace (no traceEvents); a gzip'd "
                                      "profile is a trace")
-        return profile_trace.from_document(path, unpacked)
+        return profile_file.check(path, profile_trace.from_document(path, unpacked))
     content = text(path, data)
     if not content.strip():
         raise ProfileError(path, f"is empty; give {FORMATS}")
     if content.lstrip()[:1] in ("{", "["):
         document = _parse(path, content)
         if profile_trace.looks_like_trace(document):
-            return profile_trace.from_document(path, document)
+            return profile_file.check(path, profile_trace.from_document(path, document))
         _within_text_cap(path, data, "it is no torch.profiler trace (no traceEvents)")
         return profile_file.from_text(path, content)
     _within_text_cap(path, data, "it is not JSON")
     if profile_csv.looks_like_csv(content):
-        return profile_csv.from_text(path, content)
+        return profile_file.check(path, profile_csv.from_text(path, content))
     kind = YAML_KIND.search(content)
     if kind:
         raise ProfileError(path, f"is a YAML document of kind {shown(kind.group(1))}, not a profile (a network's file "
