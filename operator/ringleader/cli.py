@@ -1,5 +1,5 @@
-"""The `ringleader` command: validate, render, crd and version here; run, operator, publish, report, whatif and
-predict delegated.
+"""The `ringleader` command: validate, render, crd and version here; run, operator, publish, report, whatif, predict,
+profile and ui delegated.
 
     ringleader validate examples/*.yaml           # every problem with its field and fix; the trials
     ringleader validate -o json sweep.yaml        # the same, one JSON document per file
@@ -9,6 +9,7 @@ predict delegated.
     ringleader operator                           # the operator (ringleader.controller)
     ringleader whatif ringleader-runs/            # a trial's scaling factor at other N, bandwidths, compressions
     ringleader predict ringleader-runs/           # each trial's iteration time predicted, and 1PS's, P2P's, ring's
+    ringleader profile examples/quickstart.yaml   # the model's profile on this machine, from one worker
     ringleader version                            # ringleader's, Python's, torch's, MLflow's, kopf's
 
 Results go to stdout, problems to stderr; every command exits 0 (ok), 1 (invalid input or failed) or 2
@@ -50,6 +51,8 @@ DELEGATED = {
                                            "compression ratios"),
     "predict": ("ringleader.launch.predict", "predict a trial's iteration time and that of the other architectures "
                                              "from its own measurements"),
+    "profile": ("ringleader.launch.profile", "record a model's profile on this machine from one worker: its gradients, "
+                                             "forward, backward and update (the input of planning a cluster)"),
     "ui": ("ringleader.launch.ui", "serve MLflow's UI on a local store, opened at the newest sweep in its "
                                    "model-training view"),
 }

@@ -355,6 +355,7 @@ EXIT_STATUSES = [
     (["publish", "{files}"], 1),  # holds no run, as a missing file
     (["whatif", "{files}/valid.yaml"], 1),  # not a profile file (JSON)
     (["predict", "{files}"], 1),  # holds no run
+    (["profile", "{files}/invalid.yaml"], 1),
     (["nonsense"], 2),
     (["validate"], 2),
     (["validate", "-o", "xml", "{files}/valid.yaml"], 2),
@@ -371,6 +372,9 @@ EXIT_STATUSES = [
     (["predict"], 2),
     (["predict", "{files}", "--bucket-mib", "0"], 2),
     (["predict", "{files}", "-o", "xml"], 2),
+    (["profile"], 2),
+    (["profile", "{files}/valid.yaml", "--trial", "9"], 2),
+    (["profile", "{files}/valid.yaml", "--iterations", "1"], 2),
     (["operator", "--no-such-option"], 2),
 ]
 

@@ -32,8 +32,11 @@ class Window:
         # The profiler counts steps from 0 as the loop does; one step of its own warm-up before the window when
         # there is room (its first recorded step pays the profiler's start-up otherwise).
         ahead = min(1, self.first)
+        # record_shapes: each operator's input shapes and types in the trace, so that its AccumulateGrad events
+        # give each gradient's size and the trace is a model's profile too (planning/profile_trace.py).
         self.profiler = torch.profiler.profile(
-            activities=activities, on_trace_ready=lambda done: done.export_chrome_trace(str(self.path)),
+            activities=activities, record_shapes=True,
+            on_trace_ready=lambda done: done.export_chrome_trace(str(self.path)),
             schedule=torch.profiler.schedule(wait=self.first - ahead, warmup=ahead, active=profiling.iterations,
                                              repeat=1))
         self.profiler.start()
