@@ -1,4 +1,5 @@
-"""`ringleader predict SOURCE`: a trial's iteration time as the models predict it, and 1PS's, 4PS's, P2P's and the ring's.
+"""`ringleader predict SOURCE`: a trial's iteration time as the models predict it, and 1PS's, 4PS's, P2P's and the ring's;
+`ringleader predict --profile P --network N`: a cluster not run on, planned (launch/plan.py).
 
     ringleader predict ringleader-runs/                   # every trial of the newest run
     ringleader predict ringleader-runs/quickstart-20250101-120000/quickstart-2 -o json
@@ -25,16 +26,17 @@ from ringleader.analysis import combinations, placement, prediction
 from ringleader.analysis.profile import worker_rank
 from ringleader.analysis.results import TrialResult
 from ringleader.contract import exits, keys
-from ringleader.launch import sources
+from ringleader.launch import plan, sources
 
 MIB = 1024 * 1024
 FORMATS = ("table", "json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", metavar="SOURCE",
+    parser.add_argument("source", metavar="SOURCE", nargs="?",
                         help="a trial or run directory of `ringleader run` (a run directory: every trial), or in "
-                             "MLflow a trial run id, a sweep run id or an experiment name or id")
+                             "MLflow a trial run id, a sweep run id or an experiment name or id; or none, to plan "
+                             "from --profile and --network")
     parser.add_argument("--trial", metavar="NAME", help="only this trial of a run directory or sweep")
     sources.add_profile_arguments(parser, "whatif")
     parser.add_argument("--bucket-mib", type=float, default=prediction.DEFAULT_BUCKET_BYTES / MIB, metavar="MIB",
@@ -42,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "buckets of its own (a ring trial's are used): RINGLEADER_BUCKET_BYTES of the run "
                              "(default %(default)g, the runtime's default)")
     parser.add_argument("-o", "--output", choices=FORMATS, default="table",
-                        help="table (default) or json: one document per trial")
+                        help="table (default) or json: one document per trial (planning: the plan's)")
+    plan.add_arguments(parser)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -53,6 +56,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return exits.USAGE
     if not args.bucket_mib > 0:
         print("ringleader predict: --bucket-mib must be greater than 0", file=err)
+        return exits.USAGE
+    if plan.asked(args):
+        return plan.run(args, args.bucket_mib * MIB, out, err)
+    if args.source is None:
+        print("ringleader predict: give SOURCE (a trial or run directory, or an MLflow run or experiment), or "
+              "--profile FILE and --network FILE to plan a cluster", file=err)
         return exits.USAGE
     try:
         found = sources.resolve(args.source, args.tracking_uri, err, "not a trial or run directory")

@@ -1,0 +1,268 @@
+"""Every architecture's iteration at worker counts nobody has run yet, from a profile and a measured network.
+
+Called by `ringleader predict --profile P --network N` (launch/plan.py). The same models as a trial's own
+prediction (analysis/cost_models.py, analysis/overlap.py), priced on the network's measured curves rather than on a
+trial's probe: each formula takes the latency and rate of the regime its own message size falls in
+(network.Level.nic), and a ring's buckets cost the measured allreduce at their size (network.Level.allreduce_seconds),
+replayed against the profile's backward so that what backward hides is not counted (the DAG model).
+
+    N workers, k ranks to a node (P = N/k nodes), M the model's bytes, s servers on nodes of their own,
+    C one worker's iteration from the profile (it computes the same batch at any N: weak scaling)
+
+    kPS     C + max((N+1)*8M/(sB), 2k*8M/B) + 2a    the servers' NICs, or a node's, carrying its k ranks' pushes
+    P2P     C + max(2k(N-k)/N * 8M/B, 2(k-1)/N * 8M/B_in) + 2a
+    ring    C + what backward leaves of the buckets' allreduces among N (each step waits on a hop between nodes)
+    hring   C + what backward leaves of: allreduce among k inside the node, then among P across
+    kPSagg  C + 2(k-1)*8M/B_in + 2a_in + kPS of P workers
+
+Every architecture runs BSP here (a planned cluster has no stragglers to measure). No band is stated: a band is
+what held where predictions of its kind were checked against measurements, and these are checked only where
+docs/plan.md says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from ringleader.analysis import cost_models, overlap
+from ringleader.api import variants
+from ringleader.api.spec import Architecture
+from ringleader.contract import environment as contract
+from ringleader.planning import network as network_
+from ringleader.planning import profiles
+
+DEFAULT_SERVERS = (1, 4)
+"""DEFAULT_SERVERS: the parameter-server counts planned, as a trial's prediction compares them (1PS and 4PS)."""
+COMPUTE_BOUND_SHARE = 0.1
+"""COMPUTE_BOUND_SHARE: an iteration whose communication left is under this share of it is compute-bound: a faster
+network would change it by less than that."""
+HOST_BOUND_SHARE = 0.7
+"""HOST_BOUND_SHARE: a network whose measured rate stays below this share of its stated line rate is held back by the
+hosts' stack (their CPU, copies, the protocol), not by the wire."""
+NO_BAND = ("no validated band: predictions from a profile and a network file were compared with measurements only "
+           "on the project's test cluster (docs/plan.md)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """The cluster asked about: worker counts, ranks to a node, and the parameter-server counts to compare."""
+
+    workers: tuple[int, ...]
+    ranks_per_node: int = 1
+    servers: tuple[int, ...] = DEFAULT_SERVERS
+    bucket_bytes: float = contract.DEFAULT_BUCKET_BYTES
+    """bucket_bytes is the ring's bucket size (the runtime's default): what its allreduces are grouped by."""
+
+    def __post_init__(self) -> None:
+        if self.ranks_per_node < 1:
+            raise ValueError(f"--ranks-per-node must be at least 1, got {self.ranks_per_node}")
+        if not self.workers or any(n < 1 for n in self.workers):
+            raise ValueError(f"--workers must be counts of at least 1, got {' '.join(map(str, self.workers))}")
+        uneven = [n for n in self.workers if n % self.ranks_per_node]
+        if uneven:
+            raise ValueError(f"--workers {' '.join(map(str, uneven))}: not a multiple of --ranks-per-node "
+                             f"{self.ranks_per_node} (a node holds that many ranks): give multiples of it")
+        if not self.servers or any(s < 1 for s in self.servers):
+            raise ValueError(f"--servers must be counts of at least 1, got {' '.join(map(str, self.servers))}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """One architecture at one worker count."""
+
+    label: str
+    architecture: Architecture
+    workers: int
+    compute_seconds: float
+    comm_seconds: float
+    """comm_seconds is the communication the iteration waits for: all of it, a ring's what backward did not hide."""
+    bound: str
+    """bound is what holds the iteration back: compute (communication under COMPUTE_BOUND_SHARE of it), else what
+    bounds the communication: inside node (the link between a node's ranks), NIC (the wire at its rate), host (the
+    hosts' stack holding the network below its line rate) or network (no line rate to tell which)."""
+    batch_size: int | None
+
+    @property
+    def iteration_seconds(self) -> float:
+        return self.compute_seconds + self.comm_seconds
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second of all workers (worker iterations per second without a batch size)."""
+        return self.workers * (self.batch_size or 1) / self.iteration_seconds
+
+    @property
+    def efficiency(self) -> float:
+        """Scaling efficiency: the throughput over N times one worker's alone (C per iteration)."""
+        return self.compute_seconds / self.iteration_seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class _Priced:
+    """One architecture's communication and, of it, the part inside a node (what the bound is told by)."""
+
+    seconds: float
+    inside_seconds: float = 0.0
+
+
+def _parameter_server(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int,
+                      servers: int) -> _Priced:
+    size = model.profile.total_bytes
+    pods = cost_models.Pods(k, network.inside_or_across.nic(size))
+    return _Priced(cost_models.parameter_server_comm_seconds(workers, size, network.across.nic(size / servers), servers,
+                                                             full_duplex=True, pods=pods))
+
+
+def _peer_to_peer(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int) -> _Priced:
+    size = model.profile.total_bytes
+    shard = size / workers
+    pods = cost_models.Pods(k, network.inside_or_across.nic(shard))
+    total = cost_models.peer_to_peer_comm_seconds(workers, size, network.across.nic(shard), pods)
+    inside = 2.0 * (k - 1) / workers * pods.link(network.across.nic(shard)).transfer_seconds(size)
+    return _Priced(total, inside if workers > 1 else 0.0)
+
+
+def _replayed(model: profiles.ModelProfile, cluster: Cluster, seconds) -> float:
+    replay = overlap.replay(model.profile, overlap.RuntimeBuckets(cluster.bucket_bytes), seconds)
+    return replay.exposed_seconds
+
+
+def _ring(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int, cluster: Cluster) -> _Priced:
+    """Ranks in node order: every step of a ring over more than one node waits on the hop between two of them."""
+    level = network.across if workers > k else network.inside_or_across
+    exposed = _replayed(model, cluster, lambda size: level.allreduce_seconds(size, workers))
+    return _Priced(exposed, exposed if level is not network.across else 0.0)
+
+
+def _hierarchical_ring(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int,
+                       cluster: Cluster) -> _Priced:
+    """Inside the node among its k ranks, then the k rings of P nodes across, which share the node's NIC: one ring's
+    bytes of the whole bucket through it."""
+    nodes = workers // k
+    inside, across = network.inside_or_across, network.across
+
+    def bucket(size: float) -> float:
+        return inside.allreduce_seconds(size, k) + across.allreduce_seconds(size, nodes)
+
+    exposed = _replayed(model, cluster, bucket)
+    whole = model.profile.total_bytes
+    inside_share = inside.allreduce_seconds(whole, k) / (bucket(whole) or 1.0)
+    return _Priced(exposed, exposed * inside_share)
+
+
+def _pod_aggregation(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int,
+                     servers: int) -> _Priced:
+    size = model.profile.total_bytes
+    pods = cost_models.Pods(k, network.inside_or_across.nic(size))
+    total = cost_models.pod_aggregation_comm_seconds(workers, size, network.across.nic(size / servers), servers,
+                                                     full_duplex=True, pods=pods)
+    around = 2.0 * (k - 1) * pods.link(network.across.nic(size)).transfer_seconds(size)
+    return _Priced(total, around)
+
+
+def _bound(compute: float, priced: _Priced, network: network_.Network, message_bytes: float) -> str:
+    if priced.seconds < COMPUTE_BOUND_SHARE * (compute + priced.seconds):
+        return "compute"
+    if priced.inside_seconds > priced.seconds - priced.inside_seconds:
+        return "inside node"
+    line = network.across.line_rate_bits_per_second
+    if not line:
+        return "network"
+    return "NIC" if network.across.nic(message_bytes).bandwidth_bits_per_second >= HOST_BOUND_SHARE * line else "host"
+
+
+def plan(model: profiles.ModelProfile, network: network_.Network, cluster: Cluster) -> list[Planned]:
+    """Every architecture at every worker count of `cluster`, in the enum's order, kPS once per server count; at
+    one rank to a node the two-level architectures are their flat ones and are left out."""
+    found = []
+    size = model.profile.total_bytes
+    compute = model.iteration_seconds
+    for workers in sorted(set(cluster.workers)):
+        k = cluster.ranks_per_node
+        chosen: list[tuple[Architecture, int, _Priced, float]] = []
+        for servers in sorted(set(cluster.servers)):
+            chosen.append((Architecture.PARAMETER_SERVER, servers,
+                           _parameter_server(model, network, workers, k, servers), size / servers))
+        chosen.append((Architecture.PEER_TO_PEER, 1, _peer_to_peer(model, network, workers, k), size / workers))
+        chosen.append((Architecture.RING_ALL_REDUCE, 1, _ring(model, network, workers, k, cluster), size / workers))
+        if k > 1:
+            chosen.append((Architecture.HIERARCHICAL_RING_ALL_REDUCE, 1,
+                           _hierarchical_ring(model, network, workers, k, cluster), size / workers))
+            for servers in sorted(set(cluster.servers)):
+                chosen.append((Architecture.PARAMETER_SERVER_POD_AGGREGATION, servers,
+                               _pod_aggregation(model, network, workers, k, servers), size / servers))
+        for architecture, servers, priced, message in chosen:
+            comm = priced.seconds if workers > 1 else 0.0
+            found.append(Planned(variants.label(architecture, servers), architecture, workers, compute, comm,
+                                 _bound(compute, dataclasses.replace(priced, seconds=comm), network, message),
+                                 model.batch_size))
+    return found
+
+
+def labels(plans: Sequence[Planned]) -> list[str]:
+    """The architectures' labels in the order planned."""
+    return list(dict.fromkeys(p.label for p in plans))
+
+
+def table(plans: Sequence[Planned]) -> str:
+    """Per architecture, a row per worker count: iteration, compute, comm, throughput, efficiency, bound."""
+    unit = "samples/s" if plans and plans[0].batch_size else "iter/s x N"
+    lines = [f"{'architecture':<13} {'workers':>7} {'iteration ms':>12} {'compute ms':>10} {'comm ms':>9} "
+             f"{unit:>11} {'efficiency':>10}  bound"]
+    for label in labels(plans):
+        for p in (p for p in plans if p.label == label):
+            lines.append(f"{p.label:<13} {p.workers:>7} {1000 * p.iteration_seconds:>12.3f} "
+                         f"{1000 * p.compute_seconds:>10.3f} {1000 * p.comm_seconds:>9.3f} {p.throughput:>11.1f} "
+                         f"{100 * p.efficiency:>9.1f}%  {p.bound}")
+    return "\n".join(lines)
+
+
+def best(plans: Sequence[Planned]) -> dict[int, Planned]:
+    """The fastest architecture at each worker count."""
+    fastest: dict[int, Planned] = {}
+    for p in plans:
+        if p.workers not in fastest or p.iteration_seconds < fastest[p.workers].iteration_seconds:
+            fastest[p.workers] = p
+    return fastest
+
+
+def answer(plans: Sequence[Planned]) -> str:
+    """One line per worker count: the fastest architecture, its efficiency and what bounds it, and the runner-up."""
+    lines = []
+    for workers, fastest in sorted(best(plans).items()):
+        others = sorted((p for p in plans if p.workers == workers and p.label != fastest.label),
+                        key=lambda p: p.iteration_seconds)
+        said = (f"{workers} workers: {fastest.label} fastest, {1000 * fastest.iteration_seconds:.1f} ms an iteration, "
+                f"scaling efficiency {100 * fastest.efficiency:.0f} % ({_held_back(fastest)})")
+        if others:
+            said += (f"; then {others[0].label} at {others[0].iteration_seconds / fastest.iteration_seconds:.2f}x "
+                     "its time")
+        lines.append(said)
+    return "\n".join(lines)
+
+
+def _held_back(planned: Planned) -> str:
+    if planned.bound == "compute":
+        return "compute-bound: a faster network would change it by under a tenth"
+    return f"communication {100 * planned.comm_seconds / planned.iteration_seconds:.0f} % of it, {planned.bound}-bound"
+
+
+def document(plans: Sequence[Planned], model: profiles.ModelProfile, network: network_.Network,
+             cluster: Cluster) -> dict[str, Any]:
+    """The plan as JSON: what it was planned from, and per architecture and worker count the prediction, in seconds."""
+    return {
+        "profile": model.source,
+        "network": network.said(),
+        "ranksPerNode": cluster.ranks_per_node,
+        "paradigm": "BSP",
+        "band": None,
+        "bandNote": NO_BAND,
+        "architectures": {
+            label: [{"workers": p.workers, "iterationSeconds": p.iteration_seconds,
+                     "computeSeconds": p.compute_seconds, "commSeconds": p.comm_seconds,
+                     "throughput": p.throughput, "throughputUnit": "samples/s" if p.batch_size else "iterations/s",
+                     "efficiency": p.efficiency, "bound": p.bound}
+                    for p in plans if p.label == label]
+            for label in labels(plans)},
+    }
