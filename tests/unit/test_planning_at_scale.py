@@ -129,3 +129,9 @@ def test_the_plans_document_says_it_has_no_band_and_why_and_carries_every_row():
     assert document["band"] is None and "no validated band" in document["bandNote"]
     assert [row["workers"] for row in document["architectures"]["ring"]] == [8, 16]
     assert document["architectures"]["1ps"][0]["throughputUnit"] == "samples/s"
+
+
+def test_with_one_level_given_a_nodes_ranks_are_priced_on_the_nics_curve_and_the_bound_says_that_curve():
+    one_level = network.Network(level("across nodes", 5.0, 10.0), None, "by hand")
+    plans = at_scale.plan(model(total_bytes=2e9), one_level, at_scale.Cluster((4,), ranks_per_node=4))
+    assert planned(plans, "ring", 4).bound == "network"

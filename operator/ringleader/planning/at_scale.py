@@ -164,8 +164,8 @@ def _pod_aggregation(model: profiles.ModelProfile, network: network_.Network, wo
 def _bound(compute: float, priced: _Priced, network: network_.Network, message_bytes: float) -> str:
     if priced.seconds < COMPUTE_BOUND_SHARE * (compute + priced.seconds):
         return "compute"
-    if priced.inside_seconds > priced.seconds - priced.inside_seconds:
-        return "inside node"
+    if network.inside is not None and priced.inside_seconds > priced.seconds - priced.inside_seconds:
+        return "inside node"  # with one level given, a node's ranks are priced on the NIC's curve: told as it is
     line = network.across.line_rate_bits_per_second
     if not line:
         return "network"
