@@ -111,7 +111,9 @@ fi
 log "building $TAG from $DOCKERFILE (context $CONTEXT)"
 start=$SECONDS
 previous="$("${BH[@]}" images -q "$TAG" 2>/dev/null || true)"
-timeout "${RINGLEADER_IMAGE_BUILD_TIMEOUT:-1800}" "${NICE[@]}" "${BH[@]}" bud --isolation chroot --network host \
+# A bound, not an estimate: cold (every layer, 7.7 GB of torch and its CUDA libraries) it took 27 min on an idle
+# 2-core machine and over 30 beside the tests and the Go builds; warm, only the project's layers (about 1.5 min).
+timeout "${RINGLEADER_IMAGE_BUILD_TIMEOUT:-3600}" "${NICE[@]}" "${BH[@]}" bud --isolation chroot --network host \
   --pull=never --layers --format oci -f "$DOCKERFILE" -t "$TAG" "${ba[@]}" "$CONTEXT"
 rm -f "$OUT/image.tar.tmp"
 "${BH[@]}" push -q "$TAG" "docker-archive:$OUT/image.tar.tmp:$TAG"
