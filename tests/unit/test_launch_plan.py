@@ -77,3 +77,25 @@ def test_a_network_that_cannot_be_read_is_refused_in_one_line_naming_it_and_noth
     assert (code, out) == (1, "")
     assert err.startswith(f"ringleader predict: {broken}:3:") and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "plan").exists()
+
+
+def test_compressions_are_planned_beside_the_uncompressed_exchange_and_their_codecs_said_unpriced(tmp_path, capsys):
+    code, out, err = run(capsys, "predict", "--profile", PROFILE, "--network", EXAMPLES / "network.yaml",
+                         "--workers", 8, "--compressions", "fp16", "PowerSGD:4", "TopK:0.05", "--save", tmp_path)
+    assert code == 0, err
+    labels = {line.split()[0] for line in out.splitlines() if "+" in (line.split() or [""])[0]}
+    assert {"1ps+FP16", "p2p+FP16", "ring+FP16", "ring+PowerSGD", "ring+TopK"} <= labels
+    assert "codec's time is not priced" in out
+
+
+@pytest.mark.parametrize("said, message", [
+    ("Zip", "--compressions Zip: not a method; give FP16, BF16, PowerSGD, TopK"),
+    ("FP16:3", "--compressions FP16:3: FP16 takes no value"),
+    ("PowerSGD:0", "--compressions PowerSGD:0: rank"),
+    ("TopK:2", "--compressions TopK:2: ratio"),
+])
+def test_a_compression_that_cannot_be_is_refused_with_status_2(tmp_path, capsys, said, message):
+    code, out, err = run(capsys, "predict", "--profile", PROFILE, "--network", EXAMPLES / "network.yaml",
+                         "--compressions", said, "--save", tmp_path / "plan")
+    assert (code, out) == (2, "")
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -135,3 +135,21 @@ def test_with_one_level_given_a_nodes_ranks_are_priced_on_the_nics_curve_and_the
     one_level = network.Network(level("across nodes", 5.0, 10.0), None, "by hand")
     plans = at_scale.plan(model(total_bytes=2e9), one_level, at_scale.Cluster((4,), ranks_per_node=4))
     assert planned(plans, "ring", 4).bound == "network"
+
+
+def test_a_compression_is_planned_for_the_architectures_that_take_it_with_its_rounds_bytes():
+    from ringleader.api import spec
+
+    methods = (spec.Compression(method="FP16"), spec.Compression(method="PowerSGD", rank=2),
+               spec.Compression(method="TopK", ratio=0.01))
+    plans = at_scale.plan(model(), fabric(), at_scale.Cluster((8,), compressions=methods))
+    labels = {p.label for p in plans}
+    assert {"1ps+FP16", "4ps+FP16", "p2p+FP16", "ring+FP16", "ring+PowerSGD", "ring+TopK"} <= labels
+    assert not {"1ps+PowerSGD", "p2p+TopK"} & labels  # those need a ring
+    # half the bytes through the server's NIC: (N+1) * 8(M/2)/B
+    assert planned(plans, "1ps+FP16", 8).comm_seconds == pytest.approx(9 * 0.04 + 2 * 5e-6, rel=1e-3)
+    assert planned(plans, "ring+FP16", 8).comm_seconds < planned(plans, "ring", 8).comm_seconds
+    assert planned(plans, "ring+FP16", 8).compression == "FP16" and planned(plans, "ring", 8).compression is None
+    # the fastest is told among the uncompressed: a compression's codec is not charged, so it would win on that
+    assert at_scale.best(plans)[8].compression is None
+    assert "before its codec's time" in at_scale.answer(plans)

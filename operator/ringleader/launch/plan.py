@@ -14,6 +14,9 @@ import json
 import pathlib
 from typing import TextIO
 
+import pydantic
+
+from ringleader.api import spec
 from ringleader.contract import exits
 from ringleader.planning import at_scale, network, profiles
 
@@ -37,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "(default %(default)s)")
     group.add_argument("--servers", type=int, nargs="+", default=list(at_scale.DEFAULT_SERVERS), metavar="S",
                        help="parameter-server counts to compare (default: 1 and 4)")
+    group.add_argument("--compressions", nargs="+", default=[], metavar="METHOD",
+                       help="compressions to plan besides none, each where the architecture takes it: FP16, BF16, "
+                            "PowerSGD[:RANK] (default rank 2), TopK[:RATIO] (default 0.01); their codecs' time is "
+                            "not priced")
     group.add_argument("--save", metavar="DIR", default=DEFAULT_SAVE,
                        help="where plan.json, plan.txt and plan.png are written (default %(default)s/)")
 
@@ -54,7 +61,7 @@ def run(args: argparse.Namespace, bucket_bytes: float, out: TextIO, err: TextIO)
     k = args.ranks_per_node
     try:
         cluster = at_scale.Cluster(tuple(args.workers or (k, 2 * k, 4 * k, 8 * k)), k, tuple(args.servers),
-                                   bucket_bytes)
+                                   bucket_bytes, tuple(map(compression, args.compressions)))
     except ValueError as error:
         print(f"ringleader predict: {error}", file=err)
         return exits.USAGE
@@ -78,6 +85,28 @@ def run(args: argparse.Namespace, bucket_bytes: float, out: TextIO, err: TextIO)
         return exits.FAILED
     print(f"ringleader predict: the plan is in {saved}/ (plan.txt, plan.json, plan.png)", file=err)
     return exits.OK
+
+
+def compression(said: str) -> spec.Compression:
+    """A --compressions entry: METHOD, PowerSGD:RANK or TopK:RATIO. ValueError naming the methods otherwise."""
+    name, _, value = said.partition(":")
+    methods = {m.value.lower(): m for m in spec.CompressionMethod if m != spec.CompressionMethod.NONE}
+    method = methods.get(name.lower())
+    if method is None:
+        raise ValueError(f"--compressions {said}: not a method; give {', '.join(m.value for m in methods.values())} "
+                         "(PowerSGD:RANK, TopK:RATIO)")
+    field = {spec.CompressionMethod.POWER_SGD: "rank", spec.CompressionMethod.TOP_K: "ratio"}.get(method)
+    if value and field is None:
+        raise ValueError(f"--compressions {said}: {method.value} takes no value")
+    number: int | float | str = value
+    try:
+        number = (int if field == "rank" else float)(value)
+    except ValueError:
+        pass  # refused below, in the schema's words
+    try:
+        return spec.Compression.model_validate({"method": method.value, **({field: number} if value else {})})
+    except pydantic.ValidationError as error:
+        raise ValueError(f"--compressions {said}: {field} {error.errors()[0]['msg'].lower()}") from None
 
 
 def _usage(args: argparse.Namespace) -> str | None:
@@ -107,6 +136,7 @@ def _said(plans: list[at_scale.Planned], model: profiles.ModelProfile, measured:
              *(f"  {line}" for line in at_scale.answer(plans).splitlines()),
              "",
              at_scale.table(plans),
+             *([f"  {at_scale.NO_CODEC}"] if cluster.compressions else []),
              f"  {at_scale.NO_BAND}"]
     return "\n".join(lines)
 

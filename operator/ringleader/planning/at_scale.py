@@ -23,10 +23,10 @@ docs/plan.md says.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from ringleader.analysis import cost_models, overlap
-from ringleader.api import variants
+from ringleader.analysis import collectives, cost_models, overlap
+from ringleader.api import spec, variants
 from ringleader.api.spec import Architecture
 from ringleader.contract import environment as contract
 from ringleader.planning import network as network_
@@ -40,6 +40,8 @@ network would change it by less than that."""
 HOST_BOUND_SHARE = 0.7
 """HOST_BOUND_SHARE: a network whose measured rate stays below this share of its stated line rate is held back by the
 hosts' stack (their CPU, copies, the protocol), not by the wire."""
+NO_CODEC = ("+METHOD: planned compressed, each bucket in its method's rounds (FP16 and BF16: half the bytes); its "
+            "codec's time is not priced: a trial that ran it measures it (`ringleader whatif` prices it from one)")
 NO_BAND = ("no validated band: predictions from a profile and a network file were compared with measurements only "
            "on the project's test cluster (docs/plan.md)")
 
@@ -53,6 +55,9 @@ class Cluster:
     servers: tuple[int, ...] = DEFAULT_SERVERS
     bucket_bytes: float = contract.DEFAULT_BUCKET_BYTES
     """bucket_bytes is the ring's bucket size (the runtime's default): what its allreduces are grouped by."""
+    compressions: tuple[spec.Compression, ...] = ()
+    """compressions are planned besides the uncompressed exchange, each for the architectures that take it; their
+    codecs' time is not (a trial measures it: `ringleader whatif`)."""
 
     def __post_init__(self) -> None:
         if self.ranks_per_node < 1:
@@ -82,6 +87,8 @@ class Planned:
     bounds the communication: inside node (the link between a node's ranks), NIC (the wire at its rate), host (the
     hosts' stack holding the network below its line rate) or network (no line rate to tell which)."""
     batch_size: int | None
+    compression: str | None = None
+    """compression is the method the exchange was planned with (its codec's time not priced); None uncompressed."""
 
     @property
     def iteration_seconds(self) -> float:
@@ -106,58 +113,87 @@ class _Priced:
     inside_seconds: float = 0.0
 
 
-def _parameter_server(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int,
-                      servers: int) -> _Priced:
-    size = model.profile.total_bytes
-    pods = cost_models.Pods(k, network.inside_or_across.nic(size))
-    return _Priced(cost_models.parameter_server_comm_seconds(workers, size, network.across.nic(size / servers), servers,
-                                                             full_duplex=True, pods=pods))
+@dataclasses.dataclass(frozen=True)
+class _Case:
+    """One architecture's exchange to price: the model, the network, N workers k to a node, and the rounds each
+    bucket is sent in (one allreduce of all of it uncompressed; a compression's, analysis/collectives.py)."""
+
+    model: profiles.ModelProfile
+    network: network_.Network
+    workers: int
+    k: int
+    bucket_bytes: float
+    rounds: tuple[collectives.Round, ...] = (collectives.Round(1.0),)
+
+    @property
+    def message_bytes(self) -> float:
+        """M as a server's or a peer's messages carry it: the rounds' payloads of the whole model (FP16: half)."""
+        return self.model.profile.total_bytes * sum(r.payload for r in self.rounds)
+
+    @property
+    def inside(self) -> network_.Level:
+        return self.network.inside_or_across
+
+    def bucketed(self, seconds: Callable[[float, collectives.Round], float]) -> float:
+        """The buckets' first round sent as backward makes them ready, what is left of it when backward ends, and the
+        later rounds of every bucket after it (they wait for every bucket's first: runtime/ring.py)."""
+        first, *later = self.rounds
+        replay = overlap.replay(self.model.profile, overlap.RuntimeBuckets(self.bucket_bytes),
+                                lambda size: seconds(size, first))
+        return replay.exposed_seconds + sum(seconds(b.size_bytes, r) for r in later for b in replay.buckets)
 
 
-def _peer_to_peer(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int) -> _Priced:
-    size = model.profile.total_bytes
-    shard = size / workers
-    pods = cost_models.Pods(k, network.inside_or_across.nic(shard))
-    total = cost_models.peer_to_peer_comm_seconds(workers, size, network.across.nic(shard), pods)
-    inside = 2.0 * (k - 1) / workers * pods.link(network.across.nic(shard)).transfer_seconds(size)
-    return _Priced(total, inside if workers > 1 else 0.0)
+def _parameter_server(case: _Case, servers: int) -> _Priced:
+    size = case.message_bytes
+    pods = cost_models.Pods(case.k, case.inside.nic(size))
+    return _Priced(cost_models.parameter_server_comm_seconds(case.workers, size, case.network.across.nic(size / servers),
+                                                             servers, full_duplex=True, pods=pods))
 
 
-def _replayed(model: profiles.ModelProfile, cluster: Cluster, seconds) -> float:
-    replay = overlap.replay(model.profile, overlap.RuntimeBuckets(cluster.bucket_bytes), seconds)
-    return replay.exposed_seconds
+def _peer_to_peer(case: _Case) -> _Priced:
+    size = case.message_bytes
+    shard = size / case.workers
+    pods = cost_models.Pods(case.k, case.inside.nic(shard))
+    total = cost_models.peer_to_peer_comm_seconds(case.workers, size, case.network.across.nic(shard), pods)
+    inside = 2.0 * (case.k - 1) / case.workers * pods.link(case.network.across.nic(shard)).transfer_seconds(size)
+    return _Priced(total, inside if case.workers > 1 else 0.0)
 
 
-def _ring(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int, cluster: Cluster) -> _Priced:
-    """Ranks in node order: every step of a ring over more than one node waits on the hop between two of them."""
-    level = network.across if workers > k else network.inside_or_across
-    exposed = _replayed(model, cluster, lambda size: level.allreduce_seconds(size, workers))
-    return _Priced(exposed, exposed if level is not network.across else 0.0)
+def _ring(case: _Case) -> _Priced:
+    """Ranks in node order: every step of a ring over more than one node waits on the hop between two of them. A
+    gathered round (TopK) is N-1 steps, each one rank's payload."""
+    level = case.network.across if case.workers > case.k else case.inside
+
+    def seconds(size: float, round_: collectives.Round) -> float:
+        payload = round_.payload * size
+        if round_.gather:
+            return (case.workers - 1) * level.message_seconds(payload)
+        return level.allreduce_seconds(payload, case.workers)
+
+    exposed = case.bucketed(seconds)
+    return _Priced(exposed, exposed if level is not case.network.across else 0.0)
 
 
-def _hierarchical_ring(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int,
-                       cluster: Cluster) -> _Priced:
+def _hierarchical_ring(case: _Case) -> _Priced:
     """Inside the node among its k ranks, then the k rings of P nodes across, which share the node's NIC: one ring's
     bytes of the whole bucket through it."""
-    nodes = workers // k
-    inside, across = network.inside_or_across, network.across
+    nodes = case.workers // case.k
 
-    def bucket(size: float) -> float:
-        return inside.allreduce_seconds(size, k) + across.allreduce_seconds(size, nodes)
+    def seconds(size: float, round_: collectives.Round) -> float:
+        payload = round_.payload * size
+        return case.inside.allreduce_seconds(payload, case.k) + case.network.across.allreduce_seconds(payload, nodes)
 
-    exposed = _replayed(model, cluster, bucket)
-    whole = model.profile.total_bytes
-    inside_share = inside.allreduce_seconds(whole, k) / (bucket(whole) or 1.0)
-    return _Priced(exposed, exposed * inside_share)
+    exposed = case.bucketed(seconds)
+    whole, one = case.model.profile.total_bytes, collectives.Round(1.0)
+    return _Priced(exposed, exposed * case.inside.allreduce_seconds(whole, case.k) / (seconds(whole, one) or 1.0))
 
 
-def _pod_aggregation(model: profiles.ModelProfile, network: network_.Network, workers: int, k: int,
-                     servers: int) -> _Priced:
-    size = model.profile.total_bytes
-    pods = cost_models.Pods(k, network.inside_or_across.nic(size))
-    total = cost_models.pod_aggregation_comm_seconds(workers, size, network.across.nic(size / servers), servers,
-                                                     full_duplex=True, pods=pods)
-    around = 2.0 * (k - 1) * pods.link(network.across.nic(size)).transfer_seconds(size)
+def _pod_aggregation(case: _Case, servers: int) -> _Priced:
+    size = case.message_bytes
+    pods = cost_models.Pods(case.k, case.inside.nic(size))
+    total = cost_models.pod_aggregation_comm_seconds(case.workers, size, case.network.across.nic(size / servers),
+                                                     servers, full_duplex=True, pods=pods)
+    around = 2.0 * (case.k - 1) * pods.link(case.network.across.nic(size)).transfer_seconds(size)
     return _Priced(total, around)
 
 
@@ -172,31 +208,43 @@ def _bound(compute: float, priced: _Priced, network: network_.Network, message_b
     return "NIC" if network.across.nic(message_bytes).bandwidth_bits_per_second >= HOST_BOUND_SHARE * line else "host"
 
 
+def _priced(architecture: Architecture, servers: int, case: _Case) -> _Priced:
+    if architecture == Architecture.PARAMETER_SERVER:
+        return _parameter_server(case, servers)
+    if architecture == Architecture.PARAMETER_SERVER_POD_AGGREGATION:
+        return _pod_aggregation(case, servers)
+    return {Architecture.PEER_TO_PEER: _peer_to_peer, Architecture.RING_ALL_REDUCE: _ring,
+            Architecture.HIERARCHICAL_RING_ALL_REDUCE: _hierarchical_ring}[architecture](case)
+
+
+def _architectures(cluster: Cluster) -> list[tuple[Architecture, int]]:
+    """(architecture, servers) in the enum's order, kPS once per server count; at one rank to a node the two-level
+    architectures are their flat ones and are left out."""
+    servers = sorted(set(cluster.servers))
+    return [(a, s) for a, traits in variants.ARCHITECTURES.items()
+            if cluster.ranks_per_node > 1 or not (traits.hierarchical or traits.pod_pushes)
+            for s in (servers if traits.has_servers else [1])]
+
+
 def plan(model: profiles.ModelProfile, network: network_.Network, cluster: Cluster) -> list[Planned]:
-    """Every architecture at every worker count of `cluster`, in the enum's order, kPS once per server count; at
-    one rank to a node the two-level architectures are their flat ones and are left out."""
+    """Every architecture at every worker count of `cluster`, uncompressed, then with each of its compressions where
+    the architecture takes the method (labelled "ring+FP16")."""
     found = []
-    size = model.profile.total_bytes
-    compute = model.iteration_seconds
-    for workers in sorted(set(cluster.workers)):
-        k = cluster.ranks_per_node
-        chosen: list[tuple[Architecture, int, _Priced, float]] = []
-        for servers in sorted(set(cluster.servers)):
-            chosen.append((Architecture.PARAMETER_SERVER, servers,
-                           _parameter_server(model, network, workers, k, servers), size / servers))
-        chosen.append((Architecture.PEER_TO_PEER, 1, _peer_to_peer(model, network, workers, k), size / workers))
-        chosen.append((Architecture.RING_ALL_REDUCE, 1, _ring(model, network, workers, k, cluster), size / workers))
-        if k > 1:
-            chosen.append((Architecture.HIERARCHICAL_RING_ALL_REDUCE, 1,
-                           _hierarchical_ring(model, network, workers, k, cluster), size / workers))
-            for servers in sorted(set(cluster.servers)):
-                chosen.append((Architecture.PARAMETER_SERVER_POD_AGGREGATION, servers,
-                               _pod_aggregation(model, network, workers, k, servers), size / servers))
-        for architecture, servers, priced, message in chosen:
-            comm = priced.seconds if workers > 1 else 0.0
-            found.append(Planned(variants.label(architecture, servers), architecture, workers, compute, comm,
-                                 _bound(compute, dataclasses.replace(priced, seconds=comm), network, message),
-                                 model.batch_size))
+    wires = [(None, (collectives.Round(1.0),))] + [
+        (c.method.value, collectives.ROUNDS[c.method](model.profile, c)) for c in cluster.compressions]
+    for method, rounds in wires:
+        for workers in sorted(set(cluster.workers)):
+            for architecture, servers in _architectures(cluster):
+                if method is not None and not variants.takes(architecture, method):
+                    continue
+                case = _Case(model, network, workers, cluster.ranks_per_node, cluster.bucket_bytes, tuple(rounds))
+                priced = _priced(architecture, servers, case)
+                comm = priced.seconds if workers > 1 else 0.0
+                shard = case.message_bytes / (servers if variants.ARCHITECTURES[architecture].has_servers else workers)
+                label = variants.label(architecture, servers) + (f"+{method}" if method else "")
+                found.append(Planned(label, architecture, workers, model.iteration_seconds, comm,
+                                     _bound(model.iteration_seconds, dataclasses.replace(priced, seconds=comm),
+                                            network, shard), model.batch_size, method))
     return found
 
 
@@ -219,25 +267,33 @@ def table(plans: Sequence[Planned]) -> str:
 
 
 def best(plans: Sequence[Planned]) -> dict[int, Planned]:
-    """The fastest architecture at each worker count."""
+    """The fastest at each worker count: of the uncompressed exchanges, where the plan has them (a compression's
+    codec is not priced, so it would win on time it was not charged)."""
     fastest: dict[int, Planned] = {}
-    for p in plans:
+    uncompressed = [p for p in plans if p.compression is None] or list(plans)
+    for p in uncompressed:
         if p.workers not in fastest or p.iteration_seconds < fastest[p.workers].iteration_seconds:
             fastest[p.workers] = p
     return fastest
 
 
 def answer(plans: Sequence[Planned]) -> str:
-    """One line per worker count: the fastest architecture, its efficiency and what bounds it, and the runner-up."""
+    """One line per worker count: the fastest architecture, its efficiency and what bounds it, the runner-up, and the
+    fastest compressed exchange, said without its codec."""
     lines = []
     for workers, fastest in sorted(best(plans).items()):
-        others = sorted((p for p in plans if p.workers == workers and p.label != fastest.label),
-                        key=lambda p: p.iteration_seconds)
+        at = sorted((p for p in plans if p.workers == workers and p.label != fastest.label),
+                    key=lambda p: p.iteration_seconds)
+        others = [p for p in at if p.compression is None]
+        compressed = [p for p in at if p.compression is not None]
         said = (f"{workers} workers: {fastest.label} fastest, {1000 * fastest.iteration_seconds:.1f} ms an iteration, "
                 f"scaling efficiency {100 * fastest.efficiency:.0f} % ({_held_back(fastest)})")
         if others:
             said += (f"; then {others[0].label} at {others[0].iteration_seconds / fastest.iteration_seconds:.2f}x "
                      "its time")
+        if compressed:
+            said += (f"; compressed, {compressed[0].label} {1000 * compressed[0].iteration_seconds:.1f} ms before its "
+                     "codec's time")
         lines.append(said)
     return "\n".join(lines)
 
@@ -258,11 +314,12 @@ def document(plans: Sequence[Planned], model: profiles.ModelProfile, network: ne
         "paradigm": "BSP",
         "band": None,
         "bandNote": NO_BAND,
+        "codecNote": NO_CODEC if any(p.compression for p in plans) else None,
         "architectures": {
             label: [{"workers": p.workers, "iterationSeconds": p.iteration_seconds,
                      "computeSeconds": p.compute_seconds, "commSeconds": p.comm_seconds,
                      "throughput": p.throughput, "throughputUnit": "samples/s" if p.batch_size else "iterations/s",
-                     "efficiency": p.efficiency, "bound": p.bound}
+                     "efficiency": p.efficiency, "bound": p.bound, "compression": p.compression}
                     for p in plans if p.label == label]
             for label in labels(plans)},
     }
