@@ -54,22 +54,30 @@ def row(trial: dict, summary: dict) -> dict:
     }
 
 
-def test_study_1_across_nodes(kube, namespace, launcher, mlflow, nodes, report_on_failure):
-    manifest = study_manifest(namespace)
-    report_on_failure(NAME)
+def run_study(kube, namespace, launcher, mlflow, report_on_failure, manifest: dict, row_of, results: pathlib.Path,
+              about: dict) -> None:
+    """Submit the study's experiment, wait for its end, and write each trial's row (`row_of(trial, summary)`) into
+    `results` beside `about`; its phase is asserted last, so that a failed trial's rows are written all the same."""
+    name = manifest["metadata"]["name"]
+    report_on_failure(name)
     launcher.submit(manifest, e2e_specs.cpu_cost(manifest))
-    launcher.wait_admitted(NAME, 900)
-    dte = wait_terminal(kube, namespace, NAME, 2400)
-    log(f"{NAME}: {phase(dte)}")
+    launcher.wait_admitted(name, 900)
+    dte = wait_terminal(kube, namespace, name, 2400)
+    log(f"{name}: {phase(dte)}")
     rows = []
     for trial in trials(dte):
         if not trial.get("runId"):
             continue
         summary = json.loads(mlflow.artifact_text(trial["runId"], "summary.json"))
-        rows.append(row(trial, summary))
-        log(f"{NAME}: {json.dumps(rows[-1])}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"nodes": nodes, "phase": phase(dte), "status": status(dte).get("message"),
+        rows.append(row_of(trial, summary))
+        log(f"{name}: {json.dumps({k: v for k, v in rows[-1].items() if k not in ('prediction', 'usage')})}")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps({**about, "phase": phase(dte), "status": status(dte).get("message"),
                                    "trials": rows}, indent=1) + "\n")
-    log(f"{NAME}: wrote {RESULTS}")
-    assert phase(dte) == "Succeeded", describe_dte(kube, namespace, NAME)
+    log(f"{name}: wrote {results}")
+    assert phase(dte) == "Succeeded", describe_dte(kube, namespace, name)
+
+
+def test_study_1_across_nodes(kube, namespace, launcher, mlflow, nodes, report_on_failure):
+    run_study(kube, namespace, launcher, mlflow, report_on_failure, study_manifest(namespace), row, RESULTS,
+              {"nodes": nodes})

@@ -11,13 +11,11 @@ architecture.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 
 import e2e_specs
-from e2e_kube import describe_dte, log, phase, status, trials, wait_terminal
-from study_across_nodes import DATA, MODEL
+from study_across_nodes import DATA, MODEL, run_study
 
 from ringleader.contract import keys
 
@@ -55,21 +53,5 @@ def row(trial: dict, summary: dict) -> dict:
 
 
 def test_study_1_on_two_levels(kube, namespace, launcher, mlflow, nodes, report_on_failure):
-    manifest = study_manifest(namespace)
-    report_on_failure(NAME)
-    launcher.submit(manifest, e2e_specs.cpu_cost(manifest))
-    launcher.wait_admitted(NAME, 900)
-    dte = wait_terminal(kube, namespace, NAME, 2400)
-    log(f"{NAME}: {phase(dte)}")
-    rows = []
-    for trial in trials(dte):
-        if not trial.get("runId"):
-            continue
-        summary = json.loads(mlflow.artifact_text(trial["runId"], "summary.json"))
-        rows.append(row(trial, summary))
-        log(f"{NAME}: {json.dumps({k: v for k, v in rows[-1].items() if k not in ('prediction', 'usage')})}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"nodes": nodes, "rankMilliCpu": RANK_CPU_MILLI, "phase": phase(dte),
-                                   "status": status(dte).get("message"), "trials": rows}, indent=1) + "\n")
-    log(f"{NAME}: wrote {RESULTS}")
-    assert phase(dte) == "Succeeded", describe_dte(kube, namespace, NAME)
+    run_study(kube, namespace, launcher, mlflow, report_on_failure, study_manifest(namespace), row, RESULTS,
+              {"nodes": nodes, "rankMilliCpu": RANK_CPU_MILLI})

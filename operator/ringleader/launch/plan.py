@@ -147,7 +147,7 @@ def _save(directory: pathlib.Path, said: str, document: dict, plans: list[at_sca
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "plan.txt").write_text(said + "\n")
     (directory / "plan.json").write_text(json.dumps(document, indent=2) + "\n")
-    figure.plot(plans, directory / "plan.png",
+    figure.plot(plans, directory,
                 f"Planned: each architecture at {', '.join(map(str, sorted({p.workers for p in plans})))} workers, "
                 f"{k} to a node (BSP)")
     return directory

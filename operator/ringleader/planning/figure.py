@@ -16,11 +16,13 @@ import matplotlib.pyplot as pyplot  # noqa: E402
 from ringleader.analysis import figures  # noqa: E402
 from ringleader.planning import at_scale  # noqa: E402
 
+FIGURE_ID = "plan"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def plot(plans: Sequence[at_scale.Planned], path: pathlib.Path, title: str) -> pathlib.Path:
-    """Left: throughput (log-log, with one worker's throughput times N dotted); right: efficiency. A line each."""
+def plot(plans: Sequence[at_scale.Planned], directory: pathlib.Path, title: str) -> pathlib.Path:
+    """<directory>/plan.png. Left: throughput (log-log, one worker's alone times N dotted); right: efficiency. A line
+    each."""
     figure, (speed, efficiency) = pyplot.subplots(1, 2, figsize=(11.5, 4.0))
     workers = sorted({p.workers for p in plans})
     for index, label in enumerate(at_scale.labels(plans)):
@@ -45,8 +47,4 @@ def plot(plans: Sequence[at_scale.Planned], path: pathlib.Path, title: str) -> p
     efficiency.legend(*speed.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.02, 1.0),
                       fontsize="small")
     figures.suptitle(figure, title)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=figures.DPI)
-    pyplot.close(figure)
-    return path
+    return figures.save(figure, directory, FIGURE_ID)
