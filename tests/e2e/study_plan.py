@@ -30,7 +30,7 @@ LABELS = {"ParameterServer": "1ps", "PeerToPeer": "p2p", "RingAllReduce": "ring"
 
 
 def manifests(namespace: str) -> list[dict]:
-    common = dict(model=MODEL, data=DATA, placement={"ranks": "Spread", "mode": "Preferred"},
+    common = dict(model=MODEL, data=DATA, scheduling={"placement": {"ranks": "Spread", "mode": "Preferred"}},
                   parameterServers={"replicas": 1, "resources": dict(POD)},
                   runPolicy={"backoffLimit": 0, "activeDeadlineSeconds": 900, "cleanPodPolicy": "All"})
     alone = e2e_specs.experiment(ALONE, namespace, architecture="RingAllReduce",

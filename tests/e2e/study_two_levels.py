@@ -31,7 +31,7 @@ def study_manifest(namespace: str) -> dict:
         NAME, namespace, model=MODEL, data=DATA,
         parameterServers={"replicas": 1, "resources": {"cpu": f"{RANK_CPU_MILLI}m", "memory": "768Mi"}},
         workers={"replicas": 6, "ranksPerPod": 2, "resources": {"cpu": f"{2 * RANK_CPU_MILLI}m", "memory": "1536Mi"}},
-        placement={"ranks": "Spread", "mode": "Preferred"},
+        scheduling={"placement": {"ranks": "Spread", "mode": "Preferred"}},
         sweep={"maxParallel": 1, "matrix": {"architecture": ARCHITECTURES}},
         runPolicy={"backoffLimit": 0, "activeDeadlineSeconds": 900, "cleanPodPolicy": "All"})
 
