@@ -29,7 +29,8 @@ ARCHITECTURES = ["RingAllReduce", "HierarchicalRingAllReduce", "ParameterServer"
 def study_manifest(namespace: str) -> dict:
     return e2e_specs.experiment(
         NAME, namespace, model=MODEL, data=DATA,
-        parameterServers={"replicas": 1, "resources": {"cpu": f"{RANK_CPU_MILLI}m", "memory": "768Mi"}},
+        # a server of 6 workers holds their pushes at once: 768Mi was OOMKilled
+        parameterServers={"replicas": 1, "resources": {"cpu": f"{RANK_CPU_MILLI}m", "memory": "1536Mi"}},
         workers={"replicas": 6, "ranksPerPod": 2, "resources": {"cpu": f"{2 * RANK_CPU_MILLI}m", "memory": "1536Mi"}},
         scheduling={"placement": {"ranks": "Spread", "mode": "Preferred"}},
         sweep={"maxParallel": 1, "matrix": {"architecture": ARCHITECTURES}},
