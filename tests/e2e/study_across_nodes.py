@@ -68,7 +68,11 @@ def run_study(kube, namespace, launcher, mlflow, report_on_failure, manifest: di
     for trial in trials(dte):
         if not trial.get("runId"):
             continue
-        summary = json.loads(mlflow.artifact_text(trial["runId"], "summary.json"))
+        try:
+            summary = json.loads(mlflow.artifact_text(trial["runId"], "summary.json"))
+        except Exception as error:  # noqa: BLE001 - a failed trial has no summary: its row says so
+            rows.append({"trial": trial["name"], "reason": trial.get("reason"), "noSummary": str(error)[:200]})
+            continue
         rows.append(row_of(trial, summary))
         log(f"{name}: {json.dumps({k: v for k, v in rows[-1].items() if k not in ('prediction', 'usage')})}")
     results.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -66,8 +67,11 @@ def test_plans_from_one_worker_and_the_probe_against_the_clusters_trials(kube, n
         launcher.wait_admitted(name, 900)
         ended[name] = wait_terminal(kube, namespace, name, 2400)
         assert phase(ended[name]) == "Succeeded", describe_dte(kube, namespace, name)
-    store = reading.lookup_store(mlflow.url, ALONE, "")
-    profile = trial_directory(store, trials(ended[ALONE])[0]["runId"], tmp_path / "alone")
+    store = reading.lookup_store(mlflow.forward.url(), ALONE, "")
+    # The inputs are kept beside the results, so that the plan can be made again from them without a cluster.
+    inputs = RESULTS.with_suffix("")
+    shutil.rmtree(inputs, ignore_errors=True)
+    profile = trial_directory(store, trials(ended[ALONE])[0]["runId"], inputs / "alone")
     measured = {}
     for trial in trials(ended[MEASURED]):
         summary = json.loads(mlflow.artifact_text(trial["runId"], "summary.json"))
@@ -77,9 +81,10 @@ def test_plans_from_one_worker_and_the_probe_against_the_clusters_trials(kube, n
                          "nodeCount": summary.get("nodeCount"), "ownPrediction": (summary.get("prediction") or {})
                          .get("iterationSeconds")}
         if key == ("ring", 2):
-            (tmp_path / "network.json").write_text(json.dumps(summary))
+            (inputs / "network.json").write_text(json.dumps(summary))
+    (inputs / "measured.json").write_text(json.dumps({f"{k[0]} {k[1]}": v for k, v in measured.items()}, indent=1))
     planned = subprocess.run([sys.executable, "-m", "ringleader.cli", "predict", "--profile", str(profile),
-                              "--network", str(tmp_path / "network.json"), "--workers", "2", "3", "--servers", "1",
+                              "--network", str(inputs / "network.json"), "--workers", "2", "3", "--servers", "1",
                               "--save", str(tmp_path / "plan"), "-o", "json"],
                              capture_output=True, text=True, timeout=300)
     assert planned.returncode == 0, planned.stderr
