@@ -71,7 +71,7 @@ def test_plans_from_one_worker_and_the_probe_against_the_clusters_trials(kube, n
     # The inputs are kept beside the results, so that the plan can be made again from them without a cluster.
     inputs = RESULTS.with_suffix("")
     shutil.rmtree(inputs, ignore_errors=True)
-    profile = trial_directory(store, trials(ended[ALONE])[0]["runId"], inputs / "alone")
+    trial_directory(store, trials(ended[ALONE])[0]["runId"], inputs / "alone")
     measured = {}
     for trial in trials(ended[MEASURED]):
         summary = json.loads(mlflow.artifact_text(trial["runId"], "summary.json"))
@@ -82,23 +82,38 @@ def test_plans_from_one_worker_and_the_probe_against_the_clusters_trials(kube, n
                          .get("iterationSeconds")}
         if key == ("ring", 2):
             (inputs / "network.json").write_text(json.dumps(summary))
-    (inputs / "measured.json").write_text(json.dumps({f"{k[0]} {k[1]}": v for k, v in measured.items()}, indent=1))
-    planned = subprocess.run([sys.executable, "-m", "ringleader.cli", "predict", "--profile", str(profile),
+    (inputs / "measured.json").write_text(json.dumps({"nodes": nodes, "pod": POD, "trials": {
+        f"{k[0]} {k[1]}": v for k, v in measured.items()}}, indent=1))
+    write_results(inputs, tmp_path / "plan")
+
+
+def write_results(inputs: pathlib.Path, save: pathlib.Path) -> None:
+    """Plan 2 and 3 workers from the kept inputs (`ringleader predict --profile --network`), and write each measured
+    trial beside its plan into RESULTS."""
+    planned = subprocess.run([sys.executable, "-m", "ringleader.cli", "predict", "--profile", str(inputs / "alone"),
                               "--network", str(inputs / "network.json"), "--workers", "2", "3", "--servers", "1",
-                              "--save", str(tmp_path / "plan"), "-o", "json"],
-                             capture_output=True, text=True, timeout=300)
+                              "--save", str(save), "-o", "json"], capture_output=True, text=True, timeout=300)
     assert planned.returncode == 0, planned.stderr
     plan = json.loads(planned.stdout)
+    measured = json.loads((inputs / "measured.json").read_text())
     rows = []
-    for (label, workers), found in sorted(measured.items()):
-        [row] = [r for r in plan["architectures"][label] if r["workers"] == workers]
+    for key, found in sorted(measured["trials"].items()):
+        label, workers = key.split()
+        [row] = [r for r in plan["architectures"][label] if r["workers"] == int(workers)]
         error = row["iterationSeconds"] / found["iterationP50Seconds"] - 1
-        rows.append({"architecture": label, "workers": workers, **found, "plannedSeconds": row["iterationSeconds"],
-                     "plannedCommSeconds": row["commSeconds"], "plannedComputeSeconds": row["computeSeconds"],
-                     "bound": row["bound"], "errorFraction": error})
+        rows.append({"architecture": label, "workers": int(workers), **found,
+                     "plannedSeconds": row["iterationSeconds"], "plannedCommSeconds": row["commSeconds"],
+                     "plannedComputeSeconds": row["computeSeconds"], "bound": row["bound"], "errorFraction": error})
         log(f"plan: {label} at {workers}: measured {1000 * found['iterationP50Seconds']:.1f} ms, planned "
             f"{1000 * row['iterationSeconds']:.1f} ms ({100 * error:+.1f} %)")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"nodes": nodes, "pod": POD, "profile": plan["profile"],
+    RESULTS.write_text(json.dumps({"nodes": measured["nodes"], "pod": measured["pod"], "profile": plan["profile"],
                                    "network": plan["network"], "trials": rows}, indent=1) + "\n")
     log(f"plan: wrote {RESULTS}")
+
+
+if __name__ == "__main__":  # the plan made again from kept inputs (default this run's), no cluster needed
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        write_results(pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else RESULTS.with_suffix(""),
+                      pathlib.Path(directory))

@@ -9,13 +9,15 @@ replayed against the profile's backward so that what backward hides is not count
     N workers, k ranks to a node (P = N/k nodes), M the model's bytes, s servers on nodes of their own,
     C one worker's iteration from the profile (it computes the same batch at any N: weak scaling)
 
-    kPS     C + max((N+1)*8M/(sB), 2k*8M/B) + 2a    the servers' NICs, or a node's, carrying its k ranks' pushes
+    kPS     C + max(2N*8M/(sB), 2k*8M/B) + 2a       the servers' NICs, or a node's, carrying its k ranks' pushes
     P2P     C + max(2k(N-k)/N * 8M/B, 2(k-1)/N * 8M/B_in) + 2a
     ring    C + what backward leaves of the buckets' allreduces among N (each step waits on a hop between nodes)
     hring   C + what backward leaves of: allreduce among k inside the node, then among P across
     kPSagg  C + 2(k-1)*8M/B_in + 2a_in + kPS of P workers
 
-Every architecture runs BSP here (a planned cluster has no stragglers to measure). No band is stated: a band is
+A server's NIC is priced as real TCP runs it, its replies sharing the link with the pushes in turn (2N transfers of
+M/s): on the test cluster's NICs 1PS took that, not the (N+1) of a full-duplex card (docs/plan.md). Every
+architecture runs BSP here (a planned cluster has no stragglers to measure). No band is stated: a band is
 what held where predictions of its kind were checked against measurements, and these are checked only where
 docs/plan.md says.
 """
@@ -147,7 +149,7 @@ def _parameter_server(case: _Case, servers: int) -> _Priced:
     size = case.message_bytes
     pods = cost_models.Pods(case.k, case.inside.nic(size))
     return _Priced(cost_models.parameter_server_comm_seconds(case.workers, size, case.network.across.nic(size / servers),
-                                                             servers, full_duplex=True, pods=pods))
+                                                             servers, pods=pods))
 
 
 def _peer_to_peer(case: _Case) -> _Priced:
@@ -192,7 +194,7 @@ def _pod_aggregation(case: _Case, servers: int) -> _Priced:
     size = case.message_bytes
     pods = cost_models.Pods(case.k, case.inside.nic(size))
     total = cost_models.pod_aggregation_comm_seconds(case.workers, size, case.network.across.nic(size / servers),
-                                                     servers, full_duplex=True, pods=pods)
+                                                     servers, pods=pods)
     around = 2.0 * (case.k - 1) * pods.link(case.network.across.nic(size)).transfer_seconds(size)
     return _Priced(total, around)
 
