@@ -7,6 +7,9 @@ profile and ui delegated.
     ringleader crd | kubectl apply -f -           # the CustomResourceDefinition
     ringleader run examples/quickstart.yaml       # run locally into ./mlflow.db (ringleader.launch)
     ringleader operator                           # the operator (ringleader.controller)
+    ringleader publish ringleader-runs/           # what runs could not send to MLflow, sent (ringleader.commands)
+    ringleader report ringleader-runs/            # the newest run's report (HTML, figures, CSV), attached in MLflow
+    ringleader ui                                 # MLflow's UI on ./mlflow.db, opened at the newest sweep
     ringleader whatif ringleader-runs/            # a trial's scaling factor at other N, bandwidths, compressions
     ringleader predict ringleader-runs/           # each trial's iteration time predicted, and 1PS's, P2P's, ring's
     ringleader profile examples/quickstart.yaml   # the model's profile on this machine, from one worker
@@ -14,7 +17,7 @@ profile and ui delegated.
 
 Results go to stdout, problems to stderr; every command exits 0 (ok), 1 (invalid input or failed) or 2
 (usage), as contract/exits.py says and docs/cli.md lists. validate, render, crd and version import
-neither torch nor kopf, so they answer in a moment; run and operator import their modules only when called.
+neither torch nor kopf, so they answer in a moment; the delegated commands import their modules only when called.
 """
 
 from __future__ import annotations
@@ -45,16 +48,17 @@ from ringleader.topology import workload as topology_workload
 DELEGATED = {
     "run": ("ringleader.launch.cli", "run an experiment as local processes, recording into a local MLflow store"),
     "operator": ("ringleader.controller.cli", "run the Kubernetes operator (kopf) that reconciles experiments"),
-    "publish": ("ringleader.launch.publish", "publish records that ringleader run could not send to MLflow"),
-    "report": ("ringleader.launch.report", "write a sweep's report (HTML, figures, CSV) and attach it in MLflow"),
-    "whatif": ("ringleader.launch.whatif", "model a trial's scaling factor at other worker counts, bandwidths and "
-                                           "compression ratios"),
-    "predict": ("ringleader.launch.predict", "predict a trial's iteration time and that of the other architectures "
-                                             "from its own measurements"),
-    "profile": ("ringleader.launch.profile", "record a model's profile on this machine from one worker: its gradients, "
-                                             "forward, backward and update (the input of planning a cluster)"),
-    "ui": ("ringleader.launch.ui", "serve MLflow's UI on a local store, opened at the newest sweep in its "
-                                   "model-training view"),
+    "publish": ("ringleader.commands.publish", "publish records that ringleader run could not send to MLflow"),
+    "report": ("ringleader.commands.report", "write a sweep's report (HTML, figures, CSV) and attach it in MLflow"),
+    "whatif": ("ringleader.commands.whatif", "model a trial's scaling factor at other worker counts, bandwidths and "
+                                             "compression ratios"),
+    "predict": ("ringleader.commands.predict", "predict a trial's iteration time and that of the other "
+                                               "architectures from its own measurements"),
+    "profile": ("ringleader.commands.profile", "record a model's profile on this machine from one worker: its "
+                                               "gradients, forward, backward and update (the input of planning a "
+                                               "cluster)"),
+    "ui": ("ringleader.commands.ui", "serve MLflow's UI on a local store, opened at the newest sweep in its "
+                                     "model-training view"),
 }
 # Distributions whose versions `ringleader version` shows: read from their metadata, never imported (torch takes seconds).
 COMPONENTS = ("torch", "mlflow", "kopf")
@@ -212,7 +216,7 @@ def _delegate(command: str, argv: list[str]) -> int:
                                      epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_arguments(parser)
     args = parser.parse_args(argv)
-    if module_name.startswith("ringleader.launch."):
+    if module_name.startswith(("ringleader.launch.", "ringleader.commands.")):
         # The local commands talk to MLflow as the user: the user's credentials go to the server the user
         # named and to no other, whatever an experiment file or a run directory names (the operator binds
         # its own in controller.cli).

@@ -1,6 +1,6 @@
 """Every architecture's iteration at worker counts nobody has run yet, from a profile and a measured network.
 
-Called by `ringleader predict --profile P --network N` (launch/plan.py). The same models as a trial's own
+Called by `ringleader predict --profile P --network N` (commands/plan.py). The same models as a trial's own
 prediction (analysis/cost_models.py, analysis/overlap.py), priced on the network's measured curves rather than on a
 trial's probe: each formula takes the latency and rate of the regime its own message size falls in
 (network.Level.nic), and a ring's buckets cost the measured allreduce at their size (network.Level.allreduce_seconds),

@@ -1,6 +1,6 @@
 """The plan's figure: each architecture's throughput and scaling efficiency against the worker count.
 
-matplotlib's Agg backend (files only, no display); imported by launch/plan.py only when the plan is written.
+matplotlib's Agg backend (files only, no display); imported by commands/plan.py only when the plan is written.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ nothing twice (the cursors of publisher.py, one set per store), into the store t
 against unless another URI is given. A session whose launcher died is closed first (abandoned.py).
 A session run against a URI with credentials kept it redacted: it is published only with the URI
 given again (credentials come from the user at publish time, never from disk). Called by
-launch/publish.py and launch/cli.py.
+commands/publish.py and launch/cli.py.
 """
 
 from __future__ import annotations

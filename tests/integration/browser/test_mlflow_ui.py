@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 import chromium
-from ringleader.launch import ui
+from ringleader.commands import ui
 from ringleader.tracking import store
 
 pytestmark = [

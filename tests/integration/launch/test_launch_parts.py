@@ -15,8 +15,9 @@ import launching
 
 from ringleader.analysis import eta
 from ringleader.api import experiment, trial
+from ringleader.commands import publish
 from ringleader.contract import failures
-from ringleader.launch import cli, display, processes, publish, sweep, trials
+from ringleader.launch import cli, display, processes, sweep, trials
 from ringleader.launch import settings as settings_
 from ringleader.contract import environment as contract
 

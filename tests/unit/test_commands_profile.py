@@ -7,7 +7,7 @@ import yaml
 
 from ringleader import api, cli
 from ringleader.api import spec as spec_
-from ringleader.launch import profile
+from ringleader.commands import profile
 
 from conftest import make_document
 

@@ -28,7 +28,7 @@ from ringleader.analysis import addcost, collectives, overlap, placement, whatif
 from ringleader.analysis import profile as profile_
 from ringleader.api import variants
 from ringleader.contract import exits, layout, records
-from ringleader.launch import sources
+from ringleader.commands import sources
 
 MIB = 1024 * 1024
 DEFAULT_WORKERS = 8
@@ -201,7 +201,7 @@ def _bucketing(args: argparse.Namespace, basis: whatif.Basis) -> overlap.Bucketi
 def _add_cost(args: argparse.Namespace, out: TextIO) -> tuple[addcost.AddCost, str]:
     """The add cost the options ask for, and how to say it."""
     if args.calibrate_add:
-        from ringleader.launch import addcalibration  # imports torch
+        from ringleader.commands import addcalibration  # imports torch
 
         table = addcalibration.calibrate(args.device)
         args.calibrate_add.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import pytest
 
 from ringleader import cli
 from ringleader.analysis import addcost, profile
-from ringleader.launch import addcalibration
+from ringleader.commands import addcalibration
 
 # test_analysis_whatif.py's backward: A (1 MB) at 0 ms, B (1 MB) at 10 ms, C (2 MB) at 12 ms; backward 20 ms.
 PROFILE = {"batchSeconds": 0.048, "backwardSeconds": 0.020, "gradients": [
@@ -166,7 +166,7 @@ def test_the_python_api_reads_the_same_profile(profile_file):
 
 def test_a_peer_to_peer_trial_is_said_to_be_modelled_as_a_ring_and_its_own_point_is_in_the_defaults(monkeypatch, capsys):
     import sweeps
-    from ringleader.launch import sources
+    from ringleader.commands import sources
 
     [trial] = sweeps.trials({"architecture": "PeerToPeer", "network": {"bandwidth": "200Mbit"}})
     found = sources.Found([sweeps.result_of(trial, layers=sweeps.layers_document())], "trial rep-0", True)

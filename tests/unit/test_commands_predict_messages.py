@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import sweeps
-from ringleader.launch import predict, sources
+from ringleader.commands import predict, sources
 
 
 def predicted(monkeypatch, capsys, found: sources.Found) -> tuple[int, str]:

@@ -1,5 +1,5 @@
 """`ringleader predict SOURCE`: a trial's iteration time as the models predict it, and 1PS's, 4PS's, P2P's and the ring's;
-`ringleader predict --profile P --network N`: a cluster not run on, planned (launch/plan.py).
+`ringleader predict --profile P --network N`: a cluster not run on, planned (commands/plan.py).
 
     ringleader predict ringleader-runs/                   # every trial of the newest run
     ringleader predict ringleader-runs/quickstart-20250101-120000/quickstart-2 -o json
@@ -26,7 +26,7 @@ from ringleader.analysis import combinations, placement, prediction
 from ringleader.analysis.profile import worker_rank
 from ringleader.analysis.results import TrialResult
 from ringleader.contract import exits, keys
-from ringleader.launch import plan, sources
+from ringleader.commands import plan, sources
 
 MIB = 1024 * 1024
 FORMATS = ("table", "json")
