@@ -35,6 +35,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ringleader.contract import exits
+from ringleader.launch.preflight import Refused, load_experiment
 
 if TYPE_CHECKING:  # imported when `profile` is called: `ringleader validate` builds this parser and must stay instant
     from ringleader.api import Trial
@@ -73,14 +74,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(tracking_uri=None)
 
 
-class _Refused(Exception):
-    """Why `profile` cannot go on, and the exit status that says whether the file or an option is at fault."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class _Stopped(BaseException):
     """SIGTERM reached the command (SIGINT arrives as KeyboardInterrupt)."""
 
@@ -102,7 +95,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         from ringleader.planning import profiles
 
         profiles.write(profile, args.output)
-    except _Refused as refused:
+    except Refused as refused:
         print(str(refused), file=err)
         return refused.status
     except KeyboardInterrupt:
@@ -118,39 +111,27 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 def _check_options(args: argparse.Namespace) -> None:
     if args.iterations < MIN_ITERATIONS:
-        raise _Refused(f"ringleader profile: --iterations must be at least {MIN_ITERATIONS} (the profile is their "
-                       "medians)", exits.USAGE)
+        raise Refused(f"ringleader profile: --iterations must be at least {MIN_ITERATIONS} (the profile is their "
+                      "medians)", exits.USAGE)
     if args.timeout_seconds is not None and not args.timeout_seconds > 0:
-        raise _Refused("ringleader profile: --timeout-seconds must be greater than 0", exits.USAGE)
+        raise Refused("ringleader profile: --timeout-seconds must be greater than 0", exits.USAGE)
     if not pathlib.Path(args.data_dir).is_dir():
-        raise _Refused(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets",
-                       exits.USAGE)
+        raise Refused(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets",
+                      exits.USAGE)
     parent = pathlib.Path(args.output).resolve().parent
     if not parent.is_dir() or pathlib.Path(args.output).is_dir():
-        raise _Refused(f"-o {args.output}: cannot be written (its directory does not exist, or it is a directory); "
-                       "name a file in an existing directory", exits.USAGE)
+        raise Refused(f"-o {args.output}: cannot be written (its directory does not exist, or it is a directory); "
+                      "name a file in an existing directory", exits.USAGE)
 
 
 def _chosen_trial(args: argparse.Namespace, err: TextIO) -> tuple[str, Trial, Trial]:
     """(the file as messages name it, the one-worker trial to run, the experiment's trial it was made from), the file
     checked as `ringleader validate` checks it."""
-    from ringleader import api
-    from ringleader.api import loading
-    from ringleader.api import spec as spec_
-
-    name = loading.display_name(args.file)
-    try:
-        experiment = api.load(args.file)
-        trials = api.expand(experiment).trials
-    except api.LoadError as error:
-        raise _Refused(error.shown(), exits.FAILED) from error
-    except api.SpecError as error:
-        raise _Refused(str(error), exits.FAILED) from error
-    for warning in spec_.unread_fields(experiment.spec):
-        print(f"{name}: warning: {warning}", file=err)
+    name, _, expansion = load_experiment(args.file, err)
+    trials = expansion.trials
     if not 0 <= args.trial < len(trials):
-        raise _Refused(f"{name}: --trial {args.trial} does not exist: the experiment has trials 0 to "
-                       f"{len(trials) - 1}", exits.USAGE)
+        raise Refused(f"{name}: --trial {args.trial} does not exist: the experiment has trials 0 to "
+                      f"{len(trials) - 1}", exits.USAGE)
     chosen = trials[args.trial]
     if len(trials) > 1:
         described = ", ".join(f"{k}={v}" for k, v in chosen.parameters.items())
@@ -159,8 +140,8 @@ def _chosen_trial(args: argparse.Namespace, err: TextIO) -> tuple[str, Trial, Tr
     try:
         return name, one_worker(chosen, args.iterations), chosen
     except ValueError as error:  # pydantic's ValidationError: what one worker cannot be made of
-        raise _Refused(f"{name}: trial {chosen.name} cannot be run as one worker: {str(error).splitlines()[0]}",
-                       exits.FAILED) from error
+        raise Refused(f"{name}: trial {chosen.name} cannot be run as one worker: {str(error).splitlines()[0]}",
+                      exits.FAILED) from error
 
 
 def one_worker(trial: Trial, measured: int) -> Trial:
@@ -203,9 +184,9 @@ def _gpus(name: str, trial: Trial) -> list[str]:
     asked = trial.worker_slots()[0].resources.gpu
     gpus = devices.visible(os.environ, [trial])
     if asked and not gpus:
-        raise _Refused(f"{name}: trial {trial.name}'s workers ask for a GPU (`resources.gpu`), and none is visible "
-                       f"here ({devices.VISIBLE}, torch.cuda): profile on a machine with one, or set "
-                       "`workers.resources.gpu: 0` for a CPU profile", exits.FAILED)
+        raise Refused(f"{name}: trial {trial.name}'s workers ask for a GPU (`resources.gpu`), and none is visible "
+                      f"here ({devices.VISIBLE}, torch.cuda): profile on a machine with one, or set "
+                      "`workers.resources.gpu: 0` for a CPU profile", exits.FAILED)
     return gpus
 
 
@@ -222,7 +203,7 @@ class _RecordsDirectory:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise _Refused(f"--records-dir {self.given}: cannot be made: {error.strerror or error}", exits.USAGE) \
+            raise Refused(f"--records-dir {self.given}: cannot be made: {error.strerror or error}", exits.USAGE) \
                 from None
         return path
 
@@ -258,13 +239,13 @@ def _record(args: argparse.Namespace, trial: Trial, directory: pathlib.Path, gpu
     if outcome.status != schema.FINISHED:
         kept = f"; its logs are in {running.directory / 'logs'}" if args.records_dir else \
             "; --records-dir DIR keeps its logs"
-        raise _Refused(f"ringleader profile: the profiling trial failed: {outcome.message or outcome.reason}{kept}",
-                       exits.FAILED)
+        raise Refused(f"ringleader profile: the profiling trial failed: {outcome.message or outcome.reason}{kept}",
+                      exits.FAILED)
     try:
         return profiles.read(running.directory)
     except profiles.ProfileError as error:
-        raise _Refused(f"ringleader profile: the trial ran but its records make no profile: {error}",
-                       exits.FAILED) from None
+        raise Refused(f"ringleader profile: the trial ran but its records make no profile: {error}",
+                      exits.FAILED) from None
 
 
 def _stop(signum: int, _frame: Any) -> None:

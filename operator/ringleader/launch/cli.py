@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, TextIO
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
 from ringleader.launch import allowlist, devices, network, placement
+from ringleader.launch.preflight import Refused, load_experiment
 from ringleader.launch.settings import LaunchSettings
 
 if TYPE_CHECKING:  # imported when `run` is called: `ringleader validate` builds this parser and must stay instant
@@ -67,14 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default: ${contract.STALL_TIMEOUT_SECONDS}, else {contract.DEFAULT_STALL_TIMEOUT_SECONDS:g})")
 
 
-class _Refused(Exception):
-    """Why `run` cannot start, and the exit status that says whether the file or an option is at fault."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 @dataclasses.dataclass(frozen=True)
 class _Launch:
     """What `run` checked and prepared before any rank starts."""
@@ -99,7 +92,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     out, err = out or sys.stdout, err or sys.stderr
     try:
         launch = _prepare(args, out, err)
-    except _Refused as refused:
+    except Refused as refused:
         print(str(refused), file=err)
         return refused.status
     _announce(launch, out, err)
@@ -117,27 +110,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
-    """Checks the file, then the options, then the machine (raising `_Refused`), and opens the session directory."""
+    """Checks the file, then the options, then the machine (raising `Refused`), and opens the session directory."""
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
-    from ringleader import api
     from ringleader.api import loading
-    from ringleader.api import spec as spec_
 
     if (args.file is None) == (args.resume is None):
-        raise _Refused("ringleader run: give an experiment FILE, or --resume DIR (a run directory), not both",
-                       exits.USAGE)
+        raise Refused("ringleader run: give an experiment FILE, or --resume DIR (a run directory), not both",
+                      exits.USAGE)
     if args.resume is not None:
         return _prepare_resume(args, out, err)
-    name = loading.display_name(args.file)
-    try:
-        experiment = api.load(args.file)
-        expansion = api.expand(experiment)
-    except api.LoadError as error:
-        raise _Refused(error.shown(), exits.FAILED) from error
-    except api.SpecError as error:
-        raise _Refused(str(error), exits.FAILED) from error
-    for warning in spec_.unread_fields(experiment.spec):
-        print(f"{name}: warning: {warning}", file=err)
+    name, experiment, expansion = load_experiment(args.file, err)
     # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
     from ringleader.tracking.settings import TrackingSettings, resolve_uri
 
@@ -147,8 +129,8 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     try:
         session_dir = new_session_dir(output_dir, experiment.name)
     except OSError as error:
-        raise _Refused(f"--output-dir {settings.output_dir}: cannot create a run directory in it: {_why(error)}; "
-                       "choose a writable directory", exits.USAGE) from error
+        raise Refused(f"--output-dir {settings.output_dir}: cannot create a run directory in it: {_why(error)}; "
+                      "choose a writable directory", exits.USAGE) from error
     close_abandoned(output_dir, session_dir, out, err)
     return _Launch(experiment, expansion.skipped, trials, name,
                    name if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve()), environ, settings,
@@ -160,7 +142,7 @@ def _environ_and_settings(args: argparse.Namespace, trials: list[Trial], name: s
     for flag, value in (("--timeout-seconds", args.timeout_seconds),
                         ("--stall-timeout-seconds", args.stall_timeout_seconds)):
         if value is not None and not value > 0:
-            raise _Refused(f"{flag} must be greater than 0", exits.USAGE)
+            raise Refused(f"{flag} must be greater than 0", exits.USAGE)
     environ = dict(os.environ)
     if args.stall_timeout_seconds is not None:  # the ranks read it (runtime/settings.py)
         environ[contract.STALL_TIMEOUT_SECONDS] = str(args.stall_timeout_seconds)
@@ -178,27 +160,27 @@ def _prepare_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Laun
     directory = pathlib.Path(args.resume).resolve()
     name = shown(directory)
     if args.trial:
-        raise _Refused("--resume runs every trial left in the run directory: leave out --trial", exits.USAGE)
+        raise Refused("--resume runs every trial left in the run directory: leave out --trial", exits.USAGE)
     try:
         session = layout.Session.load(directory)
     except FileNotFoundError:
-        raise _Refused(f"--resume {args.resume}: not a run directory of `ringleader run` (no {layout.SESSION_FILE}); "
-                       "pass one of the directories in ringleader-runs/", exits.USAGE) from None
+        raise Refused(f"--resume {args.resume}: not a run directory of `ringleader run` (no {layout.SESSION_FILE}); "
+                      "pass one of the directories in ringleader-runs/", exits.USAGE) from None
     except api.SpecError as error:  # said as any invalid experiment is, naming the file once
-        raise _Refused(str(api.SpecError(f"--resume {args.resume}: {layout.SESSION_FILE}", error.problems)),
-                       exits.FAILED) from error
+        raise Refused(str(api.SpecError(f"--resume {args.resume}: {layout.SESSION_FILE}", error.problems)),
+                      exits.FAILED) from error
     except (api.LoadError, KeyError) as error:
-        raise _Refused(f"--resume {args.resume}: {layout.SESSION_FILE} is damaged: {error}", exits.FAILED) from error
+        raise Refused(f"--resume {args.resume}: {layout.SESSION_FILE} is damaged: {error}", exits.FAILED) from error
     if abandoned.is_running(directory):
-        raise _Refused(f"{name}: another `ringleader run` is running it now; resume it once that one ends",
-                       exits.USAGE)
+        raise Refused(f"{name}: another `ringleader run` is running it now; resume it once that one ends",
+                      exits.USAGE)
     left = set(sweep.left_to_run(session))
     if not left:
-        raise _Refused(f"{name}: every trial finished; nothing to resume", exits.USAGE)
+        raise Refused(f"{name}: every trial finished; nothing to resume", exits.USAGE)
     trials = [t for t in api.expand(session.experiment).trials if t.name in left]
     refused = network.refusal(name, trials)
     if refused:
-        raise _Refused(refused, exits.FAILED)
+        raise Refused(refused, exits.FAILED)
     environ, settings = _environ_and_settings(args, trials, name, err)
     close_abandoned(directory.parent, directory, out, err)
     return _Launch(session.experiment, [], trials, name, session.source or name, environ, settings,
@@ -209,13 +191,13 @@ def _chosen_trials(args: argparse.Namespace, trials: list[Trial], name: str) -> 
     """The trials `--trial` names (all by default), once the launcher can run them all."""
     refused = network.refusal(name, trials)
     if refused:
-        raise _Refused(refused, exits.FAILED)
+        raise Refused(refused, exits.FAILED)
     if not args.trial:
         return trials
     wrong = [n for n in args.trial if not 0 <= n < len(trials)]
     if wrong:
-        raise _Refused(f"{name}: --trial {wrong[0]} does not exist: the experiment has trials 0 to {len(trials) - 1}",
-                       exits.USAGE)
+        raise Refused(f"{name}: --trial {wrong[0]} does not exist: the experiment has trials 0 to {len(trials) - 1}",
+                      exits.USAGE)
     return [trials[n] for n in sorted(set(args.trial))]
 
 
@@ -224,7 +206,7 @@ def _passed_variables(args: argparse.Namespace, err: TextIO) -> tuple[str, ...]:
     passed = tuple(dict.fromkeys(args.passed_variables or ()))
     refusal = next((r for r in map(allowlist.refusal, passed) if r), None)
     if refusal:
-        raise _Refused(refusal, exits.USAGE)
+        raise Refused(refusal, exits.USAGE)
     for variable in passed:
         if variable not in os.environ:
             print(f"warning: --env {variable} is not set in this shell; the ranks will not have it", file=err)
@@ -234,12 +216,12 @@ def _passed_variables(args: argparse.Namespace, err: TextIO) -> tuple[str, ...]:
 def _settings(args: argparse.Namespace, passed: tuple[str, ...], trials: list[Trial], name: str) -> LaunchSettings:
     """The launcher's settings, once the data directory exists and the GPUs the trials need are visible."""
     if not pathlib.Path(args.data_dir).is_dir():
-        raise _Refused(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets",
-                       exits.USAGE)
+        raise Refused(f"--data-dir {args.data_dir}: not a directory; pass the directory that holds the datasets",
+                      exits.USAGE)
     gpus = devices.visible(os.environ, trials)
     refused = devices.refusal(name, trials, gpus)
     if refused:
-        raise _Refused(refused, exits.FAILED)
+        raise Refused(refused, exits.FAILED)
     return LaunchSettings(output_dir=args.output_dir, passed_variables=passed, data_dir=args.data_dir,
                           gpus=tuple(gpus))
 
