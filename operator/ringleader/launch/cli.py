@@ -25,11 +25,11 @@ import pathlib
 import shutil
 import signal
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Sequence, TextIO
 
 from ringleader.contract import environment as contract
 from ringleader.contract import exits, redaction
-from ringleader.launch import allowlist, devices, network, placement
+from ringleader.launch import allowlist, devices
 from ringleader.launch.preflight import Refused, load_experiment
 from ringleader.launch.settings import LaunchSettings
 
@@ -178,9 +178,7 @@ def _prepare_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Laun
     if not left:
         raise Refused(f"{name}: every trial finished; nothing to resume", exits.USAGE)
     trials = [t for t in api.expand(session.experiment).trials if t.name in left]
-    refused = network.refusal(name, trials)
-    if refused:
-        raise Refused(refused, exits.FAILED)
+    _refuse_network_caps(name, trials)
     environ, settings = _environ_and_settings(args, trials, name, err)
     close_abandoned(directory.parent, directory, out, err)
     return _Launch(session.experiment, [], trials, name, session.source or name, environ, settings,
@@ -189,9 +187,7 @@ def _prepare_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Laun
 
 def _chosen_trials(args: argparse.Namespace, trials: list[Trial], name: str) -> list[Trial]:
     """The trials `--trial` names (all by default), once the launcher can run them all."""
-    refused = network.refusal(name, trials)
-    if refused:
-        raise Refused(refused, exits.FAILED)
+    _refuse_network_caps(name, trials)
     if not args.trial:
         return trials
     wrong = [n for n in args.trial if not 0 <= n < len(trials)]
@@ -199,6 +195,34 @@ def _chosen_trials(args: argparse.Namespace, trials: list[Trial], name: str) -> 
         raise Refused(f"{name}: --trial {wrong[0]} does not exist: the experiment has trials 0 to {len(trials) - 1}",
                       exits.USAGE)
     return [trials[n] for n in sorted(set(args.trial))]
+
+
+def _refuse_network_caps(source: str, trials: Sequence[Trial]) -> None:
+    """Refused when a trial's cap is to be enforced by the network (`spec.network.enforcement: Network`).
+
+    Local ranks talk over the loopback, which no CNI shapes. Emulating instead would measure something else (the
+    runtime sleeps; the kernel's token bucket queues, bursts and paces TCP), so such a trial is refused rather than
+    quietly run another way."""
+    from ringleader.api.spec import BandwidthEnforcement
+
+    enforced = [t for t in trials if t.spec.network.enforcement == BandwidthEnforcement.NETWORK]
+    if enforced:
+        raise Refused(f"{source}: `spec.network.enforcement` is Network (trial {enforced[0].name}), which `ringleader "
+                      "run` cannot apply: its ranks are local processes on the loopback, which no network plugin "
+                      "shapes. Set `network.enforcement: Emulated` (or leave it out) to have the runtime emulate the "
+                      "cap locally, or apply the experiment to a cluster whose CNI chains the bandwidth plugin "
+                      "(docs/operator.md)", exits.FAILED)
+
+
+def _placement_note(trials: Sequence[Trial]) -> str | None:
+    """One line saying that the trials' `spec.scheduling.placement` does not apply on one machine; None when none
+    asks for one."""
+    placed = sorted({t.spec.scheduling.placement.label() for t in trials if not t.spec.scheduling.placement.is_any()})
+    if not placed:
+        return None
+    return (f"note: `scheduling.placement` ({', '.join(placed)}) does not apply to `ringleader run`: every rank runs "
+            "on this machine, so every exchange crosses its loopback, not a network; apply the experiment to a "
+            "cluster to place ranks on nodes")
 
 
 def _passed_variables(args: argparse.Namespace, err: TextIO) -> tuple[str, ...]:
@@ -242,7 +266,7 @@ def _announce(launch: _Launch, out: TextIO, err: TextIO) -> None:
           file=out)
     for parameters, reason in launch.skipped:
         print(f"  skipped ({', '.join(f'{k}={v}' for k, v in parameters.items())}): {reason}", file=out)
-    placed = placement.note(launch.trials)
+    placed = _placement_note(launch.trials)
     if placed:
         print(placed, file=out)
     out.flush()
