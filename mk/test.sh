@@ -5,10 +5,11 @@
 # run beside tests that wait on processes: they start in the background at once, in the order the tiers need
 # them, and each foreground tier waits only for the parts it uses:
 #
-#   background  from the start: Go modules -> tools (etcd, helm, crictl, CoreDNS) -> Kubernetes -> Kueue
+#   background  from the start: Go modules -> tools (helm, etcd) -> Kubernetes -> Kueue -> e2e-tools (crictl,
+#               CoreDNS: the e2e tier's alone, so they build while the operator tier runs)
 #               after the host packages: base images (pause, Debian) -> the project image -> the nodes' store
 #   foreground  environment beside host packages, lint -> integration -> unit (helm) -> operator (Kubernetes,
-#               etcd, Kueue) -> e2e on one three-node cluster (the image, seeded)
+#               etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS, the image, seeded)
 #
 # Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time; above
 # WARN_MINUTES it says so, so that the suite cannot outgrow the limit silently.
@@ -47,23 +48,26 @@ step() {
   return $rc
 }
 # Two chains side by side: the Go builds wait on the CPU, the images on the network and the disk.
-GO_STEPS=(modules tools kubernetes kueue)
+GO_STEPS=(modules tools kubernetes kueue e2e-tools)
 IMAGE_STEPS=(images image seed)
 STEPS=("${GO_STEPS[@]}" "${IMAGE_STEPS[@]}")
 # What never ran after a failed step is marked failed too, so nothing waits for it.
 unfinished_failed() { local s; for s in "$@"; do [[ -e "$STATE/$s.rc" ]] || echo 1 > "$STATE/$s.rc"; done; }
 go_builds() {  # needs only Go: starts at once
   step modules cluster/download-modules.sh &&
-  step tools cluster/build-tools.sh helm etcd crictl coredns &&
+  # What the unit (helm) and operator (etcd, Kubernetes, Kueue) tiers need first; crictl and CoreDNS, which only
+  # the e2e tier uses, build while the operator tier runs.
+  step tools cluster/build-tools.sh helm etcd &&
   step kubernetes cluster/build-kubernetes.sh &&
-  step kueue cluster/build-kueue.sh
+  step kueue cluster/build-kueue.sh &&
+  step e2e-tools cluster/build-tools.sh crictl coredns
   unfinished_failed "${GO_STEPS[@]}"
 }
 image_builds() {  # needs the host packages (debootstrap, buildah, containerd)
   step images cluster/build-images.sh pause debian-base &&
   step image "$MAKE" --no-print-directory e2e-image &&
   # The nodes' content store seeded with the image now, not at the e2e tier's cluster-up (CoreDNS's binary too).
-  { until [[ -e "$STATE/tools.rc" ]]; do sleep 2; done; [[ "$(cat "$STATE/tools.rc")" == 0 ]]; } &&
+  { until [[ -e "$STATE/e2e-tools.rc" ]]; do sleep 2; done; [[ "$(cat "$STATE/e2e-tools.rc")" == 0 ]]; } &&
   step seed cluster/seed-store.sh
   unfinished_failed "${IMAGE_STEPS[@]}"
 }
@@ -125,7 +129,7 @@ tier "lint, CRD check" "$MAKE" --no-print-directory lint crds-check
 tier "integration" pytest_tier tests/integration
 gated tools "unit" pytest_tier tests/unit
 gated "tools kubernetes kueue" "operator (real kube-apiserver)" pytest_tier tests/operator
-gated "image seed" "e2e (three nodes)" "$MAKE" --no-print-directory e2e E2E_NODES=3
+gated "e2e-tools image seed" "e2e (three nodes)" "$MAKE" --no-print-directory e2e E2E_NODES=3
 wait "${BACKGROUND[@]}" 2>/dev/null
 summary
 (( ${#FAILED[@]} == 0 ))
