@@ -38,7 +38,7 @@ import tempfile
 
 import bench_ps_vs_ring
 import harness
-from ringleader.analysis import cost_models
+from ringleader.models import cost_models
 from ringleader.api import spec as spec_
 from ringleader.contract import keys
 

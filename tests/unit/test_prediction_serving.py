@@ -1,4 +1,4 @@
-"""A prediction's serving work and shared cores (analysis/prediction_serving.py), against values worked out by hand."""
+"""A prediction's serving work and shared cores (models/prediction_serving.py), against values worked out by hand."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from ringleader.analysis import calibration, cost_models, overlap, prediction
-from ringleader.analysis import prediction_serving as serving
-from ringleader.analysis import profile as profile_
+from ringleader.models import calibration, cost_models, overlap, prediction
+from ringleader.models import prediction_serving as serving
+from ringleader.models import profile as profile_
 from ringleader.api.spec import Architecture, Paradigm
 from ringleader.contract import keys
 
@@ -66,7 +66,7 @@ def pod(name: str, node: str, quota: float, node_cpus: float | None) -> dict:
 def test_the_machine_is_the_node_its_pods_share_whatever_each_pods_quota():
     """Three pods of 150m, two of them on one 2-CPU node: that node has 1 worker per CPU, not 6.7 per pod."""
     usage = {"0": pod("w-0", "n1", 0.15, 2.0), "1": pod("w-1", "n1", 0.15, 2.0), "2": pod("w-2", "n2", 0.15, 2.0)}
-    from ringleader.analysis import contention
+    from ringleader.models import contention
 
     assert sorted(contention.ranks_by_machine(usage)) == ["n1", "n2"]
     assert serving.cores(usage, worker_ranks=[0, 1, 2]).workers_per_cpu == pytest.approx(1.0)  # n1: 2 on 2 CPUs

@@ -1,6 +1,6 @@
-"""Two levels: k ranks to a pod, P pods. What each architecture sends inside and across pods (analysis/placement.py),
-what that costs on a link inside and a NIC between (analysis/cost_models.py), and the predictions built on both
-(analysis/prediction.py), worked out by hand; with one rank per pod, every two-level model is its flat one."""
+"""Two levels: k ranks to a pod, P pods. What each architecture sends inside and across pods (models/placement.py),
+what that costs on a link inside and a NIC between (models/cost_models.py), and the predictions built on both
+(models/prediction.py), worked out by hand; with one rank per pod, every two-level model is its flat one."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import dataclasses
 
 import pytest
 
-from ringleader.analysis import calibration, cost_models, overlap, placement, prediction, whatif
+from ringleader.models import calibration, cost_models, overlap, placement, prediction, whatif
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import levels
 
-from test_analysis_prediction import COMPUTE, PROFILE
+from test_models_prediction import COMPUTE, PROFILE
 
 M = 1_000_000.0
 

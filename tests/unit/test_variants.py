@@ -11,7 +11,7 @@ import enum
 
 import pytest
 
-from ringleader.analysis import collectives, cost_models, placement, prediction, profile
+from ringleader.models import collectives, cost_models, placement, prediction, profile
 from ringleader.api import spec, variants
 from ringleader.runtime import compression, main, paradigms
 from ringleader.topology import rendering
@@ -24,11 +24,11 @@ TABLES: dict[str, tuple[type[enum.Enum], dict]] = {
     "runtime/paradigms.py GATES": (variants.Paradigm, paradigms.GATES),
     "runtime/compression.py BUCKET_CODECS": (variants.CompressionMethod, compression.BUCKET_CODECS),
     "topology/rendering.py TEMPLATES": (variants.Architecture, rendering.TEMPLATES),
-    "analysis/cost_models.py COMM_SECONDS": (variants.Architecture, cost_models.COMM_SECONDS),
-    "analysis/prediction.py MODELS": (variants.Architecture, prediction.MODELS),
-    "analysis/placement.py PHASES": (variants.Architecture, placement.PHASES),
-    "analysis/collectives.py ROUNDS": (variants.CompressionMethod, collectives.ROUNDS),
-    "analysis/profile.py CRITICAL": (variants.Waits, profile.CRITICAL),
+    "models/cost_models.py COMM_SECONDS": (variants.Architecture, cost_models.COMM_SECONDS),
+    "models/prediction.py MODELS": (variants.Architecture, prediction.MODELS),
+    "models/placement.py PHASES": (variants.Architecture, placement.PHASES),
+    "models/collectives.py ROUNDS": (variants.CompressionMethod, collectives.ROUNDS),
+    "models/profile.py CRITICAL": (variants.Waits, profile.CRITICAL),
 }
 
 

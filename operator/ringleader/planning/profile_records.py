@@ -1,5 +1,5 @@
 """A trial's records as a ModelProfile: a trial directory of `ringleader run` (or one of its rank directories), read
-as `ringleader whatif` and `ringleader predict` read it (analysis/profile.py), so all three take the same numbers.
+as `ringleader whatif` and `ringleader predict` read it (models/profile.py), so all three take the same numbers.
 
 The rank is the trial's lowest worker rank with a layers.json (a rank directory: that rank). Its gradients are
 layers.json's medians over the traced iterations, stretched to the rank's median time/backward after warm-up
@@ -20,8 +20,8 @@ from typing import Any, Mapping, Sequence
 
 import pydantic
 
-from ringleader.analysis import profile as profile_
-from ringleader.analysis import summary
+from ringleader.models import profile as profile_
+from ringleader.models import summary
 from ringleader.api import constants
 from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout

@@ -13,7 +13,7 @@ import time
 
 import launching
 
-from ringleader.analysis import eta
+from ringleader.models import eta
 from ringleader.api import experiment, trial
 from ringleader.contract import failures
 from ringleader.launch import cli, display, processes, publish, sweep, trials
