@@ -60,7 +60,7 @@ import sys
 import tempfile
 
 import harness
-from ringleader.models import cost_models
+from ringleader.models import architectures, cost_models
 from ringleader.api import spec as spec_
 from ringleader.contract import keys, records
 
@@ -183,7 +183,7 @@ def predict(architecture: str, workers: int, model_bytes: int, bandwidth: str) -
     if bandwidth == UNSHAPED:
         return None
     link = cost_models.Nic(spec_.parse_bandwidth(bandwidth))
-    return cost_models.comm_seconds(architecture, workers, model_bytes, link)
+    return architectures.comm_seconds(architecture, workers, model_bytes, link)
 
 
 def trend(rows: list[dict]) -> None:
@@ -195,8 +195,8 @@ def trend(rows: list[dict]) -> None:
         if base is None or base["measured"]["slowestCommWaitMedian"] <= 0:
             continue
         row["measuredVsTwoWorkers"] = row["measured"]["slowestCommWaitMedian"] / base["measured"]["slowestCommWaitMedian"]
-        two = cost_models.comm_seconds(row["architecture"], 2, row["modelBytes"], link)
-        row["modelVsTwoWorkers"] = cost_models.comm_seconds(row["architecture"], row["workers"], row["modelBytes"], link) / two
+        two = architectures.comm_seconds(row["architecture"], 2, row["modelBytes"], link)
+        row["modelVsTwoWorkers"] = architectures.comm_seconds(row["architecture"], row["workers"], row["modelBytes"], link) / two
 
 
 def main(argv: list[str] | None = None) -> int:

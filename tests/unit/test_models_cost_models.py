@@ -3,7 +3,7 @@ model's replay: test_models_overlap.py)."""
 
 import pytest
 
-from ringleader.models import cost_models
+from ringleader.models import architectures, cost_models
 
 # M/B = 1 second: 1e6 bytes on an 8e6 bit/s link; a = 10 ms.
 M = 1e6
@@ -44,20 +44,20 @@ def test_ring_traffic_stays_flat_while_one_server_grows_linearly():
 
 def test_the_report_prices_communication_as_predict_does_the_servers_nic_full_duplex():
     # max((N+1)*M/(k*B), 2*M/B) + 2a = 5 + 0.02, where the textbook's 2*N*M/B counts the two directions in turn
-    assert cost_models.priced_comm_seconds("ParameterServer", 4, M, LINK) == pytest.approx(5.02)
-    assert cost_models.priced_comm_seconds("ParameterServer", 4, M, LINK) == pytest.approx(
+    assert architectures.priced_comm_seconds("ParameterServer", 4, M, LINK) == pytest.approx(5.02)
+    assert architectures.priced_comm_seconds("ParameterServer", 4, M, LINK) == pytest.approx(
         cost_models.parameter_server_comm_seconds(4, M, LINK, full_duplex=True))
-    assert cost_models.priced_comm_seconds("PeerToPeer", 4, M, LINK) == cost_models.comm_seconds("PeerToPeer", 4, M, LINK)
-    assert cost_models.priced_comm_seconds("RingAllReduce", 4, M, LINK) == cost_models.comm_seconds("RingAllReduce", 4, M,
+    assert architectures.priced_comm_seconds("PeerToPeer", 4, M, LINK) == architectures.comm_seconds("PeerToPeer", 4, M, LINK)
+    assert architectures.priced_comm_seconds("RingAllReduce", 4, M, LINK) == architectures.comm_seconds("RingAllReduce", 4, M,
                                                                                                    LINK)
 
 
 def test_comm_seconds_dispatches_on_architecture_names():
-    assert cost_models.comm_seconds("ParameterServer", 4, M, LINK, servers=2) == pytest.approx(4.02)
-    assert cost_models.comm_seconds("PeerToPeer", 4, M, LINK) == pytest.approx(1.52)
-    assert cost_models.comm_seconds(cost_models.Architecture.RING_ALL_REDUCE, 4, M, LINK) == pytest.approx(1.56)
+    assert architectures.comm_seconds("ParameterServer", 4, M, LINK, servers=2) == pytest.approx(4.02)
+    assert architectures.comm_seconds("PeerToPeer", 4, M, LINK) == pytest.approx(1.52)
+    assert architectures.comm_seconds(architectures.Architecture.RING_ALL_REDUCE, 4, M, LINK) == pytest.approx(1.56)
     with pytest.raises(ValueError):
-        cost_models.comm_seconds("Gossip", 4, M, LINK)
+        architectures.comm_seconds("Gossip", 4, M, LINK)
 
 
 @pytest.mark.parametrize("arguments", [(0, M, LINK), (4, -1.0, LINK)])

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from ringleader.models import calibration, collectives, cost_models, overlap, prediction, validation
+from ringleader.models import calibration, collectives, cost_models, overlap, prediction, prediction_models, validation
 from ringleader.models import profile as profile_
 from ringleader.models import results as results_
 from ringleader.api import spec as spec_
@@ -193,10 +193,10 @@ PROFILE = profile_.Profile((profile_.Gradient("L1", 1000, 0.007), profile_.Gradi
 COMPUTE = profile_.Compute({0: {1: 0.010, 2: 0.010}, 1: {1: 0.014, 2: 0.006}})
 
 
-def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP", bucket_bytes: float = 1) -> prediction.Inputs:
+def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP", bucket_bytes: float = 1) -> prediction_models.Inputs:
     # One way: 0.5 ms + 1 us per byte (B = 8 Mbit/s); the allreduce of 2: 1 ms + 1 us per byte.
     link = calibration.Calibration(cost_models.Nic(8e6, 0.0005), cost_models.CommCost(0.001, 1e-6), 2, kind, "by hand")
-    return prediction.Inputs(PROFILE, COMPUTE, link, 2, spec_.Paradigm(paradigm),
+    return prediction_models.Inputs(PROFILE, COMPUTE, link, 2, spec_.Paradigm(paradigm),
                              overlap.RuntimeBuckets(bucket_bytes, bucket_bytes))
 
 
@@ -236,7 +236,7 @@ def test_bands_come_from_the_validation_of_that_kind_or_say_why_not():
     assert all("not 16" in e.note for e in outside if e.band is not None)
 
 
-def dataclass_replace(found: prediction.Inputs, **changes) -> prediction.Inputs:
+def dataclass_replace(found: prediction_models.Inputs, **changes) -> prediction_models.Inputs:
     import dataclasses
     return dataclasses.replace(found, **changes)
 
@@ -365,7 +365,7 @@ def test_a_compressed_trials_prediction_takes_the_ratio_its_records_measured():
                                      layers_document(), 0, probe())
     # its buckets' allreduces send half the bytes: they end sooner (here hidden under backward either way)
     assert plain.inputs.wire is None
-    assert prediction.ring_replay(found.inputs).ends[-1] < prediction.ring_replay(plain.inputs).ends[-1]
+    assert prediction_models.ring_replay(found.inputs).ends[-1] < prediction_models.ring_replay(plain.inputs).ends[-1]
 
 
 def test_the_document_states_the_band_as_the_error_nine_in_ten_held_out_predictions_kept_within():

@@ -33,14 +33,10 @@ ARCHITECTURE = [
      "    Architecture.TREE_ALL_REDUCE: ring.RingSynchronizer,\n"),
     ("topology/rendering.py", '    Architecture.RING_ALL_REDUCE: "ring_allreduce.yaml.j2",\n',
      '    Architecture.TREE_ALL_REDUCE: "ring_allreduce.yaml.j2",\n'),
-    ("models/cost_models.py", "COMM_SECONDS: dict[Architecture, Callable[[int, float, Nic, int, Pods], float]] = {\n",
-     "    Architecture.TREE_ALL_REDUCE: lambda workers, model_bytes, link, _, pods: ring_comm_seconds(workers, "
-     "model_bytes, link, pods),\n"),
-    ("models/prediction.py", "MODELS: dict[Architecture, Model] = {\n",
-     "    Architecture.TREE_ALL_REDUCE: Model(_model_name(Architecture.TREE_ALL_REDUCE), lambda i, _: ring_comm(i), "
-     "ring_compute, Paradigm.BSP),\n"),
-    ("models/placement.py", "    Architecture.RING_ALL_REDUCE: _ring,\n",
-     "    Architecture.TREE_ALL_REDUCE: _ring,\n"),
+    ("models/architectures.py", "ARCHITECTURE_MODELS: dict[Architecture, ArchitectureModel] = {\n",
+     "    Architecture.TREE_ALL_REDUCE: ArchitectureModel(lambda workers, model_bytes, link, _, pods: "
+     "cost_models.ring_comm_seconds(workers, model_bytes, link, pods), Model(_model_name(Architecture.TREE_ALL_REDUCE), "
+     "lambda i, _: ring_comm(i), ring_compute, Paradigm.BSP), traffic.ring),\n"),
 ]
 PARADIGM = [
     ("api/variants.py", '    DSSP = "DSSP"\n', '    THROWAWAY = "Throwaway"\n'),

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from ringleader.models import calibration, cost_models, overlap, prediction
+from ringleader.models import calibration, cost_models, overlap, prediction, prediction_models
 from ringleader.models import prediction_serving as serving
 from ringleader.models import profile as profile_
 from ringleader.api.spec import Architecture, Paradigm
@@ -97,7 +97,7 @@ def test_the_estimates_add_the_serving_on_the_path_and_move_the_compute():
     link = calibration.Calibration(cost_models.Nic(8e6, 0.0005), cost_models.CommCost(0.001, 1e-6), 3,
                                    calibration.EMULATED, "by hand")
     gradients = (profile_.Gradient("L", 6000, 0.001),)
-    inputs = prediction.Inputs(profile_.Profile(gradients, 0.001), profile_.Compute({r: {1: 0.010} for r in (1, 2, 3)}),
+    inputs = prediction_models.Inputs(profile_.Profile(gradients, 0.001), profile_.Compute({r: {1: 0.010} for r in (1, 2, 3)}),
                                link, 3, Paradigm.BSP, overlap.RuntimeBuckets(1e6, 1e6), None, PS,
                                serving.Serving(0.006, "by hand"), serving.Cores(workers_per_cpu=1.5))
     found = {e.label: e for e in prediction.estimates(inputs)}

@@ -1,6 +1,6 @@
 """Communication cost models of a synchronous-SGD iteration: study 1's, and a fitted cost of one message.
 
-Called by models/prediction.py (every architecture's prediction), models/calibration.py (the fit),
+Called by models/architectures.py (each architecture's T_comm and prediction), models/calibration.py (the fit),
 report/scaling.py (the report's study-1 figure) and bench/bench_ps_vs_ring.py (models beside
 measurements). Pure functions of typed inputs: seconds, bytes, bits per second; no torch, no I/O.
 Overlap with backward (study 2's DAG model) is models/overlap.py's.
@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Callable, Sequence
-
-from ringleader.api.spec import Architecture
+from typing import Sequence
 
 BITS_PER_BYTE = 8.0
 
@@ -168,44 +166,6 @@ def pod_aggregation_comm_seconds(workers: int, model_bytes: float, link: Nic, se
     around = 2.0 * (pods.ranks - 1) * inside.transfer_seconds(model_bytes) + \
         (2.0 * inside.latency_for(model_bytes) if pods.ranks > 1 else 0.0)
     return around + parameter_server_comm_seconds(count, model_bytes, link, servers, full_duplex)
-
-
-COMM_SECONDS: dict[Architecture, Callable[[int, float, Nic, int, Pods], float]] = {
-    Architecture.PARAMETER_SERVER: lambda workers, model_bytes, link, servers, pods: parameter_server_comm_seconds(
-        workers, model_bytes, link, servers, pods=pods),
-    Architecture.PEER_TO_PEER: lambda workers, model_bytes, link, _, pods: peer_to_peer_comm_seconds(
-        workers, model_bytes, link, pods),
-    Architecture.RING_ALL_REDUCE: lambda workers, model_bytes, link, _, pods: ring_comm_seconds(
-        workers, model_bytes, link, pods),
-    Architecture.HIERARCHICAL_RING_ALL_REDUCE: lambda workers, model_bytes, link, _, pods:
-        hierarchical_ring_comm_seconds(workers, model_bytes, link, pods),
-    Architecture.PARAMETER_SERVER_POD_AGGREGATION: lambda workers, model_bytes, link, servers, pods:
-        pod_aggregation_comm_seconds(workers, model_bytes, link, servers, pods=pods),
-}
-"""COMM_SECONDS: per architecture, study 1's T_comm(workers, model bytes, link, servers, pods)."""
-
-
-def comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Nic,
-                 servers: int = 1, pods: Pods = ONE_PER_POD) -> float:
-    """Study 1's T_comm of `architecture` (servers counts only for an architecture with servers)."""
-    return COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers, pods)
-
-
-PRICED_COMM_SECONDS = {  # every architecture of COMM_SECONDS, the server's NIC priced as predict prices it
-    **COMM_SECONDS,
-    Architecture.PARAMETER_SERVER: lambda workers, model_bytes, link, servers, pods: parameter_server_comm_seconds(
-        workers, model_bytes, link, servers, full_duplex=True, pods=pods),
-    Architecture.PARAMETER_SERVER_POD_AGGREGATION: lambda workers, model_bytes, link, servers, pods:
-        pod_aggregation_comm_seconds(workers, model_bytes, link, servers, full_duplex=True, pods=pods),
-}
-"""PRICED_COMM_SECONDS: T_comm as `ringleader predict` prices it (prediction.MODELS): study 1's models, with the
-server's NIC sending and receiving at once, as a real NIC does (the textbook 2NM/B counts the two directions in
-turn). What the report's communication figure draws, so that it and `predict` say the same."""
-
-
-def priced_comm_seconds(architecture: Architecture | str, workers: int, model_bytes: float, link: Nic,
-                        servers: int = 1, pods: Pods = ONE_PER_POD) -> float:
-    return PRICED_COMM_SECONDS[Architecture(architecture)](workers, model_bytes, link, servers, pods)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import collections
 from typing import Iterable
 
 from ringleader.contract import records as records_
-from ringleader.models import results, summary, targets
+from ringleader.models import recorded, results, targets
 from ringleader.api import constants
 from ringleader.contract import keys
 
@@ -64,7 +64,7 @@ def staleness(result: results.TrialResult) -> list[float]:
     """The staleness of every worker iteration after warm-up (iterations; only asynchronous exchanges record it)."""
     values = []
     for records in result.records.values():
-        values += [float(r[keys.STALENESS]) for r in summary.measured(records, constants.ROLE_WORKER)
+        values += [float(r[keys.STALENESS]) for r in recorded.measured(records, constants.ROLE_WORKER)
                    if records_.is_worker_record(r) and r.get(keys.STALENESS) is not None]
     return values
 

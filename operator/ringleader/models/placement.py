@@ -1,16 +1,7 @@
 """Where a trial's ranks ran, and how much of its traffic crossed nodes: from the node each rank recorded.
 
-The traffic pattern is the architecture's (PHASES): which rank sends which other how many of the model's M bytes
-per iteration, phase by phase, as its algorithm does (shards of equal size; k ranks to a pod, P pods); `traffic` sums
-the phases, models/resources.py prices them on the host and the wire:
-
-    ParameterServer   every worker to every server and back, M/S each way
-    PeerToPeer        every worker to every other, 2M/N (its push to the other's shard, its shard's reply)
-    RingAllReduce     each worker to its successor in rank order, 2(N-1)/N * M
-    HierarchicalRing  each to its successor in its pod, 2(k-1)/k * M, and to its pod's successor's rank of its own
-                      local index, 2(P-1)/P * M/k
-    PS, pod aggregation  the pod's other ranks to its first and back, M each way; the first to every server and
-                      back, M/S each way
+The traffic pattern is the architecture's exchange (models/traffic.py, named per architecture in
+models/architectures.py); `traffic` sums its phases for a trial.
 
 `modelled_bytes` turns the pattern into each rank's bytes by level (inside its pod, inside its node, across nodes:
 contract/levels.py), which the ranks record as they send them (runtime/ring.py, runtime/exchange/link.py).
@@ -22,99 +13,27 @@ share of their bytes crossed nodes (`caveat`).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ringleader.api import constants
-from ringleader.api.spec import Architecture
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
 from ringleader.contract import levels as levels_
+from ringleader.models.architectures import ARCHITECTURE_MODELS
+from ringleader.models.traffic import Flow
 
 # How close two cross-node shares must be to count as the same placement of the traffic.
 SAME_SHARE_TOLERANCE = 0.05
 
 
-@dataclasses.dataclass(frozen=True)
-class Flow:
-    """One message of a phase: `size_bytes` from rank `source` to rank `destination`."""
-
-    source: int
-    destination: int
-    size_bytes: float
-
-
-Phases = list[list[Flow]]
-"""Phases: an exchange's phases in order, each the flows that cross at once (the next waits for them)."""
-
-
-def _parameter_server(servers: Sequence[int], workers: Sequence[int], model_bytes: float, _: int = 1) -> Phases:
-    shard = model_bytes / len(servers)
-    pushes = [Flow(w, s, shard) for w in workers for s in servers]
-    return [pushes, [Flow(f.destination, f.source, shard) for f in pushes]]
-
-
-def _peer_to_peer(_: Sequence[int], workers: Sequence[int], model_bytes: float, __: int = 1) -> Phases:
-    shard = model_bytes / len(workers)
-    pushes = [Flow(i, j, shard) for i in workers for j in workers if i != j]
-    return [pushes, [Flow(f.destination, f.source, shard) for f in pushes]]
-
-
-def _ring_steps(ranks: Sequence[int], size_bytes: float) -> Phases:
-    """A ring allreduce of `size_bytes` among `ranks`: 2(n-1) steps of size/n to the next rank."""
-    if len(ranks) < 2:
-        return []
-    step = [Flow(a, b, size_bytes / len(ranks)) for a, b in zip(ranks, [*ranks[1:], ranks[0]])]
-    return [step] * (2 * (len(ranks) - 1))  # reduce-scatter, then allgather
-
-
-def _ring(_: Sequence[int], workers: Sequence[int], model_bytes: float, __: int = 1) -> Phases:
-    return _ring_steps(workers, model_bytes)
-
-
-def _pods(workers: Sequence[int], pod_ranks: int) -> list[Sequence[int]]:
-    return [workers[i:i + pod_ranks] for i in range(0, len(workers), pod_ranks)]
-
-
-def _hierarchical_ring(_: Sequence[int], workers: Sequence[int], model_bytes: float, pod_ranks: int = 1) -> Phases:
-    """Reduce-scatter inside each pod (k-1 steps of M/k), an allreduce of each M/k across pods among the ranks of one
-    local index, then the allgather inside the pod (k-1 steps of M/k); pods take each step together."""
-    pods = _pods(workers, pod_ranks)
-    inside = [_ring_steps(pod, model_bytes)[:len(pod) - 1] for pod in pods]
-    inside_steps = [[flow for steps in inside for flow in steps[i]] for i in range(len(inside[0]))]
-    across = [_ring_steps([pod[j] for pod in pods], model_bytes / len(pods[0])) for j in range(len(pods[0]))]
-    across_steps = [[flow for steps in across for flow in steps[i]] for i in range(len(across[0]))]
-    return inside_steps + across_steps + inside_steps
-
-
-def _pod_aggregation(servers: Sequence[int], workers: Sequence[int], model_bytes: float, pod_ranks: int = 1) -> Phases:
-    """A pod's ranks send their gradients to its first rank, which alone exchanges with the servers (a parameter
-    server's pushes and replies), then sends the new weights back to them."""
-    pods = _pods(workers, pod_ranks)
-    gather = [Flow(rank, pod[0], model_bytes) for pod in pods for rank in pod[1:]]
-    exchange = _parameter_server(servers, [pod[0] for pod in pods], model_bytes)
-    scatter = [Flow(f.destination, f.source, f.size_bytes) for f in gather]
-    return [phase for phase in [gather, *exchange, scatter] if phase]
-
-
-PHASES: dict[Architecture, Callable[[Sequence[int], Sequence[int], float, int], Phases]] = {
-    Architecture.PARAMETER_SERVER: _parameter_server,
-    Architecture.PEER_TO_PEER: _peer_to_peer,
-    Architecture.RING_ALL_REDUCE: _ring,
-    Architecture.HIERARCHICAL_RING_ALL_REDUCE: _hierarchical_ring,
-    Architecture.PARAMETER_SERVER_POD_AGGREGATION: _pod_aggregation,
-}
-"""PHASES: per architecture, its exchange of M model bytes among its servers' and workers' ranks, the workers in pods of
-`ranksPerPod` (the last argument)."""
-
-
 def traffic(trial: Trial) -> list[Flow]:
     """What each of a trial's ranks sends to which other per iteration, in bytes per byte of the model (M = 1): its
-    architecture's PHASES, summed."""
+    architecture's phases, summed."""
     servers = [slot.rank for slot in trial.slots() if slot.role == constants.ROLE_PS]
     workers = [slot.rank for slot in trial.worker_slots()]
     sent: dict[tuple[int, int], float] = {}
-    for phase in PHASES[trial.spec.architecture](servers, workers, 1.0, trial.spec.workers.pod_ranks):
+    exchange = ARCHITECTURE_MODELS[trial.spec.architecture].phases
+    for phase in exchange(servers, workers, 1.0, trial.spec.workers.pod_ranks):
         for flow in phase:
             sent[flow.source, flow.destination] = sent.get((flow.source, flow.destination), 0.0) + flow.size_bytes
     return [Flow(source, destination, size) for (source, destination), size in sent.items()]
@@ -157,12 +76,6 @@ def placement(trial: Trial, nodes: Mapping[int, str]) -> dict[str, Any]:
             keys.PLACEMENT_CROSS_NODE_PAIRS: crossing,
         },
     }
-
-
-def nodes_of(usage_by_rank: Mapping[Any, Mapping[str, Any]] | None) -> dict[int, str]:
-    """{rank: node} from what each rank recorded of itself (its usage, keys.NODE)."""
-    return {int(rank): used[keys.NODE] for rank, used in (usage_by_rank or {}).items()
-            if isinstance(used, Mapping) and isinstance(used.get(keys.NODE), str)}
 
 
 def shared_node_note(summary: Mapping[str, Any] | None) -> str | None:

@@ -14,7 +14,7 @@ import dataclasses
 import statistics
 from typing import Any, Callable, Mapping, Sequence
 
-from ringleader.models import results, summary
+from ringleader.models import recorded, results
 from ringleader.api import constants, variants
 from ringleader.api.spec import Paradigm
 from ringleader.contract import keys
@@ -79,7 +79,7 @@ def from_layers(document: Mapping[str, Any]) -> Profile:
 def _shape(entry: Mapping[str, Any]) -> tuple[int, ...] | None:
     """A parameter's recorded shape; None where it was not recorded (layers.json before shapes, or none given)."""
     shape = entry.get("shape")
-    return tuple(int(d) for d in shape) if isinstance(shape, list) and all(summary.is_number(d) for d in shape) \
+    return tuple(int(d) for d in shape) if isinstance(shape, list) and all(recorded.is_number(d) for d in shape) \
         else None
 
 
@@ -176,7 +176,7 @@ def _outside_comm(record: Mapping[str, Any], apart: Sequence[str] = ()) -> float
 
 def _worker_records(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """A rank's worker iteration records after warm-up (none for a server's)."""
-    return [r for r in summary.measured(list(records), constants.ROLE_WORKER)
+    return [r for r in recorded.measured(list(records), constants.ROLE_WORKER)
             if records_.is_worker_record(r) and r.get(keys.TIME_ITERATION)]
 
 
@@ -249,9 +249,9 @@ def from_document(document: Any) -> tuple[Profile, float]:
     # JSON values, whatever the file holds: each is checked below before it is used.
     batch: Any = document.get("batchSeconds")
     backward: Any = document.get("backwardSeconds")
-    if not summary.is_number(batch) or not batch > 0:
+    if not recorded.is_number(batch) or not batch > 0:
         problems.append("`batchSeconds` (one worker's iteration time, seconds) must be a number greater than 0")
-    if not summary.is_number(backward) or backward < 0:
+    if not recorded.is_number(backward) or backward < 0:
         problems.append("`backwardSeconds` (how long backward lasts, seconds) must be a number greater than or "
                         "equal to 0")
     entries = document.get("gradients")
@@ -265,9 +265,9 @@ def from_document(document: Any) -> tuple[Profile, float]:
             continue
         size: Any = entry.get("bytes")
         ready: Any = entry.get("readySeconds")
-        if not summary.is_number(size) or size < 0:
+        if not recorded.is_number(size) or size < 0:
             problems.append(f"`gradients[{index}].bytes` must be a number greater than or equal to 0")
-        if not summary.is_number(ready) or ready < 0:
+        if not recorded.is_number(ready) or ready < 0:
             problems.append(f"`gradients[{index}].readySeconds` (seconds from the start of backward) must be a "
                             "number greater than or equal to 0")
         if not problems:

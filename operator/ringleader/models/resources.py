@@ -1,4 +1,4 @@
-"""What a byte costs on two resources per placement, the host and the wire; called by models/prediction.py.
+"""What a byte costs on two resources per placement, the host and the wire; priced by models/pricing.py.
 
 On real NICs the network runs far below its capacity because the hosts' software, not the wire, sets the price
 of a byte (docs/predict.md, "Host or wire"). So each architecture's exchange is priced twice:
@@ -20,9 +20,9 @@ import dataclasses
 import statistics
 from typing import Any, Mapping, Sequence
 
-from ringleader.models import placement
+from ringleader.models.recorded import nodes_of
+from ringleader.models.traffic import Phases
 from ringleader.api import constants
-from ringleader.api.spec import Architecture
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
 from ringleader.contract import records as records_
@@ -31,7 +31,7 @@ HOST = "host"
 WIRE = "wire"
 
 
-def wire_bytes(phases: placement.Phases, nodes: Mapping[int, str]) -> list[float]:
+def wire_bytes(phases: Phases, nodes: Mapping[int, str]) -> list[float]:
     """Per phase, the bytes of the busiest NIC's busier direction; a flow between ranks of one node crosses none."""
     found = []
     for phase in phases:
@@ -46,7 +46,7 @@ def wire_bytes(phases: placement.Phases, nodes: Mapping[int, str]) -> list[float
     return found
 
 
-def rank_bytes(phases: placement.Phases) -> dict[int, float]:
+def rank_bytes(phases: Phases) -> dict[int, float]:
     """Every rank's bytes in and out over the exchange."""
     moved: dict[int, float] = {}
     for flow in (flow for phase in phases for flow in phase):
@@ -141,22 +141,9 @@ class Where:
         return server_ranks, worker_ranks, nodes, cpus
 
 
-def price(architecture: Architecture, servers: int, workers: int, model_bytes: float, where: Where,
-          bits_per_second: float, host: HostCost | None, pod_ranks: int = 1) -> Resources:
-    """`architecture`'s exchange of `model_bytes` among `servers` servers (0: none) and `workers` workers placed as
-    `where` says, `pod_ranks` to a pod (the two-level architectures' first level), on NICs of `bits_per_second`, each
-    rank's CPU at its quota."""
-    server_ranks, worker_ranks, nodes, cpus = where.ranks(servers, workers)
-    phases = placement.PHASES[architecture](server_ranks, worker_ranks, model_bytes, pod_ranks)
-    per_phase = wire_bytes(phases, nodes)
-    host_seconds = None if host is None else max(
-        (host.seconds(moved, cpus[rank]) for rank, moved in rank_bytes(phases).items()), default=0.0)
-    return Resources(host_seconds, 8.0 * sum(per_phase) / bits_per_second, sum(per_phase), bits_per_second)
-
-
 def where(trial: Trial, usage: Mapping[str, Any] | None, nic_bits_per_second: float | None) -> Where:
     """The Where of a trial from its summary's usage (each rank's node and CPUs)."""
-    nodes = placement.nodes_of(usage)
+    nodes = nodes_of(usage)
     slots = trial.slots()
     workers = [slot.rank for slot in slots if slot.role == constants.ROLE_WORKER]
     servers = [slot.rank for slot in slots if slot.role != constants.ROLE_WORKER]

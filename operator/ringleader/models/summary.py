@@ -36,10 +36,11 @@ import dataclasses
 import json
 import math
 import statistics
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeGuard, TypeVar
+from typing import Any, Callable, Iterable, Mapping
 
 from ringleader.models import placement as placement_
 from ringleader.models import targets
+from ringleader.models.recorded import is_number, measured, nodes_of
 from ringleader.api import constants, status
 from ringleader.api.spec import ExperimentSpec
 from ringleader.api.trial import Trial
@@ -67,16 +68,6 @@ def _mean(values: Iterable[float | None]) -> float | None:
 def _value(record: dict, key: str) -> float:
     value = record.get(key)
     return 0.0 if value is None else float(value)
-
-
-R = TypeVar("R", bound=Mapping[str, Any])  # a record: measured() keeps the caller's own type
-
-
-def measured(records: Sequence[R], role: str | None = None) -> list[R]:
-    """The records that count: of `role` (any when None), after warm-up, or all of them if none is."""
-    of_role = [r for r in records if role is None or r.get(keys.ROLE, constants.ROLE_WORKER) == role]
-    after_warmup = [r for r in of_role if not r.get(keys.WARMUP, False)]
-    return after_warmup or of_role
 
 
 def rank_summary(records: list[dict]) -> dict[str, float]:
@@ -355,7 +346,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
         evaluation=targets.summarize(records_by_rank, trial.spec.model.target),
         per_rank={str(part.rank): part.per_rank() for part in parts},
         usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None,
-        placement=placement_.placement(trial, placement_.nodes_of(usage_by_rank)), host=host(parts),
+        placement=placement_.placement(trial, nodes_of(usage_by_rank)), host=host(parts),
         parts=mean_parts(parts))
 
 
@@ -396,11 +387,6 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[d
                 point[key] = value
         series.append(point)
     return series
-
-
-def is_number(value: Any) -> TypeGuard[float]:
-    """A finite int or float, not a bool: a value a record or summary can chart."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def to_status(summary: dict[str, Any]) -> status.Summary:

@@ -38,7 +38,7 @@ import pathlib
 import statistics
 from typing import Any, Mapping, Sequence
 
-from ringleader.models import addcost, calibration, collectives, cost_models, overlap, summary
+from ringleader.models import addcost, calibration, collectives, cost_models, overlap, recorded
 from ringleader.models import profile as profile_
 from ringleader.models.results import TrialResult
 from ringleader.api import constants, variants
@@ -246,7 +246,7 @@ class MeasuredCompression:
 def measured_compression(iterations: Sequence[Mapping[str, Any]]) -> MeasuredCompression | None:
     """The compression a rank's records measured after warm-up (bytes/uncompressed over bytes/sent, mean
     time/codec, as the trial's mean_time_codec_ms); None without compression (or records that do not say)."""
-    counted = summary.measured(iterations, constants.ROLE_WORKER)
+    counted = recorded.measured(iterations, constants.ROLE_WORKER)
     sent = sum(r.get(keys.BYTES_SENT) or 0.0 for r in counted)
     uncompressed = sum(r.get(keys.BYTES_UNCOMPRESSED) or 0.0 for r in counted)
     if not sent or not uncompressed or uncompressed <= sent:

@@ -14,7 +14,7 @@ import stat
 from typing import Any, Mapping
 
 from ringleader.models import profile as profile_
-from ringleader.models.summary import is_number
+from ringleader.models.recorded import is_number
 
 MIB = 1 << 20
 TEXT_CAP_BYTES = 4 * MIB

@@ -14,7 +14,7 @@ import pathlib
 import statistics
 from typing import Any, Mapping
 
-from ringleader.models import prediction, profile, results
+from ringleader.models import architectures, prediction, profile, results
 from ringleader.report import figures
 from ringleader.api import variants
 from ringleader.contract import keys
@@ -60,7 +60,7 @@ def predicted(trial: results.TrialResult, rank: int) -> Timeline:
     ValueError when its records cannot calibrate the model."""
     found = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
                                      (trial.summary or {}).get(keys.LINK_PROBE))
-    replayed = prediction.MODELS[trial.trial.spec.architecture].replay
+    replayed = architectures.ARCHITECTURE_MODELS[trial.trial.spec.architecture].prediction.replay
     assert replayed is not None, "only a bucketed architecture's trials are drawn (timelines)"
     replay = replayed(found.inputs)
     return Timeline(replay.backward_seconds, tuple(zip(replay.starts, replay.ends)))

@@ -15,6 +15,7 @@ import pathlib
 import matplotlib.pyplot as pyplot
 
 from ringleader.models import combinations, cost_models, profile, results, statistics, whatif
+from ringleader.models.architectures import priced_comm_seconds
 from ringleader.report import figures
 from ringleader.contract import keys
 
@@ -145,7 +146,7 @@ def communication(result: results.SweepResult, directory: pathlib.Path) -> figur
         servers = max(t.trial.spec.parameter_servers.replicas for t in result.trials)
         for index, architecture in enumerate(architectures):
             xs = list(range(every[0], every[-1] + 1))
-            ys = [1000 * cost_models.priced_comm_seconds(architecture, n, size, chosen, servers) for n in xs]
+            ys = [1000 * priced_comm_seconds(architecture, n, size, chosen, servers) for n in xs]
             # Two models may nearly coincide (peer-to-peer and the ring at few workers): each line has its own dash
             # pattern and hollow marker, so that neither hides the other.
             axes.plot(xs, ys, linestyle=MODEL_DASHES[index % len(MODEL_DASHES)],
