@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from ringleader.models import architectures, calibration, cost_models, overlap, placement, prediction, prediction_models, whatif
+from ringleader.models import architectures, calibration, cost_models, overlap, placement, prediction, whatif
+from ringleader.models import prediction_models
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import levels

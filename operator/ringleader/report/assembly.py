@@ -16,9 +16,9 @@ import json
 import pathlib
 from typing import Any, Callable
 
-from ringleader.models import combinations
-from ringleader.report import comparison_figure, convergence, figures, findings, overlap_figure, page, prediction_figure, scaling, tables
-from ringleader.models import results
+from ringleader.models import combinations, results
+from ringleader.report import (comparison_figure, convergence, figures, findings, overlap_figure, page,
+                               prediction_figure, scaling, tables)
 from ringleader.report.figures import Figure
 from ringleader.contract import keys
 
