@@ -8,7 +8,7 @@ Runbook (from the repository root; 2 to 4 minutes on a loaded 2-core machine):
 
 It runs one experiment with `ringleader run`: a 2-worker ring (BSP) of the small convnet, 30 iterations
 (5 of warm-up), on the runtime's emulated link at each of `--links`, once per compression method. Then,
-for each trial, the what-if model (analysis/whatif.py) from the trial's own worker rank, the one
+for each trial, the what-if model (models/whatif.py) from the trial's own worker rank, the one
 `ringleader whatif TRIAL` takes, at the trial's own bandwidth and its measured compression (ratio,
 rounds, codec time; whatif.basis), against the SF the trial measured in the same terms:
 
@@ -31,8 +31,8 @@ import tempfile
 import time
 
 import harness
-from ringleader.analysis import profile as profile_
-from ringleader.analysis import whatif
+from ringleader.models import profile as profile_
+from ringleader.models import whatif
 from ringleader.tracking import reading
 
 TARGET = 0.10

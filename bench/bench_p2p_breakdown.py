@@ -38,7 +38,7 @@ import tempfile
 
 import bench_ps_vs_ring
 import harness
-from ringleader.analysis import cost_models
+from ringleader.models import architectures, cost_models
 from ringleader.api import spec as spec_
 from ringleader.contract import keys
 
@@ -52,7 +52,7 @@ def run(workers: int, args: argparse.Namespace, scratch: pathlib.Path) -> dict:
     from ringleader.runtime import models  # torch: only once the arguments are parsed
     model_bytes = models.parameter_bytes(models.build(trial.spec.model, trial.spec.data.synthetic))
     link = cost_models.Nic(spec_.parse_bandwidth(args.bandwidth))
-    model = cost_models.comm_seconds("PeerToPeer", workers, model_bytes, link)
+    model = architectures.comm_seconds("PeerToPeer", workers, model_bytes, link)
     directory = scratch / f"n{workers}"
     probe = directory / "probe"
     probe.mkdir(parents=True)

@@ -39,7 +39,7 @@ import tempfile
 import time
 
 import harness
-from ringleader.analysis import prediction_validation
+from ringleader.models import prediction_validation
 from ringleader.tracking import reading
 
 ARCHITECTURES = ("ParameterServer", "PeerToPeer", "RingAllReduce")
@@ -194,7 +194,7 @@ def main() -> int:
                                                                 "(harness.Load), so that the load is a setting (default 0)")
     parser.add_argument("--record", type=pathlib.Path, metavar="FILE",
                         help="add the runs' trials, as `ringleader predict` reads them, and the load they ran under to "
-                             "FILE (gzipped JSON, analysis/prediction_validation.py): the recorded runs the bands are "
+                             "FILE (gzipped JSON, models/prediction_validation.py): the recorded runs the bands are "
                              "fitted on and tests/unit/test_prediction_held_out.py checks "
                              "(tests/fixtures/predict_validation.json.gz)")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR", help="run into DIR and keep it (default: a "

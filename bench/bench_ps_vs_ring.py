@@ -14,7 +14,7 @@ Runbook (from the repository root; about 6 minutes on a loaded 2-core machine):
 For every bandwidth x architecture x workers it runs one real trial (BSP, an mlp of ~0.47 MB at 8x8
 images, one parameter server for ParameterServer) and reads time/comm and time/wait from the ranks'
 iterations.jsonl (mean over workers and iterations after warm-up). Beside each it prints the
-prediction of analysis/cost_models.py at the emulated bandwidth with zero latency:
+prediction of models/cost_models.py at the emulated bandwidth with zero latency:
     1PS 2*N*M/B    P2P 2*(N-1)*M/(N*B)    RA 2*(N-1)/N*M/B
 The comparable measurement is comm + wait: under BSP a worker's push that reached the server early is
 held (time/wait) until the others' pushes have crossed the server's NIC, which is the congestion the
@@ -35,7 +35,7 @@ worker together. "spread" is that skew (first to last end of backward, median).
 
 "/pred" judges the same trial against the product's own model: the slowest worker's time/iteration (per step, the
 largest among workers; the median over steps) over what `ringleader predict` says for the trial's own architecture
-(analysis/prediction.predict_trial on the trial's records, layers.json and link probe: the slowest worker's compute
+(models/prediction.predict_trial on the trial's records, layers.json and link probe: the slowest worker's compute
 per iteration, which holds BSP's compute skew and the loop's own work, plus the comm model on the probed link).
 
 `--burners K` runs K CPU burners through the measurement (harness.Load), so that the load is a setting; "runq" is
@@ -60,7 +60,7 @@ import sys
 import tempfile
 
 import harness
-from ringleader.analysis import cost_models
+from ringleader.models import architectures, cost_models
 from ringleader.api import spec as spec_
 from ringleader.contract import keys, records
 
@@ -183,7 +183,7 @@ def predict(architecture: str, workers: int, model_bytes: int, bandwidth: str) -
     if bandwidth == UNSHAPED:
         return None
     link = cost_models.Nic(spec_.parse_bandwidth(bandwidth))
-    return cost_models.comm_seconds(architecture, workers, model_bytes, link)
+    return architectures.comm_seconds(architecture, workers, model_bytes, link)
 
 
 def trend(rows: list[dict]) -> None:
@@ -195,8 +195,8 @@ def trend(rows: list[dict]) -> None:
         if base is None or base["measured"]["slowestCommWaitMedian"] <= 0:
             continue
         row["measuredVsTwoWorkers"] = row["measured"]["slowestCommWaitMedian"] / base["measured"]["slowestCommWaitMedian"]
-        two = cost_models.comm_seconds(row["architecture"], 2, row["modelBytes"], link)
-        row["modelVsTwoWorkers"] = cost_models.comm_seconds(row["architecture"], row["workers"], row["modelBytes"], link) / two
+        two = architectures.comm_seconds(row["architecture"], 2, row["modelBytes"], link)
+        row["modelVsTwoWorkers"] = architectures.comm_seconds(row["architecture"], row["workers"], row["modelBytes"], link) / two
 
 
 def main(argv: list[str] | None = None) -> int:

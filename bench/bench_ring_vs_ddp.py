@@ -14,7 +14,7 @@ first in odd ones) so that a drift in the machine's load hits both alike:
   ring  real ringleader ranks (`python -m ringleader.runtime` with the pod contract, gloo on loopback)
   ddp   bench/ddp_worker.py: the same trial file, trained by torch DistributedDataParallel over gloo
 Throughput (samples/s) of each is computed the same way from per-iteration times after warm-up
-(sum over workers of batch * iterations / seconds, as analysis/summary.py does); the result is the
+(sum over workers of batch * iterations / seconds, as models/summary.py does); the result is the
 ratio ringleader/DDP per pair, reported as median, min and max. Target: median >= 1.0. The same
 ratio from each worker's median iteration is reported beside it (a load spike inflates a run's
 mean more than its median).

@@ -136,9 +136,9 @@ class TrialResult:
         return records.read_iterations(records.rank_dir(self.output_dir, self.trial.name, rank) / records.ITERATIONS_FILE)
 
     def prediction(self):
-        """The product's own prediction of this trial (what `ringleader predict -o json` gives): analysis/prediction.py
+        """The product's own prediction of this trial (what `ringleader predict -o json` gives): models/prediction.py
         on the lowest worker rank's layers.json, every worker's records and the link the trial probed at its start."""
-        from ringleader.analysis import prediction  # the analysis stack: imported only when a prediction is asked for
+        from ringleader.models import prediction  # the models: imported only when a prediction is asked for
 
         workers = [slot.rank for slot in self.trial.worker_slots()]
         layers = json.loads((records.rank_dir(self.output_dir, self.trial.name, workers[0]) / records.LAYERS_FILE).read_text())

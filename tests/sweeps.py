@@ -1,11 +1,11 @@
 """Synthetic sweeps for report tests: real trials (api.expand of a real document) with records shaped like the
-runtime's and summaries from analysis.summary.summarize, so the numbers a report shows can be computed by hand."""
+runtime's and summaries from models.summary.summarize, so the numbers a report shows can be computed by hand."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ringleader.analysis import results, summary
+from ringleader.models import results, summary
 from ringleader.api import experiment, trial
 
 START = 1_700_000_000.0

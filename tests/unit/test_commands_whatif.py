@@ -8,10 +8,10 @@ import re
 import pytest
 
 from ringleader import cli
-from ringleader.analysis import addcost, profile
+from ringleader.models import addcost, profile
 from ringleader.commands import addcalibration
 
-# test_analysis_whatif.py's backward: A (1 MB) at 0 ms, B (1 MB) at 10 ms, C (2 MB) at 12 ms; backward 20 ms.
+# test_models_whatif.py's backward: A (1 MB) at 0 ms, B (1 MB) at 10 ms, C (2 MB) at 12 ms; backward 20 ms.
 PROFILE = {"batchSeconds": 0.048, "backwardSeconds": 0.020, "gradients": [
     {"name": "C", "bytes": 2e6, "readySeconds": 0.012}, {"name": "A", "bytes": 1e6, "readySeconds": 0.0},
     {"name": "B", "bytes": 1e6, "readySeconds": 0.010}]}
@@ -44,7 +44,7 @@ def test_the_table_of_a_profile_file_matches_the_hand_computed_model(profile_fil
     assert (code, err) == (0, "")
     assert "3 gradients, 4.000 MB, backward 20.000 ms, t_batch 48.000 ms" in out
     table = rows(out)
-    # 1 Gbit/s: overhead 16 ms, SF 48/64; 100 Mbit/s: 300 ms; c = 4 at 100 Mbit/s: 60 ms (test_analysis_whatif.py)
+    # 1 Gbit/s: overhead 16 ms, SF 48/64; 100 Mbit/s: 300 ms; c = 4 at 100 Mbit/s: 60 ms (test_models_whatif.py)
     assert table[1, 1] == (2, 16.0, 0.75)
     assert table[0.1, 1][1] == 300.0 and table[0.1, 4][1] == 60.0
 
@@ -100,10 +100,10 @@ def test_the_fusion_options_change_the_buckets(profile_file, capsys):
 def test_the_compression_search_prints_the_exact_ratio_and_unreachable_targets(profile_file, capsys):
     code, out, _ = whatif_(capsys, profile_file, "--workers", 2, "--bandwidths", 0.1, "--target-sf", 0.85)
     assert code == 0
-    hand = 240 / (0.048 / 0.85 - 0.048 + 0.008) / 1000  # test_analysis_whatif.py derives it
+    hand = 240 / (0.048 / 0.85 - 0.048 + 0.008) / 1000  # test_models_whatif.py derives it
     [printed] = re.findall(r"N=2 0.1 Gbit/s: ([\d.]+)", out)
     assert float(printed) == pytest.approx(hand, abs=1e-4)
-    # 10 ms per add call: the best SF is 0.96 (test_analysis_whatif.py)
+    # 10 ms per add call: the best SF is 0.96 (test_models_whatif.py)
     _, out, _ = whatif_(capsys, profile_file, "--workers", 2, "--bandwidths", 0.1, "--target-sf", 0.97,
                         "--add-fixed-us", 10000)
     assert "N=2 0.1 Gbit/s: unreachable (even infinite compression gives SF 0.9600)" in out

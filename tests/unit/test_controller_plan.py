@@ -5,7 +5,7 @@ import datetime
 import pytest
 
 from ringleader import api
-from ringleader.analysis import eta
+from ringleader.models import eta
 from ringleader.api import constants
 from ringleader.api import status as status_
 from ringleader.contract import progress as progress_line

@@ -1,8 +1,9 @@
-"""Packages depend one way, along the data's flow: spec -> contract -> rendering, ranks, tracking, analysis -> planning
--> operator, launcher -> the other commands' front ends.
+"""Packages depend one way, along the data's flow: spec -> contract -> rendering, models -> planning -> report ->
+tracking -> ranks -> operator, launcher -> the other commands' front ends.
 
 Read from the source (every import, module-level or inside a function), so a new import against the
-flow fails here before it makes a cycle.
+flow fails here before it makes a cycle. The report is the one package imported only inside functions (by tracking,
+which publishes it): a rank imports tracking, and must not load matplotlib.
 """
 
 from __future__ import annotations
@@ -21,19 +22,29 @@ ALLOWED = {
     "api": set(),
     "contract": {"api"},
     "topology": {"api", "contract"},
-    "analysis": {"api", "contract"},
-    "tracking": {"api", "contract", "analysis"},
-    "planning": {"api", "contract", "analysis"},
-    "runtime": {"api", "contract", "analysis", "tracking"},
-    "launch": {"api", "contract", "analysis", "tracking", "topology"},
-    "commands": {"api", "contract", "analysis", "tracking", "planning", "launch"},
-    "controller": {"api", "contract", "analysis", "tracking", "topology"},
+    "models": {"api", "contract"},
+    "planning": {"api", "contract", "models"},
+    "report": {"api", "contract", "models", "planning"},
+    "tracking": {"api", "contract", "models", "report"},
+    "runtime": {"api", "contract", "models", "tracking"},
+    "launch": {"api", "contract", "models", "tracking", "topology"},
+    "controller": {"api", "contract", "models", "tracking", "topology"},
+    "commands": {"api", "contract", "models", "report", "tracking", "planning", "launch"},
 }
+# Of those, what a package may import only inside a function (or for its types alone, under TYPE_CHECKING).
+LAZY_ONLY = {"tracking": {"report"}}
+# Third-party packages a package must not import at all; matplotlib is the report's alone.
+HEAVY = ("torch", "matplotlib", "mlflow")
+FORBIDDEN = {"models": set(HEAVY), **{package: {"matplotlib"} for package in ALLOWED if package != "report"}}
 
 
 def imported_packages(path: pathlib.Path) -> set[str]:
+    return imported_packages_of(ast.parse(path.read_text()))
+
+
+def imported_packages_of(tree: ast.AST) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -54,6 +65,56 @@ def test_a_package_imports_only_the_packages_upstream_of_it(package):
         if against:
             wrong[str(path.relative_to(PACKAGE))] = sorted(against)
     assert wrong == {}
+
+
+def _module_level_imports(tree: ast.Module) -> list[ast.stmt]:
+    """The import statements that run when the module is imported: not inside a function nor under TYPE_CHECKING."""
+    found: list[ast.stmt] = []
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            pending += node.body + node.orelse
+        elif isinstance(node, (ast.Try, ast.With, ast.ClassDef)):
+            pending += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                        *[s for handler in getattr(node, "handlers", []) for s in handler.body]]
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(LAZY_ONLY))
+def test_a_package_imports_what_would_load_matplotlib_only_inside_a_function(package):
+    eager = {}
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        module = ast.Module(body=_module_level_imports(ast.parse(path.read_text())), type_ignores=[])
+        against = imported_packages_of(module) & LAZY_ONLY[package]
+        if against:
+            eager[str(path.relative_to(PACKAGE))] = sorted(against)
+    assert eager == {}
+
+
+def _third_party(path: pathlib.Path) -> set[str]:
+    """The top-level names of what `path` imports, module-level or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_the_models_import_no_torch_matplotlib_or_mlflow_and_only_the_report_imports_matplotlib(package):
+    wrong = {str(path.relative_to(PACKAGE)): sorted(_third_party(path) & FORBIDDEN[package])
+             for path in sorted((PACKAGE / package).rglob("*.py")) if _third_party(path) & FORBIDDEN[package]}
+    assert wrong == {}
+
+
+def test_no_module_outside_the_packages_imports_matplotlib():
+    loose = [path.name for path in PACKAGE.glob("*.py") if "matplotlib" in _third_party(path)]
+    assert loose == []
 
 
 def test_every_package_has_a_place_in_the_flow():

@@ -33,14 +33,10 @@ ARCHITECTURE = [
      "    Architecture.TREE_ALL_REDUCE: ring.RingSynchronizer,\n"),
     ("topology/rendering.py", '    Architecture.RING_ALL_REDUCE: "ring_allreduce.yaml.j2",\n',
      '    Architecture.TREE_ALL_REDUCE: "ring_allreduce.yaml.j2",\n'),
-    ("analysis/cost_models.py", "COMM_SECONDS: dict[Architecture, Callable[[int, float, Nic, int, Pods], float]] = {\n",
-     "    Architecture.TREE_ALL_REDUCE: lambda workers, model_bytes, link, _, pods: ring_comm_seconds(workers, "
-     "model_bytes, link, pods),\n"),
-    ("analysis/prediction.py", "MODELS: dict[Architecture, Model] = {\n",
-     "    Architecture.TREE_ALL_REDUCE: Model(_model_name(Architecture.TREE_ALL_REDUCE), lambda i, _: ring_comm(i), "
-     "ring_compute, Paradigm.BSP),\n"),
-    ("analysis/placement.py", "    Architecture.RING_ALL_REDUCE: _ring,\n",
-     "    Architecture.TREE_ALL_REDUCE: _ring,\n"),
+    ("models/architectures.py", "ARCHITECTURE_MODELS: dict[Architecture, ArchitectureModel] = {\n",
+     "    Architecture.TREE_ALL_REDUCE: ArchitectureModel(lambda workers, model_bytes, link, _, pods: "
+     "cost_models.ring_comm_seconds(workers, model_bytes, link, pods), Model(_model_name(Architecture.TREE_ALL_REDUCE), "
+     "lambda i, _: ring_comm(i), ring_compute, Paradigm.BSP), traffic.ring),\n"),
 ]
 PARADIGM = [
     ("api/variants.py", '    DSSP = "DSSP"\n', '    THROWAWAY = "Throwaway"\n'),
@@ -55,7 +51,7 @@ CODEC = [
      '    CompressionMethod.THROWAWAY: CodecTraits((Architecture.RING_ALL_REDUCE,), sends="the whole gradient"),\n'),
     ("runtime/compression.py", "                                                     BucketCodec | None]] = {\n",
      "    spec.CompressionMethod.THROWAWAY: lambda compression, shapes, seed, world: None,\n"),
-    ("analysis/collectives.py",
+    ("models/collectives.py",
      "ROUNDS: dict[spec.CompressionMethod, Callable[[Profile, spec.Compression], tuple[Round, ...]]] = {\n",
      "    spec.CompressionMethod.THROWAWAY: lambda _, __: (Round(1.0),),\n"),
 ]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ringleader.analysis import overlap_figure, prediction
-from ringleader.analysis import results as results_
+from ringleader.models import prediction
+from ringleader.report import overlap_figure
+from ringleader.models import results as results_
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys

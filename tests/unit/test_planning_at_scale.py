@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ringleader.analysis.profile import Gradient, Profile
+from ringleader.models.profile import Gradient, Profile
 from ringleader.planning import at_scale, network, profiles
 
 MB = 1e6

@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from ringleader.analysis import cost_models
+from ringleader.models import cost_models
 from ringleader.contract import keys
 from ringleader.planning import network
 from ringleader.planning.network import ALLREDUCE, POINT_TO_POINT, Curve, Level, Network

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from ringleader.analysis import profile as profile_
+from ringleader.models import profile as profile_
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.planning import profiles

@@ -14,7 +14,7 @@ from typing import Callable
 
 import pytest
 
-from ringleader.analysis import profile as profile_
+from ringleader.models import profile as profile_
 from ringleader.planning import profiles
 from ringleader.planning.model_profile import ModelProfile, ProfileError
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ringleader.analysis import prediction_figure
-from ringleader.analysis import results as results_
+from ringleader.report import prediction_figure
+from ringleader.models import results as results_
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys

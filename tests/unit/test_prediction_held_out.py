@@ -9,8 +9,8 @@ import pathlib
 
 import pytest
 
-from ringleader.analysis import prediction_validation, validation
-from ringleader.analysis.prediction_serving import Cores
+from ringleader.models import prediction_validation, validation
+from ringleader.models.prediction_serving import Cores
 
 RECORDED = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "predict_validation.json.gz"
 

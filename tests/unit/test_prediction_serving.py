@@ -1,4 +1,4 @@
-"""A prediction's serving work and shared cores (analysis/prediction_serving.py), against values worked out by hand."""
+"""A prediction's serving work and shared cores (models/prediction_serving.py), against values worked out by hand."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from ringleader.analysis import calibration, cost_models, overlap, prediction
-from ringleader.analysis import prediction_serving as serving
-from ringleader.analysis import profile as profile_
+from ringleader.models import calibration, cost_models, overlap, prediction, prediction_models
+from ringleader.models import prediction_serving as serving
+from ringleader.models import profile as profile_
 from ringleader.api.spec import Architecture, Paradigm
 from ringleader.contract import keys
 
@@ -66,7 +66,7 @@ def pod(name: str, node: str, quota: float, node_cpus: float | None) -> dict:
 def test_the_machine_is_the_node_its_pods_share_whatever_each_pods_quota():
     """Three pods of 150m, two of them on one 2-CPU node: that node has 1 worker per CPU, not 6.7 per pod."""
     usage = {"0": pod("w-0", "n1", 0.15, 2.0), "1": pod("w-1", "n1", 0.15, 2.0), "2": pod("w-2", "n2", 0.15, 2.0)}
-    from ringleader.analysis import contention
+    from ringleader.models import contention
 
     assert sorted(contention.ranks_by_machine(usage)) == ["n1", "n2"]
     assert serving.cores(usage, worker_ranks=[0, 1, 2]).workers_per_cpu == pytest.approx(1.0)  # n1: 2 on 2 CPUs
@@ -97,7 +97,7 @@ def test_the_estimates_add_the_serving_on_the_path_and_move_the_compute():
     link = calibration.Calibration(cost_models.Nic(8e6, 0.0005), cost_models.CommCost(0.001, 1e-6), 3,
                                    calibration.EMULATED, "by hand")
     gradients = (profile_.Gradient("L", 6000, 0.001),)
-    inputs = prediction.Inputs(profile_.Profile(gradients, 0.001), profile_.Compute({r: {1: 0.010} for r in (1, 2, 3)}),
+    inputs = prediction_models.Inputs(profile_.Profile(gradients, 0.001), profile_.Compute({r: {1: 0.010} for r in (1, 2, 3)}),
                                link, 3, Paradigm.BSP, overlap.RuntimeBuckets(1e6, 1e6), None, PS,
                                serving.Serving(0.006, "by hand"), serving.Cores(workers_per_cpu=1.5))
     found = {e.label: e for e in prediction.estimates(inputs)}

@@ -12,7 +12,8 @@ import re
 import pytest
 
 import sweeps
-from ringleader.analysis import contention, figures, findings, report, results, scaling, statistics, summary
+from ringleader.models import contention, results, statistics, summary
+from ringleader.report import assembly, figures, findings, scaling
 from ringleader.contract import keys
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -21,10 +22,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def built(tmp_path, spec, change=lambda trial: {}, name="rep"):
     trials = sweeps.trials(spec, name)
     sweep = results.SweepResult(name, [sweeps.result_of(trial, **change(trial)) for trial in trials])
-    return sweep, report.build(sweep, tmp_path / "report")
+    return sweep, assembly.build(sweep, tmp_path / "report")
 
 
-def figure_ids(made: report.Report) -> list[str]:
+def figure_ids(made: assembly.Report) -> list[str]:
     return [figure.id for figure in made.figures]
 
 
@@ -125,12 +126,12 @@ def test_a_sweep_timed_to_a_target_says_each_paradigms_time_and_which_was_first(
         seconds = reached[trial.spec.sync.paradigm.value]
         timed = {**found.summary, **({} if seconds is None else {keys.TARGET_SECONDS: seconds})}
         trials.append(dataclasses.replace(found, summary=timed))
-    made = report.build(results.SweepResult("rep", trials), tmp_path / "report")
+    made = assembly.build(results.SweepResult("rep", trials), tmp_path / "report")
     # Time to the target is what the sweep was run for: it leads the findings.
     assert made.findings[0] == (
         "Time to 90 % held-out accuracy: BSP 20.0 s; SSP 12.5 s; ASP never. Earliest in this run: SSP, but one run "
         "each cannot say how sure: a time to target moves from run to run; set sweep.repetitions (3 or more) to know.")
-    untimed = report.build(results.SweepResult("rep", [sweeps.result_of(t) for t in sweeps.trials(
+    untimed = assembly.build(results.SweepResult("rep", [sweeps.result_of(t) for t in sweeps.trials(
         {"architecture": "ParameterServer", "sweep": {"matrix": {"paradigm": ["BSP", "ASP"]}}})]), tmp_path / "none")
     assert not any(f.startswith("Time to 90") or "held-out" in f for f in untimed.findings)
 
@@ -144,7 +145,7 @@ def timed_repetitions(tmp_path, seconds: dict[str, list[float]]):
         found = sweeps.result_of(trial)
         timed = {**found.summary, keys.TARGET_SECONDS: seconds[trial.spec.sync.paradigm.value][trial.repetition]}
         trials.append(dataclasses.replace(found, summary=timed))
-    made = report.build(results.SweepResult("rep", trials), tmp_path / "report")
+    made = assembly.build(results.SweepResult("rep", trials), tmp_path / "report")
     return made.findings[0], json.loads((made.directory / "report.json").read_text())["findingRecords"][0]
 
 
@@ -217,7 +218,7 @@ def test_a_close_race_run_three_times_never_names_winners_that_contradict(tmp_pa
         trials = sweeps.trials(CLOSE_RACE)
         # The two setups are the same speed; each run's noise puts one or the other a few percent ahead.
         sweep = results.SweepResult("race", [noisy_result(t, 0.030, 0.3, rng) for t in trials])
-        made = report.build(sweep, tmp_path / f"run-{run}")
+        made = assembly.build(sweep, tmp_path / f"run-{run}")
         records = json.loads((tmp_path / f"run-{run}" / "report.json").read_text())["findingRecords"]
         [first] = [r for r in records if r["kind"] == "fastest"]
         assert first["basis"] == "within-run" and first["low"] < first["ratio"] < first["high"]
@@ -233,7 +234,7 @@ def test_a_clear_win_within_single_runs_is_named_with_its_interval(tmp_path):
     rng = random.Random(5)
     trials = sweeps.trials(CLOSE_RACE)
     sweep = results.SweepResult("win", [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in trials])
-    made = report.build(sweep, tmp_path)
+    made = assembly.build(sweep, tmp_path)
     [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
     assert (first["subjects"], first["distinguishable"], first["basis"]) == (["RingAllReduce", "PeerToPeer"], True,
                                                                              "within-run")
@@ -247,7 +248,7 @@ def test_a_clear_win_within_single_runs_on_shared_cpus_is_a_lead_not_a_winner(tm
     trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
     for trial in trials:  # 3 ranks on a 2-CPU laptop: contended timings drift between runs
         trial.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, 0.6) for rank in range(3)}
-    made = report.build(results.SweepResult("win", trials), tmp_path)
+    made = assembly.build(results.SweepResult("win", trials), tmp_path)
     [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
     assert first["low"] > 1 + findings.SINGLE_RUN_MARGIN and first["distinguishable"] is False
     assert made.findings[0].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by ")
@@ -258,7 +259,7 @@ def test_a_clear_win_within_single_runs_on_shared_cpus_is_a_lead_not_a_winner(tm
 def test_a_sweep_that_did_not_run_every_trial_says_what_is_missing_first(tmp_path):
     trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "PeerToPeer", "RingAllReduce"]}}})
     sweep = results.SweepResult("partial", [sweeps.result_of(t) for t in trials[:2]], tuple(t.name for t in trials))
-    made = report.build(sweep, tmp_path)
+    made = assembly.build(sweep, tmp_path)
     assert made.findings[0] == ("Incomplete: 1 of 3 trials never ran (rep-2). What follows compares only the trials "
                                 "that finished.")
     assert made.findings[1].startswith("Fastest: rep-1 (PeerToPeer): ")
@@ -269,7 +270,7 @@ def test_the_time_figure_labels_its_mean_bars_with_the_mean_iteration(tmp_path):
     trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
     sweep = results.SweepResult("means", [sweeps.result_of(t, jitter=0.004) for t in trials])
     assert [figures.mean_iteration_seconds(t) for t in sweep.trials] == pytest.approx([0.054, 0.034])
-    made = report.build(sweep, tmp_path)
+    made = assembly.build(sweep, tmp_path)
     [time] = [figure for figure in made.figures if figure.id == "time"]
     assert "the mean iteration time, the same statistic as the bars" in time.caption
 
@@ -285,7 +286,7 @@ def test_a_sweep_with_a_target_draws_held_out_quality_against_time_and_time_to_t
             for record in records[4::5]:
                 record[keys.EVAL_ACCURACY] = 0.5 + 0.02 * record["step"]
         trials.append(dataclasses.replace(found, summary={**found.summary, keys.TARGET_SECONDS: 0.6}))
-    made = report.build(results.SweepResult("acc", trials), tmp_path)
+    made = assembly.build(results.SweepResult("acc", trials), tmp_path)
     ids = figure_ids(made)
     assert {"held-out", "time-to-target"} <= set(ids) and "time-to-loss" not in ids
     [held_out] = [f for f in made.figures if f.id == "held-out"]
@@ -300,7 +301,7 @@ def test_a_lead_within_runs_smaller_than_the_drift_between_runs_is_a_lead_not_a_
     # 6 % apart: the within-run interval excludes parity, not the 10 % separate runs differ by.
     sweep = results.SweepResult("lead", [noisy_result(t, 0.0318 if t.index == 0 else 0.030, 0.05, rng)
                                          for t in trials])
-    made = report.build(sweep, tmp_path)
+    made = assembly.build(sweep, tmp_path)
     [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
     assert 1.0 < first["low"] and first["high"] < 1 + findings.SINGLE_RUN_MARGIN and not first["distinguishable"]
     assert made.findings[0].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by 1.0")
@@ -319,7 +320,7 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
     crowded.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, busy) for rank, busy in enumerate((0.6, 0.7, 0.65))}
     spread.summary[keys.USAGE] = {str(rank): used(f"pod-{rank}", 2.0, 1.9, threads=rank % 2 + 1) for rank in range(3)}
 
-    made = report.build(results.SweepResult("cpu", [crowded, spread]), tmp_path / "report")
+    made = assembly.build(results.SweepResult("cpu", [crowded, spread]), tmp_path / "report")
 
     assert made.findings[0].startswith("No clear fastest: ")
     assert made.findings[1] == ("CPU contention: cpu-0: 3 ranks ran 3 threads on 2 CPUs (demand 1.5x supply), 1.9 of "
@@ -350,7 +351,7 @@ def test_more_threads_than_cpus_that_sat_mostly_idle_is_no_contention_and_leaves
     for trial in trials:
         trial.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, 0.1) for rank in range(3)}
     assert contention.crowded(trials[0].summary) is None
-    made = report.build(results.SweepResult("idle", trials), tmp_path)
+    made = assembly.build(results.SweepResult("idle", trials), tmp_path)
     assert made.findings[0].startswith("Fastest: rep-1 (RingAllReduce): ")
     assert not any(f.startswith("CPU contention") for f in made.findings)
 
@@ -401,7 +402,7 @@ def test_a_compression_series_gets_its_own_what_if_curve_priced_at_the_ratio_and
     series = scaling.bandwidth_series(sweep)
     assert [e.mean for points in series.values() for _, e in points] == pytest.approx(
         [0.020 / 0.030] * 2 + [0.020 / 0.032] * 2)
-    made = report.build(sweep, tmp_path / "report")
+    made = assembly.build(sweep, tmp_path / "report")
     [network] = [f for f in made.figures if f.id == "network"]
     assert "what-if model's curve of each series" in network.alt and (made.directory / network.path).is_file()
 
@@ -411,7 +412,7 @@ def test_a_clear_win_between_setups_placed_differently_is_never_named_without_sa
     trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
     for trial, share in zip(trials, (1.0, 0.0)):  # PeerToPeer spread over nodes, RingAllReduce on one node
         trial.summary.update({keys.NODE_COUNT: 3 if share else 1, keys.CROSS_NODE_BYTE_SHARE: share})
-    made = report.build(results.SweepResult("win", trials), tmp_path)
+    made = assembly.build(results.SweepResult("win", trials), tmp_path)
     [fastest] = [f for f in made.findings if f.startswith("Fastest:")]
     assert "x the runner-up" in fastest  # still the measured verdict ...
     assert fastest.endswith("but they were placed differently: 0% of rep-1 (RingAllReduce)'s bytes crossed nodes and "
@@ -426,12 +427,12 @@ def test_setups_placed_alike_are_compared_without_a_placement_caveat(tmp_path):
     trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
     for trial, share in zip(trials, (1.0, 0.97)):
         trial.summary.update({keys.NODE_COUNT: 3, keys.CROSS_NODE_BYTE_SHARE: share})
-    made = report.build(results.SweepResult("win", trials), tmp_path)
+    made = assembly.build(results.SweepResult("win", trials), tmp_path)
     assert not any("placed differently" in f for f in made.findings)
 
 
 def legends_of_saved_figures(monkeypatch) -> dict[str, list[str]]:
-    """Each figure's legend entries, read as report.build saves it (figures.save), by figure id."""
+    """Each figure's legend entries, read as assembly.build saves it (figures.save), by figure id."""
     legends: dict[str, list[str]] = {}
     save = figures.save
 
@@ -448,7 +449,7 @@ def test_the_time_figure_has_one_legend_entry_per_band_it_draws(tmp_path, monkey
     # No trial compresses: no codec band, so no "encoding & decoding" entry for a band nobody sees.
     legends = legends_of_saved_figures(monkeypatch)
     trials = sweeps.trials({"sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}})
-    report.build(results.SweepResult("bands", [sweeps.result_of(t) for t in trials]), tmp_path)
+    assembly.build(results.SweepResult("bands", [sweeps.result_of(t) for t in trials]), tmp_path)
     entries = legends["time"]
     assert len(entries) == len(set(entries)) and "encoding & decoding" not in entries
     assert {"compute", "communication"} <= set(entries)

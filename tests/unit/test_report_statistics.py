@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ringleader.analysis import statistics
+from ringleader.models import statistics
 
 
 @pytest.mark.parametrize("degrees, expected", [(1, 12.7062), (2, 4.3027), (3, 3.1824), (4, 2.7764), (9, 2.2622),

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ringleader.analysis import summary, targets
+from ringleader.models import summary, targets
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ringleader.analysis import figures, tables
+from ringleader.report import figures, tables
 from ringleader.api import experiment, trial
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

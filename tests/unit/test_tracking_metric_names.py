@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ringleader.analysis import summary
+from ringleader.models import summary
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys

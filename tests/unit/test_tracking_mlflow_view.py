@@ -12,7 +12,7 @@ import json
 
 from ringleader.api import experiment
 from ringleader.contract import layout, provenance
-from ringleader.analysis import page
+from ringleader.report import page
 from ringleader.tracking import links, reading, replay, schema
 
 import test_tracking_publisher as published

@@ -16,7 +16,7 @@ import time
 import mlflow.tracking
 import pytest
 
-from ringleader.analysis import summary as summary_
+from ringleader.models import summary as summary_
 from ringleader.api import experiment, trial
 from ringleader.contract import environment as contract
 from ringleader.contract import records as record_files

@@ -1,6 +1,6 @@
-"""Two levels: k ranks to a pod, P pods. What each architecture sends inside and across pods (analysis/placement.py),
-what that costs on a link inside and a NIC between (analysis/cost_models.py), and the predictions built on both
-(analysis/prediction.py), worked out by hand; with one rank per pod, every two-level model is its flat one."""
+"""Two levels: k ranks to a pod, P pods. What each architecture sends inside and across pods (models/placement.py),
+what that costs on a link inside and a NIC between (models/cost_models.py), and the predictions built on both
+(models/prediction.py), worked out by hand; with one rank per pod, every two-level model is its flat one."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import dataclasses
 
 import pytest
 
-from ringleader.analysis import calibration, cost_models, overlap, placement, prediction, whatif
+from ringleader.models import architectures, calibration, cost_models, overlap, placement, prediction, whatif
+from ringleader.models import prediction_models
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import levels
 
-from test_analysis_prediction import COMPUTE, PROFILE
+from test_models_prediction import COMPUTE, PROFILE
 
 M = 1_000_000.0
 
@@ -104,11 +105,11 @@ def test_pod_aggregation_costs_the_gather_and_the_share_inside_and_a_parameter_s
 
 @pytest.mark.parametrize("architecture", list(spec_.Architecture))
 def test_with_one_rank_per_pod_each_model_is_its_flat_one(architecture):
-    flat = cost_models.comm_seconds(architecture, 4, M, NIC, 2)
-    assert cost_models.comm_seconds(architecture, 4, M, NIC, 2, cost_models.Pods(1, INSIDE)) == flat
+    flat = architectures.comm_seconds(architecture, 4, M, NIC, 2)
+    assert architectures.comm_seconds(architecture, 4, M, NIC, 2, cost_models.Pods(1, INSIDE)) == flat
     pairs = {spec_.Architecture.HIERARCHICAL_RING_ALL_REDUCE: spec_.Architecture.RING_ALL_REDUCE,
              spec_.Architecture.PARAMETER_SERVER_POD_AGGREGATION: spec_.Architecture.PARAMETER_SERVER}
-    assert flat == pytest.approx(cost_models.comm_seconds(pairs.get(architecture, architecture), 4, M, NIC, 2))
+    assert flat == pytest.approx(architectures.comm_seconds(pairs.get(architecture, architecture), 4, M, NIC, 2))
 
 
 def test_the_workers_must_fill_their_pods():
@@ -118,14 +119,14 @@ def test_the_workers_must_fill_their_pods():
 
 # -- the predictions ----------------------------------------------------------------------------------------------
 
-def inputs(workers: int, pods: cost_models.Pods, cap: float | None = 8e6) -> prediction.Inputs:
+def inputs(workers: int, pods: cost_models.Pods, cap: float | None = 8e6) -> prediction_models.Inputs:
     # Between pods the probe's one way is 0.5 ms + 0.1 us per byte (80 Mbit/s) under an emulated 8 Mbit/s; the
     # allreduce of every worker 1 ms + 0.1 us per byte.
     link = calibration.Calibration(cost_models.Nic(80e6, 0.0005, cap), cost_models.CommCost(0.001, 1e-7), workers,
                                    calibration.EMULATED, "by hand")
     compute = COMPUTE if workers == 2 else dataclasses.replace(COMPUTE, by_rank={
         rank: COMPUTE.by_rank[rank % 2] for rank in range(workers)})
-    return prediction.Inputs(PROFILE, compute, link, workers, spec_.Paradigm.BSP, overlap.RuntimeBuckets(1, 1),
+    return prediction_models.Inputs(PROFILE, compute, link, workers, spec_.Paradigm.BSP, overlap.RuntimeBuckets(1, 1),
                              pods=pods)
 
 
@@ -146,10 +147,10 @@ def test_the_hierarchical_ring_is_predicted_from_the_links_inside_and_between_po
     size = 3000.0
     inside = 2 * 0.5 * size * 1e-7 + 2 * 0.0005
     moved = 0.001 / 3 + 1e-7 * 0.5 * 4 / 3 * size / 2
-    assert prediction.hierarchical_measured_seconds(found, size) == pytest.approx(inside + moved)
-    assert prediction.hierarchical_seconds(found, size) == pytest.approx(size * 1e-6)
+    assert prediction_models.hierarchical_measured_seconds(found, size) == pytest.approx(inside + moved)
+    assert prediction_models.hierarchical_seconds(found, size) == pytest.approx(size * 1e-6)
     # Against the flat ring of the same pods: its buckets cost 2(N-1)/N * S on the card, 1.5 times as much.
-    assert prediction.ring_replay(found).ends[-1] / prediction.hierarchical_replay(found).ends[-1] > 1.0
+    assert prediction_models.ring_replay(found).ends[-1] / prediction_models.hierarchical_replay(found).ends[-1] > 1.0
     estimated = {e.label: e for e in prediction.estimates(found)}
     assert estimated["hring"].model == "DAG, two levels"
     assert estimated["hring"].iteration_seconds < estimated["ring"].iteration_seconds

@@ -11,7 +11,7 @@ import enum
 
 import pytest
 
-from ringleader.analysis import collectives, cost_models, placement, prediction, profile
+from ringleader.models import architectures, collectives, profile
 from ringleader.api import spec, variants
 from ringleader.runtime import compression, main, paradigms
 from ringleader.topology import rendering
@@ -24,11 +24,9 @@ TABLES: dict[str, tuple[type[enum.Enum], dict]] = {
     "runtime/paradigms.py GATES": (variants.Paradigm, paradigms.GATES),
     "runtime/compression.py BUCKET_CODECS": (variants.CompressionMethod, compression.BUCKET_CODECS),
     "topology/rendering.py TEMPLATES": (variants.Architecture, rendering.TEMPLATES),
-    "analysis/cost_models.py COMM_SECONDS": (variants.Architecture, cost_models.COMM_SECONDS),
-    "analysis/prediction.py MODELS": (variants.Architecture, prediction.MODELS),
-    "analysis/placement.py PHASES": (variants.Architecture, placement.PHASES),
-    "analysis/collectives.py ROUNDS": (variants.CompressionMethod, collectives.ROUNDS),
-    "analysis/profile.py CRITICAL": (variants.Waits, profile.CRITICAL),
+    "models/architectures.py ARCHITECTURE_MODELS": (variants.Architecture, architectures.ARCHITECTURE_MODELS),
+    "models/collectives.py ROUNDS": (variants.CompressionMethod, collectives.ROUNDS),
+    "models/profile.py CRITICAL": (variants.Waits, profile.CRITICAL),
 }
 
 
@@ -83,12 +81,12 @@ def test_every_architecture_has_workers_a_backend_per_device_and_a_reason_for_ea
         assert set(traits.backends) == {variants.CPU, variants.CUDA}, architecture
         assert traits.paradigms, architecture
         assert bool(traits.paradigms_why) == traits.collective, architecture
-        assert traits.cost_model == prediction.MODELS[architecture].name
+        assert traits.cost_model == architectures.ARCHITECTURE_MODELS[architecture].prediction.name
 
 
 def test_a_bucketed_architecture_has_a_replay_of_its_buckets_for_the_overlap_figure():
     for architecture, traits in variants.ARCHITECTURES.items():
-        assert traits.buckets == (prediction.MODELS[architecture].replay is not None), architecture
+        assert traits.buckets == (architectures.ARCHITECTURE_MODELS[architecture].prediction.replay is not None), architecture
 
 
 def test_what_the_tables_say_today():

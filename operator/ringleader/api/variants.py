@@ -3,9 +3,9 @@
 Every package that treats variants differently reads these tables instead of comparing with an enum member:
 the spec's CEL and pydantic rules and a sweep's skipped combinations (spec.py, trial.py), the MLflow params a
 trial leaves out (tracking/schema.py), which backend and GPUs a rank needs (runtime/main.py, launch/devices.py),
-the pods' shared memory (topology/rendering.py), the compute an iteration waits for (analysis/profile.py) and the
-names of architectures in predictions (analysis/prediction.py). Each layer keeps its implementations in one table
-keyed by the same enums (runtime: synchronizers, gates, codecs; analysis: cost models, traffic; topology:
+the pods' shared memory (topology/rendering.py), the compute an iteration waits for (models/profile.py) and the
+names of architectures in predictions (models/architectures.py). Each layer keeps its implementations in one table
+keyed by the same enums (runtime: synchronizers, gates, codecs; models: each architecture's entry, rounds; topology:
 templates), and tests/unit/test_variants.py fails when any table lacks a member.
 """
 
@@ -42,7 +42,7 @@ class CompressionMethod(str, enum.Enum):
 
 
 class Waits(str, enum.Enum):
-    """What compute an iteration waits for under a paradigm (analysis/profile.Compute.critical)."""
+    """What compute an iteration waits for under a paradigm (models/profile.Compute.critical)."""
 
     EVERY_WORKER = "the slowest worker of each iteration"
     SLOWEST_PACE = "the slowest worker's pace"
@@ -63,7 +63,7 @@ class ArchitectureTraits:
     backends: Mapping[str, str]
     """backends: torch.distributed's backend per device type of the rank's tensors."""
     cost_model: str
-    """cost_model is the name of its prediction's model (analysis/prediction.py MODELS), as tables print it."""
+    """cost_model is the name of its prediction's model (models/architectures.py ARCHITECTURE_MODELS), as tables print it."""
     paradigms_why: str = ""
     """paradigms_why says why it runs only `paradigms`, for error messages; empty when it runs them all."""
     serving: str = ""

@@ -1,7 +1,7 @@
 """`ringleader whatif --calibrate-add`: time the reduction arithmetic (torch's in-place add) on this machine.
 
 A ring allreduce step adds a received chunk into the local one; this times `a.add_(b)` on float32
-tensors from 1 KiB to 64 MiB on the chosen device and returns an analysis.addcost.AddTable. Torch is
+tensors from 1 KiB to 64 MiB on the chosen device and returns an models.addcost.AddTable. Torch is
 imported here, only when calibrating: the rest of `ringleader whatif` is pure arithmetic.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from ringleader.analysis import addcost
+from ringleader.models import addcost
 
 SIZES_BYTES = tuple(1024 * 4 ** i for i in range(9))
 """SIZES_BYTES: 1 KiB to 64 MiB by factors of 4, from a per-call-bound add to a memory-bound one."""

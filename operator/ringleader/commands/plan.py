@@ -142,12 +142,12 @@ def _said(plans: list[at_scale.Planned], model: profiles.ModelProfile, measured:
 
 
 def _save(directory: pathlib.Path, said: str, document: dict, plans: list[at_scale.Planned], k: int) -> pathlib.Path:
-    from ringleader.planning import figure  # matplotlib: only once a plan is written
+    from ringleader.report import plan_figure  # matplotlib: only once a plan is written
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "plan.txt").write_text(said + "\n")
     (directory / "plan.json").write_text(json.dumps(document, indent=2) + "\n")
-    figure.plot(plans, directory,
-                f"Planned: each architecture at {', '.join(map(str, sorted({p.workers for p in plans})))} workers, "
-                f"{k} to a node (BSP)")
+    plan_figure.plot(plans, directory,
+                     f"Planned: each architecture at {', '.join(map(str, sorted({p.workers for p in plans})))} workers, "
+                     f"{k} to a node (BSP)")
     return directory

@@ -8,7 +8,7 @@
 SOURCE is a trial or run directory of `ringleader run`, or in MLflow a trial run id, a sweep run id or an
 experiment (as `ringleader whatif` and `ringleader report` find them). Each trial is predicted from the link
 it probed at its start, its lowest worker rank's layers.json (as `ringleader whatif` takes it) and its
-workers' records (analysis/prediction.py; docs/predict.md). Exit status: 0 when at least one trial was
+workers' records (models/prediction.py; docs/predict.md). Exit status: 0 when at least one trial was
 predicted, 1 when SOURCE names nothing or no trial could be, 2 for wrong options.
 Importing this module is cheap: MLflow is imported only when SOURCE must be looked up.
 """
@@ -22,9 +22,9 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from ringleader.analysis import combinations, placement, prediction
-from ringleader.analysis.profile import worker_rank
-from ringleader.analysis.results import TrialResult
+from ringleader.models import combinations, placement, prediction
+from ringleader.models.profile import worker_rank
+from ringleader.models.results import TrialResult
 from ringleader.contract import exits, keys
 from ringleader.commands import plan, sources
 

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"ringleader report: {missing}", file=err)
         return exits.FAILED
     # Imported here: MLflow and matplotlib take seconds, and the `ringleader` parser is built with this module.
-    from ringleader.analysis import report
+    from ringleader.report import assembly
     from ringleader.tracking import reading, reports
     from ringleader.tracking.store import TrackingUnavailable
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         print(f"ringleader report: {error}", file=err)  # as predict and whatif say theirs
         return exits.FAILED
 
-    built = report.build(result, output)
+    built = assembly.build(result, output)
     for finding in built.findings:
         print(f"- {finding}", file=out)
     print(f"Report: {built.html}", file=out)

@@ -13,7 +13,7 @@ import dataclasses
 import pathlib
 from typing import TextIO
 
-from ringleader.analysis.results import TrialResult
+from ringleader.models.results import TrialResult
 from ringleader.contract import layout, redaction
 
 

@@ -8,7 +8,7 @@
 
 SOURCE is a profile file (docs/whatif.md), a rank, trial or run directory, or in MLflow a trial run id,
 a sweep run id or an experiment (as `ringleader report` finds them). Of a run or sweep, the trial is the one
-analysis/profile.pick takes for a ring (a RingAllReduce trial, the fewest workers), and of a trial its
+models/profile.pick takes for a ring (a RingAllReduce trial, the fewest workers), and of a trial its
 lowest worker rank with a layers.json, as `ringleader predict` takes it; the first line says which. Exit
 status: 0 when the table is printed, 1 when SOURCE names nothing usable or calibration fails, 2 for wrong
 options. Importing this module is cheap: MLflow, matplotlib and torch are imported only when needed.
@@ -24,8 +24,8 @@ import sys
 import textwrap
 from typing import TextIO
 
-from ringleader.analysis import addcost, collectives, overlap, placement, whatif
-from ringleader.analysis import profile as profile_
+from ringleader.models import addcost, collectives, overlap, placement, whatif
+from ringleader.models import profile as profile_
 from ringleader.api import variants
 from ringleader.contract import exits, layout, records
 from ringleader.commands import sources
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                                                    wait_seconds=basis.wait_seconds, pods=basis.pods)
                 print(f"  N={workers} {bandwidth / 1e9:g} Gbit/s: {_needed(needed)}", file=out)
     if args.plot:
-        from ringleader.analysis import whatif_figure  # matplotlib takes a second: only when a plot is asked for
+        from ringleader.report import whatif_figure  # matplotlib takes a second: only when a plot is asked for
 
         whatif_figure.plot(everything, args.plot, title=said)
         print(f"\nPlot: {args.plot}", file=out)

@@ -1,5 +1,5 @@
 """How the ring groups gradients into buckets: one rule for the runtime that fills them (runtime/ring.py) and the
-analyses that model them (analysis/overlap.py), which may not import the runtime."""
+analyses that model them (models/overlap.py), which may not import the runtime."""
 
 from __future__ import annotations
 

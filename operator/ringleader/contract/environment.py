@@ -71,7 +71,7 @@ FINISH_TIMEOUT_SECONDS = "RINGLEADER_FINISH_TIMEOUT_SECONDS"
 STALL_TIMEOUT_SECONDS = "RINGLEADER_STALL_TIMEOUT_SECONDS"
 KNOBS = (TIMEOUT_SECONDS, BUCKET_BYTES, TRACE_ITERATIONS, FINISH_TIMEOUT_SECONDS, STALL_TIMEOUT_SECONDS)
 DEFAULT_STALL_TIMEOUT_SECONDS = 60.0
-# The ring's buckets (runtime/ring.py), which the analyses model (analysis/overlap.py): DDP's defaults. Large
+# The ring's buckets (runtime/ring.py), which the analyses model (models/overlap.py): DDP's defaults. Large
 # buckets trade overlap for fewer messages; a small first bucket (the last layers) starts communicating early.
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 FIRST_BUCKET_BYTES = 1024 * 1024

@@ -1,4 +1,4 @@
-"""The names of what ranks record and trials summarise: MLflow metric keys, read by runtime, tracking and analysis alike."""
+"""The names of what ranks record and trials summarise: MLflow metric keys, read by runtime, tracking and the models alike."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ SERVER_QUEUE_DEPTH = "server/queue_depth"
 SERVER_THRESHOLD = "server/threshold"  # DSSP: the staleness threshold granted (s_L + r)
 
 COMPUTE_PHASES = (TIME_DATA, TIME_FORWARD, TIME_BACKWARD, TIME_UPDATE)
-TIME_COMPUTE = "time/compute"  # a trial series' sum of COMPUTE_PHASES (analysis.summary.trial_series)
+TIME_COMPUTE = "time/compute"  # a trial series' sum of COMPUTE_PHASES (models.summary.trial_series)
 
 # The trial summary values shown in the experiment status and the comparison table.
 THROUGHPUT = "throughput"  # samples per second, all workers together
@@ -66,13 +66,13 @@ STRAGGLER_RANK = "stragglerRank"
 # whose parameters first reached it (evaluations before it included), and iterations of the evaluating worker.
 TARGET_SECONDS = "targetSeconds"
 TARGET_ITERATIONS = "targetIterations"
-# Where the ranks ran (analysis/placement.py), from the node each recorded: how many nodes, and the share of the
+# Where the ranks ran (models/placement.py), from the node each recorded: how many nodes, and the share of the
 # architecture's exchanged bytes whose two ranks were on different nodes (None: no rank exchanged any).
 NODE_COUNT = "nodeCount"
 CROSS_NODE_BYTE_SHARE = "crossNodeByteShare"
 STATUS_KEYS = (THROUGHPUT, P50, P95, COMPUTE_FRACTION, COMM_FRACTION, WAIT_FRACTION, STRAGGLER_RANK,
                TARGET_SECONDS, TARGET_ITERATIONS, NODE_COUNT, CROSS_NODE_BYTE_SHARE)
-# The trial summary's other values (analysis/summary.py; seconds, bytes, fractions, counts).
+# The trial summary's other values (models/summary.py; seconds, bytes, fractions, counts).
 WORKERS = "workers"
 MEASURED_ITERATIONS = "measuredIterations"
 BATCH_SIZE = "batchSize"
@@ -113,7 +113,7 @@ EVAL_ACCURACY_LAST = "evalAccuracyLast"  # the last evaluation's eval/accuracy (
 EVAL_ACCURACY_BEST = "evalAccuracyBest"  # the highest eval/accuracy of any evaluation
 EVALUATIONS = "evaluations"  # evaluations recorded
 PER_RANK = "perRank"  # {rank: {ITERATIONS, ITERATION_SECONDS, COMPUTE_SECONDS, COMM_SECONDS, WAIT_SECONDS}}
-# A rank's summary.json (analysis.summary.rank_summary): these, LOSS_FIRST, LOSS_LAST, MEASURED_ITERATIONS,
+# A rank's summary.json (models.summary.rank_summary): these, LOSS_FIRST, LOSS_LAST, MEASURED_ITERATIONS,
 # and the mean after warm-up of each per-iteration metric above, under its own name.
 ITERATIONS = "iterations"
 ITERATION_SECONDS = "iterationSeconds"
@@ -137,7 +137,7 @@ PYTHON = "python"
 # The machine's 1-minute load average over its CPUs when the rank's training ended: every process that wanted a CPU,
 # the trial's own and other work's, per CPU (a pod sees its node's).
 LOAD_PER_CPU = "loadPerCpu"
-# The trial summary's predicted iteration times (analysis/prediction.py), written by the lowest worker rank:
+# The trial summary's predicted iteration times (models/prediction.py), written by the lowest worker rank:
 # PREDICTION: {PREDICTED_ARCHITECTURE, WORKERS, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
 #              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT, HOST_NOTE,
 #              ARCHITECTURES: {label: {ITERATION_SECONDS, COMM_SECONDS, BAND_FRACTION, BAND_MEDIAN_FRACTION,
@@ -150,7 +150,7 @@ MEASURED_ITERATION_SECONDS = "measuredIterationSeconds"  # median time/iteration
 ERROR_FRACTION = "errorFraction"  # |predicted - measured| / measured
 LATENCY_SECONDS = "latencySeconds"  # the per-message latency a of the link the models use
 FIT = "fit"  # how the link was calibrated, in words
-LINK_KIND = "linkKind"  # emulated, enforced, loopback or network (analysis/calibration.py)
+LINK_KIND = "linkKind"  # emulated, enforced, loopback or network (models/calibration.py)
 ARCHITECTURES = "architectures"
 BAND_FRACTION = "errorBandFraction"  # the |error| 9 in 10 held-out predictions of this kind kept within; None: none
 BAND_MEDIAN_FRACTION = "errorBandMedianFraction"  # the validated median |error|
@@ -174,7 +174,7 @@ PROBE_COLLECTIVE = "collective"  # one allreduce of every worker
 PROBE_RANKS = "ranks"
 PROBE_SAMPLES = "samples"
 PROBE_SUSTAINED_SECONDS = "sustainedSeconds"  # how long the largest size was sent, all its timed trains together
-# The trial summary's PLACEMENT (analysis/placement.py): {PLACEMENT_REQUESTED: spec.scheduling.placement's label,
+# The trial summary's PLACEMENT (models/placement.py): {PLACEMENT_REQUESTED: spec.scheduling.placement's label,
 #   PLACEMENT_NODES: {rank: node}, PLACEMENT_RANKS_PER_NODE: {node: ranks}, PLACEMENT_CROSS_NODE_PAIRS: [[rank, rank]]}
 PLACEMENT = "placement"
 PLACEMENT_REQUESTED = "requested"

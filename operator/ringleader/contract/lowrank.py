@@ -1,5 +1,5 @@
 """How PowerSGD splits a gradient into low-rank factors: one rule for the runtime's codec (runtime/compression.py)
-and the what-if model that prices its rounds (analysis/collectives.py), which may not import the runtime."""
+and the what-if model that prices its rounds (models/collectives.py), which may not import the runtime."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
 
-    summary.json                 the trial summary (analysis.summary.summarize), written by the lowest
+    summary.json                 the trial summary (models.summary.summarize), written by the lowest
                                  worker rank at the end; its camelCase keys include api.status.Summary's
-    series.jsonl                 the trial's series (analysis.summary.trial_series), written by the same rank
+    series.jsonl                 the trial's series (models.summary.trial_series), written by the same rank
                                  just before: per step, what the workers did together, in the keys below
                                  and "throughput", "time/compute":
                                    {"step": 12, "timestamp": 1763700000.27,
@@ -35,7 +35,7 @@ Layout, under `<RINGLEADER_OUTPUT_DIR>/<trial name>/`:
                                  binary (`journal.py`) into a memory-mapped file, whose pages belong to the
                                  kernel's page cache and so outlive the process (SIGKILL, os._exit, the OOM
                                  killer). Removed by a clean close(), when the JSONL file is whole.
-    rank-<rank>/summary.json     this rank's summary (analysis.summary.rank_summary): means after warm-up
+    rank-<rank>/summary.json     this rank's summary (models.summary.rank_summary): means after warm-up
     rank-<rank>/trace.json       Chrome trace (chrome://tracing, Perfetto) of a window of iterations
                                  after warm-up: "X" events, ts/dur in microseconds of wall-clock time,
                                  pid = rank, one tid per track (iterations, main-thread phases, communication);

@@ -1,4 +1,4 @@
-"""The experiment's estimated end (status.estimate, analysis/eta.py) from its trials' statuses and the progress lines
+"""The experiment's estimated end (status.estimate, models/eta.py) from its trials' statuses and the progress lines
 read; used by `plan`.
 
 Pure, as `plan` is, and free of the clock: a running trial's pace comes from the kubelet's timestamps on its
@@ -12,7 +12,7 @@ import dataclasses
 import datetime
 from typing import Mapping, Sequence
 
-from ringleader.analysis import eta
+from ringleader.models import eta
 from ringleader.api.status import Estimate, EstimateBound, Phase, Summary, TrialStatus
 from ringleader.api.trial import Expansion
 from ringleader.contract import progress as progress_line

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from ringleader.analysis import combinations
+from ringleader.models import combinations
 from ringleader.api.spec import ExperimentSpec
 from ringleader.api.status import (Best, Compared, Condition, ConditionType, ExperimentStatus, Phase, Progress, TrialStatus)
 from ringleader.api.trial import Expansion, REPETITION

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import pydantic
 
-from ringleader.analysis import eta
+from ringleader.models import eta
 from ringleader.api import constants
 from ringleader.api.status import ReplicaStatus, Summary
 from ringleader.contract import failures, unpublished
@@ -277,7 +277,7 @@ def waiting_reason(pod: Pod) -> str:
 _SUMMARY_KEYS = {
     key for name_, field in Summary.model_fields.items() for key in (name_, field.alias) if key
 }
-# Not a key of the runtime's summary: read from its prediction (analysis/eta.py).
+# Not a key of the runtime's summary: read from its prediction (models/eta.py).
 _PREDICTED = Summary.model_fields["predicted_iteration_seconds"].alias
 
 

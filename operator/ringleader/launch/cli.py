@@ -273,7 +273,7 @@ def _announce(launch: _Launch, out: TextIO, err: TextIO) -> None:
 
 
 def _run_and_report(args: argparse.Namespace, launch: _Launch, out: TextIO) -> int:
-    from ringleader.analysis import tables
+    from ringleader.report import tables
     from ringleader.launch import sweep
     from ringleader.tracking import schema, sessions
 
@@ -318,10 +318,10 @@ report."""
 
 
 def print_answer(session_dir: pathlib.Path, out: TextIO) -> None:
-    """The session's findings (analysis.findings, the report's first lines), in their order: what the data settle
+    """The session's findings (report.findings, the report's first lines), in their order: what the data settle
     first, then where the time goes, then what they do not settle and what would. Read from the run directory, so
     they are said whether MLflow took the run or not."""
-    from ringleader.analysis import findings
+    from ringleader.report import findings
     from ringleader.tracking import reading
 
     found = findings.findings(reading.from_directory(session_dir))

@@ -1,7 +1,7 @@
 """What `ringleader run` prints while trials run: one line redrawn on a terminal, periodic plain lines otherwise.
 
 Used by sweep.py. Progress is the slowest worker's iteration over the trial's iterations, with the trial's ETA
-and, in a sweep, the sweep's (analysis/eta.py); messages (a trial started, ended, failed) are permanent lines
+and, in a sweep, the sweep's (models/eta.py); messages (a trial started, ended, failed) are permanent lines
 printed above the redrawn one.
 """
 
@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Callable, Sequence, TextIO
 
-from ringleader.analysis import eta
+from ringleader.models import eta
 from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
 from ringleader.launch.settings import LaunchSettings

@@ -17,7 +17,8 @@ import sys
 import time
 from typing import Any, Mapping, TextIO
 
-from ringleader.analysis import eta, tables
+from ringleader.models import eta
+from ringleader.report import tables
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api.trial import Trial
 from ringleader.contract import exits, keys, layout, provenance

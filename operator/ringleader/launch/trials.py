@@ -17,7 +17,7 @@ import yaml
 
 import ringleader
 from ringleader import topology
-from ringleader.analysis import eta
+from ringleader.models import eta
 from ringleader.api import constants
 from ringleader.api.trial import Slot, Trial
 from ringleader.contract import environment as contract

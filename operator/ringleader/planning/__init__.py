@@ -2,5 +2,5 @@
 measured it, and every architecture predicted at scale from the two (`ringleader profile`, `ringleader predict
 --profile P --network N`; docs/plan.md).
 
-Pure readers and models above analysis/ (whose cost models and DAG replay it prices with); no torch, no MLflow.
+Pure readers and models over models/ (whose cost models and DAG replay it prices with); no torch, no MLflow.
 """

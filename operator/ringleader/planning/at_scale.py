@@ -1,7 +1,7 @@
 """Every architecture's iteration at worker counts nobody has run yet, from a profile and a measured network.
 
 Called by `ringleader predict --profile P --network N` (commands/plan.py). The same models as a trial's own
-prediction (analysis/cost_models.py, analysis/overlap.py), priced on the network's measured curves rather than on a
+prediction (models/cost_models.py, models/overlap.py), priced on the network's measured curves rather than on a
 trial's probe: each formula takes the latency and rate of the regime its own message size falls in
 (network.Level.nic), and a ring's buckets cost the measured allreduce at their size (network.Level.allreduce_seconds),
 replayed against the profile's backward so that what backward hides is not counted (the DAG model).
@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
-from ringleader.analysis import collectives, cost_models, overlap
+from ringleader.models import collectives, cost_models, overlap
 from ringleader.api import spec, variants
 from ringleader.api.spec import Architecture
 from ringleader.contract import environment as contract
@@ -118,7 +118,7 @@ class _Priced:
 @dataclasses.dataclass(frozen=True)
 class _Case:
     """One architecture's exchange to price: the model, the network, N workers k to a node, and the rounds each
-    bucket is sent in (one allreduce of all of it uncompressed; a compression's, analysis/collectives.py)."""
+    bucket is sent in (one allreduce of all of it uncompressed; a compression's, models/collectives.py)."""
 
     model: profiles.ModelProfile
     network: network_.Network

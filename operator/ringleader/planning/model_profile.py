@@ -13,8 +13,8 @@ import pathlib
 import stat
 from typing import Any, Mapping
 
-from ringleader.analysis import profile as profile_
-from ringleader.analysis.summary import is_number
+from ringleader.models import profile as profile_
+from ringleader.models.recorded import is_number
 
 MIB = 1 << 20
 TEXT_CAP_BYTES = 4 * MIB
@@ -40,7 +40,7 @@ class ProfileError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ModelProfile:
-    """One worker's iteration with nothing to communicate: its backward as gradients (analysis.profile.Profile, the
+    """One worker's iteration with nothing to communicate: its backward as gradients (models.profile.Profile, the
     DAG replay's input) and the phases around it. Equal when the numbers are: `source` says where they were read,
     which differs for the same profile read from two files."""
 

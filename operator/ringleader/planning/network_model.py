@@ -16,7 +16,7 @@ import bisect
 import dataclasses
 import math
 
-from ringleader.analysis import cost_models
+from ringleader.models import cost_models
 from ringleader.api.loading import shorten
 
 ALLREDUCE = "allreduce"

@@ -25,7 +25,7 @@ import pathlib
 import re
 from typing import Any
 
-from ringleader.analysis import profile as profile_
+from ringleader.models import profile as profile_
 from ringleader.planning.model_profile import ModelProfile, ProfileError, shown
 
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}

@@ -3,7 +3,7 @@
 
 It extends the whatif profile file (docs/whatif.md: batchSeconds, backwardSeconds, gradients) with a kind and
 version, forwardSeconds, updateSeconds, batchSize, device, source and provenance, so `ringleader whatif` reads the
-new file as it reads the old (analysis.profile.from_document), and this reads an old one: with no forward or update
+new file as it reads the old (models.profile.from_document), and this reads an old one: with no forward or update
 recorded, forward is taken as half of backward (the usual ratio: backward computes two products per layer to
 forward's one) and update as 0, and its source says so.
 """
@@ -15,7 +15,7 @@ import math
 import pathlib
 from typing import Any, Mapping
 
-from ringleader.analysis import profile as profile_
+from ringleader.models import profile as profile_
 from ringleader.planning import located_json
 from ringleader.planning.model_profile import ModelProfile, ProfileError, is_number, seconds, shown
 
@@ -166,7 +166,7 @@ def check(path: pathlib.Path, profile: ModelProfile) -> ModelProfile:
 
 def document(profile: ModelProfile) -> dict[str, Any]:
     """The profile file's document: JSON-able, from_text of it gives an equal ModelProfile, and
-    analysis.profile.from_document (`ringleader whatif`) reads it."""
+    models.profile.from_document (`ringleader whatif`) reads it."""
     return {
         "kind": KIND, "version": VERSION, "source": profile.source, "device": profile.device,
         "batchSize": profile.batch_size, "batchSeconds": profile.iteration_seconds,

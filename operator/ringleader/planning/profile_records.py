@@ -1,5 +1,5 @@
 """A trial's records as a ModelProfile: a trial directory of `ringleader run` (or one of its rank directories), read
-as `ringleader whatif` and `ringleader predict` read it (analysis/profile.py), so all three take the same numbers.
+as `ringleader whatif` and `ringleader predict` read it (models/profile.py), so all three take the same numbers.
 
 The rank is the trial's lowest worker rank with a layers.json (a rank directory: that rank). Its gradients are
 layers.json's medians over the traced iterations, stretched to the rank's median time/backward after warm-up
@@ -20,8 +20,8 @@ from typing import Any, Mapping, Sequence
 
 import pydantic
 
-from ringleader.analysis import profile as profile_
-from ringleader.analysis import summary
+from ringleader.models import profile as profile_
+from ringleader.models import recorded
 from ringleader.api import constants
 from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
@@ -169,7 +169,7 @@ def _iterations(path: pathlib.Path) -> list[dict[str, Any]]:
 def _worker_records(iterations: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The worker's records after warm-up whose times are all finite and not negative, and whose iteration took
     time (a NaN would poison every median)."""
-    return [dict(r) for r in summary.measured(list(iterations), constants.ROLE_WORKER)
+    return [dict(r) for r in recorded.measured(list(iterations), constants.ROLE_WORKER)
             if records_.is_worker_record(r) and is_number(r.get(keys.TIME_ITERATION)) and r[keys.TIME_ITERATION] > 0
             and all(r.get(key) is None or (is_number(r[key]) and r[key] >= 0) for key in TIMES)]
 

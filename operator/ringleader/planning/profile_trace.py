@@ -26,7 +26,7 @@ import re
 import statistics
 from typing import Any, Sequence
 
-from ringleader.analysis import profile as profile_
+from ringleader.models import profile as profile_
 from ringleader.planning.model_profile import ModelProfile, ProfileError, is_number, shown
 
 STEP = re.compile(r"ProfilerStep#(\d+)")

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from ringleader.analysis import targets
+from ringleader.models import targets
 from ringleader.api.spec import ExperimentSpec, OnReached, Target
 from ringleader.contract import keys
 from ringleader.runtime import datafiles, models

@@ -1,7 +1,7 @@
 """The link a trial's ranks see, measured at its start the way training will use it: sustained, at its message sizes.
 
 Called by main.py on every rank once the process group is up, before training; the first worker rank
-keeps the result for the trial summary (`linkProbe`, contract/keys.py), where analysis/calibration.py
+keeps the result for the trial summary (`linkProbe`, contract/keys.py), where models/calibration.py
 fits the one link every architecture's prediction is priced on.
 
     point-to-point  the first worker and the lowest other rank (a parameter server, or the next worker)

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from ringleader.analysis import prediction, summary
+from ringleader.models import prediction, summary
 from ringleader.api import constants, variants
 from ringleader.api.spec import Architecture
 from ringleader.api.trial import Slot, Trial
@@ -190,7 +190,7 @@ def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Setti
 
 def predict(trial: Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
             knobs: settings.Settings, probed: dict | None, used: dict | None = None) -> dict:
-    """The trial summary's prediction (analysis/prediction.py), calibrated on the link probed at the start, this
+    """The trial summary's prediction (models/prediction.py), calibrated on the link probed at the start, this
     rank's layers.json, every worker's records and how crowded the ranks' CPUs were (`used`, the summary's usage);
     when they cannot calibrate the models (e.g. one ring worker), the reason, in the log and the summary."""
     try:

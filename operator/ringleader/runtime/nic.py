@@ -1,7 +1,7 @@
 """A rank's emulated network card for `spec.network.bandwidth` (enforcement Emulated): one rule for every transfer.
 
 Used by ring.py (a bucket's allreduce) and exchange/link.py (a parameter server's, a worker's or a peer's
-messages). The card is full duplex, as analysis/cost_models.py prices a link: a sending side and a
+messages). The card is full duplex, as models/cost_models.py prices a link: a sending side and a
 receiving side, each carrying one transfer after another at the link's rate, so S bytes hold a side for
 8*S/bandwidth seconds. A transfer reserves its bytes on the sides it uses, from the moment it may start
 or the moment the side frees, whichever is later:

@@ -11,7 +11,7 @@ a key with one value is drawn as a single bar. So the two kinds of key differ by
     time/comm_ms, traffic/sent_bytes, train/loss  a series, one point per iteration (the step): line charts
                                                    in their sections, first on the page
         on a rank run, the rank's records; warm-up steps under warmup/ (they would set every scale)
-        on a trial run, the trial's series: per iteration, its workers together (analysis.summary)
+        on a trial run, the trial's series: per iteration, its workers together (models.summary)
     iteration_p50_ms, share_comm_pct, mean_time_comm_ms   a value logged once (a summary): no "/", so
                                                    MLflow's "Model metrics" section, after every series
     predict_error_pct, predict_ring_iteration_ms   the trial summary's prediction, once
@@ -109,7 +109,7 @@ SERIES: dict[str, Name] = {
     keys.SERVER_AGGREGATION: Name("server/aggregation_ms", MS, "a parameter server's aggregation round", TIME),
     keys.SERVER_QUEUE_DEPTH: Name("server/queue_depth", 1.0, "pushes a server holds back, waiting", WHOLE),
     keys.SERVER_THRESHOLD: Name("sync/threshold", 1.0, "DSSP: the staleness threshold the server granted", WHOLE),
-    # Only in a trial's series (analysis.summary.trial_series): its workers' iteration s together.
+    # Only in a trial's series (models.summary.trial_series): its workers' iteration s together.
     keys.TIME_COMPUTE: Name("time/compute_ms", MS, "computing: data, forward, backward and update", TIME),
     keys.THROUGHPUT: Name("throughput/samples_per_s", 1.0, "samples per second of the iteration, all workers "
                                                            "together", SHARE),
@@ -190,7 +190,7 @@ TRIAL: dict[str, Name | None] = {
     keys.PLACEMENT: None,  # nodes per rank: the trial run's tags and summary.json have them
 }
 
-# The trial summary's prediction (analysis/prediction.py), as predict_<key>; its architectures' estimates as
+# The trial summary's prediction (models/prediction.py), as predict_<key>; its architectures' estimates as
 # predict_<label>_<key>.
 PREDICTION: dict[str, Name] = {
     keys.ITERATION_SECONDS: Name("iteration_ms", MS, "predicted iteration time of this trial's own architecture",

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import mlflow.entities
 
-from ringleader.analysis import placement
+from ringleader.models import placement
 from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
 from ringleader.contract import records as record_files
@@ -264,7 +264,7 @@ def artifact_once(store: Store, cursor: cursor_.Cursor, run_id: str, path: pathl
 
 def _log_breakdown(store: Store, run_id: str, trial: Trial, trial_dir: pathlib.Path) -> None:
     # Imported here: matplotlib costs a second at import and only finished trials need it.
-    from ringleader.analysis import figures
+    from ringleader.report import figures
 
     breakdowns = [b for rank, directory in layout.rank_dirs(trial_dir).items()
                   if (b := figures.rank_breakdown(rank, record_files.read_iterations(directory / layout.ITERATIONS_FILE)))]

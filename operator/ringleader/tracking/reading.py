@@ -1,4 +1,4 @@
-"""A sweep's results (analysis.results.SweepResult) read from a `ringleader run` directory or from MLflow.
+"""A sweep's results (models.results.SweepResult) read from a `ringleader run` directory or from MLflow.
 
     result = from_directory("ringleader-runs/quickstart-20250101-120000")
     result, sweep_run_id = from_mlflow(store, "default/quickstart")   # or an experiment id, or a sweep run id
@@ -17,7 +17,7 @@ import tempfile
 
 import mlflow.exceptions
 
-from ringleader.analysis import results
+from ringleader.models import results
 from ringleader.api.trial import Trial
 from ringleader.contract import layout, provenance, redaction
 from ringleader.contract import records as record_files

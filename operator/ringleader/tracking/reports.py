@@ -1,10 +1,10 @@
 """A report attached to its sweep run: the files under `report/`, the findings and tables as the run's description.
 
-    attach(store, sweep_run_id, analysis.report.build(result, directory))
+    attach(store, sweep_run_id, report.assembly.build(result, directory))
 
 Used by `ringleader report`, the launcher's session end (sessions.py) and the operator. MLflow shows
 the description (tag mlflow.note.content) on the run's page, findings first and the trials side by side
-(analysis/comparison_figure.py) below them; it is cut to MLflow's tag limit by dropping table rows, never by
+(report/comparison_figure.py) below them; it is cut to MLflow's tag limit by dropping table rows, never by
 failing.
 """
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from ringleader.tracking import schema
 from ringleader.tracking.store import Store
 
-if TYPE_CHECKING:  # the type only: importing analysis.report loads matplotlib
-    from ringleader.analysis.report import Report
+if TYPE_CHECKING:  # the type only: importing report.assembly loads matplotlib
+    from ringleader.report.assembly import Report
 
 ARTIFACT_DIR = "report"
 

@@ -24,7 +24,7 @@ import mlflow.tracking
 
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api.trial import Trial
-from ringleader.analysis.results import SweepResult
+from ringleader.models.results import SweepResult
 from ringleader.contract import layout, records
 from ringleader.contract import provenance as provenance_
 from ringleader.tracking import metric_names, reading, reports, schema, sessions
@@ -148,7 +148,7 @@ def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, An
     `summaries` ({trial name: summary wire dict}) stand in for trials whose runs hold no summary.json: in a
     cluster, a trial whose ranks could not log it, known to the operator from a pod's termination message.
     `pods`: the sweep ran in pods, and its provenance gains what their ranks recorded (provenance.of_pods) first."""
-    from ringleader.analysis import report  # matplotlib: loaded by the first report only
+    from ringleader.report import assembly  # matplotlib: loaded by the first report only
 
     store = store_for(tracking_uri)
     result, run_id = reading.from_mlflow(store, parent_run_id)
@@ -159,7 +159,7 @@ def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, An
         t if t.summary or t.trial.name not in known else dataclasses.replace(t, summary=known[t.trial.name])
         for t in result.trials])
     with _FIGURES, tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
-        reports.attach(store, run_id, report.build(result, pathlib.Path(staging)))
+        reports.attach(store, run_id, assembly.build(result, pathlib.Path(staging)))
 
 
 def _with_pods_provenance(store: Store, run_id: str, result: SweepResult) -> SweepResult:

@@ -143,19 +143,19 @@ def report_directory(session_dir: pathlib.Path) -> pathlib.Path:
 def publish_report(store: Store, session: layout.Session, parent_run_id: str) -> None:
     """Build the session's report into <session>/report/ and attach it to the sweep run."""
     # Imported here: matplotlib costs a second at import, and reading.py reads sessions through this module.
-    from ringleader.analysis import report
+    from ringleader.report import assembly
     from ringleader.tracking import links, reading, reports
 
     result = dataclasses.replace(reading.from_directory(session.directory),
                                  mlflow_pages=links.session_pages(store, session, parent_run_id))
-    built = report.build(result, report_directory(session.directory))
+    built = assembly.build(result, report_directory(session.directory))
     reports.attach(store, parent_run_id, built)
 
 
 def comparison_rows(session: layout.Session) -> list:
     """tables.ComparisonRow per trial of the session, from the trial directories; a trial that never ran has a row
     too, with status NOT RUN."""
-    from ringleader.analysis import tables
+    from ringleader.report import tables
 
     planned = {t.name: t for t in trial_.expand(session.experiment).trials}
     rows = []

@@ -42,7 +42,7 @@ def test_a_ring_swept_over_compression_sends_fewer_bytes_and_communicates_for_le
         power[keys.BYTES_PER_ITERATION] / none[keys.BYTES_PER_ITERATION])
     assert fp16[keys.COMM_SECONDS] < none[keys.COMM_SECONDS] and power[keys.COMM_SECONDS] < none[keys.COMM_SECONDS]
     assert none[keys.CODEC_SECONDS] == 0 < fp16[keys.CODEC_SECONDS]
-    # each trial's own prediction prices the compression it measured (analysis/prediction.py), and says so
+    # each trial's own prediction prices the compression it measured (models/prediction.py), and says so
     ring = power[keys.PREDICTION][keys.ARCHITECTURES]["ring"]
     assert "priced at the trial's PowerSGD" in ring[keys.BAND_NOTE]
     assert "PowerSGD needs RingAllReduce" in power[keys.PREDICTION][keys.ARCHITECTURES]["p2p"][keys.BAND_NOTE]

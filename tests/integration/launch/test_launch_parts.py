@@ -13,7 +13,7 @@ import time
 
 import launching
 
-from ringleader.analysis import eta
+from ringleader.models import eta
 from ringleader.api import experiment, trial
 from ringleader.commands import publish
 from ringleader.contract import failures

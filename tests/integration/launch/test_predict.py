@@ -12,7 +12,7 @@ import mlflow.tracking
 import pytest
 
 import launching
-from ringleader.analysis import validation
+from ringleader.models import validation
 
 pytestmark = pytest.mark.integration
 

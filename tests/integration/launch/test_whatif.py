@@ -12,8 +12,8 @@ import mlflow.tracking
 import pytest
 
 import launching
-from ringleader.analysis import profile as profile_
-from ringleader.analysis import whatif as whatif_
+from ringleader.models import profile as profile_
+from ringleader.models import whatif as whatif_
 
 pytestmark = pytest.mark.integration
 

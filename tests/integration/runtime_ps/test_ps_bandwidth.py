@@ -27,7 +27,7 @@ def test_a_capped_link_gives_two_peers_no_less_than_the_peer_to_peer_model(make_
     # Two peers: a push of M/2 bytes crosses one way, the owner's reply M/2 back, each at the link's rate, so no
     # step can take less than the model's 2(N-1)/N * M/B. A receiving side that delivered a message before its
     # sender's S/B had passed (a wrong clock, a turn started too early) would let a step take about half that.
-    from ringleader.analysis import cost_models
+    from ringleader.models import cost_models
     from ringleader.runtime import models
 
     trial = make_trial({"architecture": "PeerToPeer", "workers": {"replicas": 2}, "sync": {"paradigm": "BSP"},

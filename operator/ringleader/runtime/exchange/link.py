@@ -15,7 +15,7 @@ A receiver stops after the last message its peer will send: DONE when the peer's
 this rank's server, and BYE when this rank's worker asks the peer's server; so no receive is
 left pending at the end. Every thread is a daemon: a failing rank exits without waiting for them.
 
-The emulated link (spec.network.bandwidth) is this rank's card (nic.py), full duplex, as analysis/cost_models.py
+The emulated link (spec.network.bandwidth) is this rank's card (nic.py), full duplex, as models/cost_models.py
 prices it: a message reserves its sender's sending side when sent (after the messages before it), and its
 receiver's receiving side from the moment its sending turn began (the header carries that moment; messages
 from every sender take it in that order), S/B on each. The frame leaves at once with its sending turn written

@@ -1,1 +1,0 @@
-"""Analysis of recorded timings: trial summaries, performance models, what-if studies, comparison tables and sweep reports."""

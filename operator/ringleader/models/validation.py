@@ -1,0 +1,122 @@
+"""How far `ringleader predict` may be trusted: the validated error band of each kind of prediction.
+
+Called by models/prediction.py, which gives every estimate its band (or says why it has none), and so by
+`ringleader predict` and the report's prediction figure. A band is a coverage statement: the |error| within
+which 9 in 10 held-out predictions of its scenario kind (the link's kind and the predicted architecture) fell,
+fitted on bench/bench_predict_validation.py's recorded runs (every trial of a sweep predicting every trial of
+its worker count, BSP, one parameter server). tests/unit/test_prediction_held_out.py predicts those runs again
+and checks BANDS are what they fit; docs/predict-validation.md prints the same table
+(tests/unit/test_models_validation.py checks they agree). Record more runs with the bench's --record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from ringleader.models import calibration
+from ringleader.models.prediction_serving import Cores
+from ringleader.api.spec import Paradigm
+
+COVERAGE = 0.9
+"""COVERAGE is the share of held-out predictions a band promises to hold: 9 in 10."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Band:
+    """The |predicted / measured - 1| within which COVERAGE of the bench's held-out predictions of one scenario kind
+    fell (fit), with the median and worst of the pairs it was fitted on."""
+
+    within: float
+    median: float
+    worst: float
+    pairs: int
+    workers: tuple[int, ...]
+    """workers are the worker counts the bench ran."""
+    threads_per_cpu: float
+    """threads_per_cpu: the most crowded trial the bench ran (prediction_serving.Cores): past it the band does not
+    apply, the trial's ranks having waited for cores more than the bench's did."""
+    busy_cores: int
+    """busy_cores: the other work the bench ran beside its trials, in cores kept busy (0: none; its --burners)."""
+    load_per_cpu: float
+    """load_per_cpu: the busiest machine it was fitted on (1-minute load per CPU): a trial on a busier machine takes
+    the next band, fitted with more other work, or none."""
+
+    def said(self) -> str:
+        return f"±{100 * self.within:.1f}% in 9 of 10 (median {100 * self.median:.1f}%)"
+
+    def machine(self) -> str:
+        """What its runs had beside them, for tables: "alone" or "2 busy cores"."""
+        return f"{self.busy_cores} busy core{'s' * (self.busy_cores != 1)}" if self.busy_cores else "alone"
+
+
+def fit(errors: Sequence[float], coverage: float = COVERAGE) -> float | None:
+    """The band of these errors: the k-th smallest |error|, k = ceil(coverage (n + 1)), which a further prediction
+    like them falls within with probability at least `coverage` (the order statistic of n exchangeable errors);
+    None when there are too few for it (k > n: fewer than 9 at 90 %). Rounded up to 0.1 %, as bands are published."""
+    ordered = sorted(abs(e) for e in errors)
+    k = math.ceil(coverage * (len(ordered) + 1) - 1e-9)
+    return round_up(ordered[k - 1]) if 0 < k <= len(ordered) else None
+
+
+def round_up(fraction: float) -> float:
+    """`fraction` rounded up to 0.1 %, the resolution bands are published at."""
+    return math.ceil(round(fraction * 1000, 6)) / 1000
+
+
+BANDS: dict[tuple[str, str], tuple[Band, ...]] = {
+    (calibration.EMULATED, "1ps"): (
+        Band(within=0.005, median=0.002, worst=0.006, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002),
+        Band(within=0.007, median=0.003, worst=0.007, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006)),
+    (calibration.EMULATED, "p2p"): (
+        Band(within=0.023, median=0.015, worst=0.024, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002),
+        Band(within=0.043, median=0.015, worst=0.043, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006)),
+    (calibration.EMULATED, "ring"): (
+        Band(within=0.019, median=0.007, worst=0.019, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002),
+        Band(within=0.037, median=0.008, worst=0.037, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006)),
+}
+"""BANDS: (link kind, architecture label) -> its bands, one per machine the recorded runs of
+bench/bench_predict_validation.py had (alone, then with busy cores beside: tests/fixtures/predict_validation.json.gz,
+docs/predict-validation.md), the quietest first; each fit over that architecture's pairs on that machine, every
+pair of the architectures together while the runs have fewer than 9 pairs of one architecture. Other work widens a
+band: it takes cores the models do not see."""
+
+UNPREDICTABLE: dict[str, str] = {
+    calibration.LOOPBACK: "cannot predict on an uncapped loopback: every rank shares this machine's cores, so a "
+                          "message costs CPU time and a wait for a core rather than link time, and neither the probe "
+                          "nor the iterations repeat from one trial to the next (docs/predict-validation.md); cap "
+                          "the link (spec.network.bandwidth) to predict on one machine",
+}
+"""UNPREDICTABLE: link kind -> why the models cannot predict there (the bench measured worse than its bound)."""
+
+
+def band(kind: str, label: str, workers: int, paradigm: Paradigm | str,
+         cores: Cores = Cores()) -> tuple[Band | None, str]:
+    """(the band of this prediction, a note): None with the reason when it was not validated or does not apply (none
+    on a link of an UNPREDICTABLE kind, whose reason the whole prediction carries)."""
+    if kind in UNPREDICTABLE:
+        return None, ""
+    if Paradigm(paradigm) != Paradigm.BSP:
+        return None, f"not validated under {Paradigm(paradigm).value} (the bench runs BSP)"
+    bands = BANDS.get((kind, label))
+    if bands is None:
+        return None, f"not validated: the bench has no {label} prediction on a link of kind {kind}"
+    # Without the load, the busiest machine's band: the widest promise the bench can make without knowing it.
+    load = bands[-1].load_per_cpu if cores.load_per_cpu is None else cores.load_per_cpu
+    found = next((b for b in bands if load <= b.load_per_cpu), None)
+    if found is None:
+        return None, (f"no band: the machine's load was {load:.3g} per CPU when the ranks ended, the bench's at most "
+                      f"{bands[-1].load_per_cpu:.3g}; other work took cores that no validated trial lost")
+    if cores.threads_per_cpu > found.threads_per_cpu:
+        return None, (f"no band: the trial's ranks ran {cores.threads_per_cpu:.3g} threads per CPU, the bench at most "
+                      f"{found.threads_per_cpu:.3g}; they waited for cores longer than any validated trial did")
+    if workers not in found.workers:
+        return found, f"validated at {', '.join(map(str, found.workers))} workers, not {workers}"
+    return found, ""
