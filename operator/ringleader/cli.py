@@ -35,7 +35,7 @@ import yaml
 import ringleader
 from ringleader import api, topology
 from ringleader.api import crd, loading
-from ringleader.api import spec as spec_
+from ringleader.api import rules
 from ringleader.api.problems import Problem
 from ringleader.contract import exits, redaction
 from ringleader.topology import settings as render_settings
@@ -74,7 +74,7 @@ class Checked:
     excerpt: str = ""
     """Where a parser placed that problem: the file's line, a caret under the column (loading.excerpt)."""
     warnings: tuple[str, ...] = ()
-    """What a valid file sets that no trial reads (api.spec.unread_fields): said, not refused."""
+    """What a valid file sets that no trial reads (api.rules.unread_fields): said, not refused."""
 
     def document(self) -> dict[str, Any]:
         """What `validate -o json|yaml` shows of the file; docs/cli.md describes it."""
@@ -97,7 +97,7 @@ def check(path: str) -> Checked:
     file = loading.display_name(path)
     try:
         experiment = api.load(path)
-        return Checked(file, api.expand(experiment), [], warnings=tuple(spec_.unread_fields(experiment.spec)))
+        return Checked(file, api.expand(experiment), [], warnings=tuple(rules.unread_fields(experiment.spec)))
     except api.LoadError as error:
         return Checked(file, None, [Problem(None, error.problem)], unreadable=True, excerpt=error.excerpt)
     except api.SpecError as error:

@@ -121,7 +121,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
     from ringleader import api
     from ringleader.api import loading
-    from ringleader.api import spec as spec_
+    from ringleader.api import rules
 
     if (args.file is None) == (args.resume is None):
         raise _Refused("ringleader run: give an experiment FILE, or --resume DIR (a run directory), not both",
@@ -136,7 +136,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
         raise _Refused(error.shown(), exits.FAILED) from error
     except api.SpecError as error:
         raise _Refused(str(error), exits.FAILED) from error
-    for warning in spec_.unread_fields(experiment.spec):
+    for warning in rules.unread_fields(experiment.spec):
         print(f"{name}: warning: {warning}", file=err)
     # Only now MLflow (and, in _run_and_report, torch and matplotlib): a file that cannot run is refused in a moment.
     from ringleader.tracking.settings import TrackingSettings, resolve_uri

@@ -136,7 +136,7 @@ def _chosen_trial(args: argparse.Namespace, err: TextIO) -> tuple[str, Trial, Tr
     checked as `ringleader validate` checks it."""
     from ringleader import api
     from ringleader.api import loading
-    from ringleader.api import spec as spec_
+    from ringleader.api import rules
 
     name = loading.display_name(args.file)
     try:
@@ -146,7 +146,7 @@ def _chosen_trial(args: argparse.Namespace, err: TextIO) -> tuple[str, Trial, Tr
         raise _Refused(error.shown(), exits.FAILED) from error
     except api.SpecError as error:
         raise _Refused(str(error), exits.FAILED) from error
-    for warning in spec_.unread_fields(experiment.spec):
+    for warning in rules.unread_fields(experiment.spec):
         print(f"{name}: warning: {warning}", file=err)
     if not 0 <= args.trial < len(trials):
         raise _Refused(f"{name}: --trial {args.trial} does not exist: the experiment has trials 0 to "
@@ -169,14 +169,15 @@ def one_worker(trial: Trial, measured: int) -> Trial:
     one; no evaluation, target, cap, compression or spec.profiling (the profiler would slow the traced iterations)."""
     from ringleader.api import spec as spec_
     from ringleader.api import trial as trial_
+    from ringleader.api import variants
 
     first = trial.worker_slots()[0]
     document = trial.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     for unused in ("parameterServers", "network", "compression", "profiling", "tracking", "runPolicy", "scheduling",
                    "sweep"):
         document.pop(unused, None)
-    document["architecture"] = spec_.Architecture.RING_ALL_REDUCE.value
-    document["sync"] = {"paradigm": spec_.Paradigm.BSP.value}
+    document["architecture"] = variants.Architecture.RING_ALL_REDUCE.value
+    document["sync"] = {"paradigm": variants.Paradigm.BSP.value}
     document["workers"] = {"replicas": 1, "ranksPerPod": 1, "resources": {
         "cpu": _cpu_share(first.resources.cpu, first.local_world_size), "memory": first.resources.memory,
         "gpu": min(first.resources.gpu, 1)}}
