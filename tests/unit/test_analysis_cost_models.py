@@ -4,6 +4,7 @@ model's replay: test_analysis_overlap.py)."""
 import pytest
 
 from ringleader.analysis import cost_models
+from ringleader.api import variants
 
 # M/B = 1 second: 1e6 bytes on an 8e6 bit/s link; a = 10 ms.
 M = 1e6
@@ -55,7 +56,7 @@ def test_the_report_prices_communication_as_predict_does_the_servers_nic_full_du
 def test_comm_seconds_dispatches_on_architecture_names():
     assert cost_models.comm_seconds("ParameterServer", 4, M, LINK, servers=2) == pytest.approx(4.02)
     assert cost_models.comm_seconds("PeerToPeer", 4, M, LINK) == pytest.approx(1.52)
-    assert cost_models.comm_seconds(cost_models.Architecture.RING_ALL_REDUCE, 4, M, LINK) == pytest.approx(1.56)
+    assert cost_models.comm_seconds(variants.Architecture.RING_ALL_REDUCE, 4, M, LINK) == pytest.approx(1.56)
     with pytest.raises(ValueError):
         cost_models.comm_seconds("Gossip", 4, M, LINK)
 

@@ -16,6 +16,7 @@ import pytest
 from ringleader import api
 from ringleader.api import loading
 from ringleader.api import spec as spec_
+from ringleader.api import variants
 
 
 def problems(document) -> list[str]:
@@ -281,8 +282,8 @@ def test_experiment_names_follow_kubernetes(experiment_document):
 
 def test_defaults_make_a_two_worker_bsp_parameter_server_job(experiment_document):
     spec = api.parse(experiment_document()).spec
-    assert spec.architecture == api.Architecture.PARAMETER_SERVER
-    assert spec.sync.paradigm == api.Paradigm.BSP
+    assert spec.architecture == variants.Architecture.PARAMETER_SERVER
+    assert spec.sync.paradigm == variants.Paradigm.BSP
     assert (spec.parameter_servers.replicas, spec.workers.replicas) == (1, 2)
     assert (spec.model.name, spec.model.batch_size, spec.model.iterations) == ("mlp", 32, 100)
     assert spec.run_policy.backoff_limit == 3 and spec.scheduling.gang == spec_.Gang.OPERATOR

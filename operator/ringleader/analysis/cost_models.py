@@ -32,7 +32,7 @@ import dataclasses
 import statistics
 from typing import Callable, Sequence
 
-from ringleader.api.spec import Architecture
+from ringleader.api.variants import Architecture
 
 BITS_PER_BYTE = 8.0
 

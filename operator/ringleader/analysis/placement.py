@@ -26,7 +26,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.api import constants
-from ringleader.api.spec import Architecture
+from ringleader.api.variants import Architecture
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
 from ringleader.contract import levels as levels_

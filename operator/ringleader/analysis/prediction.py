@@ -29,7 +29,7 @@ from ringleader.analysis import prediction_serving as serving_
 from ringleader.analysis import profile as profile_
 from ringleader.api.trial import Trial
 from ringleader.api import variants
-from ringleader.api.spec import Architecture, Paradigm
+from ringleader.api.variants import Architecture, Paradigm
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
 

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from ringleader.analysis import placement
 from ringleader.api import constants
-from ringleader.api.spec import Architecture
+from ringleader.api.variants import Architecture
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
 from ringleader.contract import records as records_

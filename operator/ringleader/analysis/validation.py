@@ -17,7 +17,7 @@ from typing import Sequence
 
 from ringleader.analysis import calibration
 from ringleader.analysis.prediction_serving import Cores
-from ringleader.api.spec import Paradigm
+from ringleader.api.variants import Paradigm
 
 COVERAGE = 0.9
 """COVERAGE is the share of held-out predictions a band promises to hold: 9 in 10."""
