@@ -34,8 +34,7 @@ import yaml
 
 import ringleader
 from ringleader import api, topology
-from ringleader.api import crd, loading
-from ringleader.api import rules
+from ringleader.api import crd, reading, rules
 from ringleader.api.problems import Problem
 from ringleader.contract import exits, redaction
 from ringleader.topology import settings as render_settings
@@ -94,7 +93,7 @@ class Checked:
 
 def check(path: str) -> Checked:
     """Load, validate and expand one file ('-': standard input), keeping its problems rather than raising them."""
-    file = loading.display_name(path)
+    file = reading.display_name(path)
     try:
         experiment = api.load(path)
         return Checked(file, api.expand(experiment), [], warnings=tuple(rules.unread_fields(experiment.spec)))
@@ -128,7 +127,7 @@ def print_trials(expansion: api.Expansion, file: str) -> None:
 
 def validate(args: argparse.Namespace) -> int:
     """Exit 0 when every file is valid, 1 when any is not; problems on stderr, trials (or documents) on stdout."""
-    if args.files.count(loading.STDIN) > 1:
+    if args.files.count(reading.STDIN) > 1:
         print("ringleader validate: '-' (standard input) can be read once: name it once among the files",
               file=sys.stderr)
         return exits.USAGE

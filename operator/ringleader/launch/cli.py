@@ -120,7 +120,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     """Checks the file, then the options, then the machine (raising `_Refused`), and opens the session directory."""
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
     from ringleader import api
-    from ringleader.api import loading
+    from ringleader.api import reading
     from ringleader.api import rules
 
     if (args.file is None) == (args.resume is None):
@@ -128,7 +128,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
                        exits.USAGE)
     if args.resume is not None:
         return _prepare_resume(args, out, err)
-    name = loading.display_name(args.file)
+    name = reading.display_name(args.file)
     try:
         experiment = api.load(args.file)
         expansion = api.expand(experiment)
@@ -151,7 +151,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
                        "choose a writable directory", exits.USAGE) from error
     close_abandoned(output_dir, session_dir, out, err)
     return _Launch(experiment, expansion.skipped, trials, name,
-                   name if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve()), environ, settings,
+                   name if args.file == reading.STDIN else str(pathlib.Path(args.file).resolve()), environ, settings,
                    TrackingSettings(), resolve_uri(args.tracking_uri, experiment.spec.tracking.uri), session_dir)
 
 

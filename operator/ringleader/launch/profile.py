@@ -135,10 +135,10 @@ def _chosen_trial(args: argparse.Namespace, err: TextIO) -> tuple[str, Trial, Tr
     """(the file as messages name it, the one-worker trial to run, the experiment's trial it was made from), the file
     checked as `ringleader validate` checks it."""
     from ringleader import api
-    from ringleader.api import loading
+    from ringleader.api import reading
     from ringleader.api import rules
 
-    name = loading.display_name(args.file)
+    name = reading.display_name(args.file)
     try:
         experiment = api.load(args.file)
         trials = api.expand(experiment).trials
