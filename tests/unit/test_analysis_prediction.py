@@ -334,7 +334,8 @@ def test_the_table_marks_this_trial_and_numbers_its_notes():
 def test_a_compressed_trial_is_priced_at_its_rounds_where_its_architecture_takes_the_method():
     # One bucket of all 6000 bytes, ready when backward ends (7 ms); an allreduce costs 1 ms + 1 us per byte.
     one_bucket = dataclass_replace(inputs(bucket_bytes=1e9), workers=2)
-    power_sgd = collectives.Wire((collectives.Round(0.5), collectives.Round(0.25)), 0.0, "PowerSGD", variants.CompressionMethod.POWER_SGD)
+    power_sgd = collectives.Wire((collectives.Round(0.5), collectives.Round(0.25)), 0.0, "PowerSGD",
+                                 variants.CompressionMethod.POWER_SGD)
     found = {e.label: e for e in prediction.estimates(dataclass_replace(one_bucket, wire=power_sgd))}
     # P: 3000 bytes, 1 + 3 ms after backward; then Q: 1500 bytes, 1 + 1.5 ms. Uncompressed: 1 + 6 ms.
     assert found["ring"].comm_seconds == pytest.approx(0.004 + 0.0025)
@@ -361,7 +362,8 @@ def test_a_compressed_trials_prediction_takes_the_ratio_its_records_measured():
     records = {0: [compressed(s) for s in (1, 2)], 1: [compressed(s) for s in (1, 2)]}
     trial = a_trial("RingAllReduce", network={"bandwidth": "8Mbit"}, compression={"method": "FP16"})
     found = prediction.predict_trial(trial, records, layers_document(), 0, probe())
-    assert found.inputs.wire.method == variants.CompressionMethod.FP16 and found.inputs.wire.ratio(2) == pytest.approx(2)
+    assert found.inputs.wire.method == variants.CompressionMethod.FP16
+    assert found.inputs.wire.ratio(2) == pytest.approx(2)
     plain = prediction.predict_trial(a_trial("RingAllReduce", network={"bandwidth": "8Mbit"}), records,
                                      layers_document(), 0, probe())
     # its buckets' allreduces send half the bytes: they end sooner (here hidden under backward either way)

@@ -16,7 +16,8 @@ TRIALS = {"quickstart.yaml": 3, "study-1-architectures.yaml": 48, "study-3-bandw
           "study-4-dssp-straggler.yaml": 4, "gpu-ring.yaml": 1, "digits-time-to-accuracy.yaml": 2,
           "kueue-queue.yaml": 3, "compression-digits.yaml": 5, "two-level.yaml": 4}
 LAPTOP = sorted((ROOT / "examples" / "laptop").glob("*.yaml"))
-STUDY_ONE = {variants.Architecture.PARAMETER_SERVER, variants.Architecture.PEER_TO_PEER, variants.Architecture.RING_ALL_REDUCE}
+STUDY_ONE = {variants.Architecture.PARAMETER_SERVER, variants.Architecture.PEER_TO_PEER,
+             variants.Architecture.RING_ALL_REDUCE}
 """STUDY_ONE: the architectures study 1 compares (the two-level ones have an example of their own, two-level.yaml)."""
 LAPTOP_TRIALS = {"study-1-architectures.yaml": 9, "study-2-dag-overlap.yaml": 1, "study-3-bandwidth.yaml": 12,
                  "study-4-dssp-straggler.yaml": 4}

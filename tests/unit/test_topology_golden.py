@@ -64,7 +64,8 @@ PLACEMENT_CASES = {
 # LOCAL_WORLD_SIZE, no LOCAL_RANK), the gang's minMember in pods. On GPUs ranksPerPod defaults to the pod's GPUs.
 RANKS_PER_POD_CASES = {
     "RingAllReduce-gpu-2-ranks-per-pod": (
-        variants.Architecture.RING_ALL_REDUCE, "gpu", {"replicas": 4, "resources": {"cpu": "8", "memory": "32Gi", "gpu": 2}}),
+        variants.Architecture.RING_ALL_REDUCE, "gpu",
+        {"replicas": 4, "resources": {"cpu": "8", "memory": "32Gi", "gpu": 2}}),
     "ParameterServer-cpu-2-ranks-per-pod": (
         variants.Architecture.PARAMETER_SERVER, "cpu", {"replicas": 4, "ranksPerPod": 2, "resources": {"cpu": "2"}}),
 }

@@ -76,7 +76,7 @@ def swept_cel(name: str) -> str:
 
 
 def uses_cel(paradigms: tuple[Paradigm, ...]) -> str:
-    """CEL: the base paradigm (when not swept) or any swept paradigm is one of `paradigms` (Python: `paradigms_used`)."""
+    """CEL: the base paradigm (not swept) or any swept paradigm is one of `paradigms` (Python: `paradigms_used`)."""
     names = ", ".join(f"'{p.value}'" for p in paradigms)
     return (
         f"((!{swept_cel('paradigm')} && self.sync.paradigm in [{names}]) || "
@@ -203,8 +203,8 @@ def servers_apart_rule() -> Rule:
         cel=f"{values_cel('architecture', 'self.architecture')}.exists(a, {is_in_cel('a', servers)}) || "
         f"({swept_cel('placement')} ? !self.sweep.matrix.placement.exists(p, p.servers == '{SERVERS_APART}') : "
         f"(!has(self.scheduling.placement) || self.scheduling.placement.servers != '{SERVERS_APART}'))",
-        message=f"`scheduling.placement.servers` Apart needs `architecture` {either(servers)} ({either(without, 'and')} "
-        f"have no servers to keep apart): set servers to Any, or sweep {either(servers)} too",
+        message=f"`scheduling.placement.servers` Apart needs `architecture` {either(servers)} "
+        f"({either(without, 'and')} have no servers to keep apart): set servers to Any, or sweep {either(servers)} too",
         holds=lambda s: any(a in servers for a in architectures_used(s))
         or all(p.servers != SERVERS_APART for p in placements_used(s)),
         field_path=".scheduling.placement.servers",
@@ -256,8 +256,9 @@ def unread_fields(spec: Any) -> list[str]:
         if by_wire[wire] in spec.sync.model_fields_set and not used & set(readers):
             runs = ", ".join(sorted(p.value for p in used))
             verb = "uses" if len(readers) == 1 else "use"
-            unread.append(f"`spec.sync.{wire}` is set, but no trial reads it: only {' and '.join(p.value for p in readers)} "
-                          f"{verb} it, and this experiment runs {runs}; remove it, or sweep a paradigm that reads it")
+            only = " and ".join(p.value for p in readers)
+            unread.append(f"`spec.sync.{wire}` is set, but no trial reads it: only {only} {verb} it, and this "
+                          f"experiment runs {runs}; remove it, or sweep a paradigm that reads it")
     return unread
 
 

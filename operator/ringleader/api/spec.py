@@ -168,7 +168,8 @@ class Workers(ApiModel):
             field_path=".ranksPerPod",
         ),
         rules.Rule(
-            cel=f"self.groups.all(g, !has(g.resources) || g.resources.gpu == 0 || {rules.POD_RANKS_CEL} <= g.resources.gpu)",
+            cel="self.groups.all(g, !has(g.resources) || g.resources.gpu == 0 || "
+            f"{rules.POD_RANKS_CEL} <= g.resources.gpu)",
             message="`workers.groups[].resources.gpu` must be at least the ranks per pod (`workers.ranksPerPod`, "
             "unset: `workers.resources.gpu`) on GPU pods: each rank trains on a GPU of its own; request more GPUs "
             "for the group or lower ranksPerPod",

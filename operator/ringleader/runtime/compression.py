@@ -283,8 +283,10 @@ class TopKCodec:
 BUCKET_CODECS: dict[variants.CompressionMethod, Callable[[spec.Compression, Sequence[torch.Size], int, int],
                                                          BucketCodec | None]] = {
     variants.CompressionMethod.NONE: lambda compression, shapes, seed, world: None,
-    variants.CompressionMethod.FP16: lambda compression, shapes, seed, world: CastCodec(CAST_DTYPES[compression.method]),
-    variants.CompressionMethod.BF16: lambda compression, shapes, seed, world: CastCodec(CAST_DTYPES[compression.method]),
+    variants.CompressionMethod.FP16: lambda compression, shapes, seed, world: CastCodec(
+        CAST_DTYPES[compression.method]),
+    variants.CompressionMethod.BF16: lambda compression, shapes, seed, world: CastCodec(
+        CAST_DTYPES[compression.method]),
     variants.CompressionMethod.POWER_SGD: lambda compression, shapes, seed, world: PowerSgdCodec(
         shapes, compression.rank, compression.error_feedback, seed, world),
     variants.CompressionMethod.TOP_K: lambda compression, shapes, seed, world: TopKCodec(
