@@ -75,8 +75,8 @@ def swept_cel(name: str) -> str:
     return f"(has(self.sweep) && has(self.sweep.matrix.{name}))"
 
 
-def uses_cel(paradigms: tuple[Paradigm, ...]) -> str:
-    """CEL: the base paradigm (not swept) or any swept paradigm is one of `paradigms` (Python: `paradigms_used`)."""
+def _uses_cel(paradigms: tuple[Paradigm, ...]) -> str:
+    """CEL: the base paradigm (not swept) or a swept paradigm is one of `paradigms` (Python: `_paradigms_used`)."""
     names = ", ".join(f"'{p.value}'" for p in paradigms)
     return (
         f"((!{swept_cel('paradigm')} && self.sync.paradigm in [{names}]) || "
@@ -84,7 +84,7 @@ def uses_cel(paradigms: tuple[Paradigm, ...]) -> str:
     )
 
 
-def values_cel(name: str, base_value: str) -> str:
+def _values_cel(name: str, base_value: str) -> str:
     """CEL: the swept values of axis `name`, or the base value alone when it is not swept."""
     return f"({swept_cel(name)} ? self.sweep.matrix.{name} : [{base_value}])"
 
@@ -93,14 +93,14 @@ def _names(values) -> str:
     return ", ".join(f"'{v.value}'" for v in values)
 
 
-def is_in_cel(expression: str, values) -> str:
+def _is_in_cel(expression: str, values) -> str:
     """CEL: `expression` is one of `values` (==, for one: a single choice reads as it always did)."""
     if not values:
         return "false"
     return f"{expression} == '{values[0].value}'" if len(values) == 1 else f"{expression} in [{_names(values)}]"
 
 
-def either(values, word: str = "or") -> str:
+def _either(values, word: str = "or") -> str:
     """Enum members' values in a sentence: "A, B or C"."""
     return variants.either([v.value for v in values], word)
 
@@ -111,10 +111,10 @@ def paradigm_rule(architecture: Architecture) -> Rule:
     others = [p for p in Paradigm if p not in traits.paradigms]
     elsewhere = [a for a, t in variants.ARCHITECTURES.items() if set(others) <= set(t.paradigms)]
     return Rule(
-        cel=f"self.architecture != '{architecture.value}' || {is_in_cel('self.sync.paradigm', traits.paradigms)} || "
+        cel=f"self.architecture != '{architecture.value}' || {_is_in_cel('self.sync.paradigm', traits.paradigms)} || "
         f"{swept_cel('architecture')} || {swept_cel('paradigm')}",
-        message=f"`sync.paradigm` must be {either(traits.paradigms)} when `architecture` is {architecture.value}: "
-        f"{traits.paradigms_why}; use {either(elsewhere)} for {either(others)}",
+        message=f"`sync.paradigm` must be {_either(traits.paradigms)} when `architecture` is {architecture.value}: "
+        f"{traits.paradigms_why}; use {_either(elsewhere)} for {_either(others)}",
         holds=lambda s: s.architecture != architecture
         or s.sync.paradigm in traits.paradigms
         or swept(s, "architecture")
@@ -127,10 +127,10 @@ def staleness_rule() -> Rule:
     """The paradigms with a staleness bound (variants.STALE_PARADIGMS) need it, unless the sweep gives it."""
     stale = variants.STALE_PARADIGMS
     return Rule(
-        cel=f"!{uses_cel(stale)} || has(self.sync.staleness) || {swept_cel('staleness')}",
-        message=f"`sync.staleness` is required when `sync.paradigm` is {either(stale)}: set it to how many "
+        cel=f"!{_uses_cel(stale)} || has(self.sync.staleness) || {swept_cel('staleness')}",
+        message=f"`sync.staleness` is required when `sync.paradigm` is {_either(stale)}: set it to how many "
         "iterations the fastest worker may run ahead of the slowest (e.g. 3)",
-        holds=lambda s: not (paradigms_used(s) & set(stale))
+        holds=lambda s: not (_paradigms_used(s) & set(stale))
         or s.sync.staleness is not None
         or swept(s, "staleness"),
         field_path=".sync.staleness",
@@ -141,10 +141,10 @@ def max_staleness_rule() -> Rule:
     """The paradigms that move their threshold (variants.requiring('maxStaleness')) need its upper bound."""
     moving = variants.requiring("maxStaleness")
     return Rule(
-        cel=f"!{uses_cel(moving)} || has(self.sync.maxStaleness)",
-        message=f"`sync.maxStaleness` is required when `sync.paradigm` is {either(moving)}: "
+        cel=f"!{_uses_cel(moving)} || has(self.sync.maxStaleness)",
+        message=f"`sync.maxStaleness` is required when `sync.paradigm` is {_either(moving)}: "
         "set it to the upper bound s_U of the threshold (e.g. staleness 3, maxStaleness 12)",
-        holds=lambda s: not (paradigms_used(s) & set(moving)) or s.sync.max_staleness is not None,
+        holds=lambda s: not (_paradigms_used(s) & set(moving)) or s.sync.max_staleness is not None,
         field_path=".sync.maxStaleness",
     )
 
@@ -152,15 +152,15 @@ def max_staleness_rule() -> Rule:
 def sweep_runs_rule() -> Rule:
     """A sweep of architectures and paradigms keeps at least one combination an architecture runs."""
     collectives = variants.COLLECTIVES
-    runnable = " || ".join([f"!({is_in_cel('a', collectives)})"] + [
+    runnable = " || ".join([f"!({_is_in_cel('a', collectives)})"] + [
         f"(a == '{c.value}' && self.sweep.matrix.paradigm.exists(p, "
-        f"{is_in_cel('p', variants.ARCHITECTURES[c].paradigms)}))" for c in collectives])
+        f"{_is_in_cel('p', variants.ARCHITECTURES[c].paradigms)}))" for c in collectives])
     allowed = [p for p in Paradigm if any(p in variants.ARCHITECTURES[c].paradigms for c in collectives)]
-    runs_only = "; ".join(f"{c.value} runs {either(variants.ARCHITECTURES[c].paradigms)} only" for c in collectives)
+    runs_only = "; ".join(f"{c.value} runs {_either(variants.ARCHITECTURES[c].paradigms)} only" for c in collectives)
     return Rule(
         cel=f"!{swept_cel('architecture')} || !{swept_cel('paradigm')} || "
         f"self.sweep.matrix.architecture.exists(a, {runnable})",
-        message=f"`sweep.matrix` has no valid combination: {runs_only}; add {either(allowed)} to paradigm or "
+        message=f"`sweep.matrix` has no valid combination: {runs_only}; add {_either(allowed)} to paradigm or "
         "another architecture",
         holds=lambda s: not (swept(s, "architecture") and swept(s, "paradigm"))
         or any(variants.runs(a, p) for a in s.sweep.matrix.architecture for p in s.sweep.matrix.paradigm),
@@ -174,24 +174,25 @@ def compression_rule() -> Rule:
     groups: dict[tuple[Architecture, ...], list[CompressionMethod]] = {}
     for method in restricted:
         groups.setdefault(variants.CODECS[method].architectures, []).append(method)
-    taken = " || ".join([f"!({is_in_cel('m', restricted)})"] + [
-        f"({is_in_cel('m', methods)} && {is_in_cel('a', architectures)})" for architectures, methods in groups.items()])
+    taken = " || ".join([f"!({_is_in_cel('m', restricted)})"] + [
+        f"({_is_in_cel('m', methods)} && {_is_in_cel('a', architectures)})"
+        for architectures, methods in groups.items()])
     free = [m for m in CompressionMethod if m not in restricted]
     needs = "; ".join(
-        f"`compression.method` {either(methods)} needs `architecture` {either(architectures)} "
+        f"`compression.method` {_either(methods)} needs `architecture` {_either(architectures)} "
         f"({variants.either([variants.CODECS[m].sends for m in methods], 'and')} are combined by collectives): use "
-        f"{either(free)} with {either([a for a in Architecture if a not in architectures])}, or sweep "
-        f"{either(architectures)} too" for architectures, methods in groups.items())
+        f"{_either(free)} with {_either([a for a in Architecture if a not in architectures])}, or sweep "
+        f"{_either(architectures)} too" for architectures, methods in groups.items())
     return Rule(
-        cel=f"{values_cel('architecture', 'self.architecture')}.exists(a, "
-        f"{values_cel('compression', 'self.compression.method')}.exists(m, {taken}))",
+        cel=f"{_values_cel('architecture', 'self.architecture')}.exists(a, "
+        f"{_values_cel('compression', 'self.compression.method')}.exists(m, {taken}))",
         message=needs,
-        holds=lambda s: any(variants.takes(a, m) for a in architectures_used(s) for m in methods_used(s)),
+        holds=lambda s: any(variants.takes(a, m) for a in _architectures_used(s) for m in _methods_used(s)),
         field_path=".compression.method",
     )
 
 
-SERVERS_APART = "Apart"
+_SERVERS_APART = "Apart"
 """`scheduling.placement.servers` Apart on the wire (spec.PlacementServers.APART), as the CEL compares it."""
 
 
@@ -200,55 +201,56 @@ def servers_apart_rule() -> Rule:
     servers = variants.SERVER_ARCHITECTURES
     without = [a for a in Architecture if a not in servers]
     return Rule(
-        cel=f"{values_cel('architecture', 'self.architecture')}.exists(a, {is_in_cel('a', servers)}) || "
-        f"({swept_cel('placement')} ? !self.sweep.matrix.placement.exists(p, p.servers == '{SERVERS_APART}') : "
-        f"(!has(self.scheduling.placement) || self.scheduling.placement.servers != '{SERVERS_APART}'))",
-        message=f"`scheduling.placement.servers` Apart needs `architecture` {either(servers)} "
-        f"({either(without, 'and')} have no servers to keep apart): set servers to Any, or sweep {either(servers)} too",
-        holds=lambda s: any(a in servers for a in architectures_used(s))
-        or all(p.servers != SERVERS_APART for p in placements_used(s)),
+        cel=f"{_values_cel('architecture', 'self.architecture')}.exists(a, {_is_in_cel('a', servers)}) || "
+        f"({swept_cel('placement')} ? !self.sweep.matrix.placement.exists(p, p.servers == '{_SERVERS_APART}') : "
+        f"(!has(self.scheduling.placement) || self.scheduling.placement.servers != '{_SERVERS_APART}'))",
+        message=f"`scheduling.placement.servers` Apart needs `architecture` {_either(servers)} "
+        f"({_either(without, 'and')} have no servers to keep apart): set servers to Any, or sweep "
+        f"{_either(servers)} too",
+        holds=lambda s: any(a in servers for a in _architectures_used(s))
+        or all(p.servers != _SERVERS_APART for p in _placements_used(s)),
         field_path=".scheduling.placement.servers",
     )
 
 
 # The Python twins read an ExperimentSpec (typed Any: spec.py imports this module, not the other way round).
 
-def swept_values(spec: Any, name: str) -> list[Any] | None:
+def _swept_values(spec: Any, name: str) -> list[Any] | None:
     """The values the sweep's matrix gives the field `name`; None when it does not sweep it."""
     return getattr(spec.sweep.matrix, name) if spec.sweep is not None else None
 
 
 def swept(spec: Any, name: str) -> bool:
     """The sweep's matrix sweeps the field `name` (CEL: `swept_cel`)."""
-    return swept_values(spec, name) is not None
+    return _swept_values(spec, name) is not None
 
 
-def paradigms_used(spec: Any) -> set[Paradigm]:
-    """The paradigms the experiment's trials run: the swept ones, else its own (CEL: `uses_cel`)."""
+def _paradigms_used(spec: Any) -> set[Paradigm]:
+    """The paradigms the experiment's trials run: the swept ones, else its own (CEL: `_uses_cel`)."""
     if spec.sweep is not None and spec.sweep.matrix.paradigm is not None:
         return set(spec.sweep.matrix.paradigm)
     return {spec.sync.paradigm}
 
 
-def architectures_used(spec: Any) -> list[Architecture]:
-    found = swept_values(spec, "architecture")
+def _architectures_used(spec: Any) -> list[Architecture]:
+    found = _swept_values(spec, "architecture")
     return found if found is not None else [spec.architecture]
 
 
-def methods_used(spec: Any) -> list[CompressionMethod]:
-    found = swept_values(spec, "compression")
+def _methods_used(spec: Any) -> list[CompressionMethod]:
+    found = _swept_values(spec, "compression")
     return found if found is not None else [spec.compression.method]
 
 
-def placements_used(spec: Any) -> list[Any]:
-    found = swept_values(spec, "placement")
+def _placements_used(spec: Any) -> list[Any]:
+    found = _swept_values(spec, "placement")
     return found if found is not None else [spec.scheduling.placement]
 
 
 def unread_fields(spec: Any) -> list[str]:
     """One sentence per `sync` field the file sets that no trial's paradigm reads (`maxStaleness` with SSP alone).
     A warning, not a problem: a sweep over paradigms sets it for the trials that read it, and the rest ignore it."""
-    used = paradigms_used(spec)
+    used = _paradigms_used(spec)
     by_wire = {field.alias or name: name for name, field in type(spec.sync).model_fields.items()}
     unread = []
     for wire in variants.STALENESS_FIELDS:
@@ -267,8 +269,8 @@ def combination_problem(architecture: str, paradigm: str, compression: str = Com
     """Why a sweep combination (wire values) is skipped rather than run, or None when it is runnable."""
     traits = variants.ARCHITECTURES[Architecture(architecture)]
     if not variants.runs(architecture, paradigm):
-        return f"{architecture} runs {either(traits.paradigms)} only, not {paradigm}"
-    if servers == SERVERS_APART and not traits.has_servers:
+        return f"{architecture} runs {_either(traits.paradigms)} only, not {paradigm}"
+    if servers == _SERVERS_APART and not traits.has_servers:
         return f"{architecture} has no parameter servers to keep Apart"
     if not variants.takes(architecture, compression):
         taken_by = variants.CODECS[CompressionMethod(compression)].architectures

@@ -120,8 +120,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     """Checks the file, then the options, then the machine (raising `_Refused`), and opens the session directory."""
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
     from ringleader import api
-    from ringleader.api import reading
-    from ringleader.api import rules
+    from ringleader.api import reading, rules
 
     if (args.file is None) == (args.resume is None):
         raise _Refused("ringleader run: give an experiment FILE, or --resume DIR (a run directory), not both",

@@ -135,8 +135,7 @@ def _chosen_trial(args: argparse.Namespace, err: TextIO) -> tuple[str, Trial, Tr
     """(the file as messages name it, the one-worker trial to run, the experiment's trial it was made from), the file
     checked as `ringleader validate` checks it."""
     from ringleader import api
-    from ringleader.api import reading
-    from ringleader.api import rules
+    from ringleader.api import reading, rules
 
     name = reading.display_name(args.file)
     try:
