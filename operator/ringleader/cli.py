@@ -37,8 +37,7 @@ import yaml
 
 import ringleader
 from ringleader import api, topology
-from ringleader.api import crd, loading
-from ringleader.api import spec as spec_
+from ringleader.api import crd, reading, rules
 from ringleader.api.problems import Problem
 from ringleader.contract import exits, redaction
 from ringleader.topology import settings as render_settings
@@ -78,7 +77,7 @@ class Checked:
     excerpt: str = ""
     """Where a parser placed that problem: the file's line, a caret under the column (loading.excerpt)."""
     warnings: tuple[str, ...] = ()
-    """What a valid file sets that no trial reads (api.spec.unread_fields): said, not refused."""
+    """What a valid file sets that no trial reads (api.rules.unread_fields): said, not refused."""
 
     def document(self) -> dict[str, Any]:
         """What `validate -o json|yaml` shows of the file; docs/cli.md describes it."""
@@ -98,10 +97,10 @@ class Checked:
 
 def check(path: str) -> Checked:
     """Load, validate and expand one file ('-': standard input), keeping its problems rather than raising them."""
-    file = loading.display_name(path)
+    file = reading.display_name(path)
     try:
         experiment = api.load(path)
-        return Checked(file, api.expand(experiment), [], warnings=tuple(spec_.unread_fields(experiment.spec)))
+        return Checked(file, api.expand(experiment), [], warnings=tuple(rules.unread_fields(experiment.spec)))
     except api.LoadError as error:
         return Checked(file, None, [Problem(None, error.problem)], unreadable=True, excerpt=error.excerpt)
     except api.SpecError as error:
@@ -132,7 +131,7 @@ def print_trials(expansion: api.Expansion, file: str) -> None:
 
 def validate(args: argparse.Namespace) -> int:
     """Exit 0 when every file is valid, 1 when any is not; problems on stderr, trials (or documents) on stdout."""
-    if args.files.count(loading.STDIN) > 1:
+    if args.files.count(reading.STDIN) > 1:
         print("ringleader validate: '-' (standard input) can be read once: name it once among the files",
               file=sys.stderr)
         return exits.USAGE

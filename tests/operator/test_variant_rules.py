@@ -1,4 +1,4 @@
-"""Apiserver tier: the CEL the variant tables generate (api/variants.py, api/spec.py) refuses what pydantic refuses.
+"""Apiserver tier: the CEL the variant tables generate (api/variants.py, api/rules.py) refuses what pydantic refuses.
 
 Each spec goes to a real API server and to `ringleader validate`'s parser: both take it, or both refuse it
 with the same message (paradigms a collective does not run, compression methods an architecture does not take,

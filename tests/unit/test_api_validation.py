@@ -14,8 +14,9 @@ import time
 import pytest
 
 from ringleader import api
-from ringleader.api import loading
+from ringleader.api import loading, reading
 from ringleader.api import spec as spec_
+from ringleader.api import variants
 
 
 def problems(document) -> list[str]:
@@ -281,8 +282,8 @@ def test_experiment_names_follow_kubernetes(experiment_document):
 
 def test_defaults_make_a_two_worker_bsp_parameter_server_job(experiment_document):
     spec = api.parse(experiment_document()).spec
-    assert spec.architecture == api.Architecture.PARAMETER_SERVER
-    assert spec.sync.paradigm == api.Paradigm.BSP
+    assert spec.architecture == variants.Architecture.PARAMETER_SERVER
+    assert spec.sync.paradigm == variants.Paradigm.BSP
     assert (spec.parameter_servers.replicas, spec.workers.replicas) == (1, 2)
     assert (spec.model.name, spec.model.batch_size, spec.model.iterations) == ("mlp", 32, 100)
     assert spec.run_policy.backoff_limit == 3 and spec.scheduling.gang == spec_.Gang.OPERATOR
@@ -428,7 +429,7 @@ def test_a_fifo_whose_writer_comes_later_is_read_to_its_end(tmp_path, repo_root)
 def test_a_fifo_nobody_writes_to_is_refused_at_the_bound_not_waited_on_forever(tmp_path, monkeypatch):
     fifo = tmp_path / "pipe.yaml"
     os.mkfifo(fifo)
-    monkeypatch.setattr(loading, "FIFO_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(reading, "FIFO_WAIT_SECONDS", 0.5)
     with within(10), pytest.raises(api.LoadError) as caught:
         api.load(fifo)
     assert str(caught.value) == (f"{fifo}: a FIFO that did not reach its end within 0.5 s (0 bytes read): "
@@ -438,7 +439,7 @@ def test_a_fifo_nobody_writes_to_is_refused_at_the_bound_not_waited_on_forever(t
 def test_a_fifo_larger_than_the_api_servers_limit_is_refused_without_reading_it_all(tmp_path):
     fifo = tmp_path / "pipe.yaml"
     os.mkfifo(fifo)
-    writer = _write_later(fifo, b"a: 1\n" + b"#" * (2 * loading.MAX_BYTES))
+    writer = _write_later(fifo, b"a: 1\n" + b"#" * (2 * reading.MAX_BYTES))
     with within(20), pytest.raises(api.LoadError, match="is larger than 3 MiB"):
         api.load(fifo)
     writer.join(10)
@@ -451,7 +452,7 @@ def test_a_path_that_turns_into_a_device_after_its_check_is_refused(tmp_path, mo
     regular.write_text("a: 1\n")
     device.symlink_to(os.devnull)
     stat = os.stat
-    monkeypatch.setattr(loading.os, "stat", lambda path, *args, **kwargs: stat(regular if str(path) == str(device)
+    monkeypatch.setattr(reading.os, "stat", lambda path, *args, **kwargs: stat(regular if str(path) == str(device)
                                                                                   else path, *args, **kwargs))
     with within(10), pytest.raises(api.LoadError, match=r"device.yaml: is not a regular file or a FIFO \(a character"):
         api.load(device)

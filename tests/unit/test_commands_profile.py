@@ -7,6 +7,7 @@ import yaml
 
 from ringleader import api, cli
 from ringleader.api import spec as spec_
+from ringleader.api import variants
 from ringleader.commands import profile
 
 from conftest import make_document
@@ -72,7 +73,7 @@ def test_one_worker_keeps_the_trials_model_data_and_device_and_drops_the_rest():
     made = profile.one_worker(chosen, 12)
     spec = made.spec
     assert (made.name, made.experiment, len(made.slots())) == ("plan-profile-0", "plan", 1)
-    assert (spec.architecture, spec.sync.paradigm) == (spec_.Architecture.RING_ALL_REDUCE, spec_.Paradigm.BSP)
+    assert (spec.architecture, spec.sync.paradigm) == (variants.Architecture.RING_ALL_REDUCE, variants.Paradigm.BSP)
     assert (spec.model.name, spec.model.batch_size, spec.data.format) == ("cnn", 96, spec_.DataFormat.DIGITS)
     assert (spec.model.warmup_iterations, spec.model.iterations) == (1, 13)
     assert spec.model.evaluation is None and spec.model.target is None and spec.profiling is None

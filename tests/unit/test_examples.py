@@ -8,6 +8,7 @@ import re
 import pytest
 
 from ringleader import api, cli, topology
+from ringleader.api import variants
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -15,7 +16,8 @@ TRIALS = {"quickstart.yaml": 3, "study-1-architectures.yaml": 48, "study-3-bandw
           "study-4-dssp-straggler.yaml": 4, "gpu-ring.yaml": 1, "digits-time-to-accuracy.yaml": 2,
           "kueue-queue.yaml": 3, "compression-digits.yaml": 5, "two-level.yaml": 4}
 LAPTOP = sorted((ROOT / "examples" / "laptop").glob("*.yaml"))
-STUDY_ONE = {api.Architecture.PARAMETER_SERVER, api.Architecture.PEER_TO_PEER, api.Architecture.RING_ALL_REDUCE}
+STUDY_ONE = {variants.Architecture.PARAMETER_SERVER, variants.Architecture.PEER_TO_PEER,
+             variants.Architecture.RING_ALL_REDUCE}
 """STUDY_ONE: the architectures study 1 compares (the two-level ones have an example of their own, two-level.yaml)."""
 LAPTOP_TRIALS = {"study-1-architectures.yaml": 9, "study-2-dag-overlap.yaml": 1, "study-3-bandwidth.yaml": 12,
                  "study-4-dssp-straggler.yaml": 4}
@@ -78,10 +80,10 @@ def test_the_laptop_studies_keep_what_makes_each_study():
     assert {t.spec.architecture for t in one} == STUDY_ONE
     assert len({t.spec.workers.replicas for t in one}) >= 3 and all(t.spec.network.bandwidth for t in one)
     (two,) = laptop("study-2-dag-overlap.yaml")
-    assert two.spec.architecture == api.Architecture.RING_ALL_REDUCE and two.spec.network.bandwidth
+    assert two.spec.architecture == variants.Architecture.RING_ALL_REDUCE and two.spec.network.bandwidth
     three = laptop("study-3-bandwidth.yaml")
     assert len({t.spec.network.bandwidth for t in three}) >= 4
-    assert {t.spec.architecture for t in three} == {api.Architecture.RING_ALL_REDUCE}
+    assert {t.spec.architecture for t in three} == {variants.Architecture.RING_ALL_REDUCE}
     assert {(t.spec.network.bandwidth, t.spec.compression.method.value) for t in three} >= {
         (bandwidth, method) for bandwidth in ("10Mbit", "100Mbit") for method in ("None", "FP16", "PowerSGD")}
     four = laptop("study-4-dssp-straggler.yaml")

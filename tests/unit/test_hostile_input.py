@@ -28,11 +28,11 @@ import time
 import pytest
 import yaml
 
-from ringleader.api import loading
+from ringleader.api import loading, reading
 
 SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2] / "operator"
 MIB = 2**20
-CAP = loading.MAX_BYTES
+CAP = reading.MAX_BYTES
 CPU_SECONDS = 5.0
 """The promise: under 5 s per file whatever the input, counted in CPU time so that a busy machine cannot fail it."""
 MAX_RSS_MIB = 500
@@ -317,8 +317,8 @@ import contextlib, io, json, sys, time, traceback
 if sys.argv[1] == "python":
     sys.modules["yaml._yaml"] = None
 from ringleader import cli
-from ringleader.api import loading
-loading.FIFO_WAIT_SECONDS = %r  # a FIFO nobody writes to: the bound, shortened for the corpus
+from ringleader.api import loading, reading
+reading.FIFO_WAIT_SECONDS = %r  # a FIFO nobody writes to: the bound, shortened for the corpus
 print(json.dumps({"parser": loading._Parser.__name__}), flush=True)
 for path in sys.argv[2:]:
     out, err = io.StringIO(), io.StringIO()

@@ -2,8 +2,9 @@
 tracking -> ranks -> operator, launcher -> the other commands' front ends.
 
 Read from the source (every import, module-level or inside a function), so a new import against the
-flow fails here before it makes a cycle. The report is the one package imported only inside functions (by tracking,
-which publishes it): a rank imports tracking, and must not load matplotlib.
+flow fails here before it makes a cycle; and each of api/variants.py's enums is taken from there alone. The report
+is the one package imported only inside functions (by tracking, which publishes it): a rank imports tracking, and
+must not load matplotlib.
 """
 
 from __future__ import annotations
@@ -158,3 +159,62 @@ def test_no_two_modules_import_each_other_not_even_through_a_lazy_import():
     mutual = sorted({tuple(sorted((a, b))) for a, targets in imports.items() for b in targets
                      if b != a and a in imports.get(b, set())})
     assert mutual == []
+
+
+ROOT = PACKAGE.parents[1]
+VARIANTS = "ringleader.api.variants"
+
+
+def _variants_enums() -> set[str]:
+    """The enums api/variants.py defines (its classes deriving from enum.Enum), read from its source."""
+    tree = ast.parse((PACKAGE / "api" / "variants.py").read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)
+            and any(isinstance(base, ast.Attribute) and base.attr == "Enum" for base in node.bases)}
+
+
+def _dotted(node: ast.expr, modules: dict[str, str]) -> str | None:
+    """`a.b.c` as the ringleader module path it names, `a` resolved through the file's imports; None otherwise."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in modules:
+        return None
+    return ".".join([modules[node.id], *reversed(parts)])
+
+
+def wrong_enum_paths(path: pathlib.Path, enums: set[str]) -> list[str]:
+    """Where `path` takes one of variants' enums from another module: `from ringleader.api.spec import Paradigm`,
+    `spec.Paradigm` after `from ringleader.api import spec`, `api.Architecture` after `from ringleader import api`."""
+    tree = ast.parse(path.read_text())
+    modules: dict[str, str] = {}
+    wrong = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "ringleader":
+                    modules[alias.asname or "ringleader"] = alias.name if alias.asname else "ringleader"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "ringleader":
+            for alias in node.names:
+                if alias.name in enums and node.module != VARIANTS:
+                    wrong.append(f"line {node.lineno}: from {node.module} import {alias.name}")
+                modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in enums:
+            owner = _dotted(node.value, modules)
+            if owner is not None and owner != VARIANTS:
+                wrong.append(f"line {node.lineno}: {owner}.{node.attr}")
+    return wrong
+
+
+def test_the_variants_enums_are_taken_from_variants_alone():
+    """One import path per enum: `ringleader.api.variants`, never a module that happens to hold the name."""
+    enums = _variants_enums()
+    assert {"Architecture", "Paradigm", "CompressionMethod", "Waits"} <= enums
+    wrong = {}
+    for folder in ("operator", "tests", "bench"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found = wrong_enum_paths(path, enums)
+            if found:
+                wrong[str(path.relative_to(ROOT))] = found
+    assert wrong == {}

@@ -3,6 +3,7 @@ model's replay: test_models_overlap.py)."""
 
 import pytest
 
+from ringleader.api import variants
 from ringleader.models import architectures, cost_models
 
 # M/B = 1 second: 1e6 bytes on an 8e6 bit/s link; a = 10 ms.
@@ -55,7 +56,7 @@ def test_the_report_prices_communication_as_predict_does_the_servers_nic_full_du
 def test_comm_seconds_dispatches_on_architecture_names():
     assert architectures.comm_seconds("ParameterServer", 4, M, LINK, servers=2) == pytest.approx(4.02)
     assert architectures.comm_seconds("PeerToPeer", 4, M, LINK) == pytest.approx(1.52)
-    assert architectures.comm_seconds(architectures.Architecture.RING_ALL_REDUCE, 4, M, LINK) == pytest.approx(1.56)
+    assert architectures.comm_seconds(variants.Architecture.RING_ALL_REDUCE, 4, M, LINK) == pytest.approx(1.56)
     with pytest.raises(ValueError):
         architectures.comm_seconds("Gossip", 4, M, LINK)
 

@@ -10,6 +10,7 @@ from ringleader.models import calibration, collectives, cost_models, overlap, pr
 from ringleader.models import profile as profile_
 from ringleader.models import results as results_
 from ringleader.api import spec as spec_
+from ringleader.api import variants
 from ringleader.api import trial as trial_
 from ringleader.contract import keys
 from ringleader.tracking import metric_names
@@ -196,7 +197,7 @@ COMPUTE = profile_.Compute({0: {1: 0.010, 2: 0.010}, 1: {1: 0.014, 2: 0.006}})
 def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP", bucket_bytes: float = 1) -> prediction_models.Inputs:
     # One way: 0.5 ms + 1 us per byte (B = 8 Mbit/s); the allreduce of 2: 1 ms + 1 us per byte.
     link = calibration.Calibration(cost_models.Nic(8e6, 0.0005), cost_models.CommCost(0.001, 1e-6), 2, kind, "by hand")
-    return prediction_models.Inputs(PROFILE, COMPUTE, link, 2, spec_.Paradigm(paradigm),
+    return prediction_models.Inputs(PROFILE, COMPUTE, link, 2, variants.Paradigm(paradigm),
                              overlap.RuntimeBuckets(bucket_bytes, bucket_bytes))
 
 
@@ -333,7 +334,8 @@ def test_the_table_marks_this_trial_and_numbers_its_notes():
 def test_a_compressed_trial_is_priced_at_its_rounds_where_its_architecture_takes_the_method():
     # One bucket of all 6000 bytes, ready when backward ends (7 ms); an allreduce costs 1 ms + 1 us per byte.
     one_bucket = dataclass_replace(inputs(bucket_bytes=1e9), workers=2)
-    power_sgd = collectives.Wire((collectives.Round(0.5), collectives.Round(0.25)), 0.0, "PowerSGD", spec_.CompressionMethod.POWER_SGD)
+    power_sgd = collectives.Wire((collectives.Round(0.5), collectives.Round(0.25)), 0.0, "PowerSGD",
+                                 variants.CompressionMethod.POWER_SGD)
     found = {e.label: e for e in prediction.estimates(dataclass_replace(one_bucket, wire=power_sgd))}
     # P: 3000 bytes, 1 + 3 ms after backward; then Q: 1500 bytes, 1 + 1.5 ms. Uncompressed: 1 + 6 ms.
     assert found["ring"].comm_seconds == pytest.approx(0.004 + 0.0025)
@@ -342,12 +344,12 @@ def test_a_compressed_trial_is_priced_at_its_rounds_where_its_architecture_takes
     # a parameter server cannot run PowerSGD: its messages are priced whole, and the note says so
     assert found["p2p"].comm_seconds == pytest.approx(0.006 + 0.001)
     assert "PowerSGD needs RingAllReduce: priced uncompressed" in found["p2p"].note
-    fp16 = collectives.Wire((collectives.Round(0.5),), 0.0, "FP16", spec_.CompressionMethod.FP16)
+    fp16 = collectives.Wire((collectives.Round(0.5),), 0.0, "FP16", variants.CompressionMethod.FP16)
     halved = {e.label: e for e in prediction.estimates(dataclass_replace(one_bucket, wire=fp16))}
     assert halved["p2p"].comm_seconds == pytest.approx(0.003 + 0.001)  # M/2 over B, and 2a
     assert halved["ring"].comm_seconds == pytest.approx(0.004)
     # TopK gathers 600 bytes from each other rank: as many bytes as an allreduce of 600 * N/2
-    topk = collectives.Wire((collectives.Round(0.1, gather=True),), 0.0, "TopK", spec_.CompressionMethod.TOP_K)
+    topk = collectives.Wire((collectives.Round(0.1, gather=True),), 0.0, "TopK", variants.CompressionMethod.TOP_K)
     gathered = {e.label: e for e in prediction.estimates(dataclass_replace(one_bucket, wire=topk))}["ring"]
     assert gathered.comm_seconds == pytest.approx(0.001 + 0.0006)
 
@@ -360,7 +362,8 @@ def test_a_compressed_trials_prediction_takes_the_ratio_its_records_measured():
     records = {0: [compressed(s) for s in (1, 2)], 1: [compressed(s) for s in (1, 2)]}
     trial = a_trial("RingAllReduce", network={"bandwidth": "8Mbit"}, compression={"method": "FP16"})
     found = prediction.predict_trial(trial, records, layers_document(), 0, probe())
-    assert found.inputs.wire.method == spec_.CompressionMethod.FP16 and found.inputs.wire.ratio(2) == pytest.approx(2)
+    assert found.inputs.wire.method == variants.CompressionMethod.FP16
+    assert found.inputs.wire.ratio(2) == pytest.approx(2)
     plain = prediction.predict_trial(a_trial("RingAllReduce", network={"bandwidth": "8Mbit"}), records,
                                      layers_document(), 0, probe())
     # its buckets' allreduces send half the bytes: they end sooner (here hidden under backward either way)

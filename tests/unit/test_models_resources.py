@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from ringleader.api.variants import Architecture
 from ringleader.models import pricing, resources
-from ringleader.api.spec import Architecture
 from ringleader.contract import keys
 
 PS, P2P, RING = Architecture.PARAMETER_SERVER, Architecture.PEER_TO_PEER, Architecture.RING_ALL_REDUCE

@@ -10,6 +10,7 @@ from ringleader.models import addcost, collectives, cost_models, overlap, whatif
 from ringleader.models import profile as profile_
 from ringleader.models import results as results_
 from ringleader.api import spec as spec_
+from ringleader.api import variants
 from ringleader.api import trial as trial_
 from ringleader.contract import keys, records
 from ringleader.runtime import timing
@@ -290,7 +291,7 @@ def test_power_sgd_rounds_are_sized_by_the_shapes_as_the_codec_factors_them():
 
 
 def test_each_method_measured_at_its_ratio_sends_what_the_trial_sent():
-    for method in spec_.CompressionMethod:
+    for method in variants.CompressionMethod:
         compression = spec_.Compression(method=method)
         measured = collectives.measured(PROFILE, compression, 3, 7.5, 0.0)
         assert measured.ratio(3) == pytest.approx(7.5), method

@@ -42,18 +42,18 @@ PARADIGM = [
     ("api/variants.py", '    DSSP = "DSSP"\n', '    THROWAWAY = "Throwaway"\n'),
     ("api/variants.py", "PARADIGMS: dict[Paradigm, ParadigmTraits] = {\n",
      "    Paradigm.THROWAWAY: ParadigmTraits((), Waits.OWN),\n"),
-    ("runtime/paradigms.py", "GATES: dict[spec.Paradigm, Callable[[spec.SyncSpec, int, int], Gate]] = {\n",
-     "    spec.Paradigm.THROWAWAY: lambda sync, workers, owner: ASP(workers),\n"),
+    ("runtime/paradigms.py", "GATES: dict[variants.Paradigm, Callable[[spec.SyncSpec, int, int], Gate]] = {\n",
+     "    variants.Paradigm.THROWAWAY: lambda sync, workers, owner: ASP(workers),\n"),
 ]
 CODEC = [
     ("api/variants.py", '    TOP_K = "TopK"\n', '    THROWAWAY = "Throwaway"\n'),
     ("api/variants.py", "CODECS: dict[CompressionMethod, CodecTraits] = {\n",
      '    CompressionMethod.THROWAWAY: CodecTraits((Architecture.RING_ALL_REDUCE,), sends="the whole gradient"),\n'),
-    ("runtime/compression.py", "                                                     BucketCodec | None]] = {\n",
-     "    spec.CompressionMethod.THROWAWAY: lambda compression, shapes, seed, world: None,\n"),
+    ("runtime/compression.py", "                                                         BucketCodec | None]] = {\n",
+     "    variants.CompressionMethod.THROWAWAY: lambda compression, shapes, seed, world: None,\n"),
     ("models/collectives.py",
-     "ROUNDS: dict[spec.CompressionMethod, Callable[[Profile, spec.Compression], tuple[Round, ...]]] = {\n",
-     "    spec.CompressionMethod.THROWAWAY: lambda _, __: (Round(1.0),),\n"),
+     "ROUNDS: dict[variants.CompressionMethod, Callable[[Profile, spec.Compression], tuple[Round, ...]]] = {\n",
+     "    variants.CompressionMethod.THROWAWAY: lambda _, __: (Round(1.0),),\n"),
 ]
 
 CHECK = r"""

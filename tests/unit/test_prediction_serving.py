@@ -9,7 +9,7 @@ import pytest
 from ringleader.models import calibration, cost_models, overlap, prediction, prediction_models
 from ringleader.models import prediction_serving as serving
 from ringleader.models import profile as profile_
-from ringleader.api.spec import Architecture, Paradigm
+from ringleader.api.variants import Architecture, Paradigm
 from ringleader.contract import keys
 
 PS, P2P, RING = Architecture.PARAMETER_SERVER, Architecture.PEER_TO_PEER, Architecture.RING_ALL_REDUCE

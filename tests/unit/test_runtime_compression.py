@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 
-from ringleader.api import spec as spec_
+from ringleader.api import variants
 from ringleader.contract import lowrank
 from ringleader.runtime import compression
 from ringleader.runtime.exchange import wire
@@ -168,7 +168,7 @@ def test_top_k_without_error_feedback_forgets_what_it_left_out():
 
 @pytest.mark.parametrize("method, bits", [("FP16", 11), ("BF16", 8)])
 def test_messages_travel_in_16_bits_and_come_back_within_their_precision(method, bits):
-    codec = compression.MessageCodec(spec_.CompressionMethod(method))
+    codec = compression.MessageCodec(variants.CompressionMethod(method))
     tensors = [torch.randn(30, 7, generator=torch.Generator().manual_seed(4)) * 1e-6, torch.ones(5), None]
     like = [torch.zeros(30, 7), torch.zeros(5), torch.zeros(2)]
     plain, cast = wire.Layout(like), wire.Layout(codec.travelling(like))
@@ -179,7 +179,7 @@ def test_messages_travel_in_16_bits_and_come_back_within_their_precision(method,
 
 
 def test_uncompressed_messages_are_the_layout_itself():
-    codec = compression.MessageCodec(spec_.CompressionMethod.NONE)
+    codec = compression.MessageCodec(variants.CompressionMethod.NONE)
     like = [torch.randn(3, 4)]
     layout = wire.Layout(codec.travelling(like))
     assert layout.nbytes == wire.Layout(like).nbytes
@@ -188,4 +188,4 @@ def test_uncompressed_messages_are_the_layout_itself():
 
 def test_methods_that_need_collectives_are_refused_for_messages():
     with pytest.raises(ValueError, match="PowerSGD"):
-        compression.MessageCodec(spec_.CompressionMethod.POWER_SGD)
+        compression.MessageCodec(variants.CompressionMethod.POWER_SGD)

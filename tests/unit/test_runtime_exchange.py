@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from ringleader.api import spec as spec_
+from ringleader.api import variants
 from ringleader.contract import keys
 from ringleader.runtime import compression, exchange, models, nic, optimizers, paradigms
 
@@ -64,7 +65,7 @@ def gradients(value: float) -> list[torch.Tensor]:
 
 
 def test_a_compressing_server_takes_16_bit_pushes_and_answers_in_16_bits_counting_what_it_saved():
-    outbox, codec = Outbox(), compression.MessageCodec(spec_.CompressionMethod.FP16)
+    outbox, codec = Outbox(), compression.MessageCodec(variants.CompressionMethod.FP16)
     server = exchange.server.ShardServer(
         rank=SERVER, shard=[torch.ones(2, 2), torch.zeros(3)], workers=WORKERS, gate=paradigms.BSP(2), link=outbox,
         optimizer_factory=optimizers.factory(spec_.Optimizer(learningRate=LEARNING_RATE)), codec=codec)

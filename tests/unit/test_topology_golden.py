@@ -19,27 +19,26 @@ import pytest
 import yaml
 
 from ringleader import api, topology
-from ringleader.api import spec as spec_
-from ringleader.api import variants
+from ringleader.api import rules, variants
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "topology"
 UPDATE = os.environ.get("RINGLEADER_UPDATE_GOLDEN") == "1"
 SETTINGS = topology.RenderSettings(image="ringleader:golden", default_tracking_uri="http://mlflow.ringleader:5000")
 CASES = [
     (architecture, paradigm, device)
-    for architecture in spec_.Architecture
-    for paradigm in spec_.Paradigm
+    for architecture in variants.Architecture
+    for paradigm in variants.Paradigm
     for device in ("cpu", "gpu")
-    if spec_.combination_problem(architecture.value, paradigm.value) is None
+    if rules.combination_problem(architecture.value, paradigm.value) is None
 ]
-GOLDEN_CASES = [(a, p, d) for a, p, d in CASES if p == spec_.Paradigm.BSP]
+GOLDEN_CASES = [(a, p, d) for a, p, d in CASES if p == variants.Paradigm.BSP]
 
 
-def golden_spec(architecture: spec_.Architecture, paradigm: spec_.Paradigm, device: str) -> dict:
+def golden_spec(architecture: variants.Architecture, paradigm: variants.Paradigm, device: str) -> dict:
     sync = {"paradigm": paradigm.value}
     if paradigm in variants.STALE_PARADIGMS:
         sync["staleness"] = 3
-    if paradigm == spec_.Paradigm.DSSP:
+    if paradigm == variants.Paradigm.DSSP:
         sync["maxStaleness"] = 12
     spec = {"architecture": architecture.value, "sync": sync, "workers": {"replicas": 2},
             "model": {"iterations": 20, "warmupIterations": 2}}
@@ -53,11 +52,11 @@ def golden_spec(architecture: spec_.Architecture, paradigm: spec_.Paradigm, devi
 # Placement's own golden files: each shape of affinity the templates write (placement Any writes none, so the
 # files above stay as they were before placement existed).
 PLACEMENT_CASES = {
-    "ParameterServer-spread": (spec_.Architecture.PARAMETER_SERVER, {"ranks": "Spread"}),
+    "ParameterServer-spread": (variants.Architecture.PARAMETER_SERVER, {"ranks": "Spread"}),
     "ParameterServer-pack-servers-apart-preferred": (
-        spec_.Architecture.PARAMETER_SERVER, {"ranks": "Pack", "servers": "Apart", "mode": "Preferred"}),
+        variants.Architecture.PARAMETER_SERVER, {"ranks": "Pack", "servers": "Apart", "mode": "Preferred"}),
     "RingAllReduce-pack-by-zone": (
-        spec_.Architecture.RING_ALL_REDUCE, {"ranks": "Pack", "topologyKey": "topology.kubernetes.io/zone"}),
+        variants.Architecture.RING_ALL_REDUCE, {"ranks": "Pack", "topologyKey": "topology.kubernetes.io/zone"}),
 }
 
 
@@ -65,9 +64,10 @@ PLACEMENT_CASES = {
 # LOCAL_WORLD_SIZE, no LOCAL_RANK), the gang's minMember in pods. On GPUs ranksPerPod defaults to the pod's GPUs.
 RANKS_PER_POD_CASES = {
     "RingAllReduce-gpu-2-ranks-per-pod": (
-        spec_.Architecture.RING_ALL_REDUCE, "gpu", {"replicas": 4, "resources": {"cpu": "8", "memory": "32Gi", "gpu": 2}}),
+        variants.Architecture.RING_ALL_REDUCE, "gpu",
+        {"replicas": 4, "resources": {"cpu": "8", "memory": "32Gi", "gpu": 2}}),
     "ParameterServer-cpu-2-ranks-per-pod": (
-        spec_.Architecture.PARAMETER_SERVER, "cpu", {"replicas": 4, "ranksPerPod": 2, "resources": {"cpu": "2"}}),
+        variants.Architecture.PARAMETER_SERVER, "cpu", {"replicas": 4, "ranksPerPod": 2, "resources": {"cpu": "2"}}),
 }
 
 
@@ -93,13 +93,13 @@ def test_rendering_matches_the_golden_file(architecture, paradigm, device):
 @pytest.mark.parametrize("case", PLACEMENT_CASES)
 def test_a_placement_renders_as_its_golden_file(case):
     architecture, placement = PLACEMENT_CASES[case]
-    check_golden(GOLDEN / f"{case}.yaml", rendered_text(architecture, spec_.Paradigm.BSP, "cpu", placement))
+    check_golden(GOLDEN / f"{case}.yaml", rendered_text(architecture, variants.Paradigm.BSP, "cpu", placement))
 
 
 @pytest.mark.parametrize("case", RANKS_PER_POD_CASES)
 def test_pods_of_several_ranks_render_as_their_golden_file(case):
     architecture, device, workers = RANKS_PER_POD_CASES[case]
-    check_golden(GOLDEN / f"{case}.yaml", rendered_text(architecture, spec_.Paradigm.BSP, device, workers=workers))
+    check_golden(GOLDEN / f"{case}.yaml", rendered_text(architecture, variants.Paradigm.BSP, device, workers=workers))
 
 
 def check_golden(golden: pathlib.Path, text: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from ringleader.models import architectures, calibration, cost_models, overlap, placement, prediction, whatif
 from ringleader.models import prediction_models
 from ringleader.api import spec as spec_
+from ringleader.api import variants
 from ringleader.api import trial as trial_
 from ringleader.contract import levels
 
@@ -103,12 +104,12 @@ def test_pod_aggregation_costs_the_gather_and_the_share_inside_and_a_parameter_s
     assert cost_models.parameter_server_comm_seconds(4, M, NIC, servers=8, pods=pods) == pytest.approx(4.0 + 0.002)
 
 
-@pytest.mark.parametrize("architecture", list(spec_.Architecture))
+@pytest.mark.parametrize("architecture", list(variants.Architecture))
 def test_with_one_rank_per_pod_each_model_is_its_flat_one(architecture):
     flat = architectures.comm_seconds(architecture, 4, M, NIC, 2)
     assert architectures.comm_seconds(architecture, 4, M, NIC, 2, cost_models.Pods(1, INSIDE)) == flat
-    pairs = {spec_.Architecture.HIERARCHICAL_RING_ALL_REDUCE: spec_.Architecture.RING_ALL_REDUCE,
-             spec_.Architecture.PARAMETER_SERVER_POD_AGGREGATION: spec_.Architecture.PARAMETER_SERVER}
+    pairs = {variants.Architecture.HIERARCHICAL_RING_ALL_REDUCE: variants.Architecture.RING_ALL_REDUCE,
+             variants.Architecture.PARAMETER_SERVER_POD_AGGREGATION: variants.Architecture.PARAMETER_SERVER}
     assert flat == pytest.approx(architectures.comm_seconds(pairs.get(architecture, architecture), 4, M, NIC, 2))
 
 
@@ -126,7 +127,7 @@ def inputs(workers: int, pods: cost_models.Pods, cap: float | None = 8e6) -> pre
                                    calibration.EMULATED, "by hand")
     compute = COMPUTE if workers == 2 else dataclasses.replace(COMPUTE, by_rank={
         rank: COMPUTE.by_rank[rank % 2] for rank in range(workers)})
-    return prediction_models.Inputs(PROFILE, compute, link, workers, spec_.Paradigm.BSP, overlap.RuntimeBuckets(1, 1),
+    return prediction_models.Inputs(PROFILE, compute, link, workers, variants.Paradigm.BSP, overlap.RuntimeBuckets(1, 1),
                              pods=pods)
 
 

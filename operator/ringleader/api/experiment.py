@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Sequence
 import pydantic
 import pydantic_core
 
-from ringleader.api import constants, loading
+from ringleader.api import constants, loading, reading
 from ringleader.api.labels import Annotations, DnsSubdomain, label_map
 from ringleader.api import problems
 from ringleader.api.problems import Problem, hidden_rules
@@ -153,7 +153,7 @@ def load(path: str | pathlib.Path) -> DistributedTrainingExperiment:
     """Read one experiment from a YAML file ('-': standard input); LoadError when it is no YAML to take. Each
     problem starts with its line in the file ("line 12: `spec.workers.replicas` must be ...")."""
     documents = loading.load_documents_with_nodes(str(path))
-    source = loading.display_name(str(path))
+    source = reading.display_name(str(path))
     if len(documents) != 1:
         raise loading.LoadError(source, f"holds {len(documents)} YAML documents: an experiment file holds exactly one")
     document, root = documents[0]

@@ -2,19 +2,14 @@
 
 A file may be huge, binary, not UTF-8, a directory, an alias bomb, nested a million levels deep or
 full of duplicate keys: each ends in one LoadError line naming the file and the problem, within a
-bounded time and memory, and echoing at most SHOWN characters of the input.
+bounded time and memory, and echoing at most SHOWN characters of the input. The file's bytes and
+their decoding are reading.py's (regular file, FIFO or standard input, bounded); this is the YAML.
 """
 
 from __future__ import annotations
 
-import codecs
-import os
 import re
-import select
-import stat
-import sys
-import time
-from typing import Any, BinaryIO
+from typing import Any
 
 import yaml
 import yaml.composer
@@ -22,8 +17,8 @@ import yaml.constructor
 import yaml.nodes
 import yaml.resolver
 
-MAX_BYTES = 3 * 1024 * 1024
-"""The API server's limit on a request body: a larger experiment could never be created."""
+from ringleader.api import reading
+
 MAX_DEPTH = 100
 """Nesting levels of a document; an experiment needs fewer than 10."""
 MAX_VALUES = 50_000
@@ -31,22 +26,12 @@ MAX_VALUES = 50_000
 copied with its status from `kubectl get -o yaml`, and far below what takes a second to load."""
 MAX_NUMBER_LENGTH = 100
 """Characters of a number: every number the API takes fits in 20; Python refuses 4300-digit integers."""
-FIFO_WAIT_SECONDS = 30.0
-"""How long a FIFO (process substitution, `<(envsubst < x.yaml)`) may take to deliver all of it: a generator
-writes an experiment in well under a second; nothing writing to it fails within this bound, never hangs."""
 SHOWN = 200
 """Characters of a problem shown at most, so that an error never echoes the input back at length."""
 
-STDIN = "-"
-_FILE_TYPES = {stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-               stat.S_IFBLK: "a block device"}
 _TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 _TOO_DEEP_FIX = "an experiment needs fewer than 10"
 _LIBRARY_DEPTH_LIMIT = "nesting depth"
-_BYTE_ORDER_MARKS = {
-    codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32",
-    codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16",
-}
 
 
 class LoadError(ValueError):
@@ -73,10 +58,6 @@ def shorten(text: str, limit: int = SHOWN) -> str:
     return text[: limit - len(marker)] + marker
 
 
-def display_name(path: str) -> str:
-    return "<stdin>" if path == STDIN else path
-
-
 def load_documents(path: str) -> list[Any]:
     """The non-empty YAML documents of the file at `path` ('-': standard input), or LoadError."""
     return [document for document, _ in load_documents_with_nodes(path)]
@@ -84,8 +65,11 @@ def load_documents(path: str) -> list[Any]:
 
 def load_documents_with_nodes(path: str) -> list[tuple[Any, yaml.nodes.Node]]:
     """load_documents, each document with its composed node: where a problem with a field is (Lines)."""
-    source = display_name(path)
-    text = _text(source, _read(source, path))
+    source = reading.display_name(path)
+    try:
+        text = reading.decode(reading.read(path), "YAML text", say_line=True)
+    except reading.ReadError as error:
+        raise LoadError(source, error.problem) from None
     documents = []
     try:
         loader = _BoundedLoader(text)  # PyYAML's own reader refuses unprintable characters here
@@ -142,92 +126,6 @@ def _prefixes(path: str) -> list[str]:
     """"a.b.c" -> ["a", "a.b", "a.b.c"]: the keys a path may start with, a key with dots of its own included."""
     parts = path.split(".")
     return [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
-
-
-def _read(source: str, path: str) -> bytes:
-    try:
-        if path == STDIN:
-            data = sys.stdin.buffer.read(MAX_BYTES + 1)
-        else:
-            with _open_readable(source, path) as stream:
-                data = _read_fifo(source, stream) if stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode) \
-                    else stream.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise LoadError(source, "file not found") from None
-    except OSError as error:
-        raise LoadError(source, f"cannot be read: {error.strerror or error}") from None
-    if len(data) > MAX_BYTES:
-        raise LoadError(source, f"is larger than {MAX_BYTES // 2**20} MiB, the API server's limit for a resource: "
-                                "an experiment file is a few kilobytes; is this the right file?")
-    return data
-
-
-def _open_readable(source: str, path: str) -> BinaryIO:
-    """`path` opened for reading if it is a regular file or a FIFO; LoadError for anything else.
-
-    A device may never end or act when opened, a FIFO with no writer blocks whoever opens it: the type is
-    checked before opening, and again on what was opened (the path may have changed in between), which is
-    opened without waiting for a writer. A FIFO stays non-blocking, for `_read_fifo`'s bounded wait."""
-    _check_readable(source, os.stat(path).st_mode)
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    try:
-        mode = os.fstat(descriptor).st_mode
-        _check_readable(source, mode)
-        if not stat.S_ISFIFO(mode):
-            os.set_blocking(descriptor, True)
-        return os.fdopen(descriptor, "rb")
-    except BaseException:
-        os.close(descriptor)
-        raise
-
-
-def _read_fifo(source: str, stream: BinaryIO) -> bytes:
-    """What a FIFO's writers send until the last one closes it, read as it arrives: at most MAX_BYTES + 1 bytes
-    (the caller refuses more) within FIFO_WAIT_SECONDS. A FIFO opened before any writer shows no end of file
-    until a writer came and went, so one nobody writes to ends in LoadError at the bound, never a hang."""
-    deadline = time.monotonic() + FIFO_WAIT_SECONDS
-    poller = select.poll()
-    poller.register(stream.fileno(), select.POLLIN)
-    data = bytearray()
-    while len(data) <= MAX_BYTES:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise LoadError(source, f"a FIFO that did not reach its end within {FIFO_WAIT_SECONDS:g} s "
-                                    f"({len(data)} bytes read): is anything writing to it?")
-        if not poller.poll(left * 1000):
-            continue
-        try:
-            chunk = os.read(stream.fileno(), 65536)
-        except BlockingIOError:
-            continue
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
-
-
-def _check_readable(source: str, mode: int) -> None:
-    if stat.S_ISDIR(mode):
-        raise LoadError(source, "is a directory: name an experiment file in it")
-    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-        kind = _FILE_TYPES.get(stat.S_IFMT(mode))
-        raise LoadError(source, f"is not a regular file or a FIFO{f' ({kind})' if kind else ''}: name an experiment file, "
-                                f"or {STDIN} to read standard input")
-
-
-def _text(source: str, data: bytes) -> str:
-    for mark, encoding in _BYTE_ORDER_MARKS.items():
-        if data.startswith(mark):
-            raise LoadError(source, f"is {encoding} text: save it as UTF-8")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        raise LoadError(source, f"is binary (a NUL byte at offset {nul}), not YAML text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise LoadError(source, f"is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line} is not UTF-8; "
-                                "save the file as UTF-8") from None
 
 
 def _unacceptable(error: yaml.reader.ReaderError, text: str) -> str:

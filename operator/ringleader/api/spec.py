@@ -9,13 +9,12 @@ from __future__ import annotations
 import enum
 import json
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 import pydantic
 
 from ringleader.api import base, labels, rules, uris, variants
 from ringleader.api.base import ApiModel
-from ringleader.api.variants import Architecture, CompressionMethod, Paradigm
 
 # Kubernetes quantities, restricted to the forms people write for these fields.
 CPU_PATTERN = r"^([0-9]+m|[0-9]+(\.[0-9]{1,3})?)$"
@@ -56,7 +55,7 @@ MAX_NODE_SELECTOR_LABELS = 32
 class SyncSpec(ApiModel):
     """sync is how workers are kept in step: the synchronization paradigm and its staleness bounds."""
 
-    paradigm: Paradigm = Paradigm.BSP
+    paradigm: variants.Paradigm = variants.Paradigm.BSP
     """paradigm is BSP (wait for every worker each iteration), ASP (never wait), SSP (the fastest worker
     may run at most `staleness` iterations ahead of the slowest) or DSSP (SSP whose threshold moves
     between `staleness` and `maxStaleness` from the workers' push intervals). Default BSP.
@@ -121,10 +120,6 @@ class WorkerGroup(ApiModel):
     forward and backward pass take three times as long as measured. Default 100 (no slowdown)."""
 
 
-POD_RANKS_CEL = "(has(self.ranksPerPod) ? self.ranksPerPod : (self.resources.gpu > 0 ? self.resources.gpu : 1))"
-"""The ranks each worker pod runs, in CEL over `workers` (Workers.pod_ranks)."""
-
-
 class Workers(ApiModel):
     """workers compute gradients; in PeerToPeer they are also the servers of their own shard."""
 
@@ -152,14 +147,14 @@ class Workers(ApiModel):
 
     rules = (
         rules.Rule(
-            cel=f"self.replicas % {POD_RANKS_CEL} == 0",
+            cel=f"self.replicas % {rules.POD_RANKS_CEL} == 0",
             message="`workers.replicas` must be a multiple of `workers.ranksPerPod` (unset: `workers.resources.gpu`, "
             "or 1 on CPU pods), since every worker pod runs that many ranks: change replicas or set ranksPerPod",
             holds=lambda w: w.replicas % w.pod_ranks == 0,
             field_path=".replicas",
         ),
         rules.Rule(
-            cel=f"self.groups.all(g, g.replicas % {POD_RANKS_CEL} == 0)",
+            cel=f"self.groups.all(g, g.replicas % {rules.POD_RANKS_CEL} == 0)",
             message="`workers.groups` replicas must each be a multiple of `workers.ranksPerPod` (unset: "
             "`workers.resources.gpu`, or 1): a pod's ranks belong to one group; change the group's replicas",
             holds=lambda w: all(g.replicas % w.pod_ranks == 0 for g in w.groups),
@@ -173,7 +168,8 @@ class Workers(ApiModel):
             field_path=".ranksPerPod",
         ),
         rules.Rule(
-            cel=f"self.groups.all(g, !has(g.resources) || g.resources.gpu == 0 || {POD_RANKS_CEL} <= g.resources.gpu)",
+            cel="self.groups.all(g, !has(g.resources) || g.resources.gpu == 0 || "
+            f"{rules.POD_RANKS_CEL} <= g.resources.gpu)",
             message="`workers.groups[].resources.gpu` must be at least the ranks per pod (`workers.ranksPerPod`, "
             "unset: `workers.resources.gpu`) on GPU pods: each rank trains on a GPU of its own; request more GPUs "
             "for the group or lower ranksPerPod",
@@ -431,7 +427,7 @@ class Network(ApiModel):
 class Compression(ApiModel):
     """compression shrinks what workers exchange: gradients (and a parameter server's weights) on the wire."""
 
-    method: CompressionMethod = CompressionMethod.NONE
+    method: variants.CompressionMethod = variants.CompressionMethod.NONE
     """method is None (default: full-precision float32), FP16 or BF16 (each value sent as a 16-bit float; FP16 is
     scaled by a power of two so small gradients keep their precision), PowerSGD (each gradient matrix sent as two
     low-rank factors, `rank`) or TopK (the largest `ratio` of each bucket's values, with their indices).
@@ -449,7 +445,7 @@ class Compression(ApiModel):
     lost, only delayed. Default true. Ignored by None, FP16 and BF16."""
 
     def compressing(self) -> bool:
-        return self.method != CompressionMethod.NONE
+        return self.method != variants.CompressionMethod.NONE
 
 
 class SecretReference(ApiModel):
@@ -682,9 +678,9 @@ class SweepMatrix(ApiModel):
     (PowerSGD or TopK without RingAllReduce), and combinations that would repeat another trial (parameterServers
     values beyond the first for an architecture without servers, staleness values beyond the first for BSP and ASP)."""
 
-    architecture: _axis(Architecture, len(Architecture)) = None
+    architecture: _axis(variants.Architecture, len(variants.Architecture)) = None
     """architecture values to sweep; replaces `architecture`."""
-    paradigm: _axis(Paradigm, len(Paradigm)) = None
+    paradigm: _axis(variants.Paradigm, len(variants.Paradigm)) = None
     """paradigm values to sweep; replaces `sync.paradigm`."""
     workers: _axis(Annotated[base.Integer, pydantic.Field(ge=1, le=1024)]) = None
     """workers values (worker counts) to sweep; replaces `workers.replicas`. Cannot be combined with
@@ -699,7 +695,7 @@ class SweepMatrix(ApiModel):
     """model names to sweep; replaces `model.name`."""
     bandwidth: _axis(Bandwidth) = None
     """bandwidth caps to sweep; replaces `network.bandwidth`."""
-    compression: _axis(CompressionMethod, 5) = None
+    compression: _axis(variants.CompressionMethod, 5) = None
     """compression methods to sweep; replaces `compression.method`."""
     placement: _axis(Placement, 8) = None
     """placement values to sweep (e.g. [{ranks: Spread}, {ranks: Pack}]); replaces `scheduling.placement`.
@@ -714,10 +710,6 @@ class SweepMatrix(ApiModel):
         }
 
 
-def _axis_size(name: str) -> str:
-    return f"(has(self.matrix.{name}) ? size(self.matrix.{name}) : 1)"
-
-
 class Sweep(ApiModel):
     """sweep runs one trial per combination of the matrix, each `repetitions` times."""
 
@@ -730,7 +722,7 @@ class Sweep(ApiModel):
 
     rules = (
         rules.Rule(
-            cel=" * ".join(_axis_size(SweepMatrix.wire_name(name)) for name in SweepMatrix.model_fields)
+            cel=" * ".join(rules.axis_size(SweepMatrix.wire_name(name)) for name in SweepMatrix.model_fields)
             + f" * self.repetitions <= {MAX_TRIALS}",
             message=f"`sweep` must expand to at most {MAX_TRIALS} trials (values per axis multiplied, times "
             "repetitions): drop values from the matrix or lower repetitions",
@@ -744,161 +736,6 @@ class Sweep(ApiModel):
         for values in self.matrix.axes().values():
             count *= len(values)
         return count
-
-
-def _swept(name: str) -> str:
-    return f"(has(self.sweep) && has(self.sweep.matrix.{name}))"
-
-
-def _uses(paradigms: tuple[Paradigm, ...]) -> str:
-    """CEL: the base paradigm (when not swept) or any swept paradigm is one of `paradigms`."""
-    names = ", ".join(f"'{p.value}'" for p in paradigms)
-    return (
-        f"((!{_swept('paradigm')} && self.sync.paradigm in [{names}]) || "
-        f"({_swept('paradigm')} && self.sweep.matrix.paradigm.exists(p, p in [{names}])))"
-    )
-
-
-def _paradigms_used(spec: ExperimentSpec) -> set[Paradigm]:
-    if spec.sweep is not None and spec.sweep.matrix.paradigm is not None:
-        return set(spec.sweep.matrix.paradigm)
-    return {spec.sync.paradigm}
-
-
-def unread_fields(spec: ExperimentSpec) -> list[str]:
-    """One sentence per `sync` field the file sets that no trial's paradigm reads (`maxStaleness` with SSP alone).
-    A warning, not a problem: a sweep over paradigms sets it for the trials that read it, and the rest ignore it."""
-    used = _paradigms_used(spec)
-    by_wire = {field.alias or name: name for name, field in SyncSpec.model_fields.items()}
-    unread = []
-    for wire in variants.STALENESS_FIELDS:
-        readers = variants.requiring(wire)
-        if by_wire[wire] in spec.sync.model_fields_set and not used & set(readers):
-            runs = ", ".join(sorted(p.value for p in used))
-            verb = "uses" if len(readers) == 1 else "use"
-            unread.append(f"`spec.sync.{wire}` is set, but no trial reads it: only {' and '.join(p.value for p in readers)} "
-                          f"{verb} it, and this experiment runs {runs}; remove it, or sweep a paradigm that reads it")
-    return unread
-
-
-def _values(name: str, base_value: str) -> str:
-    """CEL: the swept values of axis `name`, or the base value alone when it is not swept."""
-    return f"({_swept(name)} ? self.sweep.matrix.{name} : [{base_value}])"
-
-
-def _names(values) -> str:
-    return ", ".join(f"'{v.value}'" for v in values)
-
-
-def _is_in(expression: str, values) -> str:
-    """CEL: `expression` is one of `values` (==, for one: a single choice reads as it always did)."""
-    if not values:
-        return "false"
-    return f"{expression} == '{values[0].value}'" if len(values) == 1 else f"{expression} in [{_names(values)}]"
-
-
-def _either(values, word: str = "or") -> str:
-    return variants.either([v.value for v in values], word)
-
-
-def _paradigm_rule(architecture: Architecture) -> rules.Rule:
-    """A collective runs only its paradigms (variants.ARCHITECTURES), unless a sweep skips the combination."""
-    traits = variants.ARCHITECTURES[architecture]
-    others = [p for p in Paradigm if p not in traits.paradigms]
-    elsewhere = [a for a, t in variants.ARCHITECTURES.items() if set(others) <= set(t.paradigms)]
-    return rules.Rule(
-        cel=f"self.architecture != '{architecture.value}' || {_is_in('self.sync.paradigm', traits.paradigms)} || "
-        f"{_swept('architecture')} || {_swept('paradigm')}",
-        message=f"`sync.paradigm` must be {_either(traits.paradigms)} when `architecture` is {architecture.value}: "
-        f"{traits.paradigms_why}; use {_either(elsewhere)} for {_either(others)}",
-        holds=lambda s: s.architecture != architecture
-        or s.sync.paradigm in traits.paradigms
-        or _swept_py(s, "architecture")
-        or _swept_py(s, "paradigm"),
-        field_path=".sync.paradigm",
-    )
-
-
-def _sweep_runs_rule() -> rules.Rule:
-    """A sweep of architectures and paradigms keeps at least one combination an architecture runs."""
-    collectives = variants.COLLECTIVES
-    runnable = " || ".join([f"!({_is_in('a', collectives)})"] + [
-        f"(a == '{c.value}' && self.sweep.matrix.paradigm.exists(p, "
-        f"{_is_in('p', variants.ARCHITECTURES[c].paradigms)}))" for c in collectives])
-    allowed = [p for p in Paradigm if any(p in variants.ARCHITECTURES[c].paradigms for c in collectives)]
-    runs_only = "; ".join(f"{c.value} runs {_either(variants.ARCHITECTURES[c].paradigms)} only" for c in collectives)
-    return rules.Rule(
-        cel=f"!{_swept('architecture')} || !{_swept('paradigm')} || "
-        f"self.sweep.matrix.architecture.exists(a, {runnable})",
-        message=f"`sweep.matrix` has no valid combination: {runs_only}; add {_either(allowed)} to paradigm or "
-        "another architecture",
-        holds=lambda s: not (_swept_py(s, "architecture") and _swept_py(s, "paradigm"))
-        or any(variants.runs(a, p) for a in s.sweep.matrix.architecture for p in s.sweep.matrix.paradigm),
-        field_path=".sweep.matrix",
-    )
-
-
-def _compression_rule() -> rules.Rule:
-    """Some architecture of the experiment takes some compression method of it (variants.CODECS)."""
-    restricted = variants.RESTRICTED_METHODS
-    groups: dict[tuple[Architecture, ...], list[CompressionMethod]] = {}
-    for method in restricted:
-        groups.setdefault(variants.CODECS[method].architectures, []).append(method)
-    taken = " || ".join([f"!({_is_in('m', restricted)})"] + [
-        f"({_is_in('m', methods)} && {_is_in('a', architectures)})" for architectures, methods in groups.items()])
-    free = [m for m in CompressionMethod if m not in restricted]
-    needs = "; ".join(
-        f"`compression.method` {_either(methods)} needs `architecture` {_either(architectures)} "
-        f"({variants.either([variants.CODECS[m].sends for m in methods], 'and')} are combined by collectives): use "
-        f"{_either(free)} with {_either([a for a in Architecture if a not in architectures])}, or sweep "
-        f"{_either(architectures)} too" for architectures, methods in groups.items())
-    return rules.Rule(
-        cel=f"{_values('architecture', 'self.architecture')}.exists(a, "
-        f"{_values('compression', 'self.compression.method')}.exists(m, {taken}))",
-        message=needs,
-        holds=lambda s: any(variants.takes(a, m) for a in _architectures_used(s) for m in _methods_used(s)),
-        field_path=".compression.method",
-    )
-
-
-def _servers_apart_rule() -> rules.Rule:
-    """Servers Apart needs an architecture with parameter servers."""
-    servers = variants.SERVER_ARCHITECTURES
-    without = [a for a in Architecture if a not in servers]
-    return rules.Rule(
-        cel=f"{_values('architecture', 'self.architecture')}.exists(a, {_is_in('a', servers)}) || "
-        f"({_swept('placement')} ? !self.sweep.matrix.placement.exists(p, p.servers == 'Apart') : "
-        "(!has(self.scheduling.placement) || self.scheduling.placement.servers != 'Apart'))",
-        message=f"`scheduling.placement.servers` Apart needs `architecture` {_either(servers)} ({_either(without, 'and')} "
-        f"have no servers to keep apart): set servers to Any, or sweep {_either(servers)} too",
-        holds=lambda s: any(a in servers for a in _architectures_used(s))
-        or all(p.servers != PlacementServers.APART for p in _placements_used(s)),
-        field_path=".scheduling.placement.servers",
-    )
-
-
-def _architectures_used(spec: ExperimentSpec) -> list[Architecture]:
-    swept = _swept_values(spec, "architecture")
-    return swept if swept is not None else [spec.architecture]
-
-
-def _methods_used(spec: ExperimentSpec) -> list[CompressionMethod]:
-    swept = _swept_values(spec, "compression")
-    return swept if swept is not None else [spec.compression.method]
-
-
-def _placements_used(spec: ExperimentSpec) -> list[Placement]:
-    swept = _swept_values(spec, "placement")
-    return swept if swept is not None else [spec.scheduling.placement]
-
-
-def _swept_values(spec: ExperimentSpec, name: str) -> list[Any] | None:
-    """The values the sweep's matrix gives the field `name`; None when it does not sweep it."""
-    return getattr(spec.sweep.matrix, name) if spec.sweep is not None else None
-
-
-def _swept_py(spec: ExperimentSpec, name: str) -> bool:
-    return _swept_values(spec, name) is not None
 
 
 class Profiling(ApiModel):
@@ -916,7 +753,7 @@ class Profiling(ApiModel):
 class ExperimentSpec(ApiModel):
     """spec of a DistributedTrainingExperiment: one topology, or a sweep of them."""
 
-    architecture: Architecture = Architecture.PARAMETER_SERVER
+    architecture: variants.Architecture = variants.Architecture.PARAMETER_SERVER
     """architecture is ParameterServer (servers hold parameter shards; workers pull, compute, push),
     PeerToPeer (every worker is also the server of a 1/N shard) or RingAllReduce (workers allreduce
     gradients, overlapping backward and communication; BSP only). Default ParameterServer."""
@@ -948,29 +785,15 @@ class ExperimentSpec(ApiModel):
     """sweep turns the experiment into several trials. Unset (default): a single trial."""
 
     rules = (
-        *(_paradigm_rule(architecture) for architecture in variants.COLLECTIVES),
+        *(rules.paradigm_rule(architecture) for architecture in variants.COLLECTIVES),
+        rules.staleness_rule(),
+        rules.max_staleness_rule(),
         rules.Rule(
-            cel=f"!{_uses(variants.STALE_PARADIGMS)} || has(self.sync.staleness) || {_swept('staleness')}",
-            message=f"`sync.staleness` is required when `sync.paradigm` is {_either(variants.STALE_PARADIGMS)}: set it to how many "
-            "iterations the fastest worker may run ahead of the slowest (e.g. 3)",
-            holds=lambda s: not (_paradigms_used(s) & set(variants.STALE_PARADIGMS))
-            or s.sync.staleness is not None
-            or _swept_py(s, "staleness"),
-            field_path=".sync.staleness",
-        ),
-        rules.Rule(
-            cel=f"!{_uses(variants.requiring('maxStaleness'))} || has(self.sync.maxStaleness)",
-            message=f"`sync.maxStaleness` is required when `sync.paradigm` is {_either(variants.requiring('maxStaleness'))}: "
-            "set it to the upper bound s_U of the threshold (e.g. staleness 3, maxStaleness 12)",
-            holds=lambda s: not (_paradigms_used(s) & set(variants.requiring("maxStaleness"))) or s.sync.max_staleness is not None,
-            field_path=".sync.maxStaleness",
-        ),
-        rules.Rule(
-            cel=f"!{_swept('staleness')} || !has(self.sync.maxStaleness) || "
+            cel=f"!{rules.swept_cel('staleness')} || !has(self.sync.maxStaleness) || "
             "self.sweep.matrix.staleness.all(v, v < self.sync.maxStaleness)",
             message="`sweep.matrix.staleness` values must be less than `sync.maxStaleness`: drop the larger "
             "values or raise maxStaleness",
-            holds=lambda s: not _swept_py(s, "staleness")
+            holds=lambda s: not rules.swept(s, "staleness")
             or s.sync.max_staleness is None
             or all(v < s.sync.max_staleness for v in s.sweep.matrix.staleness),
             field_path=".sweep.matrix.staleness",
@@ -985,24 +808,24 @@ class ExperimentSpec(ApiModel):
         ),
         rules.Rule(
             cel="!has(self.network) || !has(self.network.enforcement) || self.network.enforcement != 'Network' || "
-            f"has(self.network.bandwidth) || {_swept('bandwidth')}",
+            f"has(self.network.bandwidth) || {rules.swept_cel('bandwidth')}",
             message="`network.enforcement` Network needs a cap: set `network.bandwidth` (e.g. \"100Mbit\") or "
             "sweep `sweep.matrix.bandwidth`, or drop `network.enforcement`",
             holds=lambda s: s.network.enforcement != BandwidthEnforcement.NETWORK
             or s.network.bandwidth is not None
-            or _swept_py(s, "bandwidth"),
+            or rules.swept(s, "bandwidth"),
             field_path=".network.enforcement",
         ),
         rules.Rule(
-            cel=f"!{_swept('workers')} || size(self.workers.groups) == 0",
+            cel=f"!{rules.swept_cel('workers')} || size(self.workers.groups) == 0",
             message="`sweep.matrix.workers` cannot be combined with `workers.groups`: sweep without groups, or "
             "write one experiment per group layout",
-            holds=lambda s: not _swept_py(s, "workers") or not s.workers.groups,
+            holds=lambda s: not rules.swept(s, "workers") or not s.workers.groups,
             field_path=".sweep.matrix.workers",
         ),
-        _sweep_runs_rule(),
-        _compression_rule(),
-        _servers_apart_rule(),
+        rules.sweep_runs_rule(),
+        rules.compression_rule(),
+        rules.servers_apart_rule(),
         rules.Rule(
             cel="!has(self.model.evaluation) || self.data.format != 'Synthetic'",
             message="`model.evaluation` needs real data: set `data.format` to Digits, CIFAR10, CIFAR100, "
@@ -1011,20 +834,6 @@ class ExperimentSpec(ApiModel):
             field_path=".model.evaluation",
         ),
     )
-
-def combination_problem(architecture: str, paradigm: str, compression: str = CompressionMethod.NONE.value,
-                        servers: str = PlacementServers.ANY.value) -> str | None:
-    """Why a sweep combination is skipped rather than run, or None when it is runnable."""
-    traits = variants.ARCHITECTURES[Architecture(architecture)]
-    if not variants.runs(architecture, paradigm):
-        return f"{architecture} runs {_either(traits.paradigms)} only, not {paradigm}"
-    if servers == PlacementServers.APART.value and not traits.has_servers:
-        return f"{architecture} has no parameter servers to keep Apart"
-    if not variants.takes(architecture, compression):
-        taken_by = variants.CODECS[CompressionMethod(compression)].architectures
-        return f"{architecture} does not take compression {compression} ({', '.join(a.value for a in taken_by)} only)"
-    return None
-
 
 _BANDWIDTH_UNITS = {"Kbit": 10**3, "Mbit": 10**6, "Gbit": 10**9, "Tbit": 10**12}
 

@@ -14,8 +14,9 @@ from ringleader.api import constants, variants
 from ringleader.api.base import ApiModel
 from ringleader.api.experiment import DistributedTrainingExperiment, SpecError, mlflow_experiment_name, problems_of
 from ringleader.api.problems import Problem
-from ringleader.api.spec import Paradigm, combination_problem
-from ringleader.api.spec import Architecture, ExperimentSpec, Placement, Resources
+from ringleader.api.rules import combination_problem
+from ringleader.api.spec import ExperimentSpec, Placement, Resources
+from ringleader.api.variants import Architecture, Paradigm
 
 # Where each sweep axis lands in the spec (wire names).
 AXIS_PATHS: dict[str, tuple[str, ...]] = {

@@ -1,7 +1,7 @@
 """What makes each architecture, sync paradigm and compression method what it is: one table each, no torch.
 
 Every package that treats variants differently reads these tables instead of comparing with an enum member:
-the spec's CEL and pydantic rules and a sweep's skipped combinations (spec.py, trial.py), the MLflow params a
+the spec's CEL and pydantic rules and a sweep's skipped combinations (rules.py, trial.py), the MLflow params a
 trial leaves out (tracking/schema.py), which backend and GPUs a rank needs (runtime/main.py, launch/devices.py),
 the pods' shared memory (topology/rendering.py), the compute an iteration waits for (models/profile.py) and the
 names of architectures in predictions (models/architectures.py). Each layer keeps its implementations in one table

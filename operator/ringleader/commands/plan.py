@@ -16,7 +16,7 @@ from typing import TextIO
 
 import pydantic
 
-from ringleader.api import spec
+from ringleader.api import spec, variants
 from ringleader.contract import exits
 from ringleader.planning import at_scale, network, profiles
 
@@ -90,12 +90,12 @@ def run(args: argparse.Namespace, bucket_bytes: float, out: TextIO, err: TextIO)
 def compression(said: str) -> spec.Compression:
     """A --compressions entry: METHOD, PowerSGD:RANK or TopK:RATIO. ValueError naming the methods otherwise."""
     name, _, value = said.partition(":")
-    methods = {m.value.lower(): m for m in spec.CompressionMethod if m != spec.CompressionMethod.NONE}
+    methods = {m.value.lower(): m for m in variants.CompressionMethod if m != variants.CompressionMethod.NONE}
     method = methods.get(name.lower())
     if method is None:
         raise ValueError(f"--compressions {said}: not a method; give {', '.join(m.value for m in methods.values())} "
                          "(PowerSGD:RANK, TopK:RATIO)")
-    field = {spec.CompressionMethod.POWER_SGD: "rank", spec.CompressionMethod.TOP_K: "ratio"}.get(method)
+    field = {variants.CompressionMethod.POWER_SGD: "rank", variants.CompressionMethod.TOP_K: "ratio"}.get(method)
     if value and field is None:
         raise ValueError(f"--compressions {said}: {method.value} takes no value")
     number: int | float | str = value

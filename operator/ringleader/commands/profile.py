@@ -150,14 +150,15 @@ def one_worker(trial: Trial, measured: int) -> Trial:
     one; no evaluation, target, cap, compression or spec.profiling (the profiler would slow the traced iterations)."""
     from ringleader.api import spec as spec_
     from ringleader.api import trial as trial_
+    from ringleader.api import variants
 
     first = trial.worker_slots()[0]
     document = trial.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     for unused in ("parameterServers", "network", "compression", "profiling", "tracking", "runPolicy", "scheduling",
                    "sweep"):
         document.pop(unused, None)
-    document["architecture"] = spec_.Architecture.RING_ALL_REDUCE.value
-    document["sync"] = {"paradigm": spec_.Paradigm.BSP.value}
+    document["architecture"] = variants.Architecture.RING_ALL_REDUCE.value
+    document["sync"] = {"paradigm": variants.Paradigm.BSP.value}
     document["workers"] = {"replicas": 1, "ranksPerPod": 1, "resources": {
         "cpu": _cpu_share(first.resources.cpu, first.local_world_size), "memory": first.resources.memory,
         "gpu": min(first.resources.gpu, 1)}}

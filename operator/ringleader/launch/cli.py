@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
     """Checks the file, then the options, then the machine (raising `Refused`), and opens the session directory."""
     # Imported here, not at the top: `ringleader validate` builds this parser and must stay instant.
-    from ringleader.api import loading
+    from ringleader.api import reading
 
     if (args.file is None) == (args.resume is None):
         raise Refused("ringleader run: give an experiment FILE, or --resume DIR (a run directory), not both",
@@ -133,7 +133,7 @@ def _prepare(args: argparse.Namespace, out: TextIO, err: TextIO) -> _Launch:
                       "choose a writable directory", exits.USAGE) from error
     close_abandoned(output_dir, session_dir, out, err)
     return _Launch(experiment, expansion.skipped, trials, name,
-                   name if args.file == loading.STDIN else str(pathlib.Path(args.file).resolve()), environ, settings,
+                   name if args.file == reading.STDIN else str(pathlib.Path(args.file).resolve()), environ, settings,
                    TrackingSettings(), resolve_uri(args.tracking_uri, experiment.spec.tracking.uri), session_dir)
 
 

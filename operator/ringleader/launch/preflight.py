@@ -28,10 +28,9 @@ def load_experiment(path: str, err: TextIO) -> tuple[str, DistributedTrainingExp
     """(the file as messages name it, its experiment, its trials), checked as `ringleader validate` checks it: its
     problems refused (exit status 1), what it sets that no trial reads warned of on `err`."""
     from ringleader import api
-    from ringleader.api import loading
-    from ringleader.api import spec as spec_
+    from ringleader.api import reading, rules
 
-    name = loading.display_name(path)
+    name = reading.display_name(path)
     try:
         experiment = api.load(path)
         expansion = api.expand(experiment)
@@ -39,6 +38,6 @@ def load_experiment(path: str, err: TextIO) -> tuple[str, DistributedTrainingExp
         raise Refused(error.shown(), exits.FAILED) from error
     except api.SpecError as error:
         raise Refused(str(error), exits.FAILED) from error
-    for warning in spec_.unread_fields(experiment.spec):
+    for warning in rules.unread_fields(experiment.spec):
         print(f"{name}: warning: {warning}", file=err)
     return name, experiment, expansion

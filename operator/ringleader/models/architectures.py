@@ -31,7 +31,7 @@ import dataclasses
 from typing import Callable
 
 from ringleader.api import variants
-from ringleader.api.spec import Architecture, Paradigm
+from ringleader.api.variants import Architecture, Paradigm
 from ringleader.models import cost_models, traffic
 from ringleader.models.cost_models import ONE_PER_POD, Nic, Pods
 from ringleader.models.prediction_models import (Model, hierarchical_comm, hierarchical_measured_seconds,

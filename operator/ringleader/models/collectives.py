@@ -21,8 +21,8 @@ import dataclasses
 import math
 from typing import Callable
 
+from ringleader.api import spec, variants
 from ringleader.models.profile import Profile
-from ringleader.api import spec
 from ringleader.contract import lowrank
 
 
@@ -56,7 +56,7 @@ class Wire:
     codec_seconds: float = 0.0
     label: str = ""
     """label names it in tables and figures (a method, or '' for a ratio the sweep asks for)."""
-    method: spec.CompressionMethod | None = None
+    method: variants.CompressionMethod | None = None
     """method is the trial's, when the rounds are a method's (`measured`)."""
 
     def ratio(self, workers: int) -> float:
@@ -94,13 +94,13 @@ def _power_sgd(profile: Profile, compression: spec.Compression) -> tuple[Round, 
     return (Round(first / total),) + ((Round(second / total),) if second else ())
 
 
-ROUNDS: dict[spec.CompressionMethod, Callable[[Profile, spec.Compression], tuple[Round, ...]]] = {
-    spec.CompressionMethod.NONE: lambda _, __: (Round(1.0),),
-    spec.CompressionMethod.FP16: lambda _, __: (Round(0.5),),
-    spec.CompressionMethod.BF16: lambda _, __: (Round(0.5),),
-    spec.CompressionMethod.POWER_SGD: _power_sgd,
+ROUNDS: dict[variants.CompressionMethod, Callable[[Profile, spec.Compression], tuple[Round, ...]]] = {
+    variants.CompressionMethod.NONE: lambda _, __: (Round(1.0),),
+    variants.CompressionMethod.FP16: lambda _, __: (Round(0.5),),
+    variants.CompressionMethod.BF16: lambda _, __: (Round(0.5),),
+    variants.CompressionMethod.POWER_SGD: _power_sgd,
     # values (float32) and their int32 indices: twice the bytes of the values
-    spec.CompressionMethod.TOP_K: lambda _, c: (Round(2.0 * c.ratio, gather=True),),
+    variants.CompressionMethod.TOP_K: lambda _, c: (Round(2.0 * c.ratio, gather=True),),
 }
 """ROUNDS: per method, the rounds it sends for a bucket, each payload a fraction of the bucket's (float32) bytes."""
 

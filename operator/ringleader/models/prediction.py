@@ -32,7 +32,7 @@ from ringleader.models.architectures import ARCHITECTURE_MODELS
 from ringleader.models.prediction_models import Inputs, message_bytes
 from ringleader.api.trial import Trial
 from ringleader.api import variants
-from ringleader.api.spec import Architecture
+from ringleader.api.variants import Architecture
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
 

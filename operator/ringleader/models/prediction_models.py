@@ -9,7 +9,7 @@ import dataclasses
 from typing import Callable
 
 from ringleader.api import variants
-from ringleader.api.spec import Architecture, Paradigm
+from ringleader.api.variants import Architecture, Paradigm
 from ringleader.models import calibration as calibration_
 from ringleader.models import collectives, cost_models, overlap, resources
 from ringleader.models import prediction_serving as serving_

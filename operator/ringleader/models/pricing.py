@@ -6,7 +6,7 @@ ranks' CPUs and the NICs it crosses (models/resources.py says what each term is)
 
 from __future__ import annotations
 
-from ringleader.api.spec import Architecture
+from ringleader.api.variants import Architecture
 from ringleader.models import resources
 from ringleader.models.architectures import ARCHITECTURE_MODELS
 

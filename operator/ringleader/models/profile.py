@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ringleader.models import recorded, results
 from ringleader.api import constants, variants
-from ringleader.api.spec import Paradigm
+from ringleader.api.variants import Paradigm
 from ringleader.contract import keys
 from ringleader.contract import records as records_
 

@@ -15,9 +15,9 @@ import dataclasses
 import math
 from typing import Sequence
 
+from ringleader.api.variants import Paradigm
 from ringleader.models import calibration
 from ringleader.models.prediction_serving import Cores
-from ringleader.api.spec import Paradigm
 
 COVERAGE = 0.9
 """COVERAGE is the share of held-out predictions a band promises to hold: 9 in 10."""

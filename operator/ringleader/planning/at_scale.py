@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 from ringleader.models import collectives, cost_models, overlap
 from ringleader.api import spec, variants
-from ringleader.api.spec import Architecture
+from ringleader.api.variants import Architecture
 from ringleader.contract import environment as contract
 from ringleader.planning import network as network_
 from ringleader.planning import profiles

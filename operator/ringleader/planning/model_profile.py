@@ -13,6 +13,7 @@ import pathlib
 import stat
 from typing import Any, Mapping
 
+from ringleader.api import reading
 from ringleader.models import profile as profile_
 from ringleader.models.recorded import is_number
 
@@ -116,15 +117,12 @@ def _smaller(what: str) -> str:
 
 
 def text(path: pathlib.Path, data: bytes) -> str:
-    """The bytes as UTF-8 text (a byte-order mark dropped); ProfileError for a binary file."""
-    if b"\0" in data:
-        raise ProfileError(path, "is a binary file, not a profile; give a JSON profile file, a torch.profiler trace "
-                                 "(.json or .json.gz) or a CSV of layers")
+    """The bytes as UTF-8 text (a byte-order mark dropped, reading.decode); ProfileError for binary or other text."""
     try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
-        raise ProfileError(path, "is not UTF-8 text; save it as UTF-8", line) from None
+        return reading.decode(data, "a profile; give a JSON profile file, a torch.profiler trace (.json or .json.gz) "
+                                    "or a CSV of layers")
+    except reading.ReadError as error:
+        raise ProfileError(path, error.problem, error.line) from None
 
 
 def seconds(path: pathlib.Path, value: Any, field: str, line: int | None = None, positive: bool = False) -> float:

@@ -17,7 +17,7 @@ import re
 import stat
 from typing import Any
 
-from ringleader.api import loading
+from ringleader.api import loading, reading
 from ringleader.api.loading import shorten
 from ringleader.contract import layout
 from ringleader.planning import network_formats as formats
@@ -50,8 +50,6 @@ _NCCL, _OSU, _PROBE, _OTHER = "nccl-tests", "OSU", "link probe", "other"
 _DESCRIPTION = re.compile(rf"^\s*(?:{ACROSS_KEY}|{INSIDE_KEY}|\"{ACROSS_KEY}\"|\"{INSIDE_KEY}\")\s*:", re.M)
 _FORMATS = ("nccl-tests (all_reduce_perf, sendrecv_perf) or OSU (osu_allreduce, osu_latency, osu_bw) output with its "
             "header lines, a trial's summary.json, or a network description (acrossNodes:, insideNode:)")
-_BYTE_ORDER_MARKS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
-                     b"\xfe\xff": "UTF-16"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,18 +121,10 @@ def _text(path: pathlib.Path, shown: str) -> str:
                                   "is this the right file?")
     if not data.strip():
         raise NetworkError(shown, f"is empty: name {_FORMATS}")
-    for mark, encoding in _BYTE_ORDER_MARKS.items():
-        if data.startswith(mark):
-            raise NetworkError(shown, f"is {encoding} text: save it as UTF-8")
-    nul = data.find(b"\0")
-    if nul >= 0:
-        raise NetworkError(shown, f"is binary (a NUL byte at offset {nul}), not a benchmark's text output")
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise NetworkError(shown, f"is not UTF-8 text: byte 0x{data[error.start]:02x} is not UTF-8; save the file "
-                                  "as UTF-8", line) from None
+        return reading.decode(data, "a benchmark's text output")
+    except reading.ReadError as error:
+        raise NetworkError(shown, error.problem, error.line) from None
 
 
 def _readings(found: _File, tool: str | None, ranks: int | None) -> list[Reading]:

@@ -31,7 +31,7 @@ from typing import Callable, Protocol, Sequence, TypeVar
 import torch
 import torch.distributed as dist
 
-from ringleader.api import spec
+from ringleader.api import spec, variants
 from ringleader.contract import lowrank
 
 FP16_MAX = 65504.0
@@ -40,7 +40,7 @@ FP16_HEADROOM = 2.0 ** 8
 FP16_SCALE_BOUNDS = (2.0 ** -24, 2.0 ** 24)
 FP16_RETRIES = 16  # scale divisions (by 16) before an overflowing sum is kept as it is: the gradient is not finite
 ORTHOGONALIZATION_EPSILON = 1e-8  # keeps a zero column (a parameter without gradient) from dividing by zero
-CAST_DTYPES = {spec.CompressionMethod.FP16: torch.float16, spec.CompressionMethod.BF16: torch.bfloat16}
+CAST_DTYPES = {variants.CompressionMethod.FP16: torch.float16, variants.CompressionMethod.BF16: torch.bfloat16}
 
 
 def fp16_scale(largest: float) -> float:
@@ -280,14 +280,16 @@ class TopKCodec:
         self.round = None
 
 
-BUCKET_CODECS: dict[spec.CompressionMethod, Callable[[spec.Compression, Sequence[torch.Size], int, int],
-                                                     BucketCodec | None]] = {
-    spec.CompressionMethod.NONE: lambda compression, shapes, seed, world: None,
-    spec.CompressionMethod.FP16: lambda compression, shapes, seed, world: CastCodec(CAST_DTYPES[compression.method]),
-    spec.CompressionMethod.BF16: lambda compression, shapes, seed, world: CastCodec(CAST_DTYPES[compression.method]),
-    spec.CompressionMethod.POWER_SGD: lambda compression, shapes, seed, world: PowerSgdCodec(
+BUCKET_CODECS: dict[variants.CompressionMethod, Callable[[spec.Compression, Sequence[torch.Size], int, int],
+                                                         BucketCodec | None]] = {
+    variants.CompressionMethod.NONE: lambda compression, shapes, seed, world: None,
+    variants.CompressionMethod.FP16: lambda compression, shapes, seed, world: CastCodec(
+        CAST_DTYPES[compression.method]),
+    variants.CompressionMethod.BF16: lambda compression, shapes, seed, world: CastCodec(
+        CAST_DTYPES[compression.method]),
+    variants.CompressionMethod.POWER_SGD: lambda compression, shapes, seed, world: PowerSgdCodec(
         shapes, compression.rank, compression.error_feedback, seed, world),
-    spec.CompressionMethod.TOP_K: lambda compression, shapes, seed, world: TopKCodec(
+    variants.CompressionMethod.TOP_K: lambda compression, shapes, seed, world: TopKCodec(
         sum(math.prod(shape) for shape in shapes), compression.ratio, compression.error_feedback),
 }
 """BUCKET_CODECS: per method, the codec of a ring bucket (compression, shapes, seed, world); None: sent as it is."""
@@ -307,8 +309,8 @@ class MessageCodec:
 
     Works on anything with `views(buffer)` (exchange/wire.Layout), built from `travelling(tensors)`."""
 
-    def __init__(self, method: spec.CompressionMethod):
-        if method not in CAST_DTYPES and method != spec.CompressionMethod.NONE:
+    def __init__(self, method: variants.CompressionMethod):
+        if method not in CAST_DTYPES and method != variants.CompressionMethod.NONE:
             raise ValueError(f"parameter servers and peers cannot compress with {method.value} "
                              "(api/variants.py CODECS)")
         self.dtype = CAST_DTYPES.get(method)
@@ -356,4 +358,4 @@ class MessageCodec:
         return [view.float().div_(scale) for view, scale in zip(views[:-1], views[-1].tolist())]
 
 
-PLAIN = MessageCodec(spec.CompressionMethod.NONE)  # messages as they are
+PLAIN = MessageCodec(variants.CompressionMethod.NONE)  # messages as they are

@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from ringleader.models import prediction, summary
 from ringleader.api import constants, variants
-from ringleader.api.spec import Architecture
+from ringleader.api.variants import Architecture
 from ringleader.api.trial import Slot, Trial
 from ringleader.contract import environment as contract
 from ringleader.contract import failures, keys, records

@@ -270,12 +270,12 @@ class DSSPFollower(Gate):
         return sorted(self._release_where(lambda w: w == worker and self._may_go(w)))
 
 
-GATES: dict[spec.Paradigm, Callable[[spec.SyncSpec, int, int], Gate]] = {
-    spec.Paradigm.BSP: lambda sync, workers, owner: BSP(workers),
-    spec.Paradigm.ASP: lambda sync, workers, owner: ASP(workers),
-    spec.Paradigm.SSP: lambda sync, workers, owner: SSP(workers, _bound(sync, "staleness")),
+GATES: dict[variants.Paradigm, Callable[[spec.SyncSpec, int, int], Gate]] = {
+    variants.Paradigm.BSP: lambda sync, workers, owner: BSP(workers),
+    variants.Paradigm.ASP: lambda sync, workers, owner: ASP(workers),
+    variants.Paradigm.SSP: lambda sync, workers, owner: SSP(workers, _bound(sync, "staleness")),
     # DSSP's controller runs on owner 0 alone; the other owners follow its grants.
-    spec.Paradigm.DSSP: lambda sync, workers, owner: (DSSP if owner == 0 else DSSPFollower)(
+    variants.Paradigm.DSSP: lambda sync, workers, owner: (DSSP if owner == 0 else DSSPFollower)(
         workers, _bound(sync, "staleness"), _bound(sync, "max_staleness")),
 }
 """GATES: per paradigm, its gate (sync, workers, owner), given the staleness fields variants.PARADIGMS says it needs."""
@@ -290,7 +290,7 @@ def _bound(sync: spec.SyncSpec, field: str) -> int:
 
 def make_gate(sync: spec.SyncSpec, workers: int, *, owner: int = 0) -> Gate:
     """The gate of a trial's sync spec for `workers` workers, on shard owner `owner` (0 runs DSSP's controller)."""
-    paradigm = spec.Paradigm(sync.paradigm)
+    paradigm = variants.Paradigm(sync.paradigm)
     for field in variants.PARADIGMS[paradigm].staleness_fields:
         if sync.model_dump(by_alias=True).get(field) is None:
             raise ValueError(f"{paradigm.value} needs sync.{field}")

@@ -19,7 +19,8 @@ import yaml
 
 from ringleader.api import constants, variants
 from ringleader.api.trial import Trial
-from ringleader.api.spec import Architecture, BandwidthEnforcement, Network
+from ringleader.api.spec import BandwidthEnforcement, Network
+from ringleader.api.variants import Architecture
 from ringleader.contract import environment as contract
 from ringleader.topology import gang, names, placement
 from ringleader.topology.settings import RenderSettings
