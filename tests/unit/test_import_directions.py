@@ -28,7 +28,7 @@ ALLOWED = {
     "report": {"api", "contract", "models", "planning"},
     "tracking": {"api", "contract", "models", "report"},
     "runtime": {"api", "contract", "models", "tracking"},
-    "launch": {"api", "contract", "models", "tracking", "topology"},
+    "launch": {"api", "contract", "models", "report", "tracking", "topology"},
     "controller": {"api", "contract", "models", "tracking", "topology"},
     "commands": {"api", "contract", "models", "report", "tracking", "planning", "launch"},
 }
