@@ -57,7 +57,7 @@ def train() -> None:
     ddp_model = parallel.DistributedDataParallel(models.build(spec.model, spec.data.synthetic))
     dataset = data.SyntheticDataset(spec.data.synthetic, models.input_spec(spec.model, spec.data.synthetic, ring_model),
                                     shard=slot.index, shards=len(trial.worker_slots()))
-    timer = timing.IterationTimer(rank, cpu, range(warmup, warmup + settings.Settings().trace_iterations))
+    timer = timing.IterationTimer(rank, cpu, range(warmup, warmup + settings.RankSettings().trace_iterations))
     timer.watch_layers(ring_model)
     synchronizer = ring.RingSynchronizer(trial, env, cpu)
     synchronizer.attach(ring_model, optimizers.factory(spec.model.optimizer))

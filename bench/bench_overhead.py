@@ -200,7 +200,7 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
     bare_model = models.build(spec.model, spec.data.synthetic)
     control_model = models.build(spec.model, spec.data.synthetic)
     dataset = data.SyntheticDataset(spec.data.synthetic, models.input_spec(spec.model, spec.data.synthetic, bare_model))
-    timer = timing.IterationTimer(0, cpu, range(warmup, warmup + settings.Settings().trace_iterations))
+    timer = timing.IterationTimer(0, cpu, range(warmup, warmup + settings.RankSettings().trace_iterations))
     timer.watch_layers(instrumented_model)
     synchronizer = ring.RingSynchronizer(trial, env, cpu)
     synchronizer.attach(instrumented_model, optimizers.factory(spec.model.optimizer))

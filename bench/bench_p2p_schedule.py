@@ -6,8 +6,8 @@ Runbook (from the repository root; a few seconds, no torch, no trial):
     .venv/bin/python bench/bench_p2p_schedule.py --workers 4 --skew-ms 2 --owner-ms 2 --install-ms 1.4
 
 An event simulation of runtime/exchange as it is: each peer's sending NIC a FIFO clock shared by its
-worker's pushes and its shard server's replies (nic.Nic.send); each receiving NIC serving one
-message at a time, in the order their sending turns began (nic.Nic.receive), or, with the variant
+worker's pushes and its shard server's replies (nic.EmulatedNic.send); each receiving NIC serving one
+message at a time, in the order their sending turns began (nic.EmulatedNic.receive), or, with the variant
 "replies first", a waiting reply before waiting pushes (non-preemptive); pushes and replies in
 schedule.py's rotated orders, a peer's own shard local; an owner answers everyone once its round's N
 pushes are in (BSP). A step's compute is --compute-ms plus an exponential skew of mean --skew-ms per

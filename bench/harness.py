@@ -157,7 +157,7 @@ def run_trial(trial: trial_.Trial, directory: pathlib.Path, timeout: float,
     trial_file.write_text(trial.model_dump_json(by_alias=True))
     output_dir = directory / "output"
     port = free_port()
-    base = {**base_environ(), **settings.Settings(timeout_seconds=PEER_TIMEOUT_SECONDS).to_environ(), **(extra_env or {})}
+    base = {**base_environ(), **settings.RankSettings(timeout_seconds=PEER_TIMEOUT_SECONDS).to_environ(), **(extra_env or {})}
     environs = {}
     for slot in trial.slots():
         environs[slot.rank] = {**base, **contract.PodEnvironment(

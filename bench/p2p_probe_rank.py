@@ -76,7 +76,7 @@ def header(frame) -> tuple[int, int, int]:
 def wrap_get(original):
     def get(self, timeout):
         message = original(self, timeout)
-        if message.sender != RANK and message.kind in (wire.Kind.PUSH, wire.Kind.REPLY):
+        if message.sender != RANK and message.kind in (wire.MessageKind.PUSH, wire.MessageKind.REPLY):
             EVENTS.append((message.received_at, "delivered", int(message.kind), message.sender, RANK, message.count))
         return message
     return get

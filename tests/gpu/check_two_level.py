@@ -76,7 +76,7 @@ def check(rank: int, world: int, k: int, port: int, cuda: bool) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(device)
     flat_model = copy.deepcopy(model)
     env = contract.PodEnvironment("worker", rank, world, "127.0.0.1", port, "trial.json", "/tmp/nccl-check")
-    knobs = settings.Settings(bucket_bytes=4096)
+    knobs = settings.RankSettings(bucket_bytes=4096)
     two_level = ring.RingSynchronizer(hierarchical, env, device, knobs, levels, collective=collective)
     flat = ring.RingSynchronizer(trial("RingAllReduce", world, k), env, device, knobs)
     optimizer = optimizers.factory(hierarchical.spec.model.optimizer)

@@ -125,7 +125,7 @@ class RunningTrial:
             "PYTHONUNBUFFERED": "1",
             "OMP_NUM_THREADS": "1",
             "GLOO_SOCKET_IFNAME": "lo",
-            **settings.Settings(timeout_seconds=peer_timeout, finish_timeout_seconds=3 * peer_timeout).to_environ(),
+            **settings.RankSettings(timeout_seconds=peer_timeout, finish_timeout_seconds=3 * peer_timeout).to_environ(),
         })
         self.started = time.monotonic()
         self.processes: dict[int, subprocess.Popen] = {}

@@ -74,11 +74,11 @@ def test_blame_waits_for_a_cause_until_the_grace_is_over_or_nothing_runs():
 
 def test_a_long_message_is_cut_in_the_middle_keeping_what_failed_and_what_to_do():
     text = "model 'm:f': importing m failed: " + "x" * 2000 + "; install it in the image or put it on PYTHONPATH"
-    short = failures.shorten(text, 200)
+    short = failures.shorten_middle(text, 200)
     assert len(short) == 200 and "…" in short
     assert short.startswith("model 'm:f': importing m failed: ") and short.endswith("or put it on PYTHONPATH")
-    assert failures.shorten("one\n  line", 200) == "one line"
-    assert len(failures.shorten(text)) == failures.MESSAGE_CHARACTERS
+    assert failures.shorten_middle("one\n  line", 200) == "one line"
+    assert len(failures.shorten_middle(text)) == failures.MESSAGE_CHARACTERS
 
 
 def test_a_failure_no_restart_can_fix_says_so_and_parses_back():

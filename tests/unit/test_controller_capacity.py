@@ -6,7 +6,7 @@ import decimal
 from ringleader.controller import capacity
 
 D = decimal.Decimal
-Kind = capacity.Kind
+Kind = capacity.CapacityKind
 READY = [{"type": "Ready", "status": "True"}]
 
 

@@ -144,7 +144,7 @@ def test_nothing_is_read_when_no_trial_runs():
 
 
 def test_the_schedule_doubles_the_wait_per_failure_up_to_its_cap():
-    schedule = polling.Schedule(interval=15.0, max_interval=100.0)
+    schedule = polling.PollSchedule(interval=15.0, max_interval=100.0)
     assert schedule.due("k", "t", 0.0)
     assert [schedule.unreadable("k", "t", 0.0)[1] for _ in range(5)] == [15.0, 30.0, 60.0, 100.0, 100.0]
     assert schedule.next_in("k", 0.0) == 100.0
@@ -158,7 +158,7 @@ def test_the_schedule_doubles_the_wait_per_failure_up_to_its_cap():
 
 
 def test_a_trial_is_read_every_start_up_interval_until_its_first_progress_line_then_every_interval():
-    schedule = polling.Schedule(interval=15.0, max_interval=100.0, start_interval=2.0, start_window=120.0)
+    schedule = polling.PollSchedule(interval=15.0, max_interval=100.0, start_interval=2.0, start_window=120.0)
     assert schedule.due("k", "t", 0.0)
     schedule.read("k", "t", 0.0, [])  # its ranks still import and rendezvous: nothing printed yet
     assert schedule.next_in("k", 0.0) == 2.0
@@ -175,7 +175,7 @@ def test_a_trial_is_read_every_start_up_interval_until_its_first_progress_line_t
 
 
 def test_without_a_start_up_interval_the_schedule_reads_every_interval():
-    schedule = polling.Schedule(interval=15.0, max_interval=100.0)
+    schedule = polling.PollSchedule(interval=15.0, max_interval=100.0)
     assert schedule.due("k", "t", 0.0)
     schedule.read("k", "t", 0.0, [])
     assert schedule.next_in("k", 0.0) == 15.0

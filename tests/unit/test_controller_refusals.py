@@ -11,7 +11,7 @@ def refusal(scheduling=None, pods=PodSettings(), tracking_refusal=None):
     spec = {"scheduling": scheduling} if scheduling else {}
     experiment = api.parse({"apiVersion": constants.API_VERSION, "kind": constants.KIND,
                             "metadata": {"name": "q", "namespace": "default"}, "spec": spec})
-    return refusals.refusal(experiment, api.expand(experiment), pods, tracking_refusal)
+    return refusals.refusal_condition(experiment, api.expand(experiment), pods, tracking_refusal)
 
 
 def test_an_experiment_within_what_the_operator_was_installed_with_runs():

@@ -542,7 +542,7 @@ def test_where_the_operator_reads_nodes_the_request_is_set_against_the_largest_n
 
 
 def test_a_trial_waiting_for_capacity_creates_nothing_and_is_looked_at_again_on_a_timer():
-    verdict = capacity.Verdict(capacity.Kind.WAIT, "needs 3 pods of cpu 1; free: n1 cpu 500m")
+    verdict = capacity.CapacityVerdict(capacity.CapacityKind.WAIT, "needs 3 pods of cpu 1; free: n1 cpu 500m")
     step = trials.step(trial(), [], dataclasses.replace(context(), capacity=verdict, capacity_retry_seconds=7))
     assert (step.status.phase, step.status.reason, step.create) == (Phase.PENDING, reasons.WAITING_FOR_CAPACITY, False)
     assert step.status.message == ("waiting for free capacity for all 3 pods (1 parameter server, 2 workers): "

@@ -334,7 +334,7 @@ def test_the_table_marks_this_trial_and_numbers_its_notes():
 def test_a_compressed_trial_is_priced_at_its_rounds_where_its_architecture_takes_the_method():
     # One bucket of all 6000 bytes, ready when backward ends (7 ms); an allreduce costs 1 ms + 1 us per byte.
     one_bucket = dataclass_replace(inputs(bucket_bytes=1e9), workers=2)
-    power_sgd = collectives.Wire((collectives.Round(0.5), collectives.Round(0.25)), 0.0, "PowerSGD",
+    power_sgd = collectives.Wire((collectives.RoundFractions(0.5), collectives.RoundFractions(0.25)), 0.0, "PowerSGD",
                                  variants.CompressionMethod.POWER_SGD)
     found = {e.label: e for e in prediction.estimates(dataclass_replace(one_bucket, wire=power_sgd))}
     # P: 3000 bytes, 1 + 3 ms after backward; then Q: 1500 bytes, 1 + 1.5 ms. Uncompressed: 1 + 6 ms.
@@ -344,12 +344,13 @@ def test_a_compressed_trial_is_priced_at_its_rounds_where_its_architecture_takes
     # a parameter server cannot run PowerSGD: its messages are priced whole, and the note says so
     assert found["p2p"].comm_seconds == pytest.approx(0.006 + 0.001)
     assert "PowerSGD needs RingAllReduce: priced uncompressed" in found["p2p"].note
-    fp16 = collectives.Wire((collectives.Round(0.5),), 0.0, "FP16", variants.CompressionMethod.FP16)
+    fp16 = collectives.Wire((collectives.RoundFractions(0.5),), 0.0, "FP16", variants.CompressionMethod.FP16)
     halved = {e.label: e for e in prediction.estimates(dataclass_replace(one_bucket, wire=fp16))}
     assert halved["p2p"].comm_seconds == pytest.approx(0.003 + 0.001)  # M/2 over B, and 2a
     assert halved["ring"].comm_seconds == pytest.approx(0.004)
     # TopK gathers 600 bytes from each other rank: as many bytes as an allreduce of 600 * N/2
-    topk = collectives.Wire((collectives.Round(0.1, gather=True),), 0.0, "TopK", variants.CompressionMethod.TOP_K)
+    topk = collectives.Wire((collectives.RoundFractions(0.1, gather=True),), 0.0, "TopK",
+                            variants.CompressionMethod.TOP_K)
     gathered = {e.label: e for e in prediction.estimates(dataclass_replace(one_bucket, wire=topk))}["ring"]
     assert gathered.comm_seconds == pytest.approx(0.001 + 0.0006)
 

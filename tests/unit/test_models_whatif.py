@@ -243,7 +243,7 @@ def test_a_profile_document_reads_back_and_bad_ones_say_which_field():
 def test_later_rounds_follow_every_bucket_first_round_and_the_codec_and_wait_add_up():
     # 100 Mbit/s, 2 workers, each round sends its payload (2(N-1)/N = 1). First rounds of 1/4: [A] 0.25 MB 0..20 ms,
     # [B, C] 0.75 MB 20..80 ms: 60 ms exposed. Second rounds of 1/8: 10 + 30 ms after. Codec 5 ms, wait 7 ms.
-    two_rounds = collectives.Wire((collectives.Round(0.25), collectives.Round(0.125)), codec_seconds=0.005, label="PowerSGD")
+    two_rounds = collectives.Wire((collectives.RoundFractions(0.25), collectives.RoundFractions(0.125)), codec_seconds=0.005, label="PowerSGD")
     result = whatif.simulate(PROFILE, 2, 1e8, two_rounds, batch_seconds=0.048, wait_seconds=0.007)
     assert result.replay.ends == pytest.approx((0.020, 0.080))
     assert result.later_seconds == pytest.approx(0.040)
@@ -261,11 +261,11 @@ def test_a_round_costs_at_least_the_measured_collective():
     assert one_round.replay.ends == pytest.approx((0.0325, 0.070))
     assert one_round.overhead_seconds == pytest.approx(0.050)
     # at 10 Mbit/s the transfer is longer than the floor: the floor is hidden under it
-    assert whatif.round_seconds(1e6, 2, 1e7, collectives.Round(1.0), floor=floor) == pytest.approx(0.8)
+    assert whatif.round_seconds(1e6, 2, 1e7, collectives.RoundFractions(1.0), floor=floor) == pytest.approx(0.8)
 
 
 def test_a_gathered_round_sends_n_minus_1_payloads():
-    topk = collectives.Round(0.02, gather=True)
+    topk = collectives.RoundFractions(0.02, gather=True)
     assert topk.wire_bytes(1e6, 4) == pytest.approx(3 * 0.02e6)
     assert collectives.Wire((topk,)).ratio(4) == pytest.approx(1.5e6 / 0.06e6)
     assert topk.added_bytes(1e6) == 0.0  # gathered values are added by the decoder, not the ring

@@ -52,8 +52,9 @@ CODEC = [
     ("runtime/compression.py", "                                                         BucketCodec | None]] = {\n",
      "    variants.CompressionMethod.THROWAWAY: lambda compression, shapes, seed, world: None,\n"),
     ("models/collectives.py",
-     "ROUNDS: dict[variants.CompressionMethod, Callable[[Profile, spec.Compression], tuple[Round, ...]]] = {\n",
-     "    variants.CompressionMethod.THROWAWAY: lambda _, __: (Round(1.0),),\n"),
+     "ROUNDS: dict[variants.CompressionMethod, Callable[[Profile, spec.Compression], "
+     "tuple[RoundFractions, ...]]] = {\n",
+     "    variants.CompressionMethod.THROWAWAY: lambda _, __: (RoundFractions(1.0),),\n"),
 ]
 
 CHECK = r"""

@@ -30,9 +30,9 @@ def level(name: str, latency_us: float, gbit: float, line_gbit: float | None = N
 
 
 def fabric(across_gbit: float = 10.0, inside_gbit: float = 400.0, latency_us: float = 5.0,
-           line_gbit: float | None = None) -> network.Network:
-    return network.Network(level("across nodes", latency_us, across_gbit, line_gbit),
-                           level("inside a node", 1.0, inside_gbit), "by hand")
+           line_gbit: float | None = None) -> network.MeasuredNetwork:
+    return network.MeasuredNetwork(level("across nodes", latency_us, across_gbit, line_gbit),
+                                   level("inside a node", 1.0, inside_gbit), "by hand")
 
 
 def planned(plans, label: str, workers: int) -> at_scale.Planned:
@@ -132,7 +132,7 @@ def test_the_plans_document_says_it_has_no_band_and_why_and_carries_every_row():
 
 
 def test_with_one_level_given_a_nodes_ranks_are_priced_on_the_nics_curve_and_the_bound_says_that_curve():
-    one_level = network.Network(level("across nodes", 5.0, 10.0), None, "by hand")
+    one_level = network.MeasuredNetwork(level("across nodes", 5.0, 10.0), None, "by hand")
     plans = at_scale.plan(model(total_bytes=2e9), one_level, at_scale.Cluster((4,), ranks_per_node=4))
     assert planned(plans, "ring", 4).bound == "network"
 

@@ -14,7 +14,7 @@ import pytest
 from ringleader.models import cost_models
 from ringleader.contract import keys
 from ringleader.planning import network
-from ringleader.planning.network import ALLREDUCE, POINT_TO_POINT, Curve, Level, Network
+from ringleader.planning.network import ALLREDUCE, POINT_TO_POINT, Curve, Level, MeasuredNetwork
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "planning"
@@ -374,7 +374,7 @@ def test_a_network_says_its_file_then_a_line_per_level():
 
 def test_a_network_is_plain_data():
     found = network.read(EXAMPLES / "network-given.yaml")
-    assert found == network.read(EXAMPLES / "network-given.yaml") and isinstance(found, Network)
+    assert found == network.read(EXAMPLES / "network-given.yaml") and isinstance(found, MeasuredNetwork)
 
 
 # ---------------------------------------------------------------------------------------------

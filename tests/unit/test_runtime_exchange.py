@@ -48,7 +48,8 @@ def make_server(gate: paradigms.Gate, momentum: float = 0.0):
 
 def push(server, worker: int, count: int, gradients: list[torch.Tensor], at: float = 0.0):
     payload = server.layout.pack(gradients)
-    message = exchange.wire.Message(exchange.wire.Kind.PUSH, worker, count=count, payload=payload, received_at=at)
+    message = exchange.wire.Message(exchange.wire.MessageKind.PUSH, worker, count=count, payload=payload,
+                                    received_at=at)
     return server.handle(message)
 
 
@@ -71,7 +72,7 @@ def test_a_compressing_server_takes_16_bit_pushes_and_answers_in_16_bits_countin
         optimizer_factory=optimizers.factory(spec_.Optimizer(learningRate=LEARNING_RATE)), codec=codec)
     for worker, value in zip(WORKERS, (1e-5, 3e-5)):  # below FP16's normal range: the per-tensor scale keeps them
         payload = codec.pack(server.layout, gradients(value), server.layout.empty())
-        server.handle(exchange.wire.Message(exchange.wire.Kind.PUSH, worker, count=1, payload=payload))
+        server.handle(exchange.wire.Message(exchange.wire.MessageKind.PUSH, worker, count=1, payload=payload))
     [(_, reply), _] = outbox.take()
     weights = codec.unpack(server.layout, reply.payload)
     assert torch.allclose(weights[0], torch.full((2, 2), 1.0 - LEARNING_RATE * 2e-5), rtol=2.0 ** -11, atol=0)
@@ -89,7 +90,7 @@ def test_bsp_averages_the_round_and_releases_everyone_with_the_same_weights():
     assert [destination for destination, _ in replies] == [1, 2]
     expected = 1.0 - LEARNING_RATE * 2.0  # the mean gradient is 2
     for _, reply in replies:
-        assert reply.kind == exchange.wire.Kind.REPLY and reply.clock == 1 and reply.version == 1
+        assert reply.kind == exchange.wire.MessageKind.REPLY and reply.clock == 1 and reply.version == 1
         assert torch.allclose(weights_of(server, reply)[0], torch.full((2, 2), expected))
     assert replies[0][1].payload is replies[1][1].payload  # one copy of the weights for everyone
     assert metrics[keys.SERVER_AGGREGATION] > 0 and metrics[keys.SERVER_QUEUE_DEPTH] == 0.0
@@ -115,8 +116,8 @@ def test_a_held_ok_reports_how_long_the_gate_held_it():
 def test_dssp_records_the_threshold_it_granted():
     gate = paradigms.DSSP(2, lower=0, upper=3)
     server, outbox = make_server(gate)
-    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 1, count=0, received_at=0.0))
-    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, received_at=0.0))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.PULL, 1, count=0, received_at=0.0))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.PULL, 2, count=0, received_at=0.0))
     push(server, 2, 1, gradients(1.0), at=3.0)  # the slow worker: one interval of 3 s
     metrics = push(server, 1, 1, gradients(1.0), at=1.0)  # 0 ahead: OK, no controller
     assert keys.SERVER_THRESHOLD not in metrics
@@ -134,7 +135,7 @@ def test_a_dssp_follower_holds_a_worker_past_s_lower_until_owner_0s_grant_is_rel
     server, outbox = make_server(paradigms.DSSPFollower(2, lower=0, upper=3))
     push(server, 1, 1, gradients(1.0))
     assert outbox.take() == [], "worker 1 is one ahead of worker 2, past s_L = 0: only a grant lets it go"
-    server.handle(exchange.wire.Message(exchange.wire.Kind.GRANT, 1, count=1, grant=2))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.GRANT, 1, count=1, grant=2))
     (destination, reply), = outbox.take()
     assert destination == 1 and reply.clock == 0 and reply.grant == 2
     push(server, 1, 2, gradients(1.0))  # the second push of the grant: unchecked
@@ -147,14 +148,14 @@ def test_a_dssp_follower_holds_a_worker_past_s_lower_until_owner_0s_grant_is_rel
 def test_a_grant_relayed_to_a_gate_that_never_grants_is_a_protocol_error():
     server, _ = make_server(paradigms.SSP(2, staleness=1))
     with pytest.raises(paradigms.ProtocolError, match="only DSSP grants"):
-        server.handle(exchange.wire.Message(exchange.wire.Kind.GRANT, 1, count=1, grant=2))
+        server.handle(exchange.wire.Message(exchange.wire.MessageKind.GRANT, 1, count=1, grant=2))
 
 
 def test_owner_0s_dssp_reply_carries_the_grant_its_controller_made():
     gate = paradigms.DSSP(2, lower=0, upper=3)
     server, outbox = make_server(gate)
-    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 1, count=0, received_at=0.0))
-    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, received_at=0.0))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.PULL, 1, count=0, received_at=0.0))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.PULL, 2, count=0, received_at=0.0))
     outbox.take()
     push(server, 2, 1, gradients(1.0), at=3.0)  # the slow worker: one interval of 3 s
     push(server, 1, 1, gradients(1.0), at=1.0)
@@ -168,9 +169,9 @@ def test_owner_0s_dssp_reply_carries_the_grant_its_controller_made():
 
 def test_the_initial_pulls_are_answered_together_once_every_worker_asked_so_all_start_at_once():
     server, outbox = make_server(paradigms.ASP(2))
-    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 2, count=0, clock=0, received_at=1.0))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.PULL, 2, count=0, clock=0, received_at=1.0))
     assert outbox.take() == []  # worker 1 is still starting: worker 2 would run ahead of it under ASP
-    server.handle(exchange.wire.Message(exchange.wire.Kind.PULL, 1, count=0, clock=0, received_at=3.0))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.PULL, 1, count=0, clock=0, received_at=3.0))
     replies = outbox.take()
     assert [destination for destination, _ in replies] == [2, 1]
     assert all(torch.equal(weights_of(server, reply)[0], torch.ones(2, 2)) for _, reply in replies)
@@ -185,11 +186,12 @@ def test_pushes_must_arrive_in_order():
 
 def test_done_is_acknowledged_and_the_server_finishes_when_every_worker_is_done():
     server, outbox = make_server(paradigms.ASP(2))
-    server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 1))
-    assert [(d, m.kind) for d, m in outbox.take()] == [(1, exchange.wire.Kind.BYE)]
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.DONE, 1))
+    assert [(d, m.kind) for d, m in outbox.take()] == [(1, exchange.wire.MessageKind.BYE)]
     assert not server.finished
-    server.handle(exchange.wire.Message(exchange.wire.Kind.LOST, 1, reason="gone after done"))  # normal: it finished
-    server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 2))
+    # normal: it finished
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.LOST, 1, reason="gone after done"))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.DONE, 2))
     assert server.finished
 
 
@@ -197,7 +199,7 @@ def test_a_stop_reaches_every_worker_in_its_next_answer_without_holding_anyone()
     server, outbox = make_server(paradigms.ASP(2))
     push(server, 2, 1, gradients(1.0))
     assert [reply.stop for _, reply in outbox.take()] == [False]
-    server.handle(exchange.wire.Message(exchange.wire.Kind.STOP, 1, count=1))  # worker 1 reached the target
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.STOP, 1, count=1))  # worker 1 reached the target
     push(server, 2, 2, gradients(1.0))
     assert [(d, reply.stop) for d, reply in outbox.take()] == [(2, True)]  # answered at once, told to stop
 
@@ -209,10 +211,10 @@ def test_bsp_completes_the_round_without_a_worker_that_stopped_and_averages_the_
     outbox.take()
     push(server, 2, 2, gradients(4.0))  # worker 1 stopped after 1 iteration: worker 2 is held for its push
     assert outbox.take() == []
-    server.handle(exchange.wire.Message(exchange.wire.Kind.STOP, 1, count=1))
-    metrics = server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 1, count=1))
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.STOP, 1, count=1))
+    metrics = server.handle(exchange.wire.Message(exchange.wire.MessageKind.DONE, 1, count=1))
     sent = outbox.take()
-    assert [(d, m.kind) for d, m in sent] == [(1, exchange.wire.Kind.BYE), (2, exchange.wire.Kind.REPLY)]
+    assert [(d, m.kind) for d, m in sent] == [(1, exchange.wire.MessageKind.BYE), (2, exchange.wire.MessageKind.REPLY)]
     reply = sent[1][1]
     assert reply.stop and reply.version == 2 and reply.clock == 2  # the round of worker 2 alone, applied
     expected = 1.0 - LEARNING_RATE * 1.0 - LEARNING_RATE * 4.0  # round 1's mean 1, then worker 2's 4 alone
@@ -227,20 +229,21 @@ def test_ssp_frees_a_worker_held_for_one_that_stopped():
     outbox.take()
     push(server, 2, 2, gradients(1.0))  # one ahead of worker 1: held
     assert outbox.take() == []
-    server.handle(exchange.wire.Message(exchange.wire.Kind.DONE, 1, count=1))
-    assert [(d, m.kind) for d, m in outbox.take()] == [(1, exchange.wire.Kind.BYE), (2, exchange.wire.Kind.REPLY)]
+    server.handle(exchange.wire.Message(exchange.wire.MessageKind.DONE, 1, count=1))
+    assert [(d, m.kind) for d, m in outbox.take()] == [(1, exchange.wire.MessageKind.BYE),
+                                                       (2, exchange.wire.MessageKind.REPLY)]
 
 
 def test_losing_a_worker_that_has_not_finished_fails_the_server_naming_it():
     server, _ = make_server(paradigms.BSP(2))
     with pytest.raises(exchange.server.ServerError, match="lost worker rank 2 before it finished: socket closed"):
-        server.handle(exchange.wire.Message(exchange.wire.Kind.LOST, 2, reason="socket closed"))
+        server.handle(exchange.wire.Message(exchange.wire.MessageKind.LOST, 2, reason="socket closed"))
 
 
 def test_silence_names_the_workers_that_owe_a_message_not_those_held():
     server, _ = make_server(paradigms.BSP(2))
     push(server, 1, 1, gradients(1.0))  # worker 1 is held for worker 2
-    inbox = exchange.link.Delivery(nic.Nic(None))
+    inbox = exchange.link.Delivery(nic.EmulatedNic(None))
     with pytest.raises(exchange.server.ServerError, match=r"waiting on worker rank\(s\) 2,"):
         exchange.server.run(server, inbox, timeout_seconds=0.05, record=lambda step, metrics: None)
 
@@ -327,8 +330,8 @@ def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_with
 
 def test_a_frame_carries_every_header_field_exactly_and_its_payload_in_a_larger_receive_buffer():
     payload = torch.arange(24, dtype=torch.uint8)
-    message = exchange.wire.Message(exchange.wire.Kind.REPLY, 5, count=2**40 + 1, clock=17, held=0.125, version=99,
-                              grant=12, stop=True, sent_at=1_790_000_000.123456, lead=0.0075, payload=payload)
+    message = exchange.wire.Message(exchange.wire.MessageKind.REPLY, 5, count=2**40 + 1, clock=17, held=0.125,
+                                    version=99, grant=12, stop=True, sent_at=1_790_000_000.123456, lead=0.0075, payload=payload)
     frame = exchange.wire.encode(message)
     assert frame.numel() == message.wire_bytes == exchange.wire.HEADER_BYTES + 24
     received = exchange.wire.empty_frame(1000)  # a receiver's buffer for the largest frame it can get
@@ -336,21 +339,21 @@ def test_a_frame_carries_every_header_field_exactly_and_its_payload_in_a_larger_
     received[frame.numel():] = 255  # whatever the buffer held past the frame must not be read
     decoded = exchange.wire.decode(received)
     assert (decoded.kind, decoded.sender, decoded.count, decoded.clock, decoded.held, decoded.version, decoded.grant,
-            decoded.stop, decoded.sent_at, decoded.lead) == (exchange.wire.Kind.REPLY, 5, 2**40 + 1, 17, 0.125, 99, 12,
-                                                             True, 1_790_000_000.123456, 0.0075)
+            decoded.stop, decoded.sent_at, decoded.lead) == (exchange.wire.MessageKind.REPLY, 5, 2**40 + 1, 17, 0.125,
+                                                             99, 12, True, 1_790_000_000.123456, 0.0075)
     assert torch.equal(decoded.payload, payload)
     payload.fill_(7)  # the sender reuses its buffer while the frame is in flight: the frame has its own copy
     assert torch.equal(exchange.wire.decode(frame).payload, torch.arange(24, dtype=torch.uint8))
 
 
 def test_a_message_without_payload_is_a_header_alone():
-    frame = exchange.wire.encode(exchange.wire.Message(exchange.wire.Kind.DONE, 3, count=40))
+    frame = exchange.wire.encode(exchange.wire.Message(exchange.wire.MessageKind.DONE, 3, count=40))
     decoded = exchange.wire.decode(exchange.wire.empty_frame(0).copy_(frame))
     assert frame.numel() == exchange.wire.HEADER_BYTES and decoded.payload is None and decoded.count == 40
 
 
 def test_a_frame_larger_than_the_receive_buffer_is_refused():
-    frame = exchange.wire.encode(exchange.wire.Message(exchange.wire.Kind.PUSH, 1, payload=torch.zeros(64, dtype=torch.uint8)))
+    frame = exchange.wire.encode(exchange.wire.Message(exchange.wire.MessageKind.PUSH, 1, payload=torch.zeros(64, dtype=torch.uint8)))
     with pytest.raises(ValueError, match="in a buffer of"):
         exchange.wire.decode(frame[:exchange.wire.HEADER_BYTES + 8])
 
@@ -359,14 +362,14 @@ def test_a_frame_larger_than_the_receive_buffer_is_refused():
 # The emulated receiving NIC, and each reader's delivery
 
 
-def shaped_nic() -> nic.Nic:
-    return nic.Nic(8_000_000)  # 1 MB/s: 20 kB take 20 ms
+def shaped_nic() -> nic.EmulatedNic:
+    return nic.EmulatedNic(8_000_000)  # 1 MB/s: 20 kB take 20 ms
 
 
 def arrive(delivery: exchange.link.Delivery, sender: int, sent_at: float, seen: float, lead: float = 0.0,
            nbytes: int = 20_000) -> exchange.wire.Message:
     """A frame from `sender` as a receiver thread hands it on: its turn reserved on the card, put for its reader."""
-    message = exchange.wire.Message(exchange.wire.Kind.PUSH, sender, count=1)
+    message = exchange.wire.Message(exchange.wire.MessageKind.PUSH, sender, count=1)
     delivery.put(message, exchange.link.receiving_turn(delivery.nic, nbytes, sent_at, seen, lead))
     return message
 
@@ -430,12 +433,12 @@ def test_a_message_of_this_rank_is_read_at_once_not_behind_a_frame_still_crossin
     delivery = exchange.link.Delivery(shaped_nic())
     began = time.perf_counter()
     crossing = arrive(delivery, 1, time.time(), began)  # in 20 ms
-    own = exchange.wire.Message(exchange.wire.Kind.PUSH, 0, count=1)
+    own = exchange.wire.Message(exchange.wire.MessageKind.PUSH, 0, count=1)
     delivery.put(own)
-    delivery.put(exchange.wire.Message(exchange.wire.Kind.LOST, 1, reason="socket closed"))
+    delivery.put(exchange.wire.Message(exchange.wire.MessageKind.LOST, 1, reason="socket closed"))
     assert delivery.get(5) is own and own.received_at - began < 0.015
     assert delivery.get(5) is crossing and crossing.received_at - began >= 0.019
-    assert delivery.get(5).kind == exchange.wire.Kind.LOST
+    assert delivery.get(5).kind == exchange.wire.MessageKind.LOST
 
 
 def test_a_sender_clock_ahead_of_ours_never_shortens_the_transfer():
@@ -448,7 +451,7 @@ def test_a_sender_clock_ahead_of_ours_never_shortens_the_transfer():
 
 
 def test_an_unshaped_ingress_never_waits():
-    delivery = exchange.link.Delivery(nic.Nic(None))
+    delivery = exchange.link.Delivery(nic.EmulatedNic(None))
     started = time.perf_counter()
     arrive(delivery, 1, time.time(), started, nbytes=10**9)  # 1 GB: shaped at any real NIC's rate this would take seconds
     assert delivery.get(5).received_at - started < 1.0  # room for a loaded machine's scheduling, none for a wait

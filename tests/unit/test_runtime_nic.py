@@ -27,7 +27,7 @@ def later() -> float:
 
 
 def test_a_side_carries_one_transfer_after_another_each_from_when_it_may_start():
-    card, t = nic.Nic(MEGABYTE_PER_SECOND), later()
+    card, t = nic.EmulatedNic(MEGABYTE_PER_SECOND), later()
     assert card.seconds(1_000_000) == pytest.approx(1.0)
     assert card.send(1_000_000, t) == t
     assert card.send(500_000, t) == pytest.approx(t + 1.0)  # queued behind the first
@@ -35,14 +35,14 @@ def test_a_side_carries_one_transfer_after_another_each_from_when_it_may_start()
 
 
 def test_sending_and_receiving_do_not_wait_for_each_other():
-    card, t = nic.Nic(MEGABYTE_PER_SECOND), later()
+    card, t = nic.EmulatedNic(MEGABYTE_PER_SECOND), later()
     card.send(1_000_000, t)
     turn = card.receive(1_000_000, t)
     assert turn is not None and card.remaining(turn, t) == pytest.approx(1.0)  # not 2: full duplex
 
 
 def test_received_messages_take_the_receiving_side_in_the_order_their_sending_turns_began():
-    card, t = nic.Nic(MEGABYTE_PER_SECOND), later()
+    card, t = nic.EmulatedNic(MEGABYTE_PER_SECOND), later()
     seen_first = card.receive(1_000_000, t + 0.5)
     seen_second = card.receive(1_000_000, t)  # began earlier, seen later: goes first
     assert seen_first is not None and seen_second is not None
@@ -51,7 +51,7 @@ def test_received_messages_take_the_receiving_side_in_the_order_their_sending_tu
 
 
 def test_an_allreduce_step_holds_both_sides_and_waits_for_both_to_be_free():
-    card, t = nic.Nic(MEGABYTE_PER_SECOND), later()
+    card, t = nic.EmulatedNic(MEGABYTE_PER_SECOND), later()
     incoming = card.receive(1_000_000, t)
     assert card.exchange(1_000_000, t) == pytest.approx(t + 2.0)  # behind what is being received
     assert card.send(1_000, t) == pytest.approx(t + 2.0)  # and it held the sending side
@@ -61,44 +61,44 @@ def test_an_allreduce_step_holds_both_sides_and_waits_for_both_to_be_free():
 
 def test_a_ring_of_buckets_is_carried_first_in_first_out_from_each_launch():
     # What the ring's buckets get: each from its launch or when the previous one ends, whichever is later.
-    card, t = nic.Nic(MEGABYTE_PER_SECOND), later()
+    card, t = nic.EmulatedNic(MEGABYTE_PER_SECOND), later()
     ends = [card.exchange(100_000, t + launched) for launched in (0.0, 0.05, 0.5)]
     assert ends == pytest.approx([t + 0.1, t + 0.2, t + 0.6])
 
 
 def test_pacing_sleeps_until_the_reservation_ends_and_not_past_a_reservation_already_over():
-    card = nic.Nic(MEGABYTE_PER_SECOND)
+    card = nic.EmulatedNic(MEGABYTE_PER_SECOND)
     end = card.exchange(50_000, time.perf_counter())  # 50 ms
     assert card.pace(end) > 0 and time.perf_counter() >= end
     assert card.pace(time.perf_counter() - 1.0) == 0.0
 
 
 def test_a_card_without_a_cap_is_free_and_never_waits():
-    card = nic.Nic(None)
+    card = nic.EmulatedNic(None)
     now = time.perf_counter()
     assert not card.active and card.seconds(10**9) == 0.0
     assert card.send(10**9, now) == now and card.exchange(10**9, now) == now
     assert card.receive(10**9, now) is None
     assert card.pace(now + 1000.0) == 0.0
     with pytest.raises(ValueError, match="must be positive"):
-        nic.Nic(0)
+        nic.EmulatedNic(0)
 
 
 def test_a_pods_ranks_share_one_card_through_its_file_across_processes(tmp_path):
     shared, t = tmp_path / "card", later()
     other = subprocess.run(
         [sys.executable, "-c", "import sys; from ringleader.runtime import nic; "
-         "card = nic.Nic(8_000_000, sys.argv[1]); print(card.send(1_000_000, float(sys.argv[2])))", str(shared), repr(t)],
+         "card = nic.EmulatedNic(8_000_000, sys.argv[1]); print(card.send(1_000_000, float(sys.argv[2])))", str(shared), repr(t)],
         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
     assert float(other.stdout) == t  # the other rank's message took the sending side first
-    card = nic.Nic(MEGABYTE_PER_SECOND, shared)
+    card = nic.EmulatedNic(MEGABYTE_PER_SECOND, shared)
     assert card.send(500_000, t) == pytest.approx(t + 1.0)  # this one queues behind it, on the pod's one card
     card.close()
     assert not shared.exists()
 
 
 def test_a_step_the_pods_ranks_take_together_is_reserved_once_by_the_first_to_ask(tmp_path):
-    first, second, t = nic.Nic(MEGABYTE_PER_SECOND, tmp_path / "card"), nic.Nic(MEGABYTE_PER_SECOND, tmp_path / "card"), later()
+    first, second, t = nic.EmulatedNic(MEGABYTE_PER_SECOND, tmp_path / "card"), nic.EmulatedNic(MEGABYTE_PER_SECOND, tmp_path / "card"), later()
     assert first.exchange(1_000_000, t, key=1) == pytest.approx(t + 1.0)
     assert second.exchange(1_000_000, t + 0.5, key=1) == pytest.approx(t + 1.0)  # the same step: its end, not another
     assert second.exchange(1_000_000, t, key=2) == pytest.approx(t + 2.0)  # the next step, behind it

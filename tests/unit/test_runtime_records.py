@@ -117,11 +117,11 @@ def test_summary_trace_and_layers_are_whole_json_files(tmp_path):
 
 
 def test_settings_have_safe_defaults_and_reject_nonsense():
-    assert settings.Settings.from_environ({}) == settings.Settings()
-    custom = settings.Settings.from_environ({settings.TIMEOUT_SECONDS: "7.5", settings.BUCKET_BYTES: "1024"})
+    assert settings.RankSettings.from_environ({}) == settings.RankSettings()
+    custom = settings.RankSettings.from_environ({settings.TIMEOUT_SECONDS: "7.5", settings.BUCKET_BYTES: "1024"})
     assert custom.timeout_seconds == 7.5 and custom.bucket_bytes == 1024
-    assert settings.Settings.from_environ(custom.to_environ()) == custom
+    assert settings.RankSettings.from_environ(custom.to_environ()) == custom
     with pytest.raises(ValueError, match="RINGLEADER_BUCKET_BYTES='lots' must be a number"):
-        settings.Settings.from_environ({settings.BUCKET_BYTES: "lots"})
+        settings.RankSettings.from_environ({settings.BUCKET_BYTES: "lots"})
     with pytest.raises(ValueError, match="must be greater than 0"):
-        settings.Settings.from_environ({settings.TIMEOUT_SECONDS: "0"})
+        settings.RankSettings.from_environ({settings.TIMEOUT_SECONDS: "0"})

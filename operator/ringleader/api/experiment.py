@@ -96,7 +96,7 @@ def problems_of(error: pydantic.ValidationError, hidden: Sequence[tuple[tuple, s
 
 
 def _broken_rule(location: tuple, message: str) -> Problem:
-    path = ".".join(loading.shorten(str(part), 60) for part in location)
+    path = ".".join(loading.shorten_end(str(part), 60) for part in location)
     # A rule's message names its fields itself ("`sync.maxStaleness` is required when ..."): not the path again.
     return Problem(path, message, line=message if "`" in message else f"{path}: {message}")
 
@@ -108,7 +108,7 @@ def _problem(item: pydantic_core.ErrorDetails) -> Problem:
     key = location[-1:] == ("[key]",)  # a map's key in error: the map is named, the key quoted
     if key:
         location = location[:-2]
-    path = ".".join(loading.shorten(str(part), 60) for part in location)
+    path = ".".join(loading.shorten_end(str(part), 60) for part in location)
     message = re.sub(r"^(Input|String|List|Dictionary|Object) should", "must", item["msg"].replace("Value error, ", ""))
     if item["type"] == "string_pattern_mismatch":
         pattern = item.get("ctx", {}).get("pattern", "")
@@ -127,8 +127,8 @@ def _problem(item: pydantic_core.ErrorDetails) -> Problem:
     got = item.get("input")
     shown = item["type"] not in ("extra_forbidden", "missing") and not isinstance(got, dict)
     if key:
-        return Problem(path, f"key {loading.shorten(repr(got), 80)} {message}")
-    detail = f" (got {loading.shorten(repr(got), 80)})" if shown else ""
+        return Problem(path, f"key {loading.shorten_end(repr(got), 80)} {message}")
+    detail = f" (got {loading.shorten_end(repr(got), 80)})" if shown else ""
     if item["type"] in ("enum", "literal_error"):  # a misspelt value: the allowed one it is closest to
         detail += problems.suggestion(got, re.findall(r"'([^']*)'", str(item.get("ctx", {}).get("expected", ""))))
     elif item["type"] == "string_pattern_mismatch" and item.get("ctx", {}).get("pattern") == spec_.MODEL_PATTERN:

@@ -40,7 +40,7 @@ class LoadError(ValueError):
 
     def __init__(self, source: str, problem: str, excerpt: str = ""):
         self.source = source
-        self.problem = shorten(problem)
+        self.problem = shorten_end(problem)
         self.excerpt = excerpt
         super().__init__(f"{source}: {self.problem}")
 
@@ -49,7 +49,7 @@ class LoadError(ValueError):
         return f"{self}\n{self.excerpt}" if self.excerpt else str(self)
 
 
-def shorten(text: str, limit: int = SHOWN) -> str:
+def shorten_end(text: str, limit: int = SHOWN) -> str:
     """`text` on one line, cut to `limit` characters with a marker saying so."""
     text = " ".join(text.split())
     if len(text) <= limit:
@@ -100,7 +100,7 @@ class Lines:
             if isinstance(node, yaml.MappingNode):
                 for key, value in node.value:
                     if isinstance(key, yaml.ScalarNode):
-                        found.setdefault(shorten(str(key.value), 60), (key.start_mark.line + 1, value))
+                        found.setdefault(shorten_end(str(key.value), 60), (key.start_mark.line + 1, value))
             elif isinstance(node, yaml.SequenceNode):
                 for index, item in enumerate(node.value):
                     found[str(index)] = (item.start_mark.line + 1, item)
@@ -108,8 +108,8 @@ class Lines:
         return found
 
     def of(self, field: str | None) -> int | None:
-        """The line of `field` (a dotted path as problems name fields, each part cut as `shorten(part, 60)` cuts it; a
-        key may hold dots itself), or of the deepest object on its path the file has: a missing field is reported
+        """The line of `field` (a dotted path as problems name fields, each part cut as `shorten_end(part, 60)` cuts
+        it; a key may hold dots itself), or of the deepest object on its path the file has: a missing field is reported
         where its object is."""
         node, rest, line = self._root, field or "", None
         while rest:
@@ -247,7 +247,7 @@ class _BoundedComposer(yaml.composer.Composer):
             node = self.anchors.get(event.anchor)
             if node is not None:
                 if not hasattr(node, "height"):
-                    raise _Refused(f"alias *{shorten(str(event.anchor), 40)} inside the node it names", event,
+                    raise _Refused(f"alias *{shorten_end(str(event.anchor), 40)} inside the node it names", event,
                                   "a structure without end, which JSON cannot hold; copy the values instead")
                 self._enter(node.height, event)
                 self._count(node.size, event)
@@ -304,7 +304,7 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
             except TypeError:
                 continue  # unhashable: the constructor below says so
             if earlier is not key_node:
-                raise _Refused(f"duplicate key {shorten(repr(key), 60)}", key_node,
+                raise _Refused(f"duplicate key {shorten_end(repr(key), 60)}", key_node,
                               f"also at line {earlier.start_mark.line + 1}; the API server refuses repeated keys: keep one")
         return super().construct_mapping(node, deep)
 

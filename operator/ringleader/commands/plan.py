@@ -120,7 +120,7 @@ def _usage(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _said(plans: list[at_scale.Planned], model: profiles.ModelProfile, measured: network.Network,
+def _said(plans: list[at_scale.Planned], model: profiles.ModelProfile, measured: network.MeasuredNetwork,
           cluster: at_scale.Cluster) -> str:
     size = model.profile.total_bytes
     lines = [f"profile: {model.source}",

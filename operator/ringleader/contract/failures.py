@@ -31,7 +31,7 @@ MESSAGE_CHARACTERS = 1024
 ELLIPSIS = "…"
 
 
-def shorten(text: str | None, limit: int = MESSAGE_CHARACTERS) -> str:
+def shorten_middle(text: str | None, limit: int = MESSAGE_CHARACTERS) -> str:
     """`text` on one line, cut in the middle when longer than `limit`: its start names what failed, its end
     often what to do about it ("...; install it in the image or put it on PYTHONPATH")."""
     text = " ".join((text or "").split())

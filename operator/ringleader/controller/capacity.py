@@ -45,7 +45,7 @@ class Room:
     taints: tuple[Mapping[str, Any], ...] = ()
 
 
-class Kind(str, enum.Enum):
+class CapacityKind(str, enum.Enum):
     ADMIT = "Admit"
     """Every pod has a place now: create them."""
     WAIT = "Wait"
@@ -55,8 +55,8 @@ class Kind(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
-    kind: Kind
+class CapacityVerdict:
+    kind: CapacityKind
     message: str = ""
     placed: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Pod name -> the node it was fitted on (ADMIT only)."""
@@ -208,22 +208,23 @@ def largest(demand: Demand, found: Iterable[Room]) -> str | None:
     return f"the largest node, {room.node}, has {describe(room.allocatable, [resource])} allocatable"
 
 
-def judge(demands: tuple[Demand, ...], found: tuple[Room, ...]) -> Verdict:
+def judge(demands: tuple[Demand, ...], found: tuple[Room, ...]) -> CapacityVerdict:
     """Whether the trial's pods may be created now (ADMIT), must wait for capacity (WAIT), or can never be held
     (NEVER). No node known (a cluster whose nodes report nothing): ADMIT, the scheduler decides as before. A pod
     no known node may take (by selector or taints) is left to the scheduler too: it waits for such a node."""
     if not found or not demands:
-        return Verdict(Kind.ADMIT)
+        return CapacityVerdict(CapacityKind.ADMIT)
     for demand in demands:
         allowed = [room for room in found if may_hold(room, demand)]
         if allowed and all(_short(demand.requests, room.allocatable) for room in allowed):
-            return Verdict(Kind.NEVER, f"pod {demand.pod} requests {describe(demand.requests, _resources(demand))}, "
-                                       f"more than any node has: {largest(demand, allowed)}", pod=demand.pod)
+            return CapacityVerdict(CapacityKind.NEVER,
+                                   f"pod {demand.pod} requests {describe(demand.requests, _resources(demand))}, "
+                                   f"more than any node has: {largest(demand, allowed)}", pod=demand.pod)
     judged = [d for d in demands if any(may_hold(room, d) for room in found)]
     placed = fit(judged, found)
     if placed is not None:
-        return Verdict(Kind.ADMIT, placed=placed)
-    return Verdict(Kind.WAIT, f"needs {_needs(demands)}; free: {_free(found, demands)}")
+        return CapacityVerdict(CapacityKind.ADMIT, placed=placed)
+    return CapacityVerdict(CapacityKind.WAIT, f"needs {_needs(demands)}; free: {_free(found, demands)}")
 
 
 def _needs(demands: tuple[Demand, ...]) -> str:
@@ -266,14 +267,15 @@ class Capacity:
     ahead: str | None = None
     """A trial created earlier that waits for capacity: later trials queue behind it, in creation order."""
 
-    def take(self, trial: str) -> tuple[Verdict | None, Capacity]:
+    def take(self, trial: str) -> tuple[CapacityVerdict | None, Capacity]:
         """The trial's verdict (None: not judged here), and what is left for the next trial."""
         if not self.admit or trial not in self.demands:
             return None, self
         demands = self.demands[trial]
         verdict = judge(demands, self.rooms)
-        if verdict.kind == Kind.ADMIT and self.ahead is not None:
-            verdict = Verdict(Kind.WAIT, f"queued behind trial {self.ahead}, created earlier and waiting for capacity")
-        if verdict.kind == Kind.WAIT:
+        if verdict.kind == CapacityKind.ADMIT and self.ahead is not None:
+            verdict = CapacityVerdict(CapacityKind.WAIT,
+                                      f"queued behind trial {self.ahead}, created earlier and waiting for capacity")
+        if verdict.kind == CapacityKind.WAIT:
             return verdict, dataclasses.replace(self, ahead=self.ahead or trial)
         return verdict, dataclasses.replace(self, rooms=taken(self.rooms, demands, verdict.placed))

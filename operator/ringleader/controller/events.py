@@ -71,7 +71,8 @@ def log_line(old: ExperimentStatus, new: ExperimentStatus) -> str | None:
     if old.phase == new.phase:
         return None
     condition = conditions.find(new.conditions, _WHY[new.phase]) if new.phase in _WHY else None
-    why = f" ({condition.reason}: {failures.shorten(condition.message, LOG_MESSAGE_CHARACTERS)})" if condition else ""
+    shown = failures.shorten_middle(condition.message, LOG_MESSAGE_CHARACTERS) if condition else ""
+    why = f" ({condition.reason}: {shown})" if condition else ""
     return f"{old.phase.value} -> {new.phase.value}{why}"
 
 

@@ -1,6 +1,6 @@
 """What a failing reconcile tells the experiment's users: a Warning Event and the ReconcileFailed condition; used by `reconciler`.
 
-Pure: `reconciler` hands over the work queue's `Failure` and posts what comes back. The operator log
+Pure: `reconciler` hands over the work queue's `PassFailure` and posts what comes back. The operator log
 alone is no place for an error: nobody reading `kubectl describe dte` would learn that the operator
 lacks a verb, or that it stopped looking at the experiment for good.
 """
@@ -37,7 +37,7 @@ def needs_a_person(error: BaseException) -> bool:
     return isinstance(error, (kopf.PermanentError, kube.Forbidden))
 
 
-def notice(failure: workqueue.Failure) -> Notice | None:
+def notice(failure: workqueue.PassFailure) -> Notice | None:
     """The Event and condition a failure deserves, or None for a single blip (an API server restarting) that the
     next attempt will most likely get past: errors are news when a person must act or when they repeat."""
     error = failure.error

@@ -21,7 +21,7 @@ def _trial_of(obj: dict[str, Any]) -> str:
     return pods.labels(obj).get(constants.LABEL_TRIAL, "")
 
 
-async def observe(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any], old: ExperimentStatus,
+async def observe(kube_: kube.Kube, polls: polling.PollSchedule, body: dict[str, Any], old: ExperimentStatus,
                   expansion: Expansion, *, queue_name: str | None,
                   at: datetime.datetime) -> tuple[plan.Observation, dict[str, dict[str, Any]]]:
     """The observation `plan.decide` takes, and the experiment's Workloads by trial name (for acting on them)."""

@@ -95,7 +95,7 @@ def decide(experiment, expansion: Expansion, old: ExperimentStatus, seen: Observ
     statuses = _initial_trials(expansion, old)
     steps: dict[int, trials.Step] = {}
 
-    def run(position: int, may_start: bool = False, verdict: capacity.Verdict | None = None) -> None:
+    def run(position: int, may_start: bool = False, verdict: capacity.CapacityVerdict | None = None) -> None:
         status = statuses[position]
         ctx = trials.Context(now=seen.now, run_policy=spec.run_policy, expected=seen.expected.get(status.name, ()),
                              suspended=suspended, may_start=may_start, queue_name=spec.scheduling.queue_name,

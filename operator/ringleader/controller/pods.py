@@ -114,7 +114,7 @@ def on_lost_node(pod: Pod) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class Failure:
+class PodFailure:
     """Why one pod failed, in the words `kubectl describe pod` would use."""
 
     pod: str
@@ -138,7 +138,7 @@ class Failure:
         return text
 
 
-def failure_of(pod: Pod) -> Failure | None:
+def failure_of(pod: Pod) -> PodFailure | None:
     """The failure of a pod (phase Failed, or a container that exited non-zero), or None if it has not failed.
 
     A pod-level reason (Evicted, DeadlineExceeded, NodeLost) names the cause better than the exit code of a
@@ -158,17 +158,17 @@ def failure_of(pod: Pod) -> Failure | None:
             container_name, terminated = failed_containers[0]
             detail = f"{detail}; " if detail else ""
             detail += f"container {container_name} exited with code {terminated.get('exitCode')}"
-        return Failure(pod=name(pod), rank=rank(pod), reason=pod_reason or "Failed",
-                       message=failures.shorten(detail) or None,
-                       finished_at=_finished_at(failed_containers) or status.get("startTime") or "")
+        return PodFailure(pod=name(pod), rank=rank(pod), reason=pod_reason or "Failed",
+                          message=failures.shorten_middle(detail) or None,
+                          finished_at=_finished_at(failed_containers) or status.get("startTime") or "")
     container_name, terminated = failed_containers[0]
     message = terminated.get("message")
     # A pod of several ranks fails naming the one that died first (runtime/agent.py): blame weighs that rank.
     named = failures.rank_of([message or ""])
-    return Failure(
+    return PodFailure(
         pod=name(pod), rank=named if named is not None and named in ranks(pod) else rank(pod), container=container_name,
         exit_code=terminated.get("exitCode"),
-        reason=terminated.get("reason"), message=failures.shorten(message) or None,
+        reason=terminated.get("reason"), message=failures.shorten_middle(message) or None,
         finished_at=terminated.get("finishedAt") or "",
     )
 
@@ -177,7 +177,7 @@ def _finished_at(failed_containers: list[tuple[str | None, dict[str, Any]]]) -> 
     return min((t.get("finishedAt") or "" for _, t in failed_containers), default="")
 
 
-def exit_of(failure: Failure) -> failures.Exit:
+def exit_of(failure: PodFailure) -> failures.Exit:
     """A pod's failure as failures.blame() weighs it: a signal, an OOM kill or an eviction came from outside."""
     killed_by_signal = failure.exit_code is not None and failure.exit_code >= 128
     external = killed_by_signal or failure.container is None or failure.reason not in (None, "Error")
@@ -264,12 +264,12 @@ def waiting_reason(pod: Pod) -> str:
         condition = _condition(pod, "PodScheduled")
         if condition and condition.get("reason") == "Unschedulable":
             message = condition.get("message")
-            return f"unschedulable ({failures.shorten(message)})" if message else "unschedulable"
+            return f"unschedulable ({failures.shorten_middle(message)})" if message else "unschedulable"
         return "not scheduled yet"
     for container in _containers(pod):
         waiting = (container.get("state") or {}).get("waiting")
         if waiting and waiting.get("reason"):
-            detail = failures.shorten(waiting.get("message"))
+            detail = failures.shorten_middle(waiting.get("message"))
             return f"{waiting['reason']} ({detail})" if detail else waiting["reason"]
     return phase(pod)
 

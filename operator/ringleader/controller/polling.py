@@ -33,7 +33,7 @@ class _Trial:
     """When the trial was first looked at (running): its start-up window counts from there."""
 
 
-class Schedule:
+class PollSchedule:
     """Per experiment and trial: the progress lines last read, when to read again, failures in a row."""
 
     def __init__(self, interval: float, max_interval: float, start_interval: float | None = None,

@@ -56,7 +56,7 @@ def lines(log_text: str) -> tuple[progress_line.Line, ...]:
     return tuple(progress_line.lines(log_text))
 
 
-async def read(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any], old: ExperimentStatus,
+async def read(kube_: kube.Kube, polls: polling.PollSchedule, body: dict[str, Any], old: ExperimentStatus,
                reporters: dict[str, dict[str, Any] | None]) -> dict[str, tuple[progress_line.Line, ...]]:
     """Each running trial's progress lines: its reporting pod's log, read when due (`polls`), else the last read."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
@@ -68,7 +68,7 @@ async def read(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any], 
     return polls.known(key)
 
 
-async def _read_trial(kube_: kube.Kube, polls: polling.Schedule, body: dict[str, Any], trial: str,
+async def _read_trial(kube_: kube.Kube, polls: polling.PollSchedule, body: dict[str, Any], trial: str,
                       pod: dict[str, Any] | None, clock: float) -> None:
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     if pod is None:

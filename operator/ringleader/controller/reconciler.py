@@ -83,10 +83,10 @@ class Controller:
         # Memory that only saves work; losing it on restart repeats idempotent calls, nothing more.
         self._bodies: dict[Key, dict[str, Any]] = {}
         """Each experiment's identity and conditions (`_slim`), for telling the outcome of its last pass."""
-        self.polls = polling.Schedule(settings.timing.progress_poll_seconds,
-                                      settings.timing.max_progress_backoff_seconds,
-                                      settings.timing.progress_start_poll_seconds,
-                                      settings.timing.progress_start_window_seconds)
+        self.polls = polling.PollSchedule(settings.timing.progress_poll_seconds,
+                                          settings.timing.max_progress_backoff_seconds,
+                                          settings.timing.progress_start_poll_seconds,
+                                          settings.timing.progress_start_window_seconds)
         self._running: dict[Key, _Running] = {}
         self._news: set[Key] = set()
         """Experiments with an event since their last full pass."""
@@ -156,8 +156,8 @@ class Controller:
             expansion = api.expand(experiment)
         except api.SpecError as error:
             return await self._refuse(body, old, (reasons.INVALID_SPEC, "; ".join(error.problems)), seen_at)
-        refused = refusals.refusal(experiment, expansion, self.settings.pods,
-                                   self.runs.recorder.refusal(experiment.spec.tracking.uri))
+        refused = refusals.refusal_condition(experiment, expansion, self.settings.pods,
+                                             self.runs.recorder.refusal(experiment.spec.tracking.uri))
         if refused is not None:
             return await self._refuse(body, old, refused, seen_at)
         seen, workloads = await observation.observe(self.kube, self.polls, body, old, expansion, at=seen_at,
@@ -293,7 +293,7 @@ class Controller:
 
     # -- errors, where users look --------------------------------------------------------------
 
-    async def _failed(self, key: Key, failure: workqueue.Failure) -> None:
+    async def _failed(self, key: Key, failure: workqueue.PassFailure) -> None:
         """A failed pass: a Warning Event and the ReconcileFailed condition, with the count and the next attempt."""
         body = self._bodies.get(key)
         notice = notices.notice(failure)

@@ -9,8 +9,8 @@ from ringleader.controller import reasons
 from ringleader.controller.settings import PodSettings
 
 
-def refusal(experiment, expansion: Expansion, pods: PodSettings,
-            tracking_refusal: str | None) -> tuple[str, str] | None:
+def refusal_condition(experiment, expansion: Expansion, pods: PodSettings,
+                      tracking_refusal: str | None) -> tuple[str, str] | None:
     """(reason, message) of the first refusal, or None when the experiment may run. `tracking_refusal` is the
     recorder's word on the experiment's `tracking.uri`."""
     if not pods.pod_groups and any(t.spec.scheduling.gang != Gang.OPERATOR for t in expansion.trials):

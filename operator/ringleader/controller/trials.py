@@ -62,7 +62,7 @@ class Context:
     placement: Placement = Placement()
     """The trial's `scheduling.placement`: a pod its Required terms keep unscheduled waits, then fails, in its name."""
     records: pending_records.Records = pending_records.Records()  # what its ranks say of records MLflow lacks
-    capacity: capacity_.Verdict | None = None  # whether its pods fit the free capacity together; None: not judged
+    capacity: capacity_.CapacityVerdict | None = None  # whether its pods fit the free capacity together; None: unjudged
     rooms: tuple[capacity_.Room, ...] = ()  # the nodes as last read (if at all): named when a request fits no node
     capacity_retry_seconds: float = DEFAULT_CAPACITY_RETRY_SECONDS
 
@@ -214,11 +214,11 @@ def _start(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         return Step(_with(trial, reason=reasons.WAITING_FOR_OLD_PODS, message=message),
                     delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
     verdict = ctx.capacity
-    if verdict is not None and verdict.kind == capacity_.Kind.NEVER:
+    if verdict is not None and verdict.kind == capacity_.CapacityKind.NEVER:
         role = next((e.role for e in ctx.expected if e.name == verdict.pod), constants.ROLE_WORKER)
         cause = f"{verdict.message}: lower {pods_.resources_field(role)}.resources, or add a larger node"
         return _finish(trial, pods, ctx, Phase.FAILED, reasons.REQUEST_FITS_NO_NODE, cause)
-    if verdict is not None and verdict.kind == capacity_.Kind.WAIT:
+    if verdict is not None and verdict.kind == capacity_.CapacityKind.WAIT:
         # No pod is created before all fit: none of them holds a node while a peer waits for one.
         message = f"waiting for free capacity for all {_pods_phrase(ctx.expected)}: {verdict.message}"
         return Step(_with(trial, reason=reasons.WAITING_FOR_CAPACITY, message=message),
@@ -378,7 +378,7 @@ def _not_starting(trial: TrialStatus, pods: list[pods_.Pod], waiting: list[pods_
     return _finish(trial, pods, ctx, Phase.FAILED, reason, message, stop_running=True)
 
 
-def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod], failed: dict[int, pods_.Failure],
+def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod], failed: dict[int, pods_.PodFailure],
            ctx: Context) -> Step:
     """Fail or restart a trial, naming the pod that caused it; first a short grace while only echoes have ended."""
     exits = [pods_.exit_of(f) for f in failed.values()]

@@ -27,7 +27,7 @@ Work = Callable[[Hashable], Awaitable[float | None]]
 
 
 @dataclasses.dataclass(frozen=True)
-class Failure:
+class PassFailure:
     """One failed pass: the error, the failures in a row (this one included), and when the next pass is."""
 
     error: BaseException
@@ -36,7 +36,7 @@ class Failure:
     """Seconds until the next attempt; None: none until the next trigger (a permanent error, or given up)."""
 
 
-OnFailure = Callable[[Hashable, Failure], Awaitable[None]]
+OnFailure = Callable[[Hashable, PassFailure], Awaitable[None]]
 OnSuccess = Callable[[Hashable], Awaitable[None]]
 
 
@@ -134,7 +134,7 @@ class WorkQueue:
             raise
         except Exception as error:  # noqa: BLE001 -- classified in _retry_in: bounded, never retried forever
             entry.errors += 1
-            failure = Failure(error, entry.errors, self._retry_in(key, entry, error))
+            failure = PassFailure(error, entry.errors, self._retry_in(key, entry, error))
             await self._tell(self._on_failure, key, failure)
             return failure.retry_in
         entry.errors = 0

@@ -27,7 +27,7 @@ from ringleader.contract import lowrank
 
 
 @dataclasses.dataclass(frozen=True)
-class Round:
+class RoundFractions:
     """One collective per bucket: its payload and the arithmetic it adds, as fractions of the bucket's bytes."""
 
     payload: float
@@ -52,7 +52,7 @@ class Round:
 class Wire:
     """A compression as the model prices it: the rounds of every bucket, and the codec's seconds per iteration."""
 
-    rounds: tuple[Round, ...]
+    rounds: tuple[RoundFractions, ...]
     codec_seconds: float = 0.0
     label: str = ""
     """label names it in tables and figures (a method, or '' for a ratio the sweep asks for)."""
@@ -63,7 +63,7 @@ class Wire:
         """c: what an uncompressed allreduce sends among `workers` (at least 2) over what these rounds send."""
         workers = max(workers, 2)
         sent = sum(r.wire_bytes(1.0, workers) for r in self.rounds)
-        return Round(1.0).wire_bytes(1.0, workers) / sent if sent else math.inf
+        return RoundFractions(1.0).wire_bytes(1.0, workers) / sent if sent else math.inf
 
 
 def uniform(compression: float, codec_seconds: float = 0.0) -> Wire:
@@ -71,14 +71,14 @@ def uniform(compression: float, codec_seconds: float = 0.0) -> Wire:
     values are added uncompressed); the codec's seconds only when c > 1."""
     if not compression > 0:
         raise ValueError(f"compression must be greater than 0, got {compression}")
-    return Wire((Round(1.0 / compression, added=1.0),), codec_seconds if compression > 1 else 0.0)
+    return Wire((RoundFractions(1.0 / compression, added=1.0),), codec_seconds if compression > 1 else 0.0)
 
 
-def _power_sgd(profile: Profile, compression: spec.Compression) -> tuple[Round, ...]:
+def _power_sgd(profile: Profile, compression: spec.Compression) -> tuple[RoundFractions, ...]:
     """First round: tensors sent whole and the P factors; second: the Q factors; element counts over the profile's."""
     shapes = [g.shape for g in profile.gradients if g.shape is not None]
     if not shapes or len(shapes) < len(profile.gradients):  # no gradient, or one of unknown shape
-        return Round(0.5), Round(0.5)
+        return RoundFractions(0.5), RoundFractions(0.5)
     first = second = total = 0
     for shape in shapes:
         numel = math.prod(shape)
@@ -90,17 +90,17 @@ def _power_sgd(profile: Profile, compression: spec.Compression) -> tuple[Round, 
             n, m, r = factored
             first, second = first + n * r, second + m * r
     if not total:
-        return (Round(1.0),)
-    return (Round(first / total),) + ((Round(second / total),) if second else ())
+        return (RoundFractions(1.0),)
+    return (RoundFractions(first / total),) + ((RoundFractions(second / total),) if second else ())
 
 
-ROUNDS: dict[variants.CompressionMethod, Callable[[Profile, spec.Compression], tuple[Round, ...]]] = {
-    variants.CompressionMethod.NONE: lambda _, __: (Round(1.0),),
-    variants.CompressionMethod.FP16: lambda _, __: (Round(0.5),),
-    variants.CompressionMethod.BF16: lambda _, __: (Round(0.5),),
+ROUNDS: dict[variants.CompressionMethod, Callable[[Profile, spec.Compression], tuple[RoundFractions, ...]]] = {
+    variants.CompressionMethod.NONE: lambda _, __: (RoundFractions(1.0),),
+    variants.CompressionMethod.FP16: lambda _, __: (RoundFractions(0.5),),
+    variants.CompressionMethod.BF16: lambda _, __: (RoundFractions(0.5),),
     variants.CompressionMethod.POWER_SGD: _power_sgd,
     # values (float32) and their int32 indices: twice the bytes of the values
-    variants.CompressionMethod.TOP_K: lambda _, c: (Round(2.0 * c.ratio, gather=True),),
+    variants.CompressionMethod.TOP_K: lambda _, c: (RoundFractions(2.0 * c.ratio, gather=True),),
 }
 """ROUNDS: per method, the rounds it sends for a bucket, each payload a fraction of the bucket's (float32) bytes."""
 

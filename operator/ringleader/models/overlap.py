@@ -25,7 +25,9 @@ from ringleader.contract import environment as contract
 
 
 @dataclasses.dataclass(frozen=True)
-class Bucket:
+class ReplayBucket:
+    """A bucket as the replay sends it: its bytes, when it may go, and how many gradients it holds."""
+
     size_bytes: float
     ready_seconds: float
     """ready_seconds is when the bucket's last gradient was ready: it may be sent from then on."""
@@ -35,7 +37,7 @@ class Bucket:
 class Bucketing(Protocol):
     """A rule that groups a profile's gradients into buckets, in the order they are sent."""
 
-    def buckets(self, profile: Profile) -> list[Bucket]: ...
+    def buckets(self, profile: Profile) -> list[ReplayBucket]: ...
 
     def describe(self) -> str: ...
 
@@ -49,7 +51,7 @@ class RuntimeBuckets:
     recorded: tuple[float, ...] = ()
     """recorded are the sizes a ring trial recorded for its buckets, in launch order: they close as those did."""
 
-    def buckets(self, profile: Profile) -> list[Bucket]:
+    def buckets(self, profile: Profile) -> list[ReplayBucket]:
         backward = list(reversed(profile.gradients))
         groups = buckets_.group([g.size_bytes for g in backward], self.bucket_bytes, self.first_bucket_bytes,
                                 recorded=self.recorded)
@@ -57,7 +59,7 @@ class RuntimeBuckets:
         for members in groups:
             # launched in order: a bucket complete early still waits for its predecessors
             ready = max([ready] + [backward[i].ready_seconds for i in members])
-            found.append(Bucket(sum(backward[i].size_bytes for i in members), ready, len(members)))
+            found.append(ReplayBucket(sum(backward[i].size_bytes for i in members), ready, len(members)))
         return found
 
     def describe(self) -> str:
@@ -78,14 +80,14 @@ class FusionWindow:
     """cap_bytes is the fusion threshold (Horovod's default, 64 MiB): a bucket never grows past it (a bigger
     gradient goes alone)."""
 
-    def buckets(self, profile: Profile) -> list[Bucket]:
-        buckets: list[Bucket] = []
+    def buckets(self, profile: Profile) -> list[ReplayBucket]:
+        buckets: list[ReplayBucket] = []
         opened = size = last = 0.0
         count = 0
         for gradient in profile.in_ready_order():
             if count and (gradient.ready_seconds - opened >= self.window_seconds
                           or size + gradient.size_bytes > self.cap_bytes):
-                buckets.append(Bucket(size, last, count))
+                buckets.append(ReplayBucket(size, last, count))
                 count, size = 0, 0.0
             if not count:
                 opened = gradient.ready_seconds
@@ -93,7 +95,7 @@ class FusionWindow:
             size += gradient.size_bytes
             last = gradient.ready_seconds
         if count:
-            buckets.append(Bucket(size, last, count))
+            buckets.append(ReplayBucket(size, last, count))
         return buckets
 
     def describe(self) -> str:
@@ -105,7 +107,7 @@ class FusionWindow:
 class Replay:
     """Backward replayed with its buckets sent on one channel; seconds from the start of backward."""
 
-    buckets: tuple[Bucket, ...]
+    buckets: tuple[ReplayBucket, ...]
     starts: tuple[float, ...]
     ends: tuple[float, ...]
     backward_seconds: float

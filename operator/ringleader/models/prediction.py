@@ -57,7 +57,7 @@ class ArchitectureEstimate:
     band: validation.Band | None
     note: str
     """note says why there is no band, or where the band does not quite apply; empty otherwise."""
-    resources: resources.Resources | None = None
+    resources: resources.ExchangeResources | None = None
     """resources are the exchange's host and wire terms (resources.py), shown apart; None where not priced."""
 
     @property
@@ -91,7 +91,7 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
     return found
 
 
-def two_resources(inputs: Inputs, architecture: Architecture, servers: int) -> resources.Resources:
+def two_resources(inputs: Inputs, architecture: Architecture, servers: int) -> resources.ExchangeResources:
     """The exchange's host and wire terms at the trial's placement (pricing.price), on the NIC's rate or else the
     probed link's."""
     bits = inputs.where.nic_bits_per_second or inputs.calibration.link.effective_bits_per_second

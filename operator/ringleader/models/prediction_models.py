@@ -82,15 +82,15 @@ def paced_compute(inputs: Inputs, replay: overlap.Replay, measured: Callable[[fl
     return inputs.compute.paced_seconds(replay.exposed_seconds, last) - replay.exposed_seconds
 
 
-def _round_seconds(inputs: Inputs, size_bytes: float, round_: collectives.Round) -> float:
+def _round_seconds(inputs: Inputs, size_bytes: float, round_: collectives.RoundFractions) -> float:
     """One round of a bucket: the probed allreduce of its payload (a gather's: of the payload an allreduce sends as
     many bytes for, N/2 times it)."""
     payload = round_.payload * size_bytes
     return inputs.calibration.allreduce_seconds(payload * inputs.workers / 2 if round_.gather else payload)
 
 
-def _rounds(inputs: Inputs) -> tuple[collectives.Round, ...]:
-    return inputs.wire.rounds if inputs.wire else (collectives.Round(1.0),)
+def _rounds(inputs: Inputs) -> tuple[collectives.RoundFractions, ...]:
+    return inputs.wire.rounds if inputs.wire else (collectives.RoundFractions(1.0),)
 
 
 def ring_replay(inputs: Inputs) -> overlap.Replay:
@@ -134,11 +134,11 @@ def hierarchical_seconds(inputs: Inputs, size_bytes: float) -> float:
     return max(measured, 2.0 * (count - 1) / count * cost_models.BITS_PER_BYTE * size_bytes / cap)
 
 
-def _hierarchical_rounds(inputs: Inputs) -> tuple[collectives.Round, ...]:
+def _hierarchical_rounds(inputs: Inputs) -> tuple[collectives.RoundFractions, ...]:
     """The trial's rounds where the hierarchical ring takes its method (api/variants.py CODECS), else one whole."""
     wire = inputs.wire
     takes = wire is None or wire.method is None or variants.takes(Architecture.HIERARCHICAL_RING_ALL_REDUCE, wire.method)
-    return _rounds(inputs) if takes else (collectives.Round(1.0),)
+    return _rounds(inputs) if takes else (collectives.RoundFractions(1.0),)
 
 
 def hierarchical_replay(inputs: Inputs) -> overlap.Replay:

@@ -12,7 +12,7 @@ from ringleader.models.architectures import ARCHITECTURE_MODELS
 
 
 def price(architecture: Architecture, servers: int, workers: int, model_bytes: float, where: resources.Where,
-          bits_per_second: float, host: resources.HostCost | None, pod_ranks: int = 1) -> resources.Resources:
+          bits_per_second: float, host: resources.HostCost | None, pod_ranks: int = 1) -> resources.ExchangeResources:
     """`architecture`'s exchange of `model_bytes` among `servers` servers (0: none) and `workers` workers placed as
     `where` says, `pod_ranks` to a pod (the two-level architectures' first level), on NICs of `bits_per_second`, each
     rank's CPU at its quota."""
@@ -21,4 +21,5 @@ def price(architecture: Architecture, servers: int, workers: int, model_bytes: f
     per_phase = resources.wire_bytes(phases, nodes)
     host_seconds = None if host is None else max(
         (host.seconds(moved, cpus[rank]) for rank, moved in resources.rank_bytes(phases).items()), default=0.0)
-    return resources.Resources(host_seconds, 8.0 * sum(per_phase) / bits_per_second, sum(per_phase), bits_per_second)
+    return resources.ExchangeResources(host_seconds, 8.0 * sum(per_phase) / bits_per_second, sum(per_phase),
+                                       bits_per_second)

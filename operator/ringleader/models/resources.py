@@ -80,7 +80,7 @@ def host_cost(records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]]) -> Hos
 
 
 @dataclasses.dataclass(frozen=True)
-class Resources:
+class ExchangeResources:
     """One architecture's exchange on the two resources (seconds per iteration)."""
 
     host_seconds: float | None

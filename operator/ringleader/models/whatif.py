@@ -82,7 +82,7 @@ class WhatIf:
     """label names the compression method, '' for a ratio."""
 
     @property
-    def buckets(self) -> tuple[overlap.Bucket, ...]:
+    def buckets(self) -> tuple[overlap.ReplayBucket, ...]:
         return self.replay.buckets
 
     @property
@@ -99,7 +99,7 @@ class WhatIf:
 # The model
 
 
-def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, round_: collectives.Round,
+def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, round_: collectives.RoundFractions,
                   add: AddCost = no_add, floor: cost_models.CommCost | None = None,
                   pods: cost_models.Pods | None = None) -> float:
     """One round of a bucket of `size_bytes`: 8*(its wire bytes)/bw, or `floor` (a + b*payload, a measured
@@ -139,7 +139,7 @@ def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second:
     chosen = compression if isinstance(compression, collectives.Wire) else collectives.uniform(compression)
     first, *later = chosen.rounds
 
-    def seconds(size: float, round_: collectives.Round) -> float:
+    def seconds(size: float, round_: collectives.RoundFractions) -> float:
         return round_seconds(size, workers, bandwidth_bits_per_second, round_, add, floor, pods)
 
     replay = overlap.replay(profile, bucketing, lambda size: seconds(size, first))

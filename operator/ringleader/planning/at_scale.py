@@ -121,11 +121,11 @@ class _Case:
     bucket is sent in (one allreduce of all of it uncompressed; a compression's, models/collectives.py)."""
 
     model: profiles.ModelProfile
-    network: network_.Network
+    network: network_.MeasuredNetwork
     workers: int
     k: int
     bucket_bytes: float
-    rounds: tuple[collectives.Round, ...] = (collectives.Round(1.0),)
+    rounds: tuple[collectives.RoundFractions, ...] = (collectives.RoundFractions(1.0),)
 
     @property
     def message_bytes(self) -> float:
@@ -136,7 +136,7 @@ class _Case:
     def inside(self) -> network_.Level:
         return self.network.inside_or_across
 
-    def bucketed(self, seconds: Callable[[float, collectives.Round], float]) -> float:
+    def bucketed(self, seconds: Callable[[float, collectives.RoundFractions], float]) -> float:
         """The buckets' first round sent as backward makes them ready, what is left of it when backward ends, and the
         later rounds of every bucket after it (they wait for every bucket's first: runtime/ring.py)."""
         first, *later = self.rounds
@@ -166,7 +166,7 @@ def _ring(case: _Case) -> _Priced:
     gathered round (TopK) is N-1 steps, each one rank's payload."""
     level = case.network.across if case.workers > case.k else case.inside
 
-    def seconds(size: float, round_: collectives.Round) -> float:
+    def seconds(size: float, round_: collectives.RoundFractions) -> float:
         payload = round_.payload * size
         if round_.gather:
             return (case.workers - 1) * level.message_seconds(payload)
@@ -181,12 +181,12 @@ def _hierarchical_ring(case: _Case) -> _Priced:
     bytes of the whole bucket through it."""
     nodes = case.workers // case.k
 
-    def seconds(size: float, round_: collectives.Round) -> float:
+    def seconds(size: float, round_: collectives.RoundFractions) -> float:
         payload = round_.payload * size
         return case.inside.allreduce_seconds(payload, case.k) + case.network.across.allreduce_seconds(payload, nodes)
 
     exposed = case.bucketed(seconds)
-    whole, one = case.model.profile.total_bytes, collectives.Round(1.0)
+    whole, one = case.model.profile.total_bytes, collectives.RoundFractions(1.0)
     return _Priced(exposed, exposed * case.inside.allreduce_seconds(whole, case.k) / (seconds(whole, one) or 1.0))
 
 
@@ -199,7 +199,7 @@ def _pod_aggregation(case: _Case, servers: int) -> _Priced:
     return _Priced(total, around)
 
 
-def _bound(compute: float, priced: _Priced, network: network_.Network, message_bytes: float) -> str:
+def _bound(compute: float, priced: _Priced, network: network_.MeasuredNetwork, message_bytes: float) -> str:
     if priced.seconds < COMPUTE_BOUND_SHARE * (compute + priced.seconds):
         return "compute"
     if network.inside is not None and priced.inside_seconds > priced.seconds - priced.inside_seconds:
@@ -228,11 +228,11 @@ def _architectures(cluster: Cluster) -> list[tuple[Architecture, int]]:
             for s in (servers if traits.has_servers else [1])]
 
 
-def plan(model: profiles.ModelProfile, network: network_.Network, cluster: Cluster) -> list[Planned]:
+def plan(model: profiles.ModelProfile, network: network_.MeasuredNetwork, cluster: Cluster) -> list[Planned]:
     """Every architecture at every worker count of `cluster`, uncompressed, then with each of its compressions where
     the architecture takes the method (labelled "ring+FP16")."""
     found = []
-    wires = [(None, (collectives.Round(1.0),))] + [
+    wires = [(None, (collectives.RoundFractions(1.0),))] + [
         (c.method.value, collectives.ROUNDS[c.method](model.profile, c)) for c in cluster.compressions]
     for method, rounds in wires:
         for workers in sorted(set(cluster.workers)):
@@ -306,7 +306,7 @@ def _held_back(planned: Planned) -> str:
     return f"communication {100 * planned.comm_seconds / planned.iteration_seconds:.0f} % of it, {planned.bound}-bound"
 
 
-def document(plans: Sequence[Planned], model: profiles.ModelProfile, network: network_.Network,
+def document(plans: Sequence[Planned], model: profiles.ModelProfile, network: network_.MeasuredNetwork,
              cluster: Cluster) -> dict[str, Any]:
     """The plan as JSON: what it was planned from, and per architecture and worker count the prediction, in seconds."""
     return {

@@ -3,7 +3,7 @@
 `read(path)` takes a network description (YAML: each level names the tool outputs that measured it, or gives a
 latency and a bandwidth), or one tool's output directly (nccl-tests, OSU, a trial's summary.json or its directory),
 which is then the one level, across nodes. The format is told by the content, never the name. Whatever a file holds,
-the result is a Network or one NetworkError line naming the file, the line and the fix: nothing is half read.
+the result is a MeasuredNetwork or one NetworkError line naming the file, the line and the fix: nothing is half read.
 docs/plan.md, "The network", says what is accepted and refused; planning/network_model.py what the curves cost.
 """
 
@@ -18,16 +18,16 @@ import stat
 from typing import Any
 
 from ringleader.api import loading, reading
-from ringleader.api.loading import shorten
+from ringleader.api.loading import shorten_end
 from ringleader.contract import layout
 from ringleader.planning import network_formats as formats
 from ringleader.planning import network_nccl, network_osu, network_probe
 from ringleader.planning.network_formats import Reading
 from ringleader.planning.network_model import (ACROSS_NODES, ALLREDUCE, INSIDE_NODE, POINT_TO_POINT, Curve, Level,
-                                               Network, NetworkError, Segment)
+                                               MeasuredNetwork, NetworkError, Segment)
 
-__all__ = ["ACROSS_NODES", "ALLREDUCE", "INSIDE_NODE", "POINT_TO_POINT", "Curve", "Level", "Network", "NetworkError",
-           "Segment", "read"]
+__all__ = ["ACROSS_NODES", "ALLREDUCE", "INSIDE_NODE", "POINT_TO_POINT", "Curve", "Level", "MeasuredNetwork",
+           "NetworkError", "Segment", "read"]
 
 MAX_BYTES = 4 * 2**20
 """MAX_BYTES: the largest file read; a benchmark's output is a few kilobytes, a trial's summary.json tens."""
@@ -62,13 +62,13 @@ class _File:
     kind: str
 
 
-def read(path: str | pathlib.Path) -> Network:
-    """The Network `path` describes, or NetworkError (one line: 'FILE:LINE: what; the fix')."""
+def read(path: str | pathlib.Path) -> MeasuredNetwork:
+    """The MeasuredNetwork `path` describes, or NetworkError (one line: 'FILE:LINE: what; the fix')."""
     shown = str(path)
     found = _open(pathlib.Path(path), shown)
     if found.kind == _OTHER:
         return _description(found)
-    return Network(_level(ACROSS_NODES, _readings(found, None, None), None, shown, None), None, shown)
+    return MeasuredNetwork(_level(ACROSS_NODES, _readings(found, None, None), None, shown, None), None, shown)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ def _readings(found: _File, tool: str | None, ranks: int | None) -> list[Reading
     if found.kind == _PROBE:
         if tool is not None:
             raise NetworkError(found.shown, f"is a trial's summary (JSON), but the description's tool is "
-                                            f"{shorten(tool, 40)}: leave tool: out for a summary.json")
+                                            f"{shorten_end(tool, 40)}: leave tool: out for a summary.json")
         return network_probe.read(found.text, found.shown, name)
     raise NetworkError(found.shown, f"is not a format ringleader reads: name {_FORMATS}")
 
@@ -172,7 +172,7 @@ def _with_latency(streamed: Curve, one_way: Curve) -> Curve:
 # The description
 
 
-def _description(found: _File) -> Network:
+def _description(found: _File) -> MeasuredNetwork:
     shown = found.shown
     if len(found.text.encode()) > MAX_DESCRIPTION_BYTES:
         raise NetworkError(shown, f"is larger than {MAX_DESCRIPTION_BYTES // 2**10} KiB, and not {_FORMATS}: a "
@@ -192,14 +192,14 @@ def _description(found: _File) -> Network:
         raise NetworkError(shown, f"is not a format ringleader reads: name {_FORMATS}")
     for key in document:
         if key not in LEVEL_KEYS:
-            raise NetworkError(shown, f"unknown key {shorten(str(key), 40)!r}: a description's keys are "
-                                      f"{', '.join(LEVEL_KEYS)}", lines.of(shorten(str(key), 60)))
+            raise NetworkError(shown, f"unknown key {shorten_end(str(key), 40)!r}: a description's keys are "
+                                      f"{', '.join(LEVEL_KEYS)}", lines.of(shorten_end(str(key), 60)))
     if ACROSS_KEY not in document:
         raise NetworkError(shown, f"no {ACROSS_KEY}: every network has a level across nodes (insideNode is the "
                                   "optional one)", lines.of(INSIDE_KEY))
     across = _described_level(found, ACROSS_KEY, document[ACROSS_KEY], lines)
     inside = _described_level(found, INSIDE_KEY, document[INSIDE_KEY], lines) if INSIDE_KEY in document else None
-    return Network(across, inside, shown)
+    return MeasuredNetwork(across, inside, shown)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,8 +269,9 @@ def _described_level(found: _File, key: str, value: Any, lines: loading.Lines) -
     level = _Described(found, key, value, lines)
     for field in value:
         if field not in FIELDS:
-            raise level.refused(f"unknown key {shorten(str(field), 40)!r} in {key}: its keys are {', '.join(FIELDS)}",
-                                shorten(str(field), 60))
+            raise level.refused(f"unknown key {shorten_end(str(field), 40)!r} in {key}: "
+                                f"its keys are {', '.join(FIELDS)}",
+                                shorten_end(str(field), 60))
     rate = level.number("lineRateGbitPerSecond", MAX_GBIT_PER_SECOND)
     line_rate = None if rate is None else 1e9 * rate
     given = [field for field in GIVEN if field in value]
@@ -299,12 +300,12 @@ def _named_readings(found: _File, named: str, line: int | None, tool: str | None
     path = found.path.parent / named if relative else pathlib.Path(named)
     shown = os.path.join(os.path.dirname(found.shown), named) if relative else named
     if not os.path.lexists(path):
-        raise NetworkError(found.shown, f"names {shorten(named, 80)}, but there is no such file "
-                                        f"({shorten(str(path), 120)}): paths are relative to the description", line)
+        raise NetworkError(found.shown, f"names {shorten_end(named, 80)}, but there is no such file "
+                                        f"({shorten_end(str(path), 120)}): paths are relative to the description", line)
     try:
         target = _open(path, shown)
         if target.kind == _OTHER and _DESCRIPTION.search(target.text):
-            raise NetworkError(found.shown, f"names {shorten(named, 80)}, a network description itself: a "
+            raise NetworkError(found.shown, f"names {shorten_end(named, 80)}, a network description itself: a "
                                             "description names benchmark outputs, not other descriptions", line)
         return _readings(target, tool, ranks)
     except NetworkError as error:
@@ -329,4 +330,4 @@ def _kind_of(value: Any) -> str:
     """A value as a refusal shows it: short, and never the repr of a nested structure."""
     if value is None or value == {} or value == []:
         return "empty"
-    return shorten(repr(value), 40) if isinstance(value, (str, int, float)) else type(value).__name__
+    return shorten_end(repr(value), 40) if isinstance(value, (str, int, float)) else type(value).__name__

@@ -15,7 +15,7 @@ import math
 import re
 import statistics
 
-from ringleader.api.loading import shorten
+from ringleader.api.loading import shorten_end
 from ringleader.planning.network_model import Curve, NetworkError
 
 MAX_DATA_LINES = 10_000
@@ -69,17 +69,17 @@ def lines_of(text: str) -> list[tuple[int, str]]:
 
 def parse_number(token: str, what: str, shown: str, line: int) -> float:
     if len(token) > 40 or not _NUMBER.fullmatch(token):
-        raise NetworkError(shown, f"{what} {shorten(token, 40)!r} is not a number: a data line holds numbers "
+        raise NetworkError(shown, f"{what} {shorten_end(token, 40)!r} is not a number: a data line holds numbers "
                                   "(NaN, inf and units have no place in it)", line)
     value = float(token)
     if not math.isfinite(value):
-        raise NetworkError(shown, f"{what} {shorten(token, 40)} is not finite", line)
+        raise NetworkError(shown, f"{what} {shorten_end(token, 40)} is not finite", line)
     return value
 
 
 def parse_size(token: str, shown: str, line: int) -> int:
     if len(token) > 20 or not _INTEGER.fullmatch(token):
-        raise NetworkError(shown, f"size {shorten(token, 40)!r} is not a whole number of bytes", line)
+        raise NetworkError(shown, f"size {shorten_end(token, 40)!r} is not a whole number of bytes", line)
     size = int(token)
     if size < 0:
         raise NetworkError(shown, f"size {size} is negative: a message has 0 bytes or more", line)

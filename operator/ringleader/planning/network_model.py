@@ -17,7 +17,7 @@ import dataclasses
 import math
 
 from ringleader.models import cost_models
-from ringleader.api.loading import shorten
+from ringleader.api.loading import shorten_end
 
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "point-to-point"
@@ -41,7 +41,7 @@ class NetworkError(ValueError):
     def __init__(self, source: str, problem: str, line: int | None = None):
         self.source = source
         self.line = line
-        self.problem = shorten(problem, SHOWN)
+        self.problem = shorten_end(problem, SHOWN)
         super().__init__(f"{source}:{line}: {self.problem}" if line else f"{source}: {self.problem}")
 
     def named_at(self, where: str) -> NetworkError:
@@ -268,7 +268,7 @@ def _nearest(segments: tuple[Segment, ...], size_bytes: float) -> Segment:
 
 
 @dataclasses.dataclass(frozen=True)
-class Network:
+class MeasuredNetwork:
     """A cluster's links as its benchmarks measured them: across nodes, and inside a node where given."""
 
     across: Level

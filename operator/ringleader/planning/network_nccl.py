@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ringleader.api.loading import shorten
+from ringleader.api.loading import shorten_end
 from ringleader.planning import network_formats as formats
 from ringleader.planning.network_model import ALLREDUCE, POINT_TO_POINT, NetworkError
 
@@ -25,7 +25,7 @@ def is_nccl(text: str) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Columns:
+class _NcclColumns:
     count: int
     size: int
     time: int
@@ -36,15 +36,16 @@ class _Columns:
     wrong: int | None
 
 
-def _columns(body: str, shown: str, line: int) -> _Columns:
+def _columns(body: str, shown: str, line: int) -> _NcclColumns:
     names = body.lstrip("#").lower().split()
     missing = [name for name in ("size", "time", "algbw", "busbw") if name not in names]
     if missing:
         raise NetworkError(shown, f"the column header has no {', '.join(missing)} column: not the header nccl-tests "
                                   "prints (size count type redop root time algbw busbw #wrong ...)", line)
-    return _Columns(len(names), names.index("size"), names.index("time"), names.index("algbw"), names.index("busbw"),
-                    tuple(names.index(n) for n in ("type", "redop", "root") if n in names),
-                    names.index("#wrong") if "#wrong" in names else None)
+    return _NcclColumns(len(names), names.index("size"), names.index("time"), names.index("algbw"),
+                        names.index("busbw"),
+                        tuple(names.index(n) for n in ("type", "redop", "root") if n in names),
+                        names.index("#wrong") if "#wrong" in names else None)
 
 
 def _units(body: str, header: str, shown: str, line: int, header_line: int) -> None:
@@ -60,13 +61,13 @@ def _units(body: str, header: str, shown: str, line: int, header_line: int) -> N
                                   f"header (line {header_line}) that carry one: keep nccl-tests' header lines", line)
     for name, unit in zip(carrying, units):
         if unit != _UNITS[name]:
-            raise NetworkError(shown, f"the {name} column is in {shorten(unit, 20)}, not nccl-tests' "
+            raise NetworkError(shown, f"the {name} column is in {shorten_end(unit, 20)}, not nccl-tests' "
                                       f"{_UNITS[name]}: ringleader reads the output as nccl-tests prints it", line)
 
 
 @dataclasses.dataclass
 class _Run:
-    columns: _Columns
+    columns: _NcclColumns
     kind: tuple[str, ...] | None = None
     previous: int | None = None
 
@@ -77,7 +78,8 @@ def read(text: str, shown: str, name: str, tool: str | None = None,
     '# nccl-tests: NAME' or '# Collective test starting: NAME' line names, else `tool`, else all_reduce_perf (said in
     the source); the ranks are its '# Rank' lines, else `ranks`."""
     if tool is not None and tool not in formats.NCCL_TOOLS:
-        raise NetworkError(shown, f"this is nccl-tests output, but the description's tool is {shorten(tool, 40)!r}: "
+        raise NetworkError(shown, "this is nccl-tests output, but the description's tool is "
+                                  f"{shorten_end(tool, 40)!r}: "
                                   f"name one of {', '.join(formats.NCCL_TOOLS)} there, or the right file")
     named: tuple[str, int] | None = None
     hosts: dict[int, str] = {}
@@ -93,7 +95,7 @@ def read(text: str, shown: str, name: str, tool: str | None = None,
         if body.startswith("#"):
             if found := _NAMED.match(body):
                 if named is not None and named[0] != found.group(1):
-                    raise NetworkError(shown, f"names the test {shorten(found.group(1), 40)}, but line {named[1]} "
+                    raise NetworkError(shown, f"names the test {shorten_end(found.group(1), 40)}, but line {named[1]} "
                                               f"named {named[0]}: one test per file", number)
                 named = (found.group(1), number)
             elif found := _RANK.match(body):
@@ -160,8 +162,8 @@ def _row(body: str, run: _Run, shown: str, line: int) -> tuple[formats.Row, floa
     algbw = formats.parse_number(tokens[columns.algbw], "algbw", shown, line)
     busbw = formats.parse_number(tokens[columns.busbw], "busbw", shown, line)
     if columns.wrong is not None and tokens[columns.wrong] not in ("0", "N/A"):
-        raise NetworkError(shown, f"#wrong is {shorten(tokens[columns.wrong], 20)}: the out-of-place results failed "
-                                  "nccl-tests' validation; rerun on a healthy network", line)
+        raise NetworkError(shown, f"#wrong is {shorten_end(tokens[columns.wrong], 20)}: the out-of-place results "
+                                  "failed nccl-tests' validation; rerun on a healthy network", line)
     kind = tuple(tokens[i] for i in columns.kind)
     if run.kind is not None and kind != run.kind:
         raise NetworkError(shown, f"type, redop and root are {' '.join(kind)}, the lines above {' '.join(run.kind)}: "
@@ -178,11 +180,11 @@ def _row(body: str, run: _Run, shown: str, line: int) -> tuple[formats.Row, floa
 def _test(named: tuple[str, int] | None, tool: str | None, shown: str) -> tuple[str, bool]:
     """The test the file holds, and whether it was taken as all_reduce_perf for want of a name."""
     if named is not None and tool is not None and named[0] != tool:
-        raise NetworkError(shown, f"names the test {shorten(named[0], 40)}, but the description's tool is {tool}: "
+        raise NetworkError(shown, f"names the test {shorten_end(named[0], 40)}, but the description's tool is {tool}: "
                                   "make them agree", named[1])
     test = named[0] if named is not None else tool
     if test is not None and test not in formats.NCCL_TOOLS:
-        raise NetworkError(shown, f"nccl-tests {shorten(test, 40)} is {formats.NOT_SUPPORTED}",
+        raise NetworkError(shown, f"nccl-tests {shorten_end(test, 40)} is {formats.NOT_SUPPORTED}",
                            named[1] if named else None)
     return test or formats.NCCL_ALLREDUCE, test is None
 

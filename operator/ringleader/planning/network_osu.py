@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ringleader.api.loading import shorten
+from ringleader.api.loading import shorten_end
 from ringleader.planning import network_formats as formats
 from ringleader.planning.network_model import ALLREDUCE, POINT_TO_POINT, NetworkError
 
@@ -90,9 +90,9 @@ def _title(found: re.Match[str], title: tuple[str, str, int] | None, tool: str |
     test = _TESTS.get(what.lower())
     said = f"{found.group('suite')} {what} Test" + (f" v{found.group('version')}" if found.group("version") else "")
     if test is None:
-        raise NetworkError(shown, f"the OSU {shorten(what, 40)} Test is {formats.NOT_SUPPORTED}", number)
+        raise NetworkError(shown, f"the OSU {shorten_end(what, 40)} Test is {formats.NOT_SUPPORTED}", number)
     if tool is not None and tool != test:
-        raise NetworkError(shown, f"this is {test}'s output, but the description's tool is {shorten(tool, 40)}: "
+        raise NetworkError(shown, f"this is {test}'s output, but the description's tool is {shorten_end(tool, 40)}: "
                                   "make them agree", number)
     if title is not None and title[0] != test:
         raise NetworkError(shown, f"a second test ({test}) after line {title[2]}'s {title[0]}: one test per file",
@@ -105,7 +105,8 @@ def _unit(rest: str, test: str, shown: str, line: int) -> float:
     pattern, column, unit = _COLUMNS[test]
     found = re.match(rf"{pattern}\s*(?:\((?P<unit>[^)]*)\))?", rest, re.I)
     if found is None:
-        raise NetworkError(shown, f"the column after Size is {shorten(rest, 40)!r}, not {test}'s {column} ({unit}): "
+        raise NetworkError(shown, f"the column after Size is {shorten_end(rest, 40)!r}, "
+                                  f"not {test}'s {column} ({unit}): "
                                   "keep the header the benchmark prints", line)
     if found.group("unit") != unit:
         said = f"in {found.group('unit')}" if found.group("unit") else "without its unit"

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from ringleader.api.loading import shorten
+from ringleader.api.loading import shorten_end
 from ringleader.contract import keys
 from ringleader.planning import network_formats as formats
 from ringleader.planning.network_model import ALLREDUCE, POINT_TO_POINT, NetworkError
@@ -25,8 +25,8 @@ def read(text: str, shown: str, name: str) -> list[formats.Reading]:
     except json.JSONDecodeError as error:
         raise NetworkError(shown, f"not valid JSON: {error.msg}, column {error.colno}", error.lineno) from None
     except (ValueError, RecursionError) as error:
-        raise NetworkError(shown, f"not a JSON document ringleader reads: {shorten(str(error), 80) or 'too deep'}") \
-            from None
+        raise NetworkError(
+            shown, f"not a JSON document ringleader reads: {shorten_end(str(error), 80) or 'too deep'}") from None
     if not isinstance(document, dict) or keys.LINK_PROBE not in document:
         raise NetworkError(shown, f"a JSON file without `{keys.LINK_PROBE}`: not a ringleader trial summary; name a "
                                   "trial's summary.json (or its directory), nccl-tests or OSU output, or a description")
@@ -48,7 +48,7 @@ def read(text: str, shown: str, name: str) -> list[formats.Reading]:
         rows = _rows(collective, keys.PROBE_COLLECTIVE, shown, line)
         workers = collective.get(keys.WORKERS)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
-            value = shorten(repr(workers), 40) if isinstance(workers, (int, float, str)) else type(workers).__name__
+            value = shorten_end(repr(workers), 40) if isinstance(workers, (int, float, str)) else type(workers).__name__
             raise NetworkError(shown, f"`{keys.LINK_PROBE}.{keys.PROBE_COLLECTIVE}.{keys.WORKERS}` is {value}, not a "
                                       "count of 2 ranks or more", line)
         said = f"{name}: ringleader's link probe, allreduce of {workers} ranks{shared}"

@@ -115,7 +115,7 @@ def _share_cell(estimate) -> str:
     return "-" if estimate is None else f"{100 * estimate.mean:.0f}%"
 
 
-def combination_table(groups: list[combinations.Combination], goal: convergence.Target | None) -> tables.Table:
+def combination_table(groups: list[combinations.Combination], goal: convergence.LossTarget | None) -> tables.Table:
     """Mean (95 % CI) per combination of the numbers that repetitions make uncertain."""
     rows = []
     for group in groups:
@@ -128,7 +128,7 @@ def combination_table(groups: list[combinations.Combination], goal: convergence.
 
 
 def _document(result: results.SweepResult, found: list[findings.Finding], groups: list[combinations.Combination],
-              goal: convergence.Target | None, made: list[figures.Figure]) -> dict[str, Any]:
+              goal: convergence.LossTarget | None, made: list[figures.Figure]) -> dict[str, Any]:
     def seconds(trial: results.TrialResult) -> float | None:
         return goal.seconds.get(trial.trial.name) if goal else None
 

@@ -20,7 +20,7 @@ PARADIGM = "paradigm"
 
 
 @dataclasses.dataclass(frozen=True)
-class Target:
+class LossTarget:
     """The loss every trial is timed to, and which trial set it."""
 
     loss: float
@@ -29,7 +29,7 @@ class Target:
     """seconds maps each trial with a loss curve to its time to the target; None if it never got there."""
 
 
-def target(result: results.SweepResult) -> Target | None:
+def target(result: results.SweepResult) -> LossTarget | None:
     """The worst final smoothed loss of the finished trials, and every trial's time to it; None without losses."""
     loss_curves = {t.trial.name: curves.loss_curve(t) for t in result.trials}
     finals = [(curve[-1][1], name) for name, curve in loss_curves.items() if curve
@@ -37,7 +37,7 @@ def target(result: results.SweepResult) -> Target | None:
     if not finals:
         return None
     loss, worst = max(finals)
-    return Target(loss, worst, {name: curves.time_to(curve, loss) for name, curve in loss_curves.items() if curve})
+    return LossTarget(loss, worst, {name: curves.time_to(curve, loss) for name, curve in loss_curves.items() if curve})
 
 
 def _paradigm_colours(result: results.SweepResult) -> dict[str, str]:

@@ -211,7 +211,7 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     except contract.ContractError as error:  # the same after any restart
         line = failures.failure_line(env.rank, f"agent of {env.local_world_size} ranks", str(error), permanent=True)
         print(line, file=sys.stderr, flush=True)
-        termination_message.write(failures.shorten(line, termination_message.CHARACTERS))
+        termination_message.write(failures.shorten_middle(line, termination_message.CHARACTERS))
         return 1
     with tempfile.TemporaryDirectory(prefix="ringleader-agent-") as message_dir:
         agent = Agent(env, ranks, environ, pathlib.Path(message_dir))

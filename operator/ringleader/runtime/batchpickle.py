@@ -38,7 +38,7 @@ SHAREABLE = (str, bytes, int, float, type(None), numpy.dtype)
 """What may be met twice: immutable leaves; so may the stand-ins of GLOBALS (a global is named once, then reused)."""
 
 
-class Refused(pickle.UnpicklingError):
+class BatchRefused(pickle.UnpicklingError):
     """What a CIFAR batch does not hold: the message says what and why."""
 
 
@@ -52,21 +52,21 @@ ARRAY_CLASS = _ArrayClass()
 def _plain_dtype(dtype) -> numpy.dtype:
     if not (isinstance(dtype, numpy.dtype) and dtype.kind in "biu" and dtype.itemsize <= 8 and dtype.fields is None
             and dtype.subdtype is None and not dtype.hasobject):
-        raise Refused(f"dtype {dtype!r:.40} is not a plain integer dtype")
+        raise BatchRefused(f"dtype {dtype!r:.40} is not a plain integer dtype")
     return dtype
 
 
 def _dtype(name, align=False, copy=False) -> numpy.dtype:
     """numpy.dtype(name, align, copy), for the integer dtypes only; always a copy, which BUILD then sets."""
     if not (isinstance(name, str) and name in INTEGER_DTYPES):
-        raise Refused(f"dtype {name!r:.40} is not allowed (integers only: {', '.join(sorted(INTEGER_DTYPES))})")
+        raise BatchRefused(f"dtype {name!r:.40} is not allowed (integers only: {', '.join(sorted(INTEGER_DTYPES))})")
     return numpy.dtype(name, bool(align), True)  # a copy: BUILD must not change numpy's shared dtype
 
 
 def _empty_array(cls, shape, placeholder) -> numpy.ndarray:
     """numpy's _reconstruct(ndarray, (0,), b"b"): the empty array that BUILD fills; any other shape would allocate."""
     if cls is not ARRAY_CLASS or shape != (0,):
-        raise Refused(f"_reconstruct builds an empty numpy.ndarray only, not {shape!r:.40}")
+        raise BatchRefused(f"_reconstruct builds an empty numpy.ndarray only, not {shape!r:.40}")
     return numpy.empty(0, dtype=numpy.uint8)
 
 
@@ -74,9 +74,9 @@ def _from_buffer(buffer, dtype, shape, order) -> numpy.ndarray:
     """numpy's _frombuffer(bytes, dtype, shape, order), protocol 5's array: the bytes exactly the shape's."""
     _check_shape(shape)
     if not isinstance(buffer, (bytes, bytearray)) or math.prod(shape) * _plain_dtype(dtype).itemsize != len(buffer):
-        raise Refused(f"an array of shape {shape} needs its {math.prod(shape)} elements' bytes in the file")
+        raise BatchRefused(f"an array of shape {shape} needs its {math.prod(shape)} elements' bytes in the file")
     if order not in ("C", "F"):
-        raise Refused(f"array order {order!r:.20} is not C or F")
+        raise BatchRefused(f"array order {order!r:.20} is not C or F")
     return numpy.frombuffer(buffer, dtype=dtype).reshape(shape, order=order)
 
 
@@ -85,21 +85,21 @@ def _scalar(dtype, data) -> int:
     _plain_dtype(dtype)
     raw = data.encode("latin1") if isinstance(data, str) else data  # Python 2's str, read as latin-1
     if not isinstance(raw, bytes) or len(raw) != dtype.itemsize:
-        raise Refused(f"a {dtype} scalar needs {dtype.itemsize} bytes")
+        raise BatchRefused(f"a {dtype} scalar needs {dtype.itemsize} bytes")
     return numpy.frombuffer(raw, dtype=dtype)[0].item()
 
 
 def _latin1(text, encoding="latin1") -> bytes:
     """_codecs.encode(text, "latin1"): protocol 2's way of writing bytes from Python 3."""
     if not isinstance(text, str) or encoding != "latin1":
-        raise Refused(f"_codecs.encode with {encoding!r:.20} is not allowed (latin1 only)")
+        raise BatchRefused(f"_codecs.encode with {encoding!r:.20} is not allowed (latin1 only)")
     return text.encode("latin1")
 
 
 def _empty_bytes(*args) -> bytes:
     """bytes(): protocol 2's way of writing b"" from Python 3."""
     if args:
-        raise Refused("bytes(...) is allowed without arguments only")
+        raise BatchRefused("bytes(...) is allowed without arguments only")
     return b""
 
 
@@ -124,23 +124,23 @@ _STAND_INS = {id(stand_in) for stand_in in GLOBALS.values()}
 def _check_shape(shape) -> None:
     if not (isinstance(shape, tuple) and len(shape) <= ARRAY_NDIM
             and all(isinstance(n, int) and n >= 0 for n in shape)):
-        raise Refused(f"array shape {shape!r:.60} is not a tuple of at most {ARRAY_NDIM} sizes")
+        raise BatchRefused(f"array shape {shape!r:.60} is not a tuple of at most {ARRAY_NDIM} sizes")
 
 
 def _check_array_state(array, state) -> None:
     """BUILD of an array: numpy's (version, shape, dtype, fortran, raw bytes), the bytes exactly the shape's."""
     if array.size or not isinstance(state, tuple) or len(state) not in (4, 5):
-        raise Refused("an array is built once, from numpy's (version, shape, dtype, order, bytes) state")
+        raise BatchRefused("an array is built once, from numpy's (version, shape, dtype, order, bytes) state")
     shape, dtype, _, raw = state[-4:]
     _check_shape(shape)
     if not isinstance(raw, (bytes, str)) or math.prod(shape) * _plain_dtype(dtype).itemsize != len(raw):
-        raise Refused(f"an array of shape {shape} needs its {math.prod(shape)} elements' bytes in the file")
+        raise BatchRefused(f"an array of shape {shape} needs its {math.prod(shape)} elements' bytes in the file")
 
 
 def _check_dtype_state(state) -> None:
     """BUILD of a dtype: numpy's (version, byte order, subarray, names, fields, ...), no subarray or fields."""
     if not (isinstance(state, tuple) and len(state) >= 5 and state[2:5] == (None, None, None)):
-        raise Refused("a dtype's state may not add a subarray or fields")
+        raise BatchRefused("a dtype's state may not add a subarray or fields")
 
 
 class _Unpickler(pickle._Unpickler):
@@ -152,18 +152,19 @@ class _Unpickler(pickle._Unpickler):
 
     def find_class(self, module: str, name: str):
         if (module, name) not in GLOBALS:
-            raise Refused(f"{module}.{name} is not allowed in a CIFAR batch (arrays, lists, numbers, strings only)")
+            raise BatchRefused(
+                f"{module}.{name} is not allowed in a CIFAR batch (arrays, lists, numbers, strings only)")
         return GLOBALS[module, name]
 
     def persistent_load(self, pid):
-        raise Refused("persistent references are not allowed in a CIFAR batch")
+        raise BatchRefused("persistent references are not allowed in a CIFAR batch")
 
 
 def _counted(load):
     def counted(self):
         self.operations_left -= 1
         if self.operations_left < 0:
-            raise Refused(f"more than {self.operations:,} pickle operations: far more than a CIFAR batch holds")
+            raise BatchRefused(f"more than {self.operations:,} pickle operations: far more than a CIFAR batch holds")
         load(self)
     return counted
 
@@ -174,8 +175,8 @@ def _unshared(load):
         load(self)
         value = self.stack[-1]
         if not (isinstance(value, SHAREABLE) or id(value) in _STAND_INS or (type(value) is tuple and not value)):
-            raise Refused(f"a {type(value).__name__} is used twice: a CIFAR batch shares no list, dict or tuple, "
-                          "and shared ones are how a few hundred bytes unfold into billions of elements")
+            raise BatchRefused(f"a {type(value).__name__} is used twice: a CIFAR batch shares no list, dict or tuple, "
+                               "and shared ones are how a few hundred bytes unfold into billions of elements")
     return unshared
 
 
@@ -188,7 +189,7 @@ def _checked_build(load):
         elif isinstance(target, numpy.dtype):
             _check_dtype_state(state)
         else:
-            raise Refused(f"setting the state of a {type(target).__name__} is not allowed in a CIFAR batch")
+            raise BatchRefused(f"setting the state of a {type(target).__name__} is not allowed in a CIFAR batch")
         load(self)
         if isinstance(target, numpy.dtype):
             _plain_dtype(target)
@@ -202,6 +203,6 @@ _Unpickler.dispatch[pickle.BUILD[0]] = _counted(_checked_build(pickle._Unpickler
 
 
 def load(raw: bytes, operations: int | None = None) -> object:
-    """The object a CIFAR batch's bytes describe, built within the limits above; Refused (or the usual
+    """The object a CIFAR batch's bytes describe, built within the limits above; BatchRefused (or the usual
     pickle errors, on a malformed file) otherwise."""
     return _Unpickler(io.BytesIO(raw), MAX_OPERATIONS if operations is None else operations).load()

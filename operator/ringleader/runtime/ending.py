@@ -58,7 +58,7 @@ def fail(env: contract.PodEnvironment | None, reason: str, *, permanent: bool = 
     line = failures.failure_line(env.rank if env else None, env.role if env else "", reason, permanent=permanent)
     print(line, file=sys.stderr, flush=True)
     sys.stdout.flush()
-    termination_message.write(failures.shorten(line, termination_message.CHARACTERS))
+    termination_message.write(failures.shorten_middle(line, termination_message.CHARACTERS))
     os._exit(1)
 
 

@@ -53,7 +53,7 @@ def reached(target: Target, metrics: dict[str, float]) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class Schedule:
+class EvaluationSchedule:
     """Who evaluates, how often, and whether the workers stop at the target."""
 
     every: int
@@ -62,7 +62,7 @@ class Schedule:
     max_samples: int | None  # of the held-out set, each evaluation (None: all of it)
 
     @classmethod
-    def of(cls, spec: ExperimentSpec, worker_index: int) -> Schedule | None:
+    def of(cls, spec: ExperimentSpec, worker_index: int) -> EvaluationSchedule | None:
         evaluation, target = spec.model.evaluation, spec.model.target
         if evaluation is None:
             return None

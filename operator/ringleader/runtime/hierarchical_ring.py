@@ -110,7 +110,7 @@ class TwoLevelRing:
         self.jobs.put(job)
         return job
 
-    def traffic(self, nbytes: float, element_size: int = 4, gather: bool = False) -> ring.Traffic:
+    def traffic(self, nbytes: float, element_size: int = 4, gather: bool = False) -> ring.RoundTraffic:
         """By chunk: inside, every chunk but the one this rank ends the reduce-scatter with (i+1) and the one it
         receives first in the allgather (i+2); across, its chunk's 2(P-1)/P. The card: every index's chunk across."""
         chunks = chunk_bytes(nbytes, element_size, self.k)
@@ -119,7 +119,7 @@ class TwoLevelRing:
         if self.k > 1:
             by_level[levels_.POD] += 2 * nbytes - chunks[(self.local + 1) % self.k] - chunks[(self.local + 2) % self.k]
         by_level[self.across] += share * chunks[(self.local + 1) % self.k]  # nothing with one pod
-        return ring.Traffic(by_level, share * nbytes)
+        return ring.RoundTraffic(by_level, share * nbytes)
 
     def split(self, start: float, end: float, paced_from: float) -> dict[str, float]:
         inter = sum(_overlap(start, end, s, e) for level, s, e in self.steps if level == INTER)
@@ -195,7 +195,7 @@ def _overlap(start: float, end: float, s: float, e: float) -> float:
 
 
 def synchronizer(trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 knobs: settings.Settings = settings.Settings(),
+                 knobs: settings.RankSettings = settings.RankSettings(),
                  levels: levels_.Levels | None = None) -> ring.RingSynchronizer:
     """The hierarchical ring's synchronizer of this worker (runtime/main.py SYNCHRONIZERS)."""
     levels = levels or levels_.Levels.of(trial)

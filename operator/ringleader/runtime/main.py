@@ -115,7 +115,7 @@ def backend_for(trial: Trial, device: torch.device) -> str:
     return variants.ARCHITECTURES[trial.spec.architecture].backend(device.type)
 
 
-SYNCHRONIZERS: dict[Architecture, Callable[[Trial, contract.PodEnvironment, torch.device, settings.Settings,
+SYNCHRONIZERS: dict[Architecture, Callable[[Trial, contract.PodEnvironment, torch.device, settings.RankSettings,
                                             levels_.Levels], interfaces.Synchronizer]] = {
     Architecture.PARAMETER_SERVER: parameter_server.WorkerSynchronizer,
     Architecture.PEER_TO_PEER: peer_to_peer.PeerSynchronizer,
@@ -139,7 +139,7 @@ def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
 
 
 def run_role(trial: Trial, env: contract.PodEnvironment, slot: Slot, recorder: records.RankRecorder,
-             device: torch.device, knobs: settings.Settings, levels: levels_.Levels) -> None:
+             device: torch.device, knobs: settings.RankSettings, levels: levels_.Levels) -> None:
     """Serve or train, by role and architecture."""
     if slot.role == constants.ROLE_PS:
         parameter_server.serve(trial, env, recorder, knobs, levels)
@@ -177,7 +177,7 @@ def write_trial_summary(trial: Trial, env: contract.PodEnvironment, document: di
     termination_message.write(json.dumps(summary.compact(document)))
 
 
-def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Settings) -> dict | None:
+def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.RankSettings) -> dict | None:
     """The link the ranks see, measured by every rank together before training (linkprobe.py); the document on
     the first worker rank. The workers' group is created by every rank, in the same order everywhere."""
     workers = [slot.rank for slot in trial.worker_slots()]
@@ -189,7 +189,7 @@ def probe_link(trial: Trial, env: contract.PodEnvironment, knobs: settings.Setti
 
 
 def predict(trial: Trial, gathered: dict[int, list[dict]], recorder: records.RankRecorder,
-            knobs: settings.Settings, probed: dict | None, used: dict | None = None) -> dict:
+            knobs: settings.RankSettings, probed: dict | None, used: dict | None = None) -> dict:
     """The trial summary's prediction (models/prediction.py), calibrated on the link probed at the start, this
     rank's layers.json, every worker's records and how crowded the ranks' CPUs were (`used`, the summary's usage);
     when they cannot calibrate the models (e.g. one ring worker), the reason, in the log and the summary."""
@@ -207,14 +207,14 @@ def predict(trial: Trial, gathered: dict[int, list[dict]], recorder: records.Ran
     return {keys.PREDICTION_UNAVAILABLE: reason}
 
 
-def finish_timeout(trial: Trial, knobs: settings.Settings) -> datetime.timedelta:
+def finish_timeout(trial: Trial, knobs: settings.RankSettings) -> datetime.timedelta:
     """How long a finished rank waits for the others at the end: the trial's deadline if it has one."""
     seconds = trial.spec.run_policy.active_deadline_seconds or knobs.finish_timeout_seconds
     return datetime.timedelta(seconds=max(seconds, knobs.timeout_seconds))
 
 
 def log_configuration(trial: Trial, env: contract.PodEnvironment, device: torch.device, backend: str,
-                      knobs: settings.Settings) -> None:
+                      knobs: settings.RankSettings) -> None:
     spec = trial.spec
     first = trial.worker_slots()[0]
     config = {
@@ -249,7 +249,7 @@ class Rank:
     """This rank's contract and what it started so far: what a failure or a SIGTERM publishes and stops."""
 
     env: contract.PodEnvironment
-    knobs: settings.Settings
+    knobs: settings.RankSettings
     trial: Trial
     slot: Slot
     recorder: records.RankRecorder | None = None
@@ -298,7 +298,7 @@ def read_contract(environ) -> Rank:
     try:
         env = contract.PodEnvironment.from_environ(environ)
         termination_message.leave_in(env.termination_file)  # a pod of several ranks: the file its agent gave it
-        knobs = settings.Settings.from_environ(environ)
+        knobs = settings.RankSettings.from_environ(environ)
         if environ.get(contract.LAUNCHER_PID):  # a local run or a pod's agent: leave with it, on any OS
             parent.watch(int(environ[contract.LAUNCHER_PID]))
         trial = load_trial(env.trial_file)

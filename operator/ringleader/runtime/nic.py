@@ -83,7 +83,7 @@ class _Sides:
                    {int(key): float(end) for key, end in keyed})
 
 
-class Nic:
+class EmulatedNic:
     """A card of `bits_per_second`; None means not emulated (every transfer is free, nothing waits). With `shared`,
     a file every process of the pod opens: the card they share."""
 
@@ -194,11 +194,11 @@ def _schedule(sides: _Sides, now: float) -> None:
         sides.ingress_free_at = sides.turns.pop(0).ends
 
 
-def pod_card(trial: Trial, rank: int, levels: levels_.Levels) -> Nic:
+def pod_card(trial: Trial, rank: int, levels: levels_.Levels) -> EmulatedNic:
     """The emulated card of `rank`'s pod at spec.network.bandwidth: its own when it is alone in its pod, else the
     file its pod's ranks share, named by the trial, the pod and this start of it (Levels.start)."""
     bits = trial.spec.network.emulated_bits_per_second()
     if len(levels.pod(rank)) == 1:
-        return Nic(bits)
+        return EmulatedNic(bits)
     name = f"ringleader-card-{trial.name}-{levels.start}-pod{levels.pods[rank]}"
-    return Nic(bits, pathlib.Path(tempfile.gettempdir()) / name)
+    return EmulatedNic(bits, pathlib.Path(tempfile.gettempdir()) / name)

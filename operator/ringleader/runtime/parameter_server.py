@@ -46,7 +46,7 @@ def server_device(slot: Slot) -> torch.device:
 
 
 def serve(trial: Trial, env: contract.PodEnvironment, recorder: interfaces.Recorder,
-          knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None) -> None:
+          knobs: settings.RankSettings = settings.RankSettings(), levels: levels_.Levels | None = None) -> None:
     """Serve this rank's shard until every worker it hears (pusher_ranks) is done; records one line per aggregation."""
     spec = trial.spec
     timeout = knobs.timeout_seconds
@@ -80,7 +80,7 @@ class WorkerSynchronizer:
     """interfaces.Synchronizer of a ParameterServer worker: push to every server, wait for every server's answer."""
 
     def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None):
+                 knobs: settings.RankSettings = settings.RankSettings(), levels: levels_.Levels | None = None):
         # `device` is where the model already is: gradients are copied from it and weights into it.
         spec = trial.spec
         self.timeout = knobs.timeout_seconds

@@ -36,7 +36,7 @@ class PeerSynchronizer:
     """A peer: pushes shards to every peer, serves its own shard in a thread."""
 
     def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None):
+                 knobs: settings.RankSettings = settings.RankSettings(), levels: levels_.Levels | None = None):
         # `device` is where the model already is; the shard server keeps its shard there too.
         self.spec = trial.spec
         self.rank = env.rank

@@ -71,7 +71,7 @@ class PodSynchronizer:
     """A ParameterServerPodAggregation worker: its pod's first rank talks to the servers, the others to it."""
 
     def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None):
+                 knobs: settings.RankSettings = settings.RankSettings(), levels: levels_.Levels | None = None):
         spec = trial.spec
         levels = levels or levels_.Levels.of(trial)
         pod = levels.pod(env.rank)

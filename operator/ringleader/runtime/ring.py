@@ -92,7 +92,7 @@ class Bucket:
         self.codec: compression.BucketCodec | None = None  # spec.compression's; None: allreduced as it is
         self.round: compression.Round | None = None  # the codec's collective in flight
         self.stamps_work = None  # a codec's bucket: the stamps' own allreduce
-        self.sent = Traffic(levels_.empty(), 0.0)  # what this rank sends for the bucket's first collective
+        self.sent = RoundTraffic(levels_.empty(), 0.0)  # what this rank sends for the bucket's first collective
         self.launched_at = 0.0
         self.completed_at: float | None = None
         self.emulated_end = 0.0
@@ -104,7 +104,7 @@ class Bucket:
 
 
 @dataclasses.dataclass(frozen=True)
-class Traffic:
+class RoundTraffic:
     """What one rank sends for one round of a collective, by level, and what its pod's card carries for it."""
 
     by_level: dict[str, float]
@@ -123,7 +123,7 @@ class Collective(Protocol):
     def launch(self, round_: compression.Round) -> Any:
         """Start the round's collective (asynchronous): a work with wait() and get_future()."""
 
-    def traffic(self, nbytes: float, element_size: int = 4, gather: bool = False) -> Traffic:
+    def traffic(self, nbytes: float, element_size: int = 4, gather: bool = False) -> RoundTraffic:
         """What this rank sends to allreduce a tensor of `nbytes` in elements of `element_size` bytes (`gather`: to
         gather it from every rank)."""
 
@@ -149,9 +149,9 @@ class FlatRing:
     def launch(self, round_: compression.Round) -> Any:
         return round_.launch(self.world, self.group)
 
-    def traffic(self, nbytes: float, element_size: int = 4, gather: bool = False) -> Traffic:
+    def traffic(self, nbytes: float, element_size: int = 4, gather: bool = False) -> RoundTraffic:
         sent = (self.world - 1) * nbytes if gather else 2.0 * (self.world - 1) / self.world * nbytes
-        return Traffic({**levels_.empty(), self.level: sent}, self.crossing * sent)
+        return RoundTraffic({**levels_.empty(), self.level: sent}, self.crossing * sent)
 
     def split(self, start: float, end: float, paced_from: float) -> dict[str, float]:
         return {}
@@ -183,8 +183,8 @@ class RingSynchronizer:
     """BSP ring allreduce with bucketing and backward/communication overlap."""
 
     def __init__(self, trial: Trial, env: contract.PodEnvironment, device: torch.device,
-                 knobs: settings.Settings = settings.Settings(), levels: levels_.Levels | None = None, group=None,
-                 collective: Collective | None = None):
+                 knobs: settings.RankSettings = settings.RankSettings(), levels: levels_.Levels | None = None,
+                 group=None, collective: Collective | None = None):
         workers = [slot.rank for slot in trial.worker_slots()]
         self.world = len(workers)
         self.evaluator = workers[0]  # the worker that evaluates (runtime/evaluation.py)
@@ -206,7 +206,7 @@ class RingSynchronizer:
         self.encode_seconds = 0.0  # codecs' encoding in the launching hooks, not yet booked
         self.optimizer: torch.optim.Optimizer | None = None
 
-    def traffic(self, tensor: torch.Tensor, gather: bool = False) -> Traffic:
+    def traffic(self, tensor: torch.Tensor, gather: bool = False) -> RoundTraffic:
         """What this rank sends (and receives) to allreduce `tensor`: 2*(N-1)/N of it on the flat ring."""
         return self.collective.traffic(tensor.numel() * tensor.element_size(), tensor.element_size(), gather)
 
@@ -215,7 +215,7 @@ class RingSynchronizer:
         """Bytes this rank sends (and receives) per iteration: 2*(N-1)/N * M on the flat ring."""
         return sum(self.traffic(bucket.buffer).sent for bucket in self.buckets)
 
-    def _send(self, traffic: Traffic, earliest: float) -> float:
+    def _send(self, traffic: RoundTraffic, earliest: float) -> float:
         """Count what this rank sends for a round and reserve what leaves the pod on its card (with the pod's other
         ranks, the same step); when the card has carried it."""
         for level, sent in traffic.by_level.items():
@@ -308,8 +308,8 @@ class RingSynchronizer:
         if bucket.stamps.numel():
             bucket.stamps_work = self.collective.launch(compression.Round(bucket.stamps))
             stamps = self.traffic(bucket.stamps)
-            bucket.sent = Traffic({level: sent + stamps.by_level[level] for level, sent in bucket.sent.by_level.items()},
-                                  bucket.sent.card + stamps.card)
+            bucket.sent = RoundTraffic({level: sent + stamps.by_level[level] for level, sent in bucket.sent.by_level.items()},
+                                       bucket.sent.card + stamps.card)
         return now
 
     def _stamp_arrival(self, bucket: Bucket) -> None:

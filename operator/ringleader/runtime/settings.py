@@ -18,7 +18,7 @@ from ringleader.contract.environment import (BUCKET_BYTES, DEFAULT_BUCKET_BYTES,
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
+class RankSettings:
     timeout_seconds: float = 300.0
     """Longest wait for any peer (rendezvous, a collective, a message, the final gather), in seconds.
     A dead peer is usually noticed at once (its sockets close); this bounds a hung one. 300 s leaves
@@ -41,7 +41,7 @@ class Settings:
     the steady state, small enough to open in chrome://tracing."""
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> RankSettings:
         defaults = cls()
 
         def number(name: str, default: float, kind: type) -> float:

@@ -34,7 +34,7 @@ def build(spec: ExperimentSpec, env: contract.PodEnvironment, shard: int, shards
 
 def train(trial: Trial, env: contract.PodEnvironment, synchronizer: interfaces.Synchronizer,
           recorder: records.RankRecorder, device: torch.device,
-          trace_iterations: int = settings.Settings().trace_iterations, interface: str | None = None,
+          trace_iterations: int = settings.RankSettings().trace_iterations, interface: str | None = None,
           ranks_sharing_interface: int = 1) -> None:
     """Run this worker's iterations, recording each one, then close the synchronizer.
 
@@ -65,7 +65,7 @@ class Loop:
 
     spec: ExperimentSpec
     device: torch.device
-    plan: evaluation.Schedule | None  # evaluate every K (first worker), stop at the target
+    plan: evaluation.EvaluationSchedule | None  # evaluate every K (first worker), stop at the target
     model: torch.nn.Module
     dataset: data.SyntheticDataset | datasets.Shard
     held_out: datafiles.Images | None
@@ -107,7 +107,7 @@ def prepare(trial: Trial, env: contract.PodEnvironment, synchronizer: interfaces
     slot = trial.slots()[env.rank]
     spec = trial.spec
     warmup = spec.model.warmup_iterations
-    plan = evaluation.Schedule.of(spec, slot.index)
+    plan = evaluation.EvaluationSchedule.of(spec, slot.index)
     torch.manual_seed(spec.data.synthetic.seed + env.rank)  # dropout-like randomness differs by rank
     model, dataset = build(spec, env, slot.index, len(trial.worker_slots()))
     model = model.to(device)

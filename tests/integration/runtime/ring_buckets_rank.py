@@ -52,7 +52,7 @@ def main(output: pathlib.Path) -> None:
     env = contract.PodEnvironment("worker", rank, world, "127.0.0.1", 1, "trial.json", str(output))
     torch.manual_seed(rank)  # different initial weights: attach() must make them the same
     model = Branchy()
-    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"), knobs=settings.Settings(bucket_bytes=512))
+    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"), knobs=settings.RankSettings(bucket_bytes=512))
     synchronizer.attach(model, optimizers.factory(spec.model.optimizer))
     reference = copy.deepcopy(model)  # the weights after attach's broadcast
     reference_optimizer = optimizers.factory(spec.model.optimizer)(reference.parameters())

@@ -47,7 +47,8 @@ def run(method: str, rank: int, world: int, output: pathlib.Path) -> list[dict]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 4))
-    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"), knobs=settings.Settings(bucket_bytes=2048))
+    synchronizer = ring.RingSynchronizer(trial, env, torch.device("cpu"),
+                                         knobs=settings.RankSettings(bucket_bytes=2048))
     synchronizer.attach(model, optimizers.factory(spec.model.optimizer))
     # one codec per bucket, seeded as the ring seeds its own, fed the reference average
     local = [compression.bucket_codec(spec.compression, [p.shape for p in bucket.parameters],

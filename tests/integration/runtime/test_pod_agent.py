@@ -64,8 +64,8 @@ class Pod:
             [sys.executable, "-m", "ringleader.runtime"], cwd=REPOSITORY, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**base, "PYTHONPATH": str(SOURCE), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
-                 **settings.Settings(timeout_seconds=PEER_TIMEOUT_SECONDS,
-                                     finish_timeout_seconds=3 * PEER_TIMEOUT_SECONDS).to_environ(),
+                 **settings.RankSettings(timeout_seconds=PEER_TIMEOUT_SECONDS,
+                                         finish_timeout_seconds=3 * PEER_TIMEOUT_SECONDS).to_environ(),
                  **env.to_environ(), **(extra_env or {})})
         self.log_path = directory / "pod.log"
 

@@ -80,7 +80,7 @@ class Client:
         self.push_buffers = [layout.empty(pin=self.cuda) for layout in self.layouts]
         self.link.start(max(layout.nbytes for layout in self.layouts))
         for owner in self.owners:
-            self.link.send(owner, wire.Message(wire.Kind.PULL, self.rank, count=0, clock=0))
+            self.link.send(owner, wire.Message(wire.MessageKind.PULL, self.rank, count=0, clock=0))
         self._install([self._expect_reply(j, "initial weights") for j in range(len(self.owners))])
         self.counted = self._counters()
 
@@ -106,7 +106,7 @@ class Client:
             payload = self.codec.pack(self.layouts[j], self.plan.shard(j, gradients), out=self.push_buffers[j]) \
                 if len(self.layouts[j]) else None
             encoding += time.perf_counter() - packing
-            push = wire.Message(wire.Kind.PUSH, self.rank, count=step + 1, payload=payload,
+            push = wire.Message(wire.MessageKind.PUSH, self.rank, count=step + 1, payload=payload,
                                 uncompressed=self.uncompressed[j] if payload is not None else None)
             self.link.send(owner, push)
         pushed = time.perf_counter()
@@ -119,7 +119,8 @@ class Client:
             if j == 0 and replies[0].grant > self.relayed:
                 self.relayed = replies[0].grant
                 for other in self.owners[1:]:
-                    self.link.send(other, wire.Message(wire.Kind.GRANT, self.rank, count=step + 1, grant=self.relayed))
+                    self.link.send(other, wire.Message(wire.MessageKind.GRANT, self.rank, count=step + 1,
+                                                       grant=self.relayed))
         answered = time.perf_counter()
 
         # update: the new weights into the model, in place (decoded first, with compression)
@@ -152,7 +153,7 @@ class Client:
     def _expect_reply(self, j: int, what: str) -> wire.Message:
         owner = self.owners[j]
         message = links.wait(self.link.mailboxes[owner], self.timeout, f"{what} from rank {owner}")
-        if message.kind != wire.Kind.REPLY:
+        if message.kind != wire.MessageKind.REPLY:
             raise links.LinkError(f"expected a reply from rank {owner}, got {message.kind.name}")
         return message
 
@@ -183,7 +184,7 @@ class Client:
         if reached and not self.stop_heard:
             with timer.phase(keys.TIME_COMM):
                 for owner in self.owners:
-                    self.link.send(owner, wire.Message(wire.Kind.STOP, self.rank, count=self.steps))
+                    self.link.send(owner, wire.Message(wire.MessageKind.STOP, self.rank, count=self.steps))
         if reached or self.stop_heard:
             self.iterations = self.steps
             return True
@@ -200,8 +201,8 @@ class Client:
         if self.steps < self.iterations:
             return
         for owner in self.owners:
-            self.link.send(owner, wire.Message(wire.Kind.DONE, self.rank, count=self.steps))
+            self.link.send(owner, wire.Message(wire.MessageKind.DONE, self.rank, count=self.steps))
         for owner in self.owners:
             message = links.wait(self.link.mailboxes[owner], self.timeout, f"the goodbye of rank {owner}")
-            if message.kind != wire.Kind.BYE:
+            if message.kind != wire.MessageKind.BYE:
                 raise links.LinkError(f"expected the goodbye of rank {owner}, got {message.kind.name}")

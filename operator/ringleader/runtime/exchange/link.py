@@ -53,7 +53,7 @@ class Delivery:
     from its use, where a receiver holding it would wake, then wake the reader. A message put while the reader
     sleeps wakes it, so one that comes in sooner is not held behind the one it sleeps on."""
 
-    def __init__(self, nic: nic_.Nic):
+    def __init__(self, nic: nic_.EmulatedNic):
         self.nic = nic
         self.ready = threading.Condition()
         self.waiting: list[tuple[wire.Message, nic_.Turn | None, float]] = []  # (message, turn, put at), in the order put
@@ -100,7 +100,7 @@ class Link:
     `replies_from` (whose servers answer this rank's worker), on `group`."""
 
     def __init__(self, group, rank: int, *, requests_from: list[int], replies_from: list[int],
-                 nic: nic_.Nic, levels: levels_.Levels | None = None):
+                 nic: nic_.EmulatedNic, levels: levels_.Levels | None = None):
         self.group = group
         self.rank = rank
         self.levels = levels
@@ -180,9 +180,9 @@ class Link:
     def _receive_from(self, peer: int, largest_payload: int) -> None:
         awaiting = set()
         if peer in self.requests_from:
-            awaiting.add(wire.Kind.DONE)
+            awaiting.add(wire.MessageKind.DONE)
         if peer in self.replies_from:
-            awaiting.add(wire.Kind.BYE)
+            awaiting.add(wire.MessageKind.BYE)
         try:
             while awaiting:
                 frame = wire.empty_frame(largest_payload)
@@ -211,14 +211,14 @@ class Link:
             self.mailboxes[message.sender].put(message, turn)
 
     def _lost(self, peer: int, reason: str) -> None:
-        lost = wire.Message(wire.Kind.LOST, peer, reason=reason)
+        lost = wire.Message(wire.MessageKind.LOST, peer, reason=reason)
         self.inbox.put(lost)
         for mailbox in self.mailboxes.values():
             mailbox.put(lost)
 
     def fail_worker(self, reason: str) -> None:
         """Tell this rank's worker that its own shard server failed (peer-to-peer)."""
-        failed = wire.Message(wire.Kind.FAILED, self.rank, reason=reason)
+        failed = wire.Message(wire.MessageKind.FAILED, self.rank, reason=reason)
         for mailbox in self.mailboxes.values():
             mailbox.put(failed)
 
@@ -236,7 +236,8 @@ class Link:
         self.nic.close()
 
 
-def receiving_turn(nic: nic_.Nic, nbytes: int, sent_at: float, seen: float, lead: float = 0.0) -> nic_.Turn | None:
+def receiving_turn(nic: nic_.EmulatedNic, nbytes: int, sent_at: float, seen: float,
+                   lead: float = 0.0) -> nic_.Turn | None:
     """The receiving turn of a message of `nbytes` on `nic` (None when the link is not emulated): from when its
     sender's turn began (`sent_at`, time.time() on the sender) or, if that reads later, `lead` seconds after it was
     `seen` (time.perf_counter() here; the frame left `lead` seconds before its sending turn).
@@ -259,9 +260,9 @@ def wait(mailbox: Delivery, timeout_seconds: float, what: str) -> wire.Message:
     except queue.Empty:
         raise LinkError(f"no {what} within {timeout_seconds:.0f}s (RINGLEADER_TIMEOUT_SECONDS): "
                         "the sender hangs or is far slower than expected") from None
-    if message.kind == wire.Kind.LOST:
+    if message.kind == wire.MessageKind.LOST:
         raise LinkError(f"lost rank {message.sender} while waiting for {what}: {message.reason}")
-    if message.kind == wire.Kind.FAILED:
+    if message.kind == wire.MessageKind.FAILED:
         raise LinkError(f"this rank's shard server failed: {message.reason}")
     return message
 

@@ -88,17 +88,17 @@ class ShardServer:
 
     def handle(self, message: wire.Message) -> dict[str, float] | None:
         """Act on one message; returns the metrics of an aggregation when one was applied."""
-        if message.kind == wire.Kind.PUSH:
+        if message.kind == wire.MessageKind.PUSH:
             return self._push(message)
-        if message.kind == wire.Kind.PULL:
+        if message.kind == wire.MessageKind.PULL:
             self._pull(message)
-        elif message.kind == wire.Kind.GRANT:
+        elif message.kind == wire.MessageKind.GRANT:
             self._release(self.gate.on_grant(self.index[message.sender], message.grant))
-        elif message.kind == wire.Kind.STOP:
+        elif message.kind == wire.MessageKind.STOP:
             self.stopping = True
-        elif message.kind == wire.Kind.DONE:
+        elif message.kind == wire.MessageKind.DONE:
             return self._done(message)
-        elif message.kind == wire.Kind.LOST:
+        elif message.kind == wire.MessageKind.LOST:
             if message.sender not in self.done:
                 raise ServerError(f"{self.name} (rank {self.rank}) lost worker rank {message.sender} before it "
                                   f"finished: {message.reason}")
@@ -163,7 +163,7 @@ class ShardServer:
         if worker in self.held:
             raise ServerError(f"{self.name} (rank {self.rank}): worker rank {worker} sent done while waiting")
         self.done.add(worker)
-        self.link.send(worker, wire.Message(wire.Kind.BYE, self.rank, count=self.pushes[worker]))
+        self.link.send(worker, wire.Message(wire.MessageKind.BYE, self.rank, count=self.pushes[worker]))
         # BSP: the round the others pushed may now be complete without this worker's gradient
         applied = self.averages_rounds and self._apply_complete_round()
         self._release(self.gate.retire(self.index[worker]))
@@ -204,8 +204,8 @@ class ShardServer:
 
     def _reply(self, worker: int, held: float, payload: torch.Tensor | None) -> None:
         self.link.send(worker, wire.Message(
-            wire.Kind.REPLY, self.rank, count=self.pushes[worker], clock=self.clock, held=held, version=self.version,
-            grant=self.gate.allowance(self.index[worker]), stop=self.stopping, payload=payload,
+            wire.MessageKind.REPLY, self.rank, count=self.pushes[worker], clock=self.clock, held=held,
+            version=self.version, grant=self.gate.allowance(self.index[worker]), stop=self.stopping, payload=payload,
             uncompressed=self.uncompressed if payload is not None else None))
 
     # -- diagnosis -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import torch
 ALIGNMENT = 8  # bytes: the largest element size we view a payload slice as
 
 
-class Kind(enum.IntEnum):
+class MessageKind(enum.IntEnum):
     PUSH = 1  # worker -> owner: a gradient shard
     PULL = 2  # worker -> owner: "send me your shard now" (the initial weights)
     DONE = 3  # worker -> owner: no more requests from this worker
@@ -32,7 +32,8 @@ class Kind(enum.IntEnum):
     STOP = 9  # worker -> owner: my evaluation reached the target; tell every worker to stop (`stop` in replies)
 
 
-REQUESTS = (Kind.PUSH, Kind.PULL, Kind.DONE, Kind.GRANT, Kind.STOP)  # handled by a shard server
+# handled by a shard server
+REQUESTS = (MessageKind.PUSH, MessageKind.PULL, MessageKind.DONE, MessageKind.GRANT, MessageKind.STOP)
 
 _FIELDS = ("kind", "sender", "count", "clock", "held", "version", "grant", "stop", "sent_at", "lead", "payload_bytes")
 HEADER_BYTES = len(_FIELDS) * 8
@@ -40,7 +41,7 @@ HEADER_BYTES = len(_FIELDS) * 8
 
 @dataclasses.dataclass
 class Message:
-    kind: Kind
+    kind: MessageKind
     sender: int  # the rank that sent it (for LOST: the rank lost)
     count: int = 0  # PUSH: the sender's pushes so far, this one included; GRANT: the push granted at
     clock: int = 0  # REPLY: the owner's clock (fewest pushes of any worker) of the weights sent
@@ -101,7 +102,7 @@ def decode(frame: torch.Tensor) -> Message:
     if HEADER_BYTES + int(payload_bytes) > frame.numel():
         raise ValueError(f"a frame of {HEADER_BYTES + int(payload_bytes)} bytes in a buffer of {frame.numel()}")
     payload = frame[HEADER_BYTES:HEADER_BYTES + int(payload_bytes)] if payload_bytes else None
-    return Message(Kind(int(kind)), int(sender), int(count), int(clock), held, int(version), grant=int(grant),
+    return Message(MessageKind(int(kind)), int(sender), int(count), int(clock), held, int(version), grant=int(grant),
                    stop=bool(stop), sent_at=sent_at, lead=lead, payload=payload)
 
 
