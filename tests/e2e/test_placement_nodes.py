@@ -21,7 +21,7 @@ import pytest
 
 import e2e_specs
 from e2e_kube import log, phase, status, trials, wait_for, wait_terminal, describe_dte
-from ringleader.models import placement
+from ringleader.models import cross_node
 from ringleader.api import experiment as experiment_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys, levels
@@ -117,7 +117,7 @@ def test_a_spread_of_more_ranks_than_nodes_waits_for_placement_then_fails_at_its
 def test_a_hierarchical_ring_of_three_pods_of_two_sends_across_nodes_what_its_model_says_less_than_the_flat_ring(
         kube, namespace, launcher, mlflow, nodes, report_on_failure):
     """3 pods x 2 ranks, one pod to a node: 6 rank runs naming their node and local rank; across nodes each rank sends
-    per iteration what models/placement.py's model says (within 10 %), the flat ring (kP-1)/(k(P-1)) = 5/4 times the
+    per iteration what models/cross_node.py's model says (within 10 %), the flat ring (kP-1)/(k(P-1)) = 5/4 times the
     hierarchical ring's."""
     name = "levels"
     manifest = placed(name, {"ranks": "Spread"}, namespace,
@@ -140,7 +140,7 @@ def test_a_hierarchical_ring_of_three_pods_of_two_sends_across_nodes_what_its_mo
         layers = json.loads(mlflow.artifact_text(found["runId"], "layers/rank-0.layers.json"))
         model_bytes = sum(p["bytes"] for p in layers["parameters"])
         where = levels.Levels.of(trial, {rank: tags["ringleader.node"] for rank, tags in runs.items()})
-        modelled = placement.modelled_bytes(trial, where, model_bytes)
+        modelled = cross_node.modelled_bytes(trial, where, model_bytes)
         expected = statistics.fmean(modelled[rank][levels.NETWORK] for rank in range(6))
         across[architecture] = summary[keys.BYTES_ACROSS_NODES_PER_ITERATION]
         log(f"{name} {architecture}: across nodes {across[architecture]:.0f} B per rank-iteration, model {expected:.0f}")

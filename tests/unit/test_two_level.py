@@ -1,4 +1,4 @@
-"""Two levels: k ranks to a pod, P pods. What each architecture sends inside and across pods (models/placement.py),
+"""Two levels: k ranks to a pod, P pods. What each architecture sends inside and across pods (models/cross_node.py),
 what that costs on a link inside and a NIC between (models/cost_models.py), and the predictions built on both
 (models/prediction.py), worked out by hand; with one rank per pod, every two-level model is its flat one."""
 
@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from ringleader.models import architectures, calibration, cost_models, overlap, placement, prediction, whatif
+from ringleader.models import architectures, calibration, cost_models, cross_node, overlap, prediction, whatif
 from ringleader.models import prediction_models
 from ringleader.api import spec as spec_
 from ringleader.api import variants
@@ -29,7 +29,7 @@ def a_trial(architecture: str, workers: int, ranks_per_pod: int, servers: int = 
 
 def sent(architecture: str, workers: int, k: int, nodes=None, servers: int = 1) -> dict[int, dict[str, float]]:
     trial = a_trial(architecture, workers, k, servers)
-    return placement.modelled_bytes(trial, levels.Levels.of(trial, nodes), M)
+    return cross_node.modelled_bytes(trial, levels.Levels.of(trial, nodes), M)
 
 
 def across_pods(by_level: dict[str, float]) -> float:

@@ -22,7 +22,7 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from ringleader.models import combinations, placement, prediction
+from ringleader.models import combinations, cross_node, prediction
 from ringleader.models.profile import worker_rank
 from ringleader.models.results import TrialResult
 from ringleader.contract import exits, keys
@@ -133,7 +133,7 @@ def _print(trial: TrialResult, rank: str, result: prediction.TrialPrediction, ou
           f"compute per iteration {1000 * inputs.compute.median_seconds:.3f} ms (median), the slowest worker's "
           f"{1000 * inputs.compute.slowest_per_iteration_seconds:.3f} ms", file=out)
     print(f"link ({inputs.calibration.kind}): {inputs.calibration.fit}", file=out)
-    shared = placement.link_note(trial.summary)
+    shared = cross_node.link_note(trial.summary)
     if shared:
         print(shared, file=out)
     print(prediction.table(result), file=out)
@@ -142,5 +142,5 @@ def _print(trial: TrialResult, rank: str, result: prediction.TrialPrediction, ou
 
 def _document(trial: TrialResult, rank: int, result: prediction.TrialPrediction) -> dict[str, Any]:
     """The trial's name and rank, and the trial summary's `prediction` object (docs/predict.md)."""
-    shared = placement.link_note(trial.summary)
+    shared = cross_node.link_note(trial.summary)
     return {"trial": trial.trial.name, "rank": rank, **result.to_document(), **({"placement": shared} if shared else {})}

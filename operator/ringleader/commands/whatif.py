@@ -24,7 +24,7 @@ import sys
 import textwrap
 from typing import TextIO
 
-from ringleader.models import addcost, collectives, overlap, placement, whatif
+from ringleader.models import addcost, collectives, cross_node, overlap, whatif
 from ringleader.models import profile as profile_
 from ringleader.api import variants
 from ringleader.contract import exits, layout, records
@@ -292,7 +292,7 @@ def _basis(args: argparse.Namespace, out: TextIO, notices: TextIO) -> tuple[what
 
 def _trial_basis(trial, rank: int, out: TextIO) -> whatif.Basis:
     """A trial's basis, saying first when its ranks shared a node: what it measured was partly a bridge."""
-    shared = placement.link_note(trial.summary)
+    shared = cross_node.link_note(trial.summary)
     if shared:
         print(shared, file=out)
     return whatif.basis(trial, rank)

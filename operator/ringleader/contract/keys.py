@@ -66,7 +66,7 @@ STRAGGLER_RANK = "stragglerRank"
 # whose parameters first reached it (evaluations before it included), and iterations of the evaluating worker.
 TARGET_SECONDS = "targetSeconds"
 TARGET_ITERATIONS = "targetIterations"
-# Where the ranks ran (models/placement.py), from the node each recorded: how many nodes, and the share of the
+# Where the ranks ran (models/cross_node.py), from the node each recorded: how many nodes, and the share of the
 # architecture's exchanged bytes whose two ranks were on different nodes (None: no rank exchanged any).
 NODE_COUNT = "nodeCount"
 CROSS_NODE_BYTE_SHARE = "crossNodeByteShare"
@@ -174,7 +174,7 @@ PROBE_COLLECTIVE = "collective"  # one allreduce of every worker
 PROBE_RANKS = "ranks"
 PROBE_SAMPLES = "samples"
 PROBE_SUSTAINED_SECONDS = "sustainedSeconds"  # how long the largest size was sent, all its timed trains together
-# The trial summary's PLACEMENT (models/placement.py): {PLACEMENT_REQUESTED: spec.scheduling.placement's label,
+# The trial summary's PLACEMENT (models/cross_node.py): {PLACEMENT_REQUESTED: spec.scheduling.placement's label,
 #   PLACEMENT_NODES: {rank: node}, PLACEMENT_RANKS_PER_NODE: {node: ranks}, PLACEMENT_CROSS_NODE_PAIRS: [[rank, rank]]}
 PLACEMENT = "placement"
 PLACEMENT_REQUESTED = "requested"

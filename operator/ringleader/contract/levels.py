@@ -1,7 +1,7 @@
 """How far apart two ranks of a trial are: in one pod, in two pods of one node, or on two nodes.
 
 Read by the runtime, which counts each rank's bytes by level (runtime/ring.py, runtime/exchange/link.py) and lets
-the emulated card (runtime/nic.py) carry only what leaves a pod, and by models/placement.py, which models the
+the emulated card (runtime/nic.py) carry only what leaves a pod, and by models/cross_node.py, which models the
 same bytes. A pod's ranks (api/trial.py: a slot's `group_rank`) share its memory and its card; pods of one node
 share its NIC; only bytes between nodes cross one. The nodes are those the ranks ran on (contract/environment.py
 NODE_NAME), gathered once at the start (runtime/main.py); without them every rank is taken to share one node.

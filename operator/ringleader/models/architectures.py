@@ -7,7 +7,7 @@ how the models price it, so that a new architecture is one entry here (docs/arch
     prediction           its Model of an iteration from a trial's measurements: models/prediction_models.py, run by
                          models/prediction.py
     phases               its exchange, phase by phase, what each rank sends to which: models/traffic.py; the runtime's
-                         bytes by level must match it (models/placement.py), the host and wire terms price it
+                         bytes by level must match it (models/cross_node.py), the host and wire terms price it
                          (models/pricing.py)
     priced_comm_seconds  T_comm as `ringleader predict` prices it, where that differs from comm_seconds
 

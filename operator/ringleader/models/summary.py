@@ -25,7 +25,7 @@ commFraction, waitFraction, stragglerRank, targetSeconds, targetIterations). The
 - evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations (with
   spec.model.evaluation and target; models/targets.py); perRank {rank: {iterations, iterationSeconds,
   computeSeconds, commSeconds, waitSeconds, otherSeconds}}; usage {rank: runtime/usage.py's and its node} when given.
-- Placement (models/placement.py, when every rank recorded its node): nodeCount, crossNodeByteShare and
+- Placement (models/cross_node.py, when every rank recorded its node): nodeCount, crossNodeByteShare and
   placement {requested, nodes, ranksPerNode, crossNodePairs}.
 Only records after warm-up count; when a trial has none (every step was warm-up), all records count.
 """
@@ -38,7 +38,7 @@ import math
 import statistics
 from typing import Any, Callable, Iterable, Mapping
 
-from ringleader.models import placement as placement_
+from ringleader.models import cross_node
 from ringleader.models import targets
 from ringleader.models.recorded import is_number, measured, nodes_of
 from ringleader.api import constants, status
@@ -321,7 +321,7 @@ class TrialSummary:
     prediction: Mapping[str, Any] | None = _wire(keys.PREDICTION, optional=True)
     """prediction is models/prediction.py's document, or why there is none."""
     placement: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    """placement is models/placement.py's: where the ranks ran and the share of bytes that crossed nodes
+    """placement is models/cross_node.py's: where the ranks ran and the share of bytes that crossed nodes
     (empty unless every rank recorded its node)."""
     host: Host = Host()
     """host is what the workers' communication cost their CPUs, where recorded."""
@@ -346,7 +346,7 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
         evaluation=targets.summarize(records_by_rank, trial.spec.model.target),
         per_rank={str(part.rank): part.per_rank() for part in parts},
         usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None,
-        placement=placement_.placement(trial, nodes_of(usage_by_rank)), host=host(parts),
+        placement=cross_node.placement(trial, nodes_of(usage_by_rank)), host=host(parts),
         parts=mean_parts(parts))
 
 

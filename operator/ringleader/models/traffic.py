@@ -1,7 +1,7 @@
 """Who sends what to whom in each architecture's exchange, phase by phase: the traffic pattern, as its algorithm does.
 
 Which rank sends which other how many of the model's M bytes per iteration (shards of equal size; k ranks to a pod,
-P pods); models/architectures.py names each architecture's, models/placement.py sums them per trial and
+P pods); models/architectures.py names each architecture's, models/cross_node.py sums them per trial and
 models/pricing.py prices them on the host and the wire:
 
     ParameterServer   every worker to every server and back, M/S each way

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from typing import Any
 
-from ringleader.models import combinations, placement, results, statistics
+from ringleader.models import combinations, cross_node, results, statistics
 from ringleader.report import convergence, scaling, tables
 from ringleader.models.contention import crowded
 from ringleader.contract import keys
@@ -64,9 +64,9 @@ class Comparison:
     contended: bool = False
     """Some of the trials' ranks shared CPUs: their timings move between runs by more than a run shows."""
     placement_caveat: str | None = None
-    """Their placements put different shares of bytes across nodes (placement.caveat): said with any verdict."""
+    """Their placements put different shares of bytes across nodes (cross_node.caveat): said with any verdict."""
     traffic: str | None = None
-    """What each sent across pods and nodes, where that differs (placement.traffic_note): said with any verdict."""
+    """What each sent across pods and nodes, where that differs (cross_node.traffic_note): said with any verdict."""
 
     def interval(self) -> str:
         """"95 % CI 1.03-1.66 within runs", or "" without an interval."""
@@ -135,8 +135,8 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart. Single runs whose ranks
     shared CPUs name no winner: contended timings drift between runs by more than a run's own spread (on 2 busy
     cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind). Two setups whose placements put
-    different shares of their bytes across nodes are compared with that caveat (placement.caveat), and two that sent
-    different bytes across pods or nodes say how much (placement.traffic_note): what crossed a NIC, not only where."""
+    different shares of their bytes across nodes are compared with that caveat (cross_node.caveat), and two that sent
+    different bytes across pods or nodes say how much (cross_node.traffic_note): what crossed a NIC, not only where."""
     repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
     contended = any(crowded(trial.summary) for group in (better, other) for trial in group.trials)
     if min(map(len, repeated)) >= 2:
@@ -151,10 +151,10 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     low, high = estimate.low, estimate.high
     separated = low is not None and high is not None and (low > 1.0 + margin or high < 1.0 / (1.0 + margin))
     # Unless placement is what the two differ in, a different share of bytes across nodes qualifies the verdict.
-    placed = None if better.parameters.get(PLACEMENT) != other.parameters.get(PLACEMENT) else placement.caveat(
+    placed = None if better.parameters.get(PLACEMENT) != other.parameters.get(PLACEMENT) else cross_node.caveat(
         _name(better), [t.summary for t in better.trials], _name(other), [t.summary for t in other.trials])
-    traffic = placement.traffic_note(_name(better), [t.summary for t in better.trials], _name(other),
-                                     [t.summary for t in other.trials])
+    traffic = cross_node.traffic_note(_name(better), [t.summary for t in better.trials], _name(other),
+                                      [t.summary for t in other.trials])
     return Comparison(estimate, basis, separated, contended and basis == "within-run", placed, traffic)
 
 

@@ -12,7 +12,7 @@ import io
 import re
 from typing import Any, Mapping, Sequence
 
-from ringleader.models import placement as placement_
+from ringleader.models import cross_node
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
@@ -52,7 +52,7 @@ class ComparisonRow:
     placement: str = "Any"
     """placement asked for (spec.scheduling.placement's label)."""
     node_count: float | None = None
-    """node_count and cross_node_byte_share: where the ranks ran, as they recorded (models/placement.py)."""
+    """node_count and cross_node_byte_share: where the ranks ran, as they recorded (models/cross_node.py)."""
     cross_node_byte_share: float | None = None
     ranks_per_pod: int = 1
     """ranks_per_pod is `workers.ranksPerPod` as the trial ran it (Workers.pod_ranks)."""
@@ -62,7 +62,7 @@ class ComparisonRow:
 
     def placement_cell(self) -> str:
         """"Spread: 3 nodes, 100% across"; the placement asked for alone when none was recorded."""
-        got = placement_.describe({keys.NODE_COUNT: self.node_count, keys.CROSS_NODE_BYTE_SHARE: self.cross_node_byte_share})
+        got = cross_node.describe({keys.NODE_COUNT: self.node_count, keys.CROSS_NODE_BYTE_SHARE: self.cross_node_byte_share})
         return f"{self.placement}: {got}" if got else self.placement
 
     def placed(self) -> bool:

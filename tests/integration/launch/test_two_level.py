@@ -1,7 +1,7 @@
 """`ringleader run` of the flat and two-level architectures on pods of two ranks (4 workers, `ranksPerPod: 2`).
 
 Every trial finishes; every worker's bytes of an iteration by level (inside its pod, to the other pod of the one
-node) are what models/placement.py's model of the architecture says for the model's bytes; the flat ring sends
+node) are what models/cross_node.py's model of the architecture says for the model's bytes; the flat ring sends
 more across pods than the hierarchical one by the model's ratio, (kP-1)/(k(P-1)) = 1.5; and each two-level variant
 trains like its flat counterpart (the same mean gradient every step, summed in another order).
 """
@@ -14,7 +14,7 @@ import statistics
 import pytest
 
 import launching
-from ringleader.models import placement
+from ringleader.models import cross_node
 from ringleader.api import trial as trial_
 from ringleader.contract import keys, levels, records
 
@@ -45,7 +45,7 @@ def test_flat_and_two_level_architectures_on_pods_of_two_send_what_their_models_
                                                           .read_text())["parameters"])
         nodes = {rank: json.loads((directory / f"rank-{rank}" / records.SUMMARY_FILE).read_text())[keys.NODE]
                  for rank in range(trial.world_size)}
-        modelled = placement.modelled_bytes(trial, levels.Levels.of(trial, nodes), model_bytes)
+        modelled = cross_node.modelled_bytes(trial, levels.Levels.of(trial, nodes), model_bytes)
         for rank in workers:
             counted = [r for r in records.read_iterations(directory / f"rank-{rank}" / records.ITERATIONS_FILE)
                        if not r[keys.WARMUP]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ringleader.models import placement, summary
+from ringleader.models import cross_node, summary
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys
@@ -13,9 +13,9 @@ from ringleader.contract import keys
 from test_summary import two_workers, worker_record
 
 
-def make_trial(architecture="ParameterServer", workers=2, servers=1, placement_=None) -> trial_.Trial:
+def make_trial(architecture="ParameterServer", workers=2, servers=1, placement=None) -> trial_.Trial:
     spec = {"architecture": architecture, "workers": {"replicas": workers}, "parameterServers": {"replicas": servers},
-            "scheduling": {"placement": placement_ or {}}}
+            "scheduling": {"placement": placement or {}}}
     return trial_.Trial(experiment="e", name="e-0", index=0, spec=spec_.ExperimentSpec.model_validate(spec))
 
 
@@ -24,16 +24,16 @@ def used_on(*nodes: str) -> dict[int, dict]:
 
 
 def test_each_architecture_exchanges_over_its_own_pairs():
-    assert placement.traffic_pairs(make_trial(workers=3, servers=2)) == [
+    assert cross_node.traffic_pairs(make_trial(workers=3, servers=2)) == [
         (0, 2), (0, 3), (0, 4), (1, 2), (1, 3), (1, 4)]
-    assert placement.traffic_pairs(make_trial("PeerToPeer", workers=3)) == [(0, 1), (0, 2), (1, 2)]
-    assert placement.traffic_pairs(make_trial("RingAllReduce", workers=4)) == [(0, 1), (0, 3), (1, 2), (2, 3)]
-    assert placement.traffic_pairs(make_trial("RingAllReduce", workers=2)) == [(0, 1)]
-    assert placement.traffic_pairs(make_trial("RingAllReduce", workers=1)) == []
+    assert cross_node.traffic_pairs(make_trial("PeerToPeer", workers=3)) == [(0, 1), (0, 2), (1, 2)]
+    assert cross_node.traffic_pairs(make_trial("RingAllReduce", workers=4)) == [(0, 1), (0, 3), (1, 2), (2, 3)]
+    assert cross_node.traffic_pairs(make_trial("RingAllReduce", workers=2)) == [(0, 1)]
+    assert cross_node.traffic_pairs(make_trial("RingAllReduce", workers=1)) == []
 
 
 def test_the_summary_says_where_each_rank_ran_and_which_exchanges_crossed_nodes():
-    trial = make_trial(placement_={"servers": "Apart"})
+    trial = make_trial(placement={"servers": "Apart"})
     document = summary.summarize(two_workers(), trial, used_on("node-a", "node-b", "node-a")).to_document()
     assert document[keys.NODE_COUNT] == 2
     # ps-0 (rank 0) on node-a exchanges with worker 1 (node-b, across) and worker 2 (node-a, within).
@@ -51,8 +51,8 @@ def test_a_ring_spread_over_nodes_crosses_with_every_exchange_and_a_packed_one_w
     packed = summary.summarize(records, trial, used_on("a", "a", "a")).to_document()
     assert (spread[keys.NODE_COUNT], spread[keys.CROSS_NODE_BYTE_SHARE]) == (3, 1.0)
     assert (packed[keys.NODE_COUNT], packed[keys.CROSS_NODE_BYTE_SHARE]) == (1, 0.0)
-    assert placement.shared_node_note(spread) is None
-    assert "one node" in placement.shared_node_note(packed)
+    assert cross_node.shared_node_note(spread) is None
+    assert "one node" in cross_node.shared_node_note(packed)
 
 
 def test_no_placement_is_made_up_when_a_rank_recorded_no_node():
@@ -60,7 +60,7 @@ def test_no_placement_is_made_up_when_a_rank_recorded_no_node():
     del used[2][keys.NODE]
     document = summary.summarize(two_workers(), make_trial(), used).to_document()
     assert not {keys.NODE_COUNT, keys.CROSS_NODE_BYTE_SHARE, keys.PLACEMENT} & set(document)
-    assert placement.describe(document) == "" and placement.shared_node_note(document) is None
+    assert cross_node.describe(document) == "" and cross_node.shared_node_note(document) is None
 
 
 def test_the_per_rank_nodes_go_first_from_a_termination_message_and_the_shares_stay():
@@ -72,20 +72,20 @@ def test_the_per_rank_nodes_go_first_from_a_termination_message_and_the_shares_s
 
 def test_two_setups_are_compared_with_a_caveat_only_when_their_shares_across_nodes_differ():
     spread, packed, alike = ({keys.CROSS_NODE_BYTE_SHARE: share} for share in (1.0, 0.0, 0.96))
-    assert placement.caveat("a", [spread], "b", [alike]) is None
-    assert placement.caveat("a", [spread], "b", [{}]) is None  # b recorded no placement: nothing to say
-    assert placement.caveat("a", [spread, spread], "b", [packed, None]).startswith(
+    assert cross_node.caveat("a", [spread], "b", [alike]) is None
+    assert cross_node.caveat("a", [spread], "b", [{}]) is None  # b recorded no placement: nothing to say
+    assert cross_node.caveat("a", [spread, spread], "b", [packed, None]).startswith(
         "but they were placed differently: 100% of a's bytes crossed nodes and 0% of b's")
-    assert placement.describe({keys.NODE_COUNT: 1, keys.CROSS_NODE_BYTE_SHARE: 0.0}) == "1 node, 0% across"
-    assert "50% of its bytes stayed within a node" in placement.shared_node_note({keys.CROSS_NODE_BYTE_SHARE: 0.5})
+    assert cross_node.describe({keys.NODE_COUNT: 1, keys.CROSS_NODE_BYTE_SHARE: 0.0}) == "1 node, 0% across"
+    assert "50% of its bytes stayed within a node" in cross_node.shared_node_note({keys.CROSS_NODE_BYTE_SHARE: 0.5})
 
 
 def test_predict_and_whatif_say_when_the_measured_link_was_a_nodes_bridge_but_not_of_a_local_run():
     packed = {keys.NODE_COUNT: 1, keys.CROSS_NODE_BYTE_SHARE: 0.0, keys.LINK_PROBE: {keys.PROBE_SHARED_HOST: False}}
-    assert placement.link_note(packed) == (
+    assert cross_node.link_note(packed) == (
         "placement: every rank ran on one node: its bytes crossed that node's bridge or loopback, not a NIC; the "
         "link measured and priced here is a bridge, not a NIC between nodes")
     half = {**packed, keys.NODE_COUNT: 2, keys.CROSS_NODE_BYTE_SHARE: 0.5}
-    assert "is partly a bridge" in placement.link_note(half)
-    assert placement.link_note({**packed, keys.CROSS_NODE_BYTE_SHARE: 1.0}) is None
-    assert placement.link_note({**packed, keys.LINK_PROBE: {keys.PROBE_SHARED_HOST: True}}) is None
+    assert "is partly a bridge" in cross_node.link_note(half)
+    assert cross_node.link_note({**packed, keys.CROSS_NODE_BYTE_SHARE: 1.0}) is None
+    assert cross_node.link_note({**packed, keys.LINK_PROBE: {keys.PROBE_SHARED_HOST: True}}) is None
