@@ -31,8 +31,27 @@ def spare_node(kube, nodes: list[str], home: str, namespace: str) -> str:
     return spare[0]
 
 
+def probe_running(kube, namespace: str, node: str, image: str) -> None:
+    """A pod pinned to `node`, waited for Running, then deleted: the node's kubelet is back, has synced its pods
+    with the API server, and so has done whatever it would do with those it had before."""
+    probe = f"probe-{node}"
+    kube.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": probe, "namespace": namespace},
+                "spec": {"nodeSelector": {HOSTNAME: node}, "restartPolicy": "Never",
+                         "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "probe", "image": image, "imagePullPolicy": "Never",
+                                         "command": ["sleep", "600"],
+                                         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}})
+    try:
+        wait_for(f"the probe pod on the returned node {node} to be Running",
+                 lambda: ((kube.get("pod", namespace, probe) or {}).get("status") or {}).get("phase") == "Running",
+                 180, interval=1, describe=lambda: kube.kubectl("describe", "pod", "-n", namespace, probe,
+                                                                check=False).stdout[-1500:])
+    finally:
+        kube.kubectl("delete", "pod", "-n", namespace, probe, "--wait=false", check=False)
+
+
 def test_a_node_lost_mid_trial_is_named_the_trial_fails_with_node_lost_and_the_survivors_records_reach_mlflow(
-        kube, namespace, launcher, mlflow, mlflow_volume, nodes, report_on_failure):
+        kube, namespace, launcher, mlflow, mlflow_volume, nodes, image, report_on_failure):
     import harness  # conftest put cluster/ on sys.path
 
     home = mlflow_volume["node"]
@@ -85,7 +104,7 @@ def test_a_node_lost_mid_trial_is_named_the_trial_fails_with_node_lost_and_the_s
         assert recorded >= before, (recorded, before)
         runs_before = {r.info.run_id for r in ranks}
     finally:
-        harness.start_node(lost)
-    time.sleep(20)  # what a returning kubelet would do (re-report its pods) has had time to happen
+        harness.start_node(lost)  # returns once the node is Ready
+    probe_running(kube, namespace, lost, image)  # what a returning kubelet would do (re-report its pods) is done
     assert kube.experiment_pods(namespace, name) == [], "the returning node brought pods back"
     assert {r.info.run_id for r in mlflow.children(experiment_id, trial_run)} == runs_before

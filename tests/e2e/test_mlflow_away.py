@@ -11,6 +11,7 @@ Runs last (with the upgrade test): MLflow away would hold every other experiment
 from __future__ import annotations
 
 import datetime
+import re
 import time
 
 import e2e_checks as checks
@@ -33,6 +34,13 @@ def _scale_mlflow(kube, release, replicas: int) -> None:
     else:
         wait_for("MLflow available again", lambda: (kube.json("get", "deployment", "-n", namespace, deployment)
                                                     .get("status") or {}).get("availableReplicas") == replicas, 300)
+
+
+def _waited(dte: dict) -> int | None:
+    """How long the trial's reporting rank had waited for MLflow in the waiting line the operator read last (its
+    RecordsPending message quotes it: "... after 12 of at most 900 s")."""
+    found = re.search(r"after (\d+) of at most \d+ s", trials(dte)[0].get("message") or "")
+    return int(found.group(1)) if found else None
 
 
 def _time(text: str) -> float:
@@ -60,8 +68,17 @@ def test_mlflow_away_as_the_ranks_end_holds_the_trial_until_every_record_is_in(k
     assert "ranks' records published; waiting for MLflow at http://" in message, message
     assert trials(held)[0]["reason"] == "RecordsPending", trials(held)
     log(f"{name}: {message}")
-    time.sleep(20)  # a round or two more of the ranks' retries, the server still away
-    assert phase(kube.dte(namespace, name)) == "Running", describe_dte(kube, namespace, name)
+    waited = _waited(held)
+    assert waited is not None, trials(held)
+
+    def retried():
+        dte = pending()
+        return dte and (_waited(dte) or 0) > waited and dte
+
+    # One more round of the ranks' retries, failed (the server still away) and read by the operator: still held.
+    later = wait_for(f"{name}'s ranks to retry once more, as the operator read it", retried, 180, interval=2,
+                     describe=lambda: describe_dte(kube, namespace, name))
+    assert phase(later) == "Running", describe_dte(kube, namespace, name)
 
     back_at = time.time()
     _scale_mlflow(kube, release, 1)

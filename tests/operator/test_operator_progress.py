@@ -5,7 +5,6 @@ serves on 127.0.0.1, or leaves them unbound, so that the API server can serve no
 """
 
 import json
-import time
 
 import experiments as dtes
 import kubelet
@@ -41,7 +40,8 @@ def test_with_the_default_poll_interval_progress_shows_within_seconds_of_the_fir
     operator(extra_args=("--progress-poll-interval", "15"))  # the operator's and the chart's default
     admin.create(dtes.experiment("long", namespace, model={"iterations": 100000}))
     first, _ = _running(admin, namespace, "long", bind=True)
-    time.sleep(3)  # the ranks import and rendezvous: their logs show no progress line yet
+    # The ranks import and rendezvous: the operator reads their log, which shows no progress line yet.
+    wait_for("a read of the log with no progress line", lambda: served_logs.server.requests >= 1, timeout=30)
     served_logs[first["metadata"]["name"]] = "progress: iteration 120/100000 loss 0.4000 iteration 5.0 ms\n"
     # Read every 2 s until a first line shows (a 15 s poll would leave it at 0/100000 for up to 15 s).
     wait_for("progress 120/100000", lambda: admin.experiment(namespace, "long")["status"]["progressText"]

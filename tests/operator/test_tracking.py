@@ -8,8 +8,8 @@ from status.
 """
 
 import pathlib
+import re
 import socket
-import time
 
 import experiments as dtes
 from apiserver_client import wait_for
@@ -101,13 +101,19 @@ def _announced(admin, namespace, name, reason):
     return sum(e.get("count") or 1 for e in admin.events(namespace, name) if e["reason"] == reason)
 
 
+def _failed_calls(running, uri):
+    """The MLflow calls to `uri` the operator logged as failed: recording.MlflowCalls warns of each."""
+    failed = re.compile(rf"^MLflow at {re.escape(uri)}: .* failed: ", re.MULTILINE)
+    return len(failed.findall(running.log.read_text(errors="replace")))
+
+
 def test_mlflow_going_away_and_coming_back_is_announced_once_each(admin, namespace, operator, tmp_path):
     from tracking_listener import MlflowServer
 
     server = MlflowServer(tmp_path)
     server.wait_healthy()
     try:
-        operator(extra_args=("--tracking-uri", server.uri, "--tracking-retry", "1", "--tracking-timeout", "5"))
+        running = operator(extra_args=("--tracking-uri", server.uri, "--tracking-retry", "1", "--tracking-timeout", "5"))
         admin.create(dtes.experiment("flaky", namespace))
         pods = wait_for("3 pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "flaky")),
                         timeout=120)
@@ -125,9 +131,11 @@ def test_mlflow_going_away_and_coming_back_is_announced_once_each(admin, namespa
         wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "flaky")) == "Succeeded", timeout=60)
         wait_for("TrackingUnavailable", lambda: _announced(admin, namespace, "flaky", "TrackingUnavailable") > went,
                  timeout=60)
-        # Passes retry every second and each tries MLflow for up to 5 s: a window of several failed passes,
-        # each of which announced a pair before (not a bound on anything).
-        time.sleep(25)
+        # Passes retry every second, each failing MLflow call logged by the operator: once three more have
+        # failed (each of which announced a pair before), the one announcement must still be the only one.
+        failed = _failed_calls(running, server.uri)
+        wait_for("3 more failed MLflow calls in the operator's log",
+                 lambda: _failed_calls(running, server.uri) >= failed + 3, timeout=60)
         assert _announced(admin, namespace, "flaky", "TrackingUnavailable") == went + 1
         assert _announced(admin, namespace, "flaky", "TrackingAvailable") == came
 

@@ -520,18 +520,27 @@ def test_a_rank_needs_its_run_or_the_token_to_find_it(store, tmp_path):
 
 
 def test_a_rank_that_finished_while_its_run_was_missing_waits_for_it_and_then_publishes_everything_once(
-        store, tmp_path):
+        store, tmp_path, monkeypatch):
     publishing, rank_dir = publisher_without_run_id(store, tmp_path, "uid-3.tiny-0", records=6)
-    created = threading.Event()
+    finishing, looked, created = threading.current_thread(), threading.Event(), threading.Event()
+    experiment_id_of = store_.Store.experiment_id
 
-    def operator_creates_the_run_later():
-        time.sleep(1.0)
+    def experiment_id_looked_up(self, name):
+        found = experiment_id_of(self, name)
+        if found is None and threading.current_thread() is finishing:
+            looked.set()  # finish() (on this thread) looked for its trial's experiment and found none
+        return found
+
+    monkeypatch.setattr(store_.Store, "experiment_id", experiment_id_looked_up)
+
+    def operator_creates_the_run_once_the_rank_looked():
+        assert looked.wait(30), "finish() never looked for the trial's MLflow experiment"
         experiment_id = store.ensure_experiment("tiny-experiment")
         store.create_run_once(experiment_id, "uid-3.tiny-0", {})
         created.set()
 
-    threading.Thread(target=operator_creates_the_run_later, daemon=True).start()
-    # Each stop() gives up after its own short timeout; finish() tries again until the run is there.
+    threading.Thread(target=operator_creates_the_run_once_the_rank_looked, daemon=True).start()
+    # The run appears after finish() looked for it: finish() looks again, within its wait, until the run is there.
     assert publishing.finish("FINISHED", wait_seconds=30)
     assert created.is_set()
     state = cursor.Cursor.load(cursor.path_for(rank_dir, store.uri))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import pathlib
 import threading
-import time
 
 import pytest
 
@@ -115,7 +114,7 @@ def test_records_spooled_while_the_server_is_away_are_replayed_once(tracking_ser
 
 
 def test_a_rank_that_finishes_while_the_server_is_away_holds_on_until_it_is_back_and_loses_nothing(
-        tracking_server, tmp_path):
+        tracking_server, tmp_path, caplog):
     """The cluster's case (docs/operator.md): the pod of a rank that finished training stays up, retrying, until
     MLflow takes its last records; only then does the rank exit and its trial succeed."""
     tracking_server.start()
@@ -133,7 +132,9 @@ def test_a_rank_that_finishes_while_the_server_is_away_holds_on_until_it_is_back
     finished: list[bool] = []
     ending = threading.Thread(target=lambda: finished.append(publisher.finish("FINISHED", wait_seconds=240)))
     ending.start()
-    time.sleep(3)
+    # Each round that MLflow does not take the records ends with the waiting line: two rounds tried and failed.
+    launching.wait_for(lambda: caplog.text.count("records: 5 of 25 iterations of rank 1 published; waiting") >= 2,
+                       90, "2 waiting lines of the rank")
     assert ending.is_alive() and publisher.published() == (5, 25)  # the rank holds on, its records on disk
     tracking_server.start()
     ending.join(240)
