@@ -58,7 +58,7 @@ lock:  ## resolve pyproject.toml again into requirements.lock and requirements-r
 lock-check:  ## fail, naming the fix, when a lock file is stale against pyproject.toml
 	@python3 mk/lock.py check
 
-lint: venv  ## ruff (faults, not style) and mypy over the package, as pyproject.toml configures them
+lint: venv  ## ruff (faults, and line length) and mypy over the package, as pyproject.toml configures them
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 

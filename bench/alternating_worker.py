@@ -1,4 +1,5 @@
-"""One rank of bench_ring_vs_ddp.py's alternating comparison: ringleader's ring and DDP, iteration by iteration, in one process.
+"""One rank of bench_ring_vs_ddp.py's alternating comparison: ringleader's ring and DDP, iteration by iteration, in one
+process.
 
 Started by bench_ring_vs_ddp.py (once per rank, environment as for ddp_worker.py). By hand:
 

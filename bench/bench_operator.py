@@ -63,7 +63,8 @@ FLOOR_THREADS = 32  # the operator's default --api-concurrency: the floor create
 
 def experiment(name: str, namespace: str, workers: int) -> dict:
     """A ring-allreduce experiment of `workers` workers, one trial, small pods."""
-    return {"apiVersion": constants.API_VERSION, "kind": constants.KIND, "metadata": {"name": name, "namespace": namespace},
+    return {"apiVersion": constants.API_VERSION, "kind": constants.KIND,
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {"architecture": "RingAllReduce", "workers": {"replicas": workers, "resources": SMALL},
                      "model": {"name": "mlp", "iterations": kubelet.ITERATIONS, "warmupIterations": 1}}}
 
@@ -169,7 +170,8 @@ class Probe:
             labels = {k: v.strip('"') for k, v in labels.items()}
             if labels.get("verb") in ("WATCH", "WATCHLIST") or not labels.get("resource"):
                 continue
-            key = f"{labels['verb']} {labels['resource']}" + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+            key = f"{labels['verb']} {labels['resource']}" + (f"/{labels['subresource']}" if labels.get("subresource")
+                                                              else "")
             counts[key] = counts.get(key, 0.0) + float(value)
         return counts
 
@@ -327,7 +329,8 @@ def floor_burst(bench: Bench, args) -> dict:
     wait_for("the floor's experiments to be deleted", lambda: not bench.admin.list(constants.KIND, namespace),
              timeout=args.timeout)
     result = {"posted_seconds": posted, "all_pods_seconds": max(seen.values()) - started,
-              "per_experiment": {"p50": quantile(latencies, 0.5), "p95": quantile(latencies, 0.95), "max": max(latencies)}}
+              "per_experiment": {"p50": quantile(latencies, 0.5), "p95": quantile(latencies, 0.95),
+                                 "max": max(latencies)}}
     print(f"  floor {args.experiments}x{args.workers}: all pods in {result['all_pods_seconds']:.1f} s (experiments "
           f"posted in {posted:.1f} s); per experiment p50 {result['per_experiment']['p50']:.1f} s, "
           f"p95 {result['per_experiment']['p95']:.1f} s; load {os.getloadavg()[0]:.1f}", flush=True)
@@ -362,7 +365,8 @@ def big(bench: Bench, args) -> dict:
                 run["ratio"] = run["all"] / run["floor"]
             runs.append(run)
             print(f"  repeat {repeat} (load {load:.1f}): first pod {times[0]:.2f} s, half {run['half']:.2f} s, "
-                  f"all {times[-1]:.2f} s, operator CPU {run['operator_cpu_seconds']:.2f} s" + (f"; floor {run['floor']:.2f} s, operator / floor {run['ratio']:.2f}"
+                  f"all {times[-1]:.2f} s, operator CPU {run['operator_cpu_seconds']:.2f} s"
+                  + (f"; floor {run['floor']:.2f} s, operator / floor {run['ratio']:.2f}"
                                               if floor is not None else ""), flush=True)
     finally:
         watch.close()
@@ -413,7 +417,8 @@ def burst(bench: Bench, args, namespace: str | None = None) -> dict:
           f"(experiments posted in {posted:.1f} s); per experiment p50 {result['per_experiment']['p50']:.1f} s, "
           f"p95 {result['per_experiment']['p95']:.1f} s, max {result['per_experiment']['max']:.1f} s; "
           f"operator CPU {cpu:.1f} s (cyclic collector {collector['seconds']:.1f} s, "
-          f"{collector['full_collections']} full collections), RSS {result['operator_memory_mb']}; requests {requests_}",
+          f"{collector['full_collections']} full collections), RSS {result['operator_memory_mb']}; "
+          f"requests {requests_}",
           flush=True)
     result["_pods"] = [p for k, p in pods.items() if k[0] == namespace]
     result["_namespace"] = namespace
@@ -467,7 +472,8 @@ def steady(bench: Bench, args) -> dict:
                   f"({row['cpu_seconds_per_minute_per_100']:.2f} per 100 experiments), "
                   f"{row['requests_per_second']:.1f} API requests/s {delta}, "
                   f"log reads at the kubelet {row['kubelet_log_reads_per_second']:.1f}/s, cyclic collector "
-                  f"{collector['seconds']:.1f} s ({collector['full_collections']} full), RSS {row['operator_memory_mb']}",
+                  f"{collector['seconds']:.1f} s ({collector['full_collections']} full), "
+                  f"RSS {row['operator_memory_mb']}",
                   flush=True)
     finally:
         if server is not None:
@@ -486,7 +492,8 @@ def main() -> int:
     parser.add_argument("--logs", choices=("served", "unavailable"), default="served",
                         help="steady: pods bound to a Node whose logs the benchmark serves, or unbound (no log)")
     parser.add_argument("--window", type=float, default=60.0, help="steady: seconds measured per interval")
-    parser.add_argument("--settle", type=float, default=30.0, help="steady: seconds left after a restart before measuring")
+    parser.add_argument("--settle", type=float, default=30.0,
+                        help="steady: seconds left after a restart before measuring")
     parser.add_argument("--timeout", type=float, default=600.0, help="longest wait for pods or experiments, seconds")
     parser.add_argument("--operator-path", help="PYTHONPATH of the operator to run (another tree's operator/)")
     parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,

@@ -255,7 +255,8 @@ def alternating(trial, directory: pathlib.Path, iterations: int, chunks: int) ->
         # Per step, of / bare of the same step: neighbours in time share the machine's load.
         ratios = [a / b for a, b in zip(of[warmup:], bare[warmup:])]
         size = max(1, len(ratios) // chunks)
-        by_chunk = [statistics.median(ratios[first:first + size]) - 1.0 for first in range(0, len(ratios) - size + 1, size)]
+        by_chunk = [statistics.median(ratios[first:first + size]) - 1.0
+                    for first in range(0, len(ratios) - size + 1, size)]
         return 100 * (statistics.median(ratios) - 1.0), harness.spread([100 * o for o in by_chunk])
 
     overall, spread = overhead(instrumented)
@@ -292,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                   "warmupIterations": args.warmup},
         "data": {"synthetic": {"samples": 4096, "imageSize": args.image_size}},
     }, "bench-overhead-0")
-    parameters = sum(1 for p in models.build(trial.spec.model, trial.spec.data.synthetic).parameters() if p.requires_grad)
+    parameters = sum(1 for p in models.build(trial.spec.model, trial.spec.data.synthetic).parameters()
+                     if p.requires_grad)
     start_machine = harness.machine()
     with tempfile.TemporaryDirectory(prefix="ringleader-bench-") as scratch:
         micro_result = micro(pathlib.Path(scratch) / "micro", args.micro_iterations, parameters, args.micro_repeats)
@@ -325,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:34}" + "".join(f"{values[k]:>10.3f}" for k in ("median", "min", "max")))
     print(f"alternating loop: overall {alternating_result['overallPercent']:+.2f}% "
           f"(A/A control {alternating_result['controlOverallPercent']:+.2f}%); bare "
-          f"{alternating_result['bareMilliseconds']:.3f} ms, instrumented {alternating_result['instrumentedMilliseconds']:.3f} ms "
+          f"{alternating_result['bareMilliseconds']:.3f} ms, "
+          f"instrumented {alternating_result['instrumentedMilliseconds']:.3f} ms "
           f"(medians of {alternating_result['iterationsEach']} each)")
     print(f"micro cost / bare iteration: steady {direct['steady']:.3f}%, traced steps {direct['traced']:.3f}%")
     print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; wrote {path}")

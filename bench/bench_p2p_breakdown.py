@@ -1,4 +1,5 @@
-"""Where a PeerToPeer step's time goes beyond its model: every message's hand-offs, the critical chain, each thread's CPU and run-queue wait.
+"""Where a PeerToPeer step's time goes beyond its model: every message's hand-offs, the critical chain, each thread's
+CPU and run-queue wait.
 
 Runbook (from the repository root; about 1 minute on a loaded 2-core machine):
 
@@ -137,7 +138,8 @@ def report(row: dict) -> None:
     model, n = row["model"], row["workers"]
     after = row["afterLastMedian"]
     print(f"\nN={n} (run queue {row['runQueue'] or 0:.1f}): model {1e3 * model:.2f} ms; "
-          f"slowest comm+wait {1e3 * row['slowestMedian']:.2f} ms ({row['slowestMedian'] / model:.2f}x); after last gradient "
+          f"slowest comm+wait {1e3 * row['slowestMedian']:.2f} ms ({row['slowestMedian'] / model:.2f}x); "
+          "after last gradient "
           + (f"{1e3 * after:.2f} ms ({after / model:.2f}x)" if after is not None else "-"))
     chain = row["chain"]
     steps = len(chain.get("total: slowest peer's synchronize", []))
@@ -154,10 +156,11 @@ def report(row: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--workers", nargs="+", type=int, default=[2, 4], help="peer counts (default 2 4)")
     parser.add_argument("--bandwidth", default="200Mbit", help="emulated link (default 200Mbit)")
-    parser.add_argument("--image-size", type=int, default=8, help="synthetic image side: mlp M = 0.47 MB at 8 (default)")
+    parser.add_argument("--image-size", type=int, default=8,
+                        help="synthetic image side: mlp M = 0.47 MB at 8 (default)")
     parser.add_argument("--batch", type=int, default=16, help="per-worker batch (default 16)")
     parser.add_argument("--iterations", type=int, default=40, help="iterations per trial (default 40)")
     parser.add_argument("--warmup", type=int, default=4, help="warm-up iterations left out (default 4)")
@@ -181,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
               "config": vars(args), "machineStart": start_machine, "machineEnd": harness.machine(),
               "load": load.document(), "rows": rows}
     path = harness.write_result("p2p_breakdown", result)
-    print(f"\nload {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; {load.said()}; wrote {path}")
+    print(f"\nload {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; {load.said()}; "
+          f"wrote {path}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The PeerToPeer BSP schedule in simulation: what its protocol alone costs against the model, with no thread or CPU in the way.
+"""The PeerToPeer BSP schedule in simulation: what its protocol alone costs against the model, with no thread or CPU in
+the way.
 
 Runbook (from the repository root; a few seconds, no torch, no trial):
 
@@ -107,7 +108,7 @@ def simulate(workers: int, slot: float, *, steps: int, compute: float, skew: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--workers", nargs="+", type=int, default=[2, 4], help="peer counts (default 2 4)")
     parser.add_argument("--m-over-b-ms", type=float, default=18.84,
                         help="the model's bytes over the link's rate, ms "

@@ -1,8 +1,9 @@
-"""Validation of `ringleader predict`: every trial predicts every other trial of its worker count; median and worst |error|.
+"""Validation of `ringleader predict`: every trial predicts every other trial of its worker count; median and worst
+|error|.
 
 Runbook (from the repository root; 5 to 8 minutes on a loaded 2-core machine):
 
-    .venv/bin/python bench/bench_predict_validation.py                     # 200Mbit emulated and loopback, 2 3 4 workers
+    .venv/bin/python bench/bench_predict_validation.py                  # 200Mbit emulated and loopback, 2 3 4 workers
     .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3   # the acceptance check (2 min)
     .venv/bin/python bench/bench_predict_validation.py --rescore /tmp/x/runs-200Mbit   # score runs again, no new trials
     .venv/bin/python bench/bench_predict_validation.py --links 200Mbit --workers 2 3 --burners 2   # under 2 busy cores
@@ -144,10 +145,11 @@ def acceptance(table: list[dict], link: str, workers: tuple[int, ...] = (2, 3)) 
     chosen = [r for r in table if r["link"] == link and r["scenario"] == ALL and r["workers"] in workers]
     if not chosen:
         return None
-    return " ".join(f"N={r['workers']}: median {100 * r['medianAbsError']:.1f}% (<= {100 * ACCEPT_MEDIAN:.0f}%), "
-                    f"worst {100 * r['worstAbsError']:.1f}% (<= {100 * ACCEPT_WORST:.0f}%)"
-                    f"{' ok' if r['medianAbsError'] <= ACCEPT_MEDIAN and r['worstAbsError'] <= ACCEPT_WORST else ' MISSED'};"
-                    for r in chosen)
+    return " ".join(
+        f"N={r['workers']}: median {100 * r['medianAbsError']:.1f}% (<= {100 * ACCEPT_MEDIAN:.0f}%), "
+        f"worst {100 * r['worstAbsError']:.1f}% (<= {100 * ACCEPT_WORST:.0f}%)"
+        f"{' ok' if r['medianAbsError'] <= ACCEPT_MEDIAN and r['worstAbsError'] <= ACCEPT_WORST else ' MISSED'};"
+        for r in chosen)
 
 
 def record(path: pathlib.Path, trials: dict[str, list], load: dict) -> None:
@@ -177,21 +179,24 @@ def print_bands(recorded: list[dict]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--links", nargs="+", default=["200Mbit", LOOPBACK],
                         help="emulated caps (e.g. 200Mbit) and/or `loopback` (no cap) (default: %(default)s)")
-    parser.add_argument("--workers", type=int, nargs="+", default=[2, 3, 4], help="worker counts (default: %(default)s)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 3, 4],
+                        help="worker counts (default: %(default)s)")
     parser.add_argument("--iterations", type=int, default=40, help="iterations per trial (default %(default)s)")
     parser.add_argument("--warmup", type=int, default=5, help="warm-up iterations (default %(default)s)")
     parser.add_argument("--model", default="mlp", help="built-in model (default %(default)s)")
     parser.add_argument("--batch-size", type=int, default=16, help="per-worker batch (default %(default)s)")
-    parser.add_argument("--trial-timeout", type=int, default=180, help="seconds one trial may take (default %(default)s)")
+    parser.add_argument("--trial-timeout", type=int, default=180,
+                        help="seconds one trial may take (default %(default)s)")
     parser.add_argument("--rescore", nargs="+", type=pathlib.Path, metavar="RUN",
                         help="score these `ringleader run` directories again (their link read from the trials) "
                              "instead of running new trials")
     parser.add_argument("--burners", type=int, default=0, help="CPU burners running through the new trials "
-                                                                "(harness.Load), so that the load is a setting (default 0)")
+                                                                "(harness.Load), "
+                                                                "so that the load is a setting (default 0)")
     parser.add_argument("--record", type=pathlib.Path, metavar="FILE",
                         help="add the runs' trials, as `ringleader predict` reads them, and the load they ran under to "
                              "FILE (gzipped JSON, models/prediction_validation.py): the recorded runs the bands are "

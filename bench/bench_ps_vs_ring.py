@@ -30,8 +30,8 @@ iteration are printed too (least-most), to show how evenly traffic is spread.
 one's gradient, and that wait is in its comm + wait (P2P carries a skew into the next step; the ring's
 emulation hid it until its last bucket was carried from the last rank's launch: docs/performance.md,
 section 3). "after last" (per traced step, from the end of the last worker's backward to the last
-worker's new weights, from the ranks' Chrome traces, less time/update; median) leaves the skew out: it is what the models price, which start every
-worker together. "spread" is that skew (first to last end of backward, median).
+worker's new weights, from the ranks' Chrome traces, less time/update; median) leaves the skew out: it is what the
+models price, which start every worker together. "spread" is that skew (first to last end of backward, median).
 
 "/pred" judges the same trial against the product's own model: the slowest worker's time/iteration (per step, the
 largest among workers; the median over steps) over what `ringleader predict` says for the trial's own architecture
@@ -133,7 +133,8 @@ def _traced_steps(trial, result) -> dict[int, dict[int, tuple[float, float]]]:
     steps: dict[int, dict[int, tuple[float, float]]] = {}
     for slot in trial.worker_slots():
         update = {r["step"]: r.get(keys.TIME_UPDATE) or 0.0 for r in result.iterations(slot.rank) if not r["warmup"]}
-        trace = json.loads((records.rank_dir(result.output_dir, trial.name, slot.rank) / records.TRACE_FILE).read_text())
+        trace = json.loads((records.rank_dir(result.output_dir, trial.name, slot.rank)
+                            / records.TRACE_FILE).read_text())
         backward, ended = {}, {}
         for event in trace["traceEvents"]:
             if event.get("ph") != "X":
@@ -194,9 +195,11 @@ def trend(rows: list[dict]) -> None:
                      and r["architecture"] == row["architecture"] and r["workers"] == 2), None)
         if base is None or base["measured"]["slowestCommWaitMedian"] <= 0:
             continue
-        row["measuredVsTwoWorkers"] = row["measured"]["slowestCommWaitMedian"] / base["measured"]["slowestCommWaitMedian"]
+        row["measuredVsTwoWorkers"] = (row["measured"]["slowestCommWaitMedian"]
+                                       / base["measured"]["slowestCommWaitMedian"])
         two = architectures.comm_seconds(row["architecture"], 2, row["modelBytes"], link)
-        row["modelVsTwoWorkers"] = architectures.comm_seconds(row["architecture"], row["workers"], row["modelBytes"], link) / two
+        row["modelVsTwoWorkers"] = (architectures.comm_seconds(row["architecture"], row["workers"], row["modelBytes"],
+                                                               link) / two)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4], help="worker counts (default 1 2 4)")
     parser.add_argument("--bandwidths", nargs="+", default=["200Mbit", UNSHAPED],
                         help=f"emulated link rates (spec.network.bandwidth) or {UNSHAPED!r} (default 200Mbit unshaped)")
-    parser.add_argument("--image-size", type=int, default=8, help="synthetic image side: mlp M = 0.47 MB at 8 (default)")
+    parser.add_argument("--image-size", type=int, default=8,
+                        help="synthetic image side: mlp M = 0.47 MB at 8 (default)")
     parser.add_argument("--batch", type=int, default=16, help="per-worker batch (default 16)")
     parser.add_argument("--iterations", type=int, default=20, help="iterations per trial (default 20)")
     parser.add_argument("--warmup", type=int, default=4, help="warm-up iterations left out (default 4)")
@@ -264,11 +268,13 @@ def main(argv: list[str] | None = None) -> int:
         own = m["predictedIteration"]
         own_ms, own_ratio = (f"{1e3 * own:.2f}", f"{m['slowestIterationMedian'] / own:.2f}") if own else ("-", "-")
         print(f"{row['bandwidth']:>9} {row['architecture']:>15} {row['workers']:>2} {row['processes']:>5} "
-              f"{1e3 * m['comm']:>9.2f} {1e3 * m['wait']:>9.2f} {1e3 * total:>10.2f} {1e3 * m['slowestCommWaitMedian']:>9.2f} "
+              f"{1e3 * m['comm']:>9.2f} {1e3 * m['wait']:>9.2f} {1e3 * total:>10.2f} "
+              f"{1e3 * m['slowestCommWaitMedian']:>9.2f} "
               f"{model_ms:>9} {ratio:>10} {after_ms:>10} {after_ratio:>6} {spread_ms:>7} "
               f"{versus:>7} {model_versus:>6} {1e3 * m['slowestIterationMedian']:>8.2f} {own_ms:>8} {own_ratio:>6} "
               f"{m['runQueue'] or 0:>5.1f}")
-    print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; {load.said()}; wrote {path}")
+    print(f"load {start_machine['loadavg1']:.1f} -> {result['machineEnd']['loadavg1']:.1f}; {load.said()}; "
+          f"wrote {path}")
     return 0
 
 

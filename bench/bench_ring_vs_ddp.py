@@ -5,9 +5,11 @@ Runbook (from the repository root; about 3 minutes on a loaded 2-core machine):
     .venv/bin/python bench/bench_ring_vs_ddp.py                     # 3 interleaved pairs, mlp 3.4 MB, 2 workers
     .venv/bin/python bench/bench_ring_vs_ddp.py --pairs 6 --iterations 200 --warmup 20   # as in docs/performance.md
     # several buckets (resnet18, 44.7 MB; about 10 minutes): 6 pairs, then 120 alternating steps with the breakdown
-    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet18 --image-size 16 --batch 8 --iterations 40 --warmup 5 --pairs 6 --alternating-iterations 120
+    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet18 --image-size 16 --batch 8 --iterations 40 --warmup 5 \
+        --pairs 6 --alternating-iterations 120
     # resnet50 (94 MB), 2 and 4 workers, pairs only
-    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet50 --image-size 16 --batch 8 --iterations 20 --warmup 3 --pairs 2 --alternating-iterations 0 --workers 4
+    .venv/bin/python bench/bench_ring_vs_ddp.py --model resnet50 --image-size 16 --batch 8 --iterations 20 --warmup 3 \
+        --pairs 2 --alternating-iterations 0 --workers 4
 
 Each pair runs both variants back to back, in alternating order (ring first in even pairs, DDP
 first in odd ones) so that a drift in the machine's load hits both alike:
@@ -152,10 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         alternating = None
         if args.alternating_iterations:
             alternating_trial = harness.make_trial(
-                spec_for(argparse.Namespace(**{**vars(args), "iterations": args.alternating_iterations})), "bench-alt-0")
+                spec_for(argparse.Namespace(**{**vars(args), "iterations": args.alternating_iterations})),
+                "bench-alt-0")
             alternating = run_alternating(alternating_trial, pathlib.Path(scratch) / "alternating", 2 * args.timeout,
                                           args.chunks)
-            print(f"alternating: ring {alternating['ringMilliseconds']:.2f} ms, ddp {alternating['ddpMilliseconds']:.2f} ms "
+            print(f"alternating: ring {alternating['ringMilliseconds']:.2f} ms, "
+                  f"ddp {alternating['ddpMilliseconds']:.2f} ms "
                   f"per iteration (medians), ratio {alternating['ratio']:.3f}", flush=True)
             for variant, phases in alternating["breakdownMilliseconds"].items():
                 print(f"  {variant} phases (median ms): "
@@ -179,10 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     path = harness.write_result("ring_vs_ddp", result)
     print(f"\n{'':24}{'median':>10}{'min':>10}{'max':>10}")
     if pairs:
-        print(f"{'ring samples/s':24}" + "".join(f"{result['ringThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
-        print(f"{'ddp samples/s':24}" + "".join(f"{result['ddpThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
+        print(f"{'ring samples/s':24}"
+              + "".join(f"{result['ringThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
+        print(f"{'ddp samples/s':24}"
+              + "".join(f"{result['ddpThroughput'][k]:>10.0f}" for k in ("median", "min", "max")))
         print(f"{'ratio ring/ddp':24}" + "".join(f"{ratio[k]:>10.3f}" for k in ("median", "min", "max")))
-        print(f"{'ratio, median iteration':24}" + "".join(f"{median_ratio[k]:>10.3f}" for k in ("median", "min", "max")))
+        print(f"{'ratio, median iteration':24}"
+              + "".join(f"{median_ratio[k]:>10.3f}" for k in ("median", "min", "max")))
     if alternating:
         print(f"{'ratio, alternating':24}{alternating['ratio']:>10.3f}"
               + "".join(f"{alternating['chunks'][k]:>10.3f}" for k in ("min", "max")) + "   (min/max over chunks)")

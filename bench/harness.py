@@ -133,7 +133,8 @@ class TrialResult:
         return json.loads((records.trial_dir(self.output_dir, self.trial.name) / records.SUMMARY_FILE).read_text())
 
     def iterations(self, rank: int) -> list[dict]:
-        return records.read_iterations(records.rank_dir(self.output_dir, self.trial.name, rank) / records.ITERATIONS_FILE)
+        return records.read_iterations(records.rank_dir(self.output_dir, self.trial.name, rank)
+                                       / records.ITERATIONS_FILE)
 
     def prediction(self):
         """The product's own prediction of this trial (what `ringleader predict -o json` gives): models/prediction.py
@@ -141,7 +142,8 @@ class TrialResult:
         from ringleader.models import prediction  # the models: imported only when a prediction is asked for
 
         workers = [slot.rank for slot in self.trial.worker_slots()]
-        layers = json.loads((records.rank_dir(self.output_dir, self.trial.name, workers[0]) / records.LAYERS_FILE).read_text())
+        layers = json.loads((records.rank_dir(self.output_dir, self.trial.name, workers[0])
+                             / records.LAYERS_FILE).read_text())
         return prediction.predict_trial(self.trial, {rank: self.iterations(rank) for rank in workers}, layers,
                                         workers[0], self.summary().get(keys.LINK_PROBE))
 
@@ -157,7 +159,8 @@ def run_trial(trial: trial_.Trial, directory: pathlib.Path, timeout: float,
     trial_file.write_text(trial.model_dump_json(by_alias=True))
     output_dir = directory / "output"
     port = free_port()
-    base = {**base_environ(), **settings.RankSettings(timeout_seconds=PEER_TIMEOUT_SECONDS).to_environ(), **(extra_env or {})}
+    base = {**base_environ(), **settings.RankSettings(timeout_seconds=PEER_TIMEOUT_SECONDS).to_environ(),
+            **(extra_env or {})}
     environs = {}
     for slot in trial.slots():
         environs[slot.rank] = {**base, **contract.PodEnvironment(
@@ -197,7 +200,8 @@ def run_experiment(document: dict[str, Any], directory: pathlib.Path, trial_time
     return reading.session_directory(runs)[0]
 
 
-BURNER = "import sys, time\ndeadline = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < deadline:\n    pass\n"
+BURNER = ("import sys, time\ndeadline = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() "
+          "< deadline:\n    pass\n")
 """One CPU burner: spins until its deadline (bounded even if the benchmark dies before it is killed)."""
 LOAD_SAMPLE_SECONDS = 1.0
 """How often Load reads the run queue: often enough for a mean over a 30-second trial, rarely enough to cost nothing."""
@@ -211,7 +215,8 @@ class Load:
     The burners run at the benchmark's own niceness, as the ranks do: the load the issue means is neighbours competing
     as equals. Niced below the ranks they would take only the cores the ranks leave idle (CFS gives nice 19 about
     1.5 % of a nice-0 task's share), which loads the load average but not the ranks.
-    Each burner is its own session and stops at its deadline (`seconds`), or when the block ends, whichever comes first."""
+    Each burner is its own session and stops at its deadline (`seconds`), or when the block ends, whichever comes
+    first."""
 
     def __init__(self, burners: int, seconds: float):
         self.burners, self.seconds = burners, seconds

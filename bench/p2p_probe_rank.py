@@ -45,7 +45,8 @@ def wrap_send(original):
 
 
 class TimedDist:
-    """torch.distributed as link.py sees it: each frame's send and receive is an event (its header names the message)."""
+    """torch.distributed as link.py sees it: each frame's send and receive is an event (its header names the
+    message)."""
 
     def __init__(self, real):
         self.real = real

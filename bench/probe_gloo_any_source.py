@@ -1,4 +1,5 @@
-"""How a gloo receiver learns that a sender was killed: one receive per peer (link.Link's threads) or one any-source receive.
+"""How a gloo receiver learns that a sender was killed: one receive per peer (link.Link's threads) or one any-source
+receive.
 
 Runbook (from the repository root; about 15 s, three processes on loopback):
 

@@ -1,4 +1,5 @@
-"""Loopback helpers: a free port (the kernel's pick) and a listener that records requests; tests talk only to 127.0.0.1."""
+"""Loopback helpers: a free port (the kernel's pick) and a listener that records requests; tests talk only to
+127.0.0.1."""
 
 from __future__ import annotations
 

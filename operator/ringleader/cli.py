@@ -59,7 +59,8 @@ DELEGATED = {
     "ui": ("ringleader.commands.ui", "serve MLflow's UI on a local store, opened at the newest sweep in its "
                                      "model-training view"),
 }
-# Distributions whose versions `ringleader version` shows: read from their metadata, never imported (torch takes seconds).
+# Distributions whose versions `ringleader version` shows: read from their metadata, never imported (torch takes
+# seconds).
 COMPONENTS = ("torch", "mlflow", "kopf")
 FORMATS = ("text", "json", "yaml")
 

@@ -66,7 +66,8 @@ def pytest_collection_modifyitems(config, items):
     asked = (os.environ.get("RINGLEADER_E2E") == "1" or "e2e" in (config.getoption("markexpr") or "")
              or any(here == p or here in p.parents for p in
                     (pathlib.Path(str(a).split("::")[0]).resolve() for a in config.args)))
-    skip = pytest.mark.skip(reason="e2e tests run on a real cluster: `make e2e`, `pytest tests/e2e` or RINGLEADER_E2E=1")
+    skip = (pytest.mark.skip(reason="e2e tests run on a real cluster: `make e2e`, "
+                                    "`pytest tests/e2e` or RINGLEADER_E2E=1"))
     for item in items:
         if here in pathlib.Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.e2e)
@@ -131,7 +132,8 @@ def kube() -> Kube:
             pytest.exit("kubectl and helm must be on PATH (or RINGLEADER_E2E_KUBECTL / RINGLEADER_E2E_HELM)", 2)
         kube = Kube({**os.environ, "KUBECONFIG": kubeconfig}, kubectl, helm)
     wait_for("a Ready node", lambda: "True" in kube.kubectl(
-        "get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}", check=False).stdout, 180)
+        "get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}", check=False).stdout,
+             180)
     return kube
 
 
@@ -240,7 +242,8 @@ def release(kube, image, mlflow_volume, tmp_path_factory):
         # error: <nil>") instead of waiting.
         wait_for(f"crd/{e2e_kube.DTE} to be Established", lambda: any(
             c.get("type") == "Established" and c.get("status") == "True"
-            for c in (kube.json("get", "crd", e2e_kube.DTE).get("status") or {}).get("conditions") or []), 60, interval=1)
+            for c in (kube.json("get", "crd", e2e_kube.DTE).get("status") or {}).get("conditions") or []), 60,
+                 interval=1)
         kube.helm("upgrade", "--install", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "--create-namespace",
                   "-f", str(values), "--timeout", "120s")
         deployments = [d["metadata"]["name"] for d in kube.json(
@@ -248,7 +251,8 @@ def release(kube, image, mlflow_volume, tmp_path_factory):
         assert len(deployments) == 2, f"expected the operator and MLflow Deployments, found {deployments}"
 
         def ready():
-            found = kube.json("get", "deployments", "-n", RELEASE_NAMESPACE, "-l", f"app.kubernetes.io/instance={RELEASE}")["items"]
+            found = kube.json("get", "deployments", "-n", RELEASE_NAMESPACE, "-l",
+                              f"app.kubernetes.io/instance={RELEASE}")["items"]
             return all((d.get("status") or {}).get("availableReplicas") == 1 for d in found)
 
         def pods():
@@ -364,5 +368,6 @@ def report_on_failure(request, kube, namespace, release):
                 print(f"==== experiment {name}\n" + e2e_kube.explain_failure(kube, namespace, name))
             except Exception as error:  # noqa: BLE001
                 print(f"(cannot describe {name}: {error})")
-        result = kube.kubectl("logs", "-n", release["namespace"], f"deploy/{release['operator']}", "--tail=80", check=False)
+        result = kube.kubectl("logs", "-n", release["namespace"], f"deploy/{release['operator']}", "--tail=80",
+                              check=False)
         print("==== operator log (tail)\n" + result.stdout[-8000:])

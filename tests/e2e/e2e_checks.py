@@ -34,14 +34,16 @@ def assert_succeeded(dte: dict, manifest: dict) -> None:
     succeeded = condition(dte, "Succeeded")
     assert succeeded.get("status") == "True" and succeeded.get("reason") == "TrialsSucceeded", succeeded
     assert succeeded.get("observedGeneration") == dte["metadata"]["generation"], succeeded
-    assert not is_true(dte, "Failed") and not is_true(dte, "Running") and not is_true(dte, "Restarting"), found["conditions"]
+    assert (not is_true(dte, "Failed") and not is_true(dte, "Running")
+            and not is_true(dte, "Restarting")), found["conditions"]
     assert is_true(dte, "Created"), found["conditions"]
     assert found.get("startTime") and found.get("completionTime"), found
     progress = found["progress"]
     assert progress == {"iteration": iterations, "iterations": iterations, "trialsCompleted": len(expected_trials),
                         "trialsQueued": 0, "trials": len(expected_trials)}, progress
     text = f"{iterations}/{iterations}"
-    assert found["progressText"] == (text if len(expected_trials) == 1 else f"{len(expected_trials)}/{len(expected_trials)} trials, {text}")
+    assert found["progressText"] == (text if len(expected_trials) == 1
+                                     else f"{len(expected_trials)}/{len(expected_trials)} trials, {text}")
     assert_summary(found.get("summary"), f"{name} status.summary")
     assert len(trials(dte)) == len(expected_trials), trials(dte)
     for trial, expected in zip(trials(dte), expected_trials):
@@ -88,8 +90,10 @@ def assert_pods_cleaned(kube: Kube, namespace: str, manifest: dict) -> list[dict
     workers = [p for p in pods if p["metadata"]["labels"]["ringleader.dev/role"] == WORKER_ROLE]
     trial_count = len(e2e_specs.trial_specs(manifest))
     expected = sum(t["workers"] for t in e2e_specs.trial_specs(manifest))
-    assert len(workers) == expected, f"{name}: worker pods {[p['metadata']['name'] for p in workers]} (policy {policy}, {trial_count} trials)"
-    assert all(p["status"]["phase"] == "Succeeded" for p in workers), [(p["metadata"]["name"], p["status"]["phase"]) for p in workers]
+    assert len(workers) == expected, (f"{name}: worker pods {[p['metadata']['name'] for p in workers]} (policy "
+                                      f"{policy}, {trial_count} trials)")
+    assert all(p["status"]["phase"] == "Succeeded" for p in workers), [(p["metadata"]["name"], p["status"]["phase"])
+                                                                       for p in workers]
     return pods
 
 
@@ -108,7 +112,8 @@ def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
     parent_metrics = mlflow.run(parent).data.metrics
     trial_runs = {r.info.run_id: r for r in mlflow.children(experiment_id, parent)}
     expected_runs = {t["runId"] for t in trials(dte)}
-    assert set(trial_runs) == expected_runs, f"trial runs under the parent {sorted(trial_runs)} != status {sorted(expected_runs)}"
+    assert set(trial_runs) == expected_runs, (f"trial runs under the parent {sorted(trial_runs)} != status "
+                                              f"{sorted(expected_runs)}")
     # The sweep run compares every trial, each under what it varies (its trial name when it is alone).
     compared = [value for key, value in parent_metrics.items() if key.startswith("throughput_samples_per_s/")]
     assert len(compared) == len(trials(dte)) and all(value > 0 for value in compared), sorted(parent_metrics)
@@ -127,7 +132,8 @@ def assert_mlflow_runs(mlflow, dte: dict, manifest: dict) -> dict:
         assert run.info.run_name.startswith(f"{trial['name']} ({shape['architecture']}, "), run.info.run_name
         assert run.data.metrics.get("iteration_p50_ms", 0) > 0, (trial["name"], sorted(run.data.metrics))
         # Measured from the pods' own interface counters (eth0), not computed from what the ranks counted sending.
-        assert run.data.metrics.get("network_link_tx_mean_bytes_per_s", 0) > 0, (trial["name"], sorted(run.data.metrics))
+        assert run.data.metrics.get("network_link_tx_mean_bytes_per_s", 0) > 0, (trial["name"],
+                                                                                 sorted(run.data.metrics))
         trial_artifacts = {a.path for a in mlflow.client().list_artifacts(run.info.run_id)}
         assert "summary.json" in trial_artifacts, (trial["name"], sorted(trial_artifacts))
         ranks = mlflow.children(experiment_id, trial["runId"])
@@ -168,7 +174,8 @@ def assert_report_attached(mlflow, dte: dict) -> None:
     assert "data:image/png;base64," in page, page[:500]
     # Self-contained: nothing loaded from the network (a src, a stylesheet); links to the runs' MLflow pages (<a>) are
     # followed only when clicked.
-    assert not re.search(r"""(src=|<link[^>]*href=)["']?https?://""", page), "the report fetches something from the network"
+    assert not re.search(r"""(src=|<link[^>]*href=)["']?https?://""", page), (
+        "the report fetches something from the network")
     for trial in trials(dte):
         assert trial["name"] in page, trial["name"]
     note = mlflow.run(parent).data.tags.get("mlflow.note.content", "")
@@ -190,10 +197,12 @@ def assert_provenance(mlflow, dte: dict) -> None:
     nodes = {rank.data.tags.get("ringleader.node") for trial in trials(dte)
              for rank in mlflow.children(experiment_id, trial["runId"])}
     assert taken.get("nodes") == ", ".join(sorted(nodes)), (taken, nodes)
-    assert re.fullmatch(r"\d+\.\d+\.\d+", taken.get("python", "")) and re.match(r"\d+\.\d+", taken.get("torch", "")), taken
+    assert (re.fullmatch(r"\d+\.\d+\.\d+", taken.get("python", ""))
+            and re.match(r"\d+\.\d+", taken.get("torch", ""))), taken
     assert taken.get("cpuQuota") and taken.get("loadPerCpuAtEnd"), taken
     assert "loadBefore" not in taken and "host" not in taken, taken  # a cluster has no one machine
     page = mlflow.artifact_text(parent, "report/report.html")
     header = re.search(r'<p class="provenance">Taken on ([^<]*)</p>', page)
     assert header and all(node in header.group(1) for node in nodes), (header and header.group(1), nodes)
-    assert f"torch {taken['torch']}, Python {taken['python']} in image {taken['image']}" in header.group(1), header.group(1)
+    assert (f"torch {taken['torch']}, Python {taken['python']} in image {taken['image']}"
+            in header.group(1)), header.group(1)

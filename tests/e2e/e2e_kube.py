@@ -52,7 +52,8 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float, interval: floa
         now = time.monotonic()
         if now - start > timeout:
             state = describe() if describe else ""
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f"; last seen: {state}" if state else ""))
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}"
+                               + (f"; last seen: {state}" if state else ""))
         if now - last_report >= every:
             last_report = now
             log(f"waiting for {what} ({now - start:.0f}s/{timeout:.0f}s)" + (f": {describe()}" if describe else ""))
@@ -73,7 +74,8 @@ class Kube:
     kubectl_bin: str
     helm_bin: str
 
-    def kubectl(self, *args: str, input: str | None = None, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+    def kubectl(self, *args: str, input: str | None = None, timeout: float = 60,
+                check: bool = True) -> subprocess.CompletedProcess:
         cmd = [self.kubectl_bin, "--request-timeout=30s", *args]
         try:
             result = subprocess.run(cmd, input=input, env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -85,7 +87,8 @@ class Kube:
 
     def helm(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
         try:
-            result = subprocess.run([self.helm_bin, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+            result = subprocess.run([self.helm_bin, *args], env=self.env, capture_output=True, text=True,
+                                    timeout=timeout)
         except subprocess.TimeoutExpired as error:
             raise RuntimeError(f"helm {' '.join(args)} did not finish in {timeout:.0f}s") from error
         if check and result.returncode != 0:
@@ -156,7 +159,8 @@ def describe_dte(kube: Kube, namespace: str, name: str) -> str:
         return f"{name}: absent"
     parts = [f"{name}: phase={phase(dte)} progress={status(dte).get('progressText')}"]
     for trial in trials(dte):
-        parts.append(f"{trial['name']}={trial.get('phase')}/{trial.get('reason')} ({(trial.get('message') or '')[:160]})")
+        parts.append(f"{trial['name']}={trial.get('phase')}/{trial.get('reason')} "
+                     f"({(trial.get('message') or '')[:160]})")
     try:
         pods = kube.experiment_pods(namespace, name)
         parts.append("pods: " + ", ".join(f"{p['metadata']['name']}={p['status'].get('phase')}" for p in pods))
@@ -167,7 +171,8 @@ def describe_dte(kube: Kube, namespace: str, name: str) -> str:
 
 def wait_terminal(kube: Kube, namespace: str, name: str, timeout: float) -> dict:
     """Wait for Succeeded or Failed; return the experiment."""
-    return wait_for(f"experiment {name} to finish", lambda: (lambda d: phase(d) in TERMINAL and d)(kube.dte(namespace, name)),
+    return wait_for(f"experiment {name} to finish",
+                    lambda: (lambda d: phase(d) in TERMINAL and d)(kube.dte(namespace, name)),
                     timeout, describe=lambda: describe_dte(kube, namespace, name))
 
 
@@ -196,7 +201,8 @@ def millicores(quantity: str | int | float | None) -> int:
 def free_cpu(kube: Kube) -> int:
     """Allocatable CPU of the schedulable nodes minus the requests of every pod not finished, in millicores."""
     nodes = kube.json("get", "nodes")["items"]
-    allocatable = sum(millicores(n["status"]["allocatable"]["cpu"]) for n in nodes if not n["spec"].get("unschedulable"))
+    allocatable = sum(millicores(n["status"]["allocatable"]["cpu"]) for n in nodes
+                      if not n["spec"].get("unschedulable"))
     pods = kube.json("get", "pods", "-A", "--field-selector", "status.phase!=Succeeded,status.phase!=Failed")["items"]
     requested = 0
     for pod in pods:
@@ -251,7 +257,8 @@ class Launcher:
         """Wait until `name` is applied; return how long it waited in the queue."""
         start = time.monotonic()
         entry = self._entries[name]
-        wait_for(f"experiment {name} to be admitted ({entry.cost}m CPU)", lambda: entry.admitted_at is not None or entry.error,
+        wait_for(f"experiment {name} to be admitted ({entry.cost}m CPU)",
+                 lambda: entry.admitted_at is not None or entry.error,
                  timeout, interval=0.5, describe=self.describe)
         if entry.error:
             raise RuntimeError(f"applying {name} failed: {entry.error}")

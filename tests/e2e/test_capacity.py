@@ -52,7 +52,8 @@ def test_a_burst_of_12_experiments_queues_whole_trials_none_half_scheduled_and_a
     try:
         while True:
             assert time.monotonic() - started < BOUND_SECONDS, f"the burst did not end within {BOUND_SECONDS} s"
-            pods = kube.json("get", "pods", "-n", namespace, "-l", f"{LABEL_EXPERIMENT} in ({','.join(names)})")["items"]
+            pods = kube.json("get", "pods", "-n", namespace, "-l",
+                             f"{LABEL_EXPERIMENT} in ({','.join(names)})")["items"]
             by_trial: dict[str, list[dict]] = {}
             for pod in pods:
                 by_trial.setdefault(pod["metadata"]["labels"][LABEL_TRIAL], []).append(pod)
@@ -78,7 +79,8 @@ def test_a_burst_of_12_experiments_queues_whole_trials_none_half_scheduled_and_a
                 spreads.setdefault(pod["metadata"]["labels"][LABEL_TRIAL], []).append(_seconds(_scheduled_at(pod)))
         held = max((max(s) - min(s) for s in spreads.values()), default=0.0)
         log(f"burst of {BURST}: all ended in {took:.0f} s; {len(waited_for_capacity)} waited for capacity; slowest pod "
-            f"from creation to scheduled {max(waits, default=0):.0f} s; longest a scheduled pod waited for a peer of its "
+            f"from creation to scheduled {max(waits, default=0):.0f} s; "
+            "longest a scheduled pod waited for a peer of its "
             f"trial to be scheduled {held:.0f} s; half-scheduled observations: {len(half_scheduled)}")
         assert not half_scheduled, half_scheduled[:5]
         assert {n: phase(d) for n, d in dtes.items()} == {n: "Succeeded" for n in names}, \

@@ -53,7 +53,8 @@ def dataset_claim(kube, namespace):
         "capacity": {"storage": "16Mi"}, "accessModes": ["ReadOnlyMany"], "storageClassName": "",
         "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(host), "type": "Directory"},
         "claimRef": {"namespace": namespace, "name": claim}}})
-    kube.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
+    kube.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim, "namespace": namespace},
                 "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": volume,
                          "resources": {"requests": {"storage": "16Mi"}}}})
     wait_for(f"claim {claim} to be Bound", lambda: (kube.get("pvc", namespace, claim) or {}).get(

@@ -132,7 +132,8 @@ def test_a_worker_pod_deleted_mid_run_restarts_the_trial_which_then_succeeds(kub
 
     restarting = wait_for("the trial to restart", lambda: (lambda d: (trials(d)[0].get("restarts", 0) >= 1) and d)(
         kube.dte(namespace, "restart")), 60, interval=0.5, describe=lambda: describe_dte(kube, namespace, "restart"))
-    assert condition(restarting, "Restarting").get("reason") in ("PodDeleted", "NoRestartInProgress"), restarting["status"]
+    assert (condition(restarting, "Restarting").get("reason")
+            in ("PodDeleted", "NoRestartInProgress")), restarting["status"]
     dte = wait_terminal(kube, namespace, "restart", RUN_TIMEOUT)
     assert phase(dte) == "Succeeded", describe_dte(kube, namespace, "restart")
     assert is_true(dte, "Succeeded")
@@ -207,7 +208,8 @@ def test_an_experiment_deleted_mid_run_is_collected_and_its_runs_killed(kube, na
              describe=lambda: f"trial {mlflow.status(trial_run)}, parent {mlflow.status(parent)}")
     # Each stopped pod's rank published what it had recorded and ended its own run KILLED (SIGTERM, not SIGKILL).
     ranks = mlflow.children(status(dte)["mlflow"]["experimentId"], trial_run)
-    assert len(ranks) == pods and {r.info.status for r in ranks} == {"KILLED"}, [(r.info.run_name, r.info.status) for r in ranks]
+    assert len(ranks) == pods and {r.info.status for r in ranks} == {"KILLED"}, [(r.info.run_name, r.info.status)
+                                                                                 for r in ranks]
     assert all(mlflow.history(r.info.run_id, "time/iteration_ms") for r in ranks
                if r.data.tags.get("ringleader.role") == "worker")
 
@@ -297,7 +299,8 @@ def test_a_rank_killed_inside_a_two_rank_pod_fails_the_trial_within_60_s_naming_
     assert "backoffLimit 0 reached after 0 restarts" in failed["message"], failed
     # No process is left in either pod: each agent exits only once its ranks are reaped, and takes its container down.
     ended = wait_for("both pods' trainers to have ended", lambda: (lambda found: all(
-        p["status"].get("phase") == "Failed" and all("terminated" in c["state"] for c in p["status"]["containerStatuses"])
+        p["status"].get("phase") == "Failed"
+        and all("terminated" in c["state"] for c in p["status"]["containerStatuses"])
         for p in found) and found)(kube.experiment_pods(namespace, name)), 60,
         describe=lambda: str([(p["metadata"]["name"], p["status"].get("phase"))
                               for p in kube.experiment_pods(namespace, name)]))
@@ -354,11 +357,13 @@ def test_the_operator_restarted_mid_run_resumes_without_duplicate_pods(kube, nam
 
     new = wait_for("a new operator pod to be ready", new_operator_ready, 180, interval=1)
     log(f"op-restart: new operator pod {new}")
-    wait_for("op-restart to finish", watch, RUN_TIMEOUT, interval=1, describe=lambda: describe_dte(kube, namespace, "op-restart"))
+    wait_for("op-restart to finish", watch, RUN_TIMEOUT, interval=1,
+             describe=lambda: describe_dte(kube, namespace, "op-restart"))
     dte = kube.dte(namespace, "op-restart")
     assert phase(dte) == "Succeeded" and is_true(dte, "Succeeded"), describe_dte(kube, namespace, "op-restart")
     assert trials(dte)[0]["restarts"] == 0, trials(dte)
-    assert most == len(original) and seen == original, f"pods were duplicated or recreated: {seen} (at most {most} at once)"
+    assert most == len(original) and seen == original, ("pods were duplicated or recreated: "
+                                                        f"{seen} (at most {most} at once)")
     assert status(dte)["progress"]["iteration"] == e2e_specs.SLOW_ITERATIONS
     checks.assert_summary(status(dte)["summary"], "op-restart")
     # No second trial run was created by the new operator; every rank ran once.
@@ -382,7 +387,8 @@ def test_a_request_no_node_can_hold_fails_within_30_s_naming_the_request_and_the
                                     workers={"replicas": 2, "resources": {"cpu": "64", "memory": "256Mi"}})
     nodes = [n for n in kube.json("get", "nodes")["items"] if not n["spec"].get("unschedulable")]
     largest = max(nodes, key=lambda n: millicores(n["status"]["allocatable"]["cpu"]))
-    allocatable = capacity.quantity_text("cpu", decimal.Decimal(millicores(largest["status"]["allocatable"]["cpu"])) / 1000)
+    allocatable = capacity.quantity_text("cpu",
+                                         decimal.Decimal(millicores(largest["status"]["allocatable"]["cpu"])) / 1000)
     applied = time.monotonic()
     kube.apply(manifest)
     dte = wait_terminal(kube, namespace, name, 30)

@@ -19,7 +19,8 @@ import e2e_specs
 from e2e_kube import describe_dte, log, phase, status, trials, wait_for, wait_terminal
 
 HOSTNAME = "kubernetes.io/hostname"
-NAMED_WITHIN = 60  # seconds from the node's stop to a status naming it, as promised: the node controller marks its pods after its 20 s grace
+NAMED_WITHIN = 60  # seconds from the node's stop to a status naming it, as promised: the node controller marks its pods
+# after its 20 s grace
 
 
 def spare_node(kube, nodes: list[str], home: str, namespace: str) -> str:

@@ -49,11 +49,14 @@ def test_an_mlflow_upgrade_keeps_every_run(kube, namespace, release, mlflow, mlf
               "-f", os.fspath(release["values"]), "--set-string", f"mlflow.podAnnotations.e2e-upgrade={token}",
               "--wait", "--timeout", "300s", timeout=360)
     new_pod = wait_for("the new MLflow pod to be ready", lambda: (lambda p: p["metadata"]["uid"] != old_pod["metadata"][
-        "uid"] and all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}]) and p)(_mlflow_pod(kube, release)),
+        "uid"] and all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}])
+                                                                  and p)(_mlflow_pod(kube, release)),
         300, interval=2)
     assert new_pod["metadata"]["annotations"]["e2e-upgrade"] == token
-    assert kube.get("pvc", release["namespace"], claim["metadata"]["name"])["metadata"]["uid"] == claim["metadata"]["uid"]
-    log(f"MLflow pod replaced ({old_pod['metadata']['name']} -> {new_pod['metadata']['name']}); {len(before)} runs to find")
+    assert (kube.get("pvc", release["namespace"], claim["metadata"]["name"])["metadata"]["uid"]
+            == claim["metadata"]["uid"])
+    log(f"MLflow pod replaced ({old_pod['metadata']['name']} -> {new_pod['metadata']['name']}); "
+        f"{len(before)} runs to find")
 
     after = mlflow.every_run()
     missing = sorted(set(before) - set(after))

@@ -132,7 +132,8 @@ def test_a_hierarchical_ring_of_three_pods_of_two_sends_across_nodes_what_its_mo
     across = {}
     for found, trial in zip(trials(dte), expansion.trials):
         architecture = trial.spec.architecture.value
-        runs = {int(r.data.tags["ringleader.rank"]): r.data.tags for r in mlflow.children(experiment_id, found["runId"])}
+        runs = {int(r.data.tags["ringleader.rank"]): r.data.tags
+                for r in mlflow.children(experiment_id, found["runId"])}
         assert sorted(runs) == list(range(6)), (architecture, sorted(runs))
         assert all(tags.get("ringleader.node") in nodes and tags.get("ringleader.localRank") == str(rank % 2)
                    for rank, tags in runs.items()), (architecture, runs)
@@ -143,6 +144,7 @@ def test_a_hierarchical_ring_of_three_pods_of_two_sends_across_nodes_what_its_mo
         modelled = cross_node.modelled_bytes(trial, where, model_bytes)
         expected = statistics.fmean(modelled[rank][levels.NETWORK] for rank in range(6))
         across[architecture] = summary[keys.BYTES_ACROSS_NODES_PER_ITERATION]
-        log(f"{name} {architecture}: across nodes {across[architecture]:.0f} B per rank-iteration, model {expected:.0f}")
+        log(f"{name} {architecture}: across nodes {across[architecture]:.0f} B per rank-iteration, "
+            f"model {expected:.0f}")
         assert across[architecture] == pytest.approx(expected, rel=0.10), architecture
     assert across["RingAllReduce"] / across["HierarchicalRingAllReduce"] == pytest.approx(5 / 4, rel=0.10), across

@@ -57,5 +57,6 @@ def test_progress_moves_within_10_s_of_the_first_iterations_with_the_charts_defa
     assert first.iteration == 1 and first.at is not None, first
     latency = (seen_at - first.at).total_seconds()
     log(f"{name}: progress {shown}/{ITERATIONS} in status {latency:.1f}s after the first iteration ended")
-    assert latency <= BOUND_SECONDS, f"progress showed {latency:.1f}s after the first iteration (bound {BOUND_SECONDS}s)"
+    assert latency <= BOUND_SECONDS, (f"progress showed {latency:.1f}s after the first iteration (bound "
+                                      f"{BOUND_SECONDS}s)")
     assert phase(wait_terminal(kube, namespace, name, RUN_TIMEOUT)) == "Succeeded", describe_dte(kube, namespace, name)

@@ -35,7 +35,8 @@ def test_an_experiment_trains_to_success_with_its_summary_pods_and_mlflow_runs(
         kube, namespace, fleet, mlflow, report_on_failure, name):
     manifest, dte = finished(kube, namespace, fleet, name, report_on_failure)
     checks.assert_succeeded(dte, manifest)
-    checks.assert_events(kube, namespace, name, "ExperimentCreated", "PodsCreated", "WorkersSucceeded", "TrialsSucceeded")
+    checks.assert_events(kube, namespace, name, "ExperimentCreated", "PodsCreated", "WorkersSucceeded",
+                         "TrialsSucceeded")
     checks.assert_pods_cleaned(kube, namespace, manifest)
     counts = checks.assert_mlflow_runs(mlflow, dte, manifest)
     log(f"{name}: throughput {dte['status']['summary']['throughput']:.1f} samples/s, rank runs {counts}")
@@ -58,7 +59,8 @@ def test_a_sweep_runs_its_trials_one_at_a_time_and_records_each(kube, namespace,
     manifest, dte = finished(kube, namespace, fleet, "sweep", report_on_failure)
     checks.assert_succeeded(dte, manifest)
     first, second = dte["status"]["trials"]
-    assert first["parameters"] == {"architecture": "PeerToPeer"} and second["parameters"] == {"architecture": "RingAllReduce"}
+    assert (first["parameters"] == {"architecture": "PeerToPeer"}
+            and second["parameters"] == {"architecture": "RingAllReduce"})
     # maxParallel 1: the second trial started only once the first had ended.
     started = datetime.datetime.fromisoformat(second["startTime"].replace("Z", "+00:00"))
     ended = datetime.datetime.fromisoformat(first["completionTime"].replace("Z", "+00:00"))

@@ -1,4 +1,5 @@
-"""The API server refuses invalid experiments with the CRD's CEL messages (the same ones `ringleader validate` prints)."""
+"""The API server refuses invalid experiments with the CRD's CEL messages (the same ones `ringleader validate`
+prints)."""
 
 from __future__ import annotations
 

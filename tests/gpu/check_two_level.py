@@ -99,7 +99,8 @@ def check(rank: int, world: int, k: int, port: int, cuda: bool) -> None:
     gradient = torch.full((1000,), float(rank), device=device)
     if rank == pod[0]:
         received = [torch.empty_like(gradient) for _ in pod[1:]]
-        for work in [dist.irecv(buffer, other, tag=pod_aggregation.TAG_GRADIENT) for buffer, other in zip(received, pod[1:])]:
+        for work in [dist.irecv(buffer, other, tag=pod_aggregation.TAG_GRADIENT)
+                     for buffer, other in zip(received, pod[1:])]:
             work.wait()
         assert all(torch.all(buffer == other) for buffer, other in zip(received, pod[1:])), "a gradient arrived wrong"
         for work in [dist.isend(gradient, other, tag=pod_aggregation.TAG_WEIGHTS) for other in pod[1:]]:

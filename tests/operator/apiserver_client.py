@@ -65,7 +65,8 @@ class Client:
 
     def create(self, obj: dict[str, Any], *, exists_ok: bool = False) -> dict[str, Any] | None:
         namespace = obj["metadata"].get("namespace")
-        return self.request("POST", self.path(obj["kind"], namespace), body=obj, ok=(200, 201, 409) if exists_ok else (200, 201))
+        return self.request("POST", self.path(obj["kind"], namespace), body=obj,
+                            ok=(200, 201, 409) if exists_ok else (200, 201))
 
     def apply_yaml(self, text: str, kinds: tuple[str, ...] | None = None) -> None:
         for obj in yaml.safe_load_all(text):
@@ -93,10 +94,12 @@ class Client:
 
     def trial_pods(self, namespace: str, experiment: str) -> list[dict[str, Any]]:
         pods = self.list("Pod", namespace, labelSelector=f"{constants.LABEL_EXPERIMENT}={experiment}")
-        return sorted((p for p in pods if not p["metadata"].get("deletionTimestamp")), key=lambda p: p["metadata"]["name"])
+        return sorted((p for p in pods if not p["metadata"].get("deletionTimestamp")),
+                      key=lambda p: p["metadata"]["name"])
 
     def table(self, namespace: str, name: str) -> dict[str, Any]:
-        """What `kubectl get dte` prints, as the API server renders it from the CRD's printer columns: {column: cell}."""
+        """What `kubectl get dte` prints, as the API server renders it from the CRD's printer columns: {column:
+        cell}."""
         response = self.session.get(f"{self.url}{self.path(constants.KIND, namespace, name)}", timeout=30,
                                     headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
         response.raise_for_status()

@@ -53,7 +53,8 @@ def binaries() -> dict[str, pathlib.Path] | None:
 
 
 def helm_binary() -> str | None:
-    for candidate in [os.environ.get("HELM"), *sorted(glob.glob(str(CACHE / "helm-*" / "bin" / "helm"))), shutil.which("helm")]:
+    for candidate in [os.environ.get("HELM"), *sorted(glob.glob(str(CACHE / "helm-*" / "bin" / "helm"))),
+                      shutil.which("helm")]:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -103,7 +104,8 @@ def _wait_healthy(url: str, token: str, process: subprocess.Popen, log: pathlib.
             raise RuntimeError(f"kube-apiserver exited ({process.returncode}); see {log}")
         with contextlib.suppress(requests.RequestException):
             verify = str(ca) if ca.exists() else False  # the certificate appears once the server is up
-            response = session.get(f"{url}/readyz", headers={"Authorization": f"Bearer {token}"}, verify=verify, timeout=2)
+            response = session.get(f"{url}/readyz", headers={"Authorization": f"Bearer {token}"}, verify=verify,
+                                   timeout=2)
             if response.status_code == 200:
                 return
         time.sleep(0.5)
@@ -140,8 +142,10 @@ def running(directory: pathlib.Path) -> Iterator[ApiServer]:
 
     try:
         start("etcd", "--name=default", f"--data-dir={directory / 'etcd'}",
-              f"--listen-client-urls=http://127.0.0.1:{etcd_port}", f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
-              f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+              f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+              f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+              f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+              f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
               f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}", "--unsafe-no-fsync", "--log-level=warn",
               "--quota-backend-bytes=536870912")
         apiserver = start(

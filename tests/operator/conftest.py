@@ -92,7 +92,8 @@ def operator(cluster, admin, namespace, tmp_path, request):
                                                            "--set", f"scope.namespaces={{{namespace}}}",
                                                            *chart_values])
             scope = ["--namespace", namespace]
-        config = apiserver.kubeconfig(tmp_path / "operator.kubeconfig", cluster.url, token or cluster.admin_token, cluster.ca)
+        config = apiserver.kubeconfig(tmp_path / "operator.kubeconfig", cluster.url, token or cluster.admin_token,
+                                      cluster.ca)
         args = [*scope, "--progress-poll-interval", "1", "--recheck-interval", "10", *extra_args]
         running = Operator(config, args, tmp_path / "operator.log", extra_env, verbose=verbose).start()
         started.append(running)

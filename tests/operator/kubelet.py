@@ -36,7 +36,8 @@ class LogServer:
         self._started = time.monotonic()
         self._log = log or self._progress
         certificate, key = directory / "kubelet.crt", directory / "kubelet.key"
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=127.0.0.1",
                         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(certificate)],
                        check=True, capture_output=True, timeout=60)
         server = self

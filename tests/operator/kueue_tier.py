@@ -41,7 +41,8 @@ def install_crds(admin: Client) -> None:
     for path in sorted((directory() / "crds").glob("*.yaml")):
         admin.apply_yaml(path.read_text())
     wait_for("Kueue's CRDs to be established", lambda: all(
-        any(c["type"] == "Established" and c["status"] == "True" for c in (crd.get("status") or {}).get("conditions", []))
+        any(c["type"] == "Established" and c["status"] == "True"
+            for c in (crd.get("status") or {}).get("conditions", []))
         for crd in (admin.get("CustomResourceDefinition", None, f"{plural}.kueue.x-k8s.io")
                     for plural in ("workloads", "clusterqueues", "localqueues", "resourceflavors"))
         if crd is not None), timeout=60)

@@ -1,5 +1,6 @@
 """Apiserver tier, cluster-wide operator (no scheduler: the test binds pods to a Node it made, as the scheduler would):
-admission by free capacity. A trial whose pods do not fit together creates none and waits, saying why, until room frees."""
+admission by free capacity. A trial whose pods do not fit together creates none and waits, saying why, until room
+frees."""
 
 import experiments as dtes
 from apiserver_client import wait_for

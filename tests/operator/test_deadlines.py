@@ -38,7 +38,8 @@ def test_ttl_seconds_after_finished_deletes_the_experiment_when_due(admin, names
     done = wait_for("phase Succeeded", lambda: dtes.phase(admin.experiment(namespace, "brief")) == "Succeeded"
                     and admin.experiment(namespace, "brief"))
     completed = dtes.time_of(done["status"]["completionTime"]).timestamp()
-    wait_for("the experiment to be deleted", lambda: admin.experiment(namespace, "brief") is None, timeout=20, interval=0.1)
+    wait_for("the experiment to be deleted", lambda: admin.experiment(namespace, "brief") is None, timeout=20,
+             interval=0.1)
     after = time.time() - completed
     assert 3.0 <= after < 5.0, f"deleted {after:.2f}s after completion, for a 3s TTL"
     # Its children follow by garbage collection (owner references).

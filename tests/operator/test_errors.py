@@ -26,7 +26,8 @@ def _failing(admin, namespace, name):
 
 def test_a_forbidden_call_is_a_warning_event_and_a_condition_and_is_retried_until_allowed(admin, namespace, operator):
     operator()
-    role = next(r for r in admin.list("Role", namespace) if any("pods" in rule.get("resources", []) for rule in r["rules"]))
+    role = next(r for r in admin.list("Role", namespace)
+                if any("pods" in rule.get("resources", []) for rule in r["rules"]))
     granted = copy.deepcopy(role["rules"])
     # The RBAC of an operator installed by hand, missing one verb: pods may be listed, never created.
     admin.patch("Role", namespace, role["metadata"]["name"], {"rules": [
@@ -60,7 +61,8 @@ def test_a_status_that_cannot_be_read_is_a_warning_event_and_a_condition_not_ret
     wait_for("3 pods", lambda: len(admin.trial_pods(namespace, "garbled")) == 3, timeout=120)
     running.stop()
     # Edited by hand (kubectl edit --subresource=status): a time the API server takes but no parser reads.
-    admin.patch(constants.KIND, namespace, "garbled", {"status": {"startTime": "2024-01-01T00:00:00+99:00"}}, sub="status")
+    admin.patch(constants.KIND, namespace, "garbled", {"status": {"startTime": "2024-01-01T00:00:00+99:00"}},
+                sub="status")
     running.start()
 
     failing = _failing(admin, namespace, "garbled")
@@ -70,5 +72,6 @@ def test_a_status_that_cannot_be_read_is_a_warning_event_and_a_condition_not_ret
     assert "not retried" in condition["message"]
     # The other conditions are kept: only the conditions were written.
     assert dtes.condition(failing, "Created")["status"] == "True"
-    warnings = wait_for("a StatusUnreadable Warning Event", lambda: _warnings(admin, namespace, "garbled", "StatusUnreadable"))
+    warnings = wait_for("a StatusUnreadable Warning Event",
+                        lambda: _warnings(admin, namespace, "garbled", "StatusUnreadable"))
     assert "delete and recreate it" in warnings[0]["message"]

@@ -10,7 +10,8 @@ from apiserver_client import wait_for
 
 
 def pods_running(admin, namespace, name, count=3):
-    pods = wait_for(f"{count} pods", lambda: (lambda found: len(found) == count and found)(admin.trial_pods(namespace, name)))
+    pods = wait_for(f"{count} pods",
+                    lambda: (lambda found: len(found) == count and found)(admin.trial_pods(namespace, name)))
     for pod in pods:
         admin.run_pod(pod)
     wait_for("phase Running", lambda: dtes.phase(admin.experiment(namespace, name)) == "Running")
@@ -48,7 +49,8 @@ def test_a_failed_pod_restarts_the_trial_until_backoff_limit_then_fails_it(admin
     assert "backoffLimit 1 reached after 1 restart" in condition["message"]
     assert dtes.condition(failed, "Restarting")["status"] == "False"
     # cleanPodPolicy Running (default): running pods are stopped, the failed one is kept for its logs.
-    wait_for("the running pods to be deleted", lambda: [p["metadata"]["name"] for p in admin.trial_pods(namespace, "flaky")]
+    wait_for("the running pods to be deleted",
+             lambda: [p["metadata"]["name"] for p in admin.trial_pods(namespace, "flaky")]
              == ["flaky-0-worker-0"])
     reasons = [e["reason"] for e in admin.events(namespace, "flaky") if e["type"] == "Warning"]
     assert "RankFailed" in reasons and reasons.count("BackoffLimitExceeded") == 1  # the trial's; no echo of it
@@ -62,10 +64,12 @@ def test_an_evicted_pod_is_reported_with_the_eviction_reason(admin, namespace, o
         "phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}}, sub="status")
     failed = wait_for("phase Failed", lambda: dtes.phase(admin.experiment(namespace, "evicted")) == "Failed"
                       and admin.experiment(namespace, "evicted"))
-    assert "pod evicted-0-ps-0 failed: Evicted: The node was low on resource: memory." in dtes.condition(failed, "Failed")["message"]
+    assert ("pod evicted-0-ps-0 failed: Evicted: The node was low on resource: memory."
+            in dtes.condition(failed, "Failed")["message"])
 
 
-PULL_FAILED = ('Back-off pulling image "localhost/ringleader/does-not-exist:1.0": ErrImagePull: failed to pull and unpack '
+PULL_FAILED = ('Back-off pulling image "localhost/ringleader/does-not-exist:1.0": ErrImagePull: '
+               'failed to pull and unpack '
                'image "localhost/ringleader/does-not-exist:1.0": failed to resolve reference "localhost/ringleader/'
                'does-not-exist:1.0": failed to do request: Head "https://localhost/v2/ringleader/does-not-exist/'
                'manifests/1.0": dial tcp 127.0.0.1:443: connect: connection refused')
@@ -80,7 +84,8 @@ def test_a_pod_that_cannot_pull_its_image_fails_the_trial_at_its_startup_deadlin
     for pod in pods[:2]:
         admin.run_pod(pod)
     admin.waiting(pods[2], "ImagePullBackOff", PULL_FAILED)
-    waiting = wait_for("the waiting reason in the Running condition", lambda: (lambda found: PULL_FAILED in dtes.condition(
+    waiting = wait_for("the waiting reason in the Running condition",
+                       lambda: (lambda found: PULL_FAILED in dtes.condition(
         found, "Running").get("message", "") and found)(admin.experiment(namespace, "no-image")))
     assert dtes.phase(waiting) == "Created"
 
@@ -104,19 +109,22 @@ def test_a_failure_the_runtime_calls_permanent_fails_the_trial_without_a_restart
     operator()
     admin.create(dtes.experiment("no-model", namespace))  # backoffLimit 3 (default)
     pods = pods_running(admin, namespace, "no-model")
-    said = ("ringleader: rank 1 (worker) failed (permanent): ModelError: model 'nosuch.nets:tiny': importing nosuch.nets "
-            "failed: cannot import 'nosuch' (No module named 'nosuch'); install it in the image or put it on PYTHONPATH")
+    said = ("ringleader: rank 1 (worker) failed (permanent): ModelError: model 'nosuch.nets:tiny': "
+            "importing nosuch.nets failed: cannot import 'nosuch' (No module named 'nosuch'); "
+            "install it in the image or put it on PYTHONPATH")
     admin.finish_pod(pods[1], 1, "Error", said)
     failed = wait_for("phase Failed", lambda: dtes.phase(admin.experiment(namespace, "no-model")) == "Failed"
                       and admin.experiment(namespace, "no-model"))
     condition = dtes.condition(failed, "Failed")
     assert condition["reason"] == "PermanentFailure"
     assert condition["message"] == (f"trial no-model-0: pod no-model-0-worker-0: container trainer exited with code 1 "
-                                    f"(Error): {said}; not restarted: the runtime reported a failure no restart can fix")
+                                    f"(Error): {said}; not restarted: "
+                                    "the runtime reported a failure no restart can fix")
     assert dtes.trials(failed)[0]["restarts"] == 0
     assert dtes.condition(failed, "Restarting") == {}  # never restarted
     # cleanPodPolicy Running: the running pods go, the failed one stays for its logs; none is recreated.
-    wait_for("only the failed pod left", lambda: [p["metadata"]["name"] for p in admin.trial_pods(namespace, "no-model")]
+    wait_for("only the failed pod left",
+             lambda: [p["metadata"]["name"] for p in admin.trial_pods(namespace, "no-model")]
              == ["no-model-0-worker-0"])
 
 

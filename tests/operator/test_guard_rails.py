@@ -98,7 +98,8 @@ def test_the_api_server_refuses_experiments_outside_the_guard_rails_with_the_pol
         "sweep": dtes.experiment("sweep", namespace, sweep={"matrix": {"workers": [2, 4]}, "maxParallel": 3}),
     }
     messages = {name: create(admin, experiment) for name, experiment in refused.items()}
-    assert all(message and f"ValidatingAdmissionPolicy '{policy}'" in message for message in messages.values()), messages
+    assert all(message and f"ValidatingAdmissionPolicy '{policy}'" in message
+               for message in messages.values()), messages
     assert ("`spec.image` registry.example.com.evil.io/ml/x:1 is not allowed in this cluster: use an image "
             "starting with registry.example.com/ml/" in messages["image"])
     assert ("`spec.scheduling.priorityClassName` system-node-critical is not allowed in this cluster: "

@@ -55,7 +55,8 @@ def test_an_experiment_runs_its_trial_to_success(admin, namespace, operator):
     assert status["completionTime"] and status["progress"]["trialsCompleted"] == 1
     # cleanPodPolicy Running (default): the parameter server goes, the finished workers stay for their logs.
     wait_for("the parameter server to be deleted",
-             lambda: sorted(p["metadata"]["name"] for p in admin.trial_pods(namespace, "quick")) == ["quick-0-worker-0", "quick-0-worker-1"])
+             lambda: sorted(p["metadata"]["name"] for p in admin.trial_pods(namespace, "quick"))
+             == ["quick-0-worker-0", "quick-0-worker-1"])
 
     # The endpoint the chart's liveness probe asks.
     session = requests.Session()
@@ -64,10 +65,12 @@ def test_an_experiment_runs_its_trial_to_success(admin, namespace, operator):
 
     reasons = wait_for("the events", lambda: (lambda found: "TrialsSucceeded" in found and found)(
         [e["reason"] for e in admin.events(namespace, "quick")]))
-    for reason in ("ExperimentCreated", "PodsCreated", "WaitingForPods", "AllPodsRunning", "WorkersSucceeded", "TrialsSucceeded"):
+    for reason in ("ExperimentCreated", "PodsCreated", "WaitingForPods", "AllPodsRunning", "WorkersSucceeded",
+                   "TrialsSucceeded"):
         assert reason in reasons
     # At its default level the operator's log tells the experiment's story: one line per phase change.
-    lines = [line for line in running_operator.log.read_text().splitlines() if f"experiment {namespace}/quick: " in line]
+    lines = [line for line in running_operator.log.read_text().splitlines()
+             if f"experiment {namespace}/quick: " in line]
     assert [line.split(f"experiment {namespace}/quick: ")[1].split(" (")[0] for line in lines] == [
         "Pending -> Created", "Created -> Running", "Running -> Succeeded"], lines
     # The last line's reason word, trial and throughput, read back from it (not its wording).
@@ -77,7 +80,8 @@ def test_an_experiment_runs_its_trial_to_success(admin, namespace, operator):
 
 
 def test_an_invalid_combination_is_refused_by_the_api_server_itself(admin, namespace):
-    response = admin.session.post(admin.url + admin.path("DistributedTrainingExperiment", namespace), json=dtes.experiment(
+    response = admin.session.post(admin.url + admin.path("DistributedTrainingExperiment", namespace),
+                                  json=dtes.experiment(
         "ring-asp", namespace, architecture="RingAllReduce", sync={"paradigm": "ASP"}), timeout=30)
     assert response.status_code == 422
     assert "RingAllReduce" in response.json()["message"]

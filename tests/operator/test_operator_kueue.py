@@ -18,7 +18,8 @@ def queue_for_one_trial(admin, namespace):
     """A ResourceFlavor, a ClusterQueue (for this namespace) with CPU for one trial, and LocalQueue "lab"."""
     admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
                   "metadata": {"name": "default-flavor"}}, exists_ok=True)
-    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": f"cq-{namespace}"},
+    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+                  "metadata": {"name": f"cq-{namespace}"},
                   "spec": {
                       "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                       # Every resource the pods request must be covered; only CPU is scarce.
@@ -31,7 +32,8 @@ def queue_for_one_trial(admin, namespace):
                   "metadata": {"name": "lab", "namespace": namespace}, "spec": {"clusterQueue": f"cq-{namespace}"}})
     wait_for("the ClusterQueue to be active", lambda: any(
         c["type"] == "Active" and c["status"] == "True"
-        for c in ((admin.get("ClusterQueue", None, f"cq-{namespace}") or {}).get("status") or {}).get("conditions", [])))
+        for c in ((admin.get("ClusterQueue", None, f"cq-{namespace}") or {}).get("status") or {}).get(
+            "conditions", [])))
 
 
 def pods_by_trial(admin, namespace, experiment):
@@ -67,10 +69,12 @@ def finish(admin, pods):
         admin.run_pod(pod)
     for pod in pods:
         # Every rank ends, its servers too (they exit once the workers are done): the workers with the summary.
-        admin.finish_pod(pod, 0, "Completed", dtes.summary_message() if dtes.role(pod) == "worker" else "ringleader: ended, 10 records")
+        admin.finish_pod(pod, 0, "Completed",
+                         dtes.summary_message() if dtes.role(pod) == "worker" else "ringleader: ended, 10 records")
 
 
-def test_a_cluster_queue_with_quota_for_one_trial_admits_a_sweeps_trials_one_at_a_time(admin, namespace, kueue, operator):
+def test_a_cluster_queue_with_quota_for_one_trial_admits_a_sweeps_trials_one_at_a_time(admin, namespace, kueue,
+                                                                                       operator):
     queue_for_one_trial(admin, namespace)
     operator(extra_args=("--kueue",), chart_values=KUEUE)
     # maxParallel 3: only Kueue's quota holds the trials back.
@@ -89,7 +93,8 @@ def test_a_cluster_queue_with_quota_for_one_trial_admits_a_sweeps_trials_one_at_
             # The trials still queued say so, with Kueue's own reason, and have no pod at all.
             dte = wait_for("the queued trials to show Kueue's reason", lambda: (lambda d: all(
                 t["reason"] == "WaitingForAdmission" and "insufficient unused quota for cpu" in t["message"]
-                for t in dtes.trials(d) if t["name"] not in (*order, trial)) and d)(admin.experiment(namespace, "grid")))  # noqa: B023 - waited for here
+                for t in dtes.trials(d) if t["name"] not in (*order, trial))  # noqa: B023 - waited for here
+                and d)(admin.experiment(namespace, "grid")))
             assert dte["status"]["progress"]["trialsQueued"] == len(waiting)
             assert dte["status"]["progressText"].endswith(f"{len(waiting)} queued")
             for queued in waiting:
@@ -141,7 +146,8 @@ def test_a_queue_name_is_refused_by_an_operator_installed_without_kueue(admin, n
     assert admin.trial_pods(namespace, "queued") == []
 
 
-def test_a_trial_whose_admission_kueue_takes_back_loses_its_pods_and_is_admitted_again(admin, namespace, kueue, operator):
+def test_a_trial_whose_admission_kueue_takes_back_loses_its_pods_and_is_admitted_again(admin, namespace, kueue,
+                                                                                       operator):
     queue_for_one_trial(admin, namespace)
     operator(extra_args=("--kueue",), chart_values=KUEUE)
     admin.create(dtes.experiment("evicted", namespace, scheduling={"queueName": "lab"}))
@@ -179,15 +185,19 @@ def topology_aware_queue(admin, namespace, nodes):
         admin.request("PATCH", f"/api/v1/nodes/{name}/status", content_type="application/merge-patch+json", body={
             "status": {"capacity": {"cpu": cpu, "memory": "64Gi", "ephemeral-storage": "1Ti", "pods": "110"},
                        "allocatable": {"cpu": cpu, "memory": "64Gi", "ephemeral-storage": "1Ti", "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}]}})
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                       "message": "test"}]}})
         # The API server taints a new node not-ready until a node controller (none here) sees it Ready.
         admin.request("PATCH", f"/api/v1/nodes/{name}", content_type="application/merge-patch+json",
                       body={"spec": {"taints": None}})
-    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": f"hosts-{namespace}"},
+    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology",
+                  "metadata": {"name": f"hosts-{namespace}"},
                   "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}})
-    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": f"tas-{namespace}"},
+    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+                  "metadata": {"name": f"tas-{namespace}"},
                   "spec": {"nodeLabels": {TAS_LABEL: namespace}, "topologyName": f"hosts-{namespace}"}})
-    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": f"tas-{namespace}"},
+    admin.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+                  "metadata": {"name": f"tas-{namespace}"},
                   "spec": {
                       "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                       "resourceGroups": [{"coveredResources": ["cpu", "memory", "ephemeral-storage"], "flavors": [{

@@ -89,7 +89,8 @@ def test_the_status_and_kubectl_get_carry_the_eta_from_the_paced_progress_lines_
                                                                 "ring": {"iterationSeconds": 0.04}}}}
     for pod in admin.trial_pods(namespace, "eta"):
         # Every rank ends, its servers too (they exit once the workers are done): the workers with the summary.
-        admin.finish_pod(pod, 0, "Completed", json.dumps(summary) if dtes.role(pod) == "worker" else "ringleader: ended, 10 records")
+        admin.finish_pod(pod, 0, "Completed",
+                         json.dumps(summary) if dtes.role(pod) == "worker" else "ringleader: ended, 10 records")
     done = wait_for("the ring trial started and priced", lambda: (lambda dte: len(dtes.trials(dte)) == 2
                     and dtes.trials(dte)[1].get("startTime") and dte["status"].get("estimate", {})
                     .get("completionTime") and dte)(admin.experiment(namespace, "eta")))

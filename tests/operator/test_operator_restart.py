@@ -42,7 +42,8 @@ def test_a_restart_between_a_failure_and_its_recreation_counts_the_restart_once(
     admin.finish_pod(sorted(pods, key=dtes.rank)[1], 143, "Error")  # fails while nobody watches
     running.start()
     recreated = wait_for("recreated pods", lambda: (lambda found: len(found) == 3 and not (
-        {p["metadata"]["uid"] for p in found} & {p["metadata"]["uid"] for p in pods}) and found)(admin.trial_pods(namespace, "bumpy")))
+        {p["metadata"]["uid"] for p in found} & {p["metadata"]["uid"] for p in pods})
+                                                    and found)(admin.trial_pods(namespace, "bumpy")))
     running.stop()
     running.start()  # once more, right after the recreation
     for pod in recreated:
@@ -66,4 +67,5 @@ def test_an_experiment_whose_status_was_lost_adopts_its_running_pods(admin, name
     running.start()
 
     wait_for("phase Running again", lambda: dtes.phase(admin.experiment(namespace, "amnesic")) == "Running")
-    assert {p["metadata"]["uid"] for p in admin.trial_pods(namespace, "amnesic")} == {p["metadata"]["uid"] for p in pods}
+    assert {p["metadata"]["uid"] for p in admin.trial_pods(namespace, "amnesic")} == {p["metadata"]["uid"]
+                                                                                      for p in pods}

@@ -12,7 +12,8 @@ UNMET = "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules
 
 
 def test_the_api_server_takes_a_placement_sweep_and_refuses_servers_apart_without_servers(admin, namespace):
-    response = admin.session.post(admin.url + admin.path("DistributedTrainingExperiment", namespace), json=dtes.experiment(
+    response = admin.session.post(admin.url + admin.path("DistributedTrainingExperiment", namespace),
+                                  json=dtes.experiment(
         "apart", namespace, architecture="RingAllReduce", scheduling={"placement": {"servers": "Apart"}}), timeout=30)
     assert response.status_code == 422
     assert "`scheduling.placement.servers` Apart needs `architecture` ParameterServer" in response.json()["message"]

@@ -81,5 +81,6 @@ def test_ranks_that_gave_up_on_mlflow_fail_the_experiment_records_incomplete_say
     warnings = [e["reason"] for e in admin.events(namespace, "lost") if e["type"] == "Warning"]
     assert "RecordsIncomplete" in warnings
     # cleanPodPolicy All, but the workers' logs hold the records: only the server's pod goes.
-    wait_for("the server's pod deleted", lambda: sorted(p["metadata"]["name"] for p in admin.trial_pods(namespace, "lost"))
+    wait_for("the server's pod deleted",
+             lambda: sorted(p["metadata"]["name"] for p in admin.trial_pods(namespace, "lost"))
              == ["lost-0-worker-0", "lost-0-worker-1"])

@@ -26,7 +26,8 @@ def test_suspend_deletes_the_pods_and_resume_starts_the_trial_over(admin, namesp
     assert dtes.trials(suspended)[0]["phase"] == "Suspended"
 
     admin.patch("DistributedTrainingExperiment", namespace, "pausable", {"spec": {"runPolicy": {"suspend": False}}})
-    after = wait_for("new pods", lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "pausable")))
+    after = wait_for("new pods",
+                     lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "pausable")))
     assert not {p["metadata"]["uid"] for p in after} & {p["metadata"]["uid"] for p in before}
     resumed = admin.experiment(namespace, "pausable")
     assert dtes.condition(resumed, "Suspended")["status"] == "False"

@@ -16,13 +16,15 @@ def finish_trial(admin, namespace, trial, count):
         admin.run_pod(pod)
     for pod in pods:
         # Every rank ends, its servers too (they exit once the workers are done): the workers with the summary.
-        admin.finish_pod(pod, 0, "Completed", dtes.summary_message() if dtes.role(pod) == "worker" else "ringleader: ended, 10 records")
+        admin.finish_pod(pod, 0, "Completed",
+                         dtes.summary_message() if dtes.role(pod) == "worker" else "ringleader: ended, 10 records")
     return pods
 
 
 def test_a_sweep_runs_one_trial_at_a_time_and_records_each(admin, namespace, operator):
     operator()
-    admin.create(dtes.experiment("grid", namespace, sweep={"matrix": {"workers": [1, 2]}, "repetitions": 1, "maxParallel": 1}))
+    admin.create(dtes.experiment("grid", namespace,
+                                 sweep={"matrix": {"workers": [1, 2]}, "repetitions": 1, "maxParallel": 1}))
     wait_for("grid-0's pods", lambda: len(trial_pods(admin, namespace, "grid-0")) == 2)  # 1 ps + 1 worker
     waiting = dtes.trials(admin.experiment(namespace, "grid"))[1]
     assert (waiting["phase"], waiting["reason"]) == ("Pending", "WaitingForSlot")

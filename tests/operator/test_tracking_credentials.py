@@ -89,7 +89,8 @@ def test_a_tracking_server_the_admin_did_not_allow_is_never_called(admin, namesp
 
 
 def test_the_api_server_refuses_credentials_inside_a_tracking_uri(admin, namespace):
-    response = admin.session.post(admin.url + admin.path("DistributedTrainingExperiment", namespace), json=dtes.experiment(
+    response = admin.session.post(admin.url + admin.path("DistributedTrainingExperiment", namespace),
+                                  json=dtes.experiment(
         "inline-password", namespace, tracking={"uri": "http://alice:pw@mlflow:5000"}), timeout=30)
     assert response.status_code == 422
     assert "tracking.credentialsSecret" in response.json()["message"]

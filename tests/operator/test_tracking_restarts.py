@@ -87,7 +87,8 @@ def test_runs_of_an_experiment_deleted_while_the_operator_was_down_are_ended_whe
     running = operator(extra_args=("--tracking-uri", uri, "--tracking-timeout", "60"))
     admin.create(dtes.experiment("gone", namespace))
     admin.create(dtes.experiment("kept", namespace))
-    wait_for("6 pods", lambda: len(admin.trial_pods(namespace, "gone")) == 3 and len(admin.trial_pods(namespace, "kept")) == 3,
+    wait_for("6 pods",
+             lambda: len(admin.trial_pods(namespace, "gone")) == 3 and len(admin.trial_pods(namespace, "kept")) == 3,
              timeout=120)
     gone, kept = admin.experiment(namespace, "gone"), admin.experiment(namespace, "kept")
     gone_runs = [dtes.trials(gone)[0]["runId"], gone["status"]["mlflow"]["runId"]]

@@ -16,7 +16,8 @@ DOCS = ROOT / "docs" / "api.md"
 
 def test_the_field_reference_is_current():
     text = DOCS.read_text()
-    assert reference.with_field_reference(text, crd.openapi_schema()) == text, "run `python -m ringleader.api.crd --docs docs/api.md`"
+    assert reference.with_field_reference(text, crd.openapi_schema()) == text, (
+        "run `python -m ringleader.api.crd --docs docs/api.md`")
 
 
 def test_every_spec_field_and_rule_is_in_the_reference():

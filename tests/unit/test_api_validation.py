@@ -87,7 +87,8 @@ RULE_CASES = {
         {"sync": {"maxStaleness": 4}, "sweep": {"matrix": {"staleness": [1, 5]}}},
         "spec.sweep.matrix.staleness", "drop the larger values or raise maxStaleness"),
     "workers sweep without groups": (
-        {"workers": {"replicas": 2, "groups": [{"name": "a", "replicas": 2}]}, "sweep": {"matrix": {"workers": [1, 2]}}},
+        {"workers": {"replicas": 2, "groups": [{"name": "a", "replicas": 2}]},
+         "sweep": {"matrix": {"workers": [1, 2]}}},
         "spec.sweep.matrix.workers", "sweep without groups"),
     "queued trials fit a Workload": (
         {"scheduling": {"queueName": "team-a"},
@@ -182,7 +183,8 @@ def test_a_misspelt_field_or_value_gets_the_name_it_was_closest_to(experiment_do
 
 def test_a_known_field_at_the_wrong_level_is_told_where_it_belongs(experiment_document):
     found = problems(experiment_document({"groups": [{"name": "slow", "replicas": 1}], "model": {"paradigm": "SSP"}}))
-    assert "`spec.groups` is not a field of this object; it belongs under `spec.workers` (check its indentation)" in found
+    assert ("`spec.groups` is not a field of this object; it belongs under `spec.workers` (check its indentation)"
+            in found)
     assert ("`spec.model.paradigm` is not a field of this object; it belongs under `spec.sync` or `spec.sweep.matrix` "
             "(check its indentation)") in found
 
@@ -468,12 +470,14 @@ def test_bandwidth_is_parsed_into_bits_per_second():
 def test_progress_text_is_short_enough_for_a_column():
     assert api.status.Progress(iteration=37, iterations=200, trials=1).text() == "37/200"
     assert api.status.Progress(iteration=3, iterations=50, trials=6, trials_completed=2).text() == "2/6 trials, 3/50"
-    assert api.status.Progress(iteration=0, iterations=50, trials=6, trials_queued=3).text() == "0/6 trials, 0/50, 3 queued"
+    assert (api.status.Progress(iteration=0, iterations=50, trials=6, trials_queued=3).text()
+            == "0/6 trials, 0/50, 3 queued")
 
 
 def test_network_enforcement_says_what_applied_the_cap(experiment_document):
     emulated = api.parse(experiment_document({"network": {"bandwidth": "100Mbit"}})).spec.network
-    enforced = api.parse(experiment_document({"network": {"bandwidth": "100Mbit", "enforcement": "Network"}})).spec.network
+    enforced = (api.parse(experiment_document({"network": {"bandwidth": "100Mbit",
+                                                           "enforcement": "Network"}})).spec.network)
     uncapped = api.parse(experiment_document()).spec.network
     assert (emulated.enforced_by(), emulated.emulated_bits_per_second()) == ("Emulated", 100_000_000)
     # The network caps it: the runtime must not sleep on top, yet the cap is still the link rate.
@@ -490,7 +494,8 @@ def test_a_staleness_field_no_trial_reads_is_a_warning_and_a_sweep_that_reads_it
                    "spec: {architecture: ParameterServer, sync: {paradigm: SSP, staleness: 2, maxStaleness: 6}}\n")
     assert cli.main(["validate", str(ssp)]) == 0
     err = capsys.readouterr().err
-    assert err == (f"{ssp}: warning: `spec.sync.maxStaleness` is set, but no trial reads it: only DSSP uses it, and this "
+    assert err == (f"{ssp}: warning: `spec.sync.maxStaleness` is set, but no trial reads it: only DSSP uses it, "
+                   "and this "
                    "experiment runs SSP; remove it, or sweep a paradigm that reads it\n")
     swept = tmp_path / "swept.yaml"
     swept.write_text(ssp.read_text().replace("}}\n", "}, sweep: {matrix: {paradigm: [SSP, DSSP]}}}\n"))

@@ -151,7 +151,8 @@ def test_rbac_has_no_wildcard_and_only_the_verbs_the_operator_uses(helm, scenari
 
 def test_cluster_mode_binds_a_cluster_role_and_never_reads_secrets_or_namespaces(helm):
     _, documents = template(helm)
-    assert [d["kind"] for d in documents if d["kind"].endswith(("Role", "RoleBinding"))] == ["ClusterRole", "ClusterRoleBinding"]
+    assert [d["kind"] for d in documents if d["kind"].endswith(("Role", "RoleBinding"))] == ["ClusterRole",
+                                                                                             "ClusterRoleBinding"]
     resources = {r for rule in rules_of(documents, "ClusterRole") for r in rule["resources"]}
     assert "secrets" not in resources and "namespaces" not in resources and "podgroups" not in resources
     assert "workloads" not in resources  # Kueue is off by default
@@ -174,7 +175,8 @@ def test_namespace_mode_uses_only_roles_one_per_namespace_and_podgroups_when_ena
 # -- the operator Deployment ------------------------------------------------------------------------
 
 def operator_of(documents):
-    (deployment,) = [d for d in objects(documents, "Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "operator"]
+    (deployment,) = [d for d in objects(documents, "Deployment")
+                     if d["metadata"]["labels"]["app.kubernetes.io/component"] == "operator"]
     return deployment
 
 
@@ -284,7 +286,8 @@ def test_mlflow_claims_the_named_class_or_mounts_an_existing_claim(helm):
     assert claim["spec"]["storageClassName"] == "local"
     _, documents = template(helm, "--set", "mlflow.enabled=true", "--set", "mlflow.persistence.existingClaim=runs")
     assert objects(documents, "PersistentVolumeClaim") == []
-    assert mlflow_of(documents)["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "runs"}
+    assert (mlflow_of(documents)["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]
+            == {"claimName": "runs"})
 
 
 def test_mlflow_without_persistence_is_an_empty_dir_and_the_notes_warn(helm, tmp_path):
@@ -317,7 +320,8 @@ def test_mlflow_takes_its_database_uri_from_a_secret_and_its_artifact_store_from
     ("mlflow.artifacts.destination=s3://key:secret@ml/mlflow", "does not match pattern"),
 ])
 def test_the_schema_refuses_credentials_in_mlflow_values(helm, setting, error):
-    result = run_helm(helm, "template", "rl", str(CHART), "--kube-version", KUBE_VERSION, "--set", "mlflow.enabled=true",
+    result = run_helm(helm, "template", "rl", str(CHART), "--kube-version", KUBE_VERSION, "--set",
+                      "mlflow.enabled=true",
                       "--set", setting, check=False)
     assert result.returncode != 0 and error in result.stderr, result.stderr
 

@@ -38,7 +38,8 @@ def test_an_invalid_experiment_is_refused_in_validates_words(tmp_path, capsys, m
 def test_a_worker_asking_for_a_gpu_where_none_is_visible_is_refused_saying_so(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    path = experiment_file(tmp_path, {"architecture": "RingAllReduce", "workers": {"replicas": 4, "resources": {"gpu": 4}}})
+    path = experiment_file(tmp_path,
+                           {"architecture": "RingAllReduce", "workers": {"replicas": 4, "resources": {"gpu": 4}}})
     code, out, err = run(capsys, "profile", path)
     assert (code, out) == (1, "")
     assert err == (f"{path}: trial plan-profile-0's workers ask for a GPU (`resources.gpu`), and none is visible here "

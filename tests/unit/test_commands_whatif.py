@@ -1,4 +1,5 @@
-"""`ringleader whatif` on a hand-made profile file: the table, the compression search, the add-cost options, the plot."""
+"""`ringleader whatif` on a hand-made profile file: the table, the compression search, the add-cost options, the
+plot."""
 
 from __future__ import annotations
 
@@ -164,7 +165,8 @@ def test_the_python_api_reads_the_same_profile(profile_file):
     assert [g.name for g in found.in_ready_order()] == ["A", "B", "C"] and batch == 0.048
 
 
-def test_a_peer_to_peer_trial_is_said_to_be_modelled_as_a_ring_and_its_own_point_is_in_the_defaults(monkeypatch, capsys):
+def test_a_peer_to_peer_trial_is_said_to_be_modelled_as_a_ring_and_its_own_point_is_in_the_defaults(monkeypatch,
+                                                                                                    capsys):
     import sweeps
     from ringleader.commands import sources
 

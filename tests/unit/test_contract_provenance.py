@@ -87,8 +87,10 @@ def test_many_nodes_are_counted_and_the_first_named():
 
 def test_a_resumed_sessions_line_names_each_run_that_made_it_the_first_and_every_resume():
     first = LOCAL
-    second = provenance.resumed(first, {**LOCAL, "command": "ringleader run --resume ringleader-runs/q", "loadBefore": 1.5})
-    third = provenance.resumed(second, {**LOCAL, "command": "ringleader run --resume ringleader-runs/q", "loadBefore": 0.5})
+    second = provenance.resumed(first,
+                                {**LOCAL, "command": "ringleader run --resume ringleader-runs/q", "loadBefore": 1.5})
+    third = provenance.resumed(second,
+                               {**LOCAL, "command": "ringleader run --resume ringleader-runs/q", "loadBefore": 0.5})
     first_words = provenance.words(first)
     second_words = provenance.words({k: v for k, v in second.items() if k != provenance.EARLIER_RUNS})
     assert third[provenance.EARLIER_RUNS] == [first_words, second_words]

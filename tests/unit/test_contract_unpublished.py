@@ -48,7 +48,8 @@ def test_a_block_too_large_for_a_log_leaves_the_traces_out_first(monkeypatch):
     text, left_out = unpublished.block(HEADER, {**FILES, "rank/trace.json": noise})
     assert left_out == ["rank/trace.json"]
     [found] = unpublished.read_blocks(text.splitlines())
-    assert "rank/trace.json" not in found.files and found.files["rank/iterations.jsonl"] == FILES["rank/iterations.jsonl"]
+    assert ("rank/trace.json" not in found.files
+            and found.files["rank/iterations.jsonl"] == FILES["rank/iterations.jsonl"])
     with pytest.raises(unpublished.BlockError, match="more than a pod's log can hold"):
         unpublished.block(HEADER, {**FILES, "rank/iterations.jsonl": noise})
 

@@ -75,7 +75,8 @@ def test_a_workloads_pod_sets_are_the_trials_pods_by_role_with_their_requests():
     [trial] = api.expand(dte).trials
     objects = render(trial)
     found = workload.workload(trial, objects, "team-a")
-    assert (found["apiVersion"], found["kind"], found["metadata"]["name"]) == ("kueue.x-k8s.io/v1beta1", "Workload", "q-0")
+    assert ((found["apiVersion"], found["kind"], found["metadata"]["name"])
+            == ("kueue.x-k8s.io/v1beta1", "Workload", "q-0"))
     assert found["spec"]["queueName"] == "team-a" and found["spec"]["active"] is True
     assert found["metadata"]["labels"][constants.LABEL_TRIAL] == "q-0"
     sets = {s["name"]: s for s in found["spec"]["podSets"]}
@@ -111,7 +112,8 @@ def pod(name, role, cpu):
 
 
 def test_pods_of_one_role_in_two_shapes_make_two_pod_sets_and_more_than_eight_are_refused():
-    sets = workload.pod_sets([pod("a", "ps", "1"), pod("b", "worker", "1"), pod("c", "worker", "2"), pod("d", "worker", "1")])
+    sets = workload.pod_sets([pod("a", "ps", "1"), pod("b", "worker", "1"), pod("c", "worker", "2"),
+                              pod("d", "worker", "1")])
     assert [(s["name"], s["count"]) for s in sets] == [("ps", 1), ("worker", 2), ("worker-1", 1)]
     [trial] = api.expand(experiment()).trials
     with pytest.raises(TemplateError, match="at most 8 pod sets"):

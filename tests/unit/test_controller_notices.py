@@ -1,4 +1,5 @@
-"""What a failing reconcile tells users: which failures are news, their reason, and a message with the count and next attempt."""
+"""What a failing reconcile tells users: which failures are news, their reason, and a message with the count and next
+attempt."""
 
 import kopf
 
@@ -30,7 +31,8 @@ def test_a_single_blip_is_not_news_but_a_repeated_one_is():
 def test_an_unexpected_error_names_its_type_and_says_when_it_was_given_up():
     notice = notices.notice(workqueue.PassFailure(KeyError("trials"), attempt=9, retry_in=None))
     assert notice.reason == "ReconcileFailing"
-    assert notice.message.startswith("KeyError: 'trials'") and "until the experiment or its pods change" in notice.message
+    assert (notice.message.startswith("KeyError: 'trials'")
+            and "until the experiment or its pods change" in notice.message)
 
 
 def test_a_long_error_is_cut():

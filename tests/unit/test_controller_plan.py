@@ -1,4 +1,5 @@
-"""An experiment's status from its trials: conditions (the contract), phase (their summary), sweeps, progress, due times, events."""
+"""An experiment's status from its trials: conditions (the contract), phase (their summary), sweeps, progress, due
+times, events."""
 
 import datetime
 
@@ -39,7 +40,8 @@ def decide(dte, old=None, *, pods=None, at=0, progress=None, room=None):
     expansion = api.expand(dte)
     seen = plan.Observation(now=T0 + datetime.timedelta(seconds=at), generation=3, pods=pods or {},
                             expected={t.name: rendering.expected_pods(t) for t in expansion.trials},
-                            progress={name: read(i) if isinstance(i, int) else i for name, i in (progress or {}).items()},
+                            progress={name: read(i) if isinstance(i, int) else i
+                                      for name, i in (progress or {}).items()},
                             capacity=room)
     return plan.decide(dte, expansion, old or status_.ExperimentStatus(), seen)
 
@@ -77,7 +79,8 @@ def test_the_phase_is_derived_from_the_conditions(true_types, phase):
 
 def test_an_experiment_waiting_for_kueue_is_queued():
     found = conditions.set_condition([], Type.CREATED, True, "Because", "", now=T0, generation=1)
-    found = conditions.set_condition(found, Type.RUNNING, False, reasons.WAITING_FOR_ADMISSION, "", now=T0, generation=1)
+    found = conditions.set_condition(found, Type.RUNNING, False, reasons.WAITING_FOR_ADMISSION, "", now=T0,
+                                     generation=1)
     assert conditions.phase_of(found) == Phase.QUEUED
     found = conditions.set_condition(found, Type.RUNNING, False, reasons.WAITING_FOR_PODS, "", now=T0, generation=1)
     assert conditions.phase_of(found) == Phase.CREATED
@@ -109,10 +112,12 @@ def test_a_succeeded_trial_makes_the_experiment_succeed_with_its_summary():
     dte = experiment()
     trial = api.expand(dte).trials[0]
     old = status_.ExperimentStatus(trials=[status_.TrialStatus(
-        name=trial.name, index=0, phase=Phase.SUCCEEDED, reason=reasons.WORKERS_SUCCEEDED, message="all 2 workers succeeded",
+        name=trial.name, index=0, phase=Phase.SUCCEEDED, reason=reasons.WORKERS_SUCCEEDED,
+        message="all 2 workers succeeded",
         completion_time=T0, summary=status_.Summary(throughput=99.0))])
     result = decide(dte, old, at=1).status
-    assert (result.phase, result.summary.throughput, result.completion_time) == (Phase.SUCCEEDED, 99.0, T0 + datetime.timedelta(seconds=1))
+    assert (result.phase, result.summary.throughput, result.completion_time) == (Phase.SUCCEEDED, 99.0,
+                                                                                 T0 + datetime.timedelta(seconds=1))
     assert condition(result, Type.SUCCEEDED).message == "trial q-0: all 2 workers succeeded"
     assert condition(result, Type.RUNNING).status == "False"
 
@@ -120,7 +125,8 @@ def test_a_succeeded_trial_makes_the_experiment_succeed_with_its_summary():
 def test_a_failed_trial_fails_the_experiment_with_the_trials_reason_and_message():
     dte = experiment()
     old = status_.ExperimentStatus(trials=[status_.TrialStatus(
-        name="q-0", index=0, phase=Phase.FAILED, reason=reasons.BACKOFF_LIMIT_EXCEEDED, message="pod q-0-worker-1: ...")])
+        name="q-0", index=0, phase=Phase.FAILED, reason=reasons.BACKOFF_LIMIT_EXCEEDED,
+        message="pod q-0-worker-1: ...")])
     failed = condition(decide(dte, old).status, Type.FAILED)
     assert (failed.reason, failed.message) == (reasons.BACKOFF_LIMIT_EXCEEDED, "trial q-0: pod q-0-worker-1: ...")
     assert condition(decide(dte, old).status, Type.RUNNING).message == "the trial finished"
@@ -236,7 +242,8 @@ def test_a_request_no_node_holds_fails_before_any_pod_is_created_naming_the_larg
 def test_a_finished_trial_frees_its_slot_for_the_next_one_in_the_same_pass():
     dte = experiment(sweep={"matrix": {"workers": [1, 2]}})
     first = decide(dte).status
-    done = first.model_copy(update={"trials": [first.trials[0].model_copy(update={"phase": Phase.SUCCEEDED}), first.trials[1]]})
+    done = first.model_copy(update={"trials": [first.trials[0].model_copy(update={"phase": Phase.SUCCEEDED}),
+                                               first.trials[1]]})
     assert decide(dte, done).create == (1,)
 
 
@@ -256,10 +263,12 @@ def test_a_sweep_between_trials_is_running_while_its_next_trial_starts():
 def test_a_sweep_with_a_failed_trial_runs_the_others_and_fails_at_the_end_listing_it():
     dte = experiment(sweep={"matrix": {"workers": [1, 2]}})
     old = status_.ExperimentStatus(trials=[
-        status_.TrialStatus(name="q-0", index=0, phase=Phase.FAILED, reason=reasons.DEADLINE_EXCEEDED, message="too slow"),
+        status_.TrialStatus(name="q-0", index=0, phase=Phase.FAILED, reason=reasons.DEADLINE_EXCEEDED,
+                            message="too slow"),
         status_.TrialStatus(name="q-1", index=1, phase=Phase.SUCCEEDED, message="ok")])
     failed = condition(decide(dte, old).status, Type.FAILED)
-    assert (failed.reason, failed.message) == (reasons.DEADLINE_EXCEEDED, "1 of 2 trials failed: q-0 (DeadlineExceeded: too slow)")
+    assert (failed.reason, failed.message) == (reasons.DEADLINE_EXCEEDED,
+                                               "1 of 2 trials failed: q-0 (DeadlineExceeded: too slow)")
 
 
 def test_a_sweeps_status_names_what_it_compares_and_its_best_trial_not_the_specs_defaults_or_its_last():
@@ -271,9 +280,11 @@ def test_a_sweeps_status_names_what_it_compares_and_its_best_trial_not_the_specs
     throughputs = (1845.6, 1500.0, 1774.7)  # the ring trial ends last, but the parameter server was fastest
     done = first.model_copy(update={"trials": [t.model_copy(update={
         "phase": Phase.SUCCEEDED, "summary": status_.Summary(throughput=throughput),
-        "completion_time": T0 + datetime.timedelta(seconds=t.index)}) for t, throughput in zip(first.trials, throughputs)]})
+        "completion_time": T0 + datetime.timedelta(seconds=t.index)})
+                                               for t, throughput in zip(first.trials, throughputs)]})
     result = decide(dte, done, at=5).status
-    assert result.best == status_.Best(trial="q-0", parameters={"architecture": "ParameterServer"}, text="ParameterServer",
+    assert result.best == status_.Best(trial="q-0", parameters={"architecture": "ParameterServer"},
+                                       text="ParameterServer",
                                        throughput=1845.6)
     assert result.summary.throughput == 1845.6
     assert [t.summary.throughput for t in result.trials] == list(throughputs)  # each trial's own stays
@@ -297,7 +308,8 @@ def test_a_sweep_over_repetitions_names_its_best_trial_and_one_trial_needs_no_be
 
 
 def test_skipped_combinations_are_reported_in_the_created_condition():
-    dte = experiment(sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"], "paradigm": ["BSP", "ASP"]}})
+    dte = experiment(sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"],
+                                       "paradigm": ["BSP", "ASP"]}})
     message = condition(decide(dte).status, Type.CREATED).message
     assert message.startswith("3 trials planned; 1 combination skipped (RingAllReduce runs BSP only, not ASP)")
 
@@ -355,12 +367,14 @@ def test_a_pace_beyond_any_date_leaves_the_end_unset():
 
 
 def test_a_trial_not_run_yet_takes_its_iterations_at_the_predicted_iteration_time_plus_start_up():
-    dte = experiment(model={"iterations": 200}, sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}})
+    dte = experiment(model={"iterations": 200},
+                     sweep={"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}})
     # The parameter-server trial took 30 s for 200 iterations of 0.05 s: 20 s beyond them. It predicted the ring.
     first = status_.TrialStatus(
         name="q-0", index=0, parameters={"architecture": "ParameterServer"}, phase=Phase.SUCCEEDED,
         start_time=T0 - datetime.timedelta(seconds=30), completion_time=T0,
-        summary=status_.Summary(iteration_time_p50_seconds=0.05, predicted_iteration_seconds={"1ps": 0.05, "ring": 0.04}))
+        summary=status_.Summary(iteration_time_p50_seconds=0.05,
+                                predicted_iteration_seconds={"1ps": 0.05, "ring": 0.04}))
     second = status_.TrialStatus(name="q-1", index=1, parameters={"architecture": "RingAllReduce"})
     result = decide(dte, status_.ExperimentStatus(trials=[first, second]), at=1)
     assert result.create == (1,)  # created now: start-up and its iterations to go
@@ -458,7 +472,8 @@ def test_every_trial_transition_and_experiment_milestone_is_an_event():
     dte = experiment()
     created = decide(dte).status
     found = events.transitions(status_.ExperimentStatus(), created)
-    assert [(e.type, e.reason) for e in found] == [("Normal", reasons.PODS_CREATED), ("Normal", reasons.EXPERIMENT_CREATED)]
+    assert [(e.type, e.reason) for e in found] == [("Normal", reasons.PODS_CREATED),
+                                                   ("Normal", reasons.EXPERIMENT_CREATED)]
     failed = created.model_copy(update={"trials": [created.trials[0].model_copy(update={
         "phase": Phase.FAILED, "reason": reasons.BACKOFF_LIMIT_EXCEEDED, "message": "pod x"})]})
     finished = decide(dte, failed).status
@@ -482,7 +497,8 @@ def test_a_sweeps_failure_milestone_is_an_event_of_its_own():
 
 
 def test_the_status_patch_is_minimal_and_removes_what_disappeared():
-    old = {"phase": "Running", "replicaStatuses": {"ps": {"active": 1}, "worker": {"active": 2}}, "summary": {"throughput": 1.0}}
+    old = {"phase": "Running", "replicaStatuses": {"ps": {"active": 1}, "worker": {"active": 2}},
+           "summary": {"throughput": 1.0}}
     new = {"phase": "Running", "replicaStatuses": {"worker": {"active": 2}}}
     assert statuses.merge_patch(old, new) == {"summary": None, "replicaStatuses": {"ps": None}}
     assert statuses.merge_patch(new, new) == {}
@@ -501,6 +517,8 @@ def test_a_trial_waiting_for_its_placement_is_a_warning_event_naming_it():
     dte = experiment()
     created = decide(dte).status
     waiting = created.model_copy(update={"trials": [created.trials[0].model_copy(update={
-        "reason": reasons.WAITING_FOR_PLACEMENT, "message": "placement Spread by kubernetes.io/hostname cannot be met"})]})
+        "reason": reasons.WAITING_FOR_PLACEMENT,
+        "message": "placement Spread by kubernetes.io/hostname cannot be met"})]})
     assert [(e.type, e.reason, e.message) for e in events.transitions(created, waiting)] == [
-        ("Warning", reasons.WAITING_FOR_PLACEMENT, "trial q-0: placement Spread by kubernetes.io/hostname cannot be met")]
+        ("Warning", reasons.WAITING_FOR_PLACEMENT,
+         "trial q-0: placement Spread by kubernetes.io/hostname cannot be met")]

@@ -45,7 +45,8 @@ def test_an_oom_killed_container_is_reported_with_pod_container_exit_code_and_re
 
 def test_a_container_error_keeps_the_start_of_its_termination_message():
     failure = pods.failure_of(pod(phase="Failed", containers=[terminated(1, "Error", "RuntimeError: boom\nat line 3")]))
-    assert failure.describe() == "pod q-0-worker-0: container trainer exited with code 1 (Error): RuntimeError: boom at line 3"
+    assert (failure.describe()
+            == "pod q-0-worker-0: container trainer exited with code 1 (Error): RuntimeError: boom at line 3")
 
 
 def test_a_container_that_exited_non_zero_counts_before_the_pod_phase_catches_up():
@@ -115,7 +116,8 @@ def test_replica_counts_follow_a_jobs_counting_and_skip_terminating_pods():
 
 
 def test_a_killed_pod_is_the_cause_not_the_peer_that_lost_contact_with_it_even_when_the_peer_ended_first():
-    killed = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(137, "Error", finished="2030-01-01T00:00:11Z")])
+    killed = pod("q-0-worker-1", rank=2, phase="Failed",
+                 containers=[terminated(137, "Error", finished="2030-01-01T00:00:11Z")])
     peer = pod("q-0-worker-0", rank=1, phase="Failed", containers=[terminated(
         1, "Error", message="ringleader: rank 1 (worker) failed: lost contact with a peer rank: Read error")])
     blamed = failures.blame(pods.exit_of(pods.failure_of(p)) for p in (peer, killed))
@@ -129,6 +131,7 @@ def test_a_pod_of_several_ranks_fails_as_the_rank_its_message_names_and_never_as
     assert (pods.ranks(found), pods.ranks_text(found)) == (range(2, 4), "ranks 2-3")
     assert pods.failure_of(found).rank == 3
     assert pods.exit_of(pods.failure_of(found)).external  # its agent exits as the signal would have: 137
-    elsewhere = pod("q-0-worker-1", rank=2, phase="Failed", containers=[terminated(1, "Error", killed.replace("3", "7"))])
+    elsewhere = pod("q-0-worker-1", rank=2, phase="Failed",
+                    containers=[terminated(1, "Error", killed.replace("3", "7"))])
     assert pods.failure_of(elsewhere).rank == 2  # a rank not in the pod: the pod's first rank
     assert pods.ranks(pod(rank=5)) == range(5, 6)  # a pod without the label runs one rank

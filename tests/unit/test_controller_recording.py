@@ -97,7 +97,8 @@ def test_a_call_waiting_for_a_thread_is_timed_from_when_it_runs_not_from_when_it
     start pods without their runs; a call is 0.4 s under its timeout, room for a busy machine."""
     import time
 
-    found = recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1.0), load_runs=lambda: None)
+    found = recording.MlflowCalls(settings_.MlflowSettings(default_uri=OWN, timeout_seconds=1.0),
+                                  load_runs=lambda: None)
 
     async def three():
         return await asyncio.gather(*(found._call(OWN, f"call {i}", lambda _runs, i=i: time.sleep(0.6) or i)

@@ -31,7 +31,8 @@ def test_variables_are_read_when_no_flag_is_given_and_flags_win():
 
 def test_gpu_tolerations_are_a_json_list():
     found = parse(["--gpu-tolerations", '[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]'])
-    assert found.pods.render.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
+    assert found.pods.render.gpu_tolerations == ({"key": "nvidia.com/gpu", "operator": "Exists",
+                                                  "effect": "NoSchedule"},)
     with pytest.raises(SystemExit):
         parse(["--gpu-tolerations", '{"key": 1}'])
 
@@ -55,7 +56,8 @@ def test_api_concurrency_is_a_whole_number_of_calls_from_a_flag_or_variable(caps
 def test_concurrent_reconciles_are_a_whole_number_of_experiments_from_a_flag_or_variable(capsys):
     assert parse([]).api.reconciles == 48
     assert parse([], {"RINGLEADER_MAX_CONCURRENT_RECONCILES": "4"}).api.reconciles == 4
-    assert parse(["--max-concurrent-reconciles", "64"], {"RINGLEADER_MAX_CONCURRENT_RECONCILES": "4"}).api.reconciles == 64
+    assert (parse(["--max-concurrent-reconciles", "64"], {"RINGLEADER_MAX_CONCURRENT_RECONCILES": "4"}).api.reconciles
+            == 64)
     with pytest.raises(SystemExit):
         parse(["--max-concurrent-reconciles", "0"])
     assert "must be greater than or equal to 1, got 0" in capsys.readouterr().err

@@ -73,7 +73,8 @@ def test_gang_semantics_a_trial_is_not_running_until_every_pod_is_scheduled_and_
 
 def test_a_trial_whose_pods_all_run_is_running():
     step = trials.step(trial(Phase.CREATED, start_time=T0), all_running(), context())
-    assert (step.status.phase, step.status.message) == (Phase.RUNNING, "all 3 pods (1 parameter server, 2 workers) are running")
+    assert (step.status.phase, step.status.message) == (Phase.RUNNING,
+                                                        "all 3 pods (1 parameter server, 2 workers) are running")
 
 
 def test_a_created_trial_recreates_a_pod_that_is_missing():
@@ -225,9 +226,11 @@ def test_the_deadline_fails_an_active_trial_at_its_start_plus_active_deadline_se
 
 
 def test_the_deadline_counts_from_the_trials_start_across_restarts():
-    deadline = trials.deadline_of(trial(Phase.RESTARTING, restarts=2, start_time=T0), spec_.RunPolicy(active_deadline_seconds=30))
+    deadline = trials.deadline_of(trial(Phase.RESTARTING, restarts=2, start_time=T0),
+                                  spec_.RunPolicy(active_deadline_seconds=30))
     assert deadline == T0 + datetime.timedelta(seconds=30)
-    assert trials.deadline_of(trial(Phase.SUCCEEDED, start_time=T0), spec_.RunPolicy(active_deadline_seconds=30)) is None
+    assert (trials.deadline_of(trial(Phase.SUCCEEDED, start_time=T0), spec_.RunPolicy(active_deadline_seconds=30))
+            is None)
 
 
 def test_when_all_ranks_succeed_the_trial_succeeds_with_the_aggregators_summary():
@@ -241,7 +244,8 @@ def test_when_all_ranks_succeed_the_trial_succeeds_with_the_aggregators_summary(
 
 
 def waiting_for_mlflow(rank, published=5, recorded=20, waited=30):
-    return unpublished.last_waiting(unpublished.waiting_line(rank, published, recorded, "http://mlflow:5000", waited, 900))
+    return unpublished.last_waiting(
+        unpublished.waiting_line(rank, published, recorded, "http://mlflow:5000", waited, 900))
 
 
 def test_a_server_still_running_after_the_workers_holds_the_trial_while_it_waits_for_mlflow():
@@ -254,7 +258,8 @@ def test_a_server_still_running_after_the_workers_holds_the_trial_while_it_waits
     assert (settling.status, settling.delete) == (running, ())
     assert settling.due == T0 + datetime.timedelta(seconds=60 + 10)
     # Its log says it waits for MLflow: the trial waits too, saying so, at most recordsWaitSeconds and a grace.
-    told = trials.step(running, pods, dataclasses.replace(context(at=90), records=pending_records.Records(waiting_for_mlflow(0))))
+    told = trials.step(running, pods,
+                       dataclasses.replace(context(at=90), records=pending_records.Records(waiting_for_mlflow(0))))
     assert (told.status.phase, told.status.reason) == (Phase.RUNNING, reasons.RECORDS_PENDING)
     assert told.status.message == ("all workers succeeded; 2 of 3 ranks' records published; waiting for MLflow at "
                                    "http://mlflow:5000: rank 0 has 5 of 20 iterations published, after 30 of at most "
@@ -270,13 +275,15 @@ def test_a_server_still_running_after_the_workers_holds_the_trial_while_it_waits
 
 def test_ranks_that_trained_and_wait_for_mlflow_make_the_trial_records_pending():
     running = trial(Phase.RUNNING, start_time=T0, reason=reasons.ALL_PODS_RUNNING)
-    step = trials.step(running, all_running(), dataclasses.replace(context(), records=pending_records.Records(waiting_for_mlflow(1))))
+    step = trials.step(running, all_running(),
+                       dataclasses.replace(context(), records=pending_records.Records(waiting_for_mlflow(1))))
     assert (step.status.phase, step.status.reason) == (Phase.RUNNING, reasons.RECORDS_PENDING)
     assert step.status.message == ("0 of 3 ranks' records published; waiting for MLflow at http://mlflow:5000: rank 1 "
                                    "has 5 of 20 iterations published, after 30 of at most 900 s")
     # A line read before its rank's pod ended says nothing of the ranks still running.
     pods = [pod("q-0-ps-0"), pod("q-0-worker-0", "Succeeded", exit_code=0), pod("q-0-worker-1")]
-    stale = trials.step(running, pods, dataclasses.replace(context(), records=pending_records.Records(waiting_for_mlflow(1))))
+    stale = trials.step(running, pods,
+                        dataclasses.replace(context(), records=pending_records.Records(waiting_for_mlflow(1))))
     assert stale.status == running
 
 
@@ -288,7 +295,8 @@ def test_ranks_that_gave_up_waiting_fail_the_trial_records_incomplete_and_their_
 
     pods = [pod("q-0-ps-0", "Succeeded", exit_code=0), gave_up("q-0-worker-0", 1, 5), gave_up("q-0-worker-1", 2, 7)]
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(at=120, clean_pod_policy="All"))
-    assert (step.status.phase, step.status.reason, step.status.restarts) == (Phase.FAILED, reasons.RECORDS_INCOMPLETE, 0)
+    assert ((step.status.phase, step.status.reason, step.status.restarts)
+            == (Phase.FAILED, reasons.RECORDS_INCOMPLETE, 0))
     assert step.status.message.startswith("records incomplete: 12 of 40 iterations of 2 ranks published: MLflow did "
                                           "not take the rest within tracking.recordsWaitSeconds")
     assert "for pod in q-0-worker-0 q-0-worker-1; do kubectl logs -n NAMESPACE $pod | ringleader publish " \
@@ -338,7 +346,8 @@ def test_cleanup_under_policy_running_keeps_a_pod_whose_container_exited_before_
     assert doomed == ("q-0-worker-0",)
 
 
-PULL_FAILED = ('Back-off pulling image "localhost/ringleader/does-not-exist:1.0": ErrImagePull: failed to pull and unpack '
+PULL_FAILED = ('Back-off pulling image "localhost/ringleader/does-not-exist:1.0": ErrImagePull: '
+               'failed to pull and unpack '
                'image "localhost/ringleader/does-not-exist:1.0": failed to resolve reference "localhost/ringleader/'
                'does-not-exist:1.0": failed to do request: Head "https://localhost/v2/ringleader/does-not-exist/'
                'manifests/1.0": dial tcp 127.0.0.1:443: connect: connection refused')
@@ -347,7 +356,8 @@ PULL_FAILED = ('Back-off pulling image "localhost/ringleader/does-not-exist:1.0"
 def waiting_pod(name, reason, message="", created="2030-01-01T00:00:00Z"):
     found = pod(name, "Pending")
     found["metadata"]["creationTimestamp"] = created
-    found["status"]["containerStatuses"] = [{"name": "trainer", "state": {"waiting": {"reason": reason, "message": message}}}]
+    found["status"]["containerStatuses"] = [{"name": "trainer",
+                                             "state": {"waiting": {"reason": reason, "message": message}}}]
     return found
 
 
@@ -382,13 +392,15 @@ def test_the_startup_deadline_is_the_operators_default_unless_the_experiment_set
     failed = trials.step(trial(Phase.CREATED, start_time=T0), pods, ctx)
     assert failed.status.reason == reasons.STARTUP_DEADLINE_EXCEEDED
     assert failed.status.message.endswith('CreateContainerConfigError (secret "mlflow-credentials" not found)')
-    assert dataclasses.replace(ctx, run_policy=spec_.RunPolicy(startup_deadline_seconds=30)).startup_deadline_seconds == 30
+    assert (dataclasses.replace(ctx, run_policy=spec_.RunPolicy(startup_deadline_seconds=30)).startup_deadline_seconds
+            == 30)
 
 
 def test_an_unschedulable_pod_fails_the_trial_at_its_startup_deadline_counting_the_others_not_running():
     pods = created([pod(e.name, "Pending", scheduled=False) for e in EXPECTED])
     for found in pods:
-        found["status"]["conditions"][0].update(reason="Unschedulable", message="0/1 nodes are available: 1 Insufficient cpu.")
+        found["status"]["conditions"][0].update(reason="Unschedulable",
+                                                message="0/1 nodes are available: 1 Insufficient cpu.")
     failed = trials.step(trial(Phase.CREATED, start_time=T0), pods, context(at=300))
     assert failed.status.message == ("pod q-0-ps-0 did not start within startupDeadlineSeconds=300 of its creation: "
                                      "unschedulable (0/1 nodes are available: 1 Insufficient cpu.) "
@@ -416,11 +428,13 @@ def test_a_required_placement_the_nodes_cannot_meet_waits_naming_it_then_fails_w
                                              "wait (until startupDeadlineSeconds=120): 2 of 3 pods running")
     assert waiting.due == T0 + datetime.timedelta(seconds=120)
 
-    failed = trials.step(waiting.status, spread_blocked_pods(), dataclasses.replace(ctx, now=T0 + datetime.timedelta(seconds=120)))
+    failed = trials.step(waiting.status, spread_blocked_pods(),
+                         dataclasses.replace(ctx, now=T0 + datetime.timedelta(seconds=120)))
     assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, reasons.PLACEMENT_UNSATISFIABLE)
     assert failed.status.message.startswith("placement Spread by kubernetes.io/hostname was not met within "
                                             "startupDeadlineSeconds=120: pod q-0-worker-1 fits no node")
-    assert "set `scheduling.placement.mode` to Preferred" in failed.status.message and SPREAD_UNMET in failed.status.message
+    assert ("set `scheduling.placement.mode` to Preferred" in failed.status.message
+            and SPREAD_UNMET in failed.status.message)
     assert failed.delete == ("q-0-ps-0", "q-0-worker-0", "q-0-worker-1")
 
 
@@ -437,7 +451,8 @@ def test_an_affinity_the_trial_did_not_ask_for_or_only_prefers_is_an_ordinary_wa
 def test_an_image_reference_that_does_not_parse_fails_the_trial_at_once():
     pods = created(all_running())
     pods[1] = waiting_pod("q-0-worker-0", "InvalidImageName", 'Failed to apply default image tag "Bad Image": '
-                                                              'couldn\'t parse image name "Bad Image": invalid reference format')
+                                                              'couldn\'t parse image name "Bad Image": '
+                                                              'invalid reference format')
     failed = trials.step(trial(Phase.CREATED, start_time=T0), pods, context(at=1))
     assert (failed.status.phase, failed.status.reason) == (Phase.FAILED, reasons.INVALID_IMAGE)
     assert failed.status.message.startswith("pod q-0-worker-0 can never start: InvalidImageName (Failed to apply")
@@ -450,8 +465,9 @@ def test_a_finished_startup_failure_keeps_stopping_pods_that_reappear_whatever_t
 
 
 def test_a_failure_the_runtime_calls_permanent_fails_the_trial_at_once_without_spending_backoff_limit():
-    said = ("ringleader: rank 1 (worker) failed (permanent): ModelError: model 'nosuch.nets:tiny': importing nosuch.nets "
-            "failed: cannot import 'nosuch' (No module named 'nosuch'); install it in the image or put it on PYTHONPATH")
+    said = ("ringleader: rank 1 (worker) failed (permanent): ModelError: model 'nosuch.nets:tiny': "
+            "importing nosuch.nets failed: cannot import 'nosuch' (No module named 'nosuch'); "
+            "install it in the image or put it on PYTHONPATH")
     pods = all_running()
     pods[1] = pod("q-0-worker-0", "Failed", exit_code=1, reason="Error", message=said)
     step = trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=3))
@@ -465,7 +481,8 @@ def test_a_permanent_failure_of_a_killed_pod_is_not_believed():
     said = "ringleader: rank 1 (worker) failed (permanent): DataError: /data: not a directory"
     pods = all_running()
     pods[1] = pod("q-0-worker-0", "Failed", exit_code=137, reason="OOMKilled", message=said)
-    assert trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=3)).status.phase == Phase.RESTARTING
+    assert (trials.step(trial(Phase.RUNNING, start_time=T0), pods, context(backoff_limit=3)).status.phase
+            == Phase.RESTARTING)
 
 
 def on_node(name, node, *, answering=True):
@@ -531,7 +548,8 @@ def test_a_request_no_node_can_ever_hold_fails_the_trial_at_once_naming_the_requ
 
 def test_where_the_operator_reads_nodes_the_request_is_set_against_the_largest_nodes_allocatable():
     rooms = capacity.rooms([{"metadata": {"name": name}, "status": {
-        "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+        "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True"}]}}
         for name, cpu in (("n1", "1"), ("n2", "2"), ("n3", "2"))], [])
     failed = trials.step(trial(Phase.CREATED, start_time=T0), unschedulable(TOO_LARGE),
                          dataclasses.replace(context(at=1), rooms=rooms))

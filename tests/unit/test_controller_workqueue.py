@@ -1,4 +1,5 @@
-"""The per-experiment work queue: triggers coalesce, passes never overlap, due times are kept, retries follow kopf's errors.
+"""The per-experiment work queue: triggers coalesce, passes never overlap, due times are kept, retries follow kopf's
+errors.
 
 On a virtual clock (tests/virtual_clock.py): waits take no real time and due times are met exactly.
 """

@@ -231,7 +231,8 @@ def test_worker_groups_are_a_list_keyed_by_name(schema):
     assert groups["x-kubernetes-list-type"] == "map" and groups["x-kubernetes-list-map-keys"] == ["name"]
     assert groups["maxItems"] == 16
     selector = groups["items"]["properties"]["nodeSelector"]
-    assert selector["additionalProperties"] == {"type": "string", "maxLength": 63, "pattern": labels.LABEL_VALUE_PATTERN}
+    assert selector["additionalProperties"] == {"type": "string", "maxLength": 63,
+                                                "pattern": labels.LABEL_VALUE_PATTERN}
     assert [rule["message"] for rule in selector["x-kubernetes-validations"]] == [
         f"`workers.groups[].nodeSelector` keys must each be {labels.LABEL_KEY_HINT}: rename the key"]
 

@@ -54,7 +54,8 @@ def test_the_quickstart_is_small_enough_for_a_laptop():
         spec = trial.spec
         assert spec.model.name == "mlp" and spec.model.iterations <= 50 and spec.model.batch_size <= 32
         assert spec.workers.replicas == 2 and trial.world_size <= 3
-    assert {t.spec.architecture for t in api.expand(api.load(ROOT / "examples" / "quickstart.yaml")).trials} == STUDY_ONE
+    assert {t.spec.architecture
+            for t in api.expand(api.load(ROOT / "examples" / "quickstart.yaml")).trials} == STUDY_ONE
 
 
 @pytest.mark.parametrize("path", LAPTOP, ids=lambda p: p.name)

@@ -1,4 +1,5 @@
-"""The order of a rank's sends to many ranks (runtime/exchange/schedule.py): no two senders aim at one receiver at once."""
+"""The order of a rank's sends to many ranks (runtime/exchange/schedule.py): no two senders aim at one receiver at
+once."""
 
 import pytest
 

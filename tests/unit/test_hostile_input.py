@@ -171,11 +171,14 @@ def corpus() -> list[Case]:
         Case("binary-nul-inside", (BASE + "  image: a\0b\n").encode(), binary),
         Case("binary-random-no-nul", bytes(rng.randrange(128, 256) for _ in range(4096)), not_utf8),
         # Characters YAML refuses.
-        _text("char-control", "a: \x01\n", "not valid YAML: the character U+0001 at line 1, column 4 is not allowed in YAML"),
-        _text("char-delete", "a: \x7f\n", "not valid YAML: the character U+007F at line 1, column 4 is not allowed in YAML"),
+        _text("char-control", "a: \x01\n",
+              "not valid YAML: the character U+0001 at line 1, column 4 is not allowed in YAML"),
+        _text("char-delete", "a: \x7f\n",
+              "not valid YAML: the character U+007F at line 1, column 4 is not allowed in YAML"),
         _text("char-after-accents", "\u00e9: \u00e9\nb: \x7f\n",  # libyaml counts bytes; the place is in characters
               "not valid YAML: the character U+007F at line 2, column 4 is not allowed in YAML"),
-        _text("char-noncharacter", "a: \ufffe\n", "not valid YAML: the character U+FFFE at line 1, column 4 is not allowed in YAML"),
+        _text("char-noncharacter", "a: \ufffe\n",
+              "not valid YAML: the character U+FFFE at line 1, column 4 is not allowed in YAML"),
         # Paths that are no experiment file.
         Case("path-directory", None, "is a directory: name an experiment file in it"),
         Case("path-missing", None, "file not found"),

@@ -1,5 +1,5 @@
-"""models/cost_models.py against hand-computed values: study 1's cost models, the emulated cap and the fitted cost (the DAG
-model's replay: test_models_overlap.py)."""
+"""models/cost_models.py against hand-computed values: study 1's cost models, the emulated cap and the fitted cost (the
+DAG model's replay: test_models_overlap.py)."""
 
 import pytest
 
@@ -48,9 +48,10 @@ def test_the_report_prices_communication_as_predict_does_the_servers_nic_full_du
     assert architectures.priced_comm_seconds("ParameterServer", 4, M, LINK) == pytest.approx(5.02)
     assert architectures.priced_comm_seconds("ParameterServer", 4, M, LINK) == pytest.approx(
         cost_models.parameter_server_comm_seconds(4, M, LINK, full_duplex=True))
-    assert architectures.priced_comm_seconds("PeerToPeer", 4, M, LINK) == architectures.comm_seconds("PeerToPeer", 4, M, LINK)
-    assert architectures.priced_comm_seconds("RingAllReduce", 4, M, LINK) == architectures.comm_seconds("RingAllReduce", 4, M,
-                                                                                                   LINK)
+    assert (architectures.priced_comm_seconds("PeerToPeer", 4, M, LINK)
+            == architectures.comm_seconds("PeerToPeer", 4, M, LINK))
+    assert (architectures.priced_comm_seconds("RingAllReduce", 4, M, LINK)
+            == architectures.comm_seconds("RingAllReduce", 4, M, LINK))
 
 
 def test_comm_seconds_dispatches_on_architecture_names():

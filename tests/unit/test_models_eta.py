@@ -62,7 +62,8 @@ def test_a_trial_not_run_yet_is_priced_by_its_repetitions_else_by_a_prediction_f
     assert eta.predicted_seconds(ring, [by_ps]) == 0.02
     # A prediction is for the same workers, paradigm and model: a trial differing in more is not priced by it.
     other_workers = finished("ParameterServer", predicted={"ring": 0.02}, workers="4")
-    assert eta.predicted_seconds(eta.UnfinishedTrial("q-1", {"architecture": "RingAllReduce", "workers": "2"}, "ring", 200),
+    assert eta.predicted_seconds(eta.UnfinishedTrial("q-1", {"architecture": "RingAllReduce", "workers": "2"}, "ring",
+                                                     200),
                                  [other_workers]) is None
     assert eta.predicted_seconds(ring, [finished("ParameterServer")]) is None  # it made no prediction
 
@@ -123,12 +124,14 @@ def test_the_predictions_come_from_the_summarys_prediction_document_and_anything
 
 def test_a_trial_is_planned_with_its_parameters_architecture_label_and_iterations():
     dte = api.parse({"apiVersion": constants.API_VERSION, "kind": constants.KIND, "metadata": {"name": "q"},
-                     "spec": {"data": {"format": "Digits"}, "model": {"iterations": 60, "evaluation": {"everyIterations": 10},
+                     "spec": {"data": {"format": "Digits"},
+                              "model": {"iterations": 60, "evaluation": {"everyIterations": 10},
                                         "target": {"loss": 0.5, "onReached": "Stop"}},
                               "sweep": {"matrix": {"architecture": ["ParameterServer", "RingAllReduce"]}}}})
     first, second = api.expand(dte).trials
     assert eta.planned(second) == eta.UnfinishedTrial(second.name, {"architecture": "RingAllReduce"}, "ring", 60)
     assert eta.planned(first).label == "1ps"
     assert eta.upper_bound(first.spec) and not eta.upper_bound(api.expand(api.parse({
-        "apiVersion": constants.API_VERSION, "kind": constants.KIND, "metadata": {"name": "q"}, "spec": {}})).trials[0].spec)
+        "apiVersion": constants.API_VERSION, "kind": constants.KIND, "metadata": {"name": "q"},
+        "spec": {}})).trials[0].spec)
     assert eta.iterations_run(60, True, 25) == 25 and eta.iterations_run(60, False, 25) == 60

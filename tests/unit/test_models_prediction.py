@@ -1,4 +1,5 @@
-"""`ringleader predict`'s arithmetic against values worked out by hand: the profile, the compute, the link, each model."""
+"""`ringleader predict`'s arithmetic against values worked out by hand: the profile, the compute, the link, each
+model."""
 
 from __future__ import annotations
 
@@ -194,7 +195,8 @@ PROFILE = profile_.Profile((profile_.Gradient("L1", 1000, 0.007), profile_.Gradi
 COMPUTE = profile_.Compute({0: {1: 0.010, 2: 0.010}, 1: {1: 0.014, 2: 0.006}})
 
 
-def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP", bucket_bytes: float = 1) -> prediction_models.Inputs:
+def inputs(kind: str = calibration.EMULATED, paradigm: str = "BSP",
+           bucket_bytes: float = 1) -> prediction_models.Inputs:
     # One way: 0.5 ms + 1 us per byte (B = 8 Mbit/s); the allreduce of 2: 1 ms + 1 us per byte.
     link = calibration.Calibration(cost_models.Nic(8e6, 0.0005), cost_models.CommCost(0.001, 1e-6), 2, kind, "by hand")
     return prediction_models.Inputs(PROFILE, COMPUTE, link, 2, variants.Paradigm(paradigm),
@@ -409,7 +411,8 @@ def test_on_a_network_a_parameter_server_is_priced_at_its_placement_by_the_longe
     # The host: (4 ms - 1 ms of update) of CPU for 12 000 bytes, the server's 4M at 250m.
     assert one.resources.host_seconds == pytest.approx(0.003 / 12000 * 4 * model_bytes / 0.25)
     assert one.resources.bound == "host" and "priced at its placement, host-bound" in one.note
-    assert one.comm_seconds == pytest.approx(one.resources.host_seconds + 2 * found.inputs.calibration.link.latency_seconds)
+    assert one.comm_seconds == pytest.approx(one.resources.host_seconds
+                                             + 2 * found.inputs.calibration.link.latency_seconds)
     document = found.to_document()
     assert document[keys.HOST_NOTE] is None
     assert document[keys.ARCHITECTURES]["1ps"][keys.BOUND] == "host"

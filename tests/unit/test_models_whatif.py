@@ -243,7 +243,8 @@ def test_a_profile_document_reads_back_and_bad_ones_say_which_field():
 def test_later_rounds_follow_every_bucket_first_round_and_the_codec_and_wait_add_up():
     # 100 Mbit/s, 2 workers, each round sends its payload (2(N-1)/N = 1). First rounds of 1/4: [A] 0.25 MB 0..20 ms,
     # [B, C] 0.75 MB 20..80 ms: 60 ms exposed. Second rounds of 1/8: 10 + 30 ms after. Codec 5 ms, wait 7 ms.
-    two_rounds = collectives.Wire((collectives.RoundFractions(0.25), collectives.RoundFractions(0.125)), codec_seconds=0.005, label="PowerSGD")
+    two_rounds = collectives.Wire((collectives.RoundFractions(0.25), collectives.RoundFractions(0.125)),
+                                  codec_seconds=0.005, label="PowerSGD")
     result = whatif.simulate(PROFILE, 2, 1e8, two_rounds, batch_seconds=0.048, wait_seconds=0.007)
     assert result.replay.ends == pytest.approx((0.020, 0.080))
     assert result.later_seconds == pytest.approx(0.040)

@@ -2,8 +2,8 @@
 
 Each case copies operator/ringleader, adds a throwaway variant with one edit per table it needs (an architecture,
 TreeAllReduce: a BSP collective on the ring's synchronizer, template and cost model; a paradigm, Throwaway: ASP's
-gate; a compression method, Throwaway: sent as it is, ring only), and checks in a fresh interpreter that every table has it
-(tests/unit/test_variants.py), that a spec of it validates and renders, and that the rules refuse what the
+gate; a compression method, Throwaway: sent as it is, ring only), and checks in a fresh interpreter that every table has
+it (tests/unit/test_variants.py), that a spec of it validates and renders, and that the rules refuse what the
 tables say it does not take. The files edited are counted, and docs/architecture.md's "Where to change what"
 row names exactly them. With RINGLEADER_HEAVY_TESTS=1 the architecture also trains: `ringleader run` of 2 workers.
 """
@@ -35,7 +35,8 @@ ARCHITECTURE = [
      '    Architecture.TREE_ALL_REDUCE: "ring_allreduce.yaml.j2",\n'),
     ("models/architectures.py", "ARCHITECTURE_MODELS: dict[Architecture, ArchitectureModel] = {\n",
      "    Architecture.TREE_ALL_REDUCE: ArchitectureModel(lambda workers, model_bytes, link, _, pods: "
-     "cost_models.ring_comm_seconds(workers, model_bytes, link, pods), Model(_model_name(Architecture.TREE_ALL_REDUCE), "
+     "cost_models.ring_comm_seconds(workers, model_bytes, link, pods), "
+     "Model(_model_name(Architecture.TREE_ALL_REDUCE), "
      "lambda i, _: ring_comm(i), ring_compute, Paradigm.BSP), traffic.ring),\n"),
 ]
 PARADIGM = [
@@ -111,8 +112,10 @@ def documented(row: str) -> set[str]:
      "`sync.paradigm` must be BSP when `architecture` is TreeAllReduce: a tree allreduce is a collective"),
     ("a sync paradigm", PARADIGM, "Throwaway", {"sync": {"paradigm": "Throwaway"}}, {"architecture": "RingAllReduce"},
      "use ParameterServer or PeerToPeer for ASP, SSP, DSSP or Throwaway"),
-    ("a compression method", CODEC, "Throwaway", {"architecture": "RingAllReduce", "compression": {"method": "Throwaway"}},
-     {"architecture": "PeerToPeer"}, "`compression.method` Throwaway, PowerSGD or TopK needs `architecture` RingAllReduce"),
+    ("a compression method", CODEC, "Throwaway",
+     {"architecture": "RingAllReduce", "compression": {"method": "Throwaway"}},
+     {"architecture": "PeerToPeer"},
+     "`compression.method` Throwaway, PowerSGD or TopK needs `architecture` RingAllReduce"),
 ], ids=["architecture", "paradigm", "codec"])
 def test_a_throwaway_variant_needs_the_files_the_docs_name(tmp_path, row, edits, value, spec, refused, refusal):
     root = throwaway_package(tmp_path, edits)

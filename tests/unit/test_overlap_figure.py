@@ -1,4 +1,5 @@
-"""The report's overlap figure: a ring worker's recorded timeline by hand, and the DAG's replay agreeing with `predict`."""
+"""The report's overlap figure: a ring worker's recorded timeline by hand, and the DAG's replay agreeing with
+`predict`."""
 
 from __future__ import annotations
 

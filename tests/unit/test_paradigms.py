@@ -326,7 +326,8 @@ def simulate_owners(make, compute_seconds: list[float], owners: int, iterations:
         for w in released:
             deliver(now, ("owner", j), ("worker", w), "reply", j, gates[j].clock, gates[j].allowance(w))
 
-    pushes, waiting, clocks, relayed = [0] * workers, [set() for _ in range(workers)], [[] for _ in range(workers)], [0] * workers
+    pushes, waiting, clocks, relayed = ([0] * workers, [set() for _ in range(workers)], [[] for _ in range(workers)],
+                                        [0] * workers)
     staleness, grant_releases, weights_clock = [], 0, [0] * workers
     for w in range(workers):
         for j in range(owners):

@@ -142,10 +142,13 @@ def test_nccl_debug_lines_between_the_results_are_skipped(tmp_path):
 def test_an_older_nccl_tests_layout_without_root_and_with_error_columns_reads(tmp_path):
     lines = ["# nccl-tests: all_reduce_perf", "#  Rank  0 Group  0 Pid  1 on a device  0 [0x07] V100",
              "#  Rank  1 Group  0 Pid  2 on b device  0 [0x07] V100",
-             "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error",
+             "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  "
+             "error",
              "#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
-             "           8             2   float     sum    10.00    0.00    0.00  0e+00    10.00    0.00    0.00  0e+00",
-             "     1048576        262144   float     sum   200.00    5.24    5.24  0e+00   200.00    5.24    5.24  0e+00",
+             "           8             2   float     sum    10.00    0.00    0.00  0e+00    10.00    0.00    0.00  "
+             "0e+00",
+             "     1048576        262144   float     sum   200.00    5.24    5.24  0e+00   200.00    5.24    5.24  "
+             "0e+00",
              "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 2.6"]
     (tmp_path / "old.txt").write_text("\n".join(lines) + "\n")
     curve = network.read(tmp_path / "old.txt").across.allreduce

@@ -1,4 +1,5 @@
-"""The report's prediction figure: predictions drawn with their bands; a trial without one says why, and is not drawn."""
+"""The report's prediction figure: predictions drawn with their bands; a trial without one says why, and is not
+drawn."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def a_result(index: int, prediction: dict | None) -> results_.TrialResult:
     spec = spec_.ExperimentSpec.model_validate({"architecture": "PeerToPeer", "workers": {"replicas": 2}})
     trial = trial_.Trial(experiment="e", name=f"e-{index}", index=index, spec=spec)
-    return results_.TrialResult(trial, "FINISHED", summary=None if prediction is None else {keys.PREDICTION: prediction})
+    return results_.TrialResult(trial, "FINISHED",
+                                summary=None if prediction is None else {keys.PREDICTION: prediction})
 
 
 PREDICTED = {keys.PREDICTED_ARCHITECTURE: "p2p", keys.ITERATION_SECONDS: 0.140, keys.MEASURED_ITERATION_SECONDS: 0.145,

@@ -21,7 +21,8 @@ def record(step: int, role: str = "worker", warmup: bool = False, **fields: floa
 
 def test_serving_is_measured_by_the_server_or_the_peers_else_taken_from_the_update():
     # A server's aggregation: 9 ms at warm-up, then 2 and 4 ms (median 3): the whole model served in 3 ms.
-    server = [record(0, "ps", True, **{keys.SERVER_AGGREGATION: 0.009}), record(1, "ps", **{keys.SERVER_AGGREGATION: 0.002}),
+    server = [record(0, "ps", True, **{keys.SERVER_AGGREGATION: 0.009}),
+              record(1, "ps", **{keys.SERVER_AGGREGATION: 0.002}),
               record(2, "ps", **{keys.SERVER_AGGREGATION: 0.004})]
     measured = serving.serving(PS, {0: server, 1: [record(1, **{keys.TIME_UPDATE: 0.5})]}, workers=2, servers=1)
     assert measured.model_seconds == pytest.approx(0.003) and "server" in measured.source
@@ -29,7 +30,8 @@ def test_serving_is_measured_by_the_server_or_the_peers_else_taken_from_the_upda
     peers = {0: [record(1, **{keys.SERVER_AGGREGATION: 0.001})], 1: [record(1, **{keys.SERVER_AGGREGATION: 0.0015})]}
     assert serving.serving(P2P, peers, workers=2, servers=1).model_seconds == pytest.approx(0.003)
     # A ring has no server: (N+1) times the workers' median update (1 ms), unpacking each push about a pass like it.
-    ring = {r: [record(1, **{keys.TIME_UPDATE: 0.001}), record(2, warmup=True, **{keys.TIME_UPDATE: 0.9})] for r in (0, 1)}
+    ring = {r: [record(1, **{keys.TIME_UPDATE: 0.001}), record(2, warmup=True, **{keys.TIME_UPDATE: 0.9})]
+            for r in (0, 1)}
     estimated = serving.serving(RING, ring, workers=2, servers=1)
     assert estimated.model_seconds == pytest.approx(0.003) and "update" in estimated.source
     assert serving.serving(RING, {0: [record(1)]}, workers=2, servers=1) == serving.Serving()
@@ -51,7 +53,8 @@ def test_cores_count_the_most_crowded_machines_workers_and_threads_per_cpu_and_t
     assert found == serving.Cores(workers_per_cpu=1.0, threads_per_cpu=2.0, load_per_cpu=1.7)
     del usage["0"][keys.LOAD_PER_CPU], usage["3"][keys.LOAD_PER_CPU]  # recorded before ranks measured the load
     assert serving.cores(usage, worker_ranks=[1, 2, 3]).load_per_cpu is None
-    assert serving.cores(None, [1]) == serving.Cores() and serving.cores({"0": {keys.HOST: "a"}}, [0]) == serving.Cores()
+    assert (serving.cores(None, [1]) == serving.Cores()
+            and serving.cores({"0": {keys.HOST: "a"}}, [0]) == serving.Cores())
     # Workers that compute at once wait for each other's cores; a parameter server's workers compute staggered.
     crowded = serving.Cores(workers_per_cpu=1.5)
     assert crowded.factor(RING) == crowded.factor(P2P) == 1.5 and crowded.factor(PS) == 1.0
@@ -97,7 +100,8 @@ def test_the_estimates_add_the_serving_on_the_path_and_move_the_compute():
     link = calibration.Calibration(cost_models.Nic(8e6, 0.0005), cost_models.CommCost(0.001, 1e-6), 3,
                                    calibration.EMULATED, "by hand")
     gradients = (profile_.Gradient("L", 6000, 0.001),)
-    inputs = prediction_models.Inputs(profile_.Profile(gradients, 0.001), profile_.Compute({r: {1: 0.010} for r in (1, 2, 3)}),
+    inputs = prediction_models.Inputs(profile_.Profile(gradients, 0.001),
+                                      profile_.Compute({r: {1: 0.010} for r in (1, 2, 3)}),
                                link, 3, Paradigm.BSP, overlap.RuntimeBuckets(1e6, 1e6), None, PS,
                                serving.Serving(0.006, "by hand"), serving.Cores(workers_per_cpu=1.5))
     found = {e.label: e for e in prediction.estimates(inputs)}

@@ -54,6 +54,7 @@ def test_gpu_tolerations_go_only_to_pods_that_request_gpus(tmp_path):
     settings = operator_settings(["--gpu-tolerations", json.dumps([GPU_TAINT])])
     cpu = {**EXPERIMENT, "spec": {"architecture": "RingAllReduce"}}
     [trial] = api.expand(api.parse(cpu)).trials
-    pods = [o for o in rendering.objects(trial, {"apiVersion": "v1", "kind": "X", "metadata": {"name": "x", "uid": "u"}},
+    pods = [o
+            for o in rendering.objects(trial, {"apiVersion": "v1", "kind": "X", "metadata": {"name": "x", "uid": "u"}},
                                          settings, run_id=None) if o["kind"] == "Pod"]
     assert pods and all("tolerations" not in p["spec"] for p in pods)

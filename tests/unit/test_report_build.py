@@ -92,7 +92,8 @@ def test_report_html_stands_alone_with_every_figure_inline(tmp_path):
     assert "<script" not in page and "@import" not in page and "url(" not in page
     images = re.findall(r'<figure id="([^"]+)">\s*<h3>[^<]*</h3>\s*<img src="data:image/png;base64,[A-Za-z0-9+/=]+" '
                         r'alt="([^"]+)">', page)
-    assert [figure_id for figure_id, _ in images] == figure_ids(made) == ["comparison", "time", "scaling", "communication",
+    assert [figure_id for figure_id, _ in images] == figure_ids(made) == ["comparison", "time", "scaling",
+                                                                          "communication",
                                                                          "repetitions"]
     assert "cost models of ParameterServer, RingAllReduce dashed" in dict(images)["communication"]
     for finding in made.findings:
@@ -204,7 +205,8 @@ def noisy_result(the_trial, seconds: float, noise: float, rng) -> results.TrialR
                          "time/forward": took / 4, "time/backward": took / 2, "time/comm": took / 4, "time/wait": 0.0,
                          "loss": 1.0})
         records[slot.rank] = rows
-    return results.TrialResult(the_trial, "FINISHED", None, summary.summarize(records, the_trial).to_document(), records)
+    return results.TrialResult(the_trial, "FINISHED", None, summary.summarize(records, the_trial).to_document(),
+                               records)
 
 
 CLOSE_RACE = {"model": {"batchSize": 16, "iterations": 60, "warmupIterations": 2},
@@ -235,12 +237,13 @@ def test_a_clear_win_within_single_runs_is_named_with_its_interval(tmp_path):
     trials = sweeps.trials(CLOSE_RACE)
     sweep = results.SweepResult("win", [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in trials])
     made = assembly.build(sweep, tmp_path)
-    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
+    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"]
+               if r["kind"] == "fastest"]
     assert (first["subjects"], first["distinguishable"], first["basis"]) == (["RingAllReduce", "PeerToPeer"], True,
                                                                              "within-run")
     assert first["low"] > 1 + findings.SINGLE_RUN_MARGIN
-    assert made.findings[0].startswith("Fastest: rep-1 (RingAllReduce): ") and "x the runner-up, rep-0 (PeerToPeer) (95 % CI" in \
-        made.findings[0]
+    assert made.findings[0].startswith("Fastest: rep-1 (RingAllReduce): ") \
+        and "x the runner-up, rep-0 (PeerToPeer) (95 % CI" in made.findings[0]
 
 
 def test_a_clear_win_within_single_runs_on_shared_cpus_is_a_lead_not_a_winner(tmp_path):
@@ -249,7 +252,8 @@ def test_a_clear_win_within_single_runs_on_shared_cpus_is_a_lead_not_a_winner(tm
     for trial in trials:  # 3 ranks on a 2-CPU laptop: contended timings drift between runs
         trial.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, 0.6) for rank in range(3)}
     made = assembly.build(results.SweepResult("win", trials), tmp_path)
-    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
+    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"]
+               if r["kind"] == "fastest"]
     assert first["low"] > 1 + findings.SINGLE_RUN_MARGIN and first["distinguishable"] is False
     assert made.findings[0].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by ")
     assert "but their ranks shared CPUs (CPU contention, below)" in made.findings[0]
@@ -302,7 +306,8 @@ def test_a_lead_within_runs_smaller_than_the_drift_between_runs_is_a_lead_not_a_
     sweep = results.SweepResult("lead", [noisy_result(t, 0.0318 if t.index == 0 else 0.030, 0.05, rng)
                                          for t in trials])
     made = assembly.build(sweep, tmp_path)
-    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"] if r["kind"] == "fastest"]
+    [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"]
+               if r["kind"] == "fastest"]
     assert 1.0 < first["low"] and first["high"] < 1 + findings.SINGLE_RUN_MARGIN and not first["distinguishable"]
     assert made.findings[0].startswith("No clear fastest: rep-1 (RingAllReduce) leads rep-0 (PeerToPeer) by 1.0")
     assert made.findings[0].endswith("not beyond the 10 % runs apart differ by: sweep.repetitions of 3 or more "
@@ -324,7 +329,8 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
 
     assert made.findings[0].startswith("No clear fastest: ")
     assert made.findings[1] == ("CPU contention: cpu-0: 3 ranks ran 3 threads on 2 CPUs (demand 1.5x supply), 1.9 of "
-                                "them busy on average (97 %). Their timings are contended: they include waiting for a CPU, so compare them only "
+                                "them busy on average (97 %). Their timings are contended: "
+                                "they include waiting for a CPU, so compare them only "
                                 "with trials that shared the CPUs alike, or give each rank CPUs of its own (fewer "
                                 "ranks per machine, or a cluster).")
 

@@ -331,7 +331,8 @@ def test_a_layout_packs_mixed_dtypes_at_aligned_offsets_and_views_them_back_with
 def test_a_frame_carries_every_header_field_exactly_and_its_payload_in_a_larger_receive_buffer():
     payload = torch.arange(24, dtype=torch.uint8)
     message = exchange.wire.Message(exchange.wire.MessageKind.REPLY, 5, count=2**40 + 1, clock=17, held=0.125,
-                                    version=99, grant=12, stop=True, sent_at=1_790_000_000.123456, lead=0.0075, payload=payload)
+                                    version=99, grant=12, stop=True, sent_at=1_790_000_000.123456, lead=0.0075,
+                                    payload=payload)
     frame = exchange.wire.encode(message)
     assert frame.numel() == message.wire_bytes == exchange.wire.HEADER_BYTES + 24
     received = exchange.wire.empty_frame(1000)  # a receiver's buffer for the largest frame it can get
@@ -353,7 +354,8 @@ def test_a_message_without_payload_is_a_header_alone():
 
 
 def test_a_frame_larger_than_the_receive_buffer_is_refused():
-    frame = exchange.wire.encode(exchange.wire.Message(exchange.wire.MessageKind.PUSH, 1, payload=torch.zeros(64, dtype=torch.uint8)))
+    frame = exchange.wire.encode(exchange.wire.Message(exchange.wire.MessageKind.PUSH, 1,
+                                                       payload=torch.zeros(64, dtype=torch.uint8)))
     with pytest.raises(ValueError, match="in a buffer of"):
         exchange.wire.decode(frame[:exchange.wire.HEADER_BYTES + 8])
 
@@ -453,7 +455,8 @@ def test_a_sender_clock_ahead_of_ours_never_shortens_the_transfer():
 def test_an_unshaped_ingress_never_waits():
     delivery = exchange.link.Delivery(nic.EmulatedNic(None))
     started = time.perf_counter()
-    arrive(delivery, 1, time.time(), started, nbytes=10**9)  # 1 GB: shaped at any real NIC's rate this would take seconds
+    # 1 GB: shaped at any real NIC's rate this would take seconds
+    arrive(delivery, 1, time.time(), started, nbytes=10**9)
     assert delivery.get(5).received_at - started < 1.0  # room for a loaded machine's scheduling, none for a wait
 
 

@@ -1,4 +1,5 @@
-"""The stall watchdog's verdicts: who stopped a trial, from what every rank's beat and progress counters read over time."""
+"""The stall watchdog's verdicts: who stopped a trial, from what every rank's beat and progress counters read over
+time."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def test_a_stopped_rank_is_named_by_its_waiting_peer_once_the_stall_timeout_pass
         assert dog.verdict(second) is None
     dog.observe(60, beats={0: 61, 1: 2}, progress={0: 10, 1: 10})
 
-    assert dog.verdict(60) == (1, "rank 1 (worker-1) made no progress for 60 s (and no heartbeat: stopped, frozen or dead)")
+    assert dog.verdict(60) == (1, "rank 1 (worker-1) made no progress for 60 s (and no heartbeat: stopped, "
+                                  "frozen or dead)")
 
 
 def test_a_rank_stuck_while_its_peers_go_on_is_named_even_though_it_beats_but_only_after_five_timeouts():

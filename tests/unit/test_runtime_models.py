@@ -68,7 +68,8 @@ def test_building_does_not_disturb_the_callers_random_stream():
 
 def test_loss_flattens_tokens_and_images_alike():
     logits = torch.zeros(2, 3, 4)
-    assert models.loss(logits, torch.zeros(2, 3, dtype=torch.long)).item() == pytest.approx(torch.log(torch.tensor(4.0)).item())
+    assert (models.loss(logits, torch.zeros(2, 3, dtype=torch.long)).item()
+            == pytest.approx(torch.log(torch.tensor(4.0)).item()))
 
 
 USER_MODULE = '''

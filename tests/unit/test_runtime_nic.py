@@ -88,7 +88,8 @@ def test_a_pods_ranks_share_one_card_through_its_file_across_processes(tmp_path)
     shared, t = tmp_path / "card", later()
     other = subprocess.run(
         [sys.executable, "-c", "import sys; from ringleader.runtime import nic; "
-         "card = nic.EmulatedNic(8_000_000, sys.argv[1]); print(card.send(1_000_000, float(sys.argv[2])))", str(shared), repr(t)],
+         "card = nic.EmulatedNic(8_000_000, sys.argv[1]); print(card.send(1_000_000, float(sys.argv[2])))", str(shared),
+         repr(t)],
         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(SOURCE)})
     assert float(other.stdout) == t  # the other rank's message took the sending side first
     card = nic.EmulatedNic(MEGABYTE_PER_SECOND, shared)
@@ -98,7 +99,8 @@ def test_a_pods_ranks_share_one_card_through_its_file_across_processes(tmp_path)
 
 
 def test_a_step_the_pods_ranks_take_together_is_reserved_once_by_the_first_to_ask(tmp_path):
-    first, second, t = nic.EmulatedNic(MEGABYTE_PER_SECOND, tmp_path / "card"), nic.EmulatedNic(MEGABYTE_PER_SECOND, tmp_path / "card"), later()
+    first, second, t = (nic.EmulatedNic(MEGABYTE_PER_SECOND, tmp_path / "card"),
+                        nic.EmulatedNic(MEGABYTE_PER_SECOND, tmp_path / "card"), later())
     assert first.exchange(1_000_000, t, key=1) == pytest.approx(t + 1.0)
     assert second.exchange(1_000_000, t + 0.5, key=1) == pytest.approx(t + 1.0)  # the same step: its end, not another
     assert second.exchange(1_000_000, t, key=2) == pytest.approx(t + 2.0)  # the next step, behind it
@@ -111,7 +113,8 @@ def test_a_step_the_pods_ranks_take_together_is_reserved_once_by_the_first_to_as
 
 def test_a_rank_alone_in_its_pod_keeps_its_card_in_memory():
     trial = trial_.Trial(experiment="e", name="e-0", index=0, spec=spec_.ExperimentSpec.model_validate(
-        {"architecture": "RingAllReduce", "workers": {"replicas": 4, "ranksPerPod": 2}, "network": {"bandwidth": "8Mbit"}}))
+        {"architecture": "RingAllReduce", "workers": {"replicas": 4, "ranksPerPod": 2},
+         "network": {"bandwidth": "8Mbit"}}))
     alone = trial_.Trial(experiment="e", name="e-0", index=0, spec=spec_.ExperimentSpec.model_validate(
         {"workers": {"replicas": 4}, "network": {"bandwidth": "8Mbit"}}))
     assert nic.pod_card(alone, 0, levels.Levels.of(alone))._shared is None

@@ -1,4 +1,5 @@
-"""A rank's records: one JSON line per iteration, a journal that makes them durable at once, warm-up flagged, whole files, settings."""
+"""A rank's records: one JSON line per iteration, a journal that makes them durable at once, warm-up flagged, whole
+files, settings."""
 
 import json
 import time

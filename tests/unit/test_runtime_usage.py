@@ -68,7 +68,8 @@ def test_the_meter_restarts_at_the_first_record_after_warm_up_so_start_up_is_not
 
 
 V1_STAT = "nr_periods 40\nnr_throttled 12\nthrottled_time {ns}\nnr_bursts 0\nburst_time 0\n"
-V2_STAT = "usage_usec 900000\nuser_usec 800000\nsystem_usec 100000\nnr_periods 40\nnr_throttled 12\nthrottled_usec {us}\n"
+V2_STAT = ("usage_usec 900000\nuser_usec 800000\nsystem_usec 100000\n"
+           "nr_periods 40\nnr_throttled 12\nthrottled_usec {us}\n")
 
 
 def test_the_cgroups_throttled_time_is_read_from_cgroup_v2_or_v1_whichever_is_there(tmp_path):

@@ -128,7 +128,8 @@ def trial_sync(objects: list[dict]) -> tuple[list[dict], dict]:
                          ids=[f"{a.value}-{p.value}-{d}" for a, p, d in CASES if (a, p, d) not in GOLDEN_CASES])
 def test_a_paradigm_changes_only_the_trials_sync_block(architecture, paradigm, device):
     objects, sync = trial_sync(list(yaml.safe_load_all(rendered_text(architecture, paradigm, device))))
-    golden_objects, _ = trial_sync(list(yaml.safe_load_all((GOLDEN / f"{architecture.value}-{device}.yaml").read_text())))
+    golden_objects, _ = trial_sync(list(yaml.safe_load_all(
+        (GOLDEN / f"{architecture.value}-{device}.yaml").read_text())))
     assert objects == golden_objects
     asked = golden_spec(architecture, paradigm, device)["sync"]
     assert sync == {"paradigm": paradigm.value, "staleness": asked.get("staleness"),

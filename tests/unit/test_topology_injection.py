@@ -117,4 +117,5 @@ def test_characters_beyond_the_basic_plane_render_and_arrive_intact(experiment_d
     config_map, pods = objects[1], objects[2:]
     assert all(container["image"] == spec["image"] for pod in pods for container in pod["spec"]["containers"])
     assert rocket in "".join(config_map["data"].values())
-    assert api.Trial.model_validate_json(next(iter(config_map["data"].values()))).spec.tracking.experiment_name == rocket
+    assert (api.Trial.model_validate_json(next(iter(config_map["data"].values()))).spec.tracking.experiment_name
+            == rocket)

@@ -1,4 +1,5 @@
-"""A trial renders into a headless Service, a ConfigMap with the trial, an optional PodGroup and one Pod per pod of ranks."""
+"""A trial renders into a headless Service, a ConfigMap with the trial, an optional PodGroup and one Pod per pod of
+ranks."""
 
 from __future__ import annotations
 

@@ -121,7 +121,8 @@ def test_a_report_read_back_from_mlflow_states_where_its_numbers_were_taken_and_
     trial_runs = store.client.search_runs([experiment_id], f"tags.`{schema.TAG_KIND}` = 'trial'")
     read = []
     for trial_run in sorted(trial_runs, key=lambda r: int(r.data.tags[schema.TAG_TRIAL_INDEX])):
-        ranks = store.client.search_runs([experiment_id], f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{trial_run.info.run_id}'")
+        ranks = store.client.search_runs([experiment_id],
+                                         f"tags.`{schema.TAG_PARENT_RUN_ID}` = '{trial_run.info.run_id}'")
         read.append((trial_run.data.tags[schema.TAG_TRIAL], trial_run.info.run_id,
                      {int(r.data.tags[schema.TAG_RANK]): r.info.run_id for r in ranks}))
     base = "https://mlflow.example:8443/ml"
@@ -143,6 +144,7 @@ def test_the_sweep_run_opens_on_its_findings_then_one_figure_with_every_trial_on
     note = sweep.data.tags[schema.TAG_NOTE]
     findings, _, rest = note.partition("\n\n")
     assert findings.startswith("- ") and "tiny-0" in findings  # the answer first, no heading above it
-    assert rest.startswith(f"![The trials side by side](get-artifact?path=report/comparison.png&run_uuid={sweep_run_id})")
+    assert rest.startswith("![The trials side by "
+                           f"side](get-artifact?path=report/comparison.png&run_uuid={sweep_run_id})")
     report = json.loads((tmp_path / "tiny-session" / "report" / "report.json").read_text())
     assert report["figures"][0]["id"] == "comparison"

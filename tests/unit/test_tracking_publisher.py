@@ -260,7 +260,8 @@ def write_trial(session_dir: pathlib.Path, the_trial: trial.Trial, status: str =
         (rank_dir / layout.SUMMARY_FILE).write_text(json.dumps({"iterations": 20, "measuredIterations": 18,
                                                                 "time/iteration": 0.03}))
     if status == "FINISHED":
-        records = {slot.rank: record_files.read_iterations(layout.rank_dir(trial_dir, slot.rank) / layout.ITERATIONS_FILE)
+        records = {slot.rank: record_files.read_iterations(layout.rank_dir(trial_dir, slot.rank)
+                                                           / layout.ITERATIONS_FILE)
                    for slot in the_trial.worker_slots()}
         record_files.write_lines(trial_dir / layout.SERIES_FILE, summary_.trial_series(records, the_trial))
         (trial_dir / layout.SUMMARY_FILE).write_text(json.dumps({

@@ -1,4 +1,5 @@
-"""The operator's MLflow calls: experiment, sweep run, trial runs, finishing, comparison; against a real sqlite store."""
+"""The operator's MLflow calls: experiment, sweep run, trial runs, finishing, comparison; against a real sqlite
+store."""
 
 from __future__ import annotations
 

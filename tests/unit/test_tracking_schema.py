@@ -115,7 +115,8 @@ def test_a_rank_run_names_where_it_ran_its_node_its_pod_and_its_place_in_the_pod
 def test_ui_links_open_the_model_training_view():
     assert schema.ui_url("http://127.0.0.1:5000/", "4", "abc") == \
         "http://127.0.0.1:5000/#/experiments/4/runs/abc?workflowType=machine_learning"
-    assert schema.ui_url("https://mlflow.example", "4") == "https://mlflow.example/#/experiments/4?workflowType=machine_learning"
+    assert (schema.ui_url("https://mlflow.example", "4")
+            == "https://mlflow.example/#/experiments/4?workflowType=machine_learning")
     assert schema.ui_url("http://127.0.0.1:5000", "4", "abc", "report/report.html") == \
         "http://127.0.0.1:5000/#/experiments/4/runs/abc/artifacts/report/report.html?workflowType=machine_learning"
 
@@ -128,7 +129,8 @@ def test_flatten_leaves_empty_containers_and_nulls_out():
 def test_trial_params_say_who_enforces_a_cap_and_nothing_without_one():
     emulated, enforced = expand({"network": {"enforcement": "Network"},
                                  "sweep": {"matrix": {"bandwidth": ["100Mbit", "1Gbit"]}}})
-    assert (enforced.spec.network.bandwidth, schema.trial_params(enforced)["network.enforcement"]) == ("1Gbit", "Network")
+    assert ((enforced.spec.network.bandwidth, schema.trial_params(enforced)["network.enforcement"])
+            == ("1Gbit", "Network"))
     assert schema.trial_params(emulated)["network.bandwidth"] == "100Mbit"
     assert schema.trial_params(expand({"network": {"bandwidth": "1Gbit"}})[0])["network.enforcement"] == "Emulated"
     # Uncapped, "Emulated" (the default) would read as if something were emulated.

@@ -69,7 +69,8 @@ def test_pod_aggregation_makes_the_servers_hear_one_push_per_pod():
     flat, aggregated = sent("ParameterServer", 4, 2), sent("ParameterServerPodAggregation", 4, 2)
     assert flat[0][levels.NODE] == pytest.approx(4 * M)  # the server's replies: one per worker
     assert aggregated[0][levels.NODE] == pytest.approx(2 * M)  # one per pod
-    assert aggregated[1] == {levels.POD: M, levels.NODE: M, levels.NETWORK: 0.0}  # a pod's first: the weights out, the push
+    # a pod's first: the weights out, the push
+    assert aggregated[1] == {levels.POD: M, levels.NODE: M, levels.NETWORK: 0.0}
     assert aggregated[2] == {levels.POD: M, levels.NODE: 0.0, levels.NETWORK: 0.0}  # the other: its gradient in
 
 
@@ -127,7 +128,8 @@ def inputs(workers: int, pods: cost_models.Pods, cap: float | None = 8e6) -> pre
                                    calibration.EMULATED, "by hand")
     compute = COMPUTE if workers == 2 else dataclasses.replace(COMPUTE, by_rank={
         rank: COMPUTE.by_rank[rank % 2] for rank in range(workers)})
-    return prediction_models.Inputs(PROFILE, compute, link, workers, variants.Paradigm.BSP, overlap.RuntimeBuckets(1, 1),
+    return prediction_models.Inputs(PROFILE, compute, link, workers, variants.Paradigm.BSP,
+                                    overlap.RuntimeBuckets(1, 1),
                              pods=pods)
 
 
@@ -166,4 +168,5 @@ def test_whatif_prices_the_hierarchical_ring_inside_the_pod_on_its_link_and_acro
     # the reduction arithmetic: (k-1) adds of S/k inside, (P-1) of S/N across
     added = whatif.round_seconds(M, 8, 8e6, round_, add=whatif.linear_add(1e-9), pods=pods)
     assert added - whatif.round_seconds(M, 8, 8e6, round_, pods=pods) == pytest.approx(1e-9 * (M / 2 + 3 * M / 8))
-    assert whatif.round_seconds(M, 8, 8e6, round_, pods=cost_models.ONE_PER_POD) == whatif.round_seconds(M, 8, 8e6, round_)
+    assert (whatif.round_seconds(M, 8, 8e6, round_, pods=cost_models.ONE_PER_POD)
+            == whatif.round_seconds(M, 8, 8e6, round_))

@@ -39,7 +39,8 @@ def gaps(tables: dict[str, tuple[type[enum.Enum], dict]]) -> list[str]:
 
 def extended(members: type[enum.Enum], name: str, value: str) -> type[enum.Enum]:
     """A copy of a str enum with one member more, as adding a variant to api/variants.py would make it."""
-    return enum.Enum(members.__name__, {**{m.name: m.value for m in members}, name: value}, type=str)  # type: ignore[return-value]
+    return enum.Enum(members.__name__, {**{m.name: m.value for m in members}, name: value},
+                     type=str)  # type: ignore[return-value]
 
 
 def test_every_member_of_every_variant_enum_has_an_entry_in_every_table():
@@ -86,7 +87,8 @@ def test_every_architecture_has_workers_a_backend_per_device_and_a_reason_for_ea
 
 def test_a_bucketed_architecture_has_a_replay_of_its_buckets_for_the_overlap_figure():
     for architecture, traits in variants.ARCHITECTURES.items():
-        assert traits.buckets == (architectures.ARCHITECTURE_MODELS[architecture].prediction.replay is not None), architecture
+        assert traits.buckets == (architectures.ARCHITECTURE_MODELS[architecture].prediction.replay
+                                  is not None), architecture
 
 
 def test_what_the_tables_say_today():

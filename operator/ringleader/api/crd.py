@@ -1,8 +1,9 @@
-"""Generates the DistributedTrainingExperiment CRD from the pydantic models; `make crds`, CI and `ringleader crd` call it.
+"""Generates the DistributedTrainingExperiment CRD from the pydantic models; `make crds`, CI and `ringleader crd` call
+it.
 
     python -m ringleader.api.crd --out crds/ --out charts/ringleader/crds/   # write
     python -m ringleader.api.crd --check crds/ charts/ringleader/crds/       # exit 1 with a diff if stale
-    python -m ringleader.api.crd --docs docs/api.md                          # refresh its field reference (reference.py)
+    python -m ringleader.api.crd --docs docs/api.md                       # refresh its field reference (reference.py)
 
 Pydantic's JSON schema is turned into a *structural* OpenAPI v3 schema, as the API server
 demands: every `$ref` inlined, Optional fields reduced to their type, no titles, a type on
@@ -229,7 +230,8 @@ def crd() -> dict[str, Any]:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Writes repeated values out in full: the API server reads YAML anchors, but people and diffs should not have to."""
+    """Writes repeated values out in full: the API server reads YAML anchors, but people and diffs should not have
+    to."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
@@ -267,7 +269,8 @@ def stale(directories: list[pathlib.Path]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ringleader.api.crd", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ringleader.api.crd",
+                                     description=" ".join(__doc__.split("\n\n")[0].split()))
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--out", action="append", type=pathlib.Path, metavar="DIR",
                         help=f"write DIR/{FILE_NAME} (repeatable)")

@@ -134,7 +134,8 @@ def _unacceptable(error: yaml.reader.ReaderError, text: str) -> str:
         text.encode()[:error.position].decode(errors="ignore")
     line, column = before.count("\n") + 1, len(before) - before.rfind("\n")
     code = error.character if isinstance(error.character, int) else ord(error.character)
-    return f"not valid YAML: the character U+{code:04X} at line {line}, column {column} is not allowed in YAML: remove it"
+    return (f"not valid YAML: the character U+{code:04X} at line {line}, column {column} is not allowed in YAML: "
+            "remove it")
 
 
 EXCERPT_WIDTH = 100
@@ -305,7 +306,8 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
                 continue  # unhashable: the constructor below says so
             if earlier is not key_node:
                 raise _Refused(f"duplicate key {shorten_end(repr(key), 60)}", key_node,
-                              f"also at line {earlier.start_mark.line + 1}; the API server refuses repeated keys: keep one")
+                              f"also at line {earlier.start_mark.line + 1}; the API server refuses repeated keys: "
+                              "keep one")
         return super().construct_mapping(node, deep)
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:

@@ -1,4 +1,5 @@
-"""The field reference of docs/api.md, as Markdown tables built from the CRD's schema; `python -m ringleader.api.crd --docs`."""
+"""The field reference of docs/api.md, as Markdown tables built from the CRD's schema; `python -m ringleader.api.crd
+--docs`."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def field_reference(schema: dict[str, Any]) -> str:
     for section in ("spec", "status"):
         parts += [f"### {section}", "", "| field | type | default | description |", "| --- | --- | --- | --- |",
                   *_rows(schema["properties"][section], f"{section}."), ""]
-    parts += ["### rules", "", "| field | message |", "| --- | --- |", *_rules(schema["properties"]["spec"], "spec"), ""]
+    parts += ["### rules", "", "| field | message |", "| --- | --- |", *_rules(schema["properties"]["spec"], "spec"),
+              ""]
     return "\n".join(parts)
 
 

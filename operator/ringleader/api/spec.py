@@ -343,9 +343,9 @@ class DataSpec(ApiModel):
     """format is Synthetic (default: `synthetic`), Digits (scikit-learn's 8x8 handwritten digits, 1797
     images in 10 classes, shipped inside the image), CIFAR10 or CIFAR100 (under `path`, the binary version's
     data_batch_1..5.bin and test_batch.bin, or train.bin and test.bin; or the Python version torchvision
-    reads, data_batch_1..5 and test_batch, or train and test; the test files are the held-out split), ImageFolder (`path`/<class>/<image>,
-    PNG or JPEG, one directory per class in sorted order, each image resized to the size of the first) or
-    Factory (`factory`). Images are RGB; grey ones are repeated over three channels. Files are read within
+    reads, data_batch_1..5 and test_batch, or train and test; the test files are the held-out split), ImageFolder
+    (`path`/<class>/<image>, PNG or JPEG, one directory per class in sorted order, each image resized to the size of the
+    first) or Factory (`factory`). Images are RGB; grey ones are repeated over three channels. Files are read within
     limits (an image at most 4096x4096 pixels, a worker's shard at most 512 MiB of pixels; docs/security.md)."""
     path: Annotated[str, pydantic.StringConstraints(pattern=DATA_PATH_PATTERN, max_length=1024)] | None = None
     """path is the dataset's directory, required for CIFAR10, CIFAR100 and ImageFolder. Relative: under the

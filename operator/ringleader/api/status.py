@@ -56,7 +56,8 @@ class Condition(ApiModel):
     """type of the condition: Created, Running, Restarting, Succeeded, Failed, Suspended or ReconcileFailed."""
     status: ConditionStatus
     """status is True, False or Unknown."""
-    reason: Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
+    reason: Annotated[str,
+                      pydantic.StringConstraints(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
     """reason is a CamelCase word for machines ("RankFailed", "BackoffLimitExceeded")."""
     message: Annotated[str, pydantic.StringConstraints(max_length=32768)] = ""
     """message says what happened, for people: which pod, which exit code, what to do."""

@@ -1,4 +1,5 @@
-"""What finds credentials inside a URI: one pattern for the `tracking.uri` rule (CEL and pydantic) and for `contract.redaction`.
+"""What finds credentials inside a URI: one pattern for the `tracking.uri` rule (CEL and pydantic) and for
+`contract.redaction`.
 
 A URI carries credentials in its userinfo (`http://user:password@host`, `postgresql://user@db`) or in
 a query parameter whose name says so (`?token=...`, `?password=...`). The pattern reads the same in

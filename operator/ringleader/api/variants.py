@@ -63,7 +63,8 @@ class ArchitectureTraits:
     backends: Mapping[str, str]
     """backends: torch.distributed's backend per device type of the rank's tensors."""
     cost_model: str
-    """cost_model is the name of its prediction's model (models/architectures.py ARCHITECTURE_MODELS), as tables print it."""
+    """cost_model is the name of its prediction's model (models/architectures.py ARCHITECTURE_MODELS), as tables print
+    it."""
     paradigms_why: str = ""
     """paradigms_why says why it runs only `paradigms`, for error messages; empty when it runs them all."""
     serving: str = ""

@@ -148,6 +148,6 @@ def _save(directory: pathlib.Path, said: str, document: dict, plans: list[at_sca
     (directory / "plan.txt").write_text(said + "\n")
     (directory / "plan.json").write_text(json.dumps(document, indent=2) + "\n")
     plan_figure.plot(plans, directory,
-                     f"Planned: each architecture at {', '.join(map(str, sorted({p.workers for p in plans})))} workers, "
-                     f"{k} to a node (BSP)")
+                     f"Planned: each architecture at {', '.join(map(str, sorted({p.workers for p in plans})))} "
+                     f"workers, {k} to a node (BSP)")
     return directory

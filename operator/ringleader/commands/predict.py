@@ -1,4 +1,5 @@
-"""`ringleader predict SOURCE`: a trial's iteration time as the models predict it, and 1PS's, 4PS's, P2P's and the ring's;
+"""`ringleader predict SOURCE`: a trial's iteration time as the models predict it, and 1PS's, 4PS's, P2P's and the
+ring's;
 `ringleader predict --profile P --network N`: a cluster not run on, planned (commands/plan.py).
 
     ringleader predict ringleader-runs/                   # every trial of the newest run
@@ -79,7 +80,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             why = "--rank" if args.rank is not None else "the lowest worker rank"
             summary = trial.summary or {}
             result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
-                                              summary.get(keys.LINK_PROBE), args.bucket_mib * MIB, summary.get(keys.USAGE))
+                                              summary.get(keys.LINK_PROBE), args.bucket_mib * MIB,
+                                              summary.get(keys.USAGE))
         except (LookupError, ValueError) as error:
             # The line names the trials itself: a reason that starts with the trial's name would say it twice.
             refused.setdefault(_cause(trial, found, str(error).removeprefix(f"trial {name}: ")), []).append(name)
@@ -143,4 +145,5 @@ def _print(trial: TrialResult, rank: str, result: prediction.TrialPrediction, ou
 def _document(trial: TrialResult, rank: int, result: prediction.TrialPrediction) -> dict[str, Any]:
     """The trial's name and rank, and the trial summary's `prediction` object (docs/predict.md)."""
     shared = cross_node.link_note(trial.summary)
-    return {"trial": trial.trial.name, "rank": rank, **result.to_document(), **({"placement": shared} if shared else {})}
+    return {"trial": trial.trial.name, "rank": rank, **result.to_document(),
+            **({"placement": shared} if shared else {})}

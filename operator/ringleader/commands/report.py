@@ -1,4 +1,5 @@
-"""`ringleader report SOURCE`: a sweep's report (HTML, figures, CSV, JSON), attached to its MLflow sweep run; cli.py delegates here.
+"""`ringleader report SOURCE`: a sweep's report (HTML, figures, CSV, JSON), attached to its MLflow sweep run; cli.py
+delegates here.
 
     ringleader report ringleader-runs/                        # the newest run directory in it
     ringleader report ringleader-runs/quickstart-20250101-120000 -o /tmp/quickstart

@@ -1,4 +1,5 @@
-"""`ringleader ui`: MLflow's UI on the store `ringleader run` wrote, opened at the newest sweep in its model-training view; cli.py delegates here.
+"""`ringleader ui`: MLflow's UI on the store `ringleader run` wrote, opened at the newest sweep in its model-training
+view; cli.py delegates here.
 
     ringleader ui                                   # sqlite:///mlflow.db here, at http://127.0.0.1:5000
     ringleader ui --tracking-uri sqlite:///other.db --port 5001
@@ -31,8 +32,10 @@ HOST = "127.0.0.1"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tracking-uri", metavar="URI",
-                        help="the MLflow store (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this directory)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"where to serve it on {HOST} (default {DEFAULT_PORT})")
+                        help="the MLflow store (default: $MLFLOW_TRACKING_URI, "
+                             "else sqlite:///mlflow.db in this directory)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"where to serve it on {HOST} (default {DEFAULT_PORT})")
 
 
 def _newest_sweep(store):

@@ -1,4 +1,5 @@
-"""`ringleader whatif SOURCE`: a trial's scaling factor at other worker counts, bandwidths and compressions; cli.py delegates here.
+"""`ringleader whatif SOURCE`: a trial's scaling factor at other worker counts, bandwidths and compressions; cli.py
+delegates here.
 
     ringleader whatif ringleader-runs/                         # the newest run: a ring trial's lowest worker rank
     ringleader whatif ringleader-runs/quickstart-20250101-120000/quickstart-2 --workers 8 16
@@ -39,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a profile file (JSON, docs/whatif.md); a rank, trial or run directory of `ringleader "
                              "run` (a run directory: a RingAllReduce trial if it has one, the fewest workers); or in "
                              "MLflow a trial run id, a sweep run id or an experiment name or id")
-    parser.add_argument("--trial", metavar="NAME", help="the trial of a run directory or sweep to take the profile from")
+    parser.add_argument("--trial", metavar="NAME",
+                        help="the trial of a run directory or sweep to take the profile from")
     sources.add_profile_arguments(parser, "predict")
     parser.add_argument("--workers", type=int, nargs="+", metavar="N",
                         help=f"worker counts (default {DEFAULT_WORKERS}, and a trial's own count)")
@@ -179,7 +181,8 @@ def _wrong_options(args: argparse.Namespace) -> str | None:
     if args.add_fixed_us < 0 or args.add_ns_per_byte < 0:
         return "--add-fixed-us and --add-ns-per-byte must be greater than or equal to 0"
     chosen = [name for name, given in (("--add-fixed-us/--add-ns-per-byte", args.add_fixed_us or args.add_ns_per_byte),
-                                       ("--add-table", args.add_table), ("--calibrate-add", args.calibrate_add)) if given]
+                                       ("--add-table", args.add_table), ("--calibrate-add", args.calibrate_add))
+              if given]
     if len(chosen) > 1:
         return f"{' and '.join(chosen)} each set the add cost: give one of them"
     if args.target_sf is not None and not 0 < args.target_sf <= 1:
@@ -306,4 +309,5 @@ def _named(found: sources.Found, name: str):
     for trial in found.trials:
         if trial.trial.name == name:
             return trial
-    raise LookupError(f"{found.where} has no trial {name!r}; its trials: {', '.join(t.trial.name for t in found.trials)}")
+    raise LookupError(f"{found.where} has no trial {name!r}; its trials: "
+                      f"{', '.join(t.trial.name for t in found.trials)}")

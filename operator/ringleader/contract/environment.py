@@ -223,7 +223,8 @@ class PodEnvironment:
         if env.local_world_size < 1:
             raise ContractError(f"{LOCAL_WORLD_SIZE}={env.local_world_size} must be 1 or more (the pod's ranks)")
         if env.local_rank is not None and not 0 <= env.local_rank < env.local_world_size:
-            raise ContractError(f"{LOCAL_RANK}={env.local_rank} must be in [0, {LOCAL_WORLD_SIZE}={env.local_world_size})")
+            raise ContractError(f"{LOCAL_RANK}={env.local_rank} must be in [0, "
+                                f"{LOCAL_WORLD_SIZE}={env.local_world_size})")
         if env.is_agent and env.rank + env.local_world_size > env.world_size:
             raise ContractError(f"{RANK}={env.rank} + {LOCAL_WORLD_SIZE}={env.local_world_size} ranks of the pod "
                                 f"exceed {WORLD_SIZE}={env.world_size}")

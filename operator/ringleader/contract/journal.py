@@ -126,7 +126,8 @@ def read(path: str | os.PathLike) -> list[dict]:
             names, constants, packer = schemas[_ID.unpack_from(payload, 1)[0]]
             _, _, step, timestamp, warmup, *values = packer.unpack(payload)
             metrics = {key: value if math.isfinite(value) else None for key, value in zip(names, values)}
-            found.append({keys.STEP: step, **constants, **metrics, keys.WARMUP: bool(warmup), keys.TIMESTAMP: timestamp})
+            found.append({keys.STEP: step, **constants, **metrics, keys.WARMUP: bool(warmup),
+                          keys.TIMESTAMP: timestamp})
         elif kind == b"J":
             found.append(json.loads(payload[1:]))
     return found

@@ -1,4 +1,5 @@
-"""The names of what ranks record and trials summarise: MLflow metric keys, read by runtime, tracking and the models alike."""
+"""The names of what ranks record and trials summarise: MLflow metric keys, read by runtime, tracking and the models
+alike."""
 
 from __future__ import annotations
 
@@ -37,9 +38,10 @@ LINK_TX = "link/tx_bytes_per_second"  # bytes/s the interface sent over the iter
 LINK_RX = "link/rx_bytes_per_second"  # bytes/s it received
 LINK_UTILIZATION = "link/utilization"  # LINK_TX in bits/s over the link rate, when one is known (a fraction)
 # What a byte cost the host (runtime/usage.py), read from the kernel's counters once per iteration:
-CPU_COMM = "cpu/comm"  # CPU seconds of the process, every thread (gloo's too), inside the synchronizer (comm, wait, update)
-CPU_THROTTLED = "cpu/throttled"  # seconds the rank's cgroup was throttled by its CPU quota over the iteration (cpu.stat);
-# absent where the cgroup's cpu.stat cannot be read
+CPU_COMM = "cpu/comm"  # CPU seconds of the process, every thread (gloo's too), inside the synchronizer
+# (comm, wait, update)
+CPU_THROTTLED = "cpu/throttled"  # seconds the rank's cgroup was throttled by its CPU quota over the iteration
+# (cpu.stat); absent where the cgroup's cpu.stat cannot be read
 STALENESS = "staleness"  # iterations between the weights a gradient was computed on and the servers' (smallest) clock
 LOSS = "loss"
 # Per evaluation, in the evaluating worker's record of the iteration it followed (spec.model.evaluation).
@@ -97,7 +99,8 @@ STALENESS_MAX = "stalenessMax"
 SERVER_AGGREGATION_SECONDS = "serverAggregationSeconds"
 SERVER_QUEUE_DEPTH_MEAN = "serverQueueDepthMean"
 SENT_OVER_BANDWIDTH = "sentOverBandwidth"  # bytes/sent per second over spec.network.bandwidth: computed, not measured
-BANDWIDTH_ENFORCEMENT = "bandwidthEnforcement"  # what applied spec.network.bandwidth: Emulated, Network or None (no cap)
+BANDWIDTH_ENFORCEMENT = "bandwidthEnforcement"  # what applied spec.network.bandwidth: Emulated, Network or
+# None (no cap)
 LINK_INTERFACE = "linkInterface"  # the interface the LINK_* values were measured on, and whether it is shared
 LINK_BITS_PER_SECOND = "linkBitsPerSecond"  # the link rate LINK_UTILIZATION is measured against
 LINK_TX_MEAN = "linkTxBytesPerSecondMean"  # over every worker iteration after warm-up
@@ -125,7 +128,8 @@ NODE = "node"  # the node the rank ran on (contract.NODE_NAME): ranks of one nod
 POD = "pod"  # the host name of the rank's pod ("worker-1"): ranks of one pod share its CPUs, memory and GPUs
 LOCAL_RANK = "localRank"  # the rank's place in its pod (contract.LOCAL_RANK): its GPU there
 CPUS = "cpus"  # CPUs the process may run on: its affinity, capped by a cgroup CPU quota (a pod's limit)
-MACHINE_CPUS = "machineCpus"  # its affinity alone: the CPUs of the node (machine) its ranks share, whatever each pod's quota
+MACHINE_CPUS = "machineCpus"  # its affinity alone: the CPUs of the node (machine) its ranks share,
+# whatever each pod's quota
 THREADS = "threads"  # torch's intra-op threads
 CPU_SECONDS = "cpuSeconds"  # user + system CPU time of the process, all its threads
 WALL_SECONDS = "wallSeconds"
@@ -156,7 +160,8 @@ BAND_FRACTION = "errorBandFraction"  # the |error| 9 in 10 held-out predictions 
 BAND_MEDIAN_FRACTION = "errorBandMedianFraction"  # the validated median |error|
 BAND_NOTE = "errorBandNote"  # why there is no band, or where it does not quite apply
 PREDICTION_UNAVAILABLE = "unavailable"  # why the trial has no prediction
-HOST_SECONDS = "hostSeconds"  # the exchange's host term: the busiest rank's CPU for its bytes at its quota (resources.py)
+HOST_SECONDS = "hostSeconds"  # the exchange's host term: the busiest rank's CPU for its bytes at its quota
+# (resources.py)
 WIRE_SECONDS = "wireSeconds"  # its wire term: each node's NIC shared by the flows that cross it, the busiest's
 BOUND = "boundBy"  # "host" or "wire": the longer of the two
 NIC_UTILIZATION = "nicUtilization"  # the busiest NIC's bits over what it could carry in the predicted iteration

@@ -86,7 +86,8 @@ def at_start(argv: Sequence[str], experiment_file: str | None) -> dict[str, obje
     """The provenance of a run as it starts; `ended` adds the load after it."""
     return {"host": socket.gethostname(), "cpus": os.cpu_count(), "cpuQuota": cpus(),
             "loadBefore": load(), "ringleader": version("ringleader"), "torch": version("torch"),
-            "python": platform.python_version(), "command": redaction.redact(shlex.join(argv)), "fileSha256": file_hash(experiment_file)}
+            "python": platform.python_version(), "command": redaction.redact(shlex.join(argv)),
+            "fileSha256": file_hash(experiment_file)}
 
 
 def ended(started: dict[str, object]) -> dict[str, object]:

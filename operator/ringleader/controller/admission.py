@@ -1,4 +1,5 @@
-"""What a trial's Kueue Workload says (admitted, waiting and why, evicted, finished), and what to do to it; used by `trials`.
+"""What a trial's Kueue Workload says (admitted, waiting and why, evicted, finished), and what to do to it; used by
+`trials`.
 
 Workloads are the API server's JSON (dicts), read as is. Pure functions: no I/O, no clock.
 """
@@ -55,7 +56,8 @@ def of(workload: Workload) -> Admission:
         return Admission(name, State.FINISHED, (_condition(workload, "Finished") or {}).get("message") or "")
     if _is_true(workload, "Evicted"):
         evicted = _condition(workload, "Evicted") or {}
-        return Admission(name, State.EVICTED, f"{evicted.get('reason') or 'Evicted'}: {evicted.get('message') or ''}".rstrip(": "))
+        return Admission(name, State.EVICTED,
+                         f"{evicted.get('reason') or 'Evicted'}: {evicted.get('message') or ''}".rstrip(": "))
     if _is_true(workload, "Admitted"):
         queue = ((workload.get("status") or {}).get("admission") or {}).get("clusterQueue")
         return Admission(name, State.ADMITTED, f"admitted by ClusterQueue {queue}" if queue else "admitted")

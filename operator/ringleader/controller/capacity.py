@@ -127,7 +127,8 @@ def rooms(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]])
         name = node["metadata"]["name"]
         taken = used.get(name, {})
         found.append(Room(name, allocatable, {r: v - taken.get(r, decimal.Decimal(0)) for r, v in allocatable.items()},
-                          dict(node["metadata"].get("labels") or {}), tuple((node.get("spec") or {}).get("taints") or ())))
+                          dict(node["metadata"].get("labels") or {}),
+                          tuple((node.get("spec") or {}).get("taints") or ())))
     return tuple(found)
 
 
@@ -166,7 +167,8 @@ def fit(demands: Iterable[Demand], found: Iterable[Room]) -> dict[str, str] | No
     by_node = {room.node: room for room in found}
     placed: dict[str, str] = {}
     for demand in sorted(demands, key=_size, reverse=True):
-        node = next((n for n, left in free.items() if may_hold(by_node[n], demand) and not _short(demand.requests, left)),
+        node = next((n for n, left in free.items()
+                     if may_hold(by_node[n], demand) and not _short(demand.requests, left)),
                     None)
         if node is None:
             return None
@@ -202,7 +204,8 @@ def largest(demand: Demand, found: Iterable[Room]) -> str | None:
     candidates = [room for room in found if may_hold(room, demand)] or list(found)
     if not candidates:
         return None
-    short = [r for r in _resources(demand) if all(r in _short(demand.requests, room.allocatable) for room in candidates)]
+    short = [r for r in _resources(demand)
+             if all(r in _short(demand.requests, room.allocatable) for room in candidates)]
     resource = (short or _resources(demand) or ["cpu"])[0]
     room = max(candidates, key=lambda r: r.allocatable.get(resource, decimal.Decimal(0)))
     return f"the largest node, {room.node}, has {describe(room.allocatable, [resource])} allocatable"

@@ -43,7 +43,8 @@ def _finished(sweep: PlannedSweep, trial: TrialStatus, summary: Summary) -> eta.
     start, end = _seconds(trial.start_time), _seconds(trial.completion_time)
     return eta.Finished(
         parameters=trial.parameters,
-        iterations=eta.iterations_run(sweep.trials[trial.name].iterations, sweep.upper_bound, summary.target_iterations),
+        iterations=eta.iterations_run(sweep.trials[trial.name].iterations, sweep.upper_bound,
+                                      summary.target_iterations),
         iteration_seconds=summary.iteration_time_p50_seconds,
         seconds=None if start is None or end is None else end - start,
         predicted=summary.predicted_iteration_seconds or {})

@@ -46,11 +46,13 @@ def _trial_events(old: ExperimentStatus, new: ExperimentStatus) -> list[Event]:
 
 def _condition_events(old: ExperimentStatus, new: ExperimentStatus) -> list[Event]:
     found = []
-    for type_, kind in ((Type.CREATED, NORMAL), (Type.SUSPENDED, NORMAL), (Type.SUCCEEDED, NORMAL), (Type.FAILED, WARNING)):
+    for type_, kind in ((Type.CREATED, NORMAL), (Type.SUSPENDED, NORMAL), (Type.SUCCEEDED, NORMAL),
+                        (Type.FAILED, WARNING)):
         condition = conditions.find(new.conditions, type_)
         if condition is not None and conditions.became_true(old.conditions, new.conditions, type_):
             found.append(Event(kind, condition.reason, condition.message))
-    resumed = conditions.is_true(old.conditions, Type.SUSPENDED) and not conditions.is_true(new.conditions, Type.SUSPENDED)
+    resumed = (conditions.is_true(old.conditions, Type.SUSPENDED)
+               and not conditions.is_true(new.conditions, Type.SUSPENDED))
     if resumed:
         condition = conditions.find(new.conditions, Type.SUSPENDED)
         found.append(Event(NORMAL, condition.reason if condition else reasons.RESUMED,

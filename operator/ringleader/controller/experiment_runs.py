@@ -1,10 +1,11 @@
-"""An experiment's MLflow runs over its life: opened before pods start, closed as trials end, KILLED on deletion; used by `reconciler`.
+"""An experiment's MLflow runs over its life: opened before pods start, closed as trials end, KILLED on deletion; used
+by `reconciler`.
 
 MLflow never holds an experiment up: when the server is away, the pass goes on without it, a
 Warning Event says so once, and the work is retried at the next pass (at most `retry_seconds`
 later). The Events follow what MLflow answered (`Availability`): a pass that made no call to it says
-nothing about it, so it announces nothing. What decides correctness is kept in status, not memory: who logs a trial's summary
-(`runSummarySource`: a run made after its pods started gets it from the operator), which runs are
+nothing about it, so it announces nothing. What decides correctness is kept in status, not memory: who logs a trial's
+summary (`runSummarySource`: a run made after its pods started gets it from the operator), which runs are
 ended (`runEnded`, the parent's too) and the report (`reportUrl`). Status rather than MLflow tags:
 status is read and written by every pass anyway, while asking MLflow would cost a call per run per
 pass. A crash between ending a run and writing status ends it once more, which is harmless.
@@ -18,7 +19,8 @@ from typing import Any
 
 import kopf
 
-from ringleader.api.status import (Condition, ConditionStatus, ConditionType, ExperimentStatus, MlflowStatus, Phase, RunSummarySource, TrialStatus)
+from ringleader.api.status import (Condition, ConditionStatus, ConditionType, ExperimentStatus, MlflowStatus, Phase,
+                                   RunSummarySource, TrialStatus)
 from ringleader.controller import plan, reasons, recording, statuses, trials
 from ringleader.controller.settings import MlflowSettings
 
@@ -92,7 +94,8 @@ class Runs:
     def _worked(self, key: Key, body: dict[str, Any], calls: int) -> None:
         """`calls` MLflow calls answered in a pass; none says nothing of whether MLflow is back."""
         if calls and self._availability.answered(key):
-            kopf.info(body, reason=reasons.TRACKING_AVAILABLE, message="MLflow answers again; the runs are being recorded")
+            kopf.info(body, reason=reasons.TRACKING_AVAILABLE,
+                      message="MLflow answers again; the runs are being recorded")
 
     async def start(self, key: Key, body: dict[str, Any], experiment, expansion, status: ExperimentStatus,
                     starting: tuple[int, ...]) -> tuple[ExperimentStatus, float | None]:
@@ -199,7 +202,8 @@ class Runs:
                 for t in status.trials if t.run_id and not t.run_ended]
         if status.mlflow.run_id and not status.mlflow.run_ended:
             finished = plan.is_finished(status)
-            parent = (recording.FAILED if _failed_condition(status) else recording.FINISHED) if finished else recording.KILLED
+            parent = ((recording.FAILED if _failed_condition(status) else recording.FINISHED) if finished
+                      else recording.KILLED)
             ends.append((status.mlflow.run_id, parent, None))
         pending = list(ends)
         for _ in range(KILL_ATTEMPTS):

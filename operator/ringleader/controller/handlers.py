@@ -1,4 +1,5 @@
-"""The kopf handlers: each turns one kind of news into a reconcile of the experiment concerned; registered on import by `cli`.
+"""The kopf handlers: each turns one kind of news into a reconcile of the experiment concerned; registered on import by
+`cli`.
 
 The handlers stay thin on purpose. Whatever triggers them (a new or changed experiment, an
 operator restart, any event of a trial's pods), the same level-based pass runs (`reconciler`),

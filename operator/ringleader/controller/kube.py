@@ -59,7 +59,8 @@ class InvalidObject(Exception):
 
 
 class LogUnavailable(Exception):
-    """A container's log could not be read: no node serves it yet (HTTP 204), the kubelet is away, or the call failed."""
+    """A container's log could not be read: no node serves it yet (HTTP 204), the kubelet is away, or the call
+    failed."""
 
 
 def configure(connections: int) -> kubernetes.client.ApiClient:
@@ -192,11 +193,13 @@ class Kube:
     async def finish_workload(self, namespace: str, name: str, condition: dict[str, Any]) -> None:
         """Add the Finished condition to a Workload's status, as Kueue's own job integrations do: a server-side apply
         of that one condition, so Kueue's conditions (kept in the same list, keyed by type) stay as they are."""
-        body = {"apiVersion": WORKLOADS_API_VERSION, "kind": "Workload", "metadata": {"name": name, "namespace": namespace},
+        body = {"apiVersion": WORKLOADS_API_VERSION, "kind": "Workload",
+                "metadata": {"name": name, "namespace": namespace},
                 "status": {"conditions": [condition]}}
         path = f"{collection_path(WORKLOADS_API_VERSION, 'Workload', namespace)}/{name}/status"
         # Sent as text: JSON is YAML, and the client serializes dicts only for JSON content types.
-        await self._request("PATCH", path, body=json.dumps(body), query={"fieldManager": FIELD_MANAGER, "force": "true"},
+        await self._request("PATCH", path, body=json.dumps(body),
+                            query={"fieldManager": FIELD_MANAGER, "force": "true"},
                             content_type="application/apply-patch+yaml", ok=(404,))
 
     async def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:

@@ -1,4 +1,5 @@
-"""What a failing reconcile tells the experiment's users: a Warning Event and the ReconcileFailed condition; used by `reconciler`.
+"""What a failing reconcile tells the experiment's users: a Warning Event and the ReconcileFailed condition; used by
+`reconciler`.
 
 Pure: `reconciler` hands over the work queue's `PassFailure` and posts what comes back. The operator log
 alone is no place for an error: nobody reading `kubectl describe dte` would learn that the operator

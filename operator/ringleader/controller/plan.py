@@ -1,4 +1,5 @@
-"""An experiment's next status and the pod work to reach it, from its recorded status and its observed pods; used by `reconciler`.
+"""An experiment's next status and the pod work to reach it, from its recorded status and its observed pods; used by
+`reconciler`.
 
 Pure: the reconciler observes (API reads, log reads, the clock), calls `decide`, then acts. Everything
 `kubectl get dte -o yaml` shows is computed here: trial phases, the sweep's parallelism, the
@@ -12,7 +13,8 @@ import datetime
 
 from ringleader.models import combinations
 from ringleader.api.spec import ExperimentSpec
-from ringleader.api.status import (Best, Compared, Condition, ConditionType, ExperimentStatus, Phase, Progress, TrialStatus)
+from ringleader.api.status import (Best, Compared, Condition, ConditionType, ExperimentStatus, Phase, Progress,
+                                   TrialStatus)
 from ringleader.api.trial import Expansion, REPETITION
 from ringleader.contract import outcomes
 from ringleader.contract import progress as progress_line

@@ -1,4 +1,5 @@
-"""The reconcile loop of one experiment: observe, decide (`plan`), record, act; run by the work queue that `handlers` feed.
+"""The reconcile loop of one experiment: observe, decide (`plan`), record, act; run by the work queue that `handlers`
+feed.
 
 Level-based: every pass starts from the API server's current state (the experiment, its pods) and
 the status written by earlier passes, never from remembered events, so an operator restarted at any
@@ -27,9 +28,9 @@ import kopf
 from ringleader import api
 from ringleader.api.spec import RunPolicy
 from ringleader.api.status import ConditionType, ExperimentStatus, Phase
-from ringleader.controller import (actions, admitter, conditions, due, estimates, events, experiment_runs, kube, notices,
-                                   observation, orphans, plan, polling, progress_logs, reasons, recording, refusals,
-                                   statuses, workqueue)
+from ringleader.controller import (actions, admitter, conditions, due, estimates, events, experiment_runs, kube,
+                                   notices, observation, orphans, plan, polling, progress_logs, reasons, recording,
+                                   refusals, statuses, workqueue)
 from ringleader.controller.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -220,7 +221,8 @@ class Controller:
         clock = time.monotonic()
         full_in = min(math.inf if full_in is None else full_in, self.settings.timing.recheck_seconds)
         self._running[key] = _Running(body, new, estimates.PlannedSweep.of(expansion),
-                                      {n: progress_logs.reporter(pods.get(n, [])) for n in running_now}, clock + full_in)
+                                      {n: progress_logs.reporter(pods.get(n, [])) for n in running_now},
+                                      clock + full_in)
         progress_in = self.polls.next_in(key, clock)
         return min(full_in, self.settings.timing.progress_poll_seconds if progress_in is None else progress_in)
 

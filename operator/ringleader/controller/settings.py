@@ -1,4 +1,5 @@
-"""The operator's settings: one grouped object read once at startup from flags and RINGLEADER_* variables; used by every handler.
+"""The operator's settings: one grouped object read once at startup from flags and RINGLEADER_* variables; used by every
+handler.
 
 Each field says its unit and why its default was chosen. `add_arguments` declares the flags (the Helm
 chart passes them as container args); `from_args` builds the frozen Settings once, in `cli.run`.
@@ -158,7 +159,8 @@ def _without_credentials(uris: tuple[str, ...]) -> tuple[str, ...]:
     for uri in uris:
         if redaction.carries_credentials(uri):
             raise ValueError(f"--tracking-allowed-uri {redaction.redact(uri)} carries credentials: the operator sends "
-                             "none to those servers (the experiments' pods use their own credentialsSecret); remove them")
+                             "none to those servers (the experiments' pods use their own credentialsSecret); "
+                             "remove them")
     return uris
 
 
@@ -222,7 +224,8 @@ def add_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = 
                         help="base URL of the MLflow UI shown in status.mlflow.url (RINGLEADER_TRACKING_UI_URL)")
     parser.add_argument("--tracking-timeout", type=_positive, metavar="SECONDS",
                         default=float(_env(environ, "TRACKING_TIMEOUT", defaults.tracking.timeout_seconds)),
-                        help="longest wait for the answer to one MLflow call, once it runs (RINGLEADER_TRACKING_TIMEOUT)")
+                        help="longest wait for the answer to one MLflow call, "
+                             "once it runs (RINGLEADER_TRACKING_TIMEOUT)")
     parser.add_argument("--tracking-retry", type=_positive, metavar="SECONDS",
                         default=float(_env(environ, "TRACKING_RETRY", defaults.tracking.retry_seconds)),
                         help="pause before retrying an unreachable MLflow (RINGLEADER_TRACKING_RETRY)")
@@ -273,7 +276,8 @@ def from_args(args: argparse.Namespace) -> Settings:
             ui_url=args.tracking_ui_url or None,
             timeout_seconds=args.tracking_timeout,
             retry_seconds=args.tracking_retry,
-            allowed_uris=_without_credentials(tuple(args.tracking_allowed_uris or args.env_tracking_allowed_uris or ())),
+            allowed_uris=_without_credentials(
+                tuple(args.tracking_allowed_uris or args.env_tracking_allowed_uris or ())),
         ),
         api=ApiSettings(concurrency=args.api_concurrency, reconciles=args.max_concurrent_reconciles),
         timing=TimingSettings(

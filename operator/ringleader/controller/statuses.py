@@ -1,4 +1,5 @@
-"""Reading an experiment's recorded status from its body, and writing a new one as a minimal merge patch; used by `reconciler`."""
+"""Reading an experiment's recorded status from its body, and writing a new one as a minimal merge patch; used by
+`reconciler`."""
 
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ def read(body: dict[str, Any]) -> ExperimentStatus:
         return ExperimentStatus.model_validate(raw)
     except pydantic.ValidationError as error:
         raise Unreadable(f"status of the experiment is unreadable ({error.error_count()} problems: "
-                                  f"{error.errors()[0]['loc']} {error.errors()[0]['msg']}); delete and recreate it") from None
+                                  f"{error.errors()[0]['loc']} {error.errors()[0]['msg']}); "
+                                  "delete and recreate it") from None
 
 
 _CONDITIONS = pydantic.TypeAdapter(list[Condition])
 
 
 def read_conditions(body: dict[str, Any]) -> list[Condition]:
-    """The experiment's conditions alone: readable even when the rest of the status is not; [] when they are not either."""
+    """The experiment's conditions alone: readable even when the rest of the status is not; [] when they are not
+    either."""
     try:
         return _CONDITIONS.validate_python((body.get("status") or {}).get("conditions") or [])
     except pydantic.ValidationError:

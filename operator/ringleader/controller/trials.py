@@ -175,7 +175,8 @@ def _step(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if ctx.suspended:
         return _suspend(trial, pods)
     if trial.phase == Phase.SUSPENDED:
-        trial = _with(trial, phase=Phase.PENDING, reason=reasons.RESUMED, message="resumed: restarts from the beginning",
+        trial = _with(trial, phase=Phase.PENDING, reason=reasons.RESUMED,
+                      message="resumed: restarts from the beginning",
                       start_time=None)
     if trial.phase == Phase.PENDING:
         return _start(trial, pods, ctx)
@@ -250,7 +251,8 @@ def _evicted(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
     if ctx.admission is None:
         cause = f"its Kueue Workload {trial.name} was deleted"
     else:
-        cause = f"Kueue evicted its Workload {ctx.admission.name} ({ctx.admission.message or ctx.admission.state.value})"
+        cause = (f"Kueue evicted its Workload {ctx.admission.name} "
+                 f"({ctx.admission.message or ctx.admission.state.value})")
     message = f"{cause}: its pods were deleted; it restarts from the beginning once Kueue admits it again"
     status = _with(trial, phase=Phase.PENDING, reason=reasons.EVICTED, message=message, start_time=None)
     return Step(status, delete=tuple(sorted(pods_.name(p) for p in _live(pods))),
@@ -263,7 +265,8 @@ def _recreate(trial: TrialStatus, pods: list[pods_.Pod], ctx: Context) -> Step:
         return _deadline(trial, pods, ctx, started)
     if pods:
         return Step(trial, delete=tuple(sorted(pods_.name(p) for p in _live(pods))))
-    message = f"recreated {_pods_phrase(ctx.expected)} (restart {trial.restarts}); waiting for all of them to be scheduled"
+    message = (f"recreated {_pods_phrase(ctx.expected)} (restart {trial.restarts}); "
+               "waiting for all of them to be scheduled")
     return Step(_with(trial, phase=Phase.CREATED, reason=reasons.PODS_CREATED, message=message), create=True)
 
 
@@ -385,7 +388,8 @@ def _blame(trial: TrialStatus, pods: list[pods_.Pod], live: dict[str, pods_.Pod]
     running = sum(1 for p in live.values() if not pods_.is_finished(p) and pods_.failure_of(p) is None)
     earliest = min(e.order for e in exits)  # +inf when no pod said when it ended: nothing to wait from
     waited = ctx.now.timestamp() - earliest if math.isfinite(earliest) else math.inf
-    if not failures.settled(exits, running=running, waited_seconds=waited, grace_seconds=failures.DEFAULT_GRACE_SECONDS):
+    if not failures.settled(exits, running=running, waited_seconds=waited,
+                            grace_seconds=failures.DEFAULT_GRACE_SECONDS):
         first = min(failed.values(), key=lambda f: pods_.seconds_of(f.finished_at))
         message = (f"{first.describe()}; waiting up to {failures.DEFAULT_GRACE_SECONDS:g} s for the other pods "
                    "to end, to name the cause rather than a peer that lost contact with it")

@@ -1,4 +1,5 @@
-"""A per-experiment work queue: coalesced, serialized reconciles at a requested time; used by `handlers` and `reconciler`.
+"""A per-experiment work queue: coalesced, serialized reconciles at a requested time; used by `handlers` and
+`reconciler`.
 
 Like controller-runtime's queue: many triggers (pod events, spec changes, due times) collapse into
 one pending reconcile per experiment; reconciles of one experiment never overlap; the reconcile's

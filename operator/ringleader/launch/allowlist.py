@@ -1,4 +1,5 @@
-"""Which of the launcher's environment variables a local rank sees: an allow-list, never the whole shell; used by trials.py.
+"""Which of the launcher's environment variables a local rank sees: an allow-list, never the whole shell; used by
+trials.py.
 
 A rank runs the user's model factory, and what it prints goes to log files that are uploaded to
 MLflow. The shell that runs `ringleader run` holds whatever its user exported (passwords, tokens,

@@ -65,7 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stall-timeout-seconds", metavar="S", type=float,
                         help="fail a trial in which a rank stopped (no heartbeat) and recorded no iteration for S "
                              "seconds (5 x S for one that still beats), naming it "
-                             f"(default: ${contract.STALL_TIMEOUT_SECONDS}, else {contract.DEFAULT_STALL_TIMEOUT_SECONDS:g})")
+                             f"(default: ${contract.STALL_TIMEOUT_SECONDS}, "
+                             f"else {contract.DEFAULT_STALL_TIMEOUT_SECONDS:g})")
 
 
 @dataclasses.dataclass(frozen=True)

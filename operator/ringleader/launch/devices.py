@@ -1,4 +1,5 @@
-"""Which GPU each local rank gets, and the trials `ringleader run` refuses for want of GPUs; cli.py and trials.py call it.
+"""Which GPU each local rank gets, and the trials `ringleader run` refuses for want of GPUs; cli.py and trials.py call
+it.
 
 On a cluster the device plugin gives each pod its own GPUs, which its ranks share, one each (`cuda:LOCAL_RANK`).
 Locally every rank sees every GPU, and a rank left to pick its own would share one with a peer: NCCL refuses two

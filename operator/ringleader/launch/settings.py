@@ -1,4 +1,5 @@
-"""Launcher settings in one object: where records go, how often to look, how long to wait; built once by launch/cli.py."""
+"""Launcher settings in one object: where records go, how often to look, how long to wait; built once by
+launch/cli.py."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ class LaunchSettings:
     """redraw_seconds between redraws of the progress line on a terminal."""
     stderr_tail_lines: int = 5
     """stderr_tail_lines of a failed rank's stderr quoted in the failure message."""
-    cores: int = dataclasses.field(default_factory=lambda: len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+    cores: int = dataclasses.field(default_factory=lambda: len(os.sched_getaffinity(0))
+                                   if hasattr(os, "sched_getaffinity")
                                    else os.cpu_count() or 1)  # macOS has no affinity
     """cores available to the ranks: trials run in parallel (sweep.maxParallel) only while their ranks
     fit, so parallel trials do not skew each other's timings by oversubscribing the CPU."""

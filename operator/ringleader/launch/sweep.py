@@ -1,4 +1,5 @@
-"""Runs a sweep's trials as local processes, one after another or a few at once, and reports them; used by launch/cli.py.
+"""Runs a sweep's trials as local processes, one after another or a few at once, and reports them; used by
+launch/cli.py.
 
 Trials start in expansion order, at most sweep.maxParallel at a time and only while their ranks fit
 on the machine's cores. A failed trial does not stop the sweep. SIGINT and SIGTERM stop every rank

@@ -1,4 +1,5 @@
-"""One trial as local processes: its files, its ranks with the pod contract, its end (success, a failed rank, a deadline).
+"""One trial as local processes: its files, its ranks with the pod contract, its end (success, a failed rank, a
+deadline).
 
 Used by sweep.py, which polls several of these. A trial fails at its first failed rank; the others
 are stopped and marked KILLED, and the outcome says which rank failed and why.

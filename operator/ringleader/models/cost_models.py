@@ -146,7 +146,8 @@ def ring_comm_seconds(workers: int, model_bytes: float, link: Nic, pods: Pods = 
     if pods.count(workers) == 1 and workers > 1:
         link = pods.link(link)
     steps = workers - 1
-    return 2.0 * steps * link.latency_for(model_bytes / workers) + 2.0 * steps / workers * link.transfer_seconds(model_bytes)
+    return (2.0 * steps * link.latency_for(model_bytes / workers)
+            + 2.0 * steps / workers * link.transfer_seconds(model_bytes))
 
 
 def hierarchical_ring_comm_seconds(workers: int, model_bytes: float, link: Nic, pods: Pods = ONE_PER_POD) -> float:

@@ -45,7 +45,8 @@ def traffic_pairs(trial: Trial) -> list[tuple[int, int]]:
 
 
 def modelled_bytes(trial: Trial, levels: levels_.Levels, model_bytes: float) -> dict[int, dict[str, float]]:
-    """{rank: {level: bytes}}: what each rank sends per iteration by level (contract/levels.py), for M = `model_bytes`."""
+    """{rank: {level: bytes}}: what each rank sends per iteration by level (contract/levels.py), for M =
+    `model_bytes`."""
     found = {slot.rank: levels_.empty() for slot in trial.slots()}
     for flow in traffic(trial):
         found[flow.source][levels.between(flow.source, flow.destination)] += flow.size_bytes * model_bytes
@@ -67,7 +68,8 @@ def placement(trial: Trial, nodes: Mapping[int, str]) -> dict[str, Any]:
     carried = sum(f.size_bytes for f in flows)
     return {
         keys.NODE_COUNT: len(per_node),
-        keys.CROSS_NODE_BYTE_SHARE: sum(f.size_bytes for f in flows if nodes[f.source] != nodes[f.destination]) / carried
+        keys.CROSS_NODE_BYTE_SHARE: (sum(f.size_bytes for f in flows if nodes[f.source] != nodes[f.destination])
+                                     / carried)
         if carried else None,
         keys.PLACEMENT: {
             keys.PLACEMENT_REQUESTED: trial.spec.scheduling.placement.label(),
@@ -137,7 +139,8 @@ def caveat(first: str, first_summaries: Sequence[Mapping[str, Any] | None], seco
     bytes across nodes (within SAME_SHARE_TOLERANCE), or either recorded no placement."""
     shares = []
     for summaries in (first_summaries, second_summaries):
-        known = [s[keys.CROSS_NODE_BYTE_SHARE] for s in summaries if s and s.get(keys.CROSS_NODE_BYTE_SHARE) is not None]
+        known = [s[keys.CROSS_NODE_BYTE_SHARE] for s in summaries
+                 if s and s.get(keys.CROSS_NODE_BYTE_SHARE) is not None]
         if not known:
             return None
         shares.append(sum(known) / len(known))

@@ -47,7 +47,8 @@ def loss_curve(result: results.TrialResult) -> Curve:
 
 
 def evaluation_curve(result: results.TrialResult, key: str) -> Curve:
-    """(seconds since start, `key`) of every evaluation the trial recorded (eval/accuracy or eval/loss), in time order."""
+    """(seconds since start, `key`) of every evaluation the trial recorded (eval/accuracy or eval/loss), in time
+    order."""
     start = start_time(result)
     if start is None:
         return []

@@ -34,7 +34,8 @@ Sample = tuple[float, int]
 
 WINDOW_FRACTION = 0.1
 """The trial's pace is its mean iteration time over about this fraction of its iterations, the latest:
-about the interval of the progress lines the worker prints every ~10 % (runtime/worker.py; more often in long trials)."""
+about the interval of the progress lines the worker prints every ~10 % (runtime/worker.py; more often in long
+trials)."""
 UNKNOWN = "ETA unknown until the first iterations"
 
 _ARCHITECTURE = SweepMatrix.wire_name("architecture")

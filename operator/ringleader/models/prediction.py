@@ -143,7 +143,8 @@ class TrialPrediction:
 
     @property
     def cannot_predict(self) -> str | None:
-        """Why the models cannot predict on this trial's kind of link (validation.UNPREDICTABLE); None where they can."""
+        """Why the models cannot predict on this trial's kind of link (validation.UNPREDICTABLE); None where they
+        can."""
         return validation.UNPREDICTABLE.get(self.inputs.calibration.kind)
 
     @property
@@ -191,7 +192,8 @@ class TrialPrediction:
 
 def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[str, Any]]],
                   layers_document: Mapping[str, Any], rank: int, probe: Mapping[str, Any] | None,
-                  bucket_bytes: float = DEFAULT_BUCKET_BYTES, usage: Mapping[str, Any] | None = None) -> TrialPrediction:
+                  bucket_bytes: float = DEFAULT_BUCKET_BYTES,
+                  usage: Mapping[str, Any] | None = None) -> TrialPrediction:
     """Predict every architecture from worker `rank`'s layers.json, every worker's records and the link probed at
     the trial's start (the summary's `linkProbe`). A ring trial's buckets are those it recorded; `bucket_bytes`
     makes the ring's buckets otherwise. `usage` (the summary's) says how crowded the ranks' machines were.
@@ -202,7 +204,8 @@ def predict_trial(trial: Trial, records_by_rank: Mapping[int, Sequence[Mapping[s
         raise ValueError(f"trial {trial.name} has no iteration records for rank {rank}")
     profile, workers = profile_.of_rank(layers_document, records_by_rank[rank]), len(trial.worker_slots())
     measured = whatif.measured_compression(records_by_rank[rank]) if spec.compression.compressing() else None
-    compressed = None if measured is None else collectives.measured(profile, spec.compression, workers, measured.compression,
+    compressed = None if measured is None else collectives.measured(profile, spec.compression, workers,
+                                                                    measured.compression,
                                                              0.0)  # the codec's time is in C
     has_servers = variants.ARCHITECTURES[spec.architecture].has_servers
     servers = spec.parameter_servers.replicas if has_servers else 1
@@ -260,7 +263,8 @@ TERMS = ("compute ms: the compute an iteration waits for (under BSP the slowest 
          "unpacking the pushes, adding them, the update); comm ms: the communication it waits for (the ring's: "
          "what backward did not hide); host ms and wire ms: what the exchange costs the busiest rank's CPU at its "
          "quota and the busiest node's NIC, bound: the longer, NIC %: that NIC's bits over what it carries in the "
-         "iteration (docs/predict.md, Host or wire); within, 9 in 10 held-out: the |predicted/measured - 1| that 90% of the "
+         "iteration (docs/predict.md, Host or wire); within, 9 in 10 held-out: "
+         "the |predicted/measured - 1| that 90% of the "
          "held-out predictions of this kind stayed within in bench/bench_predict_validation.py's recorded runs, "
          "and their median (docs/predict-validation.md)")
 

@@ -28,8 +28,8 @@ class Inputs:
     bucketing: overlap.RuntimeBuckets
     """bucketing is how a ring would group this model's gradients: as the ring trial recorded, else the runtime's."""
     wire: collectives.Wire | None = None
-    """wire is the trial's compression as it measured it (models/collectives.py), None uncompressed: the ring's rounds, the
-    others' smaller messages where their architecture takes the method. Its codec is in C already."""
+    """wire is the trial's compression as it measured it (models/collectives.py), None uncompressed: the ring's rounds,
+    the others' smaller messages where their architecture takes the method. Its codec is in C already."""
     architecture: Architecture | None = None
     """architecture is the trial's own, whose sharing of the cores its compute carries; None: the compute as it is."""
     serving: serving_.Serving = serving_.Serving()
@@ -69,7 +69,8 @@ def ring_compute(inputs: Inputs) -> float:
     so each iteration waits for its slowest worker. On an emulated link each rank's card carries its buckets one after
     another from its own launch, the last one from the last rank's (runtime/nic.py, runtime/ring.py), which hides a
     late rank up to the paced time (docs/performance.md, section 3): the workers' recorded steps are replayed so
-    (profile.Compute.paced_seconds), the last bucket ending no sooner than its measured allreduce after the last rank."""
+    (profile.Compute.paced_seconds), the last bucket ending no sooner than its measured allreduce after the last
+    rank."""
     return paced_compute(inputs, ring_replay(inputs), inputs.calibration.measured_allreduce_seconds)
 
 
@@ -137,14 +138,16 @@ def hierarchical_seconds(inputs: Inputs, size_bytes: float) -> float:
 def _hierarchical_rounds(inputs: Inputs) -> tuple[collectives.RoundFractions, ...]:
     """The trial's rounds where the hierarchical ring takes its method (api/variants.py CODECS), else one whole."""
     wire = inputs.wire
-    takes = wire is None or wire.method is None or variants.takes(Architecture.HIERARCHICAL_RING_ALL_REDUCE, wire.method)
+    takes = (wire is None or wire.method is None
+             or variants.takes(Architecture.HIERARCHICAL_RING_ALL_REDUCE, wire.method))
     return _rounds(inputs) if takes else (collectives.RoundFractions(1.0),)
 
 
 def hierarchical_replay(inputs: Inputs) -> overlap.Replay:
     """The hierarchical ring's buckets sent after backward (study 2's DAG model), each of its first round's payload."""
     first = _hierarchical_rounds(inputs)[0]
-    return overlap.replay(inputs.profile, inputs.bucketing, lambda size: hierarchical_seconds(inputs, first.payload * size))
+    return overlap.replay(inputs.profile, inputs.bucketing,
+                          lambda size: hierarchical_seconds(inputs, first.payload * size))
 
 
 def hierarchical_comm(inputs: Inputs) -> float:

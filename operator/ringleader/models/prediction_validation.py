@@ -81,7 +81,8 @@ class Pair:
         return self.source == self.target
 
 
-def predict(recorded: Mapping[str, Any], load_per_cpu: float | None = None) -> tuple[str, int, prediction.TrialPrediction]:
+def predict(recorded: Mapping[str, Any],
+            load_per_cpu: float | None = None) -> tuple[str, int, prediction.TrialPrediction]:
     """(the trial's name, its workers, its prediction) as the models predict it now; `load_per_cpu` is the run's
     machine load, for the ranks that did not record their own (runs recorded before ranks did)."""
     trial = Trial.model_validate(recorded["trial"])

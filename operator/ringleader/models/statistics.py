@@ -84,7 +84,8 @@ def estimate(values: Sequence[float], confidence: float = CONFIDENCE) -> MeanInt
     mean = statistics.fmean(values)
     if len(values) < 2:
         return MeanInterval(mean, None, None, len(values))
-    half = t_quantile(1.0 - (1.0 - confidence) / 2.0, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    half = (t_quantile(1.0 - (1.0 - confidence) / 2.0, len(values) - 1) * statistics.stdev(values)
+            / math.sqrt(len(values)))
     return MeanInterval(mean, mean - half, mean + half, len(values))
 
 

@@ -74,7 +74,8 @@ def rank_summary(records: list[dict]) -> dict[str, float]:
     """One rank's means after warm-up, per metric (metric names as keys), plus iteration counts."""
     counted = measured(records)
     metrics = sorted({key for record in counted for key, value in record.items()
-                      if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in (keys.STEP, keys.TIMESTAMP)})
+                      if isinstance(value, (int, float)) and not isinstance(value, bool)
+                      and key not in (keys.STEP, keys.TIMESTAMP)})
     summary: dict[str, float] = {keys.ITERATIONS: float(len(records)), keys.MEASURED_ITERATIONS: float(len(counted))}
     for metric in metrics:
         mean = _mean(record.get(metric) for record in counted)
@@ -354,9 +355,9 @@ def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[d
     """The trial's series for its MLflow run: per step any worker recorded, what its workers did together.
 
     The median over the workers of time/iteration, time/compute (the sum of COMPUTE_PHASES), time/comm,
-    time/wait and, with compression, time/codec (a median: one stalled worker does not move it) and throughput, each worker's batch over its
-    iteration time, summed: after warm-up only, whose slow first iterations would set every chart's scale
-    (the rank runs have them, under warmup/). From the first step on: the mean of their losses and the
+    time/wait and, with compression, time/codec (a median: one stalled worker does not move it) and throughput, each
+    worker's batch over its iteration time, summed: after warm-up only, whose slow first iterations would set every
+    chart's scale (the rank runs have them, under warmup/). From the first step on: the mean of their losses and the
     evaluation of the worker that ran one. "timestamp" is the latest worker's: when the step had ended on all."""
     batch_size = trial.spec.model.batch_size
     phases = (keys.TIME_ITERATION, keys.TIME_COMM, keys.TIME_WAIT) + (

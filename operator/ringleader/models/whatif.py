@@ -126,7 +126,8 @@ def round_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: fl
 def allreduce_seconds(size_bytes: float, workers: int, bandwidth_bits_per_second: float, compression: float = 1.0,
                       add: AddCost = no_add) -> float:
     """One ring allreduce of `size_bytes` compressed by c: 2*(8*S*(N-1)/N)/(bw*c) + (N-1)*add(S/N); 0 for one worker."""
-    return round_seconds(size_bytes, workers, bandwidth_bits_per_second, collectives.uniform(compression).rounds[0], add)
+    return round_seconds(size_bytes, workers, bandwidth_bits_per_second, collectives.uniform(compression).rounds[0],
+                         add)
 
 
 def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second: float,
@@ -144,7 +145,8 @@ def simulate(profile: profile_.Profile, workers: int, bandwidth_bits_per_second:
 
     replay = overlap.replay(profile, bucketing, lambda size: seconds(size, first))
     distributed = workers > 1
-    ratio = chosen.ratio(workers) if isinstance(compression, collectives.Wire) else compression  # a ratio as it was asked
+    ratio = (chosen.ratio(workers) if isinstance(compression, collectives.Wire)
+             else compression)  # a ratio as it was asked
     return WhatIf(workers, bandwidth_bits_per_second, ratio, replay, batch_seconds,
                   chosen.codec_seconds if distributed else 0.0,
                   sum(seconds(bucket.size_bytes, r) for r in later for bucket in replay.buckets),
@@ -176,7 +178,8 @@ class Needed:
     bandwidth_bits_per_second: float
     target: float
     compression: float | None
-    """compression is the smallest ratio >= 1 reaching the target (within the search's tolerance), None when unreachable."""
+    """compression is the smallest ratio >= 1 reaching the target (within the search's tolerance), None when
+    unreachable."""
     limit: float
     """limit is the SF at infinite compression: what the add cost and the ready times alone leave."""
 
@@ -192,7 +195,8 @@ def compression_needed(profile: profile_.Profile, workers: int, bandwidth_bits_p
     can then only move earlier. The answer is the upper end of the last bracket, so SF there meets the
     target, and lies within `relative_tolerance` of the true ratio. Unreachable (compression None) when
     even infinite compression, where only the reduction arithmetic (and a floor, and the wait) is left, misses
-    the target. Uncompressed ratios (collectives.uniform) without a codec's cost: the codec is a method's, not a ratio's."""
+    the target. Uncompressed ratios (collectives.uniform) without a codec's cost: the codec is a method's, not a
+    ratio's."""
     if not 0 < target <= 1:
         raise ValueError(f"the target scaling factor must be greater than 0 and at most 1, got {target}")
 

@@ -148,7 +148,8 @@ class _Case:
 def _parameter_server(case: _Case, servers: int) -> _Priced:
     size = case.message_bytes
     pods = cost_models.Pods(case.k, case.inside.nic(size))
-    return _Priced(cost_models.parameter_server_comm_seconds(case.workers, size, case.network.across.nic(size / servers),
+    return _Priced(cost_models.parameter_server_comm_seconds(case.workers, size,
+                                                             case.network.across.nic(size / servers),
                                                              servers, pods=pods))
 
 

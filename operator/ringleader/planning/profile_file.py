@@ -172,7 +172,8 @@ def document(profile: ModelProfile) -> dict[str, Any]:
         "batchSize": profile.batch_size, "batchSeconds": profile.iteration_seconds,
         "forwardSeconds": profile.forward_seconds, "backwardSeconds": profile.backward_seconds,
         "updateSeconds": profile.update_seconds, "provenance": dict(profile.provenance),
-        "gradients": [{"name": g.name, "bytes": int(g.size_bytes) if g.size_bytes == int(g.size_bytes) else g.size_bytes,
+        "gradients": [{"name": g.name,
+                       "bytes": int(g.size_bytes) if g.size_bytes == int(g.size_bytes) else g.size_bytes,
                        "readySeconds": g.ready_seconds} | ({"shape": list(g.shape)} if g.shape is not None else {})
                       for g in profile.profile.gradients],
     }

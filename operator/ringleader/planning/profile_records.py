@@ -68,7 +68,8 @@ def from_directory(path: pathlib.Path) -> ModelProfile:
     # A median of the whole holds at least the medians of its parts, give or take their noise.
     iteration = max(iteration, forward + backward + update)
     return ModelProfile(profile, iteration, forward, update,
-                        trial.spec.model.batch_size if trial is not None else None, rank_device(rank_dir.parent, number),
+                        trial.spec.model.batch_size if trial is not None else None,
+                        rank_device(rank_dir.parent, number),
                         _source(path, trial, number, rank is None, len(counted), len(layers["iterations"])),
                         _provenance(trial_dir, trial, number))
 
@@ -221,7 +222,8 @@ def _provenance(trial_dir: pathlib.Path | None, trial: Trial | None, rank: int) 
         outcome = _small_json(trial_dir / layout.OUTCOME_FILE)
         started = outcome.get("startTime") if isinstance(outcome, dict) else None
         if is_number(started) and 0 < started < 1e11 and math.isfinite(started):
-            found["date"] = datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds")
+            found["date"] = datetime.datetime.fromtimestamp(
+                started, datetime.timezone.utc).isoformat(timespec="seconds")
     if trial is not None:
         found.update(trial=trial.name, experiment=trial.experiment)
     found["rank"] = rank

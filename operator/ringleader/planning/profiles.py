@@ -71,7 +71,8 @@ def _read(path: pathlib.Path) -> ModelProfile:
     if kind:
         raise ProfileError(path, f"is a YAML document of kind {shown(kind.group(1))}, not a profile (a network's file "
                                  f"goes to `--network`, an experiment to `ringleader profile`); give {FORMATS}")
-    raise ProfileError(path, f"is not a profile: neither JSON nor a CSV whose header starts with `layer`; give {FORMATS}")
+    raise ProfileError(path,
+                       f"is not a profile: neither JSON nor a CSV whose header starts with `layer`; give {FORMATS}")
 
 
 def _parse(path: pathlib.Path, content: str, what: str = "") -> Any:

@@ -181,7 +181,8 @@ def time_to_loss(result: results.SweepResult, directory: pathlib.Path) -> figure
         return None
     colours = _paradigm_colours(result)
     figure = _seconds_bars(groups, [colours[c.trials[0].trial.spec.sync.paradigm.value] for c, _ in groups],
-                           "seconds to the target loss", f"Time to loss {goal.loss:.3g} (the final loss of {goal.trial})")
+                           "seconds to the target loss",
+                           f"Time to loss {goal.loss:.3g} (the final loss of {goal.trial})")
     path = figures.save(figure, directory, "time-to-loss")
     return figures.Figure("time-to-loss", "Time to the target loss",
                           f"bar chart: seconds until the smoothed loss first reached {goal.loss:.4g}, per combination",

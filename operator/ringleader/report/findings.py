@@ -89,7 +89,8 @@ class Comparison:
         return (f"not beyond the {100 * SINGLE_RUN_MARGIN:.0f} % runs apart differ by: sweep.repetitions of 3 or more "
                 "would confirm it")
 
-    def finding(self, text: str, kind: str, subjects: tuple[str, ...], compared: frozenset[str] = frozenset()) -> Finding:
+    def finding(self, text: str, kind: str, subjects: tuple[str, ...],
+                compared: frozenset[str] = frozenset()) -> Finding:
         for clause in (self.traffic, self.placement_caveat):
             if clause:
                 text = f"{text[:-1]}; {clause}."
@@ -384,7 +385,8 @@ def incomplete(result: results.SweepResult) -> list[Finding]:
     if missing:
         parts.append(f"{len(missing)} of {total} trials never ran ({', '.join(missing)})")
     if unfinished:
-        parts.append(f"{len(unfinished)} did not finish ({', '.join(f'{t.trial.name} {t.status}' for t in unfinished)})")
+        parts.append(f"{len(unfinished)} did not finish "
+                     f"({', '.join(f'{t.trial.name} {t.status}' for t in unfinished)})")
     return [Finding(f"Incomplete: {'; '.join(parts)}. What follows compares only the trials that finished.",
                     "incomplete", tuple(missing) + tuple(t.trial.name for t in unfinished))]
 

@@ -1,4 +1,5 @@
-"""report.html: one self-contained page (figures as base64 PNG, inline CSS, no script, nothing fetched); used by report.py.
+"""report.html: one self-contained page (figures as base64 PNG, inline CSS, no script, nothing fetched); used by
+report.py.
 
 It opens offline, from an MLflow artifact view, a mail attachment or a laptop without network, and
 shows the same findings, tables and figures as the report's other files.
@@ -56,7 +57,8 @@ def render(title: str, findings: Sequence[str], sections: Sequence[tuple[str, ta
         parts.append(f"<h2>{html.escape(heading)}</h2>\n{_table(table)}")
     if mlflow_pages:
         parts.append('<h2 id="mlflow">In MLflow</h2>\n<ul class="mlflow">\n')
-        parts += [f'<li><a href="{html.escape(url)}">{html.escape(name)}</a></li>\n' for name, url in mlflow_pages.items()]
+        parts += [f'<li><a href="{html.escape(url)}">{html.escape(name)}</a></li>\n'
+                  for name, url in mlflow_pages.items()]
         parts.append("</ul>\n")
     if figures:
         parts.append('<h2 id="figures">Figures</h2>\n')

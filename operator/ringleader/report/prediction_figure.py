@@ -27,7 +27,8 @@ CAPTION = ("Grey: the trial's median iteration time after warm-up (its p50); blu
            "architectures on the same model, workers and link. Whiskers: the |error| 9 in 10 held-out "
            "predictions of that kind stayed within in bench/bench_predict_validation.py's recorded runs "
            "(docs/predict-validation.md); a hollow marker has no validated band (the kind was not validated, e.g. 4 "
-           "servers or a paradigm other than BSP, or the trial's ranks waited for cores longer than the bench's). docs/predict.md says what is measured and fitted from what.")
+           "servers or a paradigm other than BSP, or the trial's ranks waited for cores longer than the bench's). "
+           "docs/predict.md says what is measured and fitted from what.")
 
 
 def predicted_vs_measured(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure | None:

@@ -129,7 +129,8 @@ def communication(result: results.SweepResult, directory: pathlib.Path) -> figur
     """Measured communication seconds per worker iteration against workers, with the cost models drawn over."""
     if WORKERS not in result.axes:
         return None
-    series = {name: [p for p in points if p.comm_seconds is not None] for name, points in scaling_series(result).items()}
+    series = {name: [p for p in points if p.comm_seconds is not None]
+              for name, points in scaling_series(result).items()}
     series = {name: points for name, points in series.items() if points}
     if not series:
         return None
@@ -167,7 +168,8 @@ def communication(result: results.SweepResult, directory: pathlib.Path) -> figur
                           "line chart: measured mean communication milliseconds per worker iteration against workers"
                           + (", with the cost models of " + ", ".join(drawn) + " dashed" if drawn else ""),
                           "Measured: mean communication time per worker iteration after warm-up. Dashed: the cost "
-                          "models as `ringleader predict` prices them (parameter server max((N+1)M/(kB), 2M/B), its NIC "
+                          "models as `ringleader predict` prices them (parameter server max((N+1)M/(kB), 2M/B), "
+                          "its NIC "
                           "sending and receiving at once; peer-to-peer 2(N-1)M/(NB); ring 2(N-1)M/(NB)) with "
                           f"{note.removeprefix('model: ')}. Measured far above its model means the exchange is not "
                           "bandwidth-bound (latency, serialization, CPU contention).", path)

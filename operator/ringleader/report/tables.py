@@ -62,7 +62,8 @@ class ComparisonRow:
 
     def placement_cell(self) -> str:
         """"Spread: 3 nodes, 100% across"; the placement asked for alone when none was recorded."""
-        got = cross_node.describe({keys.NODE_COUNT: self.node_count, keys.CROSS_NODE_BYTE_SHARE: self.cross_node_byte_share})
+        got = cross_node.describe({keys.NODE_COUNT: self.node_count,
+                                   keys.CROSS_NODE_BYTE_SHARE: self.cross_node_byte_share})
         return f"{self.placement}: {got}" if got else self.placement
 
     def placed(self) -> bool:
@@ -133,7 +134,8 @@ def columns(rows: Sequence[ComparisonRow]) -> tuple[str, ...]:
     """COLUMNS, led by time and iterations to the target when the trials set one: the answer they were run for;
     with "placement" before the status where a trial asked for one or ran on several nodes."""
     goal = _target(rows)
-    found = COLUMNS if goal is None else COLUMNS[:LEADING] + (f"time to {goal} (s)", "iterations to it") + COLUMNS[LEADING:]
+    found = (COLUMNS if goal is None
+             else COLUMNS[:LEADING] + (f"time to {goal} (s)", "iterations to it") + COLUMNS[LEADING:])
     extra = (LEVEL_COLUMNS if _levelled(rows) else ()) + (("placement",) if _placed(rows) else ())
     return found[:-1] + extra + found[-1:]
 
@@ -238,7 +240,8 @@ CSV_FIELDS = ("trial", "architecture", "paradigm", "workers", "target", "target_
               "parameters", "message", "placement", "node_count", "cross_node_byte_share", "ranks_per_pod",
               "bytes_inside_pod_per_iteration", "bytes_inside_node_per_iteration", "bytes_across_nodes_per_iteration")
 NUMBERS = ("target_seconds", "target_iterations", "throughput", "p50_seconds", "p95_seconds", "compute_fraction",
-           "comm_fraction", "wait_fraction", "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration", "loss_last")
+           "comm_fraction", "wait_fraction", "compute_seconds", "comm_seconds", "wait_seconds", "bytes_per_iteration",
+           "loss_last")
 PLACEMENT_NUMBERS = ("node_count", "cross_node_byte_share")
 """The ComparisonRow attributes behind CSV_FIELDS' numeric columns, in the same order."""
 

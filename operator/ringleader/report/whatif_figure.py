@@ -1,4 +1,5 @@
-"""`ringleader whatif -o FILE.png`: scaling factor against bandwidth, a line per compression ratio (or measured method), a panel per N.
+"""`ringleader whatif -o FILE.png`: scaling factor against bandwidth, a line per compression ratio (or measured method),
+a panel per N.
 
 matplotlib's Agg backend (files only, no display); imported by commands/whatif.py only when a plot is asked for.
 """

@@ -276,7 +276,8 @@ class TopKCodec:
         value_bytes = self.k * flat.element_size()
         flat.zero_()
         for piece in _encoded(self.round).gathered:
-            flat.index_add_(0, piece[value_bytes:].view(torch.int32).to(torch.int64), piece[:value_bytes].view(flat.dtype))
+            flat.index_add_(0, piece[value_bytes:].view(torch.int32).to(torch.int64),
+                            piece[:value_bytes].view(flat.dtype))
         self.round = None
 
 

@@ -4,7 +4,8 @@ Every reader returns `Images`: (N, 3, H, W) uint8 pixels and (N,) int64 labels, 
 over three channels, so the built-in models take them as they take synthetic images. Nothing is
 downloaded: the files are on a volume, or ship inside a package (Digits, from scikit-learn).
 
-    CIFAR-10, binary version   data_batch_1.bin .. data_batch_5.bin, test_batch.bin: records of 1 label byte + 3072 pixel bytes
+    CIFAR-10, binary version   data_batch_1.bin .. data_batch_5.bin, test_batch.bin: records of 1 label byte + 3072
+                               pixel bytes
     CIFAR-100, binary version  train.bin, test.bin: records of a coarse and a fine label byte + 3072 pixel bytes
     CIFAR, Python version      data_batch_1 .. 5 and test_batch (CIFAR-10), train and test (CIFAR-100): pickles
                                of {"data": uint8 (N, 3072), "labels" or "fine_labels": [N]}, as torchvision reads them

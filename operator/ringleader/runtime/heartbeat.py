@@ -1,4 +1,5 @@
-"""A rank's heartbeat and stall watchdog: counters in the trial's TCPStore and a file touched on disk; started by `main.py`.
+"""A rank's heartbeat and stall watchdog: counters in the trial's TCPStore and a file touched on disk; started by
+`main.py`.
 
 Every INTERVAL_SECONDS a thread of the rank adds 1 to its beat counter and publishes its progress (the
 iterations it recorded) beside it, and touches rank-<r>/heartbeat (its time says when the rank was last
@@ -10,8 +11,8 @@ rank that went away ("lost contact with rank 1") instead of "a peer". And the sa
 stall: when a rank whose heartbeat stopped made no progress for the stall timeout (runtime/settings.py,
 60 s by default), the rank fails at once naming it ("rank 1 (worker-1) made no progress for 60 s"),
 instead of waiting out the communication timeout (300 s) and being blamed itself. A rank that still
-beats is only slow, perhaps, so it is named after ALIVE_FACTOR (5) stall timeouts without progress. `Watchdog` decides who;
-it works the same in a pod and under `ringleader run`, since every rank watches its peers through the store.
+beats is only slow, perhaps, so it is named after ALIVE_FACTOR (5) stall timeouts without progress. `Watchdog` decides
+who; it works the same in a pod and under `ringleader run`, since every rank watches its peers through the store.
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ class Watchdog:
 
 class Heartbeat:
     """Beats every INTERVAL_SECONDS until the process ends (daemon threads: they never hold the exit up); with a
-    stall timeout, a second thread watches the trial's progress and calls `on_stall(culprit, reason)` once it stopped."""
+    stall timeout, a second thread watches the trial's progress and calls `on_stall(culprit, reason)` once it
+    stopped."""
 
     def __init__(self, master_addr: str, master_port: int, rank: int, world_size: int, directory: pathlib.Path,
                  progress: Callable[[], int] = lambda: 0, names: dict[int, str] | None = None,
@@ -136,7 +138,8 @@ class Heartbeat:
         self._sent = 0
         self._done = False
         self._lock = threading.Lock()
-        self._watchdog = Watchdog(rank, world_size, names or {}, stall_seconds, time.monotonic()) if stall_seconds else None
+        self._watchdog = (Watchdog(rank, world_size, names or {}, stall_seconds, time.monotonic()) if stall_seconds
+                          else None)
         self._check_seconds = max(INTERVAL_SECONDS, stall_seconds / 10) if stall_seconds else 0.0
         # A client of its own: the default group's store is used by the training thread meanwhile.
         self._store = dist.TCPStore(master_addr, master_port, is_master=False, timeout=STORE_TIMEOUT,

@@ -38,7 +38,8 @@ from ringleader.api.trial import Trial
 from ringleader.contract import keys
 
 LARGEST_BYTES = 16 * 1024 * 1024
-"""LARGEST_BYTES bounds the largest message probed: a model's exchange is megabytes; larger adds time, not information."""
+"""LARGEST_BYTES bounds the largest message probed: a model's exchange is megabytes; larger adds time, not
+information."""
 SMALLEST_LARGEST_BYTES = 1024 * 1024
 """SMALLEST_LARGEST_BYTES is the least the largest size is, whatever the trial's bucket: below it a loopback's times
 are latency alone, with no bandwidth to fit."""
@@ -60,7 +61,8 @@ TRAIN_SECONDS = 0.005
 
 def sizes(bits_per_second: float | None, largest_bytes: float = LARGEST_BYTES) -> list[int]:
     """The probed sizes on a link of `bits_per_second` (None: not capped by the network) for a trial whose largest
-    message is `largest_bytes`, smallest first: from the largest down by factors of 4 (multiples of 4 bytes: float32)."""
+    message is `largest_bytes`, smallest first: from the largest down by factors of 4 (multiples of 4 bytes:
+    float32)."""
     largest = min(LARGEST_BYTES, max(SMALLEST_LARGEST_BYTES, largest_bytes))
     if bits_per_second:
         largest = min(largest, bits_per_second * TARGET_SECONDS / 8)

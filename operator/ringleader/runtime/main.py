@@ -21,8 +21,8 @@ Runbook (what `ringleader run` and the operator's pods do for you; from the repo
 
 Optional knobs (runtime/settings.py): RINGLEADER_TIMEOUT_SECONDS (300), RINGLEADER_STALL_TIMEOUT_SECONDS
 (60), RINGLEADER_BUCKET_BYTES (25 MiB), RINGLEADER_TRACE_ITERATIONS (20), RINGLEADER_FINISH_TIMEOUT_SECONDS (6 h);
-how long a pod's rank waits for MLflow to take its last records is the trial's tracking.recordsWaitSeconds. Exit status 0
-on success; otherwise 1 and one line on stderr saying which rank failed and why (also the pod's
+how long a pod's rank waits for MLflow to take its last records is the trial's tracking.recordsWaitSeconds. Exit status
+0 on success; otherwise 1 and one line on stderr saying which rank failed and why (also the pod's
 termination message), "failed (permanent):" when no restart can fix it (PERMANENT_ERRORS).
 """
 
@@ -123,7 +123,8 @@ SYNCHRONIZERS: dict[Architecture, Callable[[Trial, contract.PodEnvironment, torc
     Architecture.HIERARCHICAL_RING_ALL_REDUCE: hierarchical_ring.synchronizer,
     Architecture.PARAMETER_SERVER_POD_AGGREGATION: pod_aggregation.PodSynchronizer,
 }
-"""SYNCHRONIZERS: per architecture, the synchronizer of its worker ranks, built as (trial, env, device, knobs, levels)."""
+"""SYNCHRONIZERS: per architecture, the synchronizer of its worker ranks, built as (trial, env, device, knobs,
+levels)."""
 
 
 def start_publisher(env: contract.PodEnvironment, trial: Trial, rank_dir):
@@ -310,7 +311,8 @@ def read_contract(environ) -> Rank:
             raise RankError(f"{contract.ROLE}={env.role} but rank {env.rank} of trial {trial.name} is a {slot.role}")
         if (env.local_rank, env.local_world_size, env.group_rank) != (slot.local_rank, slot.local_world_size,
                                                                    slot.group_rank):
-            raise RankError(f"{contract.LOCAL_RANK}={env.local_rank}, {contract.LOCAL_WORLD_SIZE}={env.local_world_size}"
+            raise RankError(f"{contract.LOCAL_RANK}={env.local_rank}, "
+                            f"{contract.LOCAL_WORLD_SIZE}={env.local_world_size}"
                             f" and {contract.GROUP_RANK}={env.group_rank} but rank {env.rank} of trial {trial.name} "
                             f"is local rank {slot.local_rank} of {slot.local_world_size} in pod {slot.group_rank}")
     except (contract.ContractError, RankError, ValueError) as error:

@@ -1,8 +1,9 @@
 """The models a rank trains, built deterministically from the spec: built-ins in plain torch, or the user's factory.
 
 `worker.py` calls `build(spec.model, spec.data.synthetic, shape)`, where `shape` is what real data
-(`datasets.py`) looks like, or asks `input_spec(...)` what batches synthetic data (`data.py`) must make. Built-ins are CIFAR-sized (3x3 stems, no ImageNet downsampling) and adapt
-to `imageSize` through adaptive pooling, so tests can run them on 8x8 images.
+(`datasets.py`) looks like, or asks `input_spec(...)` what batches synthetic data (`data.py`) must make. Built-ins are
+CIFAR-sized (3x3 stems, no ImageNet downsampling) and adapt to `imageSize` through adaptive pooling, so tests can run
+them on 8x8 images.
 """
 
 from __future__ import annotations

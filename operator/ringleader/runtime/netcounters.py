@@ -1,8 +1,8 @@
 """The byte counters of this rank's network interface, sampled at 10 Hz by a daemon thread; started by worker.py.
 
-The interface is the pod's eth0 (its default route's) in a cluster and the loopback (lo) under `ringleader run`, where every rank of
-the machine sends through it: its counters then count all their traffic, not this rank's, and records say so
-(`describe`). The thread samples only during measured iterations and keeps the last KEEP_SAMPLES samples; the
+The interface is the pod's eth0 (its default route's) in a cluster and the loopback (lo) under `ringleader run`, where
+every rank of the machine sends through it: its counters then count all their traffic, not this rank's, and records say
+so (`describe`). The thread samples only during measured iterations and keeps the last KEEP_SAMPLES samples; the
 training thread asks it, after each iteration, for the tx and rx rates over that iteration (`rates`), and
 reads the files itself only until the thread has taken two samples. Linux only (/sys/class/net): elsewhere,
 or when the counters cannot be read, `Sampler.open` says so once in the rank log and returns None, and

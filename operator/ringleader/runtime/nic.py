@@ -43,7 +43,8 @@ from ringleader.api.trial import Trial
 from ringleader.contract import levels as levels_
 
 KEPT_KEYS = 256
-"""KEPT_KEYS: how many keyed reservations a card remembers; far more than a pod's ranks can be apart (one iteration's)."""
+"""KEPT_KEYS: how many keyed reservations a card remembers; far more than a pod's ranks can be apart (one
+iteration's)."""
 _turn_ids = itertools.count()
 
 
@@ -106,7 +107,8 @@ class EmulatedNic:
         return 0.0 if self.bits_per_second is None else 8.0 * nbytes / self.bits_per_second
 
     def send(self, nbytes: float, now: float) -> float:
-        """Reserve the sending side for `nbytes` from `now` or when it frees, whichever is later; when the turn starts."""
+        """Reserve the sending side for `nbytes` from `now` or when it frees, whichever is later; when the turn
+        starts."""
         with self._held() as sides:
             start = max(now, sides.egress_free_at)
             sides.egress_free_at = start + self.seconds(nbytes)

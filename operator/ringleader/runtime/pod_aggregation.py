@@ -63,7 +63,8 @@ class _Across:
         self.timer.set(name, value)
         self.added[name] = value
 
-    def span(self, name: str, start: float, end: float, track: str = timing.TRACK_MAIN, args: dict | None = None) -> None:
+    def span(self, name: str, start: float, end: float, track: str = timing.TRACK_MAIN,
+             args: dict | None = None) -> None:
         self.timer.span(name, start, end, track, args)
 
 

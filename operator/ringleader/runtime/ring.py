@@ -289,7 +289,8 @@ class RingSynchronizer:
                 bucket.sent = self.traffic(bucket.buffer)
             else:
                 now = self._launch_encoded(bucket)
-            bucket.work.get_future().add_done_callback(lambda _future, b=bucket: setattr(b, "completed_at", time.perf_counter()))
+            bucket.work.get_future().add_done_callback(
+                lambda _future, b=bucket: setattr(b, "completed_at", time.perf_counter()))
             # Each bucket's allreduce sends and receives its share on the emulated card, one bucket after another,
             # from when this rank launched it; the last one's only once the last rank has (synchronize()).
             if not bucket.stamps.numel():
@@ -308,7 +309,8 @@ class RingSynchronizer:
         if bucket.stamps.numel():
             bucket.stamps_work = self.collective.launch(compression.Round(bucket.stamps))
             stamps = self.traffic(bucket.stamps)
-            bucket.sent = RoundTraffic({level: sent + stamps.by_level[level] for level, sent in bucket.sent.by_level.items()},
+            bucket.sent = RoundTraffic({level: sent + stamps.by_level[level]
+                                        for level, sent in bucket.sent.by_level.items()},
                                        bucket.sent.card + stamps.card)
         return now
 

@@ -71,8 +71,8 @@ class Meter:
         self.since = start()
 
     def measure(self, threads: int) -> dict[str, Any]:
-        """keys.HOST, CPUS, MACHINE_CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since then, the
-        machine's LOAD_PER_CPU now, and the RINGLEADER, TORCH and PYTHON versions it ran with."""
+        """keys.HOST, CPUS, MACHINE_CPUS, THREADS, CPU_SECONDS, WALL_SECONDS, CPU_UTILIZATION and PEAK_RSS_BYTES since
+        then, the machine's LOAD_PER_CPU now, and the RINGLEADER, TORCH and PYTHON versions it ran with."""
         wall, cpu = time.monotonic() - self.since.wall_seconds, cpu_seconds() - self.since.cpu_seconds
         return {keys.HOST: socket.gethostname(), keys.CPUS: cpus(), keys.MACHINE_CPUS: provenance.affinity(),
                 keys.THREADS: threads, keys.CPU_SECONDS: cpu,

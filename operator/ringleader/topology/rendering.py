@@ -1,4 +1,5 @@
-"""Renders one trial into its Kubernetes objects through the architecture's Jinja2 template; the operator and CLI call it.
+"""Renders one trial into its Kubernetes objects through the architecture's Jinja2 template; the operator and CLI call
+it.
 
 Python works out the values (names, labels, the pod environment contract, the PodGroup);
 the templates in `ringleader/templates/` own every object's shape. Every value reaches the
@@ -121,7 +122,8 @@ def trial_labels(trial: Trial) -> dict[str, str]:
 
 def trial_selector(labels: dict[str, str]) -> dict[str, str]:
     """The labels that select one trial's pods: the Service's selector and every placement term's."""
-    return {constants.LABEL_EXPERIMENT: labels[constants.LABEL_EXPERIMENT], constants.LABEL_TRIAL: labels[constants.LABEL_TRIAL]}
+    return {constants.LABEL_EXPERIMENT: labels[constants.LABEL_EXPERIMENT],
+            constants.LABEL_TRIAL: labels[constants.LABEL_TRIAL]}
 
 
 def _pods(trial: Trial, settings: RenderSettings, run_id: str | None, run_token: str | None,

@@ -65,7 +65,8 @@ def workload(trial: Trial, objects: list[dict[str, Any]], queue_name: str) -> di
     that gives pods of one role different shapes gets there."""
     sets = pod_sets(objects)
     if len(sets) > MAX_POD_SETS:
-        raise rendering.TemplateError(f"trial {trial.name} has {len(sets)} pod shapes ({', '.join(s['name'] for s in sets)}) but a "
+        raise rendering.TemplateError(f"trial {trial.name} has {len(sets)} pod shapes "
+                                      f"({', '.join(s['name'] for s in sets)}) but a "
                          f"Kueue Workload holds at most {MAX_POD_SETS} pod sets: give each role one pod shape")
     requests = placement.kueue_topology_requests(trial.spec.scheduling.placement, sets)
     sets = [{**s, "topologyRequest": r} if r else s for s, r in zip(sets, requests)]

@@ -1,4 +1,5 @@
-"""Sessions whose `ringleader run` died without recording their end (SIGKILL, the OOM killer, a full disk): found and closed.
+"""Sessions whose `ringleader run` died without recording their end (SIGKILL, the OOM killer, a full disk): found and
+closed.
 
 The launcher holds an exclusive lock on <session>/launcher.lock for as long as it lives (`hold`); the
 kernel releases it when the process ends, however it ends. A session whose outcome still says RUNNING

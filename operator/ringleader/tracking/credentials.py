@@ -171,7 +171,8 @@ def _route_mlflow_credentials_through(get_host_creds) -> None:
         @property
         def _artifact_server_host_creds(self):
             # As MLflow's own: the server's root, without the artifact service's path.
-            return get_host_creds(self.artifact_uri.partition(mlflow_artifacts_repo._ARTIFACTS_SERVICE_ROOT)[0].rstrip("/"))
+            return get_host_creds(
+                self.artifact_uri.partition(mlflow_artifacts_repo._ARTIFACTS_SERVICE_ROOT)[0].rstrip("/"))
 
     def build_rest_store(store_uri, **_):
         return rest_store.RestStore(functools.partial(get_host_creds, store_uri))

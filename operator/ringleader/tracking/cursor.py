@@ -1,4 +1,5 @@
-"""Publish cursors: small JSON files beside the records saying what already reached which MLflow store; used by publisher.py.
+"""Publish cursors: small JSON files beside the records saying what already reached which MLflow store; used by
+publisher.py.
 
 Written atomically (temporary file, fsync, rename) after every batch that MLflow accepted, so a crash
 or an outage at any point replays at most the batch in flight, and the store drops exact repeats

@@ -171,7 +171,8 @@ class LivePublisher:
         return rank_publisher.publish(final_status, time.time() if final_status else None)
 
     def _publish_trial_outputs(self) -> None:
-        """This rank's trace and layer timings on the trial run; the trial summary and series if this rank wrote them."""
+        """This rank's trace and layer timings on the trial run; the trial summary and series if this rank wrote
+        them."""
         store, _, run_id = self._connect()
         # The trial-level cursor lives beside the rank's, so it is this rank's own and never shared.
         cursor = Cursor.load(self.rank_dir / "mlflow-cursor-trial.json")

@@ -93,7 +93,8 @@ SERIES: dict[str, Name] = {
                                                            "the iteration (loopback: every local rank's)", WHOLE),
     keys.LINK_RX: Name("traffic/link_rx_bytes_per_s", 1.0, "bytes per second it received", WHOLE),
     keys.LINK_UTILIZATION: Name("traffic/link_utilization_pct", PCT, "link_tx in bits/s over the link rate (the "
-                                                                     "emulated cap, else the interface's speed)", SHARE),
+                                                                     "emulated cap, else the interface's speed)",
+                                SHARE),
     # Under usage/, after the phases' section (time/) on a run's page: MLflow sorts its sections by name.
     keys.CPU_COMM: Name("usage/cpu_comm_ms", MS, "CPU time of the process, every thread, inside the synchronizer "
                                                  "(comm, wait, update): what its bytes cost the host", TIME),
@@ -356,7 +357,8 @@ def _sweep_name(summary_key: str) -> Name:
     return name
 
 
-def sweep(summaries: Mapping[str, Mapping[str, Any] | None], labels: Mapping[str, str] | None = None) -> dict[str, float]:
+def sweep(summaries: Mapping[str, Mapping[str, Any] | None],
+          labels: Mapping[str, str] | None = None) -> dict[str, float]:
     """The sweep run's metrics from {trial name: its summary (None when it has none)}, each trial under its label
     ({trial name: label}, schema.sweep_labels; its name where it has none)."""
     labels = labels or {}

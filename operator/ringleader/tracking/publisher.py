@@ -189,7 +189,8 @@ def publish_trial(store: Store, trial_dir: pathlib.Path, experiment_id: str,
             status = rank_status[rank].status if rank in rank_status else final.status
         metrics += RankPublisher(store, directory, experiment_id, run_id, trial.name, rank,
                                  slot.role if slot else "unknown", outcome.start_time if outcome else None,
-                                 pod=slot.hostname if slot else None, local_rank=slot.local_rank if slot else 0).publish(
+                                 pod=slot.hostname if slot else None,
+                                 local_rank=slot.local_rank if slot else 0).publish(
             status, outcome.end_time if outcome else None)
     if final is None:
         return PublishedTrial(trial.name, run_id, outcome.status if outcome else schema.RUNNING, metrics)
@@ -267,7 +268,8 @@ def _log_breakdown(store: Store, run_id: str, trial: Trial, trial_dir: pathlib.P
     from ringleader.report import figures
 
     breakdowns = [b for rank, directory in layout.rank_dirs(trial_dir).items()
-                  if (b := figures.rank_breakdown(rank, record_files.read_iterations(directory / layout.ITERATIONS_FILE)))]
+                  if (b := figures.rank_breakdown(rank,
+                                                  record_files.read_iterations(directory / layout.ITERATIONS_FILE)))]
     if not breakdowns:
         return
     with tempfile.TemporaryDirectory(prefix="ringleader-plot-") as staging:

@@ -3,8 +3,8 @@
     result = from_directory("ringleader-runs/quickstart-20250101-120000")
     result, sweep_run_id = from_mlflow(store, "default/quickstart")   # or an experiment id, or a sweep run id
 
-Used by `ringleader report` and `ringleader whatif`, the launcher's session end (sessions.py) and the operator. Both sources
-read the same files: on disk, or as the runs' artifacts (trial.json and summary.json at a trial run's
+Used by `ringleader report` and `ringleader whatif`, the launcher's session end (sessions.py) and the operator. Both
+sources read the same files: on disk, or as the runs' artifacts (trial.json and summary.json at a trial run's
 root, records/iterations.jsonl on each rank run, layers/rank-<r>.layers.json on the trial run). A
 missing file leaves its part empty: a trial without records still has its row.
 """
@@ -209,7 +209,8 @@ def _download(store: store_.Store, run_id: str, path: str, staging: pathlib.Path
                                    lambda client: client.download_artifacts(run_id, path, str(target))))
 
 
-def _trial_from_run(store: store_.Store, run, staging: pathlib.Path) -> tuple[results.TrialResult, dict[int, str]] | None:
+def _trial_from_run(store: store_.Store, run,
+                    staging: pathlib.Path) -> tuple[results.TrialResult, dict[int, str]] | None:
     """A trial run's result and its rank runs' ids by rank; None when it has no trial.json (nothing says what it
     was)."""
     run_id = run.info.run_id

@@ -60,6 +60,7 @@ def publish_dir(directory: str | pathlib.Path, tracking_uri: str | None = None,
             done.append(sessions.publish_session(store, session))
         except store_.TrackingUnavailable as error:
             unavailable.append((path, str(error)))
-        except mlflow.exceptions.MlflowException as error:  # refused: a wrong URI, no permission; the next session may pass
+        except mlflow.exceptions.MlflowException as error:  # refused: a wrong URI, no permission;
+            # the next session may pass
             unavailable.append((path, f"MLflow at {uri} refused it: {store_.first_line(error)}"))
     return Replayed(done, unavailable, closed)

@@ -67,12 +67,14 @@ def _token(token: str | None) -> str:
 
 
 def ensure_experiment(name: str, *, tracking_uri: str | None = None) -> str:
-    """The id of the MLflow experiment `name` (DistributedTrainingExperiment.mlflow_experiment_name()), created if absent."""
+    """The id of the MLflow experiment `name` (DistributedTrainingExperiment.mlflow_experiment_name()), created if
+    absent."""
     return store_for(tracking_uri).ensure_experiment(name)
 
 
 def start_parent_run(experiment_id: str, experiment: DistributedTrainingExperiment, *,
-                     token: str | None = None, source: str | None = None, provenance: Mapping[str, object] | None = None,
+                     token: str | None = None, source: str | None = None,
+                     provenance: Mapping[str, object] | None = None,
                      tracking_uri: str | None = None) -> str:
     """The sweep's parent run (RUNNING), with the experiment's spec as params and its `provenance`
     (contract/provenance.py) as tags; returns its run id."""

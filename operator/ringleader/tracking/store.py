@@ -1,4 +1,5 @@
-"""An MLflow store that retries with a bounded backoff and creates runs exactly once; used by runs.py and publisher.py."""
+"""An MLflow store that retries with a bounded backoff and creates runs exactly once; used by runs.py and
+publisher.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Headless Chromium (Debian's package) driven by Playwright, able to reach 127.0.0.1 only; it records what it asked for.
+"""Headless Chromium (Debian's package) driven by Playwright, able to reach 127.0.0.1 only; it records what it asked
+for.
 
 Two records, because a page's requests are not all of a browser's traffic: Playwright sees what the pages
 ask for, the net log (`--log-net-log`) sees every socket of the browser, its own background services included.
@@ -62,8 +63,9 @@ def executable() -> pathlib.Path:
     path = pathlib.Path(os.environ.get("RINGLEADER_CHROMIUM") or DEFAULT_EXECUTABLE)
     if not (path.is_file() and os.access(path, os.X_OK)):
         found = shutil.which("chromium")
-        raise FileNotFoundError(f"no Chromium at {path}" + (f" (found {found}: a wrapper script; "
-                                                            "set RINGLEADER_CHROMIUM to the binary it starts)" if found else "")
+        raise FileNotFoundError(f"no Chromium at {path}"
+                                + (f" (found {found}: a wrapper script; "
+                                   "set RINGLEADER_CHROMIUM to the binary it starts)" if found else "")
                                 + f": {INSTALL_HINT}")
     return path
 

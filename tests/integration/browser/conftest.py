@@ -48,7 +48,8 @@ def recorded_sweep(tmp_path_factory, migrated_db) -> RecordedSweep:  # noqa: F81
     experiment = client.get_experiment_by_name("default/ui")
     runs = client.search_runs([experiment.experiment_id], max_results=100)
     [sweep] = [run for run in runs if run.data.tags.get("ringleader.kind") == "sweep"]
-    trials = sorted(run.data.tags["ringleader.trial"] for run in runs if run.data.tags.get("ringleader.kind") == "trial")
+    trials = sorted(run.data.tags["ringleader.trial"] for run in runs
+                    if run.data.tags.get("ringleader.kind") == "trial")
 
     server = launching.TrackingServer(workdir, workdir / "mlflow.db")
     server.start()

@@ -136,7 +136,8 @@ def test_a_trial_run_and_a_rank_run_open_on_their_series_and_end_on_what_was_log
     [trial, *_] = client.search_runs([recorded_sweep.experiment_id], "tags.`ringleader.kind` = 'trial'",
                                      order_by=["tags.`ringleader.trial`"])
     workers = client.search_runs([recorded_sweep.experiment_id], "tags.`ringleader.kind` = 'rank' and "
-                                 f"tags.`ringleader.role` = 'worker' and tags.`mlflow.parentRunId` = '{trial.info.run_id}'")
+                                 "tags.`ringleader.role` = 'worker' and tags.`mlflow.parentRunId` = "
+                                 f"'{trial.info.run_id}'")
     with chromium.session(screenshots.directory / "charts") as (context, _):
         for name, run, first in (("trial", trial, TRIAL_SECTIONS), ("rank", workers[0], RANK_SECTIONS)):
             page = context.new_page()
@@ -182,7 +183,8 @@ def test_the_trials_view_lists_each_trials_topology_in_columns_whose_values_are_
                 assert [text.strip() for text in cells.all_inner_texts()] == values, tag
                 assert tag in header.inner_text(), tag
                 assert header.evaluate(OVERFLOWS) == [], f"column {tag!r}: its header is cut"
-                assert cells.evaluate_all(f"cells => cells.flatMap({OVERFLOWS})") == [], f"column {tag!r}: a value is cut"
+                assert cells.evaluate_all(f"cells => cells.flatMap({OVERFLOWS})") == [], (f"column {tag!r}: "
+                                                                                          "a value is cut")
         finally:
             screenshots.take(page, "trials-view")
 

@@ -160,7 +160,8 @@ class TrackingServer:
         while not self.healthy():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"mlflow server did not start:\n{(self.directory / 'server.log').read_text()[-3000:]}")
+                raise RuntimeError("mlflow server did not "
+                                   f"start:\n{(self.directory / 'server.log').read_text()[-3000:]}")
             time.sleep(0.2)
 
     def healthy(self) -> bool:

@@ -48,7 +48,8 @@ def test_credentials_in_the_tracking_uri_are_used_but_never_shown_or_stored(trac
 
     def publish(*arguments: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "ringleader.cli", "publish", str(session), *arguments],
-                              cwd=workdir, env=launching.launcher_environ(), capture_output=True, text=True, timeout=120)
+                              cwd=workdir, env=launching.launcher_environ(), capture_output=True, text=True,
+                              timeout=120)
 
     again = publish()
     assert again.returncode == 1
@@ -65,7 +66,8 @@ def test_the_users_token_never_reaches_a_server_only_the_experiment_file_names(t
     theirs = Listener(upstream=tracking_server.uri)  # records every request's headers, forwards it to MLflow
     try:
         path = launching.experiment_file(workdir, "theirs", {"architecture": "RingAllReduce",
-                                                             "model": {"iterations": 5}, "tracking": {"uri": theirs.uri}})
+                                                             "model": {"iterations": 5},
+                                                             "tracking": {"uri": theirs.uri}})
         named_by_the_file = launching.run(workdir, str(path), extra_env={"MLFLOW_TRACKING_TOKEN": TOKEN})
 
         assert named_by_the_file.returncode == 0, named_by_the_file.output

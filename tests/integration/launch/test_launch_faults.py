@@ -75,7 +75,8 @@ def assert_one_line_error(finished: launching.Finished, code: int, text: str) ->
 
 def start_training(workdir, name: str, *arguments: str, extra_env: dict[str, str] | None = None):
     """A run far too long to finish, seen training (both ranks wrote records); returns the launcher process."""
-    path = launching.experiment_file(workdir, name, {"architecture": "RingAllReduce", "model": {"iterations": 1_000_000}})
+    path = launching.experiment_file(workdir, name,
+                                     {"architecture": "RingAllReduce", "model": {"iterations": 1_000_000}})
     launcher = launching.start_run(workdir, str(path), *arguments, extra_env=extra_env)
 
     def training() -> bool:

@@ -1,4 +1,5 @@
-"""The launcher's parts, each with real processes and files but no training: environments, progress, stopping, reasons."""
+"""The launcher's parts, each with real processes and files but no training: environments, progress, stopping,
+reasons."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def test_a_rank_gets_the_pod_contract_and_an_allow_list_of_the_users_environment
                                   passed=("HF_HOME", "RINGLEADER_MLFLOW_RUN_ID"))
 
     env = contract.PodEnvironment.from_environ(environ)
-    assert (env.role, env.rank, env.world_size, env.master_addr, env.master_port) == ("worker", 2, 3, "127.0.0.1", 29123)
+    assert ((env.role, env.rank, env.world_size, env.master_addr, env.master_port)
+            == ("worker", 2, 3, "127.0.0.1", 29123))
     assert env.trial_file == str(tmp_path / "trial.json") and env.output_dir == str(tmp_path)
     assert env.run_id is None and env.tracking_uri is None  # the launcher is MLflow's one writer
     assert environ["PYTHONPATH"].split(os.pathsep) == [str(trials.PACKAGE_ROOT), "mine"]
@@ -166,7 +168,8 @@ def test_stopping_kills_the_whole_group_even_a_child_that_ignores_sigterm(tmp_pa
 
 
 def test_a_failure_reason_prefers_the_runtimes_own_line_else_quotes_the_last_stderr_lines(tmp_path):
-    said = rank_process(tmp_path, "echo noise >&2; echo 'ringleader: rank 1 (worker) failed: RuntimeError: out of memory' >&2; exit 1")
+    said = rank_process(tmp_path, "echo noise >&2; echo 'ringleader: rank 1 (worker) failed: RuntimeError: "
+                                  "out of memory' >&2; exit 1")
     said.popen.wait()
     assert said.failure_reason(3) == "rank 1 (worker-0) exited with code 1: RuntimeError: out of memory"
 
@@ -178,7 +181,8 @@ def test_a_failure_reason_prefers_the_runtimes_own_line_else_quotes_the_last_std
 
 
 def test_a_rank_that_lost_its_peer_is_an_echo_not_the_cause(tmp_path):
-    echo = rank_process(tmp_path, "echo 'ringleader: rank 0 (worker) failed: lost contact with rank 1 (it died)' >&2; exit 1")
+    echo = rank_process(tmp_path,
+                        "echo 'ringleader: rank 0 (worker) failed: lost contact with rank 1 (it died)' >&2; exit 1")
     echo.popen.wait()
     assert echo.exit(order=0).echo and failures.lost_rank(echo.own_reason()) == 1
 

@@ -1,5 +1,6 @@
 """What a person opening MLflow after `ringleader run` sees: a model-training experiment, runs named by what they
-vary, one metric scheme in milliseconds and percent, the trials compared on the sweep run, the files the report reads."""
+vary, one metric scheme in milliseconds and percent, the trials compared on the sweep run, the files the report
+reads."""
 
 from __future__ import annotations
 

@@ -47,7 +47,8 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
         # Each rounded on its own (ms to 0.001, % to 0.1): the error from the rounded times is within 0.1 %.
         assert metrics["predict_error_pct"] == pytest.approx(100 * abs(predicted - measured) / measured, abs=0.1)
         for label in ("1ps", "4ps", "p2p", "ring"):
-            assert math.isfinite(metrics[f"predict_{label}_iteration_ms"]) and metrics[f"predict_{label}_iteration_ms"] > 0
+            assert (math.isfinite(metrics[f"predict_{label}_iteration_ms"])
+                    and metrics[f"predict_{label}_iteration_ms"] > 0)
         # Validated: a band, where the machine was no busier than the bench's runs (the ranks' load, as recorded);
         # 4 servers were not.
         name = run.data.tags["mlflow.runName"].split(" ")[0]
@@ -90,13 +91,14 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
     missing = predict(workdir, "ringleader-runs", "--trial", "pr-9")
     assert missing.returncode == 1 and "has no trial 'pr-9'" in missing.stderr
 
-    # `ringleader whatif` takes the profile as predict does: of the parameter-server trial its lowest worker rank (rank 0
-    # is the server), and of the run the ring trial.
+    # `ringleader whatif` takes the profile as predict does: of the parameter-server trial its lowest worker rank
+    # (rank 0 is the server), and of the run the ring trial.
     server_trial = next((workdir / "ringleader-runs").glob("*/pr-0"))
     whatif = subprocess.run([sys.executable, "-m", "ringleader.cli", "whatif", str(server_trial), "--workers", "2"],
                             cwd=workdir, env=launching.launcher_environ(), capture_output=True, text=True, timeout=120)
     assert whatif.returncode == 0, whatif.stderr
-    assert whatif.stdout.startswith("trial pr-0 (a ParameterServer trial: modelled as a ring allreduce of its gradients "
+    assert whatif.stdout.startswith("trial pr-0 (a ParameterServer trial: "
+                                    "modelled as a ring allreduce of its gradients "
                                     "after backward, not as its own exchange; `ringleader predict` prices "
                                     "ParameterServer itself), rank 1 (the lowest worker rank): ")
     of_run = subprocess.run([sys.executable, "-m", "ringleader.cli", "whatif", "ringleader-runs", "--workers", "2"],

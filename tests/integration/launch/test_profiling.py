@@ -43,6 +43,7 @@ def test_a_profiled_window_becomes_a_trace_with_the_phases_and_is_left_out_of_th
 
     client = mlflow.tracking.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("default/profiled")
-    [trial] = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("ringleader.kind") == "trial"]
+    [trial] = [r for r in client.search_runs([experiment.experiment_id])
+               if r.data.tags.get("ringleader.kind") == "trial"]
     traces = {a.path for a in client.list_artifacts(trial.info.run_id, "traces")}
     assert {"traces/rank-0.profile.json", "traces/rank-1.profile.json", "traces/rank-0.trace.json"} <= traces

@@ -116,7 +116,8 @@ def test_a_repeated_sweep_is_reported_from_its_directory_and_from_mlflow_with_th
     unknown = report(workdir, "nothing-here")
     assert unknown.returncode == 1 and unknown.stdout == ""
     assert unknown.stderr.strip().splitlines() == [
-        "ringleader report: nothing-here: not a run directory; in MLflow at sqlite:///" + str(workdir / "mlflow.db") + ": no run "
+        "ringleader report: nothing-here: not a run directory; in MLflow at sqlite:///" + str(workdir / "mlflow.db")
+        + ": no run "
         "nothing-here; no experiment named 'nothing-here'; no experiment named 'default/nothing-here'"]
 
     # A tag is anyone's to set: the report stays under ringleader-report/ whatever the experiment tag says.

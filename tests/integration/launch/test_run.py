@@ -51,7 +51,8 @@ def test_a_sweep_over_two_architectures_records_runs_nested_ranks_metrics_and_ar
     client, runs = runs_of(workdir, "default/arch")
     [sweep] = runs["sweep"]
     assert sweep.info.status == "FINISHED"
-    assert {"report/report.html", "report/report.csv"} <= {a.path for a in client.list_artifacts(sweep.info.run_id, "report")}
+    assert ({"report/report.html", "report/report.csv"}
+            <= {a.path for a in client.list_artifacts(sweep.info.run_id, "report")})
     trials = {run.data.tags["ringleader.trial"]: run for run in runs["trial"]}
     assert sorted(trials) == ["arch-0", "arch-1"]
     for name, run in trials.items():
@@ -140,7 +141,8 @@ def test_a_gpu_ring_without_a_gpu_per_rank_is_refused_before_anything_starts(wor
 
     assert finished.returncode == 1
     assert f"{path}: trial nccl-0 runs the ring on NCCL, which needs a GPU of its own per rank: it asks for 2 GPUs " \
-           "and 0 are visible here. Set `workers.resources.gpu: 0` to run the ring on gloo on the CPU" in finished.output
+           "and 0 are visible here. Set `workers.resources.gpu: 0` to run the ring on gloo on the CPU" \
+           in finished.output
     assert not (workdir / "ringleader-runs").exists()
 
 

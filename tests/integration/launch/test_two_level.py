@@ -21,7 +21,8 @@ from ringleader.contract import keys, levels, records
 pytestmark = pytest.mark.integration
 
 ARCHITECTURES = ["RingAllReduce", "HierarchicalRingAllReduce", "ParameterServer", "ParameterServerPodAggregation"]
-TOLERANCE = 0.005  # headers (88 bytes a message), the ring's arrival stamps (4 bytes a rank), uneven chunks: 0.02 % here
+TOLERANCE = 0.005  # headers (88 bytes a message), the ring's arrival stamps (4 bytes a rank), uneven chunks:
+# 0.02 % here
 
 
 def test_flat_and_two_level_architectures_on_pods_of_two_send_what_their_models_say(workdir):
@@ -51,7 +52,8 @@ def test_flat_and_two_level_architectures_on_pods_of_two_send_what_their_models_
                        if not r[keys.WARMUP]]
             for level, key in levels.BYTES_KEYS.items():
                 recorded = statistics.fmean(r[key] for r in counted)
-                assert recorded == pytest.approx(modelled[rank][level], rel=TOLERANCE, abs=1.0), (architecture, rank, key)
+                assert recorded == pytest.approx(modelled[rank][level], rel=TOLERANCE, abs=1.0), (
+                    architecture, rank, key)
             assert all(r[keys.BYTES_SENT] == pytest.approx(sum(r[k] for k in levels.BYTES_KEYS.values()))
                        for r in counted), (architecture, rank)
             if keys.TIME_COMM_INTRA in counted[0]:  # a two-level architecture: time/comm in its two parts

@@ -52,7 +52,8 @@ def test_ui_prints_the_newest_sweeps_training_view_and_serves_it(workdir):
 
 
 def test_ui_without_a_store_says_so_and_creates_none(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "ringleader.cli", "ui"], cwd=tmp_path, env=launching.launcher_environ(),
+    done = subprocess.run([sys.executable, "-m", "ringleader.cli", "ui"], cwd=tmp_path,
+                          env=launching.launcher_environ(),
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith("ringleader ui: nothing to show, and no MLflow store at sqlite:///")

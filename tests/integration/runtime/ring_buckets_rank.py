@@ -83,7 +83,8 @@ def main(output: pathlib.Path) -> None:
         reference_optimizer.step()
 
         report["iterations"].append({
-            "gradientDifference": max((p.grad - r.grad).abs().max().item() for p, r in zip(parameters, reference_parameters)),
+            "gradientDifference": max((p.grad - r.grad).abs().max().item()
+                                      for p, r in zip(parameters, reference_parameters)),
             "weightDifference": max((p - r).abs().max().item() for p, r in zip(parameters, reference_parameters)),
             "gradientsAreBucketViews": all(
                 p.grad.data_ptr() == bucket.grads[i].data_ptr()

@@ -21,7 +21,8 @@ def test_a_missing_variable_is_named(tmp_path):
     done = start_rank({"RINGLEADER_ROLE": "worker"}, tmp_path)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "ringleader: rank failed (permanent): environment variable RANK is not set: ringleader pods and `ringleader run` "
+        "ringleader: rank failed (permanent): environment variable RANK is not set: "
+        "ringleader pods and `ringleader run` "
         "set it; set it when starting a rank by hand")
 
 

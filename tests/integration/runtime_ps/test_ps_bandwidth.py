@@ -1,4 +1,5 @@
-"""spec.network.bandwidth on parameter-server and peer-to-peer trials: every byte exchanged costs at least 8/bandwidth seconds."""
+"""spec.network.bandwidth on parameter-server and peer-to-peer trials: every byte exchanged costs at least 8/bandwidth
+seconds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The worker side of parameter-server and peer-to-peer synchronization: push gradient shards, wait for every owner's answer.
+"""The worker side of parameter-server and peer-to-peer synchronization: push gradient shards, wait for every owner's
+answer.
 
 Used by parameter_server.WorkerSynchronizer and peer_to_peer.PeerSynchronizer, which differ only in
 who the owners are. One iteration, as DSSP's published worker loop (push g; wait OK; pull w), with
@@ -20,8 +21,8 @@ on the servers: the longest hold of any owner); time/update the copy into the mo
 rest of the exchange (transfers, emulated bandwidth); time/codec, with spec.compression, the pushes' encoding
 and the replies' decoding (runtime/compression.MessageCodec). bytes/* count what crossed this rank's
 network since the last iteration (exchange/link.py counts it): for a peer, its shard server's
-replies and the pushes it received too; its own shard never crosses. staleness is this step's iteration minus the clock of the weights its
-gradient was computed on (the smallest of the owners' clocks): how many iterations of the slowest
+replies and the pushes it received too; its own shard never crosses. staleness is this step's iteration minus the clock
+of the weights its gradient was computed on (the smallest of the owners' clocks): how many iterations of the slowest
 worker those weights lacked.
 """
 
@@ -61,7 +62,8 @@ class Client:
         self.cuda = False
         self.weights_clock = 0  # the owners' smallest clock of the weights in the model now
         self.relayed = 0  # the DSSP grant (a push count) last relayed to the other owners
-        self.counted = self._counters()  # the link's bytes sent, received, sent uncompressed, by level: at the last record
+        self.counted = self._counters()  # the link's bytes sent, received, sent uncompressed, by level:
+        # at the last record
         self.steps = 0  # synchronize() calls completed
         self.stop_heard = False  # an owner's answer said a worker reached the target
         self.closed = False

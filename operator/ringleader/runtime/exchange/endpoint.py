@@ -1,4 +1,5 @@
-"""This rank's end of the shard exchange, built from the trial in one place: its process group, its emulated card (nic.py) and its link.
+"""This rank's end of the shard exchange, built from the trial in one place: its process group, its emulated card
+(nic.py) and its link.
 
 Used by parameter_server.py (a server's and a worker's) and peer_to_peer.py (a peer's). Every rank of
 the trial calls `open_link` at the same point of its start-up: the process group is created collectively.

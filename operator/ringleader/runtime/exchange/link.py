@@ -56,7 +56,8 @@ class Delivery:
     def __init__(self, nic: nic_.EmulatedNic):
         self.nic = nic
         self.ready = threading.Condition()
-        self.waiting: list[tuple[wire.Message, nic_.Turn | None, float]] = []  # (message, turn, put at), in the order put
+        # (message, turn, put at), in the order put
+        self.waiting: list[tuple[wire.Message, nic_.Turn | None, float]] = []
 
     def put(self, message: wire.Message, turn: nic_.Turn | None = None) -> None:
         """`message` for the reader once `turn` is over, or at once without a turn."""
@@ -125,7 +126,8 @@ class Link:
         self._receivers: list[threading.Thread] = []
 
     def start(self, largest_payload: int) -> Link:
-        """Start receiving frames whose payloads are at most `largest_payload` bytes (the largest shard as it travels)."""
+        """Start receiving frames whose payloads are at most `largest_payload` bytes (the largest shard as it
+        travels)."""
         self._receivers = [threading.Thread(target=self._receive_from, args=(peer, largest_payload), daemon=True,
                                             name=f"ringleader-recv-{peer}") for peer in self._remote]
         for thread in self._receivers:
@@ -225,7 +227,8 @@ class Link:
     # -- ending --------------------------------------------------------------------------------
 
     def close(self, timeout_seconds: float) -> None:
-        """Wait for the frames in flight, then for the receivers, which stop by themselves after their peers' last message."""
+        """Wait for the frames in flight, then for the receivers, which stop by themselves after their peers' last
+        message."""
         deadline = time.monotonic() + timeout_seconds
         with self._sending:
             while self._in_flight and time.monotonic() < deadline:

@@ -35,7 +35,8 @@ def push_order(owners: Sequence[int], rank: int) -> list[int]:
 
 
 def reply_order(workers: Sequence[int], rank: int, owner: int, owners: int) -> list[int]:
-    """The workers (ranks) in the order owner `owner` of `owners` (at `rank`) answers them when it releases them together.
+    """The workers (ranks) in the order owner `owner` of `owners` (at `rank`) answers them when it releases them
+    together.
 
     A peer starts just past itself, so its own worker, which skips the network, comes last (it then
     records bytes sent that include the replies just queued). Parameter server j starts at worker

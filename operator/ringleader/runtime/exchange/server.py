@@ -1,4 +1,5 @@
-"""One owner's shard of the parameters: applies pushed gradients with the spec's optimizer, answers workers as its gate says.
+"""One owner's shard of the parameters: applies pushed gradients with the spec's optimizer, answers workers as its gate
+says.
 
 Run by parameter_server.serve (a ParameterServer's ps rank) and by peer_to_peer's server thread
 (every peer owns a shard). Every shard server holds a gate of the paradigm (paradigms.py says why
@@ -42,7 +43,8 @@ class ShardServer:
                  gate: paradigms.Gate, link: links.Link, owner: int = 0, owners: int = 1,
                  warmup_iterations: int = 0, name: str = "shard server",
                  codec: compression.MessageCodec = compression.PLAIN):
-        # owner, owners: this server is owner `owner` of `owners` (for ParameterServer's reply order; a peer's follows its rank)
+        # owner, owners: this server is owner `owner` of `owners` (for ParameterServer's reply order; a peer's follows
+        # its rank)
         self.rank = rank
         self.name = name
         self.workers = list(workers)
@@ -194,7 +196,8 @@ class ShardServer:
         return self.codec.pack(self.layout, list(self.parameters), self.layout.empty()) if self.parameters else None
 
     def _release(self, released: list[int]) -> None:
-        """OK the gate's `released` workers (indices) with the weights now; a held OK waited since its push was applied."""
+        """OK the gate's `released` workers (indices) with the weights now; a held OK waited since its push was
+        applied."""
         if not released:
             return
         now = time.perf_counter()

@@ -1,4 +1,5 @@
-"""Which owner (parameter server, or peer in PeerToPeer) holds which elements of the parameters; every rank computes the same.
+"""Which owner (parameter server, or peer in PeerToPeer) holds which elements of the parameters; every rank computes the
+same.
 
 Equal bytes, whatever the layer sizes: the trainable tensors, flattened and laid end to end in model
 order, are cut into one contiguous byte range per owner, each cut moved to the nearest element

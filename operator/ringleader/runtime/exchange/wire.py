@@ -49,7 +49,8 @@ class Message:
     version: int = 0  # REPLY: updates the shard has applied so far
     grant: int = 0  # REPLY (owner 0, DSSP) and GRANT: the push count through which the worker may go unchecked
     stop: bool = False  # REPLY: a worker reached the target; stop after this iteration (model.target onReached Stop)
-    sent_at: float = 0.0  # time.time() when the sender's NIC began to send it (set by the link; the emulated ingress starts there)
+    sent_at: float = 0.0  # time.time() when the sender's NIC began to send it (set by the link;
+    # the emulated ingress starts there)
     lead: float = 0.0  # seconds from the frame's real send to sent_at (its wait for the emulated NIC; set by the link)
     payload: torch.Tensor | None = None  # uint8 (bytes,) on the CPU, or None
     received_at: float = 0.0  # time.perf_counter() when the whole message had arrived (set by the link)
