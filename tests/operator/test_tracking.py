@@ -113,7 +113,8 @@ def test_mlflow_going_away_and_coming_back_is_announced_once_each(admin, namespa
     server = MlflowServer(tmp_path)
     server.wait_healthy()
     try:
-        running = operator(extra_args=("--tracking-uri", server.uri, "--tracking-retry", "1", "--tracking-timeout", "5"))
+        running = operator(extra_args=("--tracking-uri", server.uri, "--tracking-retry", "1",
+                                       "--tracking-timeout", "5"))
         admin.create(dtes.experiment("flaky", namespace))
         pods = wait_for("3 pods",
                         lambda: (lambda found: len(found) == 3 and found)(admin.trial_pods(namespace, "flaky")),
