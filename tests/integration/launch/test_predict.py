@@ -12,6 +12,7 @@ import mlflow.tracking
 import pytest
 
 import launching
+from ringleader.contract import keys
 from ringleader.models import validation
 
 pytestmark = pytest.mark.integration
@@ -41,6 +42,9 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
     for run in trial_runs:
         metrics = run.data.metrics
         architecture = run.data.params["architecture"]
+        name = run.data.tags["mlflow.runName"].split(" ")[0]
+        summary = json.loads(next((workdir / "ringleader-runs").glob(f"*/{name}/summary.json")).read_text())
+        assert "predict_iteration_ms" in metrics, (architecture, summary.get(keys.PREDICTION))
         predicted, measured = metrics["predict_iteration_ms"], metrics["predict_measured_iteration_ms"]
         for value in (predicted, measured, metrics["predict_link_bits_per_s"], metrics["predict_compute_ms"]):
             assert math.isfinite(value) and value > 0, (architecture, metrics)
@@ -51,8 +55,6 @@ def test_each_architecture_logs_its_prediction_and_predict_reads_the_same(workdi
                     and metrics[f"predict_{label}_iteration_ms"] > 0)
         # Validated: a band, where the machine was no busier than the bench's runs (the ranks' load, as recorded);
         # 4 servers were not.
-        name = run.data.tags["mlflow.runName"].split(" ")[0]
-        summary = json.loads(next((workdir / "ringleader-runs").glob(f"*/{name}/summary.json")).read_text())
         load = max(used["loadPerCpu"] for used in summary["usage"].values())
         for label in ("1ps", "p2p", "ring"):
             if load <= validation.BANDS["emulated", label][-1].load_per_cpu:
