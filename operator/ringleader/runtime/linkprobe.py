@@ -17,7 +17,9 @@ message (a ring's bucket, between SMALLEST_LARGEST_BYTES and LARGEST_BYTES, or w
 in TARGET_SECONDS)
 down by factors of 4: the small ones fit inside a burst, and the fit leaves them out (cost_models.fit_sustained).
 The first end decides each train's length from the last one's time and tells the other ends before it
-starts (a one-number message, untimed), so all agree without a plan sent ahead.
+starts (a one-number message, untimed), so all agree without a plan sent ahead. A series whose time does not grow
+with size (a loaded machine delayed one size's trains) cannot be fitted: the first end says so and the series is
+taken again, at most ATTEMPTS times in all.
 
 Nothing is paced: an emulated cap (spec.network.bandwidth, nic.py) is the runtime's own rule, which the models
 apply to the link measured here (models.Nic.cap_bits_per_second). About 0.8 s on a loopback (both series),
@@ -36,6 +38,7 @@ import torch.distributed as dist
 
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
+from ringleader.models import cost_models
 
 LARGEST_BYTES = 16 * 1024 * 1024
 """LARGEST_BYTES bounds the largest message probed: a model's exchange is megabytes; larger adds time, not
@@ -57,6 +60,9 @@ SUSTAINED_SECONDS = 0.1
 a quota's throttling lands in it as it lands in training."""
 TRAIN_SECONDS = 0.005
 """TRAIN_SECONDS is how long a train of the smaller sizes lasts at least: enough messages for a mean, little time."""
+ATTEMPTS = 3
+"""ATTEMPTS bounds how many times a series is taken: a series no line with a positive slope fits (models/calibration.py
+refuses it, and the trial gets no prediction) is taken again, about 0.4 s each on a loopback."""
 
 
 def sizes(bits_per_second: float | None, largest_bytes: float = LARGEST_BYTES) -> list[int]:
@@ -140,7 +146,8 @@ def _ping_pong(ends: tuple[int, int], rank: int, probed: list[int]) -> dict:
             dist.recv(messages[size], peer)
             dist.send(messages[size], peer)
 
-    series = _timed_trains(probed, agree, round_trip, ways=2)
+    series = _retaken(lambda: _timed_trains(probed, agree, round_trip, ways=2), agree, "point-to-point",
+                      rank == first)
     return series if rank == first else {}
 
 
@@ -155,8 +162,32 @@ def _allreduce(group, first: int, rank: int, probed: list[int]) -> dict:
         dist.barrier(group=group)  # every worker launches together: the collective's time, not a skew
         return int(length[0])
 
-    series = _timed_trains(probed, agree, lambda size: dist.all_reduce(tensors[size], group=group))
+    series = _retaken(lambda: _timed_trains(probed, agree, lambda size: dist.all_reduce(tensors[size], group=group)),
+                      agree, "allreduce", rank == first)
     return series if rank == first else {}
+
+
+def _retaken(take: Callable[[], dict], agree: Callable[[int], int], what: str, deciding: bool) -> dict:
+    """`take()`'s series, taken again while the deciding end finds that its time does not grow with size, at most
+    ATTEMPTS times in all; `agree` hands the deciding end's verdict to every end, so all take it again together."""
+    for attempt in range(2, ATTEMPTS + 1):
+        series = take()
+        if agree(int(grows(series))):
+            return series
+        if deciding:
+            print(f"link probe: the {what} series did not grow with message size (a loaded machine's noise): "
+                  f"taken again ({attempt} of {ATTEMPTS})", flush=True)
+    return take()
+
+
+def grows(series: dict) -> bool:
+    """Whether time grows with message size in `series`, as models/calibration.py fits it (a positive slope)."""
+    try:
+        found = cost_models.fit_sustained([(float(size), float(seconds))
+                                           for size, seconds in series[keys.PROBE_SAMPLES] if size > 0 and seconds > 0])
+    except (ValueError, ZeroDivisionError):
+        return False
+    return found.cost.b_seconds_per_byte > 0
 
 
 def _timed_trains(probed: list[int], agree: Callable[[int], int], transfer: Callable[[int], object],
