@@ -38,7 +38,7 @@ import torch.distributed as dist
 
 from ringleader.api.trial import Trial
 from ringleader.contract import keys
-from ringleader.models import cost_models
+from ringleader.models import calibration
 
 LARGEST_BYTES = 16 * 1024 * 1024
 """LARGEST_BYTES bounds the largest message probed: a model's exchange is megabytes; larger adds time, not
@@ -181,13 +181,13 @@ def _retaken(take: Callable[[], dict], agree: Callable[[int], int], what: str, d
 
 
 def grows(series: dict) -> bool:
-    """Whether time grows with message size in `series`, as models/calibration.py fits it (a positive slope)."""
+    """Whether models/calibration.py can fit `series` (its time grows with message size): its own fit, so that the
+    probe retakes exactly what the models would refuse."""
     try:
-        found = cost_models.fit_sustained([(float(size), float(seconds))
-                                           for size, seconds in series[keys.PROBE_SAMPLES] if size > 0 and seconds > 0])
+        calibration.fit(series[keys.PROBE_SAMPLES], "probe", sustained=True)
     except (ValueError, ZeroDivisionError):
         return False
-    return found.cost.b_seconds_per_byte > 0
+    return True
 
 
 def _timed_trains(probed: list[int], agree: Callable[[int], int], transfer: Callable[[int], object],
