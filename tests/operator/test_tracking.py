@@ -59,8 +59,10 @@ def test_runs_are_created_passed_to_the_pods_and_closed_with_the_outcome(admin, 
 
     # The report is made from what MLflow holds (here no rank logged anything: the trial's summary comes
     # from status), attached to the parent run, and linked from status; no UI address: an artifact URI.
-    dte = admin.experiment(namespace, "tracked")
-    assert dte["status"]["mlflow"]["reportUrl"] == f"runs:/{parent}/report/report.html"
+    # The status is patched after the pass that finished the parent run: its link can come a moment after.
+    linked = wait_for("the report linked from status", lambda: admin.experiment(namespace, "tracked")["status"]
+                      ["mlflow"].get("reportUrl"), timeout=30)
+    assert linked == f"runs:/{parent}/report/report.html"
     page = pathlib.Path(client.download_artifacts(parent, "report/report.html", str(tmp_path))).read_text()
     assert dtes.trials(dte)[0]["name"] in page and "<td>FINISHED</td>" in page
     [ready] = [e for e in admin.events(namespace, "tracked") if e["reason"] == "ReportReady"]
