@@ -87,7 +87,7 @@ def predictions(run: pathlib.Path) -> list[dict]:
 def pairs(run: pathlib.Path, documents: list[dict]) -> list[dict]:
     """Every (predicting trial, predicted trial) of one worker count, with the prediction and the measurement."""
     sweep = reading.from_directory(run)
-    trials = {t.trial.name: t for t in sweep.trials if (t.summary or {}).get("prediction")}
+    trials = {t.trial.name: t for t in sweep.trials if t.summary and t.summary.prediction}
     by_name = {d["trial"]: d for d in documents}
     found = []
     for name, document in by_name.items():

@@ -3,6 +3,8 @@ runtime's and summaries from models.summary.summarize, so the numbers a report s
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 from ringleader.models import results, summary
@@ -47,8 +49,25 @@ def result_of(the_trial: trial.Trial, status: str = "FINISHED", message: str | N
     if server is not None:
         records[0] = server
     layer_documents = {workers[0]: layers} if layers else {}
-    return results.TrialResult(the_trial, status, None, summary.summarize(records, the_trial).to_document(), records,
+    return results.TrialResult(the_trial, status, None, summary.summarize(records, the_trial), records,
                                layer_documents)
+
+
+def with_usage(result: results.TrialResult, usage: dict) -> results.TrialResult:
+    """The trial as if its ranks had recorded `usage` ({rank: what its process used}) in its summary."""
+    return dataclasses.replace(result, summary=dataclasses.replace(result.summary, usage=usage))
+
+
+def placed(result: results.TrialResult, nodes: int, share: float) -> results.TrialResult:
+    """The trial as if its ranks had run on `nodes` nodes with `share` of its bytes crossing them."""
+    placement = summary.RecordedPlacement(node_count=nodes, cross_node_byte_share=share, nodes={})
+    return dataclasses.replace(result, summary=dataclasses.replace(result.summary, placement=placement))
+
+
+def reached_at(result: results.TrialResult, seconds: float | None) -> results.TrialResult:
+    """The trial as if it had reached its target `seconds` after its start (None: never)."""
+    evaluation = dataclasses.replace(result.summary.evaluation, target_seconds=seconds)
+    return dataclasses.replace(result, summary=dataclasses.replace(result.summary, evaluation=evaluation))
 
 
 def layers_document(parameters: int = 4, size: int = 4_000_000) -> dict:

@@ -44,21 +44,20 @@ def test_credentials_in_an_image_reference_are_not_kept():
 
 
 def test_the_pods_part_is_what_their_ranks_recorded_as_ranges_over_ranks_and_nodes():
-    summaries = [{keys.USAGE: {"0": rank("node-b", 1.0, 0.31), "1": rank("node-a", 2.0, 0.05)}},
-                 {keys.USAGE: {"0": rank("node-a", 2.0, 0.12, torch="2.8.0")}},
-                 {keys.THROUGHPUT: 5.0}]  # a trial whose ranks recorded no usage
+    usages = [{"0": rank("node-b", 1.0, 0.31), "1": rank("node-a", 2.0, 0.05)},
+              {"0": rank("node-a", 2.0, 0.12, torch="2.8.0")},
+              {}]  # a trial whose ranks recorded no usage
 
-    assert provenance.of_pods(summaries) == {"nodes": "node-a, node-b", "cpuQuota": "1-2",
+    assert provenance.of_pods(usages) == {"nodes": "node-a, node-b", "cpuQuota": "1-2",
                                              "loadPerCpuAtEnd": "0.05-0.31", "ringleader": "0.1.0",
                                              "torch": "2.8.0 or 2.9.1", "python": "3.11.7"}
-    assert provenance.of_pods([{keys.THROUGHPUT: 5.0}]) == {}
+    assert provenance.of_pods([{}]) == {}
 
 
 def test_a_clusters_line_names_nodes_pods_load_at_the_end_the_pods_and_the_operators_versions_and_the_resource():
     taken = {**provenance.at_operator("default", "ring", 1, {}, "ringleader:e2e"),
              "operatorRingleader": "0.1.0", "operatorPython": "3.12.1", "specSha256": "fedcba9876543210",
-             **provenance.of_pods([{keys.USAGE: {"0": rank("kind-worker", 1.0, 0.05),
-                                                 "1": rank("kind-worker2", 1.0, 0.4)}}])}
+             **provenance.of_pods([{"0": rank("kind-worker", 1.0, 0.05), "1": rank("kind-worker2", 1.0, 0.4)}])}
     # As the report reads it back from the sweep run's tags: every value a string.
     read = schema.provenance_of(schema.provenance_tags(taken))
 
@@ -79,8 +78,8 @@ def test_a_cluster_whose_ranks_recorded_nothing_says_so_rather_than_inventing_a_
 
 
 def test_many_nodes_are_counted_and_the_first_named():
-    summary = {keys.USAGE: {str(i): rank(f"n{i:02d}", 1.0, 0.1) for i in range(9)}}
-    taken = {**provenance.at_operator("default", "big", 1, {}, "img"), **provenance.of_pods([summary])}
+    usage = {str(i): rank(f"n{i:02d}", 1.0, 0.1) for i in range(9)}
+    taken = {**provenance.at_operator("default", "big", 1, {}, "img"), **provenance.of_pods([usage])}
     assert provenance.words(taken).startswith("9 nodes (n00, n01, n02, n03, n04, n05, ...): pods with CPU quota 1")
     assert taken["nodes"].endswith("n08")  # the tag keeps them all
 

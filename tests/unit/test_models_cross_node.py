@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ringleader.models import cross_node, summary
+from ringleader.models import placement_notes
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys
@@ -51,8 +52,8 @@ def test_a_ring_spread_over_nodes_crosses_with_every_exchange_and_a_packed_one_w
     packed = summary.summarize(records, trial, used_on("a", "a", "a")).to_document()
     assert (spread[keys.NODE_COUNT], spread[keys.CROSS_NODE_BYTE_SHARE]) == (3, 1.0)
     assert (packed[keys.NODE_COUNT], packed[keys.CROSS_NODE_BYTE_SHARE]) == (1, 0.0)
-    assert cross_node.shared_node_note(spread) is None
-    assert "one node" in cross_node.shared_node_note(packed)
+    assert placement_notes.shared_node_note(spread[keys.CROSS_NODE_BYTE_SHARE]) is None
+    assert "one node" in placement_notes.shared_node_note(packed[keys.CROSS_NODE_BYTE_SHARE])
 
 
 def test_no_placement_is_made_up_when_a_rank_recorded_no_node():
@@ -60,7 +61,10 @@ def test_no_placement_is_made_up_when_a_rank_recorded_no_node():
     del used[2][keys.NODE]
     document = summary.summarize(two_workers(), make_trial(), used).to_document()
     assert not {keys.NODE_COUNT, keys.CROSS_NODE_BYTE_SHARE, keys.PLACEMENT} & set(document)
-    assert cross_node.describe(document) == "" and cross_node.shared_node_note(document) is None
+    placement = summary.TrialSummary.from_document(document).placement
+    assert placement == summary.RecordedPlacement()
+    assert placement_notes.describe(placement.node_count, placement.cross_node_byte_share) == ""
+    assert placement_notes.shared_node_note(placement.cross_node_byte_share) is None
 
 
 def test_the_per_rank_nodes_go_first_from_a_termination_message_and_the_shares_stay():
@@ -71,21 +75,28 @@ def test_the_per_rank_nodes_go_first_from_a_termination_message_and_the_shares_s
 
 
 def test_two_setups_are_compared_with_a_caveat_only_when_their_shares_across_nodes_differ():
-    spread, packed, alike = ({keys.CROSS_NODE_BYTE_SHARE: share} for share in (1.0, 0.0, 0.96))
-    assert cross_node.caveat("a", [spread], "b", [alike]) is None
-    assert cross_node.caveat("a", [spread], "b", [{}]) is None  # b recorded no placement: nothing to say
-    assert cross_node.caveat("a", [spread, spread], "b", [packed, None]).startswith(
+    spread, packed, alike, unplaced = (summary.TrialSummary.from_document(
+        {} if share is None else {keys.NODE_COUNT: 2, keys.CROSS_NODE_BYTE_SHARE: share})
+        for share in (1.0, 0.0, 0.96, None))
+    assert placement_notes.caveat("a", [spread], "b", [alike]) is None
+    assert placement_notes.caveat("a", [spread], "b", [unplaced]) is None  # b recorded no placement: nothing to say
+    assert placement_notes.caveat("a", [spread, spread], "b", [packed, None]).startswith(
         "but they were placed differently: 100% of a's bytes crossed nodes and 0% of b's")
-    assert cross_node.describe({keys.NODE_COUNT: 1, keys.CROSS_NODE_BYTE_SHARE: 0.0}) == "1 node, 0% across"
-    assert "50% of its bytes stayed within a node" in cross_node.shared_node_note({keys.CROSS_NODE_BYTE_SHARE: 0.5})
+    assert placement_notes.describe(1, 0.0) == "1 node, 0% across"
+    assert "50% of its bytes stayed within a node" in placement_notes.shared_node_note(0.5)
 
 
 def test_predict_and_whatif_say_when_the_measured_link_was_a_nodes_bridge_but_not_of_a_local_run():
     packed = {keys.NODE_COUNT: 1, keys.CROSS_NODE_BYTE_SHARE: 0.0, keys.LINK_PROBE: {keys.PROBE_SHARED_HOST: False}}
-    assert cross_node.link_note(packed) == (
+
+    def link_note(document: dict) -> str | None:
+        return placement_notes.link_note(summary.TrialSummary.from_document(document))
+
+    assert link_note(packed) == (
         "placement: every rank ran on one node: its bytes crossed that node's bridge or loopback, not a NIC; the "
         "link measured and priced here is a bridge, not a NIC between nodes")
     half = {**packed, keys.NODE_COUNT: 2, keys.CROSS_NODE_BYTE_SHARE: 0.5}
-    assert "is partly a bridge" in cross_node.link_note(half)
-    assert cross_node.link_note({**packed, keys.CROSS_NODE_BYTE_SHARE: 1.0}) is None
-    assert cross_node.link_note({**packed, keys.LINK_PROBE: {keys.PROBE_SHARED_HOST: True}}) is None
+    assert "is partly a bridge" in link_note(half)
+    assert link_note({**packed, keys.CROSS_NODE_BYTE_SHARE: 1.0}) is None
+    assert link_note({**packed, keys.LINK_PROBE: {keys.PROBE_SHARED_HOST: True}}) is None
+    assert placement_notes.link_note(None) is None

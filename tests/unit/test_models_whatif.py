@@ -9,6 +9,7 @@ import torch
 from ringleader.models import addcost, collectives, cost_models, overlap, whatif
 from ringleader.models import profile as profile_
 from ringleader.models import results as results_
+from ringleader.models.summary import TrialSummary
 from ringleader.api import spec as spec_
 from ringleader.api import variants
 from ringleader.api import trial as trial_
@@ -322,7 +323,8 @@ def test_a_trials_basis_has_its_ring_buckets_wait_probe_and_measured_method():
                               "collectives": [{"bytes": 4e6, "start": 0.02, "end": 0.03}]}]}
     probe = {keys.PROBE_POINT_TO_POINT: {keys.PROBE_SAMPLES: [[1000, 0.0015], [4000, 0.0045]]},
              keys.PROBE_COLLECTIVE: {keys.WORKERS: 2, keys.PROBE_SAMPLES: [[1000, 0.0012], [4000, 0.0042]]}}
-    basis = whatif.basis(results_.TrialResult(trial, "FINISHED", summary={keys.LINK_PROBE: probe}, records=records_,
+    probed = TrialSummary.from_document({keys.LINK_PROBE: probe})
+    basis = whatif.basis(results_.TrialResult(trial, "FINISHED", summary=probed, records=records_,
                                               layers={0: layers}), 0)
     assert basis.batch_seconds == pytest.approx(0.040) and basis.wait_seconds == pytest.approx(0.010)
     assert basis.bucketing == overlap.RuntimeBuckets(recorded=(4e6,))

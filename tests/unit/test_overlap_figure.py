@@ -1,5 +1,5 @@
-"""The report's overlap figure: a ring worker's recorded timeline by hand, and the DAG's replay agreeing with
-`predict`."""
+"""The report's overlap figure: a ring worker's recorded timeline by hand, and the DAG's replay the trial's own
+prediction carried in its summary, agreeing with `predict`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from ringleader.models import prediction
 from ringleader.report import overlap_figure
 from ringleader.models import results as results_
+from ringleader.models.summary import TrialSummary
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys
@@ -48,11 +49,16 @@ PROBE = {keys.PROBE_SHARED_HOST: True,
          keys.PROBE_COLLECTIVE: {keys.WORKERS: 2, keys.PROBE_SAMPLES: [[1000, 0.0012], [4000, 0.0042]]}}
 
 
-def a_result(architecture: str, layers: dict | None = None) -> results_.TrialResult:
+def a_result(architecture: str, layers: dict | None = None, *, predicted: bool = True) -> results_.TrialResult:
+    """A finished trial of two workers whose summary carries its own prediction (as the rank writes it), or none."""
     spec = spec_.ExperimentSpec.model_validate({"architecture": architecture, "workers": {"replicas": 2}})
     trial = trial_.Trial(experiment="e", name=f"e-{architecture.lower()}", index=0, spec=spec)
     records = {rank: [worker_record(s) for s in (1, 2, 3)] for rank in (0, 1)}
-    return results_.TrialResult(trial, "FINISHED", summary={keys.LINK_PROBE: PROBE}, records=records,
+    document: dict = {keys.LINK_PROBE: PROBE}
+    if predicted and layers:
+        rank = min(layers)
+        document[keys.PREDICTION] = prediction.predict_trial(trial, records, layers[rank], rank, PROBE).to_document()
+    return results_.TrialResult(trial, "FINISHED", summary=TrialSummary.from_document(document), records=records,
                                 layers=layers or {})
 
 
@@ -66,7 +72,7 @@ def test_the_measured_timeline_is_the_median_traced_iteration_from_backwards_sta
 
 def test_the_replay_is_the_dag_that_predict_reports_first_in_first_out_on_one_channel():
     result = a_result("RingAllReduce", {0: layers_document()})
-    model = overlap_figure.predicted(result, 0)
+    model = overlap_figure.predicted(result.summary.prediction)
     found = prediction.predict_trial(result.trial, result.records, layers_document(), 0, PROBE)
     assert model.exposed_seconds == pytest.approx(found.own.comm_seconds)  # predict's ring comm is t_c_no
     assert model.backward_seconds == pytest.approx(0.011)  # scaled to the records' median time/backward
@@ -84,5 +90,20 @@ def test_the_figure_is_drawn_for_ring_trials_only(tmp_path):
     figure = overlap_figure.overlap(results_.SweepResult("e", [server, ring]), tmp_path)
     assert figure.id == "overlap" and figure.path.read_bytes().startswith(PNG_MAGIC)
     assert overlap_figure.overlap(results_.SweepResult("e", [server]), tmp_path / "none") is None
-    unrecorded = a_result("RingAllReduce", {0: {"iterations": [{"backwardStart": 0, "backwardEnd": 1, "ready": {}}]}})
+    unrecorded = a_result("RingAllReduce", {0: {"iterations": [{"backwardStart": 0, "backwardEnd": 1, "ready": {}}]}},
+                          predicted=False)
     assert overlap_figure.overlap(results_.SweepResult("e", [unrecorded]), tmp_path / "none") is None
+
+
+def test_a_recording_whose_summary_carries_no_model_iteration_shows_the_measured_rows_alone(tmp_path):
+    older = a_result("RingAllReduce", {0: layers_document()}, predicted=False)
+    assert overlap_figure.predicted(older.summary.prediction) is None
+    [(trial, seen, model)] = overlap_figure.timelines(results_.SweepResult("e", [older]))
+    assert trial is older and seen.exposed_seconds == pytest.approx(0.007) and model is None
+    figure = overlap_figure.overlap(results_.SweepResult("e", [older]), tmp_path)
+    assert figure is not None and figure.path.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_only_a_bucketed_architectures_prediction_carries_a_timeline():
+    ring, server = (a_result(name, {0: layers_document()}) for name in ("RingAllReduce", "PeerToPeer"))
+    assert keys.TIMELINE in ring.summary.prediction and keys.TIMELINE not in server.summary.prediction

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ringleader.report import prediction_figure
 from ringleader.models import results as results_
+from ringleader.models.summary import TrialSummary
 from ringleader.api import spec as spec_
 from ringleader.api import trial as trial_
 from ringleader.contract import keys
@@ -15,8 +16,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def a_result(index: int, prediction: dict | None) -> results_.TrialResult:
     spec = spec_.ExperimentSpec.model_validate({"architecture": "PeerToPeer", "workers": {"replicas": 2}})
     trial = trial_.Trial(experiment="e", name=f"e-{index}", index=index, spec=spec)
-    return results_.TrialResult(trial, "FINISHED",
-                                summary=None if prediction is None else {keys.PREDICTION: prediction})
+    summary = None if prediction is None else TrialSummary.from_document({keys.PREDICTION: prediction})
+    return results_.TrialResult(trial, "FINISHED", summary=summary)
 
 
 PREDICTED = {keys.PREDICTED_ARCHITECTURE: "p2p", keys.ITERATION_SECONDS: 0.140, keys.MEASURED_ITERATION_SECONDS: 0.145,

@@ -73,7 +73,7 @@ def test_the_machine_is_the_node_its_pods_share_whatever_each_pods_quota():
 
     assert sorted(contention.ranks_by_machine(usage)) == ["n1", "n2"]
     assert serving.cores(usage, worker_ranks=[0, 1, 2]).workers_per_cpu == pytest.approx(1.0)  # n1: 2 on 2 CPUs
-    assert [m.cpus for m in contention.machines({keys.USAGE: usage})] == [2.0, 2.0]
+    assert [m.cpus for m in contention.machines(usage)] == [2.0, 2.0]
     # An older runtime's records say nothing of the node's CPUs: each pod stays its own machine, as it was read.
     old = {rank: {k: v for k, v in used.items() if k != keys.MACHINE_CPUS} for rank, used in usage.items()}
     assert len(contention.ranks_by_machine(old)) == 3

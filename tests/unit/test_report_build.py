@@ -4,7 +4,6 @@ that report.html stands alone. Trials are real (api.expand), records are shaped 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import random
 import re
@@ -74,9 +73,10 @@ def test_the_csv_and_json_carry_the_summaries_numbers_unrounded(tmp_path):
     document = json.loads((made.directory / "report.json").read_text())
     for trial, row, entry in zip(sweep.trials, rows, document["trials"]):
         assert row["trial"] == entry["name"] == trial.trial.name
-        assert float(row["throughput"]) == trial.summary["throughput"] == entry["summary"]["throughput"]
-        assert float(row["comm_seconds"]) == trial.summary["commSeconds"]
-        assert float(row["iteration_time_p50_seconds"]) == trial.summary["iterationTimeP50Seconds"]
+        timing = trial.summary.timing
+        assert float(row["throughput"]) == timing.throughput == entry["summary"]["throughput"]
+        assert float(row["comm_seconds"]) == timing.comm_seconds
+        assert float(row["iteration_time_p50_seconds"]) == timing.iteration_time_p50_seconds
     assert document["axes"] == {"architecture": ["ParameterServer", "RingAllReduce"]}
     assert [f["file"] for f in document["figures"]] == ["comparison.png", "time.png"]
     assert document["findings"] == made.findings
@@ -123,10 +123,7 @@ def test_a_sweep_timed_to_a_target_says_each_paradigms_time_and_which_was_first(
     reached = {"BSP": 20.0, "SSP": 12.5, "ASP": None}  # ASP never got there
     trials = []
     for trial in sweeps.trials(spec):
-        found = sweeps.result_of(trial)
-        seconds = reached[trial.spec.sync.paradigm.value]
-        timed = {**found.summary, **({} if seconds is None else {keys.TARGET_SECONDS: seconds})}
-        trials.append(dataclasses.replace(found, summary=timed))
+        trials.append(sweeps.reached_at(sweeps.result_of(trial), reached[trial.spec.sync.paradigm.value]))
     made = assembly.build(results.SweepResult("rep", trials), tmp_path / "report")
     # Time to the target is what the sweep was run for: it leads the findings.
     assert made.findings[0] == (
@@ -143,9 +140,8 @@ def timed_repetitions(tmp_path, seconds: dict[str, list[float]]):
             "sweep": {"repetitions": 3, "matrix": {"paradigm": list(seconds)}}}
     trials = []
     for trial in sweeps.trials(spec):
-        found = sweeps.result_of(trial)
-        timed = {**found.summary, keys.TARGET_SECONDS: seconds[trial.spec.sync.paradigm.value][trial.repetition]}
-        trials.append(dataclasses.replace(found, summary=timed))
+        trials.append(sweeps.reached_at(sweeps.result_of(trial),
+                                        seconds[trial.spec.sync.paradigm.value][trial.repetition]))
     made = assembly.build(results.SweepResult("rep", trials), tmp_path / "report")
     return made.findings[0], json.loads((made.directory / "report.json").read_text())["findingRecords"][0]
 
@@ -205,8 +201,7 @@ def noisy_result(the_trial, seconds: float, noise: float, rng) -> results.TrialR
                          "time/forward": took / 4, "time/backward": took / 2, "time/comm": took / 4, "time/wait": 0.0,
                          "loss": 1.0})
         records[slot.rank] = rows
-    return results.TrialResult(the_trial, "FINISHED", None, summary.summarize(records, the_trial).to_document(),
-                               records)
+    return results.TrialResult(the_trial, "FINISHED", None, summary.summarize(records, the_trial), records)
 
 
 CLOSE_RACE = {"model": {"batchSize": 16, "iterations": 60, "warmupIterations": 2},
@@ -249,8 +244,8 @@ def test_a_clear_win_within_single_runs_is_named_with_its_interval(tmp_path):
 def test_a_clear_win_within_single_runs_on_shared_cpus_is_a_lead_not_a_winner(tmp_path):
     rng = random.Random(5)
     trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
-    for trial in trials:  # 3 ranks on a 2-CPU laptop: contended timings drift between runs
-        trial.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, 0.6) for rank in range(3)}
+    # 3 ranks on a 2-CPU laptop: contended timings drift between runs
+    trials = [sweeps.with_usage(t, {str(rank): used("laptop", 2.0, 0.6) for rank in range(3)}) for t in trials]
     made = assembly.build(results.SweepResult("win", trials), tmp_path)
     [first] = [r for r in json.loads((tmp_path / "report.json").read_text())["findingRecords"]
                if r["kind"] == "fastest"]
@@ -289,7 +284,7 @@ def test_a_sweep_with_a_target_draws_held_out_quality_against_time_and_time_to_t
         for records in found.records.values():  # the evaluating worker measures every 5 iterations
             for record in records[4::5]:
                 record[keys.EVAL_ACCURACY] = 0.5 + 0.02 * record["step"]
-        trials.append(dataclasses.replace(found, summary={**found.summary, keys.TARGET_SECONDS: 0.6}))
+        trials.append(sweeps.reached_at(found, 0.6))
     made = assembly.build(results.SweepResult("acc", trials), tmp_path)
     ids = figure_ids(made)
     assert {"held-out", "time-to-target"} <= set(ids) and "time-to-loss" not in ids
@@ -322,8 +317,10 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
     crowded, spread = (sweeps.result_of(t) for t in sweeps.trials(
         {"workers": {"replicas": 3}, "sweep": {"matrix": {"architecture": ["PeerToPeer", "RingAllReduce"]}}}, "cpu"))
     # One laptop of 2 CPUs for 3 ranks; then a pod of 2 CPUs per rank, one with 2 threads: room for each.
-    crowded.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, busy) for rank, busy in enumerate((0.6, 0.7, 0.65))}
-    spread.summary[keys.USAGE] = {str(rank): used(f"pod-{rank}", 2.0, 1.9, threads=rank % 2 + 1) for rank in range(3)}
+    crowded = sweeps.with_usage(crowded, {str(rank): used("laptop", 2.0, busy)
+                                          for rank, busy in enumerate((0.6, 0.7, 0.65))})
+    spread = sweeps.with_usage(spread, {str(rank): used(f"pod-{rank}", 2.0, 1.9, threads=rank % 2 + 1)
+                                        for rank in range(3)})
 
     made = assembly.build(results.SweepResult("cpu", [crowded, spread]), tmp_path / "report")
 
@@ -339,11 +336,11 @@ def test_ranks_with_more_threads_than_their_machines_cpus_are_said_to_be_contend
 
     assert contention(spread) == []
     # Threads count too: one rank of 4 threads on 2 CPUs waits for them as 4 ranks would.
-    spread.summary[keys.USAGE] = {"0": used("pod-0", 2.0, 1.96, threads=4)}
+    spread = sweeps.with_usage(spread, {"0": used("pod-0", 2.0, 1.96, threads=4)})
     assert contention(spread)[0].startswith("CPU contention: cpu-1: 1 rank ran 4 threads on 2 CPUs (demand 2.0x "
                                             "supply), 2.0 of them busy on average (98 %)")
     # Pods whose CPU limit is below a core, each rank alone on its machine: said once, by shape.
-    spread.summary[keys.USAGE] = {str(rank): used(f"pod-{rank}", 0.5, 0.49) for rank in range(3)}
+    spread = sweeps.with_usage(spread, {str(rank): used(f"pod-{rank}", 0.5, 0.49) for rank in range(3)})
     assert contention(spread)[0].startswith("CPU contention: cpu-1: 3 machines' ranks ran more threads than CPUs "
                                             "(1 thread on 0.5 CPUs (demand 2.0x supply), 0.5 of them busy on average "
                                             "(98 %)). ")
@@ -354,9 +351,8 @@ def test_more_threads_than_cpus_that_sat_mostly_idle_is_no_contention_and_leaves
     # and a clear win within the runs is named as it would be on a machine of its own.
     rng = random.Random(5)
     trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
-    for trial in trials:
-        trial.summary[keys.USAGE] = {str(rank): used("laptop", 2.0, 0.1) for rank in range(3)}
-    assert contention.crowded(trials[0].summary) is None
+    trials = [sweeps.with_usage(t, {str(rank): used("laptop", 2.0, 0.1) for rank in range(3)}) for t in trials]
+    assert contention.crowded(trials[0].summary.usage) is None
     made = assembly.build(results.SweepResult("idle", trials), tmp_path)
     assert made.findings[0].startswith("Fastest: rep-1 (RingAllReduce): ")
     assert not any(f.startswith("CPU contention") for f in made.findings)
@@ -370,7 +366,7 @@ def test_more_threads_than_cpus_that_sat_mostly_idle_is_no_contention_and_leaves
     ({str(r): {**used("laptop", 2.0, 0.5), keys.CPU_UTILIZATION: None} for r in range(3)}, (3, 2, None, None)),
 ])
 def test_contention_is_demand_against_supply_said_only_when_the_cpus_were_busy_enough_to_wait_for(usage, said):
-    text = contention.crowded({keys.USAGE: usage})
+    text = contention.crowded(usage)
     if said is None:
         assert text is None
         return
@@ -416,8 +412,8 @@ def test_a_compression_series_gets_its_own_what_if_curve_priced_at_the_ratio_and
 def test_a_clear_win_between_setups_placed_differently_is_never_named_without_saying_so(tmp_path):
     rng = random.Random(5)
     trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
-    for trial, share in zip(trials, (1.0, 0.0)):  # PeerToPeer spread over nodes, RingAllReduce on one node
-        trial.summary.update({keys.NODE_COUNT: 3 if share else 1, keys.CROSS_NODE_BYTE_SHARE: share})
+    # PeerToPeer spread over nodes, RingAllReduce on one node
+    trials = [sweeps.placed(t, 3 if share else 1, share) for t, share in zip(trials, (1.0, 0.0))]
     made = assembly.build(results.SweepResult("win", trials), tmp_path)
     [fastest] = [f for f in made.findings if f.startswith("Fastest:")]
     assert "x the runner-up" in fastest  # still the measured verdict ...
@@ -431,8 +427,7 @@ def test_a_clear_win_between_setups_placed_differently_is_never_named_without_sa
 def test_setups_placed_alike_are_compared_without_a_placement_caveat(tmp_path):
     rng = random.Random(5)
     trials = [noisy_result(t, 0.045 if t.index == 0 else 0.030, 0.3, rng) for t in sweeps.trials(CLOSE_RACE)]
-    for trial, share in zip(trials, (1.0, 0.97)):
-        trial.summary.update({keys.NODE_COUNT: 3, keys.CROSS_NODE_BYTE_SHARE: share})
+    trials = [sweeps.placed(t, 3, share) for t, share in zip(trials, (1.0, 0.97))]
     made = assembly.build(results.SweepResult("win", trials), tmp_path)
     assert not any("placed differently" in f for f in made.findings)
 

@@ -205,3 +205,34 @@ def test_each_ranks_usage_is_carried_by_rank_and_left_out_first_of_a_termination
     assert keys.USAGE not in document_of(two_workers(), make_trial())
     compact = summary.compact(result)
     assert keys.USAGE not in compact and compact["throughput"] == result["throughput"]
+
+
+def test_every_reader_gets_the_typed_summary_back_from_its_document_and_the_document_back_from_it():
+    trial = make_trial(data={"format": "Digits"},
+                       model={"batchSize": 10, "evaluation": {"everyIterations": 1}, "target": {"accuracyPercent": 80}})
+    records = two_workers()
+    records[1] = [{**r, keys.EVAL_LOSS: 0.5, keys.EVAL_ACCURACY: 0.9, keys.TIMESTAMP: 100.0 + r["step"]}
+                  for r in records[1]]
+    used = {rank: {keys.HOST: f"pod-{rank}", keys.CPUS: 1.0, keys.NODE: f"node-{rank % 2}"} for rank in range(3)}
+    typed = dataclasses.replace(summary.summarize(records, trial, used), link_probe={keys.PROBE_SHARED_HOST: False},
+                                prediction={keys.PREDICTION_UNAVAILABLE: "one worker"})
+    assert typed.evaluation.evaluations == 5 and typed.evaluation.target_iterations == 1
+    assert typed.placement.node_count == 2 and typed.usage is not None
+    document = json.loads(json.dumps(typed.to_document()))  # as summary.json holds it
+    read = summary.TrialSummary.from_document(document)
+    assert read == typed and list(read.to_document()) == list(document)
+    assert read.number(keys.THROUGHPUT) == pytest.approx(30) and read.number(keys.COMPRESSION) is None
+
+
+def test_a_document_of_another_version_or_a_termination_message_is_read_with_what_it_has():
+    document = {keys.THROUGHPUT: 12.5, keys.P50: 0.08, "retiredKey": [1, 2]}
+    read = summary.TrialSummary.from_document(document)
+    assert read.timing.throughput == 12.5 and read.timing.iteration_time_p50_seconds == 0.08
+    assert read.per_rank is None and read.placement == summary.RecordedPlacement()
+    assert read.evaluation == summary.HeldOutEvaluation()
+    assert read.extras == {"retiredKey": [1, 2]}  # kept as found: the report's JSON still has it
+    assert read.to_document()["retiredKey"] == [1, 2]
+    full = document_of(two_workers(), make_trial())
+    compacted = summary.TrialSummary.from_document(summary.compact(full, limit=len(json.dumps(full)) // 2))
+    assert compacted.timing.throughput == full[keys.THROUGHPUT] and compacted.per_rank is None
+    assert summary.read(None) is None and summary.read([1]) is None and summary.read(full).timing.workers == 2

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from ringleader.report import figures, tables
+from ringleader.models.summary import read
 from ringleader.api import experiment, trial
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -32,7 +33,7 @@ SUMMARY = {"throughput": 1234.56, "iterationTimeP50Seconds": 0.0312, "iterationT
 
 @pytest.fixture
 def rows(trials) -> list[tables.ComparisonRow]:
-    return [tables.row_for(trials[0], SUMMARY, "FINISHED"),
+    return [tables.row_for(trials[0], read(SUMMARY), "FINISHED"),
             tables.row_for(trials[1], None, "FAILED", "rank 2 (worker-1) exited with code 3: RuntimeError: boom | x")]
 
 
@@ -122,8 +123,8 @@ def test_with_a_target_the_table_and_csv_lead_with_time_and_iterations_to_it():
         "spec": {"model": {"target": {"accuracyPercent": 90}, "evaluation": {"everyIterations": 5}},
                  "data": {"format": "Digits"}, "sweep": {"matrix": {"paradigm": ["BSP", "ASP"]}}},
     })).trials
-    rows = [tables.row_for(timed[0], {**SUMMARY, "targetSeconds": 12.34, "targetIterations": 40}, "FINISHED"),
-            tables.row_for(timed[1], SUMMARY, "FINISHED")]  # finished without reaching it
+    rows = [tables.row_for(timed[0], read({**SUMMARY, "targetSeconds": 12.34, "targetIterations": 40}), "FINISHED"),
+            tables.row_for(timed[1], read(SUMMARY), "FINISHED")]  # finished without reaching it
 
     header, _, first, second = tables.format_table(rows).splitlines()
     assert re.split(r"\s{2,}", header)[:6] == ["trial", "architecture", "paradigm", "workers",
@@ -141,11 +142,11 @@ def test_without_a_target_the_table_keeps_its_columns(rows):
 
 def test_placement_gets_a_column_only_where_a_trial_asked_for_one_or_ran_on_several_nodes(trials, rows):
     one_node = {**SUMMARY, "nodeCount": 1, "crossNodeByteShare": 0.0}
-    assert "placement" not in tables.format_table([tables.row_for(trials[0], one_node, "FINISHED")])
+    assert "placement" not in tables.format_table([tables.row_for(trials[0], read(one_node), "FINISHED")])
     placed = trial.expand(experiment.parse({
         "apiVersion": "ringleader.dev/v1alpha1", "kind": "DistributedTrainingExperiment", "metadata": {"name": "cmp"},
         "spec": {"scheduling": {"placement": {"ranks": "Spread"}}, "sweep": {"repetitions": 2}}})).trials
-    spread = tables.row_for(placed[0], {**SUMMARY, "nodeCount": 5, "crossNodeByteShare": 1.0}, "FINISHED")
+    spread = tables.row_for(placed[0], read({**SUMMARY, "nodeCount": 5, "crossNodeByteShare": 1.0}), "FINISHED")
     lines = tables.format_table([spread, tables.row_for(placed[1], None, "FAILED")]).splitlines()
     assert re.split(r"\s{2,}", lines[0])[-2:] == ["placement", "status"]
     assert lines[2].endswith("Spread: 5 nodes, 100% across  FINISHED")

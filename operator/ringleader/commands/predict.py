@@ -23,10 +23,10 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from ringleader.models import combinations, cross_node, prediction
+from ringleader.models import combinations, placement_notes, prediction
 from ringleader.models.profile import worker_rank
 from ringleader.models.results import TrialResult
-from ringleader.contract import exits, keys
+from ringleader.contract import exits
 from ringleader.commands import plan, sources
 
 MIB = 1024 * 1024
@@ -78,10 +78,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         try:
             rank = worker_rank(trial, args.rank)
             why = "--rank" if args.rank is not None else "the lowest worker rank"
-            summary = trial.summary or {}
+            summary = trial.summary
             result = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
-                                              summary.get(keys.LINK_PROBE), args.bucket_mib * MIB,
-                                              summary.get(keys.USAGE))
+                                              summary.link_probe if summary else None, args.bucket_mib * MIB,
+                                              summary.usage if summary else None)
         except (LookupError, ValueError) as error:
             # The line names the trials itself: a reason that starts with the trial's name would say it twice.
             refused.setdefault(_cause(trial, found, str(error).removeprefix(f"trial {name}: ")), []).append(name)
@@ -128,14 +128,14 @@ def _chosen(found: sources.Found, name: str | None) -> list[TrialResult]:
 
 
 def _print(trial: TrialResult, rank: str, result: prediction.TrialPrediction, out: TextIO) -> None:
-    spec, inputs = trial.trial.spec, result.inputs
+    spec, inputs = trial.spec, result.inputs
     print(f"trial {trial.trial.name} ({spec.architecture.value}, {spec.sync.paradigm.value}, {inputs.workers} "
           f"workers), profile of {rank}: model {inputs.profile.total_bytes / 1e6:.3f} MB "
           f"in {len(inputs.profile.gradients)} gradients, backward {1000 * inputs.profile.backward_seconds:.3f} ms; "
           f"compute per iteration {1000 * inputs.compute.median_seconds:.3f} ms (median), the slowest worker's "
           f"{1000 * inputs.compute.slowest_per_iteration_seconds:.3f} ms", file=out)
     print(f"link ({inputs.calibration.kind}): {inputs.calibration.fit}", file=out)
-    shared = cross_node.link_note(trial.summary)
+    shared = placement_notes.link_note(trial.summary)
     if shared:
         print(shared, file=out)
     print(prediction.table(result), file=out)
@@ -144,6 +144,6 @@ def _print(trial: TrialResult, rank: str, result: prediction.TrialPrediction, ou
 
 def _document(trial: TrialResult, rank: int, result: prediction.TrialPrediction) -> dict[str, Any]:
     """The trial's name and rank, and the trial summary's `prediction` object (docs/predict.md)."""
-    shared = cross_node.link_note(trial.summary)
+    shared = placement_notes.link_note(trial.summary)
     return {"trial": trial.trial.name, "rank": rank, **result.to_document(),
             **({"placement": shared} if shared else {})}

@@ -25,7 +25,7 @@ import sys
 import textwrap
 from typing import TextIO
 
-from ringleader.models import addcost, collectives, cross_node, overlap, whatif
+from ringleader.models import addcost, collectives, placement_notes, overlap, whatif
 from ringleader.models import profile as profile_
 from ringleader.api import variants
 from ringleader.contract import exits, layout, records
@@ -286,7 +286,7 @@ def _basis(args: argparse.Namespace, out: TextIO, notices: TextIO) -> tuple[what
     if not trial.records.get(rank):
         raise LookupError(f"trial {trial.trial.name} has no iteration records for rank {rank}, so no t_batch")
     taken = "--rank" if args.rank is not None else "the lowest worker rank"
-    architecture = trial.trial.spec.architecture
+    architecture = trial.spec.architecture
     if not variants.ARCHITECTURES[architecture].buckets:  # what is modelled is a ring, not this trial's exchange
         why += (f" (a {architecture.value} trial: modelled as a ring allreduce of its gradients after backward, "
                 f"not as its own exchange; `ringleader predict` prices {architecture.value} itself)")
@@ -295,7 +295,7 @@ def _basis(args: argparse.Namespace, out: TextIO, notices: TextIO) -> tuple[what
 
 def _trial_basis(trial, rank: int, out: TextIO) -> whatif.Basis:
     """A trial's basis, saying first when its ranks shared a node: what it measured was partly a bridge."""
-    shared = cross_node.link_note(trial.summary)
+    shared = placement_notes.link_note(trial.summary)
     if shared:
         print(shared, file=out)
     return whatif.basis(trial, rank)

@@ -145,8 +145,9 @@ LOAD_PER_CPU = "loadPerCpu"
 # PREDICTION: {PREDICTED_ARCHITECTURE, WORKERS, ITERATION_SECONDS, MEASURED_ITERATION_SECONDS, ERROR_FRACTION,
 #              COMPUTE_SECONDS, LINK_BITS_PER_SECOND, LATENCY_SECONDS, LINK_KIND, FIT, CANNOT_PREDICT, HOST_NOTE,
 #              ARCHITECTURES: {label: {ITERATION_SECONDS, COMM_SECONDS, BAND_FRACTION, BAND_MEDIAN_FRACTION,
-#              BAND_NOTE, HOST_SECONDS, WIRE_SECONDS, BOUND, NIC_UTILIZATION}}}; labels 1ps, 4ps, p2p, ring. When the
-#              models could not be calibrated:
+#              BAND_NOTE, HOST_SECONDS, WIRE_SECONDS, BOUND, NIC_UTILIZATION}},
+#              TIMELINE: {TIMELINE_BACKWARD_SECONDS, TIMELINE_BUCKETS}} (a bucketed architecture's trial only);
+#              labels 1ps, 4ps, p2p, ring. When the models could not be calibrated:
 #              {PREDICTION_UNAVAILABLE: why}.
 PREDICTION = "prediction"
 PREDICTED_ARCHITECTURE = "architecture"  # the label of this trial's own architecture
@@ -167,6 +168,11 @@ BOUND = "boundBy"  # "host" or "wire": the longer of the two
 NIC_UTILIZATION = "nicUtilization"  # the busiest NIC's bits over what it could carry in the predicted iteration
 HOST_NOTE = "hostNote"  # why the host term is not priced (records before cpu/comm); None where it is
 CANNOT_PREDICT = "cannotPredict"  # why the models' numbers are no prediction on this kind of link; None where they are
+# The DAG model's iteration of the trial's own bucketed architecture (the report's overlap figure draws it): backward's
+# time and each bucket's [start, end] in launch order, in seconds from backward's start.
+TIMELINE = "timeline"
+TIMELINE_BACKWARD_SECONDS = "backwardSeconds"
+TIMELINE_BUCKETS = "buckets"
 # The link measured at the trial's start (runtime/linkprobe.py), written by the first worker rank:
 # LINK_PROBE: {PROBE_SHARED_HOST, PROBE_POINT_TO_POINT: {PROBE_RANKS, PROBE_SAMPLES, PROBE_SUSTAINED_SECONDS},
 #              PROBE_COLLECTIVE: {WORKERS, PROBE_SAMPLES, PROBE_SUSTAINED_SECONDS}}; samples are [bytes, seconds] pairs,

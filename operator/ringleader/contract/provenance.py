@@ -164,12 +164,11 @@ def at_operator(namespace: str, name: str, generation: int | None, spec: Mapping
             OPERATOR_RINGLEADER: version("ringleader"), OPERATOR_PYTHON: platform.python_version()}
 
 
-def of_pods(summaries: Iterable[Mapping[str, Any]]) -> dict[str, object]:
-    """What the ranks recorded of where they ran (trial summaries' usage, runtime/usage.py): the nodes, the CPUs
+def of_pods(usages: Iterable[Mapping[str, Any]]) -> dict[str, object]:
+    """What the ranks recorded of where they ran (each trial summary's usage, runtime/usage.py): the nodes, the CPUs
     their pods could use and each node's load per CPU as the ranks ended (min-max), the versions in the pods;
     {} when no rank recorded any."""
-    used = [rank for summary in summaries for rank in (summary.get(keys.USAGE) or {}).values()
-            if isinstance(rank, Mapping)]
+    used = [rank for usage in usages for rank in usage.values() if isinstance(rank, Mapping)]
     found = {NODES: ", ".join(_labels(used, keys.NODE)), CPU_QUOTA: _span(_numbers(used, keys.CPUS)),
              LOAD_PER_CPU_AT_END: _span(_numbers(used, keys.LOAD_PER_CPU)),
              "ringleader": " or ".join(_labels(used, keys.RINGLEADER)),

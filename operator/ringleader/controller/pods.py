@@ -17,7 +17,7 @@ import pydantic
 from ringleader.models import eta
 from ringleader.api import constants
 from ringleader.api.status import ReplicaStatus, Summary
-from ringleader.contract import failures, unpublished
+from ringleader.contract import failures, keys, unpublished
 from ringleader.controller import capacity, reasons
 
 Pod = dict[str, Any]
@@ -314,7 +314,7 @@ def summary_of(pod: Pod) -> Summary | None:
             continue
         # The runtime may add keys of its own; the status keeps the ones its schema knows.
         known = {k: v for k, v in document.items() if k in _SUMMARY_KEYS}
-        known[_PREDICTED] = eta.predictions(document) or None
+        known[_PREDICTED] = eta.predictions(document.get(keys.PREDICTION)) or None
         try:
             return Summary.model_validate(known)
         except pydantic.ValidationError:

@@ -12,8 +12,9 @@ import time
 from typing import Callable, Sequence, TextIO
 
 from ringleader.models import eta
+from ringleader.models import summary as summary_
 from ringleader.api.trial import Trial
-from ringleader.contract import keys, layout
+from ringleader.contract import layout
 from ringleader.launch.settings import LaunchSettings
 from ringleader.launch.trials import TrialRun
 
@@ -97,12 +98,13 @@ def _sweep_eta(running: Sequence[tuple[int, TrialRun]], waiting: Sequence[Trial]
 
 def finished_for_eta(run: TrialRun, outcome: layout.Outcome) -> eta.Finished | None:
     """A trial that ended, as the ETA of the trials after it sees it; None unless it finished with a summary."""
-    summary = layout.read_json(run.directory / layout.SUMMARY_FILE) or {}
-    if summary.get(keys.P50) is None or outcome.end_time is None:
+    summary = summary_.read(layout.read_json(run.directory / layout.SUMMARY_FILE))
+    p50 = summary.timing.iteration_time_p50_seconds if summary else None
+    if summary is None or p50 is None or outcome.end_time is None:
         return None
     spec = run.trial.spec
     return eta.Finished(parameters=dict(run.trial.parameters),
                         iterations=eta.iterations_run(spec.model.iterations, eta.upper_bound(spec),
-                                                      summary.get(keys.TARGET_ITERATIONS)),
-                        iteration_seconds=summary[keys.P50], seconds=outcome.end_time - outcome.start_time,
-                        predicted=eta.predictions(summary))
+                                                      summary.evaluation.target_iterations),
+                        iteration_seconds=p50, seconds=outcome.end_time - outcome.start_time,
+                        predicted=eta.predictions(summary.prediction))

@@ -19,10 +19,11 @@ import time
 from typing import Any, Mapping, TextIO
 
 from ringleader.models import eta
+from ringleader.models import summary as summary_
 from ringleader.report import tables
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api.trial import Trial
-from ringleader.contract import exits, keys, layout, provenance
+from ringleader.contract import exits, layout, provenance
 from ringleader.contract.outcomes import INTERRUPTED, sweep_reason
 from ringleader.launch import display, tracker
 from ringleader.launch.settings import LaunchSettings
@@ -298,8 +299,9 @@ def _ended(position: int, total: int, run: TrialRun, outcome: layout.Outcome) ->
     seconds = (outcome.end_time or time.time()) - outcome.start_time
     text = f"[{position}/{total}] {run.label}: {outcome.status} in {seconds:.1f} s"
     if outcome.status == schema.FINISHED:
-        summary = layout.read_json(run.directory / layout.SUMMARY_FILE) or {}
-        throughput, p50 = summary.get(keys.THROUGHPUT), summary.get(keys.P50)
+        summary = summary_.read(layout.read_json(run.directory / layout.SUMMARY_FILE))
+        throughput, p50 = (summary.timing.throughput, summary.timing.iteration_time_p50_seconds) if summary else \
+            (None, None)
         if throughput is not None and p50 is not None:
             text += f": {throughput:.1f} samples/s, iteration p50 {p50 * 1000:.1f} ms"
         return text

@@ -22,8 +22,7 @@ def number(result: results.TrialResult, key: str) -> float | None:
     """A finished trial's summary value `key` as a float; None when it has none or did not finish."""
     if result.status != FINISHED or not result.summary:
         return None
-    value = result.summary.get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return result.summary.number(key)
 
 
 def label(parameters: dict[str, str]) -> str:

@@ -80,9 +80,8 @@ def supply(ranked: list[tuple[int, Mapping[str, Any]]]) -> float:
     return min(float(used[keys.CPUS]) for _, used in ranked)
 
 
-def machines(summary: Mapping[str, Any] | None) -> list[Machine]:
+def machines(usage: Mapping[str, Any] | None) -> list[Machine]:
     """A trial's machines (ranks grouped by node) as its summary's usage measured them."""
-    usage = (summary or {}).get(keys.USAGE)
     found = []
     for ranked in ranks_by_machine(usage if isinstance(usage, Mapping) else None).values():
         ranks = [used for _, used in ranked]
@@ -94,11 +93,11 @@ def machines(summary: Mapping[str, Any] | None) -> list[Machine]:
     return found
 
 
-def crowded(summary: Mapping[str, Any] | None) -> str | None:
-    """Where a trial's ranks (its `summary`'s usage) asked more CPUs than they had while keeping them busy, in
+def crowded(usage: Mapping[str, Any] | None) -> str | None:
+    """Where a trial's ranks (its summary's `usage`) asked more CPUs than they had while keeping them busy, in
     words: "3 ranks ran 3 threads on 2 CPUs (demand 1.5x supply), 1.7 of them busy on average (85 %)"; None
     where contention cannot have moved its timings."""
-    contended = [machine for machine in machines(summary) if machine.contended]
+    contended = [machine for machine in machines(usage) if machine.contended]
     if not contended:
         return None
     if len(contended) == 1:

@@ -8,12 +8,12 @@ contract/levels.py), which the ranks record as they send them (runtime/ring.py, 
 
 Two ranks on one node exchange over that node's bridge or loopback, never its NIC: a trial whose bytes
 stayed on one node measured no network, and two trials compare network-bound timings only when the same
-share of their bytes crossed nodes (`caveat`).
+share of their bytes crossed nodes (models/placement_notes.py says so).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from ringleader.api import constants
 from ringleader.api.trial import Trial
@@ -21,10 +21,6 @@ from ringleader.contract import keys
 from ringleader.contract import levels as levels_
 from ringleader.models.architectures import ARCHITECTURE_MODELS
 from ringleader.models.traffic import Flow
-
-# How close two cross-node shares must be to count as the same placement of the traffic.
-SAME_SHARE_TOLERANCE = 0.05
-
 
 def traffic(trial: Trial) -> list[Flow]:
     """What each of a trial's ranks sends to which other per iteration, in bytes per byte of the model (M = 1): its
@@ -78,74 +74,3 @@ def placement(trial: Trial, nodes: Mapping[int, str]) -> dict[str, Any]:
             keys.PLACEMENT_CROSS_NODE_PAIRS: crossing,
         },
     }
-
-
-def shared_node_note(summary: Mapping[str, Any] | None) -> str | None:
-    """Words for a trial some of whose exchanging ranks shared a node (their link was a bridge, not a NIC), or
-    None: none did, or the trial recorded no placement."""
-    share = (summary or {}).get(keys.CROSS_NODE_BYTE_SHARE)
-    if share is None or share >= 1.0:
-        return None
-    if share == 0.0:
-        return "every rank ran on one node: its bytes crossed that node's bridge or loopback, not a NIC"
-    return (f"{1 - share:.0%} of its bytes stayed within a node (ranks sharing a node exchange over its bridge, "
-            f"not a NIC); {share:.0%} crossed nodes")
-
-
-def link_note(summary: Mapping[str, Any] | None) -> str | None:
-    """What `predict` and `whatif` say of a trial some of whose ranks shared a node: the link its probe and records
-    measured was partly or wholly a bridge; None when every exchange crossed nodes, nothing was recorded, or every
-    rank shared one host (`ringleader run`: the probed link says so itself, a loopback)."""
-    shared = shared_node_note(summary)
-    if shared is None or ((summary or {}).get(keys.LINK_PROBE) or {}).get(keys.PROBE_SHARED_HOST):
-        return None
-    partly = "partly " if (summary or {}).get(keys.CROSS_NODE_BYTE_SHARE) else ""
-    return f"placement: {shared}; the link measured and priced here is {partly}a bridge, not a NIC between nodes"
-
-
-def describe(summary: Mapping[str, Any] | None) -> str:
-    """The placement a trial got, for a table cell: "3 nodes, 100% across"; "" when not recorded."""
-    summary = summary or {}
-    count, share = summary.get(keys.NODE_COUNT), summary.get(keys.CROSS_NODE_BYTE_SHARE)
-    if count is None:
-        return ""
-    nodes = f"{int(count)} node{'' if count == 1 else 's'}"
-    return nodes if share is None else f"{nodes}, {share:.0%} across"
-
-
-def traffic_note(first: str, first_summaries: Sequence[Mapping[str, Any] | None], second: str,
-                 second_summaries: Sequence[Mapping[str, Any] | None]) -> str | None:
-    """What two setups sent across pods and across nodes per worker iteration, as their ranks recorded it, when that
-    differs (by more than SAME_SHARE_TOLERANCE of the larger): the traffic behind a gap in network-bound timings, or
-    None when either recorded none or they sent alike."""
-    sent = []
-    for summaries in (first_summaries, second_summaries):
-        known = [s for s in summaries if s and s.get(keys.BYTES_INSIDE_NODE_PER_ITERATION) is not None]
-        if not known:
-            return None
-        sent.append(tuple(sum(value(s) for s in known) / len(known) for value in (
-            lambda s: s[keys.BYTES_INSIDE_NODE_PER_ITERATION] + (s.get(keys.BYTES_ACROSS_NODES_PER_ITERATION) or 0.0),
-            lambda s: s.get(keys.BYTES_ACROSS_NODES_PER_ITERATION) or 0.0)))
-    if all(abs(a - b) <= SAME_SHARE_TOLERANCE * max(a, b) for a, b in zip(*sent)):
-        return None
-    (pods_a, nodes_a), (pods_b, nodes_b) = sent
-    return (f"{first} sent {pods_a / 1e6:.2f} MB per worker iteration across pods ({nodes_a / 1e6:.2f} MB across "
-            f"nodes), {second} {pods_b / 1e6:.2f} MB ({nodes_b / 1e6:.2f} MB)")
-
-
-def caveat(first: str, first_summaries: Sequence[Mapping[str, Any] | None], second: str,
-           second_summaries: Sequence[Mapping[str, Any] | None]) -> str | None:
-    """Why a timing comparison of two setups is also one of placements, or None: they put the same share of their
-    bytes across nodes (within SAME_SHARE_TOLERANCE), or either recorded no placement."""
-    shares = []
-    for summaries in (first_summaries, second_summaries):
-        known = [s[keys.CROSS_NODE_BYTE_SHARE] for s in summaries
-                 if s and s.get(keys.CROSS_NODE_BYTE_SHARE) is not None]
-        if not known:
-            return None
-        shares.append(sum(known) / len(known))
-    if abs(shares[0] - shares[1]) <= SAME_SHARE_TOLERANCE:
-        return None
-    return (f"but they were placed differently: {shares[0]:.0%} of {first}'s bytes crossed nodes and {shares[1]:.0%} "
-            f"of {second}'s, so part of the gap is placement (a node's bridge against a NIC), not the setup; "
-            "set scheduling.placement (Spread or Pack) to compare them alike")

@@ -104,10 +104,9 @@ def iterations_run(iterations: int, stops_at_target: bool, target_iterations: in
     return target_iterations if stops_at_target and target_iterations else iterations
 
 
-def predictions(summary: Mapping[str, Any]) -> dict[str, float]:
-    """The iteration seconds a trial summary's prediction gives each architecture label; {} without one (or with
-    one of another shape: a termination message is read as found)."""
-    document = summary.get(keys.PREDICTION)
+def predictions(document: Any) -> dict[str, float]:
+    """The iteration seconds a trial summary's prediction (`document`) gives each architecture label; {} without one
+    (or with one of another shape: a termination message is read as found)."""
     found = document.get(keys.ARCHITECTURES) if isinstance(document, Mapping) else None
     if not isinstance(found, Mapping):
         return {}

@@ -179,7 +179,19 @@ class TrialPrediction:
                                            keys.WIRE_SECONDS: e.resources.wire_seconds if e.resources else None,
                                            keys.BOUND: e.resources.bound if e.resources else None,
                                            keys.NIC_UTILIZATION: e.nic_utilization} for e in self.estimates},
+            **self.timeline(),
         }
+
+    def timeline(self) -> dict[str, Any]:
+        """The DAG model's iteration of this trial's bucketed architecture ({TIMELINE: ...}); {} for another."""
+        architecture = self.inputs.architecture
+        replayed = ARCHITECTURE_MODELS[architecture].prediction.replay if architecture is not None else None
+        if replayed is None:
+            return {}
+        replay = replayed(self.inputs)
+        buckets = [[start, end] for start, end in zip(replay.starts, replay.ends)]
+        return {keys.TIMELINE: {keys.TIMELINE_BACKWARD_SECONDS: replay.backward_seconds,
+                                keys.TIMELINE_BUCKETS: buckets}}
 
     @property
     def host_note(self) -> str | None:

@@ -35,9 +35,9 @@ def record(trials: Iterable[TrialResult]) -> list[dict[str, Any]]:
             rank = worker_rank(trial)
         except LookupError:
             continue
-        summary = trial.summary or {}
+        summary = trial.summary
         found.append({"trial": trial.trial.model_dump(mode="json"), "rank": rank, "layers": trial.layers[rank],
-                      "linkProbe": summary.get(keys.LINK_PROBE), "usage": summary.get(keys.USAGE),
+                      "linkProbe": summary.link_probe if summary else None, "usage": summary.usage if summary else None,
                       "records": {str(r): [{k: v for k, v in x.items() if k in KEPT_FIELDS} for x in records]
                                   for r, records in trial.records.items()}})
     return found

@@ -230,7 +230,7 @@ def pick(trials: Sequence[results.TrialResult]) -> tuple[results.TrialResult, st
     if not profiled:
         raise LookupError("no trial has a worker's backward profile (layers.json): workers trace backward after "
                           "warm-up when RINGLEADER_TRACE_ITERATIONS > 0 (default 20)")
-    rings = [t for t in profiled if variants.ARCHITECTURES[t.trial.spec.architecture].buckets]
+    rings = [t for t in profiled if variants.ARCHITECTURES[t.spec.architecture].buckets]
     chosen = min(rings or profiled, key=lambda t: (len(t.trial.worker_slots()), t.trial.index))
     return chosen, ("a RingAllReduce trial" if rings else "no RingAllReduce trial has a profile") + \
         ", the one with the fewest workers"

@@ -8,9 +8,13 @@ server, so a report is the same whichever source it came from.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
+from ringleader.api.spec import ExperimentSpec
 from ringleader.api.trial import Trial
+
+if TYPE_CHECKING:  # summary.py imports profile.py (through cross_node), which imports this module
+    from ringleader.models.summary import TrialSummary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,12 +26,17 @@ class TrialResult:
     """status is the trial run's MLflow status: FINISHED, FAILED, KILLED or RUNNING."""
     message: str | None = None
     """message says why a trial did not finish."""
-    summary: Mapping[str, Any] | None = None
-    """summary is the trial's summary.json document (models.summary.summarize), None if it has none."""
+    summary: TrialSummary | None = None
+    """summary is the trial's summary (summary.json as written by the rank), None if it has none."""
     records: Mapping[int, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     """records maps each rank to its iteration records (contract/records.py), empty where none were read."""
     layers: Mapping[int, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     """layers maps each rank to its layers.json document (gradient-ready times, for the what-if model), where read."""
+
+    @property
+    def spec(self) -> ExperimentSpec:
+        """The trial's spec, as it ran."""
+        return self.trial.spec
 
 
 @dataclasses.dataclass(frozen=True)

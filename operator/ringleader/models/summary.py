@@ -5,7 +5,9 @@ Called by runtime/main.py on the lowest worker rank at the end of a trial (writt
 DistributedTrainingExperiment status), and by anyone holding the records files.
 
 `summarize` builds a TrialSummary from one WorkerPart per worker, in parts; its document (`to_document`) has
-camelCase keys, as on the wire, and is what every reader reads (older files too): `to_status(document)` picks
+camelCase keys, as on the wire. Readers get the typed summary back with `TrialSummary.from_document` (`read` for a
+file's JSON): older files too, whose missing values are None and whose unknown keys are kept (`extras`), so the
+keys of contract/keys.py are used only where the document is written and read. `to_status(document)` picks
 api.status.Summary's fields (throughput, iterationTimeP50Seconds, iterationTimeP95Seconds, computeFraction,
 commFraction, waitFraction, stragglerRank, targetSeconds, targetIterations). The others:
 - Timing: workers, measuredIterations (worker iterations counted, all workers), batchSize, computeSeconds /
@@ -22,8 +24,8 @@ commFraction, waitFraction, stragglerRank, targetSeconds, targetIterations). The
 - Host: commCpuSecondsMedian / throttledSecondsMedian (medians of cpu/comm and cpu/throttled, when recorded).
 - Learning: stalenessMean / stalenessMax (when recorded), serverAggregationSeconds / serverQueueDepthMean
   (parameter servers), lossFirst / lossLast (mean over workers of their first and last recorded loss).
-- evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations (with
-  spec.model.evaluation and target; models/targets.py); perRank {rank: {iterations, iterationSeconds,
+- Evaluation: evaluations / evalLossLast / evalAccuracyLast / evalAccuracyBest and targetSeconds / targetIterations
+  (with spec.model.evaluation and target; models/targets.py); perRank {rank: {iterations, iterationSeconds,
   computeSeconds, commSeconds, waitSeconds, otherSeconds}}; usage {rank: runtime/usage.py's and its node} when given.
 - Placement (models/cross_node.py, when every rank recorded its node): nodeCount, crossNodeByteShare and
   placement {requested, nodes, ranksPerNode, crossNodePairs}.
@@ -33,6 +35,7 @@ Only records after warm-up count; when a trial has none (every step was warm-up)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import statistics
@@ -96,6 +99,16 @@ def _document(part: Any) -> dict[str, Any]:
     """A summary part's wire fields under their keys, the optional ones that are None left out."""
     return {field.metadata["key"]: getattr(part, field.name) for field in dataclasses.fields(part)
             if "key" in field.metadata and not (field.metadata["optional"] and getattr(part, field.name) is None)}
+
+
+def _wire_keys(part_type: type) -> dict[str, str]:
+    """{field name: its key} of a summary part's wire fields."""
+    return {field.name: field.metadata["key"] for field in dataclasses.fields(part_type) if "key" in field.metadata}
+
+
+def _read(part_type: type, document: Mapping[str, Any]) -> Any:
+    """A summary part from a document's keys: what the document has not (an older writer's) is None."""
+    return part_type(**{name: document.get(key) for name, key in _wire_keys(part_type).items()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,6 +311,46 @@ def learning(parts: list[WorkerPart], records_by_rank: dict[int, list[dict]]) ->
 
 
 @dataclasses.dataclass(frozen=True)
+class HeldOutEvaluation:
+    """The held-out evaluations (models/targets.py): how many, the last and best, and when the target was reached;
+    all None without evaluations, the target's None until it is reached."""
+
+    evaluations: int | None = _wire(keys.EVALUATIONS, optional=True)
+    eval_loss_last: float | None = _wire(keys.EVAL_LOSS_LAST, optional=True)
+    eval_accuracy_last: float | None = _wire(keys.EVAL_ACCURACY_LAST, optional=True)
+    eval_accuracy_best: float | None = _wire(keys.EVAL_ACCURACY_BEST, optional=True)
+    target_seconds: float | None = _wire(keys.TARGET_SECONDS, optional=True)
+    target_iterations: int | None = _wire(keys.TARGET_ITERATIONS, optional=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedPlacement:
+    """Where the ranks ran (models/cross_node.py): all None unless every rank recorded its node."""
+
+    node_count: int | None = _wire(keys.NODE_COUNT)
+    cross_node_byte_share: float | None = _wire(keys.CROSS_NODE_BYTE_SHARE)
+    """cross_node_byte_share: of the bytes the trial's exchanges carry, the share between ranks on different nodes
+    (None when they carry none)."""
+    nodes: Mapping[str, Any] | None = _wire(keys.PLACEMENT)
+    """nodes is the placement block: requested, each rank's node, ranks per node, the pairs that crossed nodes."""
+
+    def to_document(self) -> dict[str, Any]:
+        return {} if self.node_count is None else _document(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelParts:
+    """The means per worker iteration of bytes/sent by level and of time/comm inside and across pods (PARTS), where
+    recorded: an older runtime's records have none, a one-level architecture no time/comm split."""
+
+    bytes_inside_pod: float | None = _wire(keys.BYTES_INSIDE_POD_PER_ITERATION, optional=True)
+    bytes_inside_node: float | None = _wire(keys.BYTES_INSIDE_NODE_PER_ITERATION, optional=True)
+    bytes_across_nodes: float | None = _wire(keys.BYTES_ACROSS_NODES_PER_ITERATION, optional=True)
+    comm_intra_seconds: float | None = _wire(keys.COMM_INTRA_SECONDS, optional=True)
+    comm_inter_seconds: float | None = _wire(keys.COMM_INTER_SECONDS, optional=True)
+
+
+@dataclasses.dataclass(frozen=True)
 class TrialSummary:
     """A trial's summary, in parts; `to_document()` is summary.json (keys: contract/keys.py, the module docstring).
 
@@ -307,11 +360,10 @@ class TrialSummary:
     timing: Timing
     traffic: Traffic
     learning: Learning
-    evaluation: Mapping[str, Any]
-    """evaluation is targets.summarize's: evaluations, the last and best ones, and the time to target."""
-    per_rank: dict[str, dict[str, float | None]] = dataclasses.field(metadata={"key": keys.PER_RANK,
-                                                                               "optional": False})
-    """per_rank maps each worker rank (a string, as in JSON) to WorkerPart.per_rank."""
+    evaluation: HeldOutEvaluation = HeldOutEvaluation()
+    per_rank: dict[str, dict[str, Any]] | None = _wire(keys.PER_RANK, optional=True)
+    """per_rank maps each worker rank (a string, as in JSON) to WorkerPart.per_rank (None in a termination message's
+    compacted summary)."""
     usage: dict[str, dict[str, Any]] | None = _wire(keys.USAGE, optional=True)
     """usage maps each rank to what its process used while training (runtime/usage.py), when given."""
     link_interface: str | None = _wire(keys.LINK_INTERFACE, optional=True)
@@ -320,19 +372,43 @@ class TrialSummary:
     link_probe: Mapping[str, Any] | None = _wire(keys.LINK_PROBE, optional=True)
     """link_probe is the link measured at the start (runtime/linkprobe.py)."""
     prediction: Mapping[str, Any] | None = _wire(keys.PREDICTION, optional=True)
-    """prediction is models/prediction.py's document, or why there is none."""
-    placement: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    """placement is models/cross_node.py's: where the ranks ran and the share of bytes that crossed nodes
-    (empty unless every rank recorded its node)."""
+    """prediction is models/prediction.py's document (with a bucketed architecture's timeline, which the report draws
+    as it is: each prediction is computed once, in the rank), or why there is none."""
+    placement: RecordedPlacement = RecordedPlacement()
     host: Host = Host()
     """host is what the workers' communication cost their CPUs, where recorded."""
-    parts: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    """parts are the means of bytes/sent by level and of time/comm inside and across pods, where recorded (PARTS)."""
+    parts: LevelParts = LevelParts()
+    extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """extras: what a document read (from_document) held under keys this version does not know, kept as found."""
 
     def to_document(self) -> dict[str, Any]:
         """The summary.json document: camelCase keys, as on the wire; what is not known left out."""
-        return {**_document(self.timing), **_document(self.traffic), **self.parts, **_document(self.host),
-                **_document(self.learning), **self.evaluation, **_document(self), **self.placement}
+        return {**_document(self.timing), **_document(self.traffic), **_document(self.parts), **_document(self.host),
+                **_document(self.learning), **_document(self.evaluation), **_document(self),
+                **self.placement.to_document(), **self.extras}
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> TrialSummary:
+        """The summary a summary.json document (any version's), a termination message or a status's wire dict
+        holds; to_document gives the same document back for what this version writes."""
+        parts: dict[str, Any] = {name: _read(part_type, document) for name, part_type in _PART_TYPES.items()}
+        own: dict[str, Any] = {name: document.get(key) for name, key in _wire_keys(cls).items()}
+        known = {key for part_type in (*_PART_TYPES.values(), cls) for key in _wire_keys(part_type).values()}
+        return cls(**parts, **own, extras={key: value for key, value in document.items() if key not in known})
+
+    @functools.cached_property
+    def _numbers(self) -> dict[str, float]:
+        return {key: float(value) for key, value in self.to_document().items() if is_number(value)}
+
+    def number(self, key: str) -> float | None:
+        """A value by its summary key (contract/keys.py) as a float, for a report choosing its metric by name;
+        None where the summary has no number under it."""
+        return self._numbers.get(key)
+
+
+_PART_TYPES = {"timing": Timing, "traffic": Traffic, "learning": Learning, "evaluation": HeldOutEvaluation,
+               "placement": RecordedPlacement, "host": Host, "parts": LevelParts}
+"""_PART_TYPES: TrialSummary's parts, by field name, each read from a document by its own keys."""
 
 
 def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
@@ -344,11 +420,16 @@ def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,
     return TrialSummary(
         timing=timing(parts, trial.spec.model.batch_size), traffic=traffic(parts, trial.spec),
         learning=learning(parts, records_by_rank),
-        evaluation=targets.summarize(records_by_rank, trial.spec.model.target),
+        evaluation=_read(HeldOutEvaluation, targets.summarize(records_by_rank, trial.spec.model.target)),
         per_rank={str(part.rank): part.per_rank() for part in parts},
         usage={str(rank): used for rank, used in sorted(usage_by_rank.items())} if usage_by_rank else None,
-        placement=cross_node.placement(trial, nodes_of(usage_by_rank)), host=host(parts),
-        parts=mean_parts(parts))
+        placement=_read(RecordedPlacement, cross_node.placement(trial, nodes_of(usage_by_rank))), host=host(parts),
+        parts=_read(LevelParts, mean_parts(parts)))
+
+
+def read(document: Any) -> TrialSummary | None:
+    """The trial summary a summary.json file held (layout.read_json's); None when absent or not a JSON object."""
+    return TrialSummary.from_document(document) if isinstance(document, dict) else None
 
 
 def trial_series(records_by_rank: dict[int, list[dict]], trial: Trial) -> list[dict[str, Any]]:

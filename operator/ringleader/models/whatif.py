@@ -296,25 +296,25 @@ def basis(trial: TrialResult, rank: int) -> Basis:
     layers, records_ = dict(trial.layers[rank]), trial.records[rank]
     profile, batch = from_rank(layers, records_)
     workers = len(trial.trial.worker_slots())
-    recorded = profile_.bucket_sizes(layers) if variants.ARCHITECTURES[trial.trial.spec.architecture].buckets else ()
+    recorded = profile_.bucket_sizes(layers) if variants.ARCHITECTURES[trial.spec.architecture].buckets else ()
     wait = max(0.0, profile_.compute(trial.records, (keys.TIME_CODEC,)).slowest_per_iteration_seconds - batch)
     try:
-        probed = calibration.calibrate((trial.summary or {}).get(keys.LINK_PROBE), trial.trial.spec)
+        probed = calibration.calibrate(trial.summary.link_probe if trial.summary else None, trial.spec)
     except ValueError:  # no probe (one rank, or recorded before probing): the transfer alone
         probed = None
     floor = probed.collective if probed else None
-    spec = trial.trial.spec
+    spec = trial.spec
     pods = None
     if variants.ARCHITECTURES[spec.architecture].hierarchical:  # inside a pod: the probed link, uncapped
         inside = None if probed is None else cost_models.Nic(probed.link.bandwidth_bits_per_second,
                                                              probed.link.latency_seconds)
         pods = cost_models.Pods(spec.workers.pod_ranks, inside)
         floor = None  # the probe's allreduce is the flat ring's
-    found, method = measured_compression(records_), trial.trial.spec.compression
+    found, method = measured_compression(records_), trial.spec.compression
     chosen = None
     if found is not None and method.compressing():
         chosen = collectives.measured(profile, method, workers, found.compression, found.codec_seconds)
-    cap = trial.trial.spec.network.bits_per_second()
+    cap = trial.spec.network.bits_per_second()
     return Basis(profile, batch, workers, overlap.RuntimeBuckets(recorded=recorded), wait if workers > 1 else 0.0,
                  floor, chosen, cap / 1e9 if cap else None, pods)
 

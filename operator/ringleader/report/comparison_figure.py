@@ -18,7 +18,7 @@ SHARE_BANDS = ((keys.COMPUTE_FRACTION, "compute", "#2171b5"), (keys.COMM_FRACTIO
 
 
 def label(trial: results.TrialResult) -> str:
-    spec = trial.trial.spec
+    spec = trial.spec
     return f"{trial.trial.name}: {spec.architecture.value}, {spec.sync.paradigm.value}, {spec.workers.replicas}w"
 
 

@@ -41,7 +41,7 @@ def target(result: results.SweepResult) -> LossTarget | None:
 
 
 def _paradigm_colours(result: results.SweepResult) -> dict[str, str]:
-    paradigms = dict.fromkeys(t.trial.spec.sync.paradigm.value for t in result.trials)
+    paradigms = dict.fromkeys(t.spec.sync.paradigm.value for t in result.trials)
     return {paradigm: figures.colour(index) for index, paradigm in enumerate(paradigms)}
 
 
@@ -59,7 +59,7 @@ def loss(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure
         curve = curves.loss_curve(trial)
         if not curve:
             continue
-        paradigm = trial.trial.spec.sync.paradigm.value
+        paradigm = trial.spec.sync.paradigm.value
         axes.plot([s for s, _ in curve], [v for _, v in curve], color=colours[paradigm], linewidth=1.2,
                   label=None if paradigm in labelled else paradigm)
         labelled.add(paradigm)
@@ -81,14 +81,14 @@ def loss(result: results.SweepResult, directory: pathlib.Path) -> figures.Figure
 
 def file_target(result: results.SweepResult):
     """The sweep's own `model.target` (api.spec.Target), None when its trials set none; findings use it too."""
-    return next((t.trial.spec.model.target for t in result.trials if t.trial.spec.model.target), None)
+    return next((t.spec.model.target for t in result.trials if t.spec.model.target), None)
 
 
 def _trial_colours(result: results.SweepResult) -> dict[str, str]:
     """By paradigm in a paradigm sweep, else one colour per combination (its repetitions alike)."""
     if PARADIGM in result.axes:
         by_paradigm = _paradigm_colours(result)
-        return {t.trial.name: by_paradigm[t.trial.spec.sync.paradigm.value] for t in result.trials}
+        return {t.trial.name: by_paradigm[t.spec.sync.paradigm.value] for t in result.trials}
     return {t.trial.name: figures.colour(index) for index, group in enumerate(combinations.group(result))
             for t in group.trials}
 
@@ -199,7 +199,7 @@ def staleness(result: results.SweepResult, directory: pathlib.Path) -> figures.F
     for trial in result.trials:
         values = curves.staleness(trial)
         if values:
-            pooled.setdefault(trial.trial.spec.sync.paradigm.value, []).extend(values)
+            pooled.setdefault(trial.spec.sync.paradigm.value, []).extend(values)
     if not pooled:
         return None
     colours = _paradigm_colours(result)

@@ -82,7 +82,7 @@ def save(figure: Any, directory: pathlib.Path, figure_id: str) -> pathlib.Path:
 
 
 def trial_label(result: results.TrialResult) -> str:
-    spec = result.trial.spec
+    spec = result.spec
     return f"{result.trial.name}\n{spec.architecture.value}\n{spec.sync.paradigm.value}, {spec.workers.replicas}w"
 
 
@@ -90,7 +90,7 @@ def mean_iteration_seconds(trial: results.TrialResult) -> float | None:
     """A finished trial's mean worker iteration after warm-up: its ranks' means weighted by their iterations."""
     if combinations.number(trial, keys.THROUGHPUT) is None:
         return None
-    ranks = [r for r in ((trial.summary or {}).get(keys.PER_RANK) or {}).values()
+    ranks = [r for r in ((trial.summary.per_rank if trial.summary else None) or {}).values()
              if isinstance(r, dict) and r.get(keys.ITERATIONS) and r.get(keys.ITERATION_SECONDS) is not None]
     counted = sum(r[keys.ITERATIONS] for r in ranks)
     return sum(r[keys.ITERATIONS] * r[keys.ITERATION_SECONDS] for r in ranks) / counted if counted else None

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Mapping
 
-from ringleader.models import combinations, cross_node, results, statistics
+from ringleader.models import combinations, placement_notes, results, statistics
 from ringleader.report import convergence, scaling, tables
 from ringleader.models.contention import crowded
 from ringleader.contract import keys
@@ -64,9 +64,10 @@ class Comparison:
     contended: bool = False
     """Some of the trials' ranks shared CPUs: their timings move between runs by more than a run shows."""
     placement_caveat: str | None = None
-    """Their placements put different shares of bytes across nodes (cross_node.caveat): said with any verdict."""
+    """Their placements put different shares of bytes across nodes (placement_notes.caveat): said with any verdict."""
     traffic: str | None = None
-    """What each sent across pods and nodes, where that differs (cross_node.traffic_note): said with any verdict."""
+    """What each sent across pods and nodes, where that differs (placement_notes.traffic_note): said with any
+    verdict."""
 
     def interval(self) -> str:
         """"95 % CI 1.03-1.66 within runs", or "" without an interval."""
@@ -107,6 +108,10 @@ class Comparison:
         return "too few iterations for an interval: more iterations, or sweep.repetitions, would tell"
 
 
+def _usage(trial: results.TrialResult) -> Mapping[str, Any] | None:
+    return trial.summary.usage if trial.summary else None
+
+
 def within_run_batches(result: results.TrialResult) -> list[float]:
     """A finished trial's throughput (samples/s, all workers) in BATCHES contiguous batches of its iterations
     after warm-up: batch k sums every worker's samples over its time in its own k-th batch. [] when the
@@ -117,7 +122,7 @@ def within_run_batches(result: results.TrialResult) -> list[float]:
     batches = min([BATCHES] + [len(times) // MIN_BATCH_ITERATIONS for times in per_rank]) if per_rank else 0
     if batches < 2:
         return []
-    samples = result.trial.spec.model.batch_size
+    samples = result.spec.model.batch_size
     totals = [0.0] * batches
     for times in per_rank:
         for k, mean in enumerate(statistics.batch_means(times, batches)):
@@ -136,10 +141,11 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     (batch means), where parity must be cleared by SINGLE_RUN_MARGIN to tell them apart. Single runs whose ranks
     shared CPUs name no winner: contended timings drift between runs by more than a run's own spread (on 2 busy
     cores, the same file's two runs put one paradigm 1.8x ahead, then 1.4x behind). Two setups whose placements put
-    different shares of their bytes across nodes are compared with that caveat (cross_node.caveat), and two that sent
-    different bytes across pods or nodes say how much (cross_node.traffic_note): what crossed a NIC, not only where."""
+    different shares of their bytes across nodes are compared with that caveat (placement_notes.caveat), and two that
+    sent different bytes across pods or nodes say how much (placement_notes.traffic_note): what crossed a NIC, not only
+    where."""
     repeated = better.values(keys.THROUGHPUT), other.values(keys.THROUGHPUT)
-    contended = any(crowded(trial.summary) for group in (better, other) for trial in group.trials)
+    contended = any(crowded(_usage(trial)) for group in (better, other) for trial in group.trials)
     if min(map(len, repeated)) >= 2:
         estimate, basis, margin = statistics.ratio(*repeated), "repetitions", 0.0
     else:
@@ -152,9 +158,9 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     low, high = estimate.low, estimate.high
     separated = low is not None and high is not None and (low > 1.0 + margin or high < 1.0 / (1.0 + margin))
     # Unless placement is what the two differ in, a different share of bytes across nodes qualifies the verdict.
-    placed = None if better.parameters.get(PLACEMENT) != other.parameters.get(PLACEMENT) else cross_node.caveat(
+    placed = None if better.parameters.get(PLACEMENT) != other.parameters.get(PLACEMENT) else placement_notes.caveat(
         _name(better), [t.summary for t in better.trials], _name(other), [t.summary for t in other.trials])
-    traffic = cross_node.traffic_note(_name(better), [t.summary for t in better.trials], _name(other),
+    traffic = placement_notes.traffic_note(_name(better), [t.summary for t in better.trials], _name(other),
                                       [t.summary for t in other.trials])
     return Comparison(estimate, basis, separated, contended and basis == "within-run", placed, traffic)
 
@@ -309,7 +315,7 @@ def time_to_target(result: results.SweepResult) -> list[Finding]:
     parts, reached_by = [], []
     for group in combinations.group(result):
         name = group.label or _name(group)
-        times = [(t.summary or {}).get(keys.TARGET_SECONDS) for t in group.trials if t.summary]
+        times = [t.summary.evaluation.target_seconds for t in group.trials if t.summary]
         if not times:
             continue
         part, estimate = _seconds_to_goal(name, times)
@@ -359,7 +365,7 @@ def contention(result: results.SweepResult) -> list[Finding]:
     """Trials whose ranks had more threads than their machine's CPUs (usage in the summary, runtime/usage.py): ranks
     sharing a laptop's cores, or a pod whose CPU limit is below a core. Their times include waiting for a CPU,
     which says as much about the machine as about the setup."""
-    starved = [(t.trial.name, said) for t in result.trials if (said := crowded(t.summary))]
+    starved = [(t.trial.name, said) for t in result.trials if (said := crowded(_usage(t)))]
     if not starved:
         return []
     parts = "; ".join(f"{name}: {said}" for name, said in starved)

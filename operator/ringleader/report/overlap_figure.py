@@ -2,9 +2,11 @@
 
 Called by report/assembly.py (FIGURES). Study 2 asks how much communication backward hides; this draws both
 answers on one time axis from backward's start: what a worker recorded (layers.json: backward's end and each
-bucket's allreduce, medians over the traced iterations) and what the DAG model predicts from the same rank's
-profile and probed link (models/prediction.py), whose backward is the median too: like with like. No figure
-without a ring trial that recorded collectives.
+bucket's allreduce, medians over the traced iterations) and what the DAG model predicted from the same rank's
+profile and probed link, whose backward is the median too: like with like. The model's iteration is the one the
+rank's own prediction replayed (the summary's `prediction.timeline`, models/prediction.py), not computed again here;
+a recording made before the summary carried it shows the measured rows alone. No figure without a ring trial that
+recorded collectives.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pathlib
 import statistics
 from typing import Any, Mapping
 
-from ringleader.models import architectures, prediction, profile, results
+from ringleader.models import profile, results
 from ringleader.report import figures
 from ringleader.api import variants
 from ringleader.contract import keys
@@ -55,22 +57,22 @@ def measured(document: Mapping[str, Any]) -> Timeline | None:
     return Timeline(backward, tuple((statistics.median(s), statistics.median(e)) for s, e in zip(starts, ends)))
 
 
-def predicted(trial: results.TrialResult, rank: int) -> Timeline:
-    """The DAG model's iteration for this ring trial, as its own prediction replays it (models/prediction.py);
-    ValueError when its records cannot calibrate the model."""
-    found = prediction.predict_trial(trial.trial, trial.records, trial.layers[rank], rank,
-                                     (trial.summary or {}).get(keys.LINK_PROBE))
-    replayed = architectures.ARCHITECTURE_MODELS[trial.trial.spec.architecture].prediction.replay
-    assert replayed is not None, "only a bucketed architecture's trials are drawn (timelines)"
-    replay = replayed(found.inputs)
-    return Timeline(replay.backward_seconds, tuple(zip(replay.starts, replay.ends)))
+def predicted(prediction: Mapping[str, Any] | None) -> Timeline | None:
+    """The DAG model's iteration as the trial's own prediction replayed it (its `timeline`); None when the summary
+    carries none (no prediction, or a recording from before it was carried)."""
+    timeline = (prediction or {}).get(keys.TIMELINE)
+    if not isinstance(timeline, Mapping):
+        return None
+    return Timeline(float(timeline[keys.TIMELINE_BACKWARD_SECONDS]),
+                    tuple((float(start), float(end)) for start, end in timeline[keys.TIMELINE_BUCKETS]))
 
 
-def timelines(result: results.SweepResult) -> list[tuple[results.TrialResult, Timeline, Timeline]]:
-    """(trial, measured, predicted) for each ring trial that recorded collectives and can be calibrated."""
+def timelines(result: results.SweepResult) -> list[tuple[results.TrialResult, Timeline, Timeline | None]]:
+    """(trial, measured, predicted) for each ring trial that recorded collectives; predicted is None where its
+    summary carries no model iteration."""
     found = []
     for trial in result.trials:
-        if not variants.ARCHITECTURES[trial.trial.spec.architecture].buckets or not trial.layers:
+        if not variants.ARCHITECTURES[trial.spec.architecture].buckets or not trial.layers:
             continue
         try:
             rank = profile.worker_rank(trial)
@@ -79,10 +81,7 @@ def timelines(result: results.SweepResult) -> list[tuple[results.TrialResult, Ti
         seen = measured(trial.layers[rank])
         if seen is None:
             continue
-        try:
-            found.append((trial, seen, predicted(trial, rank)))
-        except ValueError:
-            continue  # the prediction figure and `ringleader predict` say why
+        found.append((trial, seen, predicted(trial.summary.prediction if trial.summary else None)))
     return found
 
 
@@ -93,19 +92,23 @@ def overlap(result: results.SweepResult, directory: pathlib.Path) -> figures.Fig
         return None
     figure, panels = figures.pyplot.subplots(len(found), 1, figsize=(7.5, 2.2 * len(found) + 0.6), squeeze=False)
     for axes, (trial, seen, model) in zip(panels[:, 0], found):
-        rows = [("DAG model", model, "#2171b5"), ("measured", seen, "#636363")]
+        rows = [("DAG", model, "#2171b5"), ("measured", seen, "#636363")]
+        drawn = [(row, name) for row, (name, timeline, _) in enumerate(rows) if timeline is not None]
         for row, (_, timeline, colour) in enumerate(rows):
+            if timeline is None:
+                continue
             y = 2 * row
             axes.broken_barh([(0, 1000 * timeline.backward_seconds)], (y + 1.05, 0.8), color="#fdae6b")
             axes.broken_barh([(1000 * start, 1000 * (end - start)) for start, end in timeline.buckets],
                              (y + 0.15, 0.8), facecolor=colour, edgecolor="white")
-        axes.set_yticks([0.55, 1.45, 2.55, 3.45])
-        axes.set_yticklabels(["DAG: allreduce", "DAG: backward", "measured: allreduce", "measured: backward"],
+        axes.set_yticks([2 * row + offset for row, _ in drawn for offset in (0.55, 1.45)])
+        axes.set_yticklabels([f"{name}: {part}" for _, name in drawn for part in ("allreduce", "backward")],
                              fontsize=7)
         axes.set_xlabel("ms from the start of backward", fontsize=8)
+        # A recording from before the summary carried the model's iteration: the measured rows alone.
+        said = f"DAG model {1000 * model.exposed_seconds:.1f} ms" if model is not None else "DAG model not recorded"
         axes.set_title(f"{trial.trial.name}, median iteration: communication left after backward, measured "
-                       f"{1000 * seen.exposed_seconds:.1f} ms, DAG model {1000 * model.exposed_seconds:.1f} ms",
-                       fontsize=8)
+                       f"{1000 * seen.exposed_seconds:.1f} ms, {said}", fontsize=8)
     path = figures.save(figure, directory, "overlap")
     return figures.Figure("overlap", "Overlap of communication with backward",
                           "per ring trial: backward and each bucket's allreduce against time, measured and as the "

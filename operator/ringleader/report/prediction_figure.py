@@ -35,7 +35,7 @@ def predicted_vs_measured(result: results.SweepResult, directory: pathlib.Path) 
     """Per trial: its measured median iteration time beside its own predicted one with its validated band (the error
     above), and the other architectures' predictions on its model, workers and link as markers with theirs; the
     models take medians too."""
-    found = [(trial, (trial.summary or {}).get(keys.PREDICTION)) for trial in result.trials]
+    found = [(trial, trial.summary.prediction if trial.summary else None) for trial in result.trials]
     predicted = [(trial, p) for trial, p in found
                  if isinstance(p, dict) and (p.get(keys.ITERATION_SECONDS) or p.get(keys.PREDICTION_UNAVAILABLE))]
     if not predicted:

@@ -75,7 +75,7 @@ def model_bytes(result: results.SweepResult) -> float | None:
 
 def link(result: results.SweepResult) -> tuple[cost_models.Nic, str]:
     """The link of the cost models and how it was chosen, in words for the figure."""
-    rates = {trial.trial.spec.network.bits_per_second() for trial in result.trials}
+    rates = {trial.spec.network.bits_per_second() for trial in result.trials}
     rate = rates.pop() if len(rates) == 1 else None
     if rate is not None:
         return cost_models.Nic(rate), f"B = {rate / 1e9:g} Gbit/s (spec.network.bandwidth), latency 0"
@@ -143,8 +143,8 @@ def communication(result: results.SweepResult, directory: pathlib.Path) -> figur
                   color=figures.colour(index), label=f"{name} (measured)")
     drawn = []
     if size is not None:
-        architectures = dict.fromkeys(t.trial.spec.architecture for t in result.trials)
-        servers = max(t.trial.spec.parameter_servers.replicas for t in result.trials)
+        architectures = dict.fromkeys(t.spec.architecture for t in result.trials)
+        servers = max(t.spec.parameter_servers.replicas for t in result.trials)
         for index, architecture in enumerate(architectures):
             xs = list(range(every[0], every[-1] + 1))
             ys = [1000 * priced_comm_seconds(architecture, n, size, chosen, servers) for n in xs]

@@ -12,9 +12,9 @@ import io
 import re
 from typing import Any, Mapping, Sequence
 
-from ringleader.models import cross_node
+from ringleader.models import placement_notes
+from ringleader.models.summary import TrialSummary
 from ringleader.api.trial import Trial
-from ringleader.contract import keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +62,7 @@ class ComparisonRow:
 
     def placement_cell(self) -> str:
         """"Spread: 3 nodes, 100% across"; the placement asked for alone when none was recorded."""
-        got = cross_node.describe({keys.NODE_COUNT: self.node_count,
-                                   keys.CROSS_NODE_BYTE_SHARE: self.cross_node_byte_share})
+        got = placement_notes.describe(self.node_count, self.cross_node_byte_share)
         return f"{self.placement}: {got}" if got else self.placement
 
     def placed(self) -> bool:
@@ -90,31 +89,33 @@ def goal_words(target: Any) -> str | None:
     return f"held-out loss {target.loss:g}"
 
 
-def row_for(trial: Trial, summary: Mapping[str, Any] | None, status: str,
+def row_for(trial: Trial, summary: TrialSummary | None, status: str,
             message: str | None = None) -> ComparisonRow:
-    """A row from a trial and its summary (a summary.json document or `Summary.wire()`; None if it has none)."""
-    summary = summary or {}
-
-    def number(key: str) -> float | None:
-        value = summary.get(key)
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
+    """A row from a trial and its summary (None if it has none)."""
     spec = trial.spec
-    return ComparisonRow(
+    row = ComparisonRow(
         trial=trial.name, architecture=spec.architecture.value, paradigm=spec.sync.paradigm.value,
-        workers=spec.workers.replicas, status=status, throughput=number(keys.THROUGHPUT),
-        p50_seconds=number(keys.P50), p95_seconds=number(keys.P95), compute_fraction=number(keys.COMPUTE_FRACTION),
-        comm_fraction=number(keys.COMM_FRACTION), wait_fraction=number(keys.WAIT_FRACTION),
-        compute_seconds=number(keys.COMPUTE_SECONDS), comm_seconds=number(keys.COMM_SECONDS),
-        wait_seconds=number(keys.WAIT_SECONDS), bytes_per_iteration=number(keys.BYTES_PER_ITERATION),
-        loss_last=number(keys.LOSS_LAST), parameters=dict(trial.parameters),
-        message=message, target=goal_words(spec.model.target), target_seconds=number(keys.TARGET_SECONDS),
-        target_iterations=number(keys.TARGET_ITERATIONS), placement=spec.scheduling.placement.label(),
-        node_count=number(keys.NODE_COUNT), cross_node_byte_share=number(keys.CROSS_NODE_BYTE_SHARE),
-        ranks_per_pod=spec.workers.pod_ranks,
-        bytes_by_level=(number(keys.BYTES_INSIDE_POD_PER_ITERATION), number(keys.BYTES_INSIDE_NODE_PER_ITERATION),
-                        number(keys.BYTES_ACROSS_NODES_PER_ITERATION)),
-    )
+        workers=spec.workers.replicas, status=status, parameters=dict(trial.parameters), message=message,
+        target=goal_words(spec.model.target), placement=spec.scheduling.placement.label(),
+        ranks_per_pod=spec.workers.pod_ranks)
+    if summary is None:
+        return row
+    timing, evaluation, placement, parts = summary.timing, summary.evaluation, summary.placement, summary.parts
+    return dataclasses.replace(
+        row, throughput=_number(timing.throughput), p50_seconds=_number(timing.iteration_time_p50_seconds),
+        p95_seconds=_number(timing.iteration_time_p95_seconds), compute_fraction=_number(timing.compute_fraction),
+        comm_fraction=_number(timing.comm_fraction), wait_fraction=_number(timing.wait_fraction),
+        compute_seconds=_number(timing.compute_seconds), comm_seconds=_number(timing.comm_seconds),
+        wait_seconds=_number(timing.wait_seconds), bytes_per_iteration=_number(summary.traffic.bytes_per_iteration),
+        loss_last=_number(summary.learning.loss_last), target_seconds=_number(evaluation.target_seconds),
+        target_iterations=_number(evaluation.target_iterations), node_count=_number(placement.node_count),
+        cross_node_byte_share=_number(placement.cross_node_byte_share),
+        bytes_by_level=(_number(parts.bytes_inside_pod), _number(parts.bytes_inside_node),
+                        _number(parts.bytes_across_nodes)))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 COLUMNS = ("trial", "architecture", "paradigm", "workers", "throughput (samples/s)", "iteration p50 (ms)",

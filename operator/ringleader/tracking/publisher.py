@@ -17,7 +17,8 @@ from typing import Any, Mapping
 
 import mlflow.entities
 
-from ringleader.models import cross_node
+from ringleader.models import placement_notes
+from ringleader.models.summary import TrialSummary
 from ringleader.api.trial import Trial
 from ringleader.contract import keys, layout
 from ringleader.contract import records as record_files
@@ -221,7 +222,8 @@ def summary_once(store: Store, cursor: cursor_.Cursor, run_id: str, trial_dir: p
         if isinstance(summary, dict):
             logged += store.log_metrics(run_id, [mlflow.entities.Metric(k, v, at_ms, 0) for k, v in
                                                  sorted(metric_names.trial(summary).items())])
-            placed = cross_node.describe(summary)
+            placement = TrialSummary.from_document(summary).placement
+            placed = placement_notes.describe(placement.node_count, placement.cross_node_byte_share)
             if placed:
                 store.set_tags(run_id, {schema.TAG_PLACEMENT: placed})
         cursor.mark_done("summary")

@@ -18,6 +18,7 @@ import tempfile
 import mlflow.exceptions
 
 from ringleader.models import results
+from ringleader.models import summary as summary_
 from ringleader.api.trial import Trial
 from ringleader.contract import layout, provenance, redaction
 from ringleader.contract import records as record_files
@@ -83,8 +84,7 @@ def trial_from_directory(trial_dir: pathlib.Path) -> results.TrialResult:
         document = layout.read_json(rank_dir / layout.LAYERS_FILE)
         if isinstance(document, dict):
             layers[rank] = document
-    return results.TrialResult(trial, status, message, summary if isinstance(summary, dict) else None, records,
-                               layers)
+    return results.TrialResult(trial, status, message, summary_.read(summary), records, layers)
 
 
 # -- MLflow ---------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def _trial_from_run(store: store_.Store, run,
     trial = Trial.model_validate_json(_download(store, run_id, layout.TRIAL_FILE, staging).read_text())
     summary = None
     if layout.SUMMARY_FILE in root:
-        summary = json.loads(_download(store, run_id, layout.SUMMARY_FILE, staging).read_text())
+        summary = summary_.read(json.loads(_download(store, run_id, layout.SUMMARY_FILE, staging).read_text()))
     layers = {}
     if LAYERS_DIR in root:
         for path in sorted(_artifacts(store, run_id, LAYERS_DIR)):

@@ -25,6 +25,7 @@ import mlflow.tracking
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api.trial import Trial
 from ringleader.models.results import SweepResult
+from ringleader.models.summary import TrialSummary
 from ringleader.contract import layout, records
 from ringleader.contract import provenance as provenance_
 from ringleader.tracking import metric_names, reading, reports, schema, sessions
@@ -158,7 +159,8 @@ def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, An
         result = _with_pods_provenance(store, run_id, result)
     known = summaries or {}
     result = dataclasses.replace(result, trials=[
-        t if t.summary or t.trial.name not in known else dataclasses.replace(t, summary=known[t.trial.name])
+        t if t.summary or t.trial.name not in known else
+        dataclasses.replace(t, summary=TrialSummary.from_document(known[t.trial.name]))
         for t in result.trials])
     with _FIGURES, tempfile.TemporaryDirectory(prefix="ringleader-report-") as staging:
         reports.attach(store, run_id, assembly.build(result, pathlib.Path(staging)))
@@ -166,7 +168,7 @@ def attach_report(parent_run_id: str, *, summaries: Mapping[str, Mapping[str, An
 
 def _with_pods_provenance(store: Store, run_id: str, result: SweepResult) -> SweepResult:
     """The sweep run tagged with what its trials' ranks recorded of where they ran, and `result` saying so."""
-    found = provenance_.of_pods(t.summary for t in result.trials if t.summary)
+    found = provenance_.of_pods(t.summary.usage for t in result.trials if t.summary and t.summary.usage)
     if not found:
         return result
     store.set_tags(run_id, schema.provenance_tags(found))

@@ -18,6 +18,7 @@ import mlflow.entities
 from ringleader.api.experiment import DistributedTrainingExperiment
 from ringleader.api import trial as trial_
 from ringleader.contract import layout
+from ringleader.models import summary as summary_
 from ringleader.tracking import cursor as cursor_
 from ringleader.tracking import metric_names, publisher, schema
 from ringleader.tracking.store import Store
@@ -173,5 +174,5 @@ def comparison_rows(session: layout.Session) -> list:
         summary = layout.read_json(trial_dir / layout.SUMMARY_FILE)
         status = outcome.status if outcome else schema.RUNNING
         message = outcome.message if outcome and outcome.status != schema.FINISHED else None
-        rows.append(tables.row_for(trial, summary if isinstance(summary, dict) else None, status, message))
+        rows.append(tables.row_for(trial, summary_.read(summary), status, message))
     return rows
