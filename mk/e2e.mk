@@ -72,7 +72,7 @@ study-nodes: ## Study 1 across nodes (not a test, not in CI): 1PS/P2P/ring at 2 
 study-two-levels: ## Study 1 on two levels (not a test, not in CI): ring, hierarchical ring, 1PS, 1PS with pod aggregation and P2P at 3 pods x 2 ranks on 3 nodes with NICs capped at STUDY_NIC_RATE; writes bench/results/study1_two_levels.json (~10 min)
 	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_NIC_RATE=$(STUDY_NIC_RATE) E2E_PYTHON=$(E2E_PYTHON) E2E_TESTS=tests/e2e/study_two_levels.py
 
-study-plan: ## plans checked on the cluster (not a test, not in CI): one worker's profile and the probed network predict 1PS/P2P/ring at 2 and 3 workers across nodes; writes bench/results/plan_nodes.json (~12 min)
+study-plan: ## plans checked on the cluster (not a test, not in CI): one worker's profile and the probed network predict 1PS/P2P/ring at 2 and 3 workers across nodes; writes bench/results/plan_nodes.json and keeps its inputs in bench/results/plan_nodes/<run>/ (~13 min)
 	$(MAKE) -f $(RL_E2E_ROOT)/mk/e2e.mk e2e E2E_NODES=3 E2E_NIC_RATE=$(STUDY_NIC_RATE) E2E_PYTHON=$(E2E_PYTHON) E2E_TESTS=tests/e2e/study_plan.py
 
 e2e-image: ## build the project image for the harness cluster (cached by content hash) and import it

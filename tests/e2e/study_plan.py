@@ -6,15 +6,17 @@ Not a test (pytest collects only test_*.py): a study run on the 3-node test clus
 quota: one worker alone (its records are the profile, read as `ringleader predict --profile` reads a trial
 directory), then 1PS, P2P and the ring at 2 and 3 workers, one pod to a node. The network is the link probe of the
 2-worker ring (a trial's summary.json, as `--network` reads it). `ringleader predict --profile --network` plans 2 and
-3 workers; the study prints and writes to bench/results/plan_nodes.json each trial's measured median iteration
-beside the plan's, and the error.
+3 workers. Each run's inputs are kept in a directory of their own under bench/results/plan_nodes/ (docs/studies/
+plan-nodes/ keeps those behind docs/plan.md); the study prints and writes to bench/results/plan_nodes.json every kept
+run's trials, each measured median iteration beside its run's plan, and the band of them all (models/validation.fit).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import pathlib
-import shutil
+import statistics
 import subprocess
 import sys
 
@@ -23,6 +25,7 @@ from e2e_kube import describe_dte, log, phase, trials, wait_terminal
 from study_across_nodes import DATA, MODEL, POD
 
 from ringleader.contract import layout
+from ringleader.models import validation
 from ringleader.tracking import reading
 
 RESULTS = pathlib.Path(__file__).resolve().parents[2] / "bench" / "results" / "plan_nodes.json"
@@ -68,9 +71,9 @@ def test_plans_from_one_worker_and_the_probe_against_the_clusters_trials(kube, n
         ended[name] = wait_terminal(kube, namespace, name, 2400)
         assert phase(ended[name]) == "Succeeded", describe_dte(kube, namespace, name)
     store = reading.lookup_store(mlflow.forward.url(), ALONE, "")
-    # The inputs are kept beside the results, so that the plan can be made again from them without a cluster.
-    inputs = RESULTS.with_suffix("")
-    shutil.rmtree(inputs, ignore_errors=True)
+    # The inputs are kept beside the results, one directory per run, so that the plans can be made again from them
+    # without a cluster, and pooled with the runs before.
+    inputs = RESULTS.with_suffix("") / f"run-{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}"
     trial_directory(store, trials(ended[ALONE])[0]["runId"], inputs / "alone")
     measured = {}
     for trial in trials(ended[MEASURED]):
@@ -84,12 +87,35 @@ def test_plans_from_one_worker_and_the_probe_against_the_clusters_trials(kube, n
             (inputs / "network.json").write_text(json.dumps(summary))
     (inputs / "measured.json").write_text(json.dumps({"nodes": nodes, "pod": POD, "trials": {
         f"{k[0]} {k[1]}": v for k, v in measured.items()}}, indent=1))
-    write_results(inputs, tmp_path / "plan")
+    write_results(inputs.parent, tmp_path / "plan")
 
 
-def write_results(inputs: pathlib.Path, save: pathlib.Path) -> None:
-    """Plan 2 and 3 workers from the kept inputs (`ringleader predict --profile --network`), and write each measured
-    trial beside its plan into RESULTS."""
+def runs(kept: pathlib.Path) -> list[pathlib.Path]:
+    """The runs kept under `kept` (each a directory with alone/, network.json, measured.json), in name order."""
+    return sorted(path.parent for path in kept.glob("*/measured.json"))
+
+
+def write_results(kept: pathlib.Path, save: pathlib.Path) -> None:
+    """Plan every kept run again and write each measured trial beside its run's plan into RESULTS, with the band of
+    all their errors."""
+    found, rows = [], []
+    for inputs in runs(kept):
+        plan, measured, planned_rows = plan_run(inputs, save / inputs.name)
+        found.append({"run": inputs.name, "nodes": measured["nodes"], "pod": measured["pod"],
+                      "profile": plan["profile"], "network": plan["network"]})
+        rows += planned_rows
+    errors = [abs(row["errorFraction"]) for row in rows]
+    band = {"within": validation.fit(errors), "median": round(statistics.median(errors), 3),
+            "worst": validation.round_up(max(errors)), "pairs": len(errors)}
+    log(f"plan: {len(rows)} pairs from {len(found)} runs, 9 in 10 within {band['within']}, median {band['median']}, "
+        f"worst {band['worst']}")
+    RESULTS.write_text(json.dumps({"runs": found, "band": band, "trials": rows}, indent=1) + "\n")
+    log(f"plan: wrote {RESULTS}")
+
+
+def plan_run(inputs: pathlib.Path, save: pathlib.Path) -> tuple[dict, dict, list[dict]]:
+    """One kept run planned at 2 and 3 workers (`ringleader predict --profile --network`): the plan, the measured
+    trials and the rows of each beside its plan."""
     planned = subprocess.run([sys.executable, "-m", "ringleader.cli", "predict", "--profile", str(inputs / "alone"),
                               "--network", str(inputs / "network.json"), "--workers", "2", "3", "--servers", "1",
                               "--save", str(save), "-o", "json"], capture_output=True, text=True, timeout=300)
@@ -101,17 +127,15 @@ def write_results(inputs: pathlib.Path, save: pathlib.Path) -> None:
         label, workers = key.split()
         [row] = [r for r in plan["architectures"][label] if r["workers"] == int(workers)]
         error = row["iterationSeconds"] / found["iterationP50Seconds"] - 1
-        rows.append({"architecture": label, "workers": int(workers), **found,
+        rows.append({"run": inputs.name, "architecture": label, "workers": int(workers), **found,
                      "plannedSeconds": row["iterationSeconds"], "plannedCommSeconds": row["commSeconds"],
                      "plannedComputeSeconds": row["computeSeconds"], "bound": row["bound"], "errorFraction": error})
-        log(f"plan: {label} at {workers}: measured {1000 * found['iterationP50Seconds']:.1f} ms, planned "
+        log(f"plan: {inputs.name} {label} at {workers}: measured {1000 * found['iterationP50Seconds']:.1f} ms, planned "
             f"{1000 * row['iterationSeconds']:.1f} ms ({100 * error:+.1f} %)")
-    RESULTS.write_text(json.dumps({"nodes": measured["nodes"], "pod": measured["pod"], "profile": plan["profile"],
-                                   "network": plan["network"], "trials": rows}, indent=1) + "\n")
-    log(f"plan: wrote {RESULTS}")
+    return plan, measured, rows
 
 
-if __name__ == "__main__":  # the plan made again from kept inputs (default this run's), no cluster needed
+if __name__ == "__main__":  # the plans made again from kept runs (default bench/results/plan_nodes/), no cluster needed
     import tempfile
 
     with tempfile.TemporaryDirectory() as directory:

@@ -123,10 +123,12 @@ def test_the_answer_names_the_fastest_at_each_worker_count_its_efficiency_and_bo
     assert lines[0].startswith(f"8 workers: {fastest.label} fastest") and "-bound" in lines[0] and "then " in lines[0]
 
 
-def test_the_plans_document_says_it_has_no_band_and_why_and_carries_every_row():
+def test_the_plans_document_says_it_has_no_band_and_why_what_held_where_checked_and_carries_every_row():
     plans = at_scale.plan(model(), fabric(), at_scale.Cluster((8, 16)))
     document = json.loads(json.dumps(at_scale.document(plans, model(), fabric(), at_scale.Cluster((8, 16)))))
     assert document["band"] is None and "no validated band" in document["bandNote"]
+    # What held where plans were checked is carried with it, never as this cluster's band.
+    assert document["checked"]["pairs"] == at_scale.CHECKED.pairs and "test cluster" in document["checked"]["where"]
     assert [row["workers"] for row in document["architectures"]["ring"]] == [8, 16]
     assert document["architectures"]["1ps"][0]["throughputUnit"] == "samples/s"
 

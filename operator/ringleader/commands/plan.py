@@ -137,7 +137,7 @@ def _said(plans: list[at_scale.Planned], model: profiles.ModelProfile, measured:
              "",
              at_scale.table(plans),
              *([f"  {at_scale.NO_CODEC}"] if cluster.compressions else []),
-             f"  {at_scale.NO_BAND}"]
+             f"  {at_scale.band_note()}"]
     return "\n".join(lines)
 
 
