@@ -25,7 +25,7 @@ import sys
 import textwrap
 from typing import TextIO
 
-from ringleader.models import addcost, collectives, placement_notes, overlap, whatif
+from ringleader.models import addcost, collectives, overlap, placement_notes, whatif
 from ringleader.models import profile as profile_
 from ringleader.api import variants
 from ringleader.contract import exits, layout, records

@@ -161,7 +161,7 @@ def compare(better: combinations.Combination, other: combinations.Combination) -
     placed = None if better.parameters.get(PLACEMENT) != other.parameters.get(PLACEMENT) else placement_notes.caveat(
         _name(better), [t.summary for t in better.trials], _name(other), [t.summary for t in other.trials])
     traffic = placement_notes.traffic_note(_name(better), [t.summary for t in better.trials], _name(other),
-                                      [t.summary for t in other.trials])
+                                           [t.summary for t in other.trials])
     return Comparison(estimate, basis, separated, contended and basis == "within-run", placed, traffic)
 
 
