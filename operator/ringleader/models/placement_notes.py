@@ -58,9 +58,8 @@ def traffic_note(first: str, first_summaries: Sequence[TrialSummary | None], sec
         known = [s.parts for s in summaries if s and s.parts.bytes_inside_node is not None]
         if not known:
             return None
-        across = [part.bytes_across_nodes or 0.0 for part in known]
-        sent.append((sum(part.bytes_inside_node or 0.0 for part in known) / len(known) + sum(across) / len(known),
-                     sum(across) / len(known)))
+        sent.append((sum((p.bytes_inside_node or 0.0) + (p.bytes_across_nodes or 0.0) for p in known) / len(known),
+                     sum(p.bytes_across_nodes or 0.0 for p in known) / len(known)))
     if all(abs(a - b) <= SAME_SHARE_TOLERANCE * max(a, b) for a, b in zip(*sent)):
         return None
     (pods_a, nodes_a), (pods_b, nodes_b) = sent

@@ -106,9 +106,14 @@ def _wire_keys(part_type: type) -> dict[str, str]:
     return {field.name: field.metadata["key"] for field in dataclasses.fields(part_type) if "key" in field.metadata}
 
 
+def _values(part_type: type, document: Mapping[str, Any]) -> dict[str, Any]:
+    """{field name: the document's value under its key} of a summary part: what the document has not is None."""
+    return {name: document.get(key) for name, key in _wire_keys(part_type).items()}
+
+
 def _read(part_type: type, document: Mapping[str, Any]) -> Any:
-    """A summary part from a document's keys: what the document has not (an older writer's) is None."""
-    return part_type(**{name: document.get(key) for name, key in _wire_keys(part_type).items()})
+    """A summary part from a document's keys (an older writer's lacks some: they are None)."""
+    return part_type(**_values(part_type, document))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -392,9 +397,8 @@ class TrialSummary:
         """The summary a summary.json document (any version's), a termination message or a status's wire dict
         holds; to_document gives the same document back for what this version writes."""
         parts: dict[str, Any] = {name: _read(part_type, document) for name, part_type in _PART_TYPES.items()}
-        own: dict[str, Any] = {name: document.get(key) for name, key in _wire_keys(cls).items()}
-        known = {key for part_type in (*_PART_TYPES.values(), cls) for key in _wire_keys(part_type).values()}
-        return cls(**parts, **own, extras={key: value for key, value in document.items() if key not in known})
+        return cls(**parts, **_values(cls, document),
+                   extras={key: value for key, value in document.items() if key not in _KNOWN_KEYS})
 
     @functools.cached_property
     def _numbers(self) -> dict[str, float]:
@@ -409,6 +413,9 @@ class TrialSummary:
 _PART_TYPES = {"timing": Timing, "traffic": Traffic, "learning": Learning, "evaluation": HeldOutEvaluation,
                "placement": RecordedPlacement, "host": Host, "parts": LevelParts}
 """_PART_TYPES: TrialSummary's parts, by field name, each read from a document by its own keys."""
+_KNOWN_KEYS = frozenset(key for part_type in (*_PART_TYPES.values(), TrialSummary)
+                        for key in _wire_keys(part_type).values())
+"""_KNOWN_KEYS: every key a TrialSummary writes; a document's others are its extras."""
 
 
 def summarize(records_by_rank: dict[int, list[dict]], trial: Trial,

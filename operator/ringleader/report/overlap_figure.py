@@ -93,16 +93,15 @@ def overlap(result: results.SweepResult, directory: pathlib.Path) -> figures.Fig
     figure, panels = figures.pyplot.subplots(len(found), 1, figsize=(7.5, 2.2 * len(found) + 0.6), squeeze=False)
     for axes, (trial, seen, model) in zip(panels[:, 0], found):
         rows = [("DAG", model, "#2171b5"), ("measured", seen, "#636363")]
-        drawn = [(row, name) for row, (name, timeline, _) in enumerate(rows) if timeline is not None]
-        for row, (_, timeline, colour) in enumerate(rows):
-            if timeline is None:
-                continue
+        drawn = [(row, name, timeline, colour) for row, (name, timeline, colour) in enumerate(rows)
+                 if timeline is not None]
+        for row, _, timeline, colour in drawn:
             y = 2 * row
             axes.broken_barh([(0, 1000 * timeline.backward_seconds)], (y + 1.05, 0.8), color="#fdae6b")
             axes.broken_barh([(1000 * start, 1000 * (end - start)) for start, end in timeline.buckets],
                              (y + 0.15, 0.8), facecolor=colour, edgecolor="white")
-        axes.set_yticks([2 * row + offset for row, _ in drawn for offset in (0.55, 1.45)])
-        axes.set_yticklabels([f"{name}: {part}" for _, name in drawn for part in ("allreduce", "backward")],
+        axes.set_yticks([2 * row + offset for row, *_ in drawn for offset in (0.55, 1.45)])
+        axes.set_yticklabels([f"{name}: {part}" for _, name, *_ in drawn for part in ("allreduce", "backward")],
                              fontsize=7)
         axes.set_xlabel("ms from the start of backward", fontsize=8)
         # A recording from before the summary carried the model's iteration: the measured rows alone.
