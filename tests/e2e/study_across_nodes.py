@@ -10,9 +10,11 @@ share of bytes that crossed nodes, and what the trial's own prediction (the runt
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pathlib
+import subprocess
 
 import e2e_specs
 from e2e_kube import describe_dte, log, phase, status, trials, wait_terminal
@@ -82,6 +84,15 @@ def run_study(kube, namespace, launcher, mlflow, report_on_failure, manifest: di
     assert phase(dte) == "Succeeded", describe_dte(kube, namespace, name)
 
 
+def provenance() -> dict:
+    """Which code predicted a study's trials, and when: its predictions are the pods' own, so a band fitted on them
+    (models/validation.py) holds for that code until the study is run again."""
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False,
+                            cwd=RESULTS.parents[2]).stdout.strip()
+    return {"commit": commit or None, "recorded": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%MZ}",
+            "podCpu": POD["cpu"]}
+
+
 def test_study_1_across_nodes(kube, namespace, launcher, mlflow, nodes, report_on_failure):
     run_study(kube, namespace, launcher, mlflow, report_on_failure, study_manifest(namespace), row, RESULTS,
-              {"nodes": nodes})
+              {"nodes": nodes, **provenance()})

@@ -387,16 +387,16 @@ def test_the_document_states_the_band_as_the_error_nine_in_ten_held_out_predicti
 
 # -- the host and the wire at the trial's placement ----------------------------------------------------------------
 
-def across_nodes(cpu_comm: float | None) -> tuple[trial_.Trial, dict, dict, dict]:
-    """A 1PS trial of 2 workers on a network: the server (rank 0) on n1, one worker beside it, one on n2; pods of
-    250m CPU; its workers' records with cpu/comm, or without (an older runtime's)."""
+def across_nodes(cpu_comm: float | None, nodes: tuple[str, str, str] = ("n1", "n1", "n2"),
+                 cpus: float = 0.25) -> tuple[trial_.Trial, dict, dict, dict]:
+    """A 1PS trial of 2 workers on a network: by default the server (rank 0) on n1, one worker beside it, one on n2;
+    pods of 250m CPU; its workers' records with cpu/comm, or without (an older runtime's)."""
     def record(step: int) -> dict:
         found = worker_record(step) | {keys.BYTES_SENT: 6000.0, keys.BYTES_RECEIVED: 6000.0}
         return found | ({keys.CPU_COMM: cpu_comm} if cpu_comm is not None else {})
 
     records = {0: [], 1: [record(s) for s in range(3)], 2: [record(s) for s in range(3)]}
-    usage = {str(rank): {keys.HOST: f"pod-{rank}", keys.NODE: node, keys.CPUS: 0.25}
-             for rank, node in ((0, "n1"), (1, "n1"), (2, "n2"))}
+    usage = {str(rank): {keys.HOST: f"pod-{rank}", keys.NODE: node, keys.CPUS: cpus} for rank, node in enumerate(nodes)}
     network_probe = {**probe(), keys.PROBE_SHARED_HOST: False}
     return a_trial("ParameterServer"), records, usage, network_probe
 
@@ -429,3 +429,28 @@ def test_records_without_cpu_comm_are_priced_on_the_wire_alone_and_say_so():
     # The ring keeps its probed allreduce; an emulated link (the bench's) keeps its card's rule: both as validated.
     ring = next(e for e in found.estimates if e.label == "ring")
     assert "priced at its placement" not in ring.note
+
+
+def test_across_nodes_a_spread_trial_takes_the_band_of_its_pods_quota_where_the_study_validated_one():
+    band = validation.NODE_BANDS[0.25]
+    trial, records, usage, network_probe = across_nodes(cpu_comm=0.004, nodes=("n1", "n2", "n3"))
+    found = {e.label: e for e in prediction.predict_trial(trial, records, layers_document(), 1, network_probe,
+                                                          usage=usage).estimates}
+    for label in ("1ps", "p2p", "ring"):
+        assert found[label].band == band and "not validated" not in found[label].note, label
+    assert found["4ps"].band is None
+    assert found["4ps"].note.startswith("not validated across nodes: the study ran 1ps, p2p, ring, not 4ps")
+
+
+def test_across_nodes_a_shared_node_or_an_unvalidated_quota_states_no_band_and_says_why():
+    trial, records, usage, network_probe = across_nodes(cpu_comm=0.004)  # a worker beside the server
+    packed = prediction.predict_trial(trial, records, layers_document(), 1, network_probe, usage=usage)
+    for estimate in packed.estimates:
+        assert estimate.band is None and "stay inside a node" in estimate.note, estimate.label
+    assert "stay inside a node" in prediction.table(packed)
+    trial, records, usage, network_probe = across_nodes(cpu_comm=0.004, nodes=("n1", "n2", "n3"), cpus=1.0)
+    whole = prediction.predict_trial(trial, records, layers_document(), 1, network_probe, usage=usage)
+    for estimate in whole.estimates:
+        assert estimate.band is None and "not validated across nodes" in estimate.note, estimate.label
+    assert "at pods of 1 CPU" in next(e for e in whole.estimates if e.label == "ring").note
+

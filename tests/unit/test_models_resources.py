@@ -98,3 +98,15 @@ def test_pod_aggregation_pushes_once_per_pod_through_the_servers_nic():
     flat = pricing.price(PS, 1, 4, M, in_pods("n1", "n2"), B, None, pod_ranks=2)
     assert aggregated.wire_seconds == pytest.approx(2 * 2 * SECONDS)
     assert flat.wire_seconds == pytest.approx(2 * 4 * SECONDS)
+
+
+@pytest.mark.parametrize("architecture, servers, where, share", [
+    (PS, 1, placed("n1", "n2", "n3"), 1.0),
+    (PS, 1, placed("n1", "n1", "n2"), 0.5),  # one worker's push and reply of two stay on the server's node
+    (RING, 0, placed("-", "n1", "n2", "n3"), 1.0),
+    (RING, 0, placed("-", "n1", "n1", "n2"), 2 / 3),  # of the ring's three links, n1 -> n1 stays inside
+    (P2P, 0, placed("-", "n1", "n1", "n1"), 0.0),
+])
+def test_the_cross_node_share_is_the_part_of_the_bytes_whose_flow_leaves_its_node(architecture, servers, where, share):
+    priced = pricing.price(architecture, servers, len(where.worker_nodes), M, where, B, None)
+    assert priced.cross_node_share == pytest.approx(share)

@@ -31,6 +31,25 @@ def test_the_page_publishes_exactly_the_bands_the_code_shows():
     assert published() == expected
 
 
+def published_across_nodes() -> dict[float, tuple[int, int, float, float, float, tuple[int, ...], tuple[str, ...],
+                                                  tuple[int, int]]]:
+    """The page's table of bands across nodes: pod CPUs -> (runs, pairs, within %, median %, worst %, workers,
+    architectures, held out by run)."""
+    rows = re.findall(r"^\| ([\d.]+) CPU \| (\d+) \| (\d+) \| ([\d.]+) % \| ([\d.]+) % \| ([\d.]+) % \| ([\d, ]+) \| "
+                      r"([`\w, ]+) \| (\d+) of (\d+) \|$", PAGE.read_text(), re.M)
+    return {float(cpus): (int(runs), int(pairs), float(within), float(median), float(worst),
+                          tuple(int(n) for n in workers.split(",")), tuple(a.strip(" `") for a in labels.split(",")),
+                          (int(covered), int(total)))
+            for cpus, runs, pairs, within, median, worst, workers, labels, covered, total in rows}
+
+
+def test_the_page_publishes_exactly_the_bands_across_nodes_the_code_shows():
+    expected = {cpus: (band.runs, band.pairs, round(100 * band.within, 1), round(100 * band.median, 1),
+                       round(100 * band.worst, 1), band.workers, band.architectures, band.held_out)
+                for cpus, band in validation.NODE_BANDS.items()}
+    assert expected and published_across_nodes() == expected
+
+
 def test_a_band_is_the_order_statistic_that_holds_nine_in_ten_further_errors():
     # k = ceil(0.9 (n + 1)): of 19 errors the 18th smallest; of 9 the 9th (the worst); of 8 there is no 90 % band.
     errors = [i / 1000 for i in range(1, 20)]

@@ -31,7 +31,7 @@ from ringleader.models import profile as profile_
 from ringleader.models.architectures import ARCHITECTURE_MODELS
 from ringleader.models.prediction_models import Inputs, message_bytes
 from ringleader.api.trial import Trial
-from ringleader.api import variants
+from ringleader.api import constants, variants
 from ringleader.api.variants import Architecture
 from ringleader.contract import environment as contract
 from ringleader.contract import keys
@@ -54,7 +54,7 @@ class ArchitectureEstimate:
     """comm_seconds is the communication the iteration waits for: all of it, the ring's what backward left."""
     serving_seconds: float
     """serving_seconds is the part of compute_seconds a server or peer spends serving the model after the pushes."""
-    band: validation.Band | None
+    band: validation.Coverage | None
     note: str
     """note says why there is no band, or where the band does not quite apply; empty otherwise."""
     resources: resources.ExchangeResources | None = None
@@ -74,13 +74,16 @@ def estimates(inputs: Inputs, servers: Sequence[int] = COMPARED_SERVERS) -> list
     chosen = [(a, k) for a, traits in variants.ARCHITECTURES.items()
               for k in (sorted(set(servers)) if traits.has_servers else (1,))]
     found = []
+    trial_share = trial_cross_node_share(inputs)
     for architecture, k in chosen:
         model, name = ARCHITECTURE_MODELS[architecture].prediction, variants.label(architecture, k)
         moved = inputs.for_architecture(architecture)
         paradigm = model.paradigm or inputs.paradigm
-        band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm, inputs.cores)
         serves = inputs.serving.seconds(architecture, inputs.workers, k)
         priced = two_resources(inputs, architecture, k)
+        placed = validation.Placed(trial_share is not None, trial_share or 0.0, priced.cross_node_share,
+                                   inputs.where.cpus.get(constants.ROLE_WORKER))
+        band, note = validation.band(inputs.calibration.kind, name, inputs.workers, paradigm, inputs.cores, placed)
         comm, how = model.comm_seconds(moved, k), ""
         if placed_on_nics(inputs, architecture):
             comm = priced.seconds + 2.0 * inputs.calibration.link.latency_seconds
@@ -98,6 +101,14 @@ def two_resources(inputs: Inputs, architecture: Architecture, servers: int) -> r
     has_servers = variants.ARCHITECTURES[architecture].has_servers
     return pricing.price(architecture, servers if has_servers else 0, inputs.workers,
                          message_bytes(inputs, architecture), inputs.where, bits, inputs.host, inputs.pods.ranks)
+
+
+def trial_cross_node_share(inputs: Inputs) -> float | None:
+    """The share of the trial's own bytes that crossed nodes, as its models place them; None where its ranks' nodes
+    or its architecture are not known."""
+    if inputs.architecture is None or not inputs.where.known:
+        return None
+    return two_resources(inputs, inputs.architecture, max(1, len(inputs.where.server_nodes))).cross_node_share
 
 
 def placed_on_nics(inputs: Inputs, architecture: Architecture) -> bool:
@@ -277,8 +288,8 @@ TERMS = ("compute ms: the compute an iteration waits for (under BSP the slowest 
          "quota and the busiest node's NIC, bound: the longer, NIC %: that NIC's bits over what it carries in the "
          "iteration (docs/predict.md, Host or wire); within, 9 in 10 held-out: "
          "the |predicted/measured - 1| that 90% of the "
-         "held-out predictions of this kind stayed within in bench/bench_predict_validation.py's recorded runs, "
-         "and their median (docs/predict-validation.md)")
+         "held-out predictions of this kind stayed within in bench/bench_predict_validation.py's recorded runs "
+         "(across nodes: the recorded runs of Study 1 across nodes), and their median (docs/predict-validation.md)")
 
 
 def headline(prediction: TrialPrediction) -> str:

@@ -22,4 +22,4 @@ def price(architecture: Architecture, servers: int, workers: int, model_bytes: f
     host_seconds = None if host is None else max(
         (host.seconds(moved, cpus[rank]) for rank, moved in resources.rank_bytes(phases).items()), default=0.0)
     return resources.ExchangeResources(host_seconds, 8.0 * sum(per_phase) / bits_per_second, sum(per_phase),
-                                       bits_per_second)
+                                       bits_per_second, resources.cross_node_share(phases, nodes))

@@ -46,6 +46,14 @@ def wire_bytes(phases: Phases, nodes: Mapping[int, str]) -> list[float]:
     return found
 
 
+def cross_node_share(phases: Phases, nodes: Mapping[int, str]) -> float:
+    """The share of the exchange's bytes whose flow crosses nodes (1.0 with no bytes: nothing stays inside a node)."""
+    flows = [flow for phase in phases for flow in phase]
+    total = sum(flow.size_bytes for flow in flows)
+    crossing = sum(flow.size_bytes for flow in flows if nodes[flow.source] != nodes[flow.destination])
+    return crossing / total if total > 0 else 1.0
+
+
 def rank_bytes(phases: Phases) -> dict[int, float]:
     """Every rank's bytes in and out over the exchange."""
     moved: dict[int, float] = {}
@@ -90,6 +98,9 @@ class ExchangeResources:
     nic_bytes: float
     """nic_bytes is what the busiest NIC carried in its busier direction, all phases together."""
     bits_per_second: float
+    cross_node_share: float = 1.0
+    """cross_node_share: the share of the exchange's bytes that cross nodes at this placement (validation.py's bands
+    across nodes hold only where it is 1)."""
 
     @property
     def bound(self) -> str:

@@ -25,9 +25,10 @@ CAPTION = ("Grey: the trial's median iteration time after warm-up (its p50); blu
            "architecture from the medians of its own records and the link it probed at its start, the error above. "
            "Medians on both sides: a few iterations stalled by other load move neither. Orange markers: the other "
            "architectures on the same model, workers and link. Whiskers: the |error| 9 in 10 held-out "
-           "predictions of that kind stayed within in bench/bench_predict_validation.py's recorded runs "
-           "(docs/predict-validation.md); a hollow marker has no validated band (the kind was not validated, e.g. 4 "
-           "servers or a paradigm other than BSP, or the trial's ranks waited for cores longer than the bench's). "
+           "predictions of that kind stayed within in bench/bench_predict_validation.py's recorded runs, across "
+           "nodes in those of Study 1 across nodes (docs/predict-validation.md); a hollow marker has no validated band "
+           "(the kind was not validated, e.g. 4 servers, a paradigm other than BSP or a placement that keeps bytes "
+           "inside a node, or the trial's ranks waited for cores longer than the bench's). "
            "docs/predict.md says what is measured and fitted from what.")
 
 
