@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 
 from ringleader.models import validation
 
-RUNS = ("study-1-nodes-host-wire.json", "study-1-nodes-host-wire-250m.json", "study-1-nodes-host-wire-250m-run-2.json")
+RUNS = ("study-1-nodes-host-wire.json", "study-1-nodes-host-wire-250m.json", "study-1-nodes-host-wire-250m-run-2.json",
+        "study-1-nodes-host-wire-250m-run-3.json")
 """RUNS are the recorded runs the bands are fitted on, files in the repository's docs/studies/: 3 nodes, NICs capped
 at 500 Mbit/s, pods of 150m and 250m CPU."""
 

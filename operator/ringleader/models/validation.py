@@ -113,8 +113,8 @@ class NodeBand(Coverage):
 
 
 NODE_BANDS: dict[float, NodeBand] = {
-    0.25: NodeBand(within=0.103, median=0.06, worst=0.122, pairs=31, workers=(2, 3), pod_cpus=0.25,
-                   architectures=("1ps", "p2p", "ring"), runs=2, held_out=(29, 31)),
+    0.25: NodeBand(within=0.1, median=0.067, worst=0.122, pairs=44, workers=(2, 3), pod_cpus=0.25,
+                   architectures=("1ps", "p2p", "ring"), runs=3, held_out=(41, 44)),
 }
 """NODE_BANDS: the workers' CPU quota -> the band of predictions across nodes at that quota (link kind
 calibration.NETWORK), fitted on the recorded runs of Study 1 across nodes (node_validation.RUNS) where the runs
