@@ -143,11 +143,16 @@ def rank_process(tmp_path, script: str) -> processes.RankProcess:
 
 
 def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
+    """Whether a process of group `pgid` still runs. A killed grandchild is a zombie until init reaps it, which on a
+    busy machine can take seconds: a zombie runs nothing, so it does not count."""
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue  # ended while being read
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def test_stopping_kills_the_whole_group_even_a_child_that_ignores_sigterm(tmp_path):
