@@ -25,25 +25,11 @@ at 500 Mbit/s, pods of 150m and 250m CPU."""
 
 
 @dataclasses.dataclass(frozen=True)
-class NodePair:
-    """Trial `source` of run `run` predicting trial `target`'s architecture, against what `target` measured."""
+class NodePair(validation.Scored):
+    """A pair of one recorded run of Study 1 across nodes, at its pods' quota."""
 
     run: str
-    source: str
-    target: str
-    architecture: str
-    workers: int
-    predicted_seconds: float
-    measured_seconds: float
     pod_cpus: float
-
-    @property
-    def error(self) -> float:
-        return self.predicted_seconds / self.measured_seconds - 1.0
-
-    @property
-    def own(self) -> bool:
-        return self.source == self.target
 
 
 def read(folder: pathlib.Path, names: Sequence[str] = RUNS) -> dict[str, dict[str, Any]]:
@@ -72,9 +58,9 @@ def pairs(runs: Mapping[str, Mapping[str, Any]]) -> list[NodePair]:
             for target in chosen:
                 if (target["workers"] == source["workers"] and pod_cpus(target) == pod_cpus(source)
                         and target["architecture"] in predicted):
-                    found.append(NodePair(run, source["trial"], target["trial"], target["architecture"],
-                                          source["workers"], predicted[target["architecture"]]["iterationSeconds"],
-                                          target["iterationP50Seconds"], pod_cpus(source) or 0.0))
+                    found.append(NodePair(source["trial"], target["trial"], target["architecture"], source["workers"],
+                                          predicted[target["architecture"]]["iterationSeconds"],
+                                          target["iterationP50Seconds"], run, pod_cpus(source) or 0.0))
     return found
 
 

@@ -54,15 +54,9 @@ def read(path: pathlib.Path) -> list[dict[str, Any]]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Pair:
-    """Trial `source` predicting trial `target`'s architecture, against what `target` measured."""
+class Pair(validation.Scored):
+    """A pair of the validation bench, with what decides which band it takes."""
 
-    source: str
-    target: str
-    architecture: str
-    workers: int
-    predicted_seconds: float
-    measured_seconds: float
     kind: str
     """kind is the link's kind as the source trial calibrated it (calibration.py)."""
     threads_per_cpu: float
@@ -71,14 +65,6 @@ class Pair:
     """load_per_cpu: the busier machine of the two trials' (1-minute load per CPU; 0 where neither recorded it)."""
     busy_cores: int = 0
     """busy_cores: the other work the run had beside it (its --burners): bands are fitted per such machine."""
-
-    @property
-    def error(self) -> float:
-        return self.predicted_seconds / self.measured_seconds - 1.0
-
-    @property
-    def own(self) -> bool:
-        return self.source == self.target
 
 
 def predict(recorded: Mapping[str, Any],

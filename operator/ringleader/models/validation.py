@@ -27,6 +27,27 @@ COVERAGE = 0.9
 
 
 @dataclasses.dataclass(frozen=True)
+class Scored:
+    """Trial `source` predicting trial `target`'s architecture, against what `target` measured: the pair a band is
+    fitted on and held out with."""
+
+    source: str
+    target: str
+    architecture: str
+    workers: int
+    predicted_seconds: float
+    measured_seconds: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_seconds / self.measured_seconds - 1.0
+
+    @property
+    def own(self) -> bool:
+        return self.source == self.target
+
+
+@dataclasses.dataclass(frozen=True)
 class Coverage:
     """The |predicted / measured - 1| within which COVERAGE of the held-out predictions of one scenario kind fell
     (fit), with the median and worst of the pairs it was fitted on."""
