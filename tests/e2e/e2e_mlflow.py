@@ -18,6 +18,7 @@ class PortForward:
         self.kube, self.namespace, self.service, self.port = kube, namespace, service, port
         self.process: subprocess.Popen | None = None
         self.local_port: int | None = None
+        self.output: tuple[str, ...] = ()  # its last lines, replaced whole (another thread reads them): why it ended
         self._lock = threading.Lock()
 
     def url(self) -> str:
@@ -25,6 +26,13 @@ class PortForward:
             if self.process is None or self.process.poll() is not None or not self._healthy():
                 self._start()
             return f"http://127.0.0.1:{self.local_port}"
+
+    def restart(self, why: str) -> None:
+        with self._lock:
+            ended = self.process is not None and self.process.poll() is not None
+            log(f"port-forward to svc/{self.service} restarted after {why}; it had "
+                f"{'ended' if ended else 'not ended'}, saying: {' | '.join(self.output) or 'nothing'}")
+            self._start()
 
     def _healthy(self) -> bool:
         try:
@@ -48,8 +56,9 @@ class PortForward:
                     self.local_port = int(match.group(1))
                     break
             if self.local_port and self.process.poll() is None:
-                # Drain its output so the pipe never fills and blocks it.
-                threading.Thread(target=lambda p=self.process: [None for _ in p.stdout], daemon=True).start()
+                # Drain its output so the pipe never fills and blocks it; the last lines say why it ended.
+                self.output = ()
+                threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
                 try:
                     wait_for("MLflow /health through the port-forward", self._healthy, 60, interval=1)
                     return
@@ -59,6 +68,10 @@ class PortForward:
             self.stop()
             time.sleep(2)
         raise RuntimeError(f"cannot port-forward to svc/{self.service} in {self.namespace}")
+
+    def _drain(self, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            self.output = (*self.output[-4:], line.strip())
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -71,16 +84,47 @@ class PortForward:
         self.process = None
 
 
-class Mlflow:
-    """An MlflowClient on the port-forward, re-created when the forward restarts."""
+def refused(error: Exception) -> bool:
+    """Whether a call failed because nothing listened on the forward's port (kubectl port-forward exits when a
+    stream of its tunnel breaks), not because of what the server answered."""
+    return "Connection refused" in str(error) or "Max retries exceeded" in str(error)
+
+
+class ReconnectingClient:
+    """An MlflowClient whose calls, when the port-forward under them has gone, start a new forward and are made
+    again (twice at most): the server and its runs are the test's subject, the test's own way to them is not."""
+
+    ATTEMPTS = 3
 
     def __init__(self, forward: PortForward):
         self.forward = forward
 
-    def client(self):
+    def __getattr__(self, name: str):
         import mlflow
 
-        return mlflow.MlflowClient(tracking_uri=self.forward.url())
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args, **kwargs):
+            for attempt in range(1, self.ATTEMPTS + 1):
+                method = getattr(mlflow.MlflowClient(tracking_uri=self.forward.url()), name)
+                try:
+                    return method(*args, **kwargs)
+                except Exception as error:  # MlflowException or requests' ConnectionError, by the MLflow version
+                    if attempt == self.ATTEMPTS or not refused(error):
+                        raise
+                    self.forward.restart(f"{name}: {str(error)[:200]}")
+        return call
+
+
+class Mlflow:
+    """The MLflow server's runs, through a client that outlives a port-forward's restart."""
+
+    def __init__(self, forward: PortForward):
+        self.forward = forward
+
+    def client(self) -> ReconnectingClient:
+        return ReconnectingClient(self.forward)
 
     def run(self, run_id: str):
         return self.client().get_run(run_id)
