@@ -11,8 +11,10 @@
 #   foreground  environment beside host packages, lint -> integration -> unit (helm) -> operator (Kubernetes,
 #               etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS, the image, seeded)
 #
-# Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time; above
-# WARN_MINUTES it says so, so that the suite cannot outgrow the limit silently.
+# Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time, the CPU time its
+# own processes used and how busy the machine was meanwhile; then the machine's CPU time over the whole run, which
+# over its cores is a floor no order of the tiers gets under. Above WARN_MINUTES it says so, so that the suite
+# cannot outgrow the limit silently.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LIMIT_MINUTES=90   # CI's wall for .ci/run
@@ -27,23 +29,43 @@ TIERS=()
 FAILED=()
 
 stamp() { printf '%d:%02d' $(( ($1) / 60 )) $(( ($1) % 60 )); }
+CORES=$(nproc)
+TICKS=$(getconf CLK_TCK)
+# counted FILE CMD...: run CMD, then write to FILE the user + system seconds it used, its children's and theirs
+# (times(2)); not the cluster's daemons and pods, which nothing waits for. In a subshell of its own: there
+# the counts start at zero, and no background chain that ends meanwhile is reaped into them.
+counted() {
+  local file="$1" rc; shift
+  (
+    "$@"; rc=$?
+    times > "$file.times"
+    awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' \
+      "$file.times" > "$file"
+    exit $rc
+  )
+}
+# busy_ticks: the machine's CPU time so far, every process's (user, nice, system, irq, softirq), in clock ticks.
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+BUSY_AT_START=$(busy_ticks)
 say() { printf '>> test [%s] %s\n' "$(stamp $((SECONDS - START)))" "$*"; }
 
 # tier NAME CMD...: run CMD in the foreground, timed; a failed tier is listed, the next ones still run.
 tier() {
-  local name="$1" t=$SECONDS rc; shift
+  local name="$1" t=$SECONDS busy rc; shift
+  busy=$(busy_ticks)
   say "$name"
-  "$@"; rc=$?
-  TIERS+=("$name|$((SECONDS - t))|$rc")
+  counted "$STATE/tier.cpu" "$@"; rc=$?
+  TIERS+=("$name|$((SECONDS - t))|$rc|$(cat "$STATE/tier.cpu")|$(( ($(busy_ticks) - busy) / TICKS ))")
   (( rc == 0 )) || FAILED+=("$name")
   say "$name: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)") in $(stamp $((SECONDS - t)))"
   return $rc
 }
 
-# The background builds: each step leaves STEP.rc (its exit status) and STEP.s (its seconds) in $STATE.
+# The background builds: each step leaves STEP.rc (its exit status), STEP.s (its seconds) and STEP.cpu (its CPU
+# seconds) in $STATE.
 step() {
   local name="$1" t=$SECONDS rc; shift
-  "$@" >> "$BACKGROUND_LOG" 2>&1; rc=$?
+  counted "$STATE/$name.cpu" "$@" >> "$BACKGROUND_LOG" 2>&1; rc=$?
   echo $((SECONDS - t)) > "$STATE/$name.s"; echo $rc > "$STATE/$name.rc"
   return $rc
 }
@@ -95,24 +117,32 @@ await() {
 gated() {
   local steps="$1" name="$2"; shift 2
   # shellcheck disable=SC2086
-  if await $steps; then tier "$name" "$@"; else TIERS+=("$name|0|1"); FAILED+=("$name"); fi
+  if await $steps; then tier "$name" "$@"; else TIERS+=("$name|0|1|0|0"); FAILED+=("$name"); fi
 }
 pytest_tier() { "$PY" -m pytest -n 2 --dist loadfile -q -p no:cacheprovider --durations=15 "$@"; }
 
 summary() {
-  local row name s rc total=$((SECONDS - START))
+  local row name s rc cpu busy total=$((SECONDS - START)) all
+  all=$(( ($(busy_ticks) - BUSY_AT_START) / TICKS ))
   echo
-  echo ">> test: the tiers (foreground; the background builds ran beside them)"
-  printf '   %-58s %8s  %s\n' tier time result
+  echo ">> test: the tiers (foreground; the background builds ran beside them); CPU: minutes of one core its own"
+  echo "   processes used (not the cluster's daemons and pods); busy: the machine's CPU time meanwhile, of its $CORES cores"
+  printf '   %-58s %8s %8s %5s  %s\n' tier time CPU busy result
   for row in "${TIERS[@]}"; do
-    IFS='|' read -r name s rc <<< "$row"
-    printf '   %-58s %8s  %s\n' "$name" "$(stamp "$s")" "$( ((rc == 0)) && echo ok || echo "FAILED ($rc)")"
+    IFS='|' read -r name s rc cpu busy <<< "$row"
+    printf '   %-58s %8s %8s %4s%%  %s\n' "$name" "$(stamp "$s")" "$(stamp "$cpu")" \
+      "$(( s > 0 ? 100 * busy / (s * CORES) : 0 ))" "$( ((rc == 0)) && echo ok || echo "FAILED ($rc)")"
   done
   for s in "${STEPS[@]}"; do
-    [[ -e "$STATE/$s.s" ]] && printf '   %-58s %8s  %s\n' "  background: $s" "$(stamp "$(cat "$STATE/$s.s")")" \
+    [[ -e "$STATE/$s.s" ]] || continue
+    cpu=$(cat "$STATE/$s.cpu" 2>/dev/null || echo 0)
+    printf '   %-58s %8s %8s %5s  %s\n' "  background: $s" "$(stamp "$(cat "$STATE/$s.s")")" "$(stamp "$cpu")" "" \
       "$( [[ "$(cat "$STATE/$s.rc")" == 0 ]] && echo ok || echo FAILED)"
   done
   printf '   %-58s %8s  of the %d-minute limit\n' total "$(stamp $total)" $LIMIT_MINUTES
+  printf '   %-58s %8s  the machine busy %d%%: on %d cores no order of the tiers ends before %s\n' \
+    "CPU, every process of the machine" "$(stamp $all)" "$(( total > 0 ? 100 * all / (total * CORES) : 0 ))" \
+    "$CORES" "$(stamp $((all / CORES)))"
   if (( total > WARN_MINUTES * 60 )); then
     echo ">> test: WARNING: $(stamp $total) is past $WARN_MINUTES minutes, two thirds of CI's $LIMIT_MINUTES: make a tier faster before adding one"
   fi
