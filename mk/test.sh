@@ -33,9 +33,11 @@ CORES=$(nproc)
 TICKS=$(getconf CLK_TCK)
 # counted FILE CMD...: run CMD, then write to FILE the user + system seconds it used, its children's and theirs
 # (times(2)); not the cluster's daemons and pods, which nothing waits for. In a subshell of its own: there
-# the counts start at zero, and no background chain that ends meanwhile is reaped into them.
+# the counts start at zero, and no background chain that ends meanwhile is reaped into them. FILE says 0 until
+# then, so a CMD that takes the subshell down leaves no earlier tier's count behind.
 counted() {
   local file="$1" rc; shift
+  echo 0 > "$file"
   (
     "$@"; rc=$?
     times > "$file.times"
@@ -135,7 +137,7 @@ summary() {
   done
   for s in "${STEPS[@]}"; do
     [[ -e "$STATE/$s.s" ]] || continue
-    cpu=$(cat "$STATE/$s.cpu" 2>/dev/null || echo 0)
+    cpu=$(cat "$STATE/$s.cpu")
     printf '   %-58s %8s %8s %5s  %s\n' "  background: $s" "$(stamp "$(cat "$STATE/$s.s")")" "$(stamp "$cpu")" "" \
       "$( [[ "$(cat "$STATE/$s.rc")" == 0 ]] && echo ok || echo FAILED)"
   done
