@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,9 +21,19 @@ from loopback import free_port
 pytestmark = pytest.mark.integration
 
 
-def test_ui_prints_the_newest_sweeps_training_view_and_serves_it(workdir):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, migrated_db):
+    """A working directory after one `ringleader run`: what every test here serves (`ringleader ui` only reads it)."""
+    workdir = tmp_path_factory.mktemp("ui")
+    shutil.copy(migrated_db, workdir / "mlflow.db")
     path = launching.experiment_file(workdir, "shown", {"architecture": "RingAllReduce", "model": {"iterations": 5}})
-    assert launching.run(workdir, str(path)).returncode == 0
+    finished = launching.run(workdir, str(path))
+    assert finished.returncode == 0, finished.output
+    return workdir
+
+
+def test_ui_prints_the_newest_sweeps_training_view_and_serves_it(trained):
+    workdir = trained
     client = mlflow.tracking.MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("default/shown")
     [sweep] = client.search_runs([experiment.experiment_id], "tags.`ringleader.kind` = 'sweep'")
@@ -74,9 +85,8 @@ def group_members(pgid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_to_the_ui_commands_process_id_stops_the_server_and_everything_it_started(workdir, signum):
-    path = launching.experiment_file(workdir, "stopped", {"architecture": "RingAllReduce", "model": {"iterations": 3}})
-    assert launching.run(workdir, str(path)).returncode == 0
+def test_a_signal_to_the_ui_commands_process_id_stops_the_server_and_everything_it_started(trained, signum):
+    workdir = trained
     port = free_port()
     ui = subprocess.Popen([sys.executable, "-m", "ringleader.cli", "ui", "--port", str(port)], cwd=workdir,
                           env=launching.launcher_environ(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
