@@ -8,9 +8,19 @@
 #   background  from the start: Go modules -> tools (helm, etcd) -> Kubernetes -> Kueue -> e2e-tools (crictl,
 #               CoreDNS: the e2e tier's alone, so they build while the operator tier runs)
 #               after the host packages: base images (pause, Debian) -> the project image -> the nodes' store
-#   foreground  environment beside host packages, lint -> integration -> unit (helm) -> operator (Kubernetes,
-#               etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS, the image, seeded)
+#   foreground  environment beside host packages, lint -> integration, timed (the tests marked `timing`) -> unit
+#               (helm) -> operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS,
+#               the image, seeded)
+#   beside      after the timed tests: the rest of the integration tier, beside every later tier
 #
+# The integration tests that time processes against each other, or bound how long one takes to stop, are marked
+# `timing` and run with the machine as quiet as the builds allow; the rest assert what was recorded, not how fast,
+# and fill the cores the later tiers leave idle (the operator and e2e tiers mostly wait on their clusters). Who
+# yields to whom is set by CPU weights (cgroup v1's cpu.shares; a task of the foreground weighs 1024), by phase:
+# while the timed tests run, the builds weigh 256 (about what nice 10 gave them); from then on the builds 2048,
+# since the operator and e2e tiers wait for them when cold, and the tier beside 1024, a weight no foreground
+# tier can starve (a rank starved for its peer timeout fails its test). Without a writable cgroup v1 cpu hierarchy
+# (not root, cgroup v2) the untimed tests run in the foreground after the timed ones instead.
 # Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time, the CPU time its
 # own processes used and how busy the machine was meanwhile; then the machine's CPU time over the whole run, which
 # over its cores is a floor no order of the tiers gets under. Above WARN_MINUTES it says so, so that the suite
@@ -121,7 +131,53 @@ gated() {
   # shellcheck disable=SC2086
   if await $steps; then tier "$name" "$@"; else TIERS+=("$name|0|1|0|0"); FAILED+=("$name"); fi
 }
-pytest_tier() { "$PY" -m pytest -n 2 --dist loadfile -q -p no:cacheprovider --durations=15 "$@"; }
+PYTEST=("$PY" -m pytest -n 2 --dist loadfile -q -p no:cacheprovider --durations=15)
+pytest_tier() { "${PYTEST[@]}" "$@"; }
+
+# CPU groups, each a top-level cgroup of the cpu controller (nested ones would share their parent's one weight).
+GROUP_PREFIX=/sys/fs/cgroup/cpu/ringleader-test
+CPU_GROUPS=(builds beside)
+CPU_GROUPS_ON=0
+if mkdir "$GROUP_PREFIX-builds.$$" "$GROUP_PREFIX-beside.$$" 2>/dev/null; then CPU_GROUPS_ON=1; fi
+weigh() { (( CPU_GROUPS_ON )) && echo "$2" > "$GROUP_PREFIX-$1.$$/cpu.shares"; }
+# join GROUP: the calling (sub)shell and what it starts from then on run in GROUP.
+join() { (( ! CPU_GROUPS_ON )) || echo "$BASHPID" > "$GROUP_PREFIX-$1.$$/cgroup.procs"; }
+remove_groups() {  # after their processes are killed; bounded: a process that lingers leaves its group behind
+  local g i
+  (( CPU_GROUPS_ON )) || return 0
+  for g in "${CPU_GROUPS[@]}"; do
+    for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$GROUP_PREFIX-$g.$$" 2>/dev/null && break; sleep 1; done
+  done
+}
+
+# beside NAME CMD...: a tier in the background, in the group `beside`, its output kept in its own log until
+# `beside_end`, so that the foreground tiers' output stays readable. Without CPU groups, a foreground tier.
+beside() {
+  local name="$1"; shift
+  if (( ! CPU_GROUPS_ON )); then tier "$name" "$@"; return; fi
+  name+=" (beside)"
+  say "$name: started beside the next tiers (its output follows the e2e tier's)"
+  set -m
+  (
+    join beside
+    t=$SECONDS busy=$(busy_ticks)
+    counted "$STATE/beside.cpu" "$@" > "$STATE/beside.log" 2>&1; rc=$?
+    echo "$name|$((SECONDS - t))|$rc|$(cat "$STATE/beside.cpu")|$(( ($(busy_ticks) - busy) / TICKS ))" \
+      > "$STATE/beside.row"
+  ) & BACKGROUND+=($!)
+  set +m
+}
+# beside_end: waits for the tier `beside` started, prints its output and adds its row to the table.
+beside_end() {
+  local t=$SECONDS row rc
+  (( CPU_GROUPS_ON )) || return 0
+  until [[ -e "$STATE/beside.row" ]]; do sleep 2; done
+  (( SECONDS - t < 5 )) || say "waited $(stamp $((SECONDS - t))) for the tier beside"
+  row=$(cat "$STATE/beside.row"); IFS='|' read -r _ _ rc _ _ <<< "$row"
+  say "${row%%|*}: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)"); its output:"
+  cat "$STATE/beside.log"
+  TIERS+=("$row"); (( rc == 0 )) || FAILED+=("${row%%|*}")
+}
 
 summary() {
   local row name s rc cpu busy total=$((SECONDS - START)) all
@@ -153,15 +209,19 @@ summary() {
 
 # Process groups of their own (job control on for these commands), so that an early exit stops their builds too.
 BACKGROUND=()
-trap 'for g in "${BACKGROUND[@]}"; do kill -- -$g 2>/dev/null; done' EXIT
-set -m; go_builds & BACKGROUND+=($!); set +m
+trap 'for g in "${BACKGROUND[@]}"; do kill -- -$g 2>/dev/null; done; remove_groups' EXIT
+weigh builds 256
+set -m; { join builds; go_builds; } & BACKGROUND+=($!); set +m
 tier "environment (.venv) and host packages (apt), side by side" setup || { summary; exit 1; }
-set -m; image_builds & BACKGROUND+=($!); set +m
+set -m; { join builds; image_builds; } & BACKGROUND+=($!); set +m
 tier "lint, CRD check" "$MAKE" --no-print-directory lint crds-check
-tier "integration" pytest_tier tests/integration
+tier "integration, timed" pytest_tier -m timing tests/integration
+weigh builds 2048; weigh beside 1024
+beside "integration, untimed" "${PYTEST[@]}" -m "not timing" tests/integration
 gated tools "unit" pytest_tier tests/unit
 gated "tools kubernetes kueue" "operator (real kube-apiserver)" pytest_tier tests/operator
 gated "e2e-tools image seed" "e2e (three nodes)" "$MAKE" --no-print-directory e2e E2E_NODES=3
+beside_end
 wait "${BACKGROUND[@]}" 2>/dev/null
 summary
 (( ${#FAILED[@]} == 0 ))

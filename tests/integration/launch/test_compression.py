@@ -12,7 +12,7 @@ import pytest
 import launching
 from ringleader.contract import keys, records
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 
 def test_a_ring_swept_over_compression_sends_fewer_bytes_and_communicates_for_less_time(workdir):

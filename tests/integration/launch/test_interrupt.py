@@ -12,7 +12,7 @@ import pytest
 
 import launching
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 
 def long_experiment(workdir, name: str):

@@ -309,6 +309,7 @@ def rank_pid(session, rank: int) -> int:
     return pid
 
 
+@pytest.mark.timing  # named within a bound
 @pytest.mark.parametrize("stopped", [1, 0], ids=["a worker", "the store host"])
 def test_a_stopped_rank_is_named_within_the_stall_timeout_and_blamed_not_its_waiting_peer(workdir, stopped):
     # The communication timeout is far away (120 s): only the stall watchdog can end this trial quickly.

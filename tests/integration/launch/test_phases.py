@@ -13,7 +13,7 @@ import pytest
 
 import launching
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 PHASES = ("time/data", "time/forward", "time/backward", "time/comm", "time/wait", "time/update", "time/eval",
           "time/other")

@@ -15,7 +15,7 @@ import pytest
 
 import launching
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 
 def quickstart_like(workdir):

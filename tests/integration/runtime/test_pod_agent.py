@@ -40,6 +40,8 @@ PEER_TIMEOUT_SECONDS = 20.0
 # Failure deadlines, not timings: how long the pod may take to end once a rank died or it was told to stop.
 ENDS_WITHIN_SECONDS = agent_.GRACE_SECONDS + 15.0
 
+pytestmark = pytest.mark.timing  # the pod must end within ENDS_WITHIN_SECONDS
+
 
 class Pod:
     """The agent of one pod of a trial, started as the kubelet would start its container, in a session of its own."""

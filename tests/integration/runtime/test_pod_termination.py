@@ -18,6 +18,7 @@ import sys
 import time
 
 import mlflow.tracking
+import pytest
 
 from ringleader.contract import environment as contract
 from ringleader.contract import records
@@ -26,6 +27,8 @@ from ringleader.tracking import settings as tracking_settings
 from ringleader.tracking import store as store_
 
 SOURCE = pathlib.Path(__file__).resolve().parents[3] / "operator"
+
+pytestmark = pytest.mark.timing  # each rank must exit inside its grace period
 
 
 def test_stopped_ranks_publish_what_they_recorded_and_end_their_runs_killed(make_trial, start_trial, tmp_path):

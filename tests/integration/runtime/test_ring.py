@@ -7,7 +7,7 @@ import pytest
 
 from ringleader.contract import failures, keys, records
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 ITERATIONS = 30
 WARMUP = 3

@@ -9,7 +9,7 @@ import pytest
 
 from ringleader.contract import keys
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 ARCHITECTURES = ["RingAllReduce", "ParameterServer", "PeerToPeer"]
 

@@ -14,7 +14,7 @@ import pytest
 
 from ringleader.runtime import exchange, models
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 PEERS = 3
 

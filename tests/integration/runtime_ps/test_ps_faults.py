@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 heavy = pytest.mark.skipif(not os.environ.get("RINGLEADER_HEAVY_TESTS"),
                            reason="heavy: set RINGLEADER_HEAVY_TESTS=1")

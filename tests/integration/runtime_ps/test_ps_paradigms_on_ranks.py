@@ -14,7 +14,7 @@ import pytest
 
 import ps_trials
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timing]
 
 heavy = pytest.mark.skipif(not os.environ.get("RINGLEADER_HEAVY_TESTS"),
                            reason="heavy: set RINGLEADER_HEAVY_TESTS=1 (two parameter servers)")
