@@ -33,6 +33,9 @@ $(DEPS)/.deps-installed:
 	@echo ">> creating $(DEPS) from requirements.lock (first time: downloads torch and mlflow, several minutes)"
 	@rm -rf $(DEPS).tmp && python3 -m venv $(DEPS).tmp
 	@$(DEPS).tmp/bin/pip install --quiet --progress-bar off --require-hashes --no-deps -r requirements.lock
+	@# Its commands' `#!` lines and activate scripts name the build's path: made to name the final one (text files
+	@# only, never through a link: bin/python is one).
+	@grep -lIF '$(DEPS).tmp' $(DEPS).tmp/bin/* | while read -r f; do [ -L "$$f" ] || sed -i 's|$(DEPS).tmp|$(DEPS)|g' "$$f"; done
 	@touch $(DEPS).tmp/.deps-installed && rm -rf $(DEPS) && mv $(DEPS).tmp $(DEPS)
 
 # This checkout's environment: its own interpreter link, the shared dependencies on its path (a .pth line),
