@@ -164,15 +164,16 @@ beside() {
     counted "$STATE/beside.cpu" "$@" > "$STATE/beside.log" 2>&1; rc=$?
     echo "$name|$((SECONDS - t))|$rc|$(cat "$STATE/beside.cpu")|$(( ($(busy_ticks) - busy) / TICKS ))" \
       > "$STATE/beside.row"
-  ) & BACKGROUND+=($!)
+  ) & BESIDE_PID=$!; BESIDE_NAME=$name; BACKGROUND+=($!)
   set +m
 }
 # beside_end: waits for the tier `beside` started, prints its output and adds its row to the table.
 beside_end() {
   local t=$SECONDS row rc
   (( CPU_GROUPS_ON )) || return 0
-  until [[ -e "$STATE/beside.row" ]]; do sleep 2; done
+  while [[ ! -e "$STATE/beside.row" ]] && kill -0 "$BESIDE_PID" 2>/dev/null; do sleep 2; done
   (( SECONDS - t < 5 )) || say "waited $(stamp $((SECONDS - t))) for the tier beside"
+  [[ -e "$STATE/beside.row" ]] || echo "$BESIDE_NAME|0|1|0|0" > "$STATE/beside.row"  # it died
   row=$(cat "$STATE/beside.row"); IFS='|' read -r _ _ rc _ _ <<< "$row"
   say "${row%%|*}: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)"); its output:"
   cat "$STATE/beside.log"
