@@ -136,9 +136,9 @@ pytest_tier() { "${PYTEST[@]}" "$@"; }
 
 # CPU groups, each a top-level cgroup of the cpu controller (nested ones would share their parent's one weight).
 GROUP_PREFIX=/sys/fs/cgroup/cpu/ringleader-test
-CPU_GROUPS=(builds beside)
+CPU_GROUPS=("$GROUP_PREFIX-builds" "$GROUP_PREFIX-beside")
 CPU_GROUPS_ON=0
-if mkdir "$GROUP_PREFIX-builds.$$" "$GROUP_PREFIX-beside.$$" 2>/dev/null; then CPU_GROUPS_ON=1; fi
+if mkdir "${CPU_GROUPS[@]/%/.$$}" 2>/dev/null; then CPU_GROUPS_ON=1; fi
 weigh() { (( CPU_GROUPS_ON )) && echo "$2" > "$GROUP_PREFIX-$1.$$/cpu.shares"; }
 # join GROUP: the calling (sub)shell and what it starts from then on run in GROUP.
 join() { (( ! CPU_GROUPS_ON )) || echo "$BASHPID" > "$GROUP_PREFIX-$1.$$/cgroup.procs"; }
@@ -146,7 +146,7 @@ remove_groups() {  # after their processes are killed; bounded: a process that l
   local g i
   (( CPU_GROUPS_ON )) || return 0
   for g in "${CPU_GROUPS[@]}"; do
-    for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$GROUP_PREFIX-$g.$$" 2>/dev/null && break; sleep 1; done
+    for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$g.$$" 2>/dev/null && break; sleep 1; done
   done
 }
 
