@@ -8,19 +8,21 @@
 #   background  from the start: Go modules -> tools (helm, etcd) -> Kubernetes -> Kueue -> e2e-tools (crictl,
 #               CoreDNS: the e2e tier's alone, so they build while the operator tier runs)
 #               after the host packages: base images (pause, Debian) -> the project image -> the nodes' store
-#   foreground  environment beside host packages, lint -> integration, timed (the tests marked `timing`) -> unit
-#               (helm) -> operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS,
-#               the image, seeded)
-#   beside      after the timed tests: the rest of the integration tier, beside every later tier
+#   foreground  environment beside host packages, lint -> integration, timed (the tests marked `timing`) ->
+#               operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS, the image,
+#               seeded)
+#   beside      after the timed tests: the rest of the integration tier, then unit (helm), beside the operator and
+#               e2e tiers
 #
 # The integration tests that time processes against each other, or bound how long one takes to stop, are marked
-# `timing` and run with the machine as quiet as the builds allow; the rest assert what was recorded, not how fast,
-# and fill the cores the later tiers leave idle (the operator and e2e tiers mostly wait on their clusters). Who
+# `timing` and run with the machine as quiet as the builds allow; the rest, and the unit tier, assert what was
+# recorded or computed, not how fast, and fill the cores the later tiers leave idle (the operator and e2e tiers
+# mostly wait on their clusters). Who
 # yields to whom is set by CPU weights (cgroup v1's cpu.shares; a task of the foreground weighs 1024), by phase:
 # while the timed tests run, the builds weigh 256 (about what nice 10 gave them); from then on the builds 2048,
 # since the operator and e2e tiers wait for them when cold, and the tier beside 1024, a weight no foreground
 # tier can starve (a rank starved for its peer timeout fails its test). Without a writable cgroup v1 cpu hierarchy
-# (not root, cgroup v2) the untimed tests run in the foreground after the timed ones instead.
+# (not root, cgroup v2) the untimed tiers run in the foreground after the timed one instead.
 # Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time, the CPU time its
 # own processes used and how busy the machine was meanwhile; then the machine's CPU time over the whole run, which
 # over its cores is a floor no order of the tiers gets under. Above WARN_MINUTES it says so, so that the suite
@@ -61,14 +63,21 @@ busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 BUSY_AT_START=$(busy_ticks)
 say() { printf '>> test [%s] %s\n' "$(stamp $((SECONDS - START)))" "$*"; }
 
-# tier NAME CMD...: run CMD in the foreground, timed; a failed tier is listed, the next ones still run.
+# row NAME SECONDS RC CPU BUSY: the tier's line of the table (a failed tier listed too). The tiers beside (below)
+# run in a subshell of their own: theirs wait in a file until beside_end.
+IN_BESIDE=0
+row() {
+  if (( IN_BESIDE )); then echo "$1|$2|$3|$4|$5" >> "$STATE/beside.rows"; return; fi
+  TIERS+=("$1|$2|$3|$4|$5"); (( $3 == 0 )) || FAILED+=("$1")
+}
+# tier NAME CMD...: run CMD, timed; a failed tier is listed, the next ones still run.
 tier() {
-  local name="$1" t=$SECONDS busy rc; shift
+  local name="$1" t=$SECONDS busy rc cpu="$STATE/tier.$BASHPID.cpu"; shift
+  (( ! IN_BESIDE )) || name+=" (beside)"
   busy=$(busy_ticks)
   say "$name"
-  counted "$STATE/tier.cpu" "$@"; rc=$?
-  TIERS+=("$name|$((SECONDS - t))|$rc|$(cat "$STATE/tier.cpu")|$(( ($(busy_ticks) - busy) / TICKS ))")
-  (( rc == 0 )) || FAILED+=("$name")
+  counted "$cpu" "$@"; rc=$?
+  row "$name" $((SECONDS - t)) $rc "$(cat "$cpu")" $(( ($(busy_ticks) - busy) / TICKS ))
   say "$name: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)") in $(stamp $((SECONDS - t)))"
   return $rc
 }
@@ -129,10 +138,15 @@ await() {
 gated() {
   local steps="$1" name="$2"; shift 2
   # shellcheck disable=SC2086
-  if await $steps; then tier "$name" "$@"; else TIERS+=("$name|0|1|0|0"); FAILED+=("$name"); fi
+  if await $steps; then tier "$name" "$@"; else row "$name" 0 1 0 0; fi
 }
 PYTEST=("$PY" -m pytest -n 2 --dist loadfile -q -p no:cacheprovider --durations=15)
 pytest_tier() { "${PYTEST[@]}" "$@"; }
+# The tiers that assert what was recorded, not how fast: beside the operator and e2e tiers, which mostly wait.
+untimed() {
+  tier "integration, untimed" pytest_tier -m "not timing" tests/integration
+  gated tools "unit" pytest_tier tests/unit
+}
 
 # CPU groups, each a top-level cgroup of the cpu controller (nested ones would share their parent's one weight).
 GROUP_PREFIX=/sys/fs/cgroup/cpu/ringleader-test
@@ -150,34 +164,31 @@ remove_groups() {  # after their processes are killed; bounded: a process that l
   done
 }
 
-# beside NAME CMD...: a tier in the background, in the group `beside`, its output kept in its own log until
-# `beside_end`, so that the foreground tiers' output stays readable. Without CPU groups, a foreground tier.
+# beside TIERS: the shell function TIERS, whose tiers run one after the other in the background, in the group
+# `beside`, their output kept in its own log until beside_end, so that the foreground tiers' output stays readable.
+# Without CPU groups, in the foreground.
 beside() {
-  local name="$1"; shift
-  if (( ! CPU_GROUPS_ON )); then tier "$name" "$@"; return; fi
-  name+=" (beside)"
-  say "$name: started beside the next tiers (its output follows the e2e tier's)"
+  if (( ! CPU_GROUPS_ON )); then "$1"; return; fi
+  say "the tiers of '$1': started beside the next tiers (their output follows the e2e tier's)"
   set -m
-  (
-    join beside
-    t=$SECONDS busy=$(busy_ticks)
-    counted "$STATE/beside.cpu" "$@" > "$STATE/beside.log" 2>&1; rc=$?
-    echo "$name|$((SECONDS - t))|$rc|$(cat "$STATE/beside.cpu")|$(( ($(busy_ticks) - busy) / TICKS ))" \
-      > "$STATE/beside.row"
-  ) & BESIDE_PID=$!; BESIDE_NAME=$name; BACKGROUND+=($!)
+  ( join beside; IN_BESIDE=1; "$1" > "$STATE/beside.log" 2>&1; touch "$STATE/beside.done" ) & BESIDE_PID=$!
+  BACKGROUND+=($!)
   set +m
 }
-# beside_end: waits for the tier `beside` started, prints its output and adds its row to the table.
+# beside_end: waits for the tiers beside, prints their output and adds their rows to the table.
 beside_end() {
-  local t=$SECONDS row rc
+  local t=$SECONDS line rc
   (( CPU_GROUPS_ON )) || return 0
-  while [[ ! -e "$STATE/beside.row" ]] && kill -0 "$BESIDE_PID" 2>/dev/null; do sleep 2; done
-  (( SECONDS - t < 5 )) || say "waited $(stamp $((SECONDS - t))) for the tier beside"
-  [[ -e "$STATE/beside.row" ]] || echo "$BESIDE_NAME|0|1|0|0" > "$STATE/beside.row"  # it died
-  row=$(cat "$STATE/beside.row"); IFS='|' read -r _ _ rc _ _ <<< "$row"
-  say "${row%%|*}: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)"); its output:"
+  while [[ ! -e "$STATE/beside.done" ]] && kill -0 "$BESIDE_PID" 2>/dev/null; do sleep 2; done
+  (( SECONDS - t < 5 )) || say "waited $(stamp $((SECONDS - t))) for the tiers beside"
+  [[ -e "$STATE/beside.done" ]] || echo "tiers beside: died|0|1|0|0" >> "$STATE/beside.rows"
+  say "the tiers beside: their output:"
   cat "$STATE/beside.log"
-  TIERS+=("$row"); (( rc == 0 )) || FAILED+=("${row%%|*}")
+  while IFS= read -r line; do
+    IFS='|' read -r _ _ rc _ _ <<< "$line"
+    say "${line%%|*}: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")"
+    TIERS+=("$line"); (( rc == 0 )) || FAILED+=("${line%%|*}")
+  done < <(cat "$STATE/beside.rows" 2>/dev/null)
 }
 
 summary() {
@@ -218,8 +229,7 @@ set -m; { join builds; image_builds; } & BACKGROUND+=($!); set +m
 tier "lint, CRD check" "$MAKE" --no-print-directory lint crds-check
 tier "integration, timed" pytest_tier -m timing tests/integration
 weigh builds 2048; weigh beside 1024
-beside "integration, untimed" "${PYTEST[@]}" -m "not timing" tests/integration
-gated tools "unit" pytest_tier tests/unit
+beside untimed
 gated "tools kubernetes kueue" "operator (real kube-apiserver)" pytest_tier tests/operator
 gated "e2e-tools image seed" "e2e (three nodes)" "$MAKE" --no-print-directory e2e E2E_NODES=3
 beside_end
