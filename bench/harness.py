@@ -282,11 +282,14 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 
 def machine() -> dict[str, Any]:
-    """What the numbers were measured on, and how loaded it was (1-minute load average)."""
+    """What the numbers were measured on, and how loaded it was (1-minute load average). `boot` tells one machine
+    from another of the same kind (a machine here is new each boot): bands are held out by it."""
     import torch  # the benchmarks need it anyway; imported late so --help stays fast
 
     return {"cpus": os.cpu_count(), "loadavg1": os.getloadavg()[0], "python": platform.python_version(),
-            "torch": torch.__version__, "platform": platform.platform()}
+            "torch": torch.__version__, "platform": platform.platform(),
+            "boot": pathlib.Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+            "day": time.strftime("%Y-%m-%d", time.gmtime())}
 
 
 def write_result(name: str, document: dict[str, Any]) -> pathlib.Path:

@@ -13,20 +13,22 @@ from ringleader.models.prediction_serving import Cores
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "predict-validation.md"
 
 
-def published() -> dict[tuple[str, str, str], tuple[float, int, float, float, float, tuple[int, ...], float]]:
+def published() -> dict[tuple[str, str, str], tuple]:
     """The page's table of bands: (kind, architecture, machine) -> (load per CPU, pairs, within %, median %, worst %,
-    workers, threads per CPU)."""
+    workers, threads per CPU, machines, held out by machine)."""
     rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \| ([\w ]+) \| ([\d.]+) \| (\d+) \| ([\d.]+) % \| ([\d.]+) % \| "
-                      r"([\d.]+) % \| ([\d, ]+) \| ([\d.]+) \|$", PAGE.read_text(), re.M)
+                      r"([\d.]+) % \| ([\d, ]+) \| ([\d.]+) \| (\d+) \| (\d+) of (\d+) \|$", PAGE.read_text(), re.M)
     return {(kind, label, machine): (float(load), int(pairs), float(within), float(median), float(worst),
-                                     tuple(int(n) for n in workers.split(",")), float(threads))
-            for kind, label, machine, load, pairs, within, median, worst, workers, threads in rows}
+                                     tuple(int(n) for n in workers.split(",")), float(threads), int(machines),
+                                     (int(covered), int(total)))
+            for kind, label, machine, load, pairs, within, median, worst, workers, threads, machines, covered, total
+            in rows}
 
 
 def test_the_page_publishes_exactly_the_bands_the_code_shows():
     expected = {(*key, band.machine()): (band.load_per_cpu, band.pairs, round(100 * band.within, 1),
                                          round(100 * band.median, 1), round(100 * band.worst, 1), band.workers,
-                                         band.threads_per_cpu)
+                                         band.threads_per_cpu, band.machines, band.held_out)
                 for key, bands in validation.BANDS.items() for band in bands}
     assert published() == expected
 

@@ -63,3 +63,27 @@ def test_a_recorded_trial_keeps_only_what_the_models_read(pairs):
         for trial in run["trials"]:
             fields = {field for records in trial["records"].values() for record in records for field in record}
             assert fields <= set(prediction_validation.KEPT_FIELDS)
+
+
+def on(machine: str, errors: list[float]) -> list[prediction_validation.Pair]:
+    return [prediction_validation.Pair(source=f"{machine}/{i}", target=f"{machine}/{i}", architecture="ring", workers=2,
+                                       predicted_seconds=1.0 + error, measured_seconds=1.0, kind="emulated",
+                                       threads_per_cpu=1.0, load_per_cpu=0.5, machine=machine)
+            for i, error in enumerate(errors)]
+
+
+def test_a_band_is_no_narrower_than_any_machines_own_and_says_how_it_held_on_the_machine_it_was_not_fitted_on():
+    quiet = on("quiet", [0.001 * i - 0.0002 for i in range(1, 13)])  # its own band: the 12th of 12, 1.2 %
+    noisy = on("noisy", [0.003 * i - 0.0002 for i in range(1, 13)])  # 3.6 %
+    [band] = prediction_validation.bands(quiet + noisy, labels=("ring",))["emulated", "ring"]
+    assert band.within == 0.036 and band.machines == 2  # both together fit 3.3 %: narrower than the noisy machine's
+    # The quiet machine's 12 pairs all inside the noisy one's band; of the noisy one's, only 4 inside the quiet one's.
+    assert band.held_out == (16, 24)
+    assert prediction_validation.held_out_machines(quiet + noisy) == {"noisy": (4, 12), "quiet": (12, 12)}
+    assert band.said() == "±3.6% in 9 of 10 (median 1.0%; 16 of 24 held out by machine)"
+
+
+def test_a_band_of_one_machine_states_no_held_out_by_machine():
+    [band] = prediction_validation.bands(on("only", [0.001 * i for i in range(1, 13)]), labels=("ring",))[
+        "emulated", "ring"]
+    assert band.machines == 1 and band.held_out is None and "held out" not in band.said()

@@ -65,6 +65,8 @@ class Pair(validation.Scored):
     """load_per_cpu: the busier machine of the two trials' (1-minute load per CPU; 0 where neither recorded it)."""
     busy_cores: int = 0
     """busy_cores: the other work the run had beside it (its --burners): bands are fitted per such machine."""
+    machine: str = ""
+    """machine: which machine the run ran on (machine_of): bands are held out by it."""
 
 
 def predict(recorded: Mapping[str, Any],
@@ -84,7 +86,14 @@ def run_load_per_cpu(run: Mapping[str, Any]) -> float:
     return round(run["loadAfter"][0] / run["machine"]["cpus"], 3)
 
 
-def pairs(predicted: Sequence[tuple[str, int, prediction.TrialPrediction]], busy_cores: int = 0) -> list[Pair]:
+def machine_of(run: Mapping[str, Any]) -> str:
+    """The machine a recorded run ran on: its boot (a machine of this kind is new each boot), or, for runs recorded
+    before the bench read it, the platform string, which named the one machine they all ran on."""
+    return run["machine"].get("boot") or run["machine"]["platform"]
+
+
+def pairs(predicted: Sequence[tuple[str, int, prediction.TrialPrediction]], busy_cores: int = 0,
+          machine: str = "") -> list[Pair]:
     """Every (source, target) of one worker count whose target measured its iteration."""
     found = []
     for source, workers, made in predicted:
@@ -96,7 +105,7 @@ def pairs(predicted: Sequence[tuple[str, int, prediction.TrialPrediction]], busy
                                   made.inputs.calibration.kind,
                                   max(made.inputs.cores.threads_per_cpu, measured.inputs.cores.threads_per_cpu),
                                   max(made.inputs.cores.load_per_cpu or 0.0, measured.inputs.cores.load_per_cpu or 0.0),
-                                  busy_cores))
+                                  busy_cores, machine))
     return found
 
 
@@ -105,36 +114,72 @@ def recorded_pairs(runs: Sequence[Mapping[str, Any]]) -> list[Pair]:
     found = []
     for index, run in enumerate(runs):
         predicted = [predict(trial, run_load_per_cpu(run)) for trial in run["trials"]]
-        found += pairs([(f"{index}/{name}", workers, made) for name, workers, made in predicted], run["burners"])
+        found += pairs([(f"{index}/{name}", workers, made) for name, workers, made in predicted], run["burners"],
+                       machine_of(run))
     return found
 
 
 def bands(found: Sequence[Pair], labels: Sequence[str] = ("1ps", "p2p", "ring")
           ) -> dict[tuple[str, str], tuple[validation.Band, ...]]:
-    """The bands of each (link kind, architecture) in `found`, one per machine the runs had (alone, with busy cores
-    beside), the quietest first: fit over that architecture's pairs on that machine, or over every architecture's
-    while one has too few for a band of its own (pooled)."""
+    """The bands of each (link kind, architecture) in `found`, one per machine load the runs had (alone, with busy
+    cores beside), the quietest first: fit over that architecture's pairs at that load, on every machine the bench
+    ran on, or over every architecture's while one has too few for a band of its own (pooled)."""
     fitted: dict[tuple[str, str], tuple[validation.Band, ...]] = {}
-    for kind in sorted({p.kind for p in found}):
-        for busy in sorted({p.busy_cores for p in found if p.kind == kind}):
-            chosen = [p for p in found if p.kind == kind and p.busy_cores == busy]
-            pooled = _band(chosen)
-            for label in labels:
-                band = _band([p for p in chosen if p.architecture == label]) or pooled
-                if band is not None:
-                    fitted[kind, label] = fitted.get((kind, label), ()) + (band,)
+    for mine, pooled in _fitted_on(found, labels):
+        band = _band(mine, pooled)
+        if band is not None:
+            key = (mine[0].kind, mine[0].architecture)
+            fitted[key] = fitted.get(key, ()) + (band,)
     return fitted
 
 
-def _band(chosen: Sequence[Pair]) -> validation.Band | None:
-    errors = [abs(p.error) for p in chosen]
-    within = validation.fit(errors)
+def _fitted_on(found: Sequence[Pair], labels: Sequence[str]) -> list[tuple[list[Pair], list[Pair]]]:
+    """(one architecture's pairs, every architecture's) of each link kind and load, in bands' order."""
+    chosen = []
+    for kind in sorted({p.kind for p in found}):
+        for busy in sorted({p.busy_cores for p in found if p.kind == kind}):
+            pooled = [p for p in found if p.kind == kind and p.busy_cores == busy]
+            chosen += [(mine, pooled) for label in labels if (mine := [p for p in pooled if p.architecture == label])]
+    return chosen
+
+
+def fit(chosen: Sequence[Pair]) -> float | None:
+    """The band of these pairs: the |error| 9 in 10 of them fall within (validation.fit), and no narrower than any one
+    machine's own band: a machine's noise is its own, and the band is for a machine the bench has not seen."""
+    overall = validation.fit([p.error for p in chosen])
+    if overall is None:
+        return None
+    each = (validation.fit([p.error for p in chosen if p.machine == m]) for m in {p.machine for p in chosen})
+    return max([overall, *(within for within in each if within is not None)])
+
+
+def _fit(mine: Sequence[Pair], pooled: Sequence[Pair]) -> tuple[float | None, Sequence[Pair]]:
+    """(the band's |error|, the pairs it was fitted on): the architecture's own, or the pooled while it has too few."""
+    own = fit(mine)
+    return (own, mine) if own is not None else (fit(pooled), pooled)
+
+
+def _by_machine(mine: Sequence[Pair], pooled: Sequence[Pair]) -> list[tuple[str, bool]]:
+    """(machine, inside) of each pair of `mine` against the band fitted on the other machines' pairs alone."""
+    scored = []
+    for machine in sorted({p.machine for p in mine}):
+        other, _ = _fit([p for p in mine if p.machine != machine], [p for p in pooled if p.machine != machine])
+        scored += [(machine, other is not None and abs(p.error) <= other) for p in mine if p.machine == machine]
+    return scored
+
+
+def _band(mine: Sequence[Pair], pooled: Sequence[Pair]) -> validation.Band | None:
+    within, chosen = _fit(mine, pooled)
     if within is None:
         return None
+    errors = [abs(p.error) for p in chosen]
+    machines = len({p.machine for p in chosen})
+    scored = _by_machine(mine, pooled) if machines > 1 else []
     return validation.Band(within, validation.round_up(statistics.median(errors)), validation.round_up(max(errors)),
                            len(errors), tuple(sorted({p.workers for p in chosen})),
                            max(p.threads_per_cpu for p in chosen), chosen[0].busy_cores,
-                           max(p.load_per_cpu for p in chosen))
+                           max(p.load_per_cpu for p in chosen), machines,
+                           (sum(inside for _, inside in scored), len(scored)) if scored else None)
 
 
 def groups(found: Sequence[Pair]) -> list[list[Pair]]:
@@ -151,9 +196,8 @@ def held_out(found: Sequence[Pair]) -> tuple[int, int]:
     held_out_trials)."""
     covered = 0
     for group in groups(found):
-        errors = [p.error for p in group]
         for index, pair in enumerate(group):
-            within = validation.fit(errors[:index] + errors[index + 1:])
+            within = fit(group[:index] + group[index + 1:])
             covered += within is not None and abs(pair.error) <= within
     return covered, len(found)
 
@@ -165,6 +209,18 @@ def held_out_trials(found: Sequence[Pair]) -> tuple[int, int]:
     covered = 0
     for group in groups(found):
         for pair in group:
-            within = validation.fit([p.error for p in group if pair.source not in (p.source, p.target)])
+            within = fit([p for p in group if pair.source not in (p.source, p.target)])
             covered += within is not None and abs(pair.error) <= within
     return covered, len(found)
+
+
+def held_out_machines(found: Sequence[Pair], labels: Sequence[str] = ("1ps", "p2p", "ring")
+                      ) -> dict[str, tuple[int, int]]:
+    """machine -> (pairs covered, pairs) when each machine's pairs are scored against their band fitted on the other
+    machines' pairs alone: whether the bands travel to a machine they were not fitted on."""
+    scored: dict[str, tuple[int, int]] = {}
+    for mine, pooled in _fitted_on(found, labels):
+        for machine, inside in _by_machine(mine, pooled):
+            covered, total = scored.get(machine, (0, 0))
+            scored[machine] = (covered + inside, total + 1)
+    return scored

@@ -75,6 +75,16 @@ class Band(Coverage):
     load_per_cpu: float
     """load_per_cpu: the busiest machine it was fitted on (1-minute load per CPU): a trial on a busier machine takes
     the next band, fitted with more other work, or none."""
+    machines: int = 1
+    """machines: how many machines the bench's runs it was fitted on ran on (a machine here is new each boot)."""
+    held_out: tuple[int, int] | None = None
+    """held_out: (pairs covered, pairs) when each machine's pairs are scored against the band fitted on the other
+    machines' alone: how it held on a machine it was not fitted on; None while one machine is all it has."""
+
+    def said(self) -> str:
+        if self.held_out is None:
+            return super().said()
+        return f"{super().said()[:-1]}; {self.held_out[0]} of {self.held_out[1]} held out by machine)"
 
     def machine(self) -> str:
         """What its runs had beside them, for tables: "alone" or "2 busy cores"."""
@@ -97,26 +107,27 @@ def round_up(fraction: float) -> float:
 
 BANDS: dict[tuple[str, str], tuple[Band, ...]] = {
     (calibration.EMULATED, "1ps"): (
-        Band(within=0.005, median=0.002, worst=0.006, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
-             load_per_cpu=1.002),
-        Band(within=0.007, median=0.003, worst=0.007, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
-             load_per_cpu=2.006)),
+        Band(within=0.005, median=0.002, worst=0.006, pairs=36, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002, machines=2, held_out=(35, 36)),
+        Band(within=0.007, median=0.003, worst=0.007, pairs=30, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006, machines=2, held_out=(29, 30))),
     (calibration.EMULATED, "p2p"): (
-        Band(within=0.023, median=0.015, worst=0.024, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
-             load_per_cpu=1.002),
-        Band(within=0.043, median=0.015, worst=0.043, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
-             load_per_cpu=2.006)),
+        Band(within=0.024, median=0.015, worst=0.024, pairs=36, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002, machines=2, held_out=(34, 36)),
+        Band(within=0.043, median=0.013, worst=0.043, pairs=30, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006, machines=2, held_out=(27, 30))),
     (calibration.EMULATED, "ring"): (
-        Band(within=0.019, median=0.007, worst=0.019, pairs=24, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
-             load_per_cpu=1.002),
-        Band(within=0.037, median=0.008, worst=0.037, pairs=18, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
-             load_per_cpu=2.006)),
+        Band(within=0.019, median=0.006, worst=0.019, pairs=36, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002, machines=2, held_out=(29, 36)),
+        Band(within=0.037, median=0.007, worst=0.037, pairs=30, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006, machines=2, held_out=(25, 30))),
 }
-"""BANDS: (link kind, architecture label) -> its bands, one per machine the recorded runs of
+"""BANDS: (link kind, architecture label) -> its bands, one per machine load the recorded runs of
 bench/bench_predict_validation.py had (alone, then with busy cores beside: tests/fixtures/predict_validation.json.gz,
-docs/predict-validation.md), the quietest first; each fit over that architecture's pairs on that machine, every
-pair of the architectures together while the runs have fewer than 9 pairs of one architecture. Other work widens a
-band: it takes cores the models do not see."""
+docs/predict-validation.md), the quietest first; each fit over that architecture's pairs at that load on every
+machine the bench ran on, every pair of the architectures together while the runs have fewer than 9 pairs of one
+architecture, and held out by machine. Other work widens a band: it takes cores the models do not see."""
+
 
 @dataclasses.dataclass(frozen=True)
 class NodeBand(Coverage):
