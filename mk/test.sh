@@ -17,11 +17,10 @@
 # The integration tests that time processes against each other, or bound how long one takes to stop, are marked
 # `timing` and run with the machine as quiet as the builds allow; the rest, and the unit tier, assert what was
 # recorded or computed, not how fast, and fill the cores the later tiers leave idle (the operator and e2e tiers
-# mostly wait on their clusters). Who
-# yields to whom is set by CPU weights (cgroup v1's cpu.shares; a task of the foreground weighs 1024), by phase:
-# while the timed tests run, the builds weigh 256 (about what nice 10 gave them); from then on the builds 2048,
-# since the operator and e2e tiers wait for them when cold, and the tier beside 1024, a weight no foreground
-# tier can starve (a rank starved for its peer timeout fails its test). Without a writable cgroup v1 cpu hierarchy
+# mostly wait on their clusters). Who yields to whom is set by CPU weights (cgroup v1's cpu.shares; a task of the
+# foreground weighs 1024), by phase: while the timed tests run, the builds weigh 256 (about what nice 10 gave
+# them); from then on the builds 2048, since the operator and e2e tiers wait for them when cold, and the tiers
+# beside 1024, a weight no foreground tier can starve (a rank starved for its peer timeout fails its test). Without a writable cgroup v1 cpu hierarchy
 # (not root, cgroup v2) the untimed tiers run in the foreground after the timed one instead.
 # Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time, the CPU time its
 # own processes used and how busy the machine was meanwhile; then the machine's CPU time over the whole run, which
