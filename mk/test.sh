@@ -9,7 +9,7 @@
 #               CoreDNS: the e2e tier's alone, so they build while the operator tier runs)
 #               after the host packages: base images (pause, Debian) -> the project image -> the nodes' store
 #   foreground  environment beside host packages, lint -> integration, timed (the tests marked `timing`) ->
-#               operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS, the image,
+#               unit, timed (likewise) -> operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS, the image,
 #               seeded)
 #   beside      after the timed tests: the rest of the integration tier, then unit (helm), beside the operator and
 #               e2e tiers
@@ -144,7 +144,7 @@ pytest_tier() { "${PYTEST[@]}" "$@"; }
 # The tiers that assert what was recorded, not how fast: beside the operator and e2e tiers, which mostly wait.
 untimed() {
   tier "integration, untimed" pytest_tier -m "not timing" tests/integration
-  gated tools "unit" pytest_tier tests/unit
+  gated tools "unit" pytest_tier -m "not timing" tests/unit
 }
 
 # CPU groups, each a top-level cgroup of the cpu controller (nested ones would share their parent's one weight).
@@ -227,6 +227,7 @@ tier "environment (.venv) and host packages (apt), side by side" setup || { summ
 set -m; { join builds; image_builds; } & BACKGROUND+=($!); set +m
 tier "lint, CRD check" "$MAKE" --no-print-directory lint crds-check
 tier "integration, timed" pytest_tier -m timing tests/integration
+tier "unit, timed" pytest_tier -m timing tests/unit  # apart: the two directories share test file names
 weigh builds 2048; weigh beside 1024
 beside untimed
 gated "tools kubernetes kueue" "operator (real kube-apiserver)" pytest_tier tests/operator

@@ -91,6 +91,7 @@ def test_the_transformer_learns_the_token_chain(tmp_path):
     assert sum(losses[-5:]) / 5 < losses[0] - 0.5
 
 
+@pytest.mark.timing  # it compares two runs' compute times: run with the machine quiet (make test's timed tier)
 def test_a_straggler_group_stretches_forward_and_backward(tmp_path):
     model = {"name": "cnn", "batchSize": 8, "iterations": 6, "warmupIterations": 1}
     normal = train_alone(tmp_path / "normal", model)
