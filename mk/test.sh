@@ -9,19 +9,20 @@
 #               CoreDNS: the e2e tier's alone, so they build while the operator tier runs)
 #               after the host packages: base images (pause, Debian) -> the project image -> the nodes' store
 #   foreground  environment beside host packages, lint -> integration, timed (the tests marked `timing`) ->
-#               unit, timed (likewise) -> operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster (crictl, CoreDNS, the image,
-#               seeded)
-#   beside      after the timed tests: the rest of the integration tier, then unit (helm), beside the operator and
-#               e2e tiers
+#               unit, timed (likewise) -> operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster
+#               (crictl, CoreDNS, the image, seeded)
+#   beside      after the timed tests: the rest of the integration tier, then the rest of unit (helm), beside the
+#               operator and e2e tiers
 #
-# The integration tests that time processes against each other, or bound how long one takes to stop, are marked
-# `timing` and run with the machine as quiet as the builds allow; the rest, and the unit tier, assert what was
-# recorded or computed, not how fast, and fill the cores the later tiers leave idle (the operator and e2e tiers
+# The tests that time processes against each other, or bound how long one takes to stop, are marked `timing` and
+# run with the machine as quiet as the builds allow; the rest assert what was recorded or computed, not how fast,
+# and fill the cores the later tiers leave idle (the operator and e2e tiers
 # mostly wait on their clusters). Who yields to whom is set by CPU weights (cgroup v1's cpu.shares; a task of the
 # foreground weighs 1024), by phase: while the timed tests run, the builds weigh 256 (about what nice 10 gave
 # them); from then on the builds 2048, since the operator and e2e tiers wait for them when cold, and the tiers
-# beside 1024, a weight no foreground tier can starve (a rank starved for its peer timeout fails its test). Without a writable cgroup v1 cpu hierarchy
-# (not root, cgroup v2) the untimed tiers run in the foreground after the timed one instead.
+# beside 1024, a weight no foreground tier can starve (a rank starved for its peer timeout fails its test).
+# Without a writable cgroup v1 cpu hierarchy (not root, cgroup v2) the untimed tiers run in the foreground after
+# the timed ones instead.
 # Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time, the CPU time its
 # own processes used and how busy the machine was meanwhile; then the machine's CPU time over the whole run, which
 # over its cores is a floor no order of the tiers gets under. Above WARN_MINUTES it says so, so that the suite

@@ -60,7 +60,11 @@ class Coverage:
     """workers are the worker counts the runs had."""
 
     def said(self) -> str:
-        return f"±{100 * self.within:.1f}% in 9 of 10 (median {100 * self.median:.1f}%)"
+        return f"±{100 * self.within:.1f}% in 9 of 10 ({'; '.join(self._said_also())})"
+
+    def _said_also(self) -> list[str]:
+        """What said() states in its parentheses."""
+        return [f"median {100 * self.median:.1f}%"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,10 +85,9 @@ class Band(Coverage):
     """held_out: (pairs covered, pairs) when each machine's pairs are scored against the band fitted on the other
     machines' alone: how it held on a machine it was not fitted on; None while one machine is all it has."""
 
-    def said(self) -> str:
-        if self.held_out is None:
-            return super().said()
-        return f"{super().said()[:-1]}; {self.held_out[0]} of {self.held_out[1]} held out by machine)"
+    def _said_also(self) -> list[str]:
+        held_out = [] if self.held_out is None else [f"{self.held_out[0]} of {self.held_out[1]} held out by machine"]
+        return super()._said_also() + held_out
 
     def machine(self) -> str:
         """What its runs had beside them, for tables: "alone" or "2 busy cores"."""
