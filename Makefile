@@ -31,7 +31,7 @@ help:  ## list the targets
 # final path and moved there whole, so a build that was stopped half-way is never taken for a finished one.
 $(DEPS)/.deps-installed:
 	@echo ">> creating $(DEPS) from requirements.lock (first time: downloads torch and mlflow, several minutes)"
-	@rm -rf $(DEPS).tmp && python3 -m venv $(DEPS).tmp
+	@rm -rf $(DEPS).tmp && python3 -m venv --prompt $(notdir $(DEPS)) $(DEPS).tmp
 	@$(DEPS).tmp/bin/pip install --quiet --progress-bar off --require-hashes --no-deps -r requirements.lock
 	@# Its commands' `#!` lines and activate scripts name the build's path: made to name the final one (text files
 	@# only, never through a link: bin/python is one).

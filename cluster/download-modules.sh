@@ -2,7 +2,6 @@
 # Download every pinned Go module of cluster/go/*/ at once, before the builds: the downloads wait on the network,
 # the builds on the CPU, so `make test` runs this beside its first tiers and the builds then only compile.
 . "$(dirname "$0")/lib.sh"
-export GONOSUMDB="$GONOSUMDB,sigs.k8s.io/cri-tools"   # as build-tools.sh
 command -v go >/dev/null || die "go not found (need Go >= 1.24)"
 start=$SECONDS; pids=(); rc=0
 for module in "$CLUSTER_DIR"/go/*/; do ( cd "$module" && timeout 1200 go mod download ) & pids+=($!); done

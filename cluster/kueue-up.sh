@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run the pinned Kueue controller manager (build-kueue.sh) against the running test cluster (idempotent):
-# its CRDs applied, the manager a process of this machine like the control plane's, stopped by down.sh.
+# Run the pinned Kueue controller manager (built by build-kubernetes.sh) against the running test cluster
+# (idempotent): its CRDs applied, the manager a process of this machine like the control plane's, stopped by down.sh.
 #
 # Kueue runs as its release does (internal certificate management, its scheduler and Workload controllers),
 # but nothing registers its admission webhooks with the API server: ringleader creates Workloads itself, the
@@ -16,7 +16,7 @@ KUEUE="$CACHE/kueue-$KUEUE_VERSION"
 KUBECTL=("$K8S_BIN/kubectl" --kubeconfig "$RUN_DIR/kubeconfig" --request-timeout=20s)
 
 [[ -s "$RUN_DIR/kubeconfig" && -d "$RUN_DIR/pids" ]] || die "the cluster is not up: run cluster/up.sh first"
-"$CLUSTER_DIR/build-kueue.sh"
+"$CLUSTER_DIR/build-kubernetes.sh"   # Kueue is built with Kubernetes
 take_lock
 if proc_alive kueue; then log "kueue already running (pid $(cat "$RUN_DIR/pids/kueue.pid"))"; exit 0; fi
 T0=$SECONDS

@@ -13,8 +13,9 @@ RUN_DIR="${RINGLEADER_CLUSTER_RUN:-$CACHE/run}"
 export GOCACHE="$CACHE/go-build"
 export GOMODCACHE="$CACHE/go-mod"
 export GOFLAGS="-mod=readonly -buildvcs=false"
-# k8s.io/kubernetes >= v1.34.11 is on the proxy but not (yet) in sum.golang.org; go.sum pins its hash.
-export GONOSUMDB="k8s.io/kubernetes"
+# k8s.io/kubernetes >= v1.34.11 is on the proxy but not (yet) in sum.golang.org, nor is the pinned cri-tools:
+# go.sum pins their hashes.
+export GONOSUMDB="k8s.io/kubernetes,sigs.k8s.io/cri-tools"
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 NICE=(nice -n "${RINGLEADER_NICE:-10}")
@@ -27,6 +28,15 @@ else CLUSTER_NODES=1; fi
 [[ "$CLUSTER_NODES" =~ ^[1-9][0-9]?$ ]] || { echo "RINGLEADER_CLUSTER_NODES=$CLUSTER_NODES: give a node count from 1 to 99" >&2; exit 2; }
 # The API server's address: the single node's bridge address, or the host's end of the nodes' network.
 APISERVER_IP="$NODE_IP"; (( CLUSTER_NODES > 1 )) && APISERVER_IP="$NODES_HOST_IP"
+
+# build_key MODULE_DIR LDFLAGS: what a binary built from a wrapper module is reused by: the module graph (go.mod,
+# go.sum) and the version stamps it was linked with. current DIR KEY BIN...: every BIN in DIR, built with KEY.
+build_key() { cat "$1/go.mod" "$1/go.sum" <(printf '%s' "$2") | sha256sum | cut -c1-16; }
+current() {
+  local dir="$1" key="$2" b; shift 2
+  [[ "$(cat "$dir/.build" 2>/dev/null)" == "$key" ]] || return 1
+  for b in "$@"; do [[ -x "$dir/$b" ]] || return 1; done
+}
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

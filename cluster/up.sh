@@ -54,8 +54,8 @@ fi
 
 # ---------------------------------------------------------------------------------------------- build
 "$CLUSTER_DIR/install-deps.sh"
-"$CLUSTER_DIR/build-kubernetes.sh"
-"$CLUSTER_DIR/build-tools.sh" etcd coredns crictl helm
+"$CLUSTER_DIR/build-kubernetes.sh"   # Kueue and crictl with it
+"$CLUSTER_DIR/build-tools.sh" etcd coredns helm
 "$CLUSTER_DIR/build-images.sh" pause coredns debian-base
 # One PATH entry for the client tools: $CACHE/bin/{kubectl,helm,crictl,etcdctl}
 mkdir -p "$CACHE/bin"

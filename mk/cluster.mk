@@ -11,7 +11,6 @@ cluster-deps: ## install the host packages the cluster needs (apt)
 cluster-build: cluster-deps ## build Kubernetes, etcd, CoreDNS, crictl, helm, Kueue and the images (cached)
 	$(RL_CLUSTER_DIR)/build-kubernetes.sh
 	$(RL_CLUSTER_DIR)/build-tools.sh
-	$(RL_CLUSTER_DIR)/build-kueue.sh
 	$(RL_CLUSTER_DIR)/build-images.sh
 
 NODES ?=

@@ -5,24 +5,22 @@
 # run beside tests that wait on processes: they start in the background at once, in the order the tiers need
 # them, and each foreground tier waits only for the parts it uses:
 #
-#   background  from the start: Go modules -> tools (helm, etcd) -> Kubernetes -> Kueue -> e2e-tools (crictl,
-#               CoreDNS: the e2e tier's alone, so they build while the operator tier runs)
+#   background  from the start: Go modules -> tools (helm, etcd, CoreDNS) -> one build of Kubernetes, Kueue and
+#               crictl (they share the Kubernetes libraries)
 #               after the host packages: base images (pause, Debian) -> the project image -> the nodes' store
 #   foreground  environment beside host packages, lint -> integration, timed (the tests marked `timing`) ->
-#               unit, timed (likewise) -> operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster
-#               (crictl, CoreDNS, the image, seeded)
-#   beside      after the timed tests: the rest of the integration tier, then the rest of unit (helm), beside the
-#               operator and e2e tiers
+#               unit, timed (likewise) -> e2e on one three-node cluster (every build, the image, seeded)
+#   beside      after the timed tests, two chains side by side: the rest of the integration tier, then the rest
+#               of unit (helm); and the operator tier (etcd, helm, Kubernetes, Kueue), on an API server of its own
 #
-# The tests that time processes against each other, or bound how long one takes to stop, are marked `timing` and
-# run with the machine as quiet as the builds allow; the rest assert what was recorded or computed, not how fast,
-# and fill the cores the later tiers leave idle (the operator and e2e tiers
-# mostly wait on their clusters). Who yields to whom is set by CPU weights (cgroup v1's cpu.shares; a task of the
-# foreground weighs 1024), by phase: while the timed tests run, the builds weigh 256 (about what nice 10 gave
-# them); from then on the builds 2048, since the operator and e2e tiers wait for them when cold, and the tiers
-# beside 1024, a weight no foreground tier can starve (a rank starved for its peer timeout fails its test).
-# Without a writable cgroup v1 cpu hierarchy (not root, cgroup v2) the untimed tiers run in the foreground after
-# the timed ones instead.
+# The tests that time processes against each other, or bound how long one takes to stop, are marked `timing` and run
+# with the machine as quiet as the builds allow; the rest assert what was recorded or computed, not how fast, and fill
+# the cores the later tiers leave idle (the operator and e2e tiers mostly wait on their clusters). Who yields to whom
+# is set by CPU weights (cgroup v1's cpu.shares; a task of the foreground weighs 1024), by phase: while the timed
+# tests run, the builds weigh 256 (about what nice 10 gave them); from then on the builds 2048, since the operator and
+# e2e tiers wait for them when cold, and the tiers beside 1024 together, a weight no foreground tier can starve (a
+# rank starved for its peer timeout fails its test). Without a writable cgroup v1 cpu hierarchy (not root, cgroup v2)
+# the tiers beside run in the foreground after the timed ones instead.
 # Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time, the CPU time its
 # own processes used and how busy the machine was meanwhile; then the machine's CPU time over the whole run, which
 # over its cores is a floor no order of the tiers gets under. Above WARN_MINUTES it says so, so that the suite
@@ -91,26 +89,24 @@ step() {
   return $rc
 }
 # Two chains side by side: the Go builds wait on the CPU, the images on the network and the disk.
-GO_STEPS=(modules tools kubernetes kueue e2e-tools)
+GO_STEPS=(modules tools kubernetes)
 IMAGE_STEPS=(images image seed)
 STEPS=("${GO_STEPS[@]}" "${IMAGE_STEPS[@]}")
 # What never ran after a failed step is marked failed too, so nothing waits for it.
 unfinished_failed() { local s; for s in "$@"; do [[ -e "$STATE/$s.rc" ]] || echo 1 > "$STATE/$s.rc"; done; }
 go_builds() {  # needs only Go: starts at once
   step modules cluster/download-modules.sh &&
-  # What the unit (helm) and operator (etcd, Kubernetes, Kueue) tiers need first; crictl and CoreDNS, which only
-  # the e2e tier uses, build while the operator tier runs.
-  step tools cluster/build-tools.sh helm etcd &&
-  step kubernetes cluster/build-kubernetes.sh &&
-  step kueue cluster/build-kueue.sh &&
-  step e2e-tools cluster/build-tools.sh crictl coredns
+  # The small tools first (helm, etcd, CoreDNS: the store is seeded with CoreDNS as soon as the image is built),
+  # then the one build of everything made of the Kubernetes libraries (Kubernetes, Kueue, crictl).
+  step tools cluster/build-tools.sh helm etcd coredns &&
+  step kubernetes cluster/build-kubernetes.sh
   unfinished_failed "${GO_STEPS[@]}"
 }
 image_builds() {  # needs the host packages (debootstrap, buildah, containerd)
   step images cluster/build-images.sh pause debian-base &&
   step image "$MAKE" --no-print-directory e2e-image &&
   # The nodes' content store seeded with the image now, not at the e2e tier's cluster-up (CoreDNS's binary too).
-  { until [[ -e "$STATE/e2e-tools.rc" ]]; do sleep 2; done; [[ "$(cat "$STATE/e2e-tools.rc")" == 0 ]]; } &&
+  { until [[ -e "$STATE/tools.rc" ]]; do sleep 2; done; [[ "$(cat "$STATE/tools.rc")" == 0 ]]; } &&
   step seed cluster/seed-store.sh
   unfinished_failed "${IMAGE_STEPS[@]}"
 }
@@ -142,10 +138,14 @@ gated() {
 }
 PYTEST=("$PY" -m pytest -n 2 --dist loadfile -q -p no:cacheprovider --durations=15)
 pytest_tier() { "${PYTEST[@]}" "$@"; }
-# The tiers that assert what was recorded, not how fast: beside the operator and e2e tiers, which mostly wait.
+# The tiers that assert what was recorded, not how fast: beside the e2e tier, which mostly waits.
 untimed() {
   tier "integration, untimed" pytest_tier -m "not timing" tests/integration
   gated tools "unit" pytest_tier -m "not timing" tests/unit
+}
+# The operator tier's cluster is an API server of its own: beside the e2e tier's, from the same builds on.
+operator() {
+  gated "tools kubernetes" "operator (real kube-apiserver)" pytest_tier tests/operator
 }
 
 # CPU groups, each a top-level cgroup of the cpu controller (nested ones would share their parent's one weight).
@@ -165,25 +165,31 @@ remove_groups() {  # after their processes are killed; bounded: a process that l
 }
 
 # beside TIERS: the shell function TIERS, whose tiers run one after the other in the background, in the group
-# `beside`, their output kept in its own log until beside_end, so that the foreground tiers' output stays readable.
-# Without CPU groups, in the foreground.
+# `beside`, their output kept in a log of its own until beside_end, so that the foreground tiers' output stays
+# readable. Several such chains run side by side. Without CPU groups, in the foreground.
+BESIDE=()  # "FUNCTION:PID" of each chain beside
 beside() {
   if (( ! CPU_GROUPS_ON )); then "$1"; return; fi
   say "the tiers of '$1': started beside the next tiers (their output follows the e2e tier's)"
   set -m
-  ( join beside; IN_BESIDE=1; "$1" > "$STATE/beside.log" 2>&1; touch "$STATE/beside.done" ) & BESIDE_PID=$!
-  BACKGROUND+=($!)
+  ( join beside; IN_BESIDE=1; "$1" > "$STATE/beside.$1.log" 2>&1; touch "$STATE/beside.$1.done" ) &
+  BACKGROUND+=($!); BESIDE+=("$1:$!")
   set +m
 }
-# beside_end: waits for the tiers beside, prints their output and adds their rows to the table.
+# beside_end: waits for every chain beside, prints their output and adds their rows to the table.
 beside_end() {
-  local t=$SECONDS line rc
+  local t=$SECONDS chain pid line rc
   (( CPU_GROUPS_ON )) || return 0
-  while [[ ! -e "$STATE/beside.done" ]] && kill -0 "$BESIDE_PID" 2>/dev/null; do sleep 2; done
+  for chain in "${BESIDE[@]}"; do
+    pid="${chain#*:}"; chain="${chain%%:*}"
+    while [[ ! -e "$STATE/beside.$chain.done" ]] && kill -0 "$pid" 2>/dev/null; do sleep 2; done
+    [[ -e "$STATE/beside.$chain.done" ]] || echo "tiers of '$chain': died|0|1|0|0" >> "$STATE/beside.rows"
+  done
   (( SECONDS - t < 5 )) || say "waited $(stamp $((SECONDS - t))) for the tiers beside"
-  [[ -e "$STATE/beside.done" ]] || echo "tiers beside: died|0|1|0|0" >> "$STATE/beside.rows"
-  say "the tiers beside: their output:"
-  cat "$STATE/beside.log"
+  for chain in "${BESIDE[@]}"; do
+    say "the tiers of '${chain%%:*}': their output:"
+    cat "$STATE/beside.${chain%%:*}.log"
+  done
   while IFS= read -r line; do
     IFS='|' read -r _ _ rc _ _ <<< "$line"
     say "${line%%|*}: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")"
@@ -231,8 +237,8 @@ tier "integration, timed" pytest_tier -m timing tests/integration
 tier "unit, timed" pytest_tier -m timing tests/unit  # apart: the two directories share test file names
 weigh builds 2048; weigh beside 1024
 beside untimed
-gated "tools kubernetes kueue" "operator (real kube-apiserver)" pytest_tier tests/operator
-gated "e2e-tools image seed" "e2e (three nodes)" "$MAKE" --no-print-directory e2e E2E_NODES=3
+beside operator
+gated "kubernetes image seed" "e2e (three nodes)" "$MAKE" --no-print-directory e2e E2E_NODES=3
 beside_end
 wait "${BACKGROUND[@]}" 2>/dev/null
 summary

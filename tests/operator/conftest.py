@@ -37,7 +37,7 @@ def admin(cluster) -> Client:
 def kueue(cluster, admin, tmp_path_factory):
     """A real Kueue controller manager against the apiserver tier, for the whole session; yields its log."""
     if not kueue_tier.built():
-        pytest.skip("Kueue is not built: run cluster/build-kueue.sh")
+        pytest.skip("Kueue is not built: run cluster/build-kubernetes.sh (it builds Kueue with Kubernetes)")
     with kueue_tier.running(cluster, admin, tmp_path_factory.mktemp("kueue")) as log:
         yield log
 

@@ -1,4 +1,4 @@
-"""A real Kueue controller manager (cluster/build-kueue.sh) against the apiserver tier, on loopback only.
+"""A real Kueue controller manager (built by cluster/build-kubernetes.sh) against the apiserver tier, on loopback only.
 
 Kueue runs as its release does (internal certificate management on, its scheduler and Workload
 controllers), but nothing registers its admission webhooks with the API server: the operator creates

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the Kubernetes commands this wrapper module builds.
+// Package tools pins the commands this wrapper module builds: Kubernetes', Kueue's and crictl.
 package tools
 
 import (
@@ -10,4 +10,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "sigs.k8s.io/cri-tools/cmd/crictl"
+	_ "sigs.k8s.io/kueue/cmd/kueue"
 )
