@@ -173,7 +173,9 @@ wait_proc kube-controller-manager "default service account" "${KUBECTL[@]}" -n d
 sed -e "s|@CLUSTER_DOMAIN@|$CLUSTER_DOMAIN|g" -e "s|@CLUSTER_DNS_IP@|$CLUSTER_DNS_IP|g" \
     -e "s|@COREDNS_IMAGE@|$(cat "$CACHE/images/coredns-$COREDNS_VERSION/ref")|g" \
     "$CLUSTER_DIR/manifests/coredns.yaml" | "${KUBECTL[@]}" apply -f - >/dev/null
-wait_proc kubelet "CoreDNS deployment available" "${KUBECTL[@]}" -n kube-system wait --for=condition=Available deployment/coredns --timeout=5s
+# Whose death ends the wait: one node's kubelet, or with several nodes the scheduler (any node may run CoreDNS).
+pods_proc=kubelet; (( CLUSTER_NODES > 1 )) && pods_proc=kube-scheduler
+wait_proc "$pods_proc" "CoreDNS deployment available" "${KUBECTL[@]}" -n kube-system wait --for=condition=Available deployment/coredns --timeout=5s
 if (( CLUSTER_NODES > 1 )); then
   wait_proc kube-apiserver "CoreDNS answers kubernetes.default via $CLUSTER_DNS_IP (from $(node_name 1))" \
     in_node 1 python3 "$CLUSTER_DIR/dnsprobe.py" "kubernetes.default.svc.$CLUSTER_DOMAIN" "$CLUSTER_DNS_IP"

@@ -9,18 +9,21 @@
 #               crictl (they share the Kubernetes libraries)
 #               after the host packages: base images (pause, Debian) -> the project image -> the nodes' store
 #   foreground  environment beside host packages, lint -> integration, timed (the tests marked `timing`) ->
-#               unit, timed (likewise) -> e2e on one three-node cluster (every build, the image, seeded)
-#   beside      after the timed tests, two chains side by side: the rest of the integration tier, then the rest
-#               of unit (helm); and the operator tier (etcd, helm, Kubernetes, Kueue), on an API server of its own
+#               unit, timed (likewise) -> operator (Kubernetes, etcd, Kueue) -> e2e on one three-node cluster
+#               (crictl, CoreDNS, the image, seeded). The operator tier stays in the foreground: beside the e2e
+#               tier, on CI's machine, both tiers' pods waited their bounds out and the e2e tier took twice as long.
+#   beside      after the timed tests: the rest of the integration tier, then the rest of unit (helm), beside the
+#               operator and e2e tiers
 #
-# The tests that time processes against each other, or bound how long one takes to stop, are marked `timing` and run
-# with the machine as quiet as the builds allow; the rest assert what was recorded or computed, not how fast, and fill
-# the cores the later tiers leave idle (the operator and e2e tiers mostly wait on their clusters). Who yields to whom
-# is set by CPU weights (cgroup v1's cpu.shares; a task of the foreground weighs 1024), by phase: while the timed
-# tests run, the builds weigh 256 (about what nice 10 gave them); from then on the builds 2048, since the operator and
-# e2e tiers wait for them when cold, and the tiers beside 1024 together, a weight no foreground tier can starve (a
-# rank starved for its peer timeout fails its test). Without a writable cgroup v1 cpu hierarchy (not root, cgroup v2)
-# the tiers beside run in the foreground after the timed ones instead.
+# The tests that time processes against each other, or bound how long one takes to stop, are marked `timing` and
+# run with the machine as quiet as the builds allow; the rest assert what was recorded or computed, not how fast,
+# and fill the cores the later tiers leave idle (the operator and e2e tiers
+# mostly wait on their clusters). Who yields to whom is set by CPU weights (cgroup v1's cpu.shares; a task of the
+# foreground weighs 1024), by phase: while the timed tests run, the builds weigh 256 (about what nice 10 gave
+# them); from then on the builds 2048, since the operator and e2e tiers wait for them when cold, and the tiers
+# beside 1024, a weight no foreground tier can starve (a rank starved for its peer timeout fails its test).
+# Without a writable cgroup v1 cpu hierarchy (not root, cgroup v2) the untimed tiers run in the foreground after
+# the timed ones instead.
 # Each pytest tier runs on both cores (pytest-xdist). The table at the end lists each tier's time, the CPU time its
 # own processes used and how busy the machine was meanwhile; then the machine's CPU time over the whole run, which
 # over its cores is a floor no order of the tiers gets under. Above WARN_MINUTES it says so, so that the suite
@@ -138,14 +141,10 @@ gated() {
 }
 PYTEST=("$PY" -m pytest -n 2 --dist loadfile -q -p no:cacheprovider --durations=15)
 pytest_tier() { "${PYTEST[@]}" "$@"; }
-# The tiers that assert what was recorded, not how fast: beside the e2e tier, which mostly waits.
+# The tiers that assert what was recorded, not how fast: beside the operator and e2e tiers, which mostly wait.
 untimed() {
   tier "integration, untimed" pytest_tier -m "not timing" tests/integration
   gated tools "unit" pytest_tier -m "not timing" tests/unit
-}
-# The operator tier's cluster is an API server of its own: beside the e2e tier's, from the same builds on.
-operator() {
-  gated "tools kubernetes" "operator (real kube-apiserver)" pytest_tier tests/operator
 }
 
 # CPU groups, each a top-level cgroup of the cpu controller (nested ones would share their parent's one weight).
@@ -165,31 +164,25 @@ remove_groups() {  # after their processes are killed; bounded: a process that l
 }
 
 # beside TIERS: the shell function TIERS, whose tiers run one after the other in the background, in the group
-# `beside`, their output kept in a log of its own until beside_end, so that the foreground tiers' output stays
-# readable. Several such chains run side by side. Without CPU groups, in the foreground.
-BESIDE=()  # "FUNCTION:PID" of each chain beside
+# `beside`, their output kept in its own log until beside_end, so that the foreground tiers' output stays readable.
+# Without CPU groups, in the foreground.
 beside() {
   if (( ! CPU_GROUPS_ON )); then "$1"; return; fi
   say "the tiers of '$1': started beside the next tiers (their output follows the e2e tier's)"
   set -m
-  ( join beside; IN_BESIDE=1; "$1" > "$STATE/beside.$1.log" 2>&1; touch "$STATE/beside.$1.done" ) &
-  BACKGROUND+=($!); BESIDE+=("$1:$!")
+  ( join beside; IN_BESIDE=1; "$1" > "$STATE/beside.log" 2>&1; touch "$STATE/beside.done" ) & BESIDE_PID=$!
+  BACKGROUND+=($!)
   set +m
 }
-# beside_end: waits for every chain beside, prints their output and adds their rows to the table.
+# beside_end: waits for the tiers beside, prints their output and adds their rows to the table.
 beside_end() {
-  local t=$SECONDS chain pid line rc
+  local t=$SECONDS line rc
   (( CPU_GROUPS_ON )) || return 0
-  for chain in "${BESIDE[@]}"; do
-    pid="${chain#*:}"; chain="${chain%%:*}"
-    while [[ ! -e "$STATE/beside.$chain.done" ]] && kill -0 "$pid" 2>/dev/null; do sleep 2; done
-    [[ -e "$STATE/beside.$chain.done" ]] || echo "tiers of '$chain': died|0|1|0|0" >> "$STATE/beside.rows"
-  done
+  while [[ ! -e "$STATE/beside.done" ]] && kill -0 "$BESIDE_PID" 2>/dev/null; do sleep 2; done
   (( SECONDS - t < 5 )) || say "waited $(stamp $((SECONDS - t))) for the tiers beside"
-  for chain in "${BESIDE[@]}"; do
-    say "the tiers of '${chain%%:*}': their output:"
-    cat "$STATE/beside.${chain%%:*}.log"
-  done
+  [[ -e "$STATE/beside.done" ]] || echo "tiers beside: died|0|1|0|0" >> "$STATE/beside.rows"
+  say "the tiers beside: their output:"
+  cat "$STATE/beside.log"
   while IFS= read -r line; do
     IFS='|' read -r _ _ rc _ _ <<< "$line"
     say "${line%%|*}: $( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")"
@@ -237,7 +230,7 @@ tier "integration, timed" pytest_tier -m timing tests/integration
 tier "unit, timed" pytest_tier -m timing tests/unit  # apart: the two directories share test file names
 weigh builds 2048; weigh beside 1024
 beside untimed
-beside operator
+gated "tools kubernetes" "operator (real kube-apiserver)" pytest_tier tests/operator
 gated "kubernetes image seed" "e2e (three nodes)" "$MAKE" --no-print-directory e2e E2E_NODES=3
 beside_end
 wait "${BACKGROUND[@]}" 2>/dev/null

@@ -8,6 +8,12 @@ MLflow moves it, `bind` raises and these tests fail.
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from ringleader.tracking import credentials
@@ -15,6 +21,7 @@ from ringleader.tracking import credentials
 from loopback import Listener
 
 SECRET = "s3cret-operator-token-7f1c"
+SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2] / "operator"
 
 
 @pytest.fixture
@@ -79,6 +86,28 @@ def test_username_and_password_are_bound_the_same_way(listeners, restore_mlflow,
     call_like_the_operator(other.uri.replace("127.0.0.1", "localhost"), tmp_path)
     assert all(a and a.startswith("Basic ") for a in own.authorizations())
     assert set(other.authorizations()) == {None}
+
+
+def test_credentials_bound_before_mlflow_is_imported_are_routed_by_its_import(listeners, tmp_path):
+    """A local command binds first and imports MLflow only once its file is valid (or never, when refused)."""
+    own, other = listeners
+    script = tmp_path / "bind_then_import.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from ringleader.tracking import credentials
+        token = {{"MLFLOW_TRACKING_TOKEN": "{SECRET}"}}
+        credentials.bind(credentials.Credentials(credentials.origin({own.uri!r}), token))
+        assert "mlflow" not in sys.modules
+        import mlflow.tracking
+        for uri in ({own.uri!r}, {other.uri!r}):
+            assert mlflow.tracking.MlflowClient(tracking_uri=uri).get_experiment_by_name("study") is None
+    """))
+    environ = {**os.environ, "PYTHONPATH": str(SOURCE_ROOT), "HOME": str(tmp_path)}
+    environ.pop("MLFLOW_TRACKING_TOKEN", None)
+    done = subprocess.run([sys.executable, str(script)], env=environ, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert set(own.authorizations()) == {f"Bearer {SECRET}"}
+    assert own.requests and other.requests and set(other.authorizations()) == {None}
 
 
 def test_take_empties_the_environment_and_never_shows_the_values(tmp_path):

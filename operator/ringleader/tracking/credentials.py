@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.abc
+import importlib.util
 import os
 import pathlib
+import sys
 import urllib.parse
 from typing import MutableMapping
 
@@ -98,6 +101,8 @@ def take_users(chosen_uri: str | None, environ: MutableMapping[str, str] = os.en
     MLFLOW_TRACKING_URI, never an experiment file's. Nothing chosen or not http(s): they go nowhere."""
     values = {name: environ.pop(name) for name in VARIABLES if name in environ}
     values = {name: value for name, value in values.items() if value}
+    if not (pathlib.Path.home() / ".mlflow" / "credentials").exists():  # and MLflow stays unimported for now
+        return Credentials(origin(chosen_uri), values)
     from mlflow.utils import credentials as mlflow_credentials  # the file, read as MLflow itself reads it
 
     from_file = mlflow_credentials.read_mlflow_creds()
@@ -138,10 +143,37 @@ def host_creds(uri: str):
 
 
 def bind(credentials: Credentials) -> None:
-    """From now on, MLflow's HTTP calls in this process carry `credentials` to their server only."""
+    """From now on, MLflow's HTTP calls in this process carry `credentials` to their server only.
+
+    Where MLflow is not imported yet, its import does the routing, whoever imports it: a local command that
+    refuses its file does so without the seconds MLflow's import costs. Until then the credentials are out of
+    the environment, so nothing MLflow builds can carry them anywhere."""
     global _bound
     _bound = credentials
-    _route_mlflow_credentials_through(host_creds)
+    if "mlflow" in sys.modules:
+        _route_mlflow_credentials_through(host_creds)
+    elif not any(isinstance(finder, _RouteOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _RouteOnImport())
+
+
+class _RouteOnImport(importlib.abc.MetaPathFinder):
+    """Finds `mlflow` as the other finders do, and routes its credentials once its package has run."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "mlflow":
+            return None
+        sys.meta_path.remove(self)
+        import ringleader.tracking  # noqa: F401 - its telemetry opt-out must precede MLflow's import
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            run_package = spec.loader.exec_module
+
+            def exec_module(module) -> None:
+                run_package(module)
+                _route_mlflow_credentials_through(host_creds)
+
+            spec.loader.exec_module = exec_module
+        return spec
 
 
 def _route_mlflow_credentials_through(get_host_creds) -> None:

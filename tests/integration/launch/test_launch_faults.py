@@ -85,7 +85,7 @@ def start_training(workdir, name: str, *arguments: str, extra_env: dict[str, str
         files = list(workdir.glob(f"**/{name}-0/rank-*/iterations.jsonl"))
         return len(files) == 2 and all(f.read_bytes().count(b"\n") >= 3 for f in files)
 
-    launching.wait_for(training, 90, "two ranks training")
+    launching.wait_for(training, 240, "two ranks training")  # a bound for a starved machine: 5 s alone
     return launcher
 
 
