@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$CLUSTER_DIR/nodes.sh"
 [[ -n "${RINGLEADER_LOCK_HELD:-}" ]] || take_lock
-set +e
+set +e; trap - ERR  # best effort: a failing step is expected, not an error
 T0=$SECONDS
 K8S_BIN="$CACHE/kubernetes-$K8S_VERSION/bin"
 CD="$RUN_DIR/containerd"

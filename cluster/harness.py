@@ -17,7 +17,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections import deque
 from pathlib import Path
+from typing import IO
 
 CLUSTER_DIR = Path(__file__).resolve().parent
 _VERSIONS = CLUSTER_DIR / "versions.env"
@@ -70,13 +73,31 @@ def env(base: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _run(script: str, *args: str, timeout: float) -> None:
+    """Run a cluster script, its output passed on to stderr as it comes; a failure's error ends on the script's last
+    lines, so the reason shows where the error is reported, not only in a log above it."""
     cmd = [str(CLUSTER_DIR / script), *args]
-    try:
-        subprocess.run(cmd, check=True, timeout=timeout, stdout=sys.stderr, stderr=sys.stderr)
-    except subprocess.TimeoutExpired as e:
-        raise RuntimeError(f"{script} did not finish in {timeout:.0f}s") from e
-    except subprocess.CalledProcessError as e:
-        raise RuntimeError(f"{script} failed with exit code {e.returncode} (logs: {run_dir() / 'logs'})") from e
+    last: deque[str] = deque(maxlen=20)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as proc:
+        pump = threading.Thread(target=_pass_on, args=(proc.stdout, last), daemon=True)
+        pump.start()
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            rc = None
+        pump.join(10)  # bounded: a daemon the script left running may still hold the pipe
+    if rc is None:
+        raise RuntimeError(f"{script} did not finish in {timeout:.0f}s; its last lines:\n{''.join(last)}")
+    if rc:
+        raise RuntimeError(f"{script} failed with exit code {rc} (logs: {run_dir() / 'logs'}); its last lines:\n"
+                           f"{''.join(last)}")
+
+
+def _pass_on(stream: IO[str], last: deque[str]) -> None:
+    for line in stream:
+        sys.stderr.write(line)
+        last.append(line)
 
 
 def up(timeout: float = 3600) -> str:

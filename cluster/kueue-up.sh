@@ -21,12 +21,19 @@ take_lock
 if proc_alive kueue; then log "kueue already running (pid $(cat "$RUN_DIR/pids/kueue.pid"))"; exit 0; fi
 T0=$SECONDS
 
-# Server-side: Kueue's CRDs are too big for the last-applied annotation of a client-side apply.
-"${KUBECTL[@]}" apply --server-side --force-conflicts -f "$KUEUE/crds" >/dev/null
-for plural in workloads clusterqueues localqueues resourceflavors; do
+# Server-side: Kueue's CRDs are too big for the last-applied annotation of a client-side apply. The Workload's
+# schema (0.7 MB) is the slowest write of the bring-up: two minutes per try, tried again while the server is busy.
+wait_for "Kueue's CRDs applied" "$UP_TIMEOUT" "$K8S_BIN/kubectl" --kubeconfig "$RUN_DIR/kubeconfig" \
+  --request-timeout=120s apply --server-side --force-conflicts -f "$KUEUE/crds"
+# Every one of them Established and in discovery before Kueue starts: it watches all eleven (cohorts, topologies and
+# admission checks too), and a kind its REST mapper cannot find yet ends its start-up.
+crds=("$KUEUE"/crds/kueue.x-k8s.io_*.yaml); crds=("${crds[@]##*_}"); crds=("${crds[@]%.yaml}")
+for plural in "${crds[@]}"; do
   wait_for "crd $plural.kueue.x-k8s.io Established" "$UP_TIMEOUT" bash -c "[[ \"\$(${KUBECTL[*]} get crd $plural.kueue.x-k8s.io \
     -o 'jsonpath={.status.conditions[?(@.type==\"Established\")].status}')\" == True ]]"
 done
+wait_for "the ${#crds[@]} Kueue resources in discovery" "$UP_TIMEOUT" bash -c \
+  "(( \$(${KUBECTL[*]} api-resources --api-group=kueue.x-k8s.io -o name | wc -l) >= ${#crds[@]} ))"
 "${KUBECTL[@]}" create namespace "$NAMESPACE" --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
 # Kueue's certificate rotator fills this Secret (its install manifests create it empty).
 "${KUBECTL[@]}" -n "$NAMESPACE" create secret generic kueue-webhook-server-cert --dry-run=client -o yaml |
@@ -34,8 +41,19 @@ done
 
 work="$RUN_DIR/kueue"
 rm -rf "$work"; mkdir -p "$work/certs"
-read -r health_port webhook_port < <(python3 -c 'import socket
-held = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+# Two free ports below the kernel's ephemeral range (and the NodePorts, 30000-32767): no outgoing connection of the
+# tests beside is given one of them between this pick and Kueue's bind, as it could be a port the kernel picked.
+read -r health_port webhook_port < <(python3 -c 'import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+candidates = random.sample(range(20000, min(low, 30000)), k=min(200, max(0, min(low, 30000) - 20000)))
+held = []
+for port in candidates + [0, 0]:  # the kernel picks where the range leaves no room
+    try:
+        held.append(socket.create_server(("127.0.0.1", port)))
+    except OSError:
+        continue
+    if len(held) == 2:
+        break
 print(*(s.getsockname()[1] for s in held))')
 sed -e "s|@HEALTH_PORT@|$health_port|" -e "s|@WEBHOOK_PORT@|$webhook_port|" -e "s|@CERT_DIR@|$work/certs|" \
   "$CLUSTER_DIR/manifests/kueue-config.yaml" > "$work/config.yaml"

@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # Common settings for the ringleader cluster harness. Sourced, not executed.
-set -euo pipefail
+set -Eeuo pipefail
+# A script that fails names the command and line that failed (set -e alone exits without a word): the first line
+# of the trace that reaches the caller (cluster/harness.py ends its error on the script's last lines).
+trap 'log "ERROR: exit $? at ${BASH_SOURCE[0]##*/}:$LINENO: $BASH_COMMAND"' ERR
 
 CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
@@ -41,12 +44,15 @@ current() {
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-# wait_for DESCRIPTION TIMEOUT_S CMD...: poll CMD every second until it succeeds or time runs out.
+# wait_for DESCRIPTION TIMEOUT_S CMD...: poll CMD every second until it succeeds or time runs out (then CMD's last
+# output is shown).
 wait_for() {
   local what="$1" timeout="$2"; shift 2
-  local start=$SECONDS n=0
-  until "$@" >/dev/null 2>&1; do
-    if (( SECONDS - start >= timeout )); then log "timeout after ${timeout}s waiting for $what"; return 1; fi
+  local start=$SECONDS n=0 out
+  until out="$("$@" 2>&1)"; do
+    if (( SECONDS - start >= timeout )); then
+      log "timeout after ${timeout}s waiting for $what; the last try said:"; tail -5 <<<"$out" >&2; return 1
+    fi
     n=$((n + 1)); (( n % 10 == 0 )) && log "still waiting for $what ($((SECONDS - start))s)"
     sleep 1
   done
@@ -78,10 +84,13 @@ start_proc() {
 check_alive() { proc_alive "$1" || { tail -25 "$RUN_DIR/logs/$1.log" >&2; die "$1 exited (log: $RUN_DIR/logs/$1.log)"; }; }
 wait_proc() { # NAME DESCRIPTION CMD... - wait for CMD, bailing out early if NAME dies
   local name="$1" what="$2"; shift 2
-  local start=$SECONDS n=0
-  until "$@" >/dev/null 2>&1; do
+  local start=$SECONDS n=0 out
+  until out="$("$@" 2>&1)"; do
     check_alive "$name"
-    (( SECONDS - start >= ${UP_TIMEOUT:-180} )) && { tail -25 "$RUN_DIR/logs/$name.log" >&2; die "timeout (${UP_TIMEOUT:-180}s) waiting for $what"; }
+    if (( SECONDS - start >= ${UP_TIMEOUT:-180} )); then
+      tail -25 "$RUN_DIR/logs/$name.log" >&2; log "the last try said:"; tail -5 <<<"$out" >&2
+      die "timeout (${UP_TIMEOUT:-180}s) waiting for $what"
+    fi
     n=$((n + 1)); (( n % 10 == 0 )) && log "still waiting for $what ($((SECONDS - start))s)"
     sleep 1
   done

@@ -38,14 +38,19 @@ def built() -> bool:
 
 
 def install_crds(admin: Client) -> None:
-    for path in sorted((directory() / "crds").glob("*.yaml")):
+    """Every CRD Established before Kueue starts: it watches all of them, and a kind not served yet stalls its
+    caches (cluster/kueue-up.sh waits the same way)."""
+    paths = sorted((directory() / "crds").glob("kueue.x-k8s.io_*.yaml"))
+    for path in paths:
         admin.apply_yaml(path.read_text())
-    wait_for("Kueue's CRDs to be established", lambda: all(
-        any(c["type"] == "Established" and c["status"] == "True"
-            for c in (crd.get("status") or {}).get("conditions", []))
-        for crd in (admin.get("CustomResourceDefinition", None, f"{plural}.kueue.x-k8s.io")
-                    for plural in ("workloads", "clusterqueues", "localqueues", "resourceflavors"))
-        if crd is not None), timeout=60)
+    names = [f"{path.stem.split('_', 1)[1]}.kueue.x-k8s.io" for path in paths]
+
+    def established(name: str) -> bool:
+        crd = admin.get("CustomResourceDefinition", None, name)
+        return crd is not None and any(c["type"] == "Established" and c["status"] == "True"
+                                       for c in (crd.get("status") or {}).get("conditions", []))
+
+    wait_for(f"Kueue's {len(names)} CRDs to be established", lambda: all(map(established, names)), timeout=60)
 
 
 def _config(work: pathlib.Path, health_port: int) -> pathlib.Path:

@@ -110,20 +110,20 @@ def round_up(fraction: float) -> float:
 
 BANDS: dict[tuple[str, str], tuple[Band, ...]] = {
     (calibration.EMULATED, "1ps"): (
-        Band(within=0.005, median=0.002, worst=0.006, pairs=36, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
-             load_per_cpu=1.002, machines=2, held_out=(35, 36)),
-        Band(within=0.007, median=0.003, worst=0.007, pairs=30, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
-             load_per_cpu=2.006, machines=2, held_out=(29, 30))),
+        Band(within=0.006, median=0.002, worst=0.006, pairs=48, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002, machines=3, held_out=(47, 48)),
+        Band(within=0.007, median=0.003, worst=0.007, pairs=42, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006, machines=3, held_out=(41, 42))),
     (calibration.EMULATED, "p2p"): (
-        Band(within=0.024, median=0.015, worst=0.024, pairs=36, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
-             load_per_cpu=1.002, machines=2, held_out=(34, 36)),
-        Band(within=0.043, median=0.013, worst=0.043, pairs=30, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
-             load_per_cpu=2.006, machines=2, held_out=(27, 30))),
+        Band(within=0.024, median=0.014, worst=0.024, pairs=48, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002, machines=3, held_out=(48, 48)),
+        Band(within=0.043, median=0.012, worst=0.043, pairs=42, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006, machines=3, held_out=(39, 42))),
     (calibration.EMULATED, "ring"): (
-        Band(within=0.019, median=0.006, worst=0.019, pairs=36, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
-             load_per_cpu=1.002, machines=2, held_out=(29, 36)),
-        Band(within=0.037, median=0.007, worst=0.037, pairs=30, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
-             load_per_cpu=2.006, machines=2, held_out=(25, 30))),
+        Band(within=0.019, median=0.007, worst=0.019, pairs=48, workers=(2, 3), threads_per_cpu=2.0, busy_cores=0,
+             load_per_cpu=1.002, machines=3, held_out=(45, 48)),
+        Band(within=0.038, median=0.008, worst=0.038, pairs=42, workers=(2, 3), threads_per_cpu=2.0, busy_cores=2,
+             load_per_cpu=2.006, machines=3, held_out=(41, 42))),
 }
 """BANDS: (link kind, architecture label) -> its bands, one per machine load the recorded runs of
 bench/bench_predict_validation.py had (alone, then with busy cores beside: tests/fixtures/predict_validation.json.gz,
