@@ -25,14 +25,10 @@ T0=$SECONDS
 # schema (0.7 MB) is the slowest write of the bring-up: two minutes per try, tried again while the server is busy.
 wait_for "Kueue's CRDs applied" "$UP_TIMEOUT" "$K8S_BIN/kubectl" --kubeconfig "$RUN_DIR/kubeconfig" \
   --request-timeout=120s apply --server-side --force-conflicts -f "$KUEUE/crds"
-# Every one of them Established and in discovery before Kueue starts: it watches all eleven (cohorts, topologies and
-# admission checks too), and a kind its REST mapper cannot find yet ends its start-up.
-crds=("$KUEUE"/crds/kueue.x-k8s.io_*.yaml); crds=("${crds[@]##*_}"); crds=("${crds[@]%.yaml}")
-for plural in "${crds[@]}"; do
-  wait_for "crd $plural.kueue.x-k8s.io Established" "$UP_TIMEOUT" bash -c "[[ \"\$(${KUBECTL[*]} get crd $plural.kueue.x-k8s.io \
-    -o 'jsonpath={.status.conditions[?(@.type==\"Established\")].status}')\" == True ]]"
-done
-wait_for "the ${#crds[@]} Kueue resources in discovery" "$UP_TIMEOUT" bash -c \
+# All of them served (a CRD is in discovery once Established) before Kueue starts: it watches all eleven (cohorts,
+# topologies and admission checks too), and a kind its REST mapper cannot find yet stalls its caches.
+crds=("$KUEUE"/crds/kueue.x-k8s.io_*.yaml)
+wait_for "the ${#crds[@]} Kueue resources Established and in discovery" "$UP_TIMEOUT" bash -c \
   "(( \$(${KUBECTL[*]} api-resources --api-group=kueue.x-k8s.io -o name | wc -l) >= ${#crds[@]} ))"
 "${KUBECTL[@]}" create namespace "$NAMESPACE" --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
 # Kueue's certificate rotator fills this Secret (its install manifests create it empty).
@@ -45,9 +41,10 @@ rm -rf "$work"; mkdir -p "$work/certs"
 # tests beside is given one of them between this pick and Kueue's bind, as it could be a port the kernel picked.
 read -r health_port webhook_port < <(python3 -c 'import random, socket
 low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-candidates = random.sample(range(20000, min(low, 30000)), k=min(200, max(0, min(low, 30000) - 20000)))
+ports = list(range(20000, min(low, 30000)))
+random.shuffle(ports)
 held = []
-for port in candidates + [0, 0]:  # the kernel picks where the range leaves no room
+for port in ports[:200] + [0, 0]:  # the kernel picks where the range leaves no room
     try:
         held.append(socket.create_server(("127.0.0.1", port)))
     except OSError:

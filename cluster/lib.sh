@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Common settings for the ringleader cluster harness. Sourced, not executed.
 set -Eeuo pipefail
-# A script that fails names the command and line that failed (set -e alone exits without a word): the first line
-# of the trace that reaches the caller (cluster/harness.py ends its error on the script's last lines).
+# A script that fails names the command and line that failed (set -e alone exits without a word); cluster/harness.py
+# ends its error on the script's last lines, where this one is.
 trap 'log "ERROR: exit $? at ${BASH_SOURCE[0]##*/}:$LINENO: $BASH_COMMAND"' ERR
 
 CLUSTER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
